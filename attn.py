@@ -1,0 +1,505 @@
+"""attn.py: the Transformer of Edelman, Goel, Kakade & Zhang (ICML 2022), by hand in NumPy.
+
+"Inductive Biases and Variable Creation in Self-Attention Mechanisms", arXiv:2110.10090.
+Section 3 (Figure 1) defines the modules; Section 5 (the experiment) uses them as
+
+    x_t      = E_tok[b_t] + E_pos[t]           t = 0..T-1, b_t in {0, 1}   (one token per bit)
+    x_[CLS]  = cls                              appended *after* x_T, at row index T
+    h        = x_[CLS] + Attn(LN1(X))[CLS]      f_tf-head with context z = LN1(x_[CLS])
+    h'       = h + MLP(LN2(h))                  pre-LayerNorm block
+    logit    = w . LNf(h') + b                  scalar output f_tf-scalar read at [CLS]
+
+Every layer is a pair of free functions: `thing_forward(...) -> (out, cache)` and
+`thing_backward(dout, cache) -> grads`. Parameters are a plain dict of named arrays; the model
+configuration is a plain dict `cfg` (see `default_config`). Everything keeps the dtype of the
+parameters (float32 or float64).
+
+Three exact ways to compute the same 1-layer model (`model_forward(..., path=...)`):
+  "full": f_tf-layer, every position queries (B x H x (T+1) x (T+1) scores); the literal model.
+  "cls":  only the [CLS] query row (B x H x (T+1)); exact, since no other row reaches the output.
+  "fast": before LN1 each position holds one of only two vectors and the [CLS] query is the same
+          for every sample, so each head's output is a ratio of two linear functions of the bit
+          vector: a batch costs one (B, T) @ (T, H + d) matrix product. Used for training.
+The tests check that all three give the same output and the same parameter gradients.
+
+This file needs numpy alone; copy it anywhere.
+"""
+import numpy as np
+
+VOCAB = 2  # the tasks are Boolean: one token per bit
+
+
+# ----------------------------------------------------------------------------------------------
+# configuration and initialisation (Section 5: d = 64, 16 heads, MLP hidden 64, N(0, 0.02^2))
+
+def default_config(**overrides):
+    """The experiment's model: one pre-LN block, d=64, 16 heads, GELU MLP with 64 hidden units.
+
+    Keys: T (context length), d (width), heads, mlp (hidden units; 0 = no MLP), ln (LayerNorms on
+    or off), act ("gelu" or "relu"), dtype ("float32" or "float64").
+    The theory's single head f_tf-head is `default_config(heads=1, mlp=0, ln=False)`.
+    """
+    cfg = dict(T=100, d=64, heads=16, mlp=64, ln=True, act="gelu", dtype="float32")
+    unknown = set(overrides) - set(cfg)
+    if unknown:
+        raise ValueError(f"unknown config key(s) {sorted(unknown)}; allowed: {sorted(cfg)}")
+    cfg.update(overrides)
+    return check_config(cfg)
+
+
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def check_config(cfg):
+    """Raise ValueError naming the bad value and what is allowed; return cfg unchanged."""
+    for key, lo in (("T", 1), ("d", 1), ("heads", 1), ("mlp", 0)):
+        v = cfg[key]
+        if not _is_int(v) or v < lo:
+            raise ValueError(f"{key} must be an integer >= {lo}, got {v!r}")
+    if cfg["d"] % cfg["heads"]:
+        raise ValueError(f"d={cfg['d']} must be a multiple of heads={cfg['heads']}")
+    if cfg["act"] not in ACTIVATIONS:
+        raise ValueError(f"act must be one of {sorted(ACTIVATIONS)}, got {cfg['act']!r}")
+    if str(cfg["dtype"]) not in ("float32", "float64"):
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {cfg['dtype']!r}")
+    if not isinstance(cfg["ln"], (bool, np.bool_)):
+        raise ValueError(f"ln must be True or False, got {cfg['ln']!r}")
+    return cfg
+
+
+def init_params(cfg, rng, std=0.02):
+    """Section 5 init: weights and embeddings N(0, std^2), biases 0, LayerNorm gain 1, shift 0.
+
+    Shapes: E_tok [2, d], E_pos [T, d], cls [d]; W_Q, W_K, W_V, W_O [d, d] (row convention
+    y = x @ W + b, heads are consecutive blocks of d/heads columns); W_1 [d, mlp], W_2 [mlp, d];
+    readout w [d], b [1].
+    """
+    T, d, k, dt = cfg["T"], cfg["d"], cfg["mlp"], np.dtype(cfg["dtype"])
+
+    def normal(*shape):
+        return (std * rng.standard_normal(shape)).astype(dt)
+
+    p = dict(E_tok=normal(VOCAB, d), E_pos=normal(T, d), cls=normal(d))
+    for name in "QKVO":
+        p["W_" + name], p["b_" + name] = normal(d, d), np.zeros(d, dt)
+    if k:
+        p.update(W_1=normal(d, k), b_1=np.zeros(k, dt), W_2=normal(k, d), b_2=np.zeros(d, dt))
+    lns = ("ln1", "ln2", "lnf") if k else ("ln1", "lnf")
+    if cfg["ln"]:
+        for ln in lns:
+            p[ln + "_g"], p[ln + "_b"] = np.ones(d, dt), np.zeros(d, dt)
+    p.update(w=normal(d), b=np.zeros(1, dt))
+    return p
+
+
+# ----------------------------------------------------------------------------------------------
+# token + positional embedding, [CLS] appended after x_T (Section 3, f_tf-scalar)
+
+def embed_forward(X, E_tok, E_pos, cls):  # [B, T] ints in {0,1}, [2,d], [T,d], [d] -> [B, T+1, d]
+    B, T = X.shape
+    out = np.empty((B, T + 1, E_pos.shape[1]), E_pos.dtype)
+    out[:, :T] = E_tok[X] + E_pos
+    out[:, T] = cls
+    return out, X
+
+
+def embed_backward(dout, X):  # -> dE_tok [2,d], dE_pos [T,d], dcls [d]
+    B, T = X.shape
+    d_tok = dout[:, :T].reshape(B * T, -1)
+    onehot = (X.reshape(-1, 1) == np.arange(VOCAB)).astype(dout.dtype)  # [B*T, 2]
+    dE_tok = onehot.T @ d_tok                 # a one-hot matmul, not np.add.at
+    return dE_tok, dout[:, :T].sum(0), dout[:, T].sum(0)
+
+
+# ----------------------------------------------------------------------------------------------
+# LayerNorm over the last axis, with gain g and shift b
+
+LN_EPS = 1e-5
+
+
+def layernorm_forward(x, g, b):  # [..., d] -> [..., d]
+    mu = x.mean(-1, keepdims=True)
+    xc = x - mu
+    rstd = 1.0 / np.sqrt((xc * xc).mean(-1, keepdims=True) + LN_EPS)
+    xhat = xc * rstd
+    return xhat * g + b, (xhat, rstd, g)
+
+
+def layernorm_backward(dy, cache):
+    xhat, rstd, g = cache
+    lead = tuple(range(dy.ndim - 1))
+    dg, db = (dy * xhat).sum(lead), dy.sum(lead)
+    dxhat = dy * g                                       # forward: y = xhat * g + b
+    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True)   # forward: xhat = (x - mu) * rstd
+                 - xhat * (dxhat * xhat).mean(-1, keepdims=True))
+    return dx, dg, db
+
+
+# ----------------------------------------------------------------------------------------------
+# affine map, batched over any leading axes (reshaped to 2-D: one BLAS call)
+
+def linear_forward(x, W, b):  # [..., n], [n, k], [k] -> [..., k]
+    y = x.reshape(-1, x.shape[-1]) @ W + b
+    return y.reshape(x.shape[:-1] + (W.shape[1],)), (x, W)
+
+
+def linear_backward(dy, cache):
+    x, W = cache
+    x2, dy2 = x.reshape(-1, x.shape[-1]), dy.reshape(-1, dy.shape[-1])
+    return (dy2 @ W.T).reshape(x.shape), x2.T @ dy2, dy2.sum(0)
+
+
+# ----------------------------------------------------------------------------------------------
+# softmax over the last axis, stabilised by the data's own max
+
+def softmax_forward(s):
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def softmax_backward(dA, A):
+    return A * (dA - (dA * A).sum(-1, keepdims=True))
+
+
+# ----------------------------------------------------------------------------------------------
+# f_tf-head at the [CLS] query (Section 3): scores z^T W_Q W_K^T x_t, softmax over t, values
+
+def attention_cls_forward(Xn, W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O, heads):
+    """Multi-head attention with one query, the last row ([CLS]).  [B, N, d] -> [B, d].
+
+    Per head h (width e = d/heads, columns h*e:(h+1)*e):
+      q = z W_Q + b_Q with z = Xn[:, -1];  K = Xn W_K + b_K;  V = Xn W_V + b_V
+      A = softmax_t(q . K_t / sqrt(e));    o = sum_t A_t V_t;    y = concat_h(o) W_O + b_O
+    Only the product W_Q W_K^T (= the paper's W_QK) and the biases enter the scores.
+    """
+    B, N, d = Xn.shape
+    e = d // heads
+    q, c_q = linear_forward(Xn[:, -1], W_Q, b_Q)                     # [B, d]
+    K, c_k = linear_forward(Xn, W_K, b_K)                            # [B, N, d]
+    V, c_v = linear_forward(Xn, W_V, b_V)
+    qh, Kh, Vh = q.reshape(B, heads, e), K.reshape(B, N, heads, e), V.reshape(B, N, heads, e)
+    scale = e ** -0.5
+    A = softmax_forward(np.einsum("bhe,bnhe->bhn", qh, Kh) * scale)  # [B, H, N]
+    o = np.einsum("bhn,bnhe->bhe", A, Vh).reshape(B, d)
+    y, c_o = linear_forward(o, W_O, b_O)
+    return y, (c_q, c_k, c_v, c_o, qh, Kh, Vh, A, scale, N)
+
+
+def attention_cls_backward(dy, cache):  # -> dXn [B,N,d], and dW_Q, db_Q, ..., dW_O, db_O
+    c_q, c_k, c_v, c_o, qh, Kh, Vh, A, scale, N = cache
+    B, H, e = qh.shape
+    do, dW_O, db_O = linear_backward(dy, c_o)
+    do = do.reshape(B, H, e)
+    dA = np.einsum("bhe,bnhe->bhn", do, Vh)             # forward: o = sum_n A_n V_n
+    dVh = np.einsum("bhn,bhe->bnhe", A, do)
+    ds = softmax_backward(dA, A) * scale                # forward: A = softmax(s * scale)
+    dqh = np.einsum("bhn,bnhe->bhe", ds, Kh)            # forward: s = q . K_n
+    dKh = np.einsum("bhn,bhe->bnhe", ds, qh)
+    dXn_v, dW_V, db_V = linear_backward(dVh.reshape(B, N, H * e), c_v)
+    dXn, dW_K, db_K = linear_backward(dKh.reshape(B, N, H * e), c_k)
+    dz, dW_Q, db_Q = linear_backward(dqh.reshape(B, H * e), c_q)
+    dXn = dXn + dXn_v
+    dXn[:, -1] += dz
+    return dXn, dW_Q, db_Q, dW_K, db_K, dW_V, db_V, dW_O, db_O
+
+
+# ----------------------------------------------------------------------------------------------
+# f_tf-layer (Section 3): the same head applied at every position, z = x_t  -> [B, N, d]
+
+def self_attention_forward(Xn, W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O, heads):
+    """Full self-attention, every row queries: scores [B, H, N, N]. The reference for the
+    [CLS]-row shortcut; O(N^2) per example, so use it for checks, not for training."""
+    B, N, d = Xn.shape
+    e = d // heads
+    Q, c_q = linear_forward(Xn, W_Q, b_Q)
+    K, c_k = linear_forward(Xn, W_K, b_K)
+    V, c_v = linear_forward(Xn, W_V, b_V)
+    Qh, Kh, Vh = (M.reshape(B, N, heads, e) for M in (Q, K, V))
+    scale = e ** -0.5
+    A = softmax_forward(np.einsum("bqhe,bkhe->bhqk", Qh, Kh) * scale)  # [B, H, N, N]
+    o = np.einsum("bhqk,bkhe->bqhe", A, Vh).reshape(B, N, d)
+    y, c_o = linear_forward(o, W_O, b_O)
+    return y, (c_q, c_k, c_v, c_o, Qh, Kh, Vh, A, scale)
+
+
+def self_attention_backward(dy, cache):
+    c_q, c_k, c_v, c_o, Qh, Kh, Vh, A, scale = cache
+    B, N, H, e = Qh.shape
+    do, dW_O, db_O = linear_backward(dy, c_o)
+    do = do.reshape(B, N, H, e)
+    dA = np.einsum("bqhe,bkhe->bhqk", do, Vh)
+    dVh = np.einsum("bhqk,bqhe->bkhe", A, do)
+    ds = softmax_backward(dA, A) * scale
+    dQh = np.einsum("bhqk,bkhe->bqhe", ds, Kh)
+    dKh = np.einsum("bhqk,bqhe->bkhe", ds, Qh)
+    dX_q, dW_Q, db_Q = linear_backward(dQh.reshape(B, N, d_ := H * e), c_q)
+    dX_k, dW_K, db_K = linear_backward(dKh.reshape(B, N, d_), c_k)
+    dX_v, dW_V, db_V = linear_backward(dVh.reshape(B, N, d_), c_v)
+    return dX_q + dX_k + dX_v, dW_Q, db_Q, dW_K, db_K, dW_V, db_V, dW_O, db_O
+
+
+# ----------------------------------------------------------------------------------------------
+# MLP: W_2 act(W_1 x + b_1) + b_2; act is GELU (tanh form, as in GPT-2/BERT) or ReLU
+
+_C = (2.0 / np.pi) ** 0.5
+
+
+def gelu_forward(x):
+    u = _C * (x + 0.044715 * x ** 3)
+    t = np.tanh(u)
+    return 0.5 * x * (1.0 + t), (x, t)
+
+
+def gelu_backward(dy, cache):
+    x, t = cache  # forward: y = 0.5 x (1 + tanh(u)),  u = C (x + 0.044715 x^3)
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _C * (1.0 + 3 * 0.044715 * x * x))
+
+
+def relu_forward(x):
+    return np.maximum(x, 0), x
+
+
+def relu_backward(dy, x):
+    return dy * (x > 0)
+
+
+ACTIVATIONS = {"gelu": (gelu_forward, gelu_backward), "relu": (relu_forward, relu_backward)}
+
+
+def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # [..., d] -> [..., d]
+    h, c1 = linear_forward(x, W_1, b_1)
+    a, ca = ACTIVATIONS[act][0](h)
+    y, c2 = linear_forward(a, W_2, b_2)
+    return y, (c1, ca, c2, act)
+
+
+def mlp_backward(dy, cache):
+    c1, ca, c2, act = cache
+    da, dW_2, db_2 = linear_backward(dy, c2)
+    dh = ACTIVATIONS[act][1](da, ca)
+    dx, dW_1, db_1 = linear_backward(dh, c1)
+    return dx, dW_1, db_1, dW_2, db_2
+
+
+# ----------------------------------------------------------------------------------------------
+# logistic loss on labels y in {0, 1}, from logits, stably: mean(softplus(z) - y z)
+
+def logistic_forward(z, y):  # [B], [B] -> scalar
+    loss = np.maximum(z, 0) - y * z + np.log1p(np.exp(-np.abs(z)))
+    return loss.mean(), (z, y)
+
+
+def logistic_backward(dloss, cache):
+    z, y = cache
+    sig = 0.5 * (1.0 + np.tanh(0.5 * z))  # sigmoid without overflow
+    return dloss * (sig - y) / z.shape[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# the model: one pre-LN block read out at [CLS]
+
+ATTN_KEYS = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O")
+PATHS = ("fast", "cls", "full")
+
+
+def _ln_fwd(p, cfg, name, x):
+    if not cfg["ln"]:
+        return x, None
+    return layernorm_forward(x, p[name + "_g"], p[name + "_b"])
+
+
+def _ln_bwd(grads, cfg, name, dy, cache):
+    if not cfg["ln"]:
+        return dy
+    dx, grads[name + "_g"], grads[name + "_b"] = layernorm_backward(dy, cache)
+    return dx
+
+
+def _check_inputs(p, cfg, X):
+    if not isinstance(X, np.ndarray) or X.ndim != 2:
+        raise ValueError(f"X must be a 2-D array [batch, T] of bits, got {type(X).__name__} "
+                         f"with shape {getattr(X, 'shape', None)}")
+    if X.shape[1] != cfg["T"] or p["E_pos"].shape[0] != cfg["T"]:
+        raise ValueError(f"X has T={X.shape[1]} columns but the model has T={cfg['T']}")
+    if X.shape[0] < 1:
+        raise ValueError("X must hold at least one example")
+
+
+def model_forward(p, cfg, X, path="fast"):
+    """Logits [B] of the experiment's model on bit strings X [B, T]; returns (logits, cache)."""
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+    _check_inputs(p, cfg, X)
+    if path == "fast":
+        attn, c_att = fast_attention_forward(p, cfg, X)
+        h = p["cls"] + attn                                          # residual at [CLS]
+    else:
+        x0, c_emb = embed_forward(X.astype(np.intp, copy=False), p["E_tok"], p["E_pos"], p["cls"])
+        xn, c_ln1 = _ln_fwd(p, cfg, "ln1", x0)
+        args = [p[k] for k in ATTN_KEYS]
+        if path == "cls":
+            attn, c_a = attention_cls_forward(xn, *args, cfg["heads"])
+        else:
+            attn_all, c_a = self_attention_forward(xn, *args, cfg["heads"])
+            attn = attn_all[:, -1]
+        c_att = (path, (c_emb, c_ln1, c_a), x0)
+        h = x0[:, -1] + attn
+    c_mlp = None
+    if cfg["mlp"]:
+        hn, c_ln2 = _ln_fwd(p, cfg, "ln2", h)
+        m, c_m = mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
+        c_mlp = (c_ln2, c_m)
+        h = h + m                                                    # residual
+    f, c_lnf = _ln_fwd(p, cfg, "lnf", h)
+    z = f @ p["w"] + p["b"][0]                                       # readout at [CLS]
+    return z, (c_att, c_mlp, c_lnf, f)
+
+
+def model_backward(dz, p, cfg, cache):
+    """Gradients of sum(dz * logits) for every parameter: a dict with the keys of p."""
+    c_att, c_mlp, c_lnf, f = cache
+    g = {}
+    g["w"], g["b"] = f.T @ dz, np.atleast_1d(dz.sum())
+    dh = _ln_bwd(g, cfg, "lnf", np.outer(dz, p["w"]), c_lnf)
+    if cfg["mlp"]:
+        c_ln2, c_m = c_mlp
+        dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dh, c_m)
+        dh = dh + _ln_bwd(g, cfg, "ln2", dhn, c_ln2)
+    if c_att[0] == "fast":
+        g["cls"] = dh.sum(0)                                         # residual at [CLS]
+        fast_attention_backward(dh, p, cfg, c_att, g)
+        return g
+    path, (c_emb, c_ln1, c_a), _ = c_att
+    if path == "cls":
+        dxn, *dattn = attention_cls_backward(dh, c_a)
+    else:
+        dy = np.zeros(c_a[4].shape[:2] + (dh.shape[1],), dh.dtype)    # only [CLS] row is used
+        dy[:, -1] = dh
+        dxn, *dattn = self_attention_backward(dy, c_a)
+    g.update(zip(ATTN_KEYS, dattn))
+    dx0 = _ln_bwd(g, cfg, "ln1", dxn, c_ln1)
+    dx0[:, -1] += dh
+    g["E_tok"], g["E_pos"], g["cls"] = embed_backward(dx0, c_emb)
+    return g
+
+
+# ----------------------------------------------------------------------------------------------
+# the exact shortcut: two versions per position, a head output is a ratio of linear functions
+
+SAFE_EXP = {np.dtype("float32"): 60.0, np.dtype("float64"): 600.0}
+
+
+def fast_attention_forward(p, cfg, X):
+    """Attn(LN1(X))[CLS] for a batch, in O(B T (H + d)) instead of O(B T d^2).  -> [B, d].
+
+    Before LN1, position t holds E_tok[0] + E_pos[t] or E_tok[1] + E_pos[t]; the [CLS] row is the
+    same for every sample. So per head h the scores exist in two versions, s0[t], s1[t], and with
+    x_t in {0,1} and weights e_v[t] = exp(s_v[t] - M):
+        Z = e_c + sum_t e0[t] + X @ (e1 - e0)                  (softmax denominator)   [B, H]
+        N = e_c V_c + sum_t e0[t] V0[t] + X @ (e1 V1 - e0 V0)  (weighted values)       [B, H, e]
+        o = N / Z,  exactly the [CLS] row of softmax attention.
+    M = max(s_c, max_t min(s0[t], s1[t])) is a lower bound on every sample's max score, so Z >= 1.
+    If some score exceeds M by more than SAFE_EXP (exp could overflow), fall back to path "cls".
+    """
+    T, d, H = cfg["T"], cfg["d"], cfg["heads"]
+    e = d // H
+    dt = p["E_pos"].dtype
+    rows = np.concatenate([(p["E_tok"][:, None, :] + p["E_pos"]).reshape(2 * T, d),
+                           p["cls"][None]])                           # [2T+1, d]: v0 | v1 | cls
+    rn, c_ln1 = _ln_fwd(p, cfg, "ln1", rows)
+    q, c_q = linear_forward(rn[-1:], p["W_Q"], p["b_Q"])              # [1, d]
+    K, c_k = linear_forward(rn, p["W_K"], p["b_K"])                   # [2T+1, d]
+    V, c_v = linear_forward(rn, p["W_V"], p["b_V"])
+    qh, Kh, Vh = q.reshape(H, e), K.reshape(-1, H, e), V.reshape(-1, H, e)
+    scale = e ** -0.5
+    s = np.einsum("he,rhe->rh", qh, Kh) * scale                      # [2T+1, H]
+    s0, s1, sc = s[:T], s[T:2 * T], s[2 * T]
+    M = np.maximum(np.minimum(s0, s1).max(0), sc)                    # [H]
+    if (s - M).max() > SAFE_EXP[dt]:
+        y, cache = model_forward_cls_attention(p, cfg, X)
+        return y, cache
+    E = np.exp(s - M)                                                 # [2T+1, H]
+    e0, e1, ec = E[:T], E[T:2 * T], E[2 * T]
+    V0, V1, Vc = Vh[:T], Vh[T:2 * T], Vh[2 * T]
+    D = e1 - e0                                                       # [T, H]
+    G = e1[..., None] * V1 - e0[..., None] * V0                       # [T, H, e]
+    Xf = X.astype(dt, copy=False)
+    ZN = Xf @ np.concatenate([D, G.reshape(T, d)], axis=1)            # [B, H + d], one matmul
+    Z = ZN[:, :H] + (ec + e0.sum(0))                                  # [B, H]
+    N = ZN[:, H:].reshape(-1, H, e) + (ec[:, None] * Vc + (e0[..., None] * V0).sum(0))
+    o = (N / Z[..., None]).reshape(-1, d)
+    y, c_o = linear_forward(o, p["W_O"], p["b_O"])
+    return y, ("fast", (Xf, c_ln1, c_q, c_k, c_v, c_o, qh, Kh, Vh, E, Z, o, scale))
+
+
+def model_forward_cls_attention(p, cfg, X):
+    """Fallback of the fast path: embedding, LN1 and the [CLS]-row head on the full batch."""
+    x0, c_emb = embed_forward(X.astype(np.intp, copy=False), p["E_tok"], p["E_pos"], p["cls"])
+    xn, c_ln1 = _ln_fwd(p, cfg, "ln1", x0)
+    attn, c_a = attention_cls_forward(xn, *[p[k] for k in ATTN_KEYS], cfg["heads"])
+    return attn, ("cls", (c_emb, c_ln1, c_a), x0)
+
+
+def fast_attention_backward(dy, p, cfg, c_att, g):
+    """Backward of fast_attention_forward; adds dE_tok, dE_pos, dcls, ln1 and head grads to g."""
+    if c_att[0] != "fast":                                            # the fallback's backward
+        _, (c_emb, c_ln1, c_a), _ = c_att
+        dxn, *dattn = attention_cls_backward(dy, c_a)
+        g.update(zip(ATTN_KEYS, dattn))
+        dx0 = _ln_bwd(g, cfg, "ln1", dxn, c_ln1)
+        dE_tok, dE_pos, dcls = embed_backward(dx0, c_emb)
+        g["E_tok"], g["E_pos"], g["cls"] = dE_tok, dE_pos, g["cls"] + dcls
+        return
+    Xf, c_ln1, c_q, c_k, c_v, c_o, qh, Kh, Vh, E, Z, o, scale = c_att[1]
+    T, d, H = cfg["T"], cfg["d"], cfg["heads"]
+    e = d // H
+    do, g["W_O"], g["b_O"] = linear_backward(dy, c_o)
+    do, o = do.reshape(-1, H, e), o.reshape(-1, H, e)
+    dN = do / Z[..., None]                                            # forward: o = N / Z
+    dZ = -(do * o).sum(-1) / Z
+    dDG = Xf.T @ np.concatenate([dZ, dN.reshape(-1, d)], axis=1)      # [T, H + d], one matmul
+    dD, dG = dDG[:, :H], dDG[:, H:].reshape(T, H, e)
+    dZc, dNc = dZ.sum(0), dN.sum(0)                                   # the constant parts
+    e0, e1, ec = E[:T], E[T:2 * T], E[2 * T]
+    V0, V1, Vc = Vh[:T], Vh[T:2 * T], Vh[2 * T]
+    dE = np.empty_like(E)                                             # d/d exp-weights
+    dE[:T] = -dD + dZc + ((dNc - dG) * V0).sum(-1)                    # e0 enters Z, N, D, G
+    dE[T:2 * T] = dD + (dG * V1).sum(-1)
+    dE[2 * T] = dZc + (dNc * Vc).sum(-1)
+    dVh = np.empty_like(Vh)
+    dVh[:T] = (dNc - dG) * e0[..., None]
+    dVh[T:2 * T] = dG * e1[..., None]
+    dVh[2 * T] = dNc * ec[:, None]
+    ds = dE * E * scale                          # forward: E = exp(s - M), M a constant shift
+    dqh = np.einsum("rh,rhe->he", ds, Kh)        # forward: s = q . K_r
+    dKh = np.einsum("rh,he->rhe", ds, qh)
+    R = Kh.shape[0]
+    drn, g["W_V"], g["b_V"] = linear_backward(dVh.reshape(R, d), c_v)
+    drn_k, g["W_K"], g["b_K"] = linear_backward(dKh.reshape(R, d), c_k)
+    drn_q, g["W_Q"], g["b_Q"] = linear_backward(dqh.reshape(1, d), c_q)
+    drn = drn + drn_k
+    drn[-1] += drn_q[0]
+    drows = _ln_bwd(g, cfg, "ln1", drn, c_ln1)
+    dP = drows[:2 * T].reshape(2, T, d)
+    g["E_tok"], g["E_pos"] = dP.sum(1), dP.sum(0)
+    g["cls"] = g["cls"] + drows[-1]
+
+
+# ----------------------------------------------------------------------------------------------
+# readable helpers for training and inspection
+
+def loss_and_grads(p, cfg, X, y, path="fast"):
+    """Mean logistic loss, its gradient dict, and the logits [B]."""
+    z, cache = model_forward(p, cfg, X, path)
+    loss, c_loss = logistic_forward(z, y.astype(z.dtype, copy=False))
+    return loss, model_backward(logistic_backward(1.0, c_loss), p, cfg, cache), z
+
+
+def cls_attention(p, cfg, X):
+    """[CLS] attention weights [B, H, T+1] (last column: [CLS] attending to itself)."""
+    _check_inputs(p, cfg, X)
+    x0, _ = embed_forward(X.astype(np.intp, copy=False), p["E_tok"], p["E_pos"], p["cls"])
+    xn, _ = _ln_fwd(p, cfg, "ln1", x0)
+    _, cache = attention_cls_forward(xn, *[p[k] for k in ATTN_KEYS], cfg["heads"])
+    return cache[7]
