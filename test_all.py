@@ -1,0 +1,352 @@
+"""test_all.py: every test of the project.  Run: python -m pytest -q test_all.py
+
+Gradient checks follow ../shared/STYLE.md: float64 central differences of sum(out * dout) with a
+random upstream gradient dout, inputs off-centre, LayerNorm gain != 1 and shift != 0, and
+parameters moved well away from their initial values.
+"""
+import numpy as np
+import pytest
+
+import attn
+import data
+import train
+
+RTOL = 1e-6          # the bar: relative error of every backward pass in float64
+WORST = {}           # largest relative error seen per check (printed by the last test)
+
+
+def rel_error(a, b):
+    """||a - b|| / (||a|| + ||b||): 0 when equal, 1 when unrelated."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    den = np.linalg.norm(a) + np.linalg.norm(b)
+    return 0.0 if den == 0 else float(np.linalg.norm(a - b) / den)
+
+
+def numeric_grad(f, x, h=1e-6):
+    """Central differences of the scalar f() with respect to array x (changed in place)."""
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        old = x[i]
+        x[i] = old + h
+        fp = f()
+        x[i] = old - h
+        fm = f()
+        x[i] = old
+        g[i] = (fp - fm) / (2 * h)
+    return g
+
+
+def check(name, analytic, f, x):
+    num = numeric_grad(f, x)
+    assert np.linalg.norm(num) > 1e-6, f"{name}: numeric gradient is ~0, the check cannot fail"
+    err = rel_error(analytic, num)
+    WORST[name] = err
+    assert err < RTOL, f"{name}: relative error {err:.2e}"
+
+
+def offcentre(rng, *shape):
+    return 0.7 + 1.3 * rng.standard_normal(shape)
+
+
+# ------------------------------------------------------------------ per-op gradient checks ----
+
+def test_grad_layernorm():
+    rng = np.random.default_rng(1)
+    x, g, b = offcentre(rng, 3, 4, 6), offcentre(rng, 6), offcentre(rng, 6)
+    dy = rng.standard_normal((3, 4, 6))
+    f = lambda: np.sum(attn.layernorm_forward(x, g, b)[0] * dy)
+    dx, dg, db = attn.layernorm_backward(dy, attn.layernorm_forward(x, g, b)[1])
+    check("layernorm dx", dx, f, x)
+    check("layernorm dg", dg, f, g)
+    check("layernorm db", db, f, b)
+
+
+def test_grad_linear_softmax_gelu_relu_loss():
+    rng = np.random.default_rng(2)
+    x, W, b = offcentre(rng, 2, 3, 5), offcentre(rng, 5, 4), offcentre(rng, 4)
+    dy = rng.standard_normal((2, 3, 4))
+    f = lambda: np.sum(attn.linear_forward(x, W, b)[0] * dy)
+    dx, dW, db = attn.linear_backward(dy, attn.linear_forward(x, W, b)[1])
+    check("linear dx", dx, f, x)
+    check("linear dW", dW, f, W)
+    check("linear db", db, f, b)
+
+    s, dA = offcentre(rng, 3, 7), rng.standard_normal((3, 7))
+    f = lambda: np.sum(attn.softmax_forward(s) * dA)
+    check("softmax", attn.softmax_backward(dA, attn.softmax_forward(s)), f, s)
+
+    for act in ("gelu", "relu"):
+        h = offcentre(rng, 4, 5)
+        h[np.abs(h) < 1e-3] = 0.5          # keep ReLU off its kink
+        fwd, bwd = attn.ACTIVATIONS[act]
+        dy = rng.standard_normal(h.shape)
+        check(act, bwd(dy, fwd(h)[1]), lambda: np.sum(fwd(h)[0] * dy), h)
+
+    z, y = 3 * rng.standard_normal(9), rng.integers(0, 2, 9).astype(float)
+    f = lambda: attn.logistic_forward(z, y)[0] * 1.7
+    check("logistic", attn.logistic_backward(1.7, attn.logistic_forward(z, y)[1]), f, z)
+
+
+def test_grad_embed_and_mlp():
+    rng = np.random.default_rng(3)
+    X = rng.integers(0, 2, (4, 5))
+    E_tok, E_pos, cls = offcentre(rng, 2, 3), offcentre(rng, 5, 3), offcentre(rng, 3)
+    dout = rng.standard_normal((4, 6, 3))
+    f = lambda: np.sum(attn.embed_forward(X, E_tok, E_pos, cls)[0] * dout)
+    grads = attn.embed_backward(dout, X)
+    for name, g, x in zip(("E_tok", "E_pos", "cls"), grads, (E_tok, E_pos, cls)):
+        check("embed " + name, g, f, x)
+
+    x = offcentre(rng, 3, 4)
+    ws = [offcentre(rng, 4, 6), offcentre(rng, 6), offcentre(rng, 6, 4), offcentre(rng, 4)]
+    dy = rng.standard_normal((3, 4))
+    f = lambda: np.sum(attn.mlp_forward(x, *ws, act="gelu")[0] * dy)
+    grads = attn.mlp_backward(dy, attn.mlp_forward(x, *ws, act="gelu")[1])
+    for name, g, v in zip(("x", "W_1", "b_1", "W_2", "b_2"), grads, [x] + ws):
+        check("mlp " + name, g, f, v)
+
+
+def _attn_args(rng, d):
+    return [0.5 * offcentre(rng, *((d, d) if i % 2 == 0 else (d,))) for i in range(8)]
+
+
+@pytest.mark.parametrize("which", ["cls", "full"])
+def test_grad_attention(which):
+    rng = np.random.default_rng(4)
+    B, N, d, H = 2, 5, 6, 2
+    Xn = offcentre(rng, B, N, d)
+    args = _attn_args(rng, d)
+    fwd, bwd = {"cls": (attn.attention_cls_forward, attn.attention_cls_backward),
+                "full": (attn.self_attention_forward, attn.self_attention_backward)}[which]
+    dy = rng.standard_normal((B, d) if which == "cls" else (B, N, d))
+    f = lambda: np.sum(fwd(Xn, *args, H)[0] * dy)
+    grads = bwd(dy, fwd(Xn, *args, H)[1])
+    check(f"{which}-attention dX", grads[0], f, Xn)
+    for name, g, v in zip(attn.ATTN_KEYS, grads[1:], args):
+        if name == "b_K":   # softmax is shift-invariant: the key bias has exactly zero gradient
+            assert np.abs(g).max() < 1e-12
+            assert np.abs(numeric_grad(f, v)).max() < 1e-7
+            continue
+        check(f"{which}-attention {name}", g, f, v)
+
+
+# ------------------------------------------------------------------ whole-model checks --------
+
+def moved_params(cfg, seed):
+    """Parameters far from init: weights O(0.5), gains != 1, shifts != 0."""
+    rng = np.random.default_rng(seed)
+    p = attn.init_params(cfg, rng, std=0.4)
+    for k in p:
+        p[k] += 0.3 * rng.standard_normal(p[k].shape) + (0.2 if k.endswith("_g") else 0.0)
+    return p
+
+
+MODEL_CFGS = {
+    "experiment": dict(T=6, d=8, heads=2, mlp=5, dtype="float64"),
+    "single head": dict(T=5, d=6, heads=1, mlp=0, ln=False, act="relu", dtype="float64"),
+    "relu mlp, ln": dict(T=4, d=4, heads=4, mlp=3, act="relu", dtype="float64"),
+}
+
+
+@pytest.mark.parametrize("name", MODEL_CFGS)
+@pytest.mark.parametrize("path", attn.PATHS)
+def test_grad_whole_model(name, path):
+    cfg = attn.default_config(**MODEL_CFGS[name])
+    p = moved_params(cfg, 5)
+    rng = np.random.default_rng(6)
+    X = rng.integers(0, 2, (3, cfg["T"]))
+    dz = rng.standard_normal(3)
+    z, cache = attn.model_forward(p, cfg, X, path)
+    g = attn.model_backward(dz, p, cfg, cache)
+    assert set(g) == set(p)
+    f = lambda: attn.model_forward(p, cfg, X, path)[0] @ dz
+    for k in p:
+        if k == "b_K":
+            assert np.abs(g[k]).max() < 1e-12
+            continue
+        check(f"model[{name}, {path}] {k}", g[k], f, p[k])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_three_paths_agree(dtype):
+    """The [CLS]-row shortcut and the two-version fast path are exact: same logits, same grads."""
+    cfg = attn.default_config(T=37, d=16, heads=4, mlp=8, dtype=dtype)
+    p = moved_params(cfg, 7)
+    p = {k: v.astype(dtype) for k, v in p.items()}
+    rng = np.random.default_rng(8)
+    X = rng.integers(0, 2, (11, 37)).astype(np.uint8)
+    dz = rng.standard_normal(11).astype(dtype)
+    out = {}
+    for path in attn.PATHS:
+        z, c = attn.model_forward(p, cfg, X, path)
+        out[path] = (z, attn.model_backward(dz, p, cfg, c))
+    tol = 1e-12 if dtype == "float64" else 2e-5
+    for path in ("cls", "fast"):
+        assert rel_error(out[path][0], out["full"][0]) < tol
+        for k in p:
+            if k != "b_K":
+                assert rel_error(out[path][1][k], out["full"][1][k]) < tol, (path, k)
+
+
+def test_fast_path_fallback_on_huge_scores():
+    """Scores far apart force the fast path onto its exact fallback; results stay equal."""
+    cfg = attn.default_config(T=9, d=4, heads=1, mlp=0, ln=False, dtype="float64")
+    p = moved_params(cfg, 9)
+    p["W_Q"] *= 60.0
+    p["W_K"] *= 60.0
+    X = np.random.default_rng(10).integers(0, 2, (5, 9))
+    z_full, c_full = attn.model_forward(p, cfg, X, "full")
+    z_fast, c_fast = attn.model_forward(p, cfg, X, "fast")
+    assert c_fast[0][0] == "cls"                      # the fallback was taken
+    assert np.all(np.isfinite(z_fast)) and rel_error(z_fast, z_full) < 1e-12
+    dz = np.ones(5)
+    g_full = attn.model_backward(dz, p, cfg, c_full)
+    g_fast = attn.model_backward(dz, p, cfg, c_fast)
+    assert all(rel_error(g_fast[k], g_full[k]) < 1e-10 for k in p if k != "b_K")
+
+
+# ------------------------------------------------------------------ numerics and dtypes -------
+
+def test_stability_huge_logits_constant_rows_T1():
+    z = np.array([1e4, -1e4, 0.0, 800.0])
+    y = np.array([1.0, 0.0, 1.0, 0.0])
+    loss, c = attn.logistic_forward(z, y)
+    assert np.isfinite(loss) and abs(loss - (np.log(2) + 800) / 4) < 1e-9
+    assert np.all(np.isfinite(attn.logistic_backward(1.0, c)))
+    A = attn.softmax_forward(np.array([[1e4, 0.0, -1e4]]))
+    assert np.allclose(A, [[1, 0, 0]])
+    x = np.full((2, 8), 3.0)                          # a constant row: variance 0
+    out, c = attn.layernorm_forward(x, np.ones(8), np.full(8, 0.5))
+    assert np.allclose(out, 0.5)
+    assert np.all(np.isfinite(attn.layernorm_backward(np.ones((2, 8)), c)[0]))
+    cfg = attn.default_config(T=1, d=8, heads=2, mlp=4, dtype="float64")
+    p = attn.init_params(cfg, np.random.default_rng(0))
+    X = np.array([[0], [1]])
+    zs = [attn.model_forward(p, cfg, X, path)[0] for path in attn.PATHS]
+    assert np.all(np.isfinite(zs[0])) and np.allclose(zs[0], zs[1]) and np.allclose(zs[0], zs[2])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_dtype_preserved(dtype):
+    cfg = attn.default_config(T=12, d=8, heads=2, mlp=4, dtype=dtype)
+    p = attn.init_params(cfg, np.random.default_rng(0))
+    assert all(v.dtype == np.dtype(dtype) for v in p.values())
+    X = np.random.default_rng(1).integers(0, 2, (5, 12)).astype(np.uint8)
+    y = np.random.default_rng(2).integers(0, 2, 5)
+    for path in attn.PATHS:
+        loss, g, z = attn.loss_and_grads(p, cfg, X, y, path)
+        assert z.dtype == np.dtype(dtype) and np.asarray(loss).dtype == np.dtype(dtype)
+        assert all(g[k].dtype == np.dtype(dtype) and g[k].shape == p[k].shape for k in p), path
+    state = train.adam_init(p)
+    train.adam_step(p, g, state, 1e-3, 1e-4)
+    assert all(v.dtype == np.dtype(dtype) for v in p.values())
+
+
+def test_config_errors():
+    for bad, msg in [(dict(d=10, heads=3), "multiple of heads"), (dict(T=0), "T must be"),
+                     (dict(act="tanh"), "act must be"), (dict(dtype="float16"), "dtype"),
+                     (dict(heads=2.0), "heads must be"), (dict(depth=2), "unknown config")]:
+        with pytest.raises(ValueError, match=msg):
+            attn.default_config(**bad)
+    cfg = attn.default_config(T=5, d=4, heads=1)
+    p = attn.init_params(cfg, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="T=6 columns"):
+        attn.model_forward(p, cfg, np.zeros((2, 6), np.uint8))
+    with pytest.raises(ValueError, match="path must be"):
+        attn.model_forward(p, cfg, np.zeros((2, 5), np.uint8), path="fastest")
+
+
+# ------------------------------------------------------------------ data ----------------------
+
+@pytest.mark.parametrize("name,s", [("and", 3), ("or", 2), ("parity", 4), ("majority", 5),
+                                    ("junta", 3), ("and", 1)])
+def test_labels_balanced(name, s):
+    task = data.make_task(name, 40, s, np.random.default_rng(0))
+    X, y = task.sample(40000, np.random.default_rng(1))
+    assert X.shape == (40000, 40) and y.shape == (40000,) and set(np.unique(y)) <= {0, 1}
+    assert abs(y.mean() - 0.5) < 0.015, y.mean()
+
+
+def test_label_definitions():
+    """The convention: 1 = true (AND of all, odd parity, majority of ones), on known inputs."""
+    rng = np.random.default_rng(0)
+    for name, expect in [("and", [0, 0, 0, 1]), ("or", [0, 1, 1, 1]), ("parity", [0, 1, 1, 0]),
+                         ("majority", None)]:
+        if expect is None:
+            continue
+        task = data.make_task(name, 6, 2, rng)
+        X = np.zeros((4, 6), np.uint8)
+        X[[1, 3], task.S[1]] = 1
+        X[[2, 3], task.S[0]] = 1
+        assert task.label(X).tolist() == expect, name
+    task = data.make_task("majority", 7, 3, rng)
+    X = np.zeros((2, 7), np.uint8)
+    X[0, task.S[:2]] = 1
+    X[1, task.S[:1]] = 1
+    X[1, [i for i in range(7) if i not in task.S]] = 1     # bits outside S never matter
+    assert task.label(X).tolist() == [1, 0]
+    junta = data.make_task("junta", 8, 3, rng)
+    assert junta.table.sum() == 4
+    X = np.zeros((8, 8), np.uint8)
+    for row in range(8):
+        X[row, junta.S] = [(row >> 2) & 1, (row >> 1) & 1, row & 1]
+    assert junta.label(X).tolist() == junta.table.tolist()
+
+
+def test_data_deterministic_and_independent():
+    a = data.make_task("and", 50, 3, np.random.default_rng(7))
+    b = data.make_task("and", 50, 3, np.random.default_rng(7))
+    assert a.S.tolist() == b.S.tolist()
+    X1, y1 = a.sample(100, np.random.default_rng(3))
+    X2, y2 = b.sample(100, np.random.default_rng(3))
+    assert np.array_equal(X1, X2) and np.array_equal(y1, y2)
+    rng = np.random.default_rng(3)
+    Xtr, _ = a.sample(100, rng)
+    Xte, _ = a.sample(100, rng)
+    assert np.array_equal(Xtr, X1) and not np.array_equal(Xtr, Xte)
+    S = {tuple(data.make_task("and", 50, 3, np.random.default_rng(i)).S) for i in range(20)}
+    assert len(S) > 15                                # the support really is drawn
+
+
+def test_data_errors():
+    rng = np.random.default_rng(0)
+    for args, msg in [(("and", 10, 0), "s must be between 1 and 10"),
+                      (("and", 10, 11), "s must be between 1 and 10"),
+                      (("xor", 10, 2), "unknown task 'xor'"),
+                      (("and", 10.0, 2), "T must be an integer"),
+                      (("and", True, 1), "T must be an integer"),
+                      (("majority", 10, 2), "odd s")]:
+        with pytest.raises(ValueError, match=msg):
+            data.make_task(*args, rng)
+    task = data.make_task("and", 10, 2, rng)
+    for m in (0, -3, 2.5):
+        with pytest.raises(ValueError, match="m must be"):
+            task.sample(m, rng)
+    with pytest.raises(ValueError, match="Generator"):
+        task.sample(5, 123)
+
+
+# ------------------------------------------------------------------ training ------------------
+
+def test_learns_sparse_and_small_T():
+    r = train.train_run(dict(T=20, m=200, steps=300, n_test=1000, seed=1, log_every=0))
+    assert r["test_acc"] >= 0.99
+    assert r["top_attended"] == r["S"]
+
+
+def test_training_deterministic():
+    opts = dict(T=15, m=50, steps=20, seed=3, log_every=0, d=16, heads=4, mlp=8)
+    a, b = train.train_run(opts), train.train_run(opts)
+    assert a["loss"] == b["loss"]
+    assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"])
+    c = train.train_run(dict(opts, seed=4))
+    assert not np.array_equal(a["params"]["W_Q"], c["params"]["W_Q"])
+
+
+def test_zz_report_worst_gradient_error():
+    """Runs last (pytest keeps file order): prints the largest relative error seen."""
+    if WORST:
+        name = max(WORST, key=WORST.get)
+        print(f"\nlargest relative gradient error: {WORST[name]:.2e} ({name}), "
+              f"{len(WORST)} checks")
+        assert WORST[name] < RTOL
