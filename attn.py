@@ -144,10 +144,11 @@ def linear_forward(x, W, b):  # [..., n], [n, k], [k] -> [..., k]
     return y.reshape(x.shape[:-1] + (W.shape[1],)), (x, W)
 
 
-def linear_backward(dy, cache):
+def linear_backward(dy, cache, need_dx=True):
     x, W = cache
     x2, dy2 = x.reshape(-1, x.shape[-1]), dy.reshape(-1, dy.shape[-1])
-    return (dy2 @ W.T).reshape(x.shape), x2.T @ dy2, dy2.sum(0)
+    dx = (dy2 @ W.T).reshape(x.shape) if need_dx else None
+    return dx, x2.T @ dy2, dy2.sum(0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -274,11 +275,11 @@ def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # [..., d] -> [..., d]
     return y, (c1, ca, c2, act)
 
 
-def mlp_backward(dy, cache):
+def mlp_backward(dy, cache, need_dx=True):
     c1, ca, c2, act = cache
     da, dW_2, db_2 = linear_backward(dy, c2)
     dh = ACTIVATIONS[act][1](da, ca)
-    dx, dW_1, db_1 = linear_backward(dh, c1)
+    dx, dW_1, db_1 = linear_backward(dh, c1, need_dx)
     return dx, dW_1, db_1, dW_2, db_2
 
 
@@ -503,3 +504,27 @@ def cls_attention(p, cfg, X):
     xn, _ = _ln_fwd(p, cfg, "ln1", x0)
     _, cache = attention_cls_forward(xn, *[p[k] for k in ATTN_KEYS], cfg["heads"])
     return cache[7]
+
+
+# ----------------------------------------------------------------------------------------------
+# the baseline without attention: an MLP on the T bits (a rotation-invariant learner)
+
+def baseline_init(T, hidden, rng, dtype="float32", std=0.02):
+    """logit = W_2^T act(x W_1 + b_1) + b_2 on the raw bits x [T]: W_1 [T, hidden], W_2 [hidden, 1].
+
+    Same init as the Transformer: weights N(0, std^2), biases 0.
+    """
+    dt = np.dtype(dtype)
+    return dict(W_1=(std * rng.standard_normal((T, hidden))).astype(dt), b_1=np.zeros(hidden, dt),
+                W_2=(std * rng.standard_normal((hidden, 1))).astype(dt), b_2=np.zeros(1, dt))
+
+
+def baseline_forward(p, X, act="gelu"):  # [B, T] bits -> logits [B]
+    z, cache = mlp_forward(X.astype(p["W_1"].dtype, copy=False), p["W_1"], p["b_1"], p["W_2"],
+                           p["b_2"], act)
+    return z[:, 0], cache
+
+
+def baseline_backward(dz, cache):
+    _, dW_1, db_1, dW_2, db_2 = mlp_backward(dz[:, None], cache, need_dx=False)  # bits: no dX
+    return dict(W_1=dW_1, b_1=db_1, W_2=dW_2, b_2=db_2)

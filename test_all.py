@@ -350,3 +350,106 @@ def test_zz_report_worst_gradient_error():
         print(f"\nlargest relative gradient error: {WORST[name]:.2e} ({name}), "
               f"{len(WORST)} checks")
         assert WORST[name] < RTOL
+
+
+# ------------------------------------------------------------------ the sweep ------------------
+
+def test_bisect_finds_the_grid_walks_m_star():
+    """Per-seed bisection gives the same m*(T) as walking the whole grid, when success is
+    monotone in m; and it needs far fewer runs."""
+    grid = train.m_grid(8, 600)
+    rng = np.random.default_rng(0)
+    for trial in range(20):
+        thresholds = rng.integers(5, 700, size=rng.integers(1, 12))
+        rows_b, rows_g, calls = [], [], [0]
+        for seed, th in enumerate(thresholds):
+            def ok(m, th=th):
+                calls[0] += 1
+                return m >= th
+            for search, rows in ((train.bisect_search, rows_b), (train.grid_search, rows_g)):
+                gen = search(grid)
+                try:
+                    m = next(gen)
+                    while True:
+                        rows.append(dict(model="transformer", T=100, seed=seed, m=m,
+                                         success=ok(m)))
+                        m = gen.send(rows[-1]["success"])
+                except StopIteration as stop:
+                    expect = next((g for g in grid if g >= th), None)
+                    assert stop.value == expect
+        sb = train.critical_sizes(rows_b, {"transformer": grid})[("transformer", 100)]
+        sg = train.critical_sizes(rows_g, {"transformer": grid})[("transformer", 100)]
+        assert sb["m_star"] == sg["m_star"] and sb["per_seed"] == sg["per_seed"]
+        assert len(rows_b) <= len(thresholds) * (np.log2(len(grid)) + 2) < len(rows_g)
+
+
+def test_critical_sizes_majority_rule():
+    grid = [10, 20, 30, 40]
+    rows = [dict(model="transformer", T=5, seed=s, m=m, success=m >= th)
+            for s, th in enumerate([20, 30, 40, 99]) for m in grid]
+    st = train.critical_sizes(rows, {"transformer": grid})[("transformer", 5)]
+    assert st["m_star"] == 30                   # 2 of 4 seeds succeed at 30: at least half
+    assert st["censored"] == 1 and st["mean"] == 30.0
+    a, b, r2 = train.fit([1, 2, 3], [3, 5, 7])
+    assert abs(a - 1) < 1e-12 and abs(b - 2) < 1e-12 and abs(r2 - 1) < 1e-12
+
+
+def _sweep(out, *extra):
+    return train.main(["sweep", "--preset", "smoke", "--workers", "1", "--out", str(out),
+                       *extra])
+
+
+def _rows(path):
+    rows = train.read_rows([path])
+    return sorted((r["model"], r["T"], r["seed"], r["m"], r["test_acc"]) for r in rows)
+
+
+def test_sweep_resumes_and_shards_merge(tmp_path, capsys):
+    full = tmp_path / "full"
+    assert _sweep(full) == 0
+    ref_rows, ref_table = _rows(full / "runs.csv"), (full / "table.md").read_text()
+    assert len(ref_rows) > 8
+
+    # interrupted: keep the header and 5 finished rows, and a row torn mid-write
+    part = tmp_path / "part"
+    part.mkdir()
+    lines = (full / "runs.csv").read_text().splitlines(keepends=True)
+    (part / "runs.csv").write_text("".join(lines[:6]) + lines[6][:12])
+    (part / "sweep.json").write_text((full / "sweep.json").read_text())
+    capsys.readouterr()
+    assert _sweep(part) == 0
+    out = capsys.readouterr().out
+    assert "5 runs already saved" in out
+    assert f"sweep: {len(ref_rows) - 5} runs in" in out           # nothing finished is redone
+    assert _rows(part / "runs.csv") == ref_rows
+    assert (part / "table.md").read_text() == ref_table
+
+    # two shards, as on two machines, merged by --report
+    shards = tmp_path / "shards"
+    assert _sweep(shards, "--shard", "0/2") == 0
+    assert _sweep(shards, "--shard", "1/2") == 0
+    assert _sweep(shards, "--report") == 0
+    merged = sorted(_rows(shards / "runs-shard-0-of-2.csv") + _rows(shards / "runs-shard-1-of-2.csv"))
+    assert merged == ref_rows
+    assert (shards / "table.md").read_text() == ref_table
+
+
+def test_sweep_refuses_other_options_in_same_folder(tmp_path, capsys):
+    assert _sweep(tmp_path) == 0
+    with pytest.raises(SystemExit) as e:
+        _sweep(tmp_path, "--lr", "0.01")
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "other options" in err and len(err.strip().splitlines()) == 1
+
+
+def test_baseline_mlp_gradients():
+    rng = np.random.default_rng(11)
+    p = attn.baseline_init(7, 5, rng, "float64", std=0.7)
+    for k in p:
+        p[k] += 0.3 * rng.standard_normal(p[k].shape)
+    X = rng.integers(0, 2, (6, 7))
+    dz = rng.standard_normal(6)
+    g = attn.baseline_backward(dz, attn.baseline_forward(p, X)[1])
+    for k in p:
+        check(f"baseline {k}", g[k], lambda: attn.baseline_forward(p, X)[0] @ dz, p[k])

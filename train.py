@@ -22,6 +22,7 @@ import data
 
 # ---------------------------------------------------------------- defaults (one screen) ------
 DEFAULTS = dict(
+    model="transformer",  # "transformer", or "mlp": the baseline without attention
     task="and",      # data.TASKS
     T=100,           # context length: number of bits
     s=3,             # sparsity: size of the support S
@@ -34,7 +35,7 @@ DEFAULTS = dict(
     seed=0,          # one seed fixes S, the data, the init and the minibatch order
     d=64,            # model width
     heads=16,        # attention heads
-    mlp=64,          # MLP hidden units (0 = no MLP)
+    mlp=64,          # MLP hidden units (0 = no MLP); also the baseline's hidden width
     dtype="float32",  # float32 or float64
     log_every=100,   # progress line every this many steps (0 = quiet)
 )
@@ -79,6 +80,22 @@ def attention_on_support(params, cfg, X, S):
     return float(A[S].sum()), A
 
 
+def build_model(o, rng):
+    """(params, loss_and_grads(params, X, y), logits(params, X), cfg) for model o["model"]."""
+    if o["model"] == "mlp":
+        params = attn.baseline_init(o["T"], o["mlp"] or 64, rng, o["dtype"])
+
+        def loss_and_grads(p, X, y):
+            z, cache = attn.baseline_forward(p, X)
+            loss, c_loss = attn.logistic_forward(z, y)
+            return loss, attn.baseline_backward(attn.logistic_backward(1.0, c_loss), cache)
+        return params, loss_and_grads, lambda p, X: attn.baseline_forward(p, X)[0], None
+    cfg = attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
+                              dtype=o["dtype"])
+    return (attn.init_params(cfg, rng), lambda p, X, y: attn.loss_and_grads(p, cfg, X, y)[:2],
+            lambda p, X: attn.model_forward(p, cfg, X)[0], cfg)
+
+
 def train_run(opts, log=print):
     """Train one model with options `opts` (keys of DEFAULTS); return a result dict."""
     o = dict(DEFAULTS, **opts)
@@ -86,9 +103,7 @@ def train_run(opts, log=print):
     task = data.make_task(o["task"], o["T"], o["s"], r_task)
     Xtr, ytr = task.sample(o["m"], r_train)
     Xte, yte = task.sample(o["n_test"], r_test)
-    cfg = attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
-                              dtype=o["dtype"])
-    params = attn.init_params(cfg, r_init)
+    params, loss_and_grads, logits, cfg = build_model(o, r_init)
     dt = np.dtype(o["dtype"])
     Xtr_f, ytr_f, Xte_f = Xtr.astype(dt), ytr.astype(dt), Xte.astype(dt)
     state = adam_init(params)
@@ -101,27 +116,28 @@ def train_run(opts, log=print):
             Xb, yb = Xtr_f[idx], ytr_f[idx]
         else:
             Xb, yb = Xtr_f, ytr_f
-        loss, grads, _ = attn.loss_and_grads(params, cfg, Xb, yb)
+        loss, grads = loss_and_grads(params, Xb, yb)
         loss = float(loss)
         if not np.isfinite(loss):
             raise FloatingPointError(f"loss is {loss} at step {step}; try a smaller --lr "
                                      f"(now {o['lr']})")
         adam_step(params, grads, state, o["lr"], o["wd"])
         if o["log_every"] and (step % o["log_every"] == 0 or step == 1):
-            tr = accuracy(attn.model_forward(params, cfg, Xtr_f)[0], ytr)
-            te = accuracy(attn.model_forward(params, cfg, Xte_f)[0], yte)
-            mass, _ = attention_on_support(params, cfg, Xte[:200], task.S)
+            tr = accuracy(logits(params, Xtr_f), ytr)
+            te = accuracy(logits(params, Xte_f), yte)
+            mass = attention_on_support(params, cfg, Xte[:200], task.S)[0] if cfg else np.nan
             log(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  test acc {te:.3f}  "
                 f"attn on S {mass:.3f}  {time.perf_counter() - t0:6.1f}s")
     seconds = time.perf_counter() - t0
-    z_te = attn.model_forward(params, cfg, Xte_f)[0]
-    mass, A = attention_on_support(params, cfg, Xte[:200], task.S)
-    top = np.sort(np.argsort(A)[::-1][:o["s"]])
-    return dict(task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
-                loss=loss, train_acc=accuracy(attn.model_forward(params, cfg, Xtr_f)[0], ytr),
-                test_acc=accuracy(z_te, yte), attn_on_S=mass, S=task.S.tolist(),
-                top_attended=top.tolist(), steps=o["steps"], seconds=seconds,
-                params=params, cfg=cfg)
+    r = dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
+             loss=loss, train_acc=accuracy(logits(params, Xtr_f), ytr),
+             test_acc=accuracy(logits(params, Xte_f), yte), attn_on_S=float("nan"),
+             S=task.S.tolist(), top_attended=[], steps=o["steps"], seconds=seconds,
+             params=params, cfg=cfg)
+    if cfg:
+        mass, A = attention_on_support(params, cfg, Xte[:200], task.S)
+        r.update(attn_on_S=mass, top_attended=np.sort(np.argsort(A)[::-1][:o["s"]]).tolist())
+    return r
 
 
 # ---------------------------------------------------------------- command line ---------------
@@ -162,6 +178,9 @@ def nonneg_float(text):
 
 def add_model_options(ap):
     D = DEFAULTS
+    ap.add_argument("--model", choices=("transformer", "mlp"), default=D["model"],
+                    help="the paper's Transformer, or the baseline MLP on the bits "
+                         "(default %(default)s)")
     ap.add_argument("--task", choices=data.TASKS, default=D["task"],
                     help="sparse Boolean function (default %(default)s)")
     ap.add_argument("--s", type=int_at_least(1), default=D["s"],
@@ -214,9 +233,10 @@ def main_train(argv):
     print(f"\ntest accuracy {r['test_acc']:.4f} on {a.n_test} fresh samples "
           f"({'reaches' if ok else 'is below'} the 0.99 bar); train accuracy {r['train_acc']:.4f}")
     print(f"true support S         {r['S']}")
-    print(f"[CLS] attends most to  {r['top_attended']}  "
-          f"({'found S' if r['top_attended'] == r['S'] else 'not S'}; "
-          f"attention mass on S {r['attn_on_S']:.3f}, uniform would be {a.s / (a.T + 1):.3f})")
+    if r["cfg"]:
+        print(f"[CLS] attends most to  {r['top_attended']}  "
+              f"({'found S' if r['top_attended'] == r['S'] else 'not S'}; attention mass on S "
+              f"{r['attn_on_S']:.3f}, uniform would be {a.s / (a.T + 1):.3f})")
     print(f"{r['steps']} steps in {r['seconds']:.1f} s")
     if out_json:
         summary = {k: v for k, v in r.items() if k not in ("params", "cfg")}
@@ -247,12 +267,497 @@ def main(argv=None):
     return main_train(argv)
 
 
+# ---------------------------------------------------------------- the sweep: m*(T) ----------
+# The paper's figure (Section 5): for each T, the critical sample size m*(T) is the smallest m on
+# the grid at which at least half of the seeds reach test accuracy >= 0.99 on fresh samples.
+# Each seed fixes S, the data stream (the training set for m is the first m samples of the seed's
+# stream, so larger m only adds samples), the test set and the init.
+
+PAPER_MSTAR = {100: 50.0, 150: 52.8, 200: 57.7, 250: 56.0, 300: 69.2, 350: 61.0, 400: 79.5,
+               450: 82.4, 500: 80.4, 550: 85.2, 600: 94.1, 650: 96.7, 700: 88.9, 750: 101.4,
+               800: 99.7, 900: 108.4, 1000: 111.0, 1100: 113.4}  # read off the paper's figure
+
+PRESETS = {
+    "paper": dict(T=[100, 300, 500, 700, 900, 1100], seeds=10),
+    "extended": dict(T=[10, 20, 50, 100, 200, 500, 1000, 2000, 3000], seeds=10),
+    "smoke": dict(T=[8, 16], seeds=2, steps=150, n_test=500, grid_max=64),
+}
+ROW_FIELDS = ("model", "task", "s", "T", "m", "seed", "test_acc", "train_acc", "success",
+              "attn_on_S", "steps", "seconds")
+
+
+def m_grid(lo, hi, ratio=1.05):
+    """Integers from lo to hi, each about `ratio` times the last (every integer while that is
+    finer): the candidate training-set sizes."""
+    g, m = [], float(lo)
+    while round(m) <= hi:
+        if not g or round(m) > g[-1]:
+            g.append(int(round(m)))
+        m = max(m * ratio, m + 1)
+    return g
+
+
+def bisect_search(grid):
+    """Search for the smallest grid m at which a run succeeds, assuming success is monotone in m.
+
+    A generator: it yields the next m to run and is sent back whether that run succeeded; it
+    returns the smallest successful m, or None when even the largest fails. About
+    log2(len(grid)) + 1 runs instead of len(grid).
+    """
+    lo, hi = -1, len(grid)           # grid[lo] fails (virtually), grid[hi] succeeds (virtually)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if (yield grid[mid]):
+            hi = mid
+        else:
+            lo = mid
+    return grid[hi] if hi < len(grid) else None
+
+
+def grid_search(grid):
+    """Same protocol as bisect_search, but every grid m is run; returns the smallest success."""
+    first = None
+    for m in grid:
+        if (yield m) and first is None:
+            first = m
+    return first
+
+
+def drive(search, succeeds):
+    """Run a search generator synchronously with succeeds(m) -> bool; return its answer."""
+    gen = search
+    try:
+        m = next(gen)
+        while True:
+            m = gen.send(bool(succeeds(m)))
+    except StopIteration as stop:
+        return stop.value
+
+
+def critical_sizes(rows, grid_by_model):
+    """Per (model, T): per-seed critical m, m*(T) by the majority rule, and the per-seed stats.
+
+    A seed's critical m is its smallest successful m (the bisection's answer); inf when none.
+    m*(T) is the smallest grid m with #{seeds: critical <= m} >= n_seeds / 2.
+    """
+    by = {}
+    for r in rows:
+        by.setdefault((r["model"], int(r["T"])), {}).setdefault(int(r["seed"]), []).append(r)
+    out = {}
+    for (model, T), seeds in sorted(by.items()):
+        crit = np.array([min([int(r["m"]) for r in rs if r["success"] in (True, "1", 1)],
+                             default=np.inf) for rs in seeds.values()], dtype=float)
+        n = len(crit)
+        mstar = next((m for m in grid_by_model[model] if np.sum(crit <= m) >= n / 2), np.inf)
+        finite = crit[np.isfinite(crit)]
+        out[(model, T)] = dict(model=model, T=T, n_seeds=n, m_star=mstar,
+                               mean=float(finite.mean()) if len(finite) else np.inf,
+                               std=float(finite.std(ddof=1)) if len(finite) > 1 else 0.0,
+                               lo=float(finite.min()) if len(finite) else np.inf,
+                               hi=float(finite.max()) if len(finite) else np.inf,
+                               censored=int(n - len(finite)), per_seed=crit.tolist())
+    return out
+
+
+def fit(x, y):
+    """Least squares y ~ a + b x; returns (a, b, R^2)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    A = np.stack([np.ones_like(x), x], 1)
+    (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
+    ss = np.sum((y - y.mean()) ** 2)
+    return float(a), float(b), float(1 - np.sum((y - a - b * x) ** 2) / ss) if ss > 0 else 1.0
+
+
+def read_rows(paths):
+    """The finished runs in CSV files; a torn last line (a run killed mid-write) is skipped."""
+    import csv
+    rows = []
+    for path in paths:
+        with open(path, newline="") as f:
+            text = f.read()
+        complete = text[:text.rfind("\n") + 1]
+        for r in csv.DictReader(complete.splitlines()):
+            if None in r.values() or "" in (r.get("seconds"), r.get("success")):
+                continue
+            r["success"] = r["success"] == "1"
+            rows.append(r)
+    return rows
+
+
+def drop_torn_tail(path):
+    """Cut a CSV back to its last complete line, so appending cannot glue onto a torn row."""
+    if not os.path.exists(path):
+        return
+    with open(path, "rb+") as f:
+        text = f.read()
+        if text and not text.endswith(b"\n"):
+            f.truncate(text.rfind(b"\n") + 1)
+
+
+def sweep_table(stats, log=print):
+    """The printed table, ours beside the paper's at the shared T, then both fits per model."""
+    lines = ["| model | T | m* (ours) | per-seed critical m: mean +- std [min, max] | seeds "
+             "| m* (paper) | paper's bar |", "|---|---|---|---|---|---|---|"]
+    paper_bar = {100: "48.7-51.3", 300: "61.7-76.7", 500: "71.9-89.0", 700: "79.2-98.7",
+                 900: "104.8-112.0", 1000: "105.8-116.2", 1100: "107.8-119.1",
+                 200: "53.3-62.1"}
+    for (model, T), st in stats.items():
+        ms = "n/a" if not np.isfinite(st["m_star"]) else f"{st['m_star']:.0f}"
+        cens = f" ({st['censored']} above grid)" if st["censored"] else ""
+        lines.append(f"| {model} | {T} | {ms} | {st['mean']:.1f} +- {st['std']:.1f} "
+                     f"[{st['lo']:.0f}, {st['hi']:.0f}]{cens} | {st['n_seeds']} | "
+                     f"{PAPER_MSTAR.get(T, '') if model == 'transformer' else ''} | "
+                     f"{paper_bar.get(T, '') if model == 'transformer' else ''} |")
+    fits = []
+    for model in sorted({k[0] for k in stats}):
+        pts = [(T, st["m_star"]) for (mo, T), st in stats.items()
+               if mo == model and np.isfinite(st["m_star"])]
+        if len(pts) >= 3:
+            T_, m_ = zip(*pts)
+            a, b, r2 = fit(np.log(T_), m_)
+            c, e, q2 = fit(T_, m_)
+            fits.append(f"{model}: m* ~ {a:.1f} + {b:.1f} ln T (R^2 {r2:.3f});  "
+                        f"m* ~ {c:.1f} + {e:.4f} T (R^2 {q2:.3f})  over T in {min(T_)}..{max(T_)}")
+    Tp = sorted(PAPER_MSTAR)
+    a, b, r2 = fit(np.log(Tp), [PAPER_MSTAR[t] for t in Tp])
+    c, e, q2 = fit(Tp, [PAPER_MSTAR[t] for t in Tp])
+    fits.append(f"paper: m* ~ {a:.1f} + {b:.1f} ln T (R^2 {r2:.3f});  m* ~ {c:.1f} + {e:.4f} T "
+                f"(R^2 {q2:.3f})  over T in 100..1100")
+    for line in lines + [""] + fits:
+        log(line)
+    return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n"
+
+
+def sweep_plot(stats, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no plot: matplotlib is not installed (pip install matplotlib, then rerun with "
+              "--report to draw it from the saved runs)")
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for model, mark in (("transformer", "o-"), ("mlp", "s--")):
+        pts = sorted((T, st) for (mo, T), st in stats.items() if mo == model)
+        if not pts:
+            continue
+        T_ = [T for T, _ in pts]
+        ax.errorbar(T_, [st["mean"] for _, st in pts], yerr=[st["std"] for _, st in pts],
+                    fmt=mark, capsize=3, label=f"{model} (ours, mean +- std over seeds)")
+        ax.plot(T_, [st["m_star"] for _, st in pts], "x", color="k", ms=7,
+                label="m* (ours, half of the seeds)" if model == "transformer" else None)
+    Tp = sorted(PAPER_MSTAR)
+    ax.plot(Tp, [PAPER_MSTAR[t] for t in Tp], "^:", color="tab:red",
+            label="Transformer, paper's figure")
+    ax.set_xscale("log")
+    ax.set_xlabel("T (context length, log scale)")
+    ax.set_ylabel("critical sample size m*")
+    ax.set_title("3-sparse AND: samples needed to reach test accuracy >= 0.99")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _sweep_worker(opts):
+    """One training run of the sweep, in a worker process: the CSV row it produces."""
+    r = train_run(dict(opts, log_every=0))
+    return {k: r[k] for k in ROW_FIELDS if k != "success"}
+
+
 def main_sweep(argv):
-    raise SystemExit("sweep: not implemented yet")
+    import csv
+    import glob
+    ap = OneLineParser(prog="train.py sweep", description=(
+        "Critical sample size m*(T) of a sparse task (the paper's Section 5 figure). Runs are "
+        "saved as they finish, one CSV row each, in OUT/runs*.csv; rerunning the same command "
+        "resumes. Shards (--shard i/n) split the (model, T, seed) searches across machines; copy "
+        "their CSVs into one OUT and run with --report to merge."))
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="paper",
+                    help="paper: T=100..1100; extended: T=10..3000 (default %(default)s)")
+    ap.add_argument("--Ts", type=int_list, help="comma-separated T values (overrides preset)")
+    ap.add_argument("--seeds", type=int_at_least(1), help="seeds per T (preset: 10)")
+    ap.add_argument("--models", type=model_list, default=["transformer"],
+                    help="comma-separated: transformer,mlp (default transformer)")
+    ap.add_argument("--search", choices=("bisect", "grid"), default="bisect",
+                    help="bisect each seed's critical m on the grid (assumes success is monotone "
+                         "in m), or run every grid m (default %(default)s)")
+    ap.add_argument("--grid-min", dest="grid_min", type=int_at_least(1), default=8)
+    ap.add_argument("--grid-max", dest="grid_max", type=int_at_least(1),
+                    help="largest m (default 600 for transformer, 30*max(T) capped at 20000 for mlp)")
+    ap.add_argument("--grid-ratio", dest="grid_ratio", type=float, default=1.05,
+                    help="ratio of consecutive grid sizes (default %(default)s)")
+    ap.add_argument("--bar", type=float, default=0.99, help="success: test accuracy >= bar")
+    ap.add_argument("--out", default=None, help="results folder (default results/PRESET)")
+    ap.add_argument("--shard", type=shard_spec, default=(0, 1), help="i/n: run share i of n")
+    ap.add_argument("--workers", type=int_at_least(1), default=os.cpu_count() or 1,
+                    help="processes (default: the number of cores, %(default)s)")
+    ap.add_argument("--report", action="store_true", help="only merge OUT/runs*.csv and report")
+    ap.add_argument("--T", dest="T", type=int_at_least(1), default=None, help=argparse.SUPPRESS)
+    add_model_options(ap)
+    a = ap.parse_args(argv)
+    preset = PRESETS[a.preset]
+    Ts = a.Ts or preset["T"]
+    n_seeds = a.seeds or preset["seeds"]
+    for key in ("steps", "n_test"):
+        if key in preset and getattr(a, key) == DEFAULTS[key]:
+            setattr(a, key, preset[key])
+    if not (0 < a.bar <= 1):
+        ap.error(f"--bar must be in (0, 1], got {a.bar}")
+    if not a.grid_ratio > 1:
+        ap.error(f"--grid-ratio must be > 1, got {a.grid_ratio}")
+    if a.s > min(Ts):
+        ap.error(f"--s {a.s} is larger than the smallest T {min(Ts)}; s must be between 1 and T")
+    if a.d % a.heads:
+        ap.error(f"--heads {a.heads} must divide --d {a.d}")
+    out = a.out or os.path.join("results", a.preset)
+    grids = {}
+    for model in a.models:
+        hi = a.grid_max or preset.get("grid_max") or (600 if model == "transformer"
+                                                      else min(20000, 30 * max(Ts)))
+        if hi < a.grid_min:
+            ap.error(f"--grid-max {hi} is below --grid-min {a.grid_min}")
+        grids[model] = m_grid(a.grid_min, hi, a.grid_ratio)
+    base = dict(task=a.task, s=a.s, steps=a.steps, lr=a.lr, wd=a.wd, n_test=a.n_test, d=a.d,
+                heads=a.heads, mlp=a.mlp, dtype=a.dtype)
+    os.makedirs(out, exist_ok=True)
+    meta_path = os.path.join(out, "sweep.json")
+    meta = dict(options=base, bar=a.bar, search=a.search, grids=grids)
+    if os.path.exists(meta_path):
+        with open(meta_path) as f:
+            old = json.load(f)
+        for key in ("options", "bar"):
+            if old.get(key) != meta[key]:
+                ap.error(f"{out} holds a sweep with other {key} ({old.get(key)}); "
+                         f"use another --out or the same options")
+        old_grids = old.get("grids", {})
+        old_grids.update(grids)
+        meta["grids"] = old_grids
+    with open(meta_path, "w") as f:
+        json.dump(meta, f, indent=1)
+    i, n = a.shard
+    csv_path = os.path.join(out, "runs.csv" if n == 1 else f"runs-shard-{i}-of-{n}.csv")
+    done = {}
+    for r in read_rows(sorted(glob.glob(os.path.join(out, "runs*.csv")))):
+        done[(r["model"], int(r["T"]), int(r["seed"]), int(r["m"]))] = r
+    if not a.report:
+        run_searches(a, Ts, n_seeds, grids, base, csv_path, done, (i, n))
+        for r in read_rows(sorted(glob.glob(os.path.join(out, "runs*.csv")))):
+            done[(r["model"], int(r["T"]), int(r["seed"]), int(r["m"]))] = r
+    rows = [r for r in done.values() if r["model"] in meta["grids"]]
+    if not rows:
+        print(f"no finished runs in {out}")
+        return 0
+    stats = critical_sizes(rows, {k: v for k, v in meta["grids"].items()})
+    print(f"\ncritical sample size, success = test accuracy >= {a.bar} on {a.n_test} fresh "
+          f"samples, {a.search} search on a grid of ratio {a.grid_ratio}:")
+    table = sweep_table(stats)
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(table)
+    with open(os.path.join(out, "critical.json"), "w") as f:
+        json.dump([dict(st, m_star=None if not np.isfinite(st["m_star"]) else st["m_star"])
+                   for st in stats.values()], f, indent=1, default=float)
+    png = sweep_plot(stats, os.path.join(out, "mstar.png"))
+    print(f"saved {out}/table.md, {out}/critical.json" + (f", {png}" if png else ""))
+    return 0
+
+
+def int_list(text):
+    try:
+        vals = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers, got {text!r}")
+    if not vals or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers >= 1, got {text!r}")
+    return sorted(set(vals))
+
+
+def model_list(text):
+    vals = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in vals if v not in ("transformer", "mlp")]
+    if bad or not vals:
+        raise argparse.ArgumentTypeError(f"allowed: transformer, mlp; got {text!r}")
+    return vals
+
+
+def shard_spec(text):
+    try:
+        i, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must look like i/n (e.g. 0/4), got {text!r}")
+    if n < 1 or not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"needs 0 <= i < n, got {text!r}")
+    return i, n
+
+
+def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
+    """Drive every (model, T, seed) search of this shard; run probes on a process pool, write
+    each finished run as a CSV row at once (so an interrupted sweep loses nothing finished)."""
+    import csv
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, FIRST_COMPLETED, wait
+    jobs = [(model, T, seed) for model in a.models for T in Ts for seed in range(n_seeds)]
+    jobs = [j for k, j in enumerate(jobs) if k % shard[1] == shard[0]]
+    search = bisect_search if a.search == "bisect" else grid_search
+    gens, pending, t0, n_run = {}, {}, time.perf_counter(), 0
+    drop_torn_tail(csv_path)
+    new_file = not os.path.exists(csv_path) or os.path.getsize(csv_path) == 0
+    fh = open(csv_path, "a", newline="")
+    writer = csv.DictWriter(fh, fieldnames=ROW_FIELDS)
+    if new_file:
+        writer.writeheader()
+        fh.flush()
+    per_search = (len(next(iter(grids.values()))) if a.search == "grid"
+                  else int(np.ceil(np.log2(max(len(g) for g in grids.values()) + 1))))
+    print(f"sweep: {len(jobs)} searches (model, T, seed) in this shard, about {per_search} runs "
+          f"each; {len(done)} runs already saved; writing {csv_path}")
+    if a.workers > 1:                       # one BLAS thread per process: the pool is the parallelism
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
+        pool = ProcessPoolExecutor(a.workers, mp_context=mp.get_context("spawn"))
+    else:
+        pool = None
+
+    def advance(job, answer):
+        """Feed the search its last answer; return the next m to probe, or None when done."""
+        gen = gens[job]
+        try:
+            m = gen.send(answer) if answer is not None else next(gen)
+        except StopIteration:
+            return None
+        while (job[0], job[1], job[2], m) in done:          # resume: replay saved runs
+            try:
+                m = gen.send(bool(done[(job[0], job[1], job[2], m)]["success"]))
+            except StopIteration:
+                return None
+        return m
+
+    def record(job, m, row):
+        nonlocal n_run
+        row = dict(row, success=int(row["test_acc"] >= a.bar))
+        writer.writerow(row)
+        fh.flush()
+        os.fsync(fh.fileno())
+        done[(job[0], job[1], job[2], m)] = dict(row, success=bool(row["success"]))
+        n_run += 1
+        el = time.perf_counter() - t0
+        print(f"[{n_run:4d}] {job[0]:11s} T={job[1]:<5d} seed={job[2]:<3d} m={m:<6d} "
+              f"test acc {row['test_acc']:.4f} {'ok  ' if row['success'] else 'fail'} "
+              f"{row['seconds']:6.1f}s   elapsed {el / 60:5.1f} min", flush=True)
+        return bool(row["success"])
+
+    try:
+        queue = []
+        for job in jobs:
+            gens[job] = search(grids[job[0]])
+            m = advance(job, None)
+            if m is not None:
+                queue.append((job, m))
+        while queue or pending:
+            while queue and (pool is None or len(pending) < 2 * a.workers):
+                job, m = queue.pop(0)
+                opts = dict(base, model=job[0], T=job[1], seed=job[2], m=m)
+                if pool is None:
+                    ok = record(job, m, _sweep_worker(opts))
+                    m2 = advance(job, ok)
+                    if m2 is not None:
+                        queue.insert(0, (job, m2))
+                else:
+                    pending[pool.submit(_sweep_worker, opts)] = (job, m)
+            if pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    job, m = pending.pop(fut)
+                    ok = record(job, m, fut.result())
+                    m2 = advance(job, ok)
+                    if m2 is not None:
+                        queue.append((job, m2))
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: {n_run} runs of this session are saved in {csv_path}; "
+              f"rerun the same command to resume", file=sys.stderr)
+        if pool:
+            pool.shutdown(wait=False, cancel_futures=True)
+        raise SystemExit(130)
+    finally:
+        fh.close()
+    if pool:
+        pool.shutdown()
+    print(f"sweep: {n_run} runs in {(time.perf_counter() - t0) / 60:.1f} min")
+
+
+# ---------------------------------------------------------------- bench ----------------------
+
+def step_flops(T, B, d, H, k):
+    """Matrix-product FLOPs of one training step on the fast path (forward + backward)."""
+    R = 2 * T + 1                                      # two versions per position, plus [CLS]
+    fwd = 2 * (2 * R * d * d) + 2 * d * d + 2 * B * T * (H + d) + 2 * B * d * d + 2 * 2 * B * d * k
+    bwd = 2 * (4 * R * d * d) + 4 * d * d + 2 * B * T * (H + d) + 4 * B * d * d + 2 * 4 * B * d * k
+    return fwd + bwd + 4 * B * d
+
+
+def matmul_gflops(n, k, m, dtype, reps=20):
+    """numpy's own speed on an (n, k) @ (k, m) product, in GFLOP/s (best of reps)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, k)).astype(dtype), rng.standard_normal((k, m)).astype(dtype)
+    best = np.inf
+    for _ in range(reps):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * n * k * m / best / 1e9
+
+
+def time_steps(cfg, B, path, n_steps):
+    rng = np.random.default_rng(0)
+    p = attn.init_params(cfg, rng)
+    dt = np.dtype(cfg["dtype"])
+    X = (rng.random((B, cfg["T"])) < 0.8).astype(dt)
+    y = rng.integers(0, 2, B).astype(dt)
+    state = adam_init(p)
+    times = []
+    for i in range(n_steps + 2):                       # two warm-up steps
+        t = time.perf_counter()
+        loss, g, _ = attn.loss_and_grads(p, cfg, X, y, path)
+        adam_step(p, g, state, 1e-3, 1e-4)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times[2:]))
 
 
 def main_bench(argv):
-    raise SystemExit("bench: not implemented yet")
+    ap = OneLineParser(prog="train.py bench", description=(
+        "Time one training step (m samples, full batch, the experiment's model) on the fast path "
+        "and on the plain [CLS]-row path, per run (x steps), and GFLOP/s of the matrix products "
+        "beside numpy's own matmul on this machine."))
+    ap.add_argument("--Ts", type=int_list, default=[100, 1000, 3000], help="T values")
+    ap.add_argument("--m", type=int_at_least(1), default=100, help="batch (default %(default)s)")
+    ap.add_argument("--steps", type=int_at_least(1), default=1000,
+                    help="steps per run, for the per-run time (default %(default)s)")
+    ap.add_argument("--reference", action="store_true",
+                    help="also time the plain [CLS]-row path (slow at large T)")
+    a = ap.parse_args(argv)
+    d, H, k = DEFAULTS["d"], DEFAULTS["heads"], DEFAULTS["mlp"]
+    print(f"model d={d} heads={H} mlp={k}; batch m={a.m}; BLAS threads: "
+          f"{os.environ.get('OPENBLAS_NUM_THREADS', 'default')}; numpy {np.__version__}")
+    for dtype in ("float32", "float64"):
+        sq = matmul_gflops(1024, 1024, 1024, dtype, reps=5)
+        print(f"\n{dtype}: numpy matmul 1024^3: {sq:6.1f} GFLOP/s")
+        print(f"{'T':>6} {'ms/step':>9} {'s/run':>7} {'GFLOP/s':>8} {'numpy same shape':>17}"
+              + (f" {'plain ms/step':>14} {'speed-up':>9}" if a.reference else ""))
+        for T in a.Ts:
+            cfg = attn.default_config(T=T, d=d, heads=H, mlp=k, dtype=dtype)
+            n = max(5, min(100, int(2000 / T)))
+            t_fast = time_steps(cfg, a.m, "fast", n)
+            gf = step_flops(T, a.m, d, H, k) / t_fast / 1e9
+            same = matmul_gflops(2 * T + 1, d, d, dtype)    # the largest per-step product
+            line = (f"{T:6d} {1e3 * t_fast:9.2f} {t_fast * a.steps:7.1f} {gf:8.2f} "
+                    f"{same:17.1f}")
+            if a.reference:
+                t_ref = time_steps(cfg, a.m, "cls", 3)
+                line += f" {1e3 * t_ref:14.1f} {t_ref / t_fast:8.1f}x"
+            print(line, flush=True)
+    return 0
 
 
 if __name__ == "__main__":
