@@ -317,7 +317,28 @@ def _ln_bwd(grads, cfg, name, dy, cache):
     return dx
 
 
-def _check_inputs(p, cfg, X):
+def _physical_memory():
+    try:
+        import os
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def activation_bytes(cfg, B, path):
+    """Rough peak bytes of the activations (forward caches plus backward) of one batch."""
+    T, d, H = cfg["T"], cfg["d"], cfg["heads"]
+    item = np.dtype(cfg["dtype"]).itemsize
+    if path == "fast":
+        n = B * T + 12 * (2 * T + 1) * d + 8 * B * (d + H + max(cfg["mlp"], 1))
+    else:
+        n = 12 * B * (T + 1) * d + 4 * B * H * (T + 1)
+        if path == "full":
+            n += 4 * B * H * (T + 1) ** 2
+    return n * item
+
+
+def _check_inputs(p, cfg, X, path="fast"):
     if not isinstance(X, np.ndarray) or X.ndim != 2:
         raise ValueError(f"X must be a 2-D array [batch, T] of bits, got {type(X).__name__} "
                          f"with shape {getattr(X, 'shape', None)}")
@@ -325,13 +346,19 @@ def _check_inputs(p, cfg, X):
         raise ValueError(f"X has T={X.shape[1]} columns but the model has T={cfg['T']}")
     if X.shape[0] < 1:
         raise ValueError("X must hold at least one example")
+    need, limit = activation_bytes(cfg, X.shape[0], path), 0.5 * _physical_memory()
+    if need > limit:
+        raise ValueError(f"T={cfg['T']} with a batch of {X.shape[0]} needs about "
+                         f"{need / 2**30:.1f} GiB of activations on path {path!r}; this machine "
+                         f"allows {limit / 2**30:.1f} GiB: use a smaller batch or T"
+                         + (", or path='fast'" if path != "fast" else ""))
 
 
 def model_forward(p, cfg, X, path="fast"):
     """Logits [B] of the experiment's model on bit strings X [B, T]; returns (logits, cache)."""
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
-    _check_inputs(p, cfg, X)
+    _check_inputs(p, cfg, X, path)
     if path == "fast":
         attn, c_att = fast_attention_forward(p, cfg, X)
         h = p["cls"] + attn                                          # residual at [CLS]
@@ -499,7 +526,7 @@ def loss_and_grads(p, cfg, X, y, path="fast"):
 
 def cls_attention(p, cfg, X):
     """[CLS] attention weights [B, H, T+1] (last column: [CLS] attending to itself)."""
-    _check_inputs(p, cfg, X)
+    _check_inputs(p, cfg, X, "cls")
     x0, _ = embed_forward(X.astype(np.intp, copy=False), p["E_tok"], p["E_pos"], p["cls"])
     xn, _ = _ln_fwd(p, cfg, "ln1", x0)
     _, cache = attention_cls_forward(xn, *[p[k] for k in ATTN_KEYS], cfg["heads"])

@@ -343,15 +343,6 @@ def test_training_deterministic():
     assert not np.array_equal(a["params"]["W_Q"], c["params"]["W_Q"])
 
 
-def test_zz_report_worst_gradient_error():
-    """Runs last (pytest keeps file order): prints the largest relative error seen."""
-    if WORST:
-        name = max(WORST, key=WORST.get)
-        print(f"\nlargest relative gradient error: {WORST[name]:.2e} ({name}), "
-              f"{len(WORST)} checks")
-        assert WORST[name] < RTOL
-
-
 # ------------------------------------------------------------------ the sweep ------------------
 
 def test_bisect_finds_the_grid_walks_m_star():
@@ -453,3 +444,200 @@ def test_baseline_mlp_gradients():
     g = attn.baseline_backward(dz, attn.baseline_forward(p, X)[1])
     for k in p:
         check(f"baseline {k}", g[k], lambda: attn.baseline_forward(p, X)[0] @ dz, p[k])
+
+
+# ------------------------------------------------------------------ trustworthy runs ------------
+
+SMALL = dict(T=12, m=40, steps=30, seed=2, log_every=0, d=8, heads=2, mlp=4, n_test=200)
+
+
+def test_same_seed_same_bits_every_loss():
+    a, b = train.train_run(SMALL), train.train_run(SMALL)
+    assert a["losses"] == b["losses"] and len(a["losses"]) == SMALL["steps"]
+    assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"])
+
+
+@pytest.mark.parametrize("batch", [0, 16])
+def test_resume_is_exact(tmp_path, batch):
+    """Stopped at step k and resumed, a run ends with the very bits of a run straight through
+    (minibatch order included: the generator state is in the checkpoint)."""
+    opts = dict(SMALL, batch=batch)
+    straight = train.train_run(opts)
+    path = str(tmp_path / "ck.npz")
+    with pytest.raises(train.Interrupted) as e:
+        train.train_run(opts, save=path, stop_after=13)
+    assert e.value.step == 13
+    ck = train.load_checkpoint(path, dict(train.DEFAULTS, **opts))
+    assert ck["step"] == 13
+    resumed = train.train_run(opts, save=path, resume=ck)
+    assert resumed["losses"] == straight["losses"][13:]
+    for k in straight["params"]:
+        assert np.array_equal(straight["params"][k], resumed["params"][k]), k
+    assert straight["loss"] == resumed["loss"]
+
+
+def test_checkpoint_refuses_bad_files(tmp_path):
+    opts = dict(train.DEFAULTS, **SMALL)
+    path = str(tmp_path / "ck.npz")
+    train.train_run(SMALL, save=path)
+    good = open(path, "rb").read()
+    (tmp_path / "trunc.npz").write_bytes(good[: len(good) // 2])
+    (tmp_path / "text.npz").write_text("hello")
+    np.savez(tmp_path / "other.npz", a=np.zeros(3))
+    for name, msg in [("trunc.npz", "not a readable checkpoint"),
+                      ("text.npz", "not a readable checkpoint"),
+                      ("other.npz", "not a checkpoint of train.py"),
+                      ("missing.npz", "no checkpoint")]:
+        with pytest.raises(ValueError, match=msg):
+            train.load_checkpoint(str(tmp_path / name), opts)
+    for key, val in [("T", 13), ("d", 16), ("heads", 4), ("task", "parity")]:
+        with pytest.raises(ValueError, match=f"another configuration: {key}="):
+            train.load_checkpoint(path, dict(opts, **{key: val}))
+    assert open(path, "rb").read() == good               # nothing was overwritten
+
+
+def run_cli(capsys, *argv):
+    capsys.readouterr()
+    try:
+        code = train.main(list(argv))
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_checkpoint_errors_leave_files_alone(tmp_path, capsys):
+    path = str(tmp_path / "ck.npz")
+    base = ["--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4", "--n-test", "100",
+            "--log-every", "0"]
+    code, out, err = run_cli(capsys, *base, "--steps", "5", "--save", path)
+    assert code == 0 and "checkpoint" in out
+    good = open(path, "rb").read()
+    (tmp_path / "trunc.npz").write_bytes(good[:100])
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious")
+    for argv, msg in [(["--resume", str(tmp_path / "trunc.npz")], "not a readable checkpoint"),
+                      (["--resume", path, "--T", "13"], "another configuration: --T 13"),
+                      (["--resume", path, "--steps", "5"], "already at step 5"),
+                      (["--resume", str(notes)], "not a readable checkpoint"),
+                      (base + ["--save", str(notes)], "refusing to overwrite")]:
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert open(path, "rb").read() == good and notes.read_text() == "precious"
+    code, out, err = run_cli(capsys, "--resume", path, "--steps", "9")
+    assert code == 0 and "resumed at step 5" in out
+
+
+def test_divergence_names_step_and_keeps_last_finite_checkpoint(tmp_path):
+    path = str(tmp_path / "ck.npz")
+    with pytest.raises(train.Diverged, match=r"at step \d+.*smaller --lr.*last finite") as e:
+        train.train_run(dict(SMALL, lr=1e37, steps=50), save=path, save_every=1)
+    ck = train.load_checkpoint(path)
+    assert all(np.all(np.isfinite(v)) for v in ck["params"].values())
+
+
+def _bad_values(action):
+    """Values that must be refused for one option, from its type."""
+    if action.choices:
+        return ["bogus"]
+    t = action.type
+    if t is None or action.nargs == 0:
+        return []
+    name = getattr(t, "__name__", "")
+    if name == "parse":                           # int_at_least(lo)
+        return ["abc", "1.5", "-1", ""]
+    if name in ("positive_float", "nonneg_float"):
+        return ["abc", "-1", "nan", "inf"]
+    if name == "int_list":
+        return ["abc", "0", "5,-3", ""]
+    if name == "shard_spec":
+        return ["2/2", "a/b", "1"]
+    if name == "model_list":
+        return ["cnn", ""]
+    return []
+
+
+@pytest.mark.parametrize("command", ["train", "sweep", "bench"])
+def test_every_option_refuses_bad_values_in_one_line(command, capsys, tmp_path):
+    """Walk every option of every command: a bad value gives exit 2 and one line on stderr."""
+    parser = {"train": train.train_parser, "sweep": train.sweep_parser,
+              "bench": train.bench_parser}[command]()
+    prefix = [] if command == "train" else [command]
+    tried = 0
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        for bad in _bad_values(action):
+            code, out, err = run_cli(capsys, *prefix, action.option_strings[0], bad,
+                                     "--out" if command == "sweep" else "--json",
+                                     str(tmp_path / "x"))
+            assert code == 2, (action.dest, bad, out, err)
+            assert len(err.strip().splitlines()) == 1 and "error" in err, (action.dest, bad, err)
+            assert "Traceback" not in err
+            tried += 1
+    assert tried >= 10
+    # values that each pass alone but not together, and an impossible memory demand
+    if command != "bench":
+        for argv, msg in [(["--s", "200"], "larger than"), (["--heads", "7"], "must divide"),
+                          (["--task", "majority", "--s", "2"], "odd")]:
+            code, out, err = run_cli(capsys, *prefix, *argv, "--out" if command == "sweep"
+                                     else "--json", str(tmp_path / "x"))
+            assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
+    if command == "train":
+        for argv, msg in [(["--T", "100000000"], "GiB"), (["--batch", "900"], "larger than --m")]:
+            code, out, err = run_cli(capsys, *argv)
+            assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+def test_public_functions_raise_valueerror():
+    cfg = attn.default_config(T=4, d=4, heads=1)
+    p = attn.init_params(cfg, np.random.default_rng(0))
+    for X, msg in [([[0, 1, 0, 1]], "2-D array"), (np.zeros((0, 4), np.uint8), "at least one"),
+                   (np.zeros(4, np.uint8), "2-D array")]:
+        with pytest.raises(ValueError, match=msg):
+            attn.model_forward(p, cfg, X)
+    big = attn.default_config(T=30000, d=64, heads=16)
+    pb = {k: np.zeros((30000 if k == "E_pos" else 1, 1), np.float32) for k in ("E_pos",)}
+    with pytest.raises(ValueError, match="GiB of activations"):
+        attn.model_forward(pb, big, np.zeros((100, 30000), np.uint8), "full")
+    with pytest.raises(ValueError, match="GiB"):
+        train.train_run(dict(T=10**9, m=10))
+    with pytest.raises(ValueError, match="unknown task"):
+        train.train_run(dict(SMALL, task="xor"))
+
+
+@pytest.mark.parametrize("module", ["attn", "data"])
+def test_file_works_alone_in_an_empty_folder(module, tmp_path):
+    """Vendoring: attn.py alone, or data.py alone, imports and runs with numpy only."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    shutil.copy(os.path.join(here, module + ".py"), tmp_path)
+    code = {"attn": "import numpy as np, attn\n"
+                    "cfg = attn.default_config(T=10, d=8, heads=2, mlp=4)\n"
+                    "p = attn.init_params(cfg, np.random.default_rng(0))\n"
+                    "X = np.random.default_rng(1).integers(0, 2, (3, 10))\n"
+                    "loss, g, z = attn.loss_and_grads(p, cfg, X, np.array([0, 1, 1]))\n"
+                    "assert set(g) == set(p) and z.shape == (3,)\nprint('ok', float(loss))\n",
+            "data": "import numpy as np, data\n"
+                    "t = data.make_task('and', 20, 3, np.random.default_rng(0))\n"
+                    "X, y = t.sample(50, np.random.default_rng(1))\n"
+                    "assert X.shape == (50, 20) and y.shape == (50,)\nprint('ok')\n"}[module]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-E", "-c", code], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr
+    assert set(os.listdir(tmp_path)) - {"__pycache__"} == {module + ".py"}
+
+
+def test_zz_report_worst_gradient_error():
+    """Runs last (pytest keeps file order): prints the largest relative error seen."""
+    if WORST:
+        name = max(WORST, key=WORST.get)
+        print(f"\nlargest relative gradient error: {WORST[name]:.2e} ({name}), "
+              f"{len(WORST)} checks")
+        assert WORST[name] < RTOL
+
+

@@ -96,9 +96,95 @@ def build_model(o, rng):
             lambda p, X: attn.model_forward(p, cfg, X)[0], cfg)
 
 
-def train_run(opts, log=print):
-    """Train one model with options `opts` (keys of DEFAULTS); return a result dict."""
+# ---------------------------------------------------------------- checkpoints ---------------
+# One .npz, no pickled objects (np.load(..., allow_pickle=False) never runs code): arrays
+# "param/NAME", "adam_m/NAME", "adam_v/NAME", and 0-d arrays "adam_t", "step", "options" (JSON),
+# "rng_order" (JSON of the minibatch generator's state), "format".
+
+CKPT_FORMAT = "sparse-attention-checkpoint-v1"
+RUN_KEYS = ("model", "task", "T", "s", "m", "n_test", "lr", "wd", "batch", "seed", "d", "heads",
+            "mlp", "dtype")          # what a checkpoint must agree on to be resumed
+
+
+def save_checkpoint(path, params, state, rng_order, opts, step):
+    """Write atomically (a temporary file, then rename): a crash never leaves half a file."""
+    arrays = {"format": np.array(CKPT_FORMAT), "step": np.array(step),
+              "adam_t": np.array(state["t"]),
+              "options": np.array(json.dumps({k: opts[k] for k in RUN_KEYS})),
+              "rng_order": np.array(json.dumps(rng_order.bit_generator.state))}
+    for k in params:
+        arrays["param/" + k] = params[k]
+        arrays["adam_m/" + k], arrays["adam_v/" + k] = state["m"][k], state["v"][k]
+    tmp = path + ".tmp.npz"
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path, opts=None):
+    """Read a checkpoint; ValueError (one line) if it is missing, truncated, not ours, or was made
+    for other options than `opts` (compared on RUN_KEYS). Returns a dict."""
+    if not os.path.isfile(path):
+        raise ValueError(f"no checkpoint at {path!r}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except Exception as e:
+        raise ValueError(f"{path!r} is not a readable checkpoint (truncated or another kind of "
+                         f"file: {type(e).__name__})") from None
+    if arrays.get("format") is None or str(arrays["format"]) != CKPT_FORMAT:
+        raise ValueError(f"{path!r} is not a checkpoint of train.py (no {CKPT_FORMAT!r} mark)")
+    saved = json.loads(str(arrays["options"]))
+    if opts is not None:
+        diff = [f"{k}={saved[k]!r} (not {opts[k]!r})" for k in RUN_KEYS if saved[k] != opts[k]]
+        if diff:
+            raise ValueError(f"{path!r} was made for another configuration: " + ", ".join(diff))
+    group = lambda pre: {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}
+    return dict(params=group("param/"), m=group("adam_m/"), v=group("adam_v/"),
+                t=int(arrays["adam_t"]), step=int(arrays["step"]), options=saved,
+                rng_order=json.loads(str(arrays["rng_order"])))
+
+
+class Interrupted(Exception):
+    """Training stopped by Ctrl-C at a step boundary; .step and .path say where it was saved."""
+
+    def __init__(self, step, path):
+        super().__init__(f"interrupted after step {step}; checkpoint {path}")
+        self.step, self.path = step, path
+
+
+class Diverged(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- one training run ----------
+
+MEMORY_BUDGET = 0.5   # refuse runs whose data would take more than this share of physical memory
+
+
+def check_run_memory(o):
+    """ValueError if the data of a run would not fit in memory (before anything is allocated)."""
+    try:
+        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        phys = 8 << 30
+    need = (o["m"] + o["n_test"]) * o["T"] * (1 + np.dtype(o["dtype"]).itemsize + 8)
+    if need > MEMORY_BUDGET * phys:
+        raise ValueError(f"T={o['T']} with m={o['m']} and n_test={o['n_test']} needs about "
+                         f"{need / 2**30:.1f} GiB for the data; this machine allows "
+                         f"{MEMORY_BUDGET * phys / 2**30:.1f} GiB: use a smaller T, m or n_test")
+
+
+def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=None):
+    """Train one model with options `opts` (keys of DEFAULTS); return a result dict.
+
+    save: checkpoint path, written every save_every steps, at the end, and on Ctrl-C (then
+    Interrupted is raised). resume: a dict from load_checkpoint to continue from. stop_after:
+    behave as if Ctrl-C came after that step (for tests). A non-finite loss raises Diverged and
+    leaves the last (finite) checkpoint untouched.
+    """
+    import signal
     o = dict(DEFAULTS, **opts)
+    check_run_memory(o)
     r_task, r_train, r_test, r_init, r_order = seeds_for(o["seed"])
     task = data.make_task(o["task"], o["T"], o["s"], r_task)
     Xtr, ytr = task.sample(o["m"], r_train)
@@ -107,30 +193,64 @@ def train_run(opts, log=print):
     dt = np.dtype(o["dtype"])
     Xtr_f, ytr_f, Xte_f = Xtr.astype(dt), ytr.astype(dt), Xte.astype(dt)
     state = adam_init(params)
+    first = 1
+    if resume is not None:
+        for k in params:
+            params[k][...] = resume["params"][k]
+            state["m"][k][...], state["v"][k][...] = resume["m"][k], resume["v"][k]
+        state["t"], first = resume["t"], resume["step"] + 1
+        r_order.bit_generator.state = resume["rng_order"]
     batch = o["batch"] or o["m"]
+    stop = {"now": False}
+    old_handler = None
+    if save:                                   # Ctrl-C: finish the step, save, then stop
+        def on_sigint(signum, frame):
+            stop["now"] = True
+        try:
+            old_handler = signal.signal(signal.SIGINT, on_sigint)
+        except ValueError:                     # not the main thread: no handler
+            old_handler = None
     t0 = time.perf_counter()
-    loss = float("nan")
-    for step in range(1, o["steps"] + 1):
-        if batch < o["m"]:
-            idx = r_order.choice(o["m"], size=batch, replace=False)
-            Xb, yb = Xtr_f[idx], ytr_f[idx]
-        else:
-            Xb, yb = Xtr_f, ytr_f
-        loss, grads = loss_and_grads(params, Xb, yb)
-        loss = float(loss)
-        if not np.isfinite(loss):
-            raise FloatingPointError(f"loss is {loss} at step {step}; try a smaller --lr "
-                                     f"(now {o['lr']})")
-        adam_step(params, grads, state, o["lr"], o["wd"])
-        if o["log_every"] and (step % o["log_every"] == 0 or step == 1):
-            tr = accuracy(logits(params, Xtr_f), ytr)
-            te = accuracy(logits(params, Xte_f), yte)
-            mass = attention_on_support(params, cfg, Xte[:200], task.S)[0] if cfg else np.nan
-            log(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  test acc {te:.3f}  "
-                f"attn on S {mass:.3f}  {time.perf_counter() - t0:6.1f}s")
+    loss, losses = float("nan"), []
+    quiet = np.errstate(over="ignore", invalid="ignore")   # a blow-up is caught by the loss check
+    try:
+        quiet.__enter__()
+        for step in range(first, o["steps"] + 1):
+            if batch < o["m"]:
+                idx = r_order.choice(o["m"], size=batch, replace=False)
+                Xb, yb = Xtr_f[idx], ytr_f[idx]
+            else:
+                Xb, yb = Xtr_f, ytr_f
+            loss, grads = loss_and_grads(params, Xb, yb)
+            loss = float(loss)
+            losses.append(loss)
+            if not np.isfinite(loss):
+                kept = f"; the last finite checkpoint is {save}" if save and os.path.exists(save) \
+                    else ""
+                raise Diverged(f"loss is {loss} at step {step}: training diverged; try a smaller "
+                               f"--lr (now {o['lr']}){kept}")
+            adam_step(params, grads, state, o["lr"], o["wd"])
+            if o["log_every"] and (step % o["log_every"] == 0 or step == 1):
+                tr = accuracy(logits(params, Xtr_f), ytr)
+                te = accuracy(logits(params, Xte_f), yte)
+                mass = attention_on_support(params, cfg, Xte[:200], task.S)[0] if cfg else np.nan
+                log(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  test acc {te:.3f}  "
+                    f"attn on S {mass:.3f}  {time.perf_counter() - t0:6.1f}s")
+            if stop_after is not None and step == stop_after:
+                stop["now"] = True
+            if save and (stop["now"] or step == o["steps"] or
+                         (save_every and step % save_every == 0)):
+                if all(np.all(np.isfinite(v)) for v in params.values()):
+                    save_checkpoint(save, params, state, r_order, o, step)
+            if stop["now"]:
+                raise Interrupted(step, save)
+    finally:
+        quiet.__exit__(None, None, None)
+        if old_handler is not None:
+            signal.signal(signal.SIGINT, old_handler)
     seconds = time.perf_counter() - t0
     r = dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
-             loss=loss, train_acc=accuracy(logits(params, Xtr_f), ytr),
+             loss=loss, losses=losses, train_acc=accuracy(logits(params, Xtr_f), ytr),
              test_acc=accuracy(logits(params, Xte_f), yte), attn_on_S=float("nan"),
              S=task.S.tolist(), top_attended=[], steps=o["steps"], seconds=seconds,
              params=params, cfg=cfg)
@@ -203,7 +323,7 @@ def add_model_options(ap):
                     help="floating-point type (default %(default)s)")
 
 
-def main_train(argv):
+def train_parser():
     ap = OneLineParser(prog="train.py", description=(
         "Train the one-block Transformer of Edelman et al. (2022) on an s-sparse Boolean task. "
         "With no options: the demo, 3-sparse AND at T=100 from 500 samples. Other commands: "
@@ -219,30 +339,93 @@ def main_train(argv):
     ap.add_argument("--log-every", dest="log_every", type=int_at_least(0),
                     default=DEFAULTS["log_every"], help="progress every N steps (default %(default)s)")
     ap.add_argument("--json", metavar="PATH", help="also write the summary as JSON to PATH")
+    ap.add_argument("--save", metavar="PATH", help="checkpoint (.npz) written every --save-every "
+                    "steps, at the end and on Ctrl-C")
+    ap.add_argument("--save-every", dest="save_every", type=int_at_least(1), default=100,
+                    help="steps between checkpoints (default %(default)s)")
+    ap.add_argument("--resume", metavar="PATH", help="continue from this checkpoint; its "
+                    "options are used (only --steps, --log-every and --save may change)")
     add_model_options(ap)
+    return ap
+
+
+def main_train(argv):
+    ap = train_parser()
     a = ap.parse_args(argv)
     opts = vars(a).copy()
-    out_json = opts.pop("json")
+    out_json, save, save_every, resume = (opts.pop(k) for k in ("json", "save", "save_every",
+                                                                 "resume"))
+    ckpt = None
+    if resume:
+        explicit = explicit_options(ap, argv)
+        try:
+            ckpt = load_checkpoint(resume)
+        except ValueError as e:
+            ap.error(str(e))
+        clash = [f"--{k.replace('_', '-')} {opts[k]} (checkpoint: {ckpt['options'][k]})"
+                 for k in RUN_KEYS if k in explicit and opts[k] != ckpt["options"][k]]
+        if clash:
+            ap.error(f"{resume} was made for another configuration: " + ", ".join(clash))
+        opts.update(ckpt["options"])
+        if ckpt["step"] >= opts["steps"]:
+            ap.error(f"{resume} is already at step {ckpt['step']}; ask for more with --steps")
+        save = save or resume
+    if save and os.path.exists(save) and save != resume:
+        try:
+            load_checkpoint(save)
+        except ValueError:
+            ap.error(f"--save {save} exists and is not a checkpoint; refusing to overwrite it")
     problem = check_options(opts)
     if problem:
         ap.error(problem)
-    print(f"task {a.task}  T={a.T}  s={a.s}  m={a.m}  steps={a.steps}  lr={a.lr}  wd={a.wd}  "
-          f"d={a.d}  heads={a.heads}  mlp={a.mlp}  {a.dtype}  seed={a.seed}")
-    r = train_run(opts)
+    try:
+        check_run_memory(dict(DEFAULTS, **opts))
+    except ValueError as e:
+        ap.error(str(e))
+    o = argparse.Namespace(**opts)
+    print(f"{o.model} on task {o.task}  T={o.T}  s={o.s}  m={o.m}  steps={o.steps}  lr={o.lr}  "
+          f"wd={o.wd}  d={o.d}  heads={o.heads}  mlp={o.mlp}  {o.dtype}  seed={o.seed}"
+          + (f"  (resumed at step {ckpt['step']})" if ckpt else ""))
+    try:
+        r = train_run(opts, save=save, save_every=save_every, resume=ckpt)
+    except Interrupted as e:
+        print(f"\ninterrupted after step {e.step}; checkpoint saved in {e.path}. Resume with:\n"
+              f"  python train.py --resume {e.path}" +
+              (f" --steps {o.steps}" if o.steps != DEFAULTS["steps"] else ""), file=sys.stderr)
+        return 130
+    except Diverged as e:
+        print(f"train.py: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted (no --save given, so nothing was kept; add --save PATH to be "
+              "able to resume)", file=sys.stderr)
+        return 130
     ok = r["test_acc"] >= 0.99
-    print(f"\ntest accuracy {r['test_acc']:.4f} on {a.n_test} fresh samples "
+    print(f"\ntest accuracy {r['test_acc']:.4f} on {o.n_test} fresh samples "
           f"({'reaches' if ok else 'is below'} the 0.99 bar); train accuracy {r['train_acc']:.4f}")
     print(f"true support S         {r['S']}")
     if r["cfg"]:
         print(f"[CLS] attends most to  {r['top_attended']}  "
               f"({'found S' if r['top_attended'] == r['S'] else 'not S'}; attention mass on S "
-              f"{r['attn_on_S']:.3f}, uniform would be {a.s / (a.T + 1):.3f})")
-    print(f"{r['steps']} steps in {r['seconds']:.1f} s")
+              f"{r['attn_on_S']:.3f}, uniform would be {o.s / (o.T + 1):.3f})")
+    print(f"{r['steps']} steps in {r['seconds']:.1f} s" + (f"; checkpoint {save}" if save else ""))
     if out_json:
         summary = {k: v for k, v in r.items() if k not in ("params", "cfg")}
         with open(out_json, "w") as f:
             json.dump(summary, f, indent=1)
     return 0
+
+
+def explicit_options(ap, argv):
+    """The dests the user actually typed (parsing again with every default set to a marker)."""
+    marker = object()
+    ap2 = OneLineParser(add_help=False)
+    for action in ap._actions:
+        if action.option_strings and action.dest != "help":
+            ap2.add_argument(*action.option_strings, dest=action.dest, default=marker,
+                             type=action.type, choices=action.choices,
+                             action="store_true" if action.nargs == 0 else "store")
+    return {k for k, v in vars(ap2.parse_args(argv)).items() if v is not marker}
 
 
 def check_options(o):
@@ -467,9 +650,7 @@ def _sweep_worker(opts):
     return {k: r[k] for k in ROW_FIELDS if k != "success"}
 
 
-def main_sweep(argv):
-    import csv
-    import glob
+def sweep_parser():
     ap = OneLineParser(prog="train.py sweep", description=(
         "Critical sample size m*(T) of a sparse task (the paper's Section 5 figure). Runs are "
         "saved as they finish, one CSV row each, in OUT/runs*.csv; rerunning the same command "
@@ -487,16 +668,22 @@ def main_sweep(argv):
     ap.add_argument("--grid-min", dest="grid_min", type=int_at_least(1), default=8)
     ap.add_argument("--grid-max", dest="grid_max", type=int_at_least(1),
                     help="largest m (default 600 for transformer, 30*max(T) capped at 20000 for mlp)")
-    ap.add_argument("--grid-ratio", dest="grid_ratio", type=float, default=1.05,
+    ap.add_argument("--grid-ratio", dest="grid_ratio", type=positive_float, default=1.05,
                     help="ratio of consecutive grid sizes (default %(default)s)")
-    ap.add_argument("--bar", type=float, default=0.99, help="success: test accuracy >= bar")
+    ap.add_argument("--bar", type=positive_float, default=0.99,
+                    help="success: test accuracy >= bar, in (0, 1] (default %(default)s)")
     ap.add_argument("--out", default=None, help="results folder (default results/PRESET)")
     ap.add_argument("--shard", type=shard_spec, default=(0, 1), help="i/n: run share i of n")
     ap.add_argument("--workers", type=int_at_least(1), default=os.cpu_count() or 1,
                     help="processes (default: the number of cores, %(default)s)")
     ap.add_argument("--report", action="store_true", help="only merge OUT/runs*.csv and report")
-    ap.add_argument("--T", dest="T", type=int_at_least(1), default=None, help=argparse.SUPPRESS)
     add_model_options(ap)
+    return ap
+
+
+def main_sweep(argv):
+    import glob
+    ap = sweep_parser()
     a = ap.parse_args(argv)
     preset = PRESETS[a.preset]
     Ts = a.Ts or preset["T"]
@@ -506,8 +693,8 @@ def main_sweep(argv):
             setattr(a, key, preset[key])
     if not (0 < a.bar <= 1):
         ap.error(f"--bar must be in (0, 1], got {a.bar}")
-    if not a.grid_ratio > 1:
-        ap.error(f"--grid-ratio must be > 1, got {a.grid_ratio}")
+    if not 1 < a.grid_ratio <= 10:
+        ap.error(f"--grid-ratio must be in (1, 10], got {a.grid_ratio}")
     if a.s > min(Ts):
         ap.error(f"--s {a.s} is larger than the smallest T {min(Ts)}; s must be between 1 and T")
     if a.d % a.heads:
@@ -725,7 +912,7 @@ def time_steps(cfg, B, path, n_steps):
     return float(np.median(times[2:]))
 
 
-def main_bench(argv):
+def bench_parser():
     ap = OneLineParser(prog="train.py bench", description=(
         "Time one training step (m samples, full batch, the experiment's model) on the fast path "
         "and on the plain [CLS]-row path, per run (x steps), and GFLOP/s of the matrix products "
@@ -736,6 +923,11 @@ def main_bench(argv):
                     help="steps per run, for the per-run time (default %(default)s)")
     ap.add_argument("--reference", action="store_true",
                     help="also time the plain [CLS]-row path (slow at large T)")
+    return ap
+
+
+def main_bench(argv):
+    ap = bench_parser()
     a = ap.parse_args(argv)
     d, H, k = DEFAULTS["d"], DEFAULTS["heads"], DEFAULTS["mlp"]
     print(f"model d={d} heads={H} mlp={k}; batch m={a.m}; BLAS threads: "
