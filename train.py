@@ -695,10 +695,9 @@ def main_sweep(argv):
         ap.error(f"--bar must be in (0, 1], got {a.bar}")
     if not 1 < a.grid_ratio <= 10:
         ap.error(f"--grid-ratio must be in (1, 10], got {a.grid_ratio}")
-    if a.s > min(Ts):
-        ap.error(f"--s {a.s} is larger than the smallest T {min(Ts)}; s must be between 1 and T")
-    if a.d % a.heads:
-        ap.error(f"--heads {a.heads} must divide --d {a.d}")
+    problem = check_options(dict(vars(a), T=min(Ts)))
+    if problem:
+        ap.error(problem.replace("--T", "the smallest T"))
     out = a.out or os.path.join("results", a.preset)
     grids = {}
     for model in a.models:
