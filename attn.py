@@ -422,13 +422,15 @@ def fast_attention_forward(p, cfg, X):
     """Attn(LN1(X))[CLS] for a batch, in O(B T (H + d)) instead of O(B T d^2).  -> [B, d].
 
     Before LN1, position t holds E_tok[0] + E_pos[t] or E_tok[1] + E_pos[t]; the [CLS] row is the
-    same for every sample. So per head h the scores exist in two versions, s0[t], s1[t], and with
-    x_t in {0,1} and weights e_v[t] = exp(s_v[t] - M):
-        Z = e_c + sum_t e0[t] + X @ (e1 - e0)                  (softmax denominator)   [B, H]
-        N = e_c V_c + sum_t e0[t] V0[t] + X @ (e1 V1 - e0 V0)  (weighted values)       [B, H, e]
-        o = N / Z,  exactly the [CLS] row of softmax attention.
-    M = max(s_c, max_t min(s0[t], s1[t])) is a lower bound on every sample's max score, so Z >= 1.
-    If some score exceeds M by more than SAFE_EXP (exp could overflow), fall back to path "cls".
+    same for every sample. So per head the scores exist in two versions, s0[t] and s1[t], and
+    with one-hot bits Xb = [1 - X, X]  [B, 2T]  and weights E_v[t] = exp(s_v[t] - M):
+        Z = E_c + Xb @ E                 (softmax denominator)   [B, H]
+        N = E_c V_c + Xb @ (E * V)       (weighted values)       [B, H, e]
+        o = N / Z,  exactly the [CLS] row of softmax attention: one (B, 2T) @ (2T, H + d) product.
+    Every term of Z is positive, so nothing cancels (writing Z with e1 - e0 would lose all
+    precision when one version's weight is huge). M = max(s_c, max_t min(s0[t], s1[t])) is a
+    lower bound on every sample's max score, so Z >= 1. If some score exceeds M by more than
+    SAFE_EXP (exp could overflow), fall back to path "cls".
     """
     T, d, H = cfg["T"], cfg["d"], cfg["heads"]
     e = d // H
@@ -442,23 +444,19 @@ def fast_attention_forward(p, cfg, X):
     qh, Kh, Vh = q.reshape(H, e), K.reshape(-1, H, e), V.reshape(-1, H, e)
     scale = e ** -0.5
     s = np.einsum("he,rhe->rh", qh, Kh) * scale                      # [2T+1, H]
-    s0, s1, sc = s[:T], s[T:2 * T], s[2 * T]
-    M = np.maximum(np.minimum(s0, s1).max(0), sc)                    # [H]
+    M = np.maximum(np.minimum(s[:T], s[T:2 * T]).max(0), s[2 * T])   # [H]
     if (s - M).max() > SAFE_EXP[dt]:
-        y, cache = model_forward_cls_attention(p, cfg, X)
-        return y, cache
+        return model_forward_cls_attention(p, cfg, X)
     E = np.exp(s - M)                                                 # [2T+1, H]
-    e0, e1, ec = E[:T], E[T:2 * T], E[2 * T]
-    V0, V1, Vc = Vh[:T], Vh[T:2 * T], Vh[2 * T]
-    D = e1 - e0                                                       # [T, H]
-    G = e1[..., None] * V1 - e0[..., None] * V0                       # [T, H, e]
+    EV = E[:, :, None] * Vh                                           # [2T+1, H, e]
     Xf = X.astype(dt, copy=False)
-    ZN = Xf @ np.concatenate([D, G.reshape(T, d)], axis=1)            # [B, H + d], one matmul
-    Z = ZN[:, :H] + (ec + e0.sum(0))                                  # [B, H]
-    N = ZN[:, H:].reshape(-1, H, e) + (ec[:, None] * Vc + (e0[..., None] * V0).sum(0))
+    Xb = np.concatenate([1 - Xf, Xf], axis=1)                         # [B, 2T]: which version
+    ZN = Xb @ np.concatenate([E[:2 * T], EV[:2 * T].reshape(2 * T, d)], axis=1)  # [B, H + d]
+    Z = ZN[:, :H] + E[2 * T]                                          # [B, H]
+    N = ZN[:, H:].reshape(-1, H, e) + EV[2 * T]                       # [B, H, e]
     o = (N / Z[..., None]).reshape(-1, d)
     y, c_o = linear_forward(o, p["W_O"], p["b_O"])
-    return y, ("fast", (Xf, c_ln1, c_q, c_k, c_v, c_o, qh, Kh, Vh, E, Z, o, scale))
+    return y, ("fast", (Xb, c_ln1, c_q, c_k, c_v, c_o, qh, Kh, Vh, E, Z, o, scale))
 
 
 def model_forward_cls_attention(p, cfg, X):
@@ -479,26 +477,18 @@ def fast_attention_backward(dy, p, cfg, c_att, g):
         dE_tok, dE_pos, dcls = embed_backward(dx0, c_emb)
         g["E_tok"], g["E_pos"], g["cls"] = dE_tok, dE_pos, g["cls"] + dcls
         return
-    Xf, c_ln1, c_q, c_k, c_v, c_o, qh, Kh, Vh, E, Z, o, scale = c_att[1]
+    Xb, c_ln1, c_q, c_k, c_v, c_o, qh, Kh, Vh, E, Z, o, scale = c_att[1]
     T, d, H = cfg["T"], cfg["d"], cfg["heads"]
     e = d // H
     do, g["W_O"], g["b_O"] = linear_backward(dy, c_o)
     do, o = do.reshape(-1, H, e), o.reshape(-1, H, e)
     dN = do / Z[..., None]                                            # forward: o = N / Z
     dZ = -(do * o).sum(-1) / Z
-    dDG = Xf.T @ np.concatenate([dZ, dN.reshape(-1, d)], axis=1)      # [T, H + d], one matmul
-    dD, dG = dDG[:, :H], dDG[:, H:].reshape(T, H, e)
-    dZc, dNc = dZ.sum(0), dN.sum(0)                                   # the constant parts
-    e0, e1, ec = E[:T], E[T:2 * T], E[2 * T]
-    V0, V1, Vc = Vh[:T], Vh[T:2 * T], Vh[2 * T]
-    dE = np.empty_like(E)                                             # d/d exp-weights
-    dE[:T] = -dD + dZc + ((dNc - dG) * V0).sum(-1)                    # e0 enters Z, N, D, G
-    dE[T:2 * T] = dD + (dG * V1).sum(-1)
-    dE[2 * T] = dZc + (dNc * Vc).sum(-1)
-    dVh = np.empty_like(Vh)
-    dVh[:T] = (dNc - dG) * e0[..., None]
-    dVh[T:2 * T] = dG * e1[..., None]
-    dVh[2 * T] = dNc * ec[:, None]
+    dP = Xb.T @ np.concatenate([dZ, dN.reshape(-1, d)], axis=1)       # [2T, H + d], one matmul
+    dE = np.concatenate([dP[:, :H], dZ.sum(0)[None]])                 # forward: Z = Xb @ E + E_c
+    dEV = np.concatenate([dP[:, H:].reshape(2 * T, H, e), dN.sum(0)[None]])  # N = Xb @ EV + ..
+    dE += (dEV * Vh).sum(-1)                                          # forward: EV = E * V
+    dVh = dEV * E[:, :, None]
     ds = dE * E * scale                          # forward: E = exp(s - M), M a constant shift
     dqh = np.einsum("rh,rhe->he", ds, Kh)        # forward: s = q . K_r
     dKh = np.einsum("rh,he->rhe", ds, qh)

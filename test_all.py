@@ -188,6 +188,31 @@ def test_three_paths_agree(dtype):
                 assert rel_error(out[path][1][k], out["full"][1][k]) < tol, (path, k)
 
 
+def test_fast_path_float32_when_one_version_dominates():
+    """Token 0 scores 40 above token 1 at every position, in float32. A sample of all ones then
+    has softmax denominator Z ~ T, while token 0's weights are e^40 ~ 2e17: writing Z with
+    e1 - e0 cancels to garbage (Z = 0, NaN logits); the fast path must not."""
+    T = 50
+    cfg = attn.default_config(T=T, d=4, heads=1, mlp=0, ln=False, dtype="float64")
+    rng = np.random.default_rng(12)
+    p = attn.init_params(cfg, rng, std=0.1)
+    p["E_tok"][:] = [[2.0, 0, 0, 0], [0, 2.0, 0, 0]]
+    p["E_pos"][:, :2] = 0.0
+    p["cls"][:] = [0, 0, 1.0, 0]
+    p["W_Q"][:] = 0.0
+    p["W_Q"][2, 0] = 40.0                  # q = [40, 0, 0, 0]: s0 = 0.5 * 40 * 2 = 40, s1 = 0
+    p["W_K"][:], p["W_V"][:] = np.eye(4), np.eye(4) + 0.3 * rng.standard_normal((4, 4))
+    X = rng.integers(0, 2, (8, T)).astype(np.uint8)
+    X[0], X[1], X[2, 1:] = 1, 1, 1
+    X[1, 7] = 0
+    ref = attn.model_forward(p, cfg, X, "cls")[0]
+    cfg32 = dict(cfg, dtype="float32")
+    p32 = {k: v.astype("float32") for k, v in p.items()}
+    z, cache = attn.model_forward(p32, cfg32, X, "fast")
+    assert cache[0][0] == "fast"           # really on the fast path, not the fallback
+    assert np.all(np.isfinite(z)) and rel_error(z, ref) < 1e-5, (z, ref)
+
+
 def test_fast_path_fallback_on_huge_scores():
     """Scores far apart force the fast path onto its exact fallback; results stay equal."""
     cfg = attn.default_config(T=9, d=4, heads=1, mlp=0, ln=False, dtype="float64")

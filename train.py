@@ -645,8 +645,13 @@ def sweep_plot(stats, path):
 
 
 def _sweep_worker(opts):
-    """One training run of the sweep, in a worker process: the CSV row it produces."""
-    r = train_run(dict(opts, log_every=0))
+    """One training run of the sweep, in a worker process: the CSV row it produces. A diverged
+    run is a failed run (test_acc nan), not the end of the sweep."""
+    try:
+        r = train_run(dict(opts, log_every=0))
+    except Diverged:
+        r = dict(opts, test_acc=float("nan"), train_acc=float("nan"), attn_on_S=float("nan"),
+                 seconds=float("nan"))
     return {k: r[k] for k in ROW_FIELDS if k != "success"}
 
 
@@ -822,7 +827,7 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
 
     def record(job, m, row):
         nonlocal n_run
-        row = dict(row, success=int(row["test_acc"] >= a.bar))
+        row = dict(row, success=int(row["test_acc"] >= a.bar))   # nan (diverged) fails
         writer.writerow(row)
         fh.flush()
         os.fsync(fh.fileno())
