@@ -430,7 +430,8 @@ def fast_attention_forward(p, cfg, X):
     Every term of Z is positive, so nothing cancels (writing Z with e1 - e0 would lose all
     precision when one version's weight is huge). M = max(s_c, max_t min(s0[t], s1[t])) is a
     lower bound on every sample's max score, so Z >= 1. If some score exceeds M by more than
-    SAFE_EXP (exp could overflow), fall back to path "cls".
+    SAFE_EXP (exp could overflow), fall back to path "cls". The keys meet only the one query, so
+    the scores are rn @ (W_K q) per head: no [2T+1, d] key matrix is formed.
     """
     T, d, H = cfg["T"], cfg["d"], cfg["heads"]
     e = d // H
@@ -439,11 +440,13 @@ def fast_attention_forward(p, cfg, X):
                            p["cls"][None]])                           # [2T+1, d]: v0 | v1 | cls
     rn, c_ln1 = _ln_fwd(p, cfg, "ln1", rows)
     q, c_q = linear_forward(rn[-1:], p["W_Q"], p["b_Q"])              # [1, d]
-    K, c_k = linear_forward(rn, p["W_K"], p["b_K"])                   # [2T+1, d]
-    V, c_v = linear_forward(rn, p["W_V"], p["b_V"])
-    qh, Kh, Vh = q.reshape(H, e), K.reshape(-1, H, e), V.reshape(-1, H, e)
+    qh = q.reshape(H, e)
+    # the keys are only ever dotted with the one query: fold it in, s = rn @ u + c  (no K)
+    u = np.einsum("dhe,he->dh", p["W_K"].reshape(d, H, e), qh)       # [d, H]: W_K q per head
     scale = e ** -0.5
-    s = np.einsum("he,rhe->rh", qh, Kh) * scale                      # [2T+1, H]
+    s = (rn @ u + (p["b_K"].reshape(H, e) * qh).sum(-1)) * scale     # [2T+1, H]
+    V, c_v = linear_forward(rn, p["W_V"], p["b_V"])
+    Vh = V.reshape(-1, H, e)
     M = np.maximum(np.minimum(s[:T], s[T:2 * T]).max(0), s[2 * T])   # [H]
     if (s - M).max() > SAFE_EXP[dt]:
         return model_forward_cls_attention(p, cfg, X)
@@ -456,7 +459,7 @@ def fast_attention_forward(p, cfg, X):
     N = ZN[:, H:].reshape(-1, H, e) + EV[2 * T]                       # [B, H, e]
     o = (N / Z[..., None]).reshape(-1, d)
     y, c_o = linear_forward(o, p["W_O"], p["b_O"])
-    return y, ("fast", (Xb, c_ln1, c_q, c_k, c_v, c_o, qh, Kh, Vh, E, Z, o, scale))
+    return y, ("fast", (Xb, c_ln1, c_q, rn, u, c_v, c_o, qh, Vh, E, Z, o, scale))
 
 
 def model_forward_cls_attention(p, cfg, X):
@@ -477,7 +480,7 @@ def fast_attention_backward(dy, p, cfg, c_att, g):
         dE_tok, dE_pos, dcls = embed_backward(dx0, c_emb)
         g["E_tok"], g["E_pos"], g["cls"] = dE_tok, dE_pos, g["cls"] + dcls
         return
-    Xb, c_ln1, c_q, c_k, c_v, c_o, qh, Kh, Vh, E, Z, o, scale = c_att[1]
+    Xb, c_ln1, c_q, rn, u, c_v, c_o, qh, Vh, E, Z, o, scale = c_att[1]
     T, d, H = cfg["T"], cfg["d"], cfg["heads"]
     e = d // H
     do, g["W_O"], g["b_O"] = linear_backward(dy, c_o)
@@ -489,14 +492,16 @@ def fast_attention_backward(dy, p, cfg, c_att, g):
     dEV = np.concatenate([dP[:, H:].reshape(2 * T, H, e), dN.sum(0)[None]])  # N = Xb @ EV + ..
     dE += (dEV * Vh).sum(-1)                                          # forward: EV = E * V
     dVh = dEV * E[:, :, None]
-    ds = dE * E * scale                          # forward: E = exp(s - M), M a constant shift
-    dqh = np.einsum("rh,rhe->he", ds, Kh)        # forward: s = q . K_r
-    dKh = np.einsum("rh,he->rhe", ds, qh)
-    R = Kh.shape[0]
-    drn, g["W_V"], g["b_V"] = linear_backward(dVh.reshape(R, d), c_v)
-    drn_k, g["W_K"], g["b_K"] = linear_backward(dKh.reshape(R, d), c_k)
+    ds = dE * E * scale                      # forward: E = exp(s - M), M a constant shift
+    du = rn.T @ ds                           # forward: s = (rn @ u + b_K . q) * scale
+    dc = ds.sum(0)                           # [H]
+    g["W_K"] = (du[:, :, None] * qh).reshape(d, d)             # forward: u = W_K q per head
+    g["b_K"] = (dc[:, None] * qh).reshape(d)
+    dqh = (np.einsum("dhe,dh->he", p["W_K"].reshape(d, H, e), du)
+           + p["b_K"].reshape(H, e) * dc[:, None])
+    drn, g["W_V"], g["b_V"] = linear_backward(dVh.reshape(-1, d), c_v)
+    drn += ds @ u.T
     drn_q, g["W_Q"], g["b_Q"] = linear_backward(dqh.reshape(1, d), c_q)
-    drn = drn + drn_k
     drn[-1] += drn_q[0]
     drows = _ln_bwd(g, cfg, "ln1", drn, c_ln1)
     dP = drows[:2 * T].reshape(2, T, d)
