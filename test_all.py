@@ -4,11 +4,14 @@ Gradient checks follow ../shared/STYLE.md: float64 central differences of sum(ou
 random upstream gradient dout, inputs off-centre, LayerNorm gain != 1 and shift != 0, and
 parameters moved well away from their initial values.
 """
+import math
+
 import numpy as np
 import pytest
 
 import attn
 import data
+import theory
 import train
 
 RTOL = 1e-6          # the bar: relative error of every backward pass in float64
@@ -655,6 +658,202 @@ def test_file_works_alone_in_an_empty_folder(module, tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr
     assert set(os.listdir(tmp_path)) - {"__pycache__"} == {module + ".py"}
+
+
+# ------------------------------------------------------------------ theory.py: every [theorem check]
+
+def _build(name, T, s, seed=0):
+    task = data.make_task(name, T, s, np.random.default_rng([T, s, seed]))
+    p, cfg, info = theory.build_sparse_head(task, np.random.default_rng([T, s, seed, 1]))
+    return task, p, cfg, info
+
+
+# ---------------------------------------------------------------- 1. capacity ----------------
+
+def test_softmax_lipschitz_at_most_2_and_search_reaches_near_1():
+    r = theory.softmax_lipschitz_search(np.random.default_rng(0), n_random=1200, n_climb=150)
+    assert r["overall"] <= 2.0                       # the paper's Corollary A.7
+    assert r["overall"] <= 1.0 + 1e-9                # the tight constant
+    assert r["constructed"] > 0.99                   # the search really approaches the worst case
+
+
+def test_softmax_ratio_known_value():
+    # a = 0, b = (+e, -e): ||softmax(a) - softmax(b)||_1 = tanh(e), ratio tanh(e) / e
+    for e in (1e-2, 0.5, 3.0):
+        r = theory.softmax_l1_linf_ratio(np.zeros(2), np.array([e, -e]))
+        assert abs(r - math.tanh(e) / e) < 1e-12
+
+
+def test_norm_measures_known_matrices():
+    cfg = attn.default_config(T=3, d=4, heads=2, mlp=0, ln=False, dtype="float64")
+    p = attn.init_params(cfg, np.random.default_rng(0), std=0.0)
+    p["W_Q"][:] = np.diag([2.0, 1.0, 1.0, 1.0])
+    p["W_K"][:] = np.diag([3.0, 1.0, 1.0, 1.0])
+    p["W_V"][:] = np.eye(4)
+    p["W_O"][:] = 5 * np.eye(4)
+    p["E_pos"][0, 0] = 3.0                               # the longest token row, norm 3 (bit 0)
+    p["w"][0] = 2.0
+    nm = theory.norm_measures(p, cfg)
+    e = 2
+    assert abs(nm["qk_spec"][0] - 6.0 / math.sqrt(e)) < 1e-12   # diag(2,1) diag(3,1) / sqrt(e)
+    assert abs(nm["qk_fro"][1] - math.sqrt(2) / math.sqrt(e)) < 1e-12
+    assert abs(nm["v_21"][0] - 2.0) < 1e-12
+    assert abs(nm["o_spec"][0] - 5.0) < 1e-12
+    assert abs(nm["B_X"] - math.hypot(3.0, 1.0)) < 1e-12       # bias coordinate folded in
+    assert nm["L_after"] == 2.0
+
+
+def test_bound_grows_like_log_T_and_halfspaces_like_T():
+    C, d = 1e4, 64
+    head = [theory.samples_for_gap(C, d, T, 0.1) for T in (10, 10 ** 6)]
+    lin = [theory.linear_class_samples(T, 0.1) for T in (10, 10 ** 6)]
+    assert 1.0 < head[1] / head[0] < 1.6
+    assert lin[1] / lin[0] > 1e5
+    m = theory.samples_for_gap(C, d, 100, 0.1)
+    assert theory.generalization_gap(C, d, m, 100) <= 0.1
+    assert theory.generalization_gap(C, d, m - 5, 100) > 0.1
+
+
+def test_trained_params_norms_finite_and_C_positive():
+    cfg = attn.default_config(T=12, d=16, heads=4, mlp=8)
+    p = attn.init_params(cfg, np.random.default_rng(1))
+    C = theory.covering_constant(theory.norm_measures(p, cfg))
+    assert np.isfinite(C) and C > 0
+
+
+# ---------------------------------------------------------------- 2. construction ------------
+
+@pytest.mark.parametrize("T,s", [(10, 1), (10, 5), (100, 3), (1000, 4), (10000, 2)])
+def test_construction_exact(T, s):
+    for name in data.TASKS:
+        if name == "majority" and s % 2 == 0:
+            continue
+        task, p, cfg, info = _build(name, T, s)
+        c = theory.check_construction(p, cfg, task, np.random.default_rng(9), n_fill=3)
+        assert c["n"] == 2 ** s * 5
+        assert c["wrong"] == 0, (name, T, s, c)
+        assert c["margin"] >= 0.5, (name, T, s, c)
+
+
+def test_construction_exact_on_a_larger_junta():
+    task, p, cfg, info = _build("junta", 200, 6)
+    c = theory.check_construction(p, cfg, task, np.random.default_rng(2), n_fill=1)
+    assert c["wrong"] == 0 and c["margin"] >= 0.5 and info["units"] > 6
+
+
+def test_construction_same_on_all_three_paths():
+    task, p, cfg, info = _build("parity", 20, 3)
+    X = task.sample(16, np.random.default_rng(3))[0]
+    z = [attn.model_forward(p, cfg, X, path)[0] for path in attn.PATHS]
+    assert np.abs(z[0] - z[1]).max() < 1e-9 and np.abs(z[0] - z[2]).max() < 1e-9
+    A = attn.cls_attention(p, cfg, X)[:, 0]
+    assert np.allclose(A[:, task.S].sum(1), info["mass_on_S"], atol=1e-12)
+
+
+def test_construction_check_can_fail():
+    task, p, cfg, info = _build("majority", 50, 3)
+    bad = dict(p, w=-p["w"])                                   # readout flipped: every answer wrong
+    c = theory.check_construction(bad, cfg, task, np.random.default_rng(0))
+    assert c["wrong"] == c["n"]
+    weak = dict(p, W_K=p["W_K"] * 0.2)                          # R too small: the leak breaks it
+    assert theory.check_construction(weak, cfg, task, np.random.default_rng(0))["wrong"] > 0
+
+
+def test_qk_norm_grows_like_log_T():
+    q = [_build("and", T, 3)[3]["qk_spec"] for T in (10, 100, 1000)]
+    assert q[0] < q[1] < q[2]
+    ratios = [v / math.log(T) for v, T in zip(q, (10, 100, 1000))]
+    assert all(1.0 < r < 4.0 for r in ratios)                  # ~ log T, not a power of T
+
+
+def test_junta_decoder_grows_faster_than_parity():
+    junta = [_build("junta", 50, s)[3]["decoder_norm"] for s in (2, 4)]
+    parity = [_build("parity", 50, s)[3]["decoder_norm"] for s in (2, 4)]
+    assert junta[1] / junta[0] > 2 * parity[1] / parity[0]
+
+
+# ---------------------------------------------------------------- 3. probabilistic reading ----
+
+def test_lse_gradient_is_attention():
+    g = theory.check_lse_gradient(np.random.default_rng(11))
+    assert g["formula"] < 1e-7 and g["head"] < 1e-7
+    assert g["grad_norm"] > 0.1                                # not 0 against 0
+    K, q = np.random.default_rng(1).standard_normal((5, 3)), np.ones(3)
+    fd = theory.numerical_gradient(lambda x: theory.lse(K @ x, 2.0), q)
+    assert theory.rel_err(theory.lse_grad(K, q, 1.0), fd) > 1e-3   # a wrong beta is caught
+
+
+def test_lse_hessian_is_beta_covariance_and_psd():
+    h = theory.check_lse_hessian(np.random.default_rng(12))
+    assert h["rel_err"] < 1e-6 and h["min_eig"] > -1e-8 and h["max_eig"] > 0.1
+    assert h["asym"] < 1e-6
+
+
+def test_tied_residual_attention_expands():
+    t = theory.check_tied_expansion(np.random.default_rng(13), trials=150)
+    assert t["min_ratio"] >= 1 - 1e-9
+    assert t["min_logdet"] >= -1e-12 and t["min_lse_rise"] >= -1e-12 and t["jac_err"] < 1e-6
+    # the same measurement on an untied map finds a shrinking pair, so the check can fail
+    assert theory.demo_untied(np.random.default_rng(13), tries=10) < 1.0
+
+
+def test_layernorm_jacobian_norm_is_one_over_sigma():
+    ln = theory.check_layernorm(np.random.default_rng(14))
+    assert ln["jac_rel_err"] < 1e-5
+    assert ln["norm_max"] > 2 and ln["norm_min"] < 0.5            # both regimes were tested
+    assert ln["max_ratio_sigma_ge_1"] <= 1 + 1e-12 and ln["pairs"] > 100
+    x = np.array([0.0, 0.1, -0.1, 0.05])                           # sigma << 1: LN expands
+    assert theory.layernorm_jacobian_norm(x) > 5
+
+
+def test_infonce_gradient_is_attention_readout():
+    r = theory.check_infonce(np.random.default_rng(15))
+    assert r["rel_err"] < 1e-7 and r["grad_norm"] > 0.05
+
+
+# ---------------------------------------------------------------- 4. GF(2) learner ------------
+
+def test_gf2_learner_recovers_support():
+    for T in (15, 200):
+        m0, ok, unique_before = theory.gf2_sample_need(T, 3, np.random.default_rng(T))
+        assert ok and not unique_before
+        assert T <= m0 <= T + 30
+
+
+def test_gf2_solve_matches_mod2_products():
+    rng = np.random.default_rng(16)
+    X = (rng.random((90, 70)) < 0.5).astype(np.uint8)
+    w = (rng.random(70) < 0.3).astype(np.uint8)
+    y = (X.astype(int) @ w % 2).astype(np.uint8)
+    assert np.array_equal(theory.gf2_solve(X, y), w)
+    assert theory.gf2_solve(X[:40], y[:40]) is None                # rank < T: not unique
+    Xd = np.vstack([X, X[:1]])                                     # a duplicated row, flipped label
+    assert theory.gf2_solve(Xd, np.append(y, 1 - y[0])) is None    # inconsistent
+    assert theory.gf2_first_full_rank(X) >= 70
+
+
+def test_log2_binomial_matches_paper_numbers():
+    assert abs(theory.log2_binomial(100, 3) - 17.3) < 0.05
+    assert abs(theory.log2_binomial(1100, 3) - 27.7) < 0.05
+
+
+# ---------------------------------------------------------------- bad arguments ---------------
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: theory.softmax_l1_linf_ratio(np.zeros(3), np.zeros(3)), "differ"),
+    (lambda: theory.softmax_l1_linf_ratio(np.zeros(3), np.zeros(4)), r"\(3,\) and \(4,\)"),
+    (lambda: theory.samples_for_gap(-1.0, 8, 10, 0.1), "-1.0"),
+    (lambda: theory.samples_for_gap(1.0, 8, 0, 0.1), "T must be >= 1, got 0"),
+    (lambda: theory.lse(np.zeros(3), beta=0), "beta"),
+    (lambda: theory.build_sparse_head("and", np.random.default_rng(0)), "str"),
+    (lambda: theory.positional_codes(10, 8, 42), "int"),
+    (lambda: theory.gf2_pack(np.full((2, 2), 2)), "bits"),
+    (lambda: theory.log2_binomial(3, 5), "s=5"),
+])
+def test_bad_arguments_raise_one_line_value_error(call, match):
+    with pytest.raises(ValueError, match=match) as e:
+        call()
+    assert "\n" not in str(e.value)
 
 
 def test_zz_report_worst_gradient_error():
