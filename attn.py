@@ -172,7 +172,8 @@ def attention_cls_forward(Xn, W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O, heads):
     Per head h (width e = d/heads, columns h*e:(h+1)*e):
       q = z W_Q + b_Q with z = Xn[:, -1];  K = Xn W_K + b_K;  V = Xn W_V + b_V
       A = softmax_t(q . K_t / sqrt(e));    o = sum_t A_t V_t;    y = concat_h(o) W_O + b_O
-    Only the product W_Q W_K^T (= the paper's W_QK) and the biases enter the scores.
+    Only the product W_Q^h W_K^h^T / sqrt(e) (the paper's W_QK for head h) and the bias terms
+    enter the scores.
     """
     B, N, d = Xn.shape
     e = d // heads
@@ -342,10 +343,17 @@ def _check_inputs(p, cfg, X, path="fast"):
     if not isinstance(X, np.ndarray) or X.ndim != 2:
         raise ValueError(f"X must be a 2-D array [batch, T] of bits, got {type(X).__name__} "
                          f"with shape {getattr(X, 'shape', None)}")
-    if X.shape[1] != cfg["T"] or p["E_pos"].shape[0] != cfg["T"]:
+    if p["E_pos"].shape[0] != cfg["T"]:
+        raise ValueError(f"params have {p['E_pos'].shape[0]} positions (E_pos) but cfg has "
+                         f"T={cfg['T']}")
+    if X.shape[1] != cfg["T"]:
         raise ValueError(f"X has T={X.shape[1]} columns but the model has T={cfg['T']}")
     if X.shape[0] < 1:
         raise ValueError("X must hold at least one example")
+    if X.dtype != np.bool_:
+        bad = (X != 0) & (X != 1)
+        if bad.any():
+            raise ValueError(f"X must hold bits 0 and 1 only, got {X[bad].flat[0].item()!r}")
     need, limit = activation_bytes(cfg, X.shape[0], path), 0.5 * _physical_memory()
     if need > limit:
         raise ValueError(f"T={cfg['T']} with a batch of {X.shape[0]} needs about "
@@ -471,15 +479,8 @@ def model_forward_cls_attention(p, cfg, X):
 
 
 def fast_attention_backward(dy, p, cfg, c_att, g):
-    """Backward of fast_attention_forward; adds dE_tok, dE_pos, dcls, ln1 and head grads to g."""
-    if c_att[0] != "fast":                                            # the fallback's backward
-        _, (c_emb, c_ln1, c_a), _ = c_att
-        dxn, *dattn = attention_cls_backward(dy, c_a)
-        g.update(zip(ATTN_KEYS, dattn))
-        dx0 = _ln_bwd(g, cfg, "ln1", dxn, c_ln1)
-        dE_tok, dE_pos, dcls = embed_backward(dx0, c_emb)
-        g["E_tok"], g["E_pos"], g["cls"] = dE_tok, dE_pos, g["cls"] + dcls
-        return
+    """Backward of fast_attention_forward; adds dE_tok, dE_pos, dcls, ln1 and head grads to g.
+    (A fallback's cache says "cls", and model_backward takes the plain path for it.)"""
     Xb, c_ln1, c_q, rn, u, c_v, c_o, qh, Vh, E, Z, o, scale = c_att[1]
     T, d, H = cfg["T"], cfg["d"], cfg["heads"]
     e = d // H
@@ -517,6 +518,23 @@ def loss_and_grads(p, cfg, X, y, path="fast"):
     z, cache = model_forward(p, cfg, X, path)
     loss, c_loss = logistic_forward(z, y.astype(z.dtype, copy=False))
     return loss, model_backward(logistic_backward(1.0, c_loss), p, cfg, cache), z
+
+
+def cls_attention_mean(p, cfg, X):
+    """Mean over samples and heads of the [CLS] attention weights, [T+1] (last: [CLS] itself).
+
+    Exact and cheap from the fast path: sample b puts weight E[v, t] / Z[b] on position t when
+    its bit there is v, so the mean over samples is E0 * ((1 - X)^T @ 1/Z) + E1 * (X^T @ 1/Z).
+    """
+    _check_inputs(p, cfg, X)
+    y, (path, cache) = fast_attention_forward(p, cfg, X)
+    if path != "fast":
+        return cls_attention(p, cfg, X).mean(axis=(0, 1))
+    Xb, E, Z = cache[0], cache[9], cache[10]
+    T, B = cfg["T"], X.shape[0]
+    W = E[:2 * T] * (Xb.T @ (1.0 / Z))                                # [2T, H]: v0 rows, v1 rows
+    A = np.concatenate([W[:T] + W[T:], E[2 * T:] * (1.0 / Z).sum(0)])  # [T+1, H]
+    return A.mean(1) / B
 
 
 def cls_attention(p, cfg, X):

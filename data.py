@@ -22,6 +22,7 @@ draws from the same distribution. This file needs numpy alone; copy it anywhere.
 import numpy as np
 
 TASKS = ("and", "or", "parity", "majority", "junta")
+JUNTA_MAX_S = 24  # the junta's truth table has 2^s entries
 
 
 def _int_arg(name, v, lo, hi=None):
@@ -95,6 +96,9 @@ def make_task(name, T, s, rng):
         raise ValueError(f"unknown task {name!r}; allowed: {', '.join(TASKS)}")
     T = _int_arg("T", T, 1)
     s = _int_arg("s", s, 1, T)
+    if name == "junta" and s > JUNTA_MAX_S:
+        raise ValueError(f"junta keeps a truth table of 2^s rows: s must be <= {JUNTA_MAX_S}, "
+                         f"got s={s}")
     if name == "majority" and s % 2 == 0:
         raise ValueError(f"majority needs an odd s (no ties), got s={s}")
     rng = _generator(rng)

@@ -18,6 +18,15 @@ RTOL = 1e-6          # the bar: relative error of every backward pass in float64
 WORST = {}           # largest relative error seen per check (printed by the last test)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def report_worst_gradient_error():
+    """After the session, print the largest relative gradient error (run pytest with -s)."""
+    yield
+    if WORST:
+        name = max(WORST, key=WORST.get)
+        print(f"\nlargest relative gradient error: {WORST[name]:.2e} ({name}), {len(WORST)} checks")
+
+
 def rel_error(a, b):
     """||a - b|| / (||a|| + ||b||): 0 when equal, 1 when unrelated."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
@@ -216,21 +225,23 @@ def test_fast_path_float32_when_one_version_dominates():
     assert np.all(np.isfinite(z)) and rel_error(z, ref) < 1e-5, (z, ref)
 
 
-def test_fast_path_fallback_on_huge_scores():
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fast_path_fallback_on_huge_scores(dtype):
     """Scores far apart force the fast path onto its exact fallback; results stay equal."""
-    cfg = attn.default_config(T=9, d=4, heads=1, mlp=0, ln=False, dtype="float64")
-    p = moved_params(cfg, 9)
+    cfg = attn.default_config(T=9, d=4, heads=1, mlp=0, ln=False, dtype=dtype)
+    p = {k: v.astype(dtype) for k, v in moved_params(cfg, 9).items()}
     p["W_Q"] *= 60.0
     p["W_K"] *= 60.0
     X = np.random.default_rng(10).integers(0, 2, (5, 9))
     z_full, c_full = attn.model_forward(p, cfg, X, "full")
     z_fast, c_fast = attn.model_forward(p, cfg, X, "fast")
     assert c_fast[0][0] == "cls"                      # the fallback was taken
-    assert np.all(np.isfinite(z_fast)) and rel_error(z_fast, z_full) < 1e-12
-    dz = np.ones(5)
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    assert np.all(np.isfinite(z_fast)) and rel_error(z_fast, z_full) < tol
+    dz = np.linspace(-1, 1, 5).astype(dtype)
     g_full = attn.model_backward(dz, p, cfg, c_full)
     g_fast = attn.model_backward(dz, p, cfg, c_fast)
-    assert all(rel_error(g_fast[k], g_full[k]) < 1e-10 for k in p if k != "b_K")
+    assert all(rel_error(g_fast[k], g_full[k]) < 100 * tol for k in p if k != "b_K")
 
 
 # ------------------------------------------------------------------ numerics and dtypes -------
@@ -298,10 +309,7 @@ def test_labels_balanced(name, s):
 def test_label_definitions():
     """The convention: 1 = true (AND of all, odd parity, majority of ones), on known inputs."""
     rng = np.random.default_rng(0)
-    for name, expect in [("and", [0, 0, 0, 1]), ("or", [0, 1, 1, 1]), ("parity", [0, 1, 1, 0]),
-                         ("majority", None)]:
-        if expect is None:
-            continue
+    for name, expect in [("and", [0, 0, 0, 1]), ("or", [0, 1, 1, 1]), ("parity", [0, 1, 1, 0])]:
         task = data.make_task(name, 6, 2, rng)
         X = np.zeros((4, 6), np.uint8)
         X[[1, 3], task.S[1]] = 1
@@ -396,8 +404,8 @@ def test_bisect_finds_the_grid_walks_m_star():
                 except StopIteration as stop:
                     expect = next((g for g in grid if g >= th), None)
                     assert stop.value == expect
-        sb = train.critical_sizes(rows_b, {"transformer": grid})[("transformer", 100)]
-        sg = train.critical_sizes(rows_g, {"transformer": grid})[("transformer", 100)]
+        sb = train.critical_sizes(rows_b, {"transformer": grid}, "bisect")[("transformer", 100)]
+        sg = train.critical_sizes(rows_g, {"transformer": grid}, "grid")[("transformer", 100)]
         assert sb["m_star"] == sg["m_star"] and sb["per_seed"] == sg["per_seed"]
         assert len(rows_b) <= len(thresholds) * (np.log2(len(grid)) + 2) < len(rows_g)
 
@@ -406,9 +414,14 @@ def test_critical_sizes_majority_rule():
     grid = [10, 20, 30, 40]
     rows = [dict(model="transformer", T=5, seed=s, m=m, success=m >= th)
             for s, th in enumerate([20, 30, 40, 99]) for m in grid]
-    st = train.critical_sizes(rows, {"transformer": grid})[("transformer", 5)]
+    st = train.critical_sizes(rows, {"transformer": grid}, "grid")[("transformer", 5)]
     assert st["m_star"] == 30                   # 2 of 4 seeds succeed at 30: at least half
-    assert st["censored"] == 1 and st["mean"] == 30.0
+    assert st["censored"] == 1 and st["mean"] == 30.0 and st["unfinished"] == 0
+    # a search interrupted after its first probe is unfinished, not "above grid"
+    part = [r for r in rows if r["seed"] != 3 or r["m"] == 10]
+    st = train.critical_sizes(part, {"transformer": grid}, "grid")[("transformer", 5)]
+    assert st["unfinished"] == 1 and st["censored"] == 0 and st["n_seeds"] == 3
+    assert st["m_star"] == 30
     a, b, r2 = train.fit([1, 2, 3], [3, 5, 7])
     assert abs(a - 1) < 1e-12 and abs(b - 2) < 1e-12 and abs(r2 - 1) < 1e-12
 
@@ -624,14 +637,23 @@ def test_public_functions_raise_valueerror():
                    (np.zeros(4, np.uint8), "2-D array")]:
         with pytest.raises(ValueError, match=msg):
             attn.model_forward(p, cfg, X)
+    for bad in (2, -1, 0.5):
+        X = np.zeros((3, 4))
+        X[1, 2] = bad
+        with pytest.raises(ValueError, match="bits 0 and 1 only"):
+            attn.model_forward(p, cfg, X)
     big = attn.default_config(T=30000, d=64, heads=16)
     pb = {k: np.zeros((30000 if k == "E_pos" else 1, 1), np.float32) for k in ("E_pos",)}
     with pytest.raises(ValueError, match="GiB of activations"):
         attn.model_forward(pb, big, np.zeros((100, 30000), np.uint8), "full")
     with pytest.raises(ValueError, match="GiB"):
         train.train_run(dict(T=10**9, m=10))
-    with pytest.raises(ValueError, match="unknown task"):
-        train.train_run(dict(SMALL, task="xor"))
+    for bad, msg in [(dict(task="xor"), "task must be one of"), (dict(model="cnn"), "model must"),
+                     (dict(stepz=3), "unknown option"), (dict(lr=-1.0), "lr must be"),
+                     (dict(batch=-5), "batch must be"), (dict(batch=900), "larger than --m"),
+                     (dict(log_every=-1), "log_every must"), (dict(T=5.0), "T must be")]:
+        with pytest.raises(ValueError, match=msg):
+            train.train_run(dict(SMALL, **bad))
 
 
 @pytest.mark.parametrize("module", ["attn", "data"])
@@ -856,12 +878,25 @@ def test_bad_arguments_raise_one_line_value_error(call, match):
     assert "\n" not in str(e.value)
 
 
-def test_zz_report_worst_gradient_error():
-    """Runs last (pytest keeps file order): prints the largest relative error seen."""
-    if WORST:
-        name = max(WORST, key=WORST.get)
-        print(f"\nlargest relative gradient error: {WORST[name]:.2e} ({name}), "
-              f"{len(WORST)} checks")
-        assert WORST[name] < RTOL
+def test_resume_refuses_another_configuration(tmp_path):
+    path = str(tmp_path / "ck.npz")
+    train.train_run(SMALL, save=path)
+    ck = train.load_checkpoint(path)
+    with pytest.raises(ValueError, match="another configuration: seed=2"):
+        train.train_run(dict(SMALL, seed=3, steps=40), resume=ck)
 
 
+def test_sweep_folder_keeps_one_protocol(tmp_path, capsys):
+    assert _sweep(tmp_path, "--steps", "40") == 0
+    meta = (tmp_path / "sweep.json").read_text()
+    assert '"steps": 40' in meta                           # an explicit option beats the preset
+    for extra, msg in [(["--steps", "41"], "other options"), (["--search", "grid"], "other search"),
+                       (["--grid-ratio", "1.2"], "another m grid")]:
+        with pytest.raises(SystemExit) as e:
+            _sweep(tmp_path, "--steps", "40", *extra)
+        assert e.value.code == 2 and msg in capsys.readouterr().err
+    assert (tmp_path / "sweep.json").read_text() == meta   # nothing was overwritten
+    (tmp_path / "sweep.json").write_text("{broken")
+    with pytest.raises(SystemExit):
+        _sweep(tmp_path, "--steps", "40")
+    assert "not a sweep description" in capsys.readouterr().err

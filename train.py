@@ -76,8 +76,35 @@ def accuracy(z, y):
 
 def attention_on_support(params, cfg, X, S):
     """Mean over samples and heads of the [CLS] attention mass on S; and the mean weight [T]."""
-    A = attn.cls_attention(params, cfg, X).mean(axis=(0, 1))[:-1]       # [T]
+    A = attn.cls_attention_mean(params, cfg, X)[:-1]                     # [T]
     return float(A[S].sum()), A
+
+
+def validate_options(opts):
+    """ValueError (one line naming the value and what is allowed) for any bad run option."""
+    unknown = sorted(set(opts) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown}; allowed: {sorted(DEFAULTS)}")
+    o = dict(DEFAULTS, **opts)
+    for key, lo in (("T", 1), ("s", 1), ("m", 1), ("n_test", 1), ("steps", 1), ("batch", 0),
+                    ("seed", 0), ("d", 1), ("heads", 1), ("mlp", 0), ("log_every", 0)):
+        v = o[key]
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"{key} must be an integer >= {lo}, got {v!r}")
+    for key, lo_ok in (("lr", False), ("wd", True)):
+        v = o[key]
+        if (not isinstance(v, (int, float, np.floating)) or isinstance(v, bool)
+                or not np.isfinite(v) or v < 0 or (v == 0 and not lo_ok)):
+            raise ValueError(f"{key} must be a finite number {'>= 0' if lo_ok else '> 0'}, "
+                             f"got {v!r}")
+    for key, allowed in (("model", ("transformer", "mlp")), ("task", data.TASKS),
+                         ("dtype", ("float32", "float64"))):
+        if o[key] not in allowed:
+            raise ValueError(f"{key} must be one of {', '.join(allowed)}, got {o[key]!r}")
+    problem = check_options(o)
+    if problem:
+        raise ValueError(problem)
+    return o
 
 
 def build_model(o, rng):
@@ -183,7 +210,7 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
     leaves the last (finite) checkpoint untouched.
     """
     import signal
-    o = dict(DEFAULTS, **opts)
+    o = validate_options(opts)
     check_run_memory(o)
     r_task, r_train, r_test, r_init, r_order = seeds_for(o["seed"])
     task = data.make_task(o["task"], o["T"], o["s"], r_task)
@@ -195,6 +222,11 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
     state = adam_init(params)
     first = 1
     if resume is not None:
+        diff = [f"{k}={resume['options'][k]!r} (not {o[k]!r})" for k in RUN_KEYS
+                if resume["options"][k] != o[k]]
+        if diff:
+            raise ValueError("the checkpoint was made for another configuration: "
+                             + ", ".join(diff))
         for k in params:
             params[k][...] = resume["params"][k]
             state["m"][k][...], state["v"][k][...] = resume["m"][k], resume["v"][k]
@@ -375,11 +407,12 @@ def main_train(argv):
             load_checkpoint(save)
         except ValueError:
             ap.error(f"--save {save} exists and is not a checkpoint; refusing to overwrite it")
-    problem = check_options(opts)
+    problem = (check_options(opts) or (out_json and check_writable(out_json, "--json"))
+               or (save and check_writable(save, "--save")))
     if problem:
         ap.error(problem)
     try:
-        check_run_memory(dict(DEFAULTS, **opts))
+        check_run_memory(validate_options(opts))
     except ValueError as e:
         ap.error(str(e))
     o = argparse.Namespace(**opts)
@@ -438,6 +471,20 @@ def check_options(o):
         return f"--heads {o['heads']} must divide --d {o['d']}"
     if o.get("batch", 0) > o.get("m", 1):
         return f"--batch {o['batch']} is larger than --m {o['m']}; use 0 for full batch"
+    if o["task"] == "junta" and o["s"] > data.JUNTA_MAX_S:
+        return f"--task junta keeps 2^s table rows: --s must be <= {data.JUNTA_MAX_S}, got {o['s']}"
+    return None
+
+
+def check_writable(path, what):
+    """One line if `path` cannot be written (its folder is missing or read-only), else None."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"{what} {path}: folder {folder} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"{what} {path}: folder {folder} is not writable"
+    if os.path.isdir(path):
+        return f"{what} {path} is a folder; give a file name"
     return None
 
 
@@ -459,11 +506,18 @@ def main(argv=None):
 PAPER_MSTAR = {100: 50.0, 150: 52.8, 200: 57.7, 250: 56.0, 300: 69.2, 350: 61.0, 400: 79.5,
                450: 82.4, 500: 80.4, 550: 85.2, 600: 94.1, 650: 96.7, 700: 88.9, 750: 101.4,
                800: 99.7, 900: 108.4, 1000: 111.0, 1100: 113.4}  # read off the paper's figure
+PAPER_BAR = {100: "48.7-51.3", 150: "48.3-57.3", 200: "53.3-62.1", 250: "51.1-60.9",
+             300: "61.7-76.7", 350: "54.3-67.7", 400: "74.8-84.3", 450: "76.7-88.1",
+             500: "71.9-89.0", 550: "77.6-92.8", 600: "84.2-104.0", 650: "81.8-111.6",
+             700: "79.2-98.7", 750: "90.8-112.0", 800: "87.1-112.4", 900: "104.8-112.0",
+             1000: "105.8-116.2", 1100: "107.8-119.1"}             # the figure's error bars
 
 PRESETS = {
     "paper": dict(T=[100, 300, 500, 700, 900, 1100], seeds=10),
-    "extended": dict(T=[10, 20, 50, 100, 200, 500, 1000, 2000, 3000], seeds=10),
-    "smoke": dict(T=[8, 16], seeds=2, steps=150, n_test=500, grid_max=64),
+    "extended": dict(T=[10, 20, 50, 100, 200, 500, 1000, 2000, 3000], seeds=10,
+                     grid_max={"transformer": 1500}),
+    "smoke": dict(T=[8, 16], seeds=2, steps=150, n_test=500,
+                  grid_max={"transformer": 64, "mlp": 64}),
 }
 ROW_FIELDS = ("model", "task", "s", "T", "m", "seed", "test_acc", "train_acc", "success",
               "attn_on_S", "steps", "seconds")
@@ -517,23 +571,41 @@ def drive(search, succeeds):
         return stop.value
 
 
-def critical_sizes(rows, grid_by_model):
-    """Per (model, T): per-seed critical m, m*(T) by the majority rule, and the per-seed stats.
+def seed_outcome(grid, search, results):
+    """Replay one seed's search over its saved runs {m: success}: ("done", critical m or inf when
+    even the largest m failed) or ("unfinished", None) when the search still needs a run."""
+    gen = {"bisect": bisect_search, "grid": grid_search}[search](grid)
+    try:
+        m = next(gen)
+        while m in results:
+            m = gen.send(bool(results[m]))
+    except StopIteration as stop:
+        return "done", (np.inf if stop.value is None else float(stop.value))
+    return "unfinished", None
 
-    A seed's critical m is its smallest successful m (the bisection's answer); inf when none.
-    m*(T) is the smallest grid m with #{seeds: critical <= m} >= n_seeds / 2.
+
+def critical_sizes(rows, grid_by_model, search="bisect"):
+    """Per (model, T): each seed's critical m, m*(T) by the majority rule, and per-seed stats.
+
+    A seed's critical m is its search's answer, replayed from the saved runs: the smallest grid m
+    that succeeded (inf when even the largest failed: "above grid"). Seeds whose search is not
+    finished (an interrupted sweep, a missing shard) are counted apart, never as "above grid".
+    m*(T) is the smallest grid m with #{finished seeds: critical <= m} >= (finished seeds) / 2.
     """
     by = {}
     for r in rows:
-        by.setdefault((r["model"], int(r["T"])), {}).setdefault(int(r["seed"]), []).append(r)
+        seeds = by.setdefault((r["model"], int(r["T"])), {})
+        seeds.setdefault(int(r["seed"]), {})[int(r["m"])] = r["success"] in (True, "1", 1)
     out = {}
     for (model, T), seeds in sorted(by.items()):
-        crit = np.array([min([int(r["m"]) for r in rs if r["success"] in (True, "1", 1)],
-                             default=np.inf) for rs in seeds.values()], dtype=float)
+        outcomes = [seed_outcome(grid_by_model[model], search, res) for res in seeds.values()]
+        crit = np.array([c for state, c in outcomes if state == "done"], dtype=float)
         n = len(crit)
-        mstar = next((m for m in grid_by_model[model] if np.sum(crit <= m) >= n / 2), np.inf)
+        mstar = next((m for m in grid_by_model[model] if n and np.sum(crit <= m) >= n / 2),
+                     np.inf)
         finite = crit[np.isfinite(crit)]
         out[(model, T)] = dict(model=model, T=T, n_seeds=n, m_star=mstar,
+                               unfinished=len(outcomes) - n,
                                mean=float(finite.mean()) if len(finite) else np.inf,
                                std=float(finite.std(ddof=1)) if len(finite) > 1 else 0.0,
                                lo=float(finite.min()) if len(finite) else np.inf,
@@ -577,20 +649,21 @@ def drop_torn_tail(path):
             f.truncate(text.rfind(b"\n") + 1)
 
 
-def sweep_table(stats, log=print):
-    """The printed table, ours beside the paper's at the shared T, then both fits per model."""
+def sweep_table(stats, paper_comparable, log=print):
+    """The printed table, ours beside the paper's at the shared T (only when our protocol asks
+    the paper's question: 3-sparse AND, bar 0.99), then fits of m* against ln T and T."""
     lines = ["| model | T | m* (ours) | per-seed critical m: mean +- std [min, max] | seeds "
              "| m* (paper) | paper's bar |", "|---|---|---|---|---|---|---|"]
-    paper_bar = {100: "48.7-51.3", 300: "61.7-76.7", 500: "71.9-89.0", 700: "79.2-98.7",
-                 900: "104.8-112.0", 1000: "105.8-116.2", 1100: "107.8-119.1",
-                 200: "53.3-62.1"}
     for (model, T), st in stats.items():
         ms = "n/a" if not np.isfinite(st["m_star"]) else f"{st['m_star']:.0f}"
-        cens = f" ({st['censored']} above grid)" if st["censored"] else ""
+        notes = ([f"{st['censored']} above grid"] if st["censored"] else []) + \
+                ([f"{st['unfinished']} unfinished"] if st["unfinished"] else [])
+        show = paper_comparable and model == "transformer"
         lines.append(f"| {model} | {T} | {ms} | {st['mean']:.1f} +- {st['std']:.1f} "
-                     f"[{st['lo']:.0f}, {st['hi']:.0f}]{cens} | {st['n_seeds']} | "
-                     f"{PAPER_MSTAR.get(T, '') if model == 'transformer' else ''} | "
-                     f"{paper_bar.get(T, '') if model == 'transformer' else ''} |")
+                     f"[{st['lo']:.0f}, {st['hi']:.0f}]"
+                     f"{' (' + ', '.join(notes) + ')' if notes else ''} | {st['n_seeds']} | "
+                     f"{PAPER_MSTAR.get(T, '') if show else ''} | "
+                     f"{PAPER_BAR.get(T, '') if show else ''} |")
     fits = []
     for model in sorted({k[0] for k in stats}):
         pts = [(T, st["m_star"]) for (mo, T), st in stats.items()
@@ -601,17 +674,18 @@ def sweep_table(stats, log=print):
             c, e, q2 = fit(T_, m_)
             fits.append(f"{model}: m* ~ {a:.1f} + {b:.1f} ln T (R^2 {r2:.3f});  "
                         f"m* ~ {c:.1f} + {e:.4f} T (R^2 {q2:.3f})  over T in {min(T_)}..{max(T_)}")
-    Tp = sorted(PAPER_MSTAR)
-    a, b, r2 = fit(np.log(Tp), [PAPER_MSTAR[t] for t in Tp])
-    c, e, q2 = fit(Tp, [PAPER_MSTAR[t] for t in Tp])
-    fits.append(f"paper: m* ~ {a:.1f} + {b:.1f} ln T (R^2 {r2:.3f});  m* ~ {c:.1f} + {e:.4f} T "
-                f"(R^2 {q2:.3f})  over T in 100..1100")
+    if paper_comparable:
+        Tp = sorted(PAPER_MSTAR)
+        a, b, r2 = fit(np.log(Tp), [PAPER_MSTAR[t] for t in Tp])
+        c, e, q2 = fit(Tp, [PAPER_MSTAR[t] for t in Tp])
+        fits.append(f"paper: m* ~ {a:.1f} + {b:.1f} ln T (R^2 {r2:.3f});  m* ~ {c:.1f} + "
+                    f"{e:.4f} T (R^2 {q2:.3f})  over T in 100..1100")
     for line in lines + [""] + fits:
         log(line)
     return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n"
 
 
-def sweep_plot(stats, path):
+def sweep_plot(stats, path, title, paper_comparable):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -627,16 +701,19 @@ def sweep_plot(stats, path):
             continue
         T_ = [T for T, _ in pts]
         ax.errorbar(T_, [st["mean"] for _, st in pts], yerr=[st["std"] for _, st in pts],
-                    fmt=mark, capsize=3, label=f"{model} (ours, mean +- std over seeds)")
+                    fmt=mark, capsize=3, label=f"{model} (ours): per-seed mean +- std")
         ax.plot(T_, [st["m_star"] for _, st in pts], "x", color="k", ms=7,
-                label="m* (ours, half of the seeds)" if model == "transformer" else None)
-    Tp = sorted(PAPER_MSTAR)
-    ax.plot(Tp, [PAPER_MSTAR[t] for t in Tp], "^:", color="tab:red",
-            label="Transformer, paper's figure")
+                label="m* (ours): half of the seeds succeed" if model == "transformer" else None)
+    if paper_comparable:
+        Tp = sorted(PAPER_MSTAR)
+        ax.errorbar(Tp, [PAPER_MSTAR[t] for t in Tp],
+                    yerr=np.abs(np.array([[float(v) for v in PAPER_BAR[t].split("-")]
+                                          for t in Tp]).T - [PAPER_MSTAR[t] for t in Tp]),
+                    fmt="^:", color="tab:red", capsize=2, label="Transformer, the paper's figure")
     ax.set_xscale("log")
     ax.set_xlabel("T (context length, log scale)")
-    ax.set_ylabel("critical sample size m*")
-    ax.set_title("3-sparse AND: samples needed to reach test accuracy >= 0.99")
+    ax.set_ylabel("critical sample size m")
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -670,11 +747,13 @@ def sweep_parser():
     ap.add_argument("--search", choices=("bisect", "grid"), default="bisect",
                     help="bisect each seed's critical m on the grid (assumes success is monotone "
                          "in m), or run every grid m (default %(default)s)")
-    ap.add_argument("--grid-min", dest="grid_min", type=int_at_least(1), default=8)
+    ap.add_argument("--grid-min", dest="grid_min", type=int_at_least(1), default=8,
+                    help="smallest m (default %(default)s)")
     ap.add_argument("--grid-max", dest="grid_max", type=int_at_least(1),
-                    help="largest m (default 600 for transformer, 30*max(T) capped at 20000 for mlp)")
+                    help="m at most this (default: transformer 600, 1500 in the extended preset; "
+                         "mlp 30*max(T) capped at 20000)")
     ap.add_argument("--grid-ratio", dest="grid_ratio", type=positive_float, default=1.05,
-                    help="ratio of consecutive grid sizes (default %(default)s)")
+                    help="ratio of consecutive grid sizes, in (1, 10] (default %(default)s)")
     ap.add_argument("--bar", type=positive_float, default=0.99,
                     help="success: test accuracy >= bar, in (0, 1] (default %(default)s)")
     ap.add_argument("--out", default=None, help="results folder (default results/PRESET)")
@@ -683,6 +762,7 @@ def sweep_parser():
                     help="processes (default: the number of cores, %(default)s)")
     ap.add_argument("--report", action="store_true", help="only merge OUT/runs*.csv and report")
     add_model_options(ap)
+    ap.set_defaults(steps=None, n_test=None)          # the preset's, unless given
     return ap
 
 
@@ -694,8 +774,8 @@ def main_sweep(argv):
     Ts = a.Ts or preset["T"]
     n_seeds = a.seeds or preset["seeds"]
     for key in ("steps", "n_test"):
-        if key in preset and getattr(a, key) == DEFAULTS[key]:
-            setattr(a, key, preset[key])
+        if getattr(a, key) is None:
+            setattr(a, key, preset.get(key, DEFAULTS[key]))
     if not (0 < a.bar <= 1):
         ap.error(f"--bar must be in (0, 1], got {a.bar}")
     if not 1 < a.grid_ratio <= 10:
@@ -703,54 +783,78 @@ def main_sweep(argv):
     problem = check_options(dict(vars(a), T=min(Ts)))
     if problem:
         ap.error(problem.replace("--T", "the smallest T"))
-    out = a.out or os.path.join("results", a.preset)
     grids = {}
     for model in a.models:
-        hi = a.grid_max or preset.get("grid_max") or (600 if model == "transformer"
-                                                      else min(20000, 30 * max(Ts)))
+        hi = a.grid_max or preset.get("grid_max", {}).get(model) or (
+            600 if model == "transformer" else min(20000, 30 * max(Ts)))
         if hi < a.grid_min:
             ap.error(f"--grid-max {hi} is below --grid-min {a.grid_min}")
         grids[model] = m_grid(a.grid_min, hi, a.grid_ratio)
+        try:
+            check_run_memory(dict(DEFAULTS, T=max(Ts), m=grids[model][-1], n_test=a.n_test,
+                                  dtype=a.dtype))
+        except ValueError as e:
+            ap.error(str(e))
     base = dict(task=a.task, s=a.s, steps=a.steps, lr=a.lr, wd=a.wd, n_test=a.n_test, d=a.d,
                 heads=a.heads, mlp=a.mlp, dtype=a.dtype)
-    os.makedirs(out, exist_ok=True)
+    out = a.out or os.path.join("results", a.preset)
+    if os.path.exists(out) and not os.path.isdir(out):
+        ap.error(f"--out {out} is a file; give a folder")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        ap.error(f"--out {out}: cannot create the folder ({e.strerror})")
     meta_path = os.path.join(out, "sweep.json")
     meta = dict(options=base, bar=a.bar, search=a.search, grids=grids)
-    if os.path.exists(meta_path):
-        with open(meta_path) as f:
-            old = json.load(f)
-        for key in ("options", "bar"):
+    if os.path.exists(meta_path):                      # the folder's sweep must be this one
+        try:
+            with open(meta_path) as f:
+                old = json.load(f)
+            old_grids = dict(old["grids"])
+        except (ValueError, KeyError, TypeError):
+            ap.error(f"{meta_path} is not a sweep description (damaged?); use another --out")
+        for key in ("options", "bar", "search"):
             if old.get(key) != meta[key]:
                 ap.error(f"{out} holds a sweep with other {key} ({old.get(key)}); "
                          f"use another --out or the same options")
-        old_grids = old.get("grids", {})
-        old_grids.update(grids)
-        meta["grids"] = old_grids
+        for model, grid in grids.items():
+            if model in old_grids and old_grids[model] != grid:
+                ap.error(f"{out} holds a {model} sweep on another m grid; use another --out or "
+                         f"the same --grid-min/--grid-max/--grid-ratio")
+        meta["grids"] = dict(old_grids, **grids)
     with open(meta_path, "w") as f:
         json.dump(meta, f, indent=1)
     i, n = a.shard
     csv_path = os.path.join(out, "runs.csv" if n == 1 else f"runs-shard-{i}-of-{n}.csv")
-    done = {}
-    for r in read_rows(sorted(glob.glob(os.path.join(out, "runs*.csv")))):
-        done[(r["model"], int(r["T"]), int(r["seed"]), int(r["m"]))] = r
+
+    def load_done():
+        return {(r["model"], int(r["T"]), int(r["seed"]), int(r["m"])): r
+                for r in read_rows(sorted(glob.glob(os.path.join(out, "runs*.csv"))))}
+    done = load_done()
     if not a.report:
-        run_searches(a, Ts, n_seeds, grids, base, csv_path, done, (i, n))
-        for r in read_rows(sorted(glob.glob(os.path.join(out, "runs*.csv")))):
-            done[(r["model"], int(r["T"]), int(r["seed"]), int(r["m"]))] = r
-    rows = [r for r in done.values() if r["model"] in meta["grids"]]
+        code = run_searches(a, Ts, n_seeds, grids, base, csv_path, done, (i, n))
+        if code:
+            return code
+        done = load_done()
+    rows = [r for (model, T, seed, m), r in done.items()
+            if model in a.models and T in Ts and seed < n_seeds]
     if not rows:
-        print(f"no finished runs in {out}")
+        print(f"no finished runs in {out} for models {a.models}, T in {Ts}, seeds < {n_seeds}")
         return 0
-    stats = critical_sizes(rows, {k: v for k, v in meta["grids"].items()})
-    print(f"\ncritical sample size, success = test accuracy >= {a.bar} on {a.n_test} fresh "
-          f"samples, {a.search} search on a grid of ratio {a.grid_ratio}:")
-    table = sweep_table(stats)
+    stats = critical_sizes(rows, meta["grids"], a.search)
+    comparable = a.task == "and" and a.s == 3 and a.bar == 0.99
+    what = f"{a.s}-sparse {a.task.upper() if a.task in ('and', 'or') else a.task}"
+    print(f"\ncritical sample size of {what}, success = test accuracy >= {a.bar} on {a.n_test} "
+          f"fresh samples after {a.steps} steps, {a.search} search on a grid of ratio "
+          f"{a.grid_ratio}:")
+    table = sweep_table(stats, comparable)
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(table)
     with open(os.path.join(out, "critical.json"), "w") as f:
         json.dump([dict(st, m_star=None if not np.isfinite(st["m_star"]) else st["m_star"])
                    for st in stats.values()], f, indent=1, default=float)
-    png = sweep_plot(stats, os.path.join(out, "mstar.png"))
+    png = sweep_plot(stats, os.path.join(out, "mstar.png"),
+                     f"{what}: samples to reach test accuracy >= {a.bar}", comparable)
     print(f"saved {out}/table.md, {out}/critical.json" + (f", {png}" if png else ""))
     return 0
 
@@ -770,7 +874,7 @@ def model_list(text):
     bad = [v for v in vals if v not in ("transformer", "mlp")]
     if bad or not vals:
         raise argparse.ArgumentTypeError(f"allowed: transformer, mlp; got {text!r}")
-    return vals
+    return sorted(set(vals))                 # one order everywhere: shards split the same list
 
 
 def shard_spec(text):
@@ -859,8 +963,11 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
                     pending[pool.submit(_sweep_worker, opts)] = (job, m)
             if pending:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in finished:
+                for fut in sorted(finished, key=lambda f: f.exception() is not None):
                     job, m = pending.pop(fut)
+                    if fut.exception() is not None:      # record the others first, then stop
+                        raise RunFailed(f"run {job[0]} T={job[1]} seed={job[2]} m={m} failed: "
+                                        f"{type(fut.exception()).__name__}: {fut.exception()}")
                     ok = record(job, m, fut.result())
                     m2 = advance(job, ok)
                     if m2 is not None:
@@ -868,14 +975,21 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
     except KeyboardInterrupt:
         print(f"\ninterrupted: {n_run} runs of this session are saved in {csv_path}; "
               f"rerun the same command to resume", file=sys.stderr)
-        if pool:
-            pool.shutdown(wait=False, cancel_futures=True)
-        raise SystemExit(130)
+        return 130
+    except RunFailed as e:
+        print(f"train.py sweep: {e}; the {n_run} runs finished before it are saved in "
+              f"{csv_path}", file=sys.stderr)
+        return 1
     finally:
         fh.close()
-    if pool:
-        pool.shutdown()
+        if pool:
+            pool.shutdown(wait=False, cancel_futures=True)
     print(f"sweep: {n_run} runs in {(time.perf_counter() - t0) / 60:.1f} min")
+    return 0
+
+
+class RunFailed(Exception):
+    pass
 
 
 # ---------------------------------------------------------------- bench ----------------------
@@ -883,9 +997,13 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
 def step_flops(T, B, d, H, k):
     """Matrix-product FLOPs of one training step on the fast path (forward + backward)."""
     R = 2 * T + 1                                      # two versions per position, plus [CLS]
-    fwd = 2 * (2 * R * d * d) + 2 * d * d + 2 * B * T * (H + d) + 2 * B * d * d + 2 * 2 * B * d * k
-    bwd = 2 * (4 * R * d * d) + 4 * d * d + 2 * B * T * (H + d) + 4 * B * d * d + 2 * 4 * B * d * k
-    return fwd + bwd + 4 * B * d
+    fwd = (2 * R * d * d + 2 * R * d * H + 2 * d * d       # values, scores rn @ (W_K q), query
+           + 2 * B * 2 * T * (H + d)                       # Xb @ [E | E V]
+           + 2 * B * d * d + 2 * 2 * B * d * k + 2 * B * d)  # W_O, MLP, readout
+    bwd = (4 * R * d * d + 4 * R * d * H + 4 * d * d
+           + 2 * B * 2 * T * (H + d)
+           + 4 * B * d * d + 2 * 4 * B * d * k + 2 * B * d)
+    return fwd + bwd
 
 
 def matmul_gflops(n, k, m, dtype, reps=20):
