@@ -713,6 +713,10 @@ def sweep_plot(stats, path, title, paper_comparable):
     ax.set_xscale("log")
     ax.set_xlabel("T (context length, log scale)")
     ax.set_ylabel("critical sample size m")
+    finite = [st["m_star"] for st in stats.values() if np.isfinite(st["m_star"])]
+    if finite and max(finite) > 20 * min(finite):       # the MLP beside the Transformer
+        ax.set_yscale("log")
+        ax.set_ylabel("critical sample size m (log scale)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
