@@ -417,6 +417,10 @@ def test_critical_sizes_majority_rule():
     st = train.critical_sizes(rows, {"transformer": grid}, "grid")[("transformer", 5)]
     assert st["m_star"] == 30                   # 2 of 4 seeds succeed at 30: at least half
     assert st["censored"] == 1 and st["mean"] == 30.0 and st["unfinished"] == 0
+    # not monotone: seed 0 fails again at 30. Walking the grid counts successes AT each m.
+    wobbly = [dict(r, success=False) if (r["seed"], r["m"]) == (0, 30) else r for r in rows]
+    assert train.critical_sizes(wobbly, {"transformer": grid}, "grid")[("transformer", 5)][
+        "m_star"] == 40
     # a search interrupted after its first probe is unfinished, not "above grid"
     part = [r for r in rows if r["seed"] != 3 or r["m"] == 10]
     st = train.critical_sizes(part, {"transformer": grid}, "grid")[("transformer", 5)]

@@ -12,7 +12,7 @@ Papers (see ../shared/PAPER.md for the team's summary):
 
 Every number the report prints carries one of three tags:
   [theorem check]             a statement that must hold; the code raises AssertionError if it
-                              fails, and test_theory_part.py tests the same function.
+                              fails, and test_all.py tests the same function.
   [measurement]               measured on this code (trained models, fits, timings); no claim.
   [demonstration of a limit]  an example where a tempting statement fails; reported, not asserted.
 
@@ -1176,7 +1176,7 @@ def main():
     t_start = time.perf_counter()
     print("theory.py: Edelman et al. (ICML 2022) and the probabilistic reading of attention, as "
           "checks on attn.py's model")
-    print("tags: [theorem check] asserted here and in test_theory_part.py; [measurement] no claim;"
+    print("tags: [theorem check] asserted here and in test_all.py; [measurement] no claim;"
           " [demonstration of a limit] reported, not asserted")
     ctx = dict(REPORT, construct=construction_cache())
     import train

@@ -590,7 +590,10 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
     A seed's critical m is its search's answer, replayed from the saved runs: the smallest grid m
     that succeeded (inf when even the largest failed: "above grid"). Seeds whose search is not
     finished (an interrupted sweep, a missing shard) are counted apart, never as "above grid".
-    m*(T) is the smallest grid m with #{finished seeds: critical <= m} >= (finished seeds) / 2.
+    m*(T) is the smallest grid m at which at least half of the finished seeds succeed: counted
+    at m itself when the whole grid was run (--search grid), and as #{seeds: critical <= m} after
+    bisection, which takes success to be monotone in m. Real runs are not perfectly monotone
+    (a seed can fail above its first success), so the two can differ.
     """
     by = {}
     for r in rows:
@@ -598,11 +601,15 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
         seeds.setdefault(int(r["seed"]), {})[int(r["m"])] = r["success"] in (True, "1", 1)
     out = {}
     for (model, T), seeds in sorted(by.items()):
-        outcomes = [seed_outcome(grid_by_model[model], search, res) for res in seeds.values()]
+        grid = grid_by_model[model]
+        outcomes = [seed_outcome(grid, search, res) for res in seeds.values()]
         crit = np.array([c for state, c in outcomes if state == "done"], dtype=float)
         n = len(crit)
-        mstar = next((m for m in grid_by_model[model] if n and np.sum(crit <= m) >= n / 2),
-                     np.inf)
+        if search == "grid":        # the definition itself: count the seeds that succeed AT m
+            done = [res for res, (state, _) in zip(seeds.values(), outcomes) if state == "done"]
+            mstar = next((m for m in grid if n and sum(res[m] for res in done) >= n / 2), np.inf)
+        else:                       # bisection: each seed's answer, success taken as monotone
+            mstar = next((m for m in grid if n and np.sum(crit <= m) >= n / 2), np.inf)
         finite = crit[np.isfinite(crit)]
         out[(model, T)] = dict(model=model, T=T, n_seeds=n, m_star=mstar,
                                unfinished=len(outcomes) - n,
