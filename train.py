@@ -441,7 +441,9 @@ def main_train(argv):
         print(f"[CLS] attends most to  {r['top_attended']}  "
               f"({'found S' if r['top_attended'] == r['S'] else 'not S'}; attention mass on S "
               f"{r['attn_on_S']:.3f}, uniform would be {o.s / (o.T + 1):.3f})")
-    print(f"{r['steps']} steps in {r['seconds']:.1f} s" + (f"; checkpoint {save}" if save else ""))
+    ran = len(r["losses"])
+    print(f"{r['steps']} steps" + (f" ({ran} of them in this session)" if ran < r["steps"] else "")
+          + f" in {r['seconds']:.1f} s" + (f"; checkpoint {save}" if save else ""))
     if out_json:
         summary = {k: v for k, v in r.items() if k not in ("params", "cfg")}
         with open(out_json, "w") as f:
