@@ -19,7 +19,7 @@ Three exact ways to compute the same 1-layer model (`model_forward(..., path=...
   "cls":  only the [CLS] query row (B x H x (T+1)); exact, since no other row reaches the output.
   "fast": before LN1 each position holds one of only two vectors and the [CLS] query is the same
           for every sample, so each head's output is a ratio of two linear functions of the bit
-          vector: a batch costs one (B, T) @ (T, H + d) matrix product. Used for training.
+          vector: a batch costs one (B, 2T) @ (2T, H + d) matrix product. Used for training.
 The tests check that all three give the same output and the same parameter gradients.
 
 This file needs numpy alone; copy it anywhere.
