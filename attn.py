@@ -362,6 +362,20 @@ def _check_inputs(p, cfg, X, path="fast"):
                          + (", or path='fast'" if path != "fast" else ""))
 
 
+def plain_attention_forward(p, cfg, X, path="cls"):
+    """Embedding, LN1 and the head, on every example: Attn(LN1(X))[CLS] -> [B, d], and the cache.
+    path "cls" runs only the [CLS] query row, "full" the whole f_tf-layer (then takes its row)."""
+    x0, c_emb = embed_forward(X.astype(np.intp, copy=False), p["E_tok"], p["E_pos"], p["cls"])
+    xn, c_ln1 = _ln_fwd(p, cfg, "ln1", x0)
+    args = [p[k] for k in ATTN_KEYS]
+    if path == "cls":
+        attn, c_a = attention_cls_forward(xn, *args, cfg["heads"])
+    else:
+        attn_all, c_a = self_attention_forward(xn, *args, cfg["heads"])
+        attn = attn_all[:, -1]
+    return attn, (path, (c_emb, c_ln1, c_a))
+
+
 def model_forward(p, cfg, X, path="fast"):
     """Logits [B] of the experiment's model on bit strings X [B, T]; returns (logits, cache)."""
     if path not in PATHS:
@@ -369,18 +383,9 @@ def model_forward(p, cfg, X, path="fast"):
     _check_inputs(p, cfg, X, path)
     if path == "fast":
         attn, c_att = fast_attention_forward(p, cfg, X)
-        h = p["cls"] + attn                                          # residual at [CLS]
     else:
-        x0, c_emb = embed_forward(X.astype(np.intp, copy=False), p["E_tok"], p["E_pos"], p["cls"])
-        xn, c_ln1 = _ln_fwd(p, cfg, "ln1", x0)
-        args = [p[k] for k in ATTN_KEYS]
-        if path == "cls":
-            attn, c_a = attention_cls_forward(xn, *args, cfg["heads"])
-        else:
-            attn_all, c_a = self_attention_forward(xn, *args, cfg["heads"])
-            attn = attn_all[:, -1]
-        c_att = (path, (c_emb, c_ln1, c_a), x0)
-        h = x0[:, -1] + attn
+        attn, c_att = plain_attention_forward(p, cfg, X, path)
+    h = p["cls"] + attn                                              # residual at [CLS]
     c_mlp = None
     if cfg["mlp"]:
         hn, c_ln2 = _ln_fwd(p, cfg, "ln2", h)
@@ -406,7 +411,7 @@ def model_backward(dz, p, cfg, cache):
         g["cls"] = dh.sum(0)                                         # residual at [CLS]
         fast_attention_backward(dh, p, cfg, c_att, g)
         return g
-    path, (c_emb, c_ln1, c_a), _ = c_att
+    path, (c_emb, c_ln1, c_a) = c_att
     if path == "cls":
         dxn, *dattn = attention_cls_backward(dh, c_a)
     else:
@@ -457,7 +462,7 @@ def fast_attention_forward(p, cfg, X):
     Vh = V.reshape(-1, H, e)
     M = np.maximum(np.minimum(s[:T], s[T:2 * T]).max(0), s[2 * T])   # [H]
     if (s - M).max() > SAFE_EXP[dt]:
-        return model_forward_cls_attention(p, cfg, X)
+        return plain_attention_forward(p, cfg, X, "cls")
     E = np.exp(s - M)                                                 # [2T+1, H]
     EV = E[:, :, None] * Vh                                           # [2T+1, H, e]
     Xf = X.astype(dt, copy=False)
@@ -468,14 +473,6 @@ def fast_attention_forward(p, cfg, X):
     o = (N / Z[..., None]).reshape(-1, d)
     y, c_o = linear_forward(o, p["W_O"], p["b_O"])
     return y, ("fast", (Xb, c_ln1, c_q, rn, u, c_v, c_o, qh, Vh, E, Z, o, scale))
-
-
-def model_forward_cls_attention(p, cfg, X):
-    """Fallback of the fast path: embedding, LN1 and the [CLS]-row head on the full batch."""
-    x0, c_emb = embed_forward(X.astype(np.intp, copy=False), p["E_tok"], p["E_pos"], p["cls"])
-    xn, c_ln1 = _ln_fwd(p, cfg, "ln1", x0)
-    attn, c_a = attention_cls_forward(xn, *[p[k] for k in ATTN_KEYS], cfg["heads"])
-    return attn, ("cls", (c_emb, c_ln1, c_a), x0)
 
 
 def fast_attention_backward(dy, p, cfg, c_att, g):
@@ -528,8 +525,8 @@ def cls_attention_mean(p, cfg, X):
     """
     _check_inputs(p, cfg, X)
     y, (path, cache) = fast_attention_forward(p, cfg, X)
-    if path != "fast":
-        return cls_attention(p, cfg, X).mean(axis=(0, 1))
+    if path != "fast":                                  # the fallback already holds the weights
+        return cache[2][7].mean(axis=(0, 1))
     Xb, E, Z = cache[0], cache[9], cache[10]
     T, B = cfg["T"], X.shape[0]
     W = E[:2 * T] * (Xb.T @ (1.0 / Z))                                # [2T, H]: v0 rows, v1 rows
@@ -540,10 +537,8 @@ def cls_attention_mean(p, cfg, X):
 def cls_attention(p, cfg, X):
     """[CLS] attention weights [B, H, T+1] (last column: [CLS] attending to itself)."""
     _check_inputs(p, cfg, X, "cls")
-    x0, _ = embed_forward(X.astype(np.intp, copy=False), p["E_tok"], p["E_pos"], p["cls"])
-    xn, _ = _ln_fwd(p, cfg, "ln1", x0)
-    _, cache = attention_cls_forward(xn, *[p[k] for k in ATTN_KEYS], cfg["heads"])
-    return cache[7]
+    _, (_, (_, _, c_a)) = plain_attention_forward(p, cfg, X, "cls")
+    return c_a[7]
 
 
 # ----------------------------------------------------------------------------------------------
