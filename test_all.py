@@ -56,6 +56,11 @@ def check(name, analytic, f, x):
     assert err < RTOL, f"{name}: relative error {err:.2e}"
 
 
+def check_each(prefix, names, grads, f, arrays):
+    for name, g, x in zip(names, grads, arrays):
+        check(f"{prefix} {name}", g, f, x)
+
+
 def offcentre(rng, *shape):
     return 0.7 + 1.3 * rng.standard_normal(shape)
 
@@ -67,10 +72,8 @@ def test_grad_layernorm():
     x, g, b = offcentre(rng, 3, 4, 6), offcentre(rng, 6), offcentre(rng, 6)
     dy = rng.standard_normal((3, 4, 6))
     f = lambda: np.sum(attn.layernorm_forward(x, g, b)[0] * dy)
-    dx, dg, db = attn.layernorm_backward(dy, attn.layernorm_forward(x, g, b)[1])
-    check("layernorm dx", dx, f, x)
-    check("layernorm dg", dg, f, g)
-    check("layernorm db", db, f, b)
+    grads = attn.layernorm_backward(dy, attn.layernorm_forward(x, g, b)[1])
+    check_each("layernorm", ("dx", "dg", "db"), grads, f, (x, g, b))
 
 
 def test_grad_linear_softmax_gelu_relu_loss():
@@ -78,10 +81,8 @@ def test_grad_linear_softmax_gelu_relu_loss():
     x, W, b = offcentre(rng, 2, 3, 5), offcentre(rng, 5, 4), offcentre(rng, 4)
     dy = rng.standard_normal((2, 3, 4))
     f = lambda: np.sum(attn.linear_forward(x, W, b)[0] * dy)
-    dx, dW, db = attn.linear_backward(dy, attn.linear_forward(x, W, b)[1])
-    check("linear dx", dx, f, x)
-    check("linear dW", dW, f, W)
-    check("linear db", db, f, b)
+    grads = attn.linear_backward(dy, attn.linear_forward(x, W, b)[1])
+    check_each("linear", ("dx", "dW", "db"), grads, f, (x, W, b))
 
     s, dA = offcentre(rng, 3, 7), rng.standard_normal((3, 7))
     f = lambda: np.sum(attn.softmax_forward(s) * dA)
@@ -105,17 +106,15 @@ def test_grad_embed_and_mlp():
     E_tok, E_pos, cls = offcentre(rng, 2, 3), offcentre(rng, 5, 3), offcentre(rng, 3)
     dout = rng.standard_normal((4, 6, 3))
     f = lambda: np.sum(attn.embed_forward(X, E_tok, E_pos, cls)[0] * dout)
-    grads = attn.embed_backward(dout, X)
-    for name, g, x in zip(("E_tok", "E_pos", "cls"), grads, (E_tok, E_pos, cls)):
-        check("embed " + name, g, f, x)
+    check_each("embed", ("E_tok", "E_pos", "cls"), attn.embed_backward(dout, X), f,
+               (E_tok, E_pos, cls))
 
     x = offcentre(rng, 3, 4)
     ws = [offcentre(rng, 4, 6), offcentre(rng, 6), offcentre(rng, 6, 4), offcentre(rng, 4)]
     dy = rng.standard_normal((3, 4))
     f = lambda: np.sum(attn.mlp_forward(x, *ws, act="gelu")[0] * dy)
     grads = attn.mlp_backward(dy, attn.mlp_forward(x, *ws, act="gelu")[1])
-    for name, g, v in zip(("x", "W_1", "b_1", "W_2", "b_2"), grads, [x] + ws):
-        check("mlp " + name, g, f, v)
+    check_each("mlp", ("x", "W_1", "b_1", "W_2", "b_2"), grads, f, [x] + ws)
 
 
 def _attn_args(rng, d):

@@ -162,13 +162,18 @@ def load_checkpoint(path, opts=None):
         raise ValueError(f"{path!r} is not a checkpoint of train.py (no {CKPT_FORMAT!r} mark)")
     saved = json.loads(str(arrays["options"]))
     if opts is not None:
-        diff = [f"{k}={saved[k]!r} (not {opts[k]!r})" for k in RUN_KEYS if saved[k] != opts[k]]
-        if diff:
-            raise ValueError(f"{path!r} was made for another configuration: " + ", ".join(diff))
+        check_same_configuration(saved, opts, repr(path))
     group = lambda pre: {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}
     return dict(params=group("param/"), m=group("adam_m/"), v=group("adam_v/"),
                 t=int(arrays["adam_t"]), step=int(arrays["step"]), options=saved,
                 rng_order=json.loads(str(arrays["rng_order"])))
+
+
+def check_same_configuration(saved, opts, what="the checkpoint"):
+    """ValueError naming every RUN_KEYS option on which a checkpoint differs from opts."""
+    diff = [f"{k}={saved[k]!r} (not {opts[k]!r})" for k in RUN_KEYS if saved[k] != opts[k]]
+    if diff:
+        raise ValueError(f"{what} was made for another configuration: " + ", ".join(diff))
 
 
 class Interrupted(Exception):
@@ -222,11 +227,7 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
     state = adam_init(params)
     first = 1
     if resume is not None:
-        diff = [f"{k}={resume['options'][k]!r} (not {o[k]!r})" for k in RUN_KEYS
-                if resume["options"][k] != o[k]]
-        if diff:
-            raise ValueError("the checkpoint was made for another configuration: "
-                             + ", ".join(diff))
+        check_same_configuration(resume["options"], o)
         for k in params:
             params[k][...] = resume["params"][k]
             state["m"][k][...], state["v"][k][...] = resume["m"][k], resume["v"][k]
@@ -244,40 +245,38 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
             old_handler = None
     t0 = time.perf_counter()
     loss, losses = float("nan"), []
-    quiet = np.errstate(over="ignore", invalid="ignore")   # a blow-up is caught by the loss check
     try:
-        quiet.__enter__()
-        for step in range(first, o["steps"] + 1):
-            if batch < o["m"]:
-                idx = r_order.choice(o["m"], size=batch, replace=False)
-                Xb, yb = Xtr_f[idx], ytr_f[idx]
-            else:
-                Xb, yb = Xtr_f, ytr_f
-            loss, grads = loss_and_grads(params, Xb, yb)
-            loss = float(loss)
-            losses.append(loss)
-            if not np.isfinite(loss):
-                kept = f"; the last finite checkpoint is {save}" if save and os.path.exists(save) \
-                    else ""
-                raise Diverged(f"loss is {loss} at step {step}: training diverged; try a smaller "
-                               f"--lr (now {o['lr']}){kept}")
-            adam_step(params, grads, state, o["lr"], o["wd"])
-            if o["log_every"] and (step % o["log_every"] == 0 or step == 1):
-                tr = accuracy(logits(params, Xtr_f), ytr)
-                te = accuracy(logits(params, Xte_f), yte)
-                mass = attention_on_support(params, cfg, Xte[:200], task.S)[0] if cfg else np.nan
-                log(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  test acc {te:.3f}  "
-                    f"attn on S {mass:.3f}  {time.perf_counter() - t0:6.1f}s")
-            if stop_after is not None and step == stop_after:
-                stop["now"] = True
-            if save and (stop["now"] or step == o["steps"] or
-                         (save_every and step % save_every == 0)):
-                if all(np.all(np.isfinite(v)) for v in params.values()):
-                    save_checkpoint(save, params, state, r_order, o, step)
-            if stop["now"]:
-                raise Interrupted(step, save)
+        with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is caught below
+            for step in range(first, o["steps"] + 1):
+                if batch < o["m"]:
+                    idx = r_order.choice(o["m"], size=batch, replace=False)
+                    Xb, yb = Xtr_f[idx], ytr_f[idx]
+                else:
+                    Xb, yb = Xtr_f, ytr_f
+                loss, grads = loss_and_grads(params, Xb, yb)
+                loss = float(loss)
+                losses.append(loss)
+                if not np.isfinite(loss):
+                    kept = f"; the last finite checkpoint is {save}" if save and os.path.exists(save) \
+                        else ""
+                    raise Diverged(f"loss is {loss} at step {step}: training diverged; try a smaller "
+                                   f"--lr (now {o['lr']}){kept}")
+                adam_step(params, grads, state, o["lr"], o["wd"])
+                if o["log_every"] and (step % o["log_every"] == 0 or step == 1):
+                    tr = accuracy(logits(params, Xtr_f), ytr)
+                    te = accuracy(logits(params, Xte_f), yte)
+                    mass = attention_on_support(params, cfg, Xte[:200], task.S)[0] if cfg else np.nan
+                    log(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  test acc {te:.3f}  "
+                        f"attn on S {mass:.3f}  {time.perf_counter() - t0:6.1f}s")
+                if stop_after is not None and step == stop_after:
+                    stop["now"] = True
+                if save and (stop["now"] or step == o["steps"] or
+                             (save_every and step % save_every == 0)):
+                    if all(np.all(np.isfinite(v)) for v in params.values()):
+                        save_checkpoint(save, params, state, r_order, o, step)
+                if stop["now"]:
+                    raise Interrupted(step, save)
     finally:
-        quiet.__exit__(None, None, None)
         if old_handler is not None:
             signal.signal(signal.SIGINT, old_handler)
     seconds = time.perf_counter() - t0
