@@ -257,15 +257,16 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
                 loss = float(loss)
                 losses.append(loss)
                 if not np.isfinite(loss):
-                    kept = f"; the last finite checkpoint is {save}" if save and os.path.exists(save) \
-                        else ""
-                    raise Diverged(f"loss is {loss} at step {step}: training diverged; try a smaller "
-                                   f"--lr (now {o['lr']}){kept}")
+                    kept = (f"; the last finite checkpoint is {save}"
+                            if save and os.path.exists(save) else "")
+                    raise Diverged(f"loss is {loss} at step {step}: training diverged; try a "
+                                   f"smaller --lr (now {o['lr']}){kept}")
                 adam_step(params, grads, state, o["lr"], o["wd"])
                 if o["log_every"] and (step % o["log_every"] == 0 or step == 1):
                     tr = accuracy(logits(params, Xtr_f), ytr)
                     te = accuracy(logits(params, Xte_f), yte)
-                    mass = attention_on_support(params, cfg, Xte[:200], task.S)[0] if cfg else np.nan
+                    mass = (attention_on_support(params, cfg, Xte[:200], task.S)[0] if cfg
+                            else np.nan)
                     log(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  test acc {te:.3f}  "
                         f"attn on S {mass:.3f}  {time.perf_counter() - t0:6.1f}s")
                 if stop_after is not None and step == stop_after:
