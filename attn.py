@@ -24,6 +24,8 @@ The tests check that all three give the same output and the same parameter gradi
 
 This file needs numpy alone; copy it anywhere.
 """
+import os
+
 import numpy as np
 
 VOCAB = 2  # the tasks are Boolean: one token per bit
@@ -154,12 +156,13 @@ def linear_backward(dy, cache, need_dx=True):
 # ----------------------------------------------------------------------------------------------
 # softmax over the last axis, stabilised by the data's own max
 
-def softmax_forward(s):
+def softmax_forward(s):  # [..., n] -> [..., n]; its cache is its output
     e = np.exp(s - s.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
+    A = e / e.sum(-1, keepdims=True)
+    return A, A
 
 
-def softmax_backward(dA, A):
+def softmax_backward(dA, A):  # forward: A = e / sum(e), e = exp(s - max s)
     return A * (dA - (dA * A).sum(-1, keepdims=True))
 
 
@@ -182,15 +185,17 @@ def attention_cls_forward(Xn, W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O, heads):
     V, c_v = linear_forward(Xn, W_V, b_V)
     qh, Kh, Vh = q.reshape(B, heads, e), K.reshape(B, N, heads, e), V.reshape(B, N, heads, e)
     scale = e ** -0.5
-    A = softmax_forward(np.einsum("bhe,bnhe->bhn", qh, Kh) * scale)  # [B, H, N]
+    A, _ = softmax_forward(np.einsum("bhe,bnhe->bhn", qh, Kh) * scale)  # [B, H, N]
     o = np.einsum("bhn,bnhe->bhe", A, Vh).reshape(B, d)
     y, c_o = linear_forward(o, W_O, b_O)
-    return y, (c_q, c_k, c_v, c_o, qh, Kh, Vh, A, scale, N)
+    return y, dict(c_q=c_q, c_k=c_k, c_v=c_v, c_o=c_o, qh=qh, Kh=Kh, Vh=Vh, A=A, scale=scale)
 
 
 def attention_cls_backward(dy, cache):  # -> dXn [B,N,d], and dW_Q, db_Q, ..., dW_O, db_O
-    c_q, c_k, c_v, c_o, qh, Kh, Vh, A, scale, N = cache
+    c_q, c_k, c_v, c_o, qh, Kh, Vh, A, scale = (cache[k] for k in (
+        "c_q", "c_k", "c_v", "c_o", "qh", "Kh", "Vh", "A", "scale"))
     B, H, e = qh.shape
+    N = Kh.shape[1]
     do, dW_O, db_O = linear_backward(dy, c_o)
     do = do.reshape(B, H, e)
     dA = np.einsum("bhe,bnhe->bhn", do, Vh)             # forward: o = sum_n A_n V_n
@@ -219,14 +224,15 @@ def self_attention_forward(Xn, W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O, heads):
     V, c_v = linear_forward(Xn, W_V, b_V)
     Qh, Kh, Vh = (M.reshape(B, N, heads, e) for M in (Q, K, V))
     scale = e ** -0.5
-    A = softmax_forward(np.einsum("bqhe,bkhe->bhqk", Qh, Kh) * scale)  # [B, H, N, N]
+    A, _ = softmax_forward(np.einsum("bqhe,bkhe->bhqk", Qh, Kh) * scale)  # [B, H, N, N]
     o = np.einsum("bhqk,bkhe->bqhe", A, Vh).reshape(B, N, d)
     y, c_o = linear_forward(o, W_O, b_O)
-    return y, (c_q, c_k, c_v, c_o, Qh, Kh, Vh, A, scale)
+    return y, dict(c_q=c_q, c_k=c_k, c_v=c_v, c_o=c_o, Qh=Qh, Kh=Kh, Vh=Vh, A=A, scale=scale)
 
 
-def self_attention_backward(dy, cache):
-    c_q, c_k, c_v, c_o, Qh, Kh, Vh, A, scale = cache
+def self_attention_backward(dy, cache):  # -> dXn [B,N,d], and dW_Q, db_Q, ..., dW_O, db_O
+    c_q, c_k, c_v, c_o, Qh, Kh, Vh, A, scale = (cache[k] for k in (
+        "c_q", "c_k", "c_v", "c_o", "Qh", "Kh", "Vh", "A", "scale"))
     B, N, H, e = Qh.shape
     do, dW_O, db_O = linear_backward(dy, c_o)
     do = do.reshape(B, N, H, e)
@@ -318,9 +324,9 @@ def _ln_bwd(grads, cfg, name, dy, cache):
     return dx
 
 
-def _physical_memory():
+def physical_memory():
+    """Bytes of physical memory (8 GiB if the system does not say)."""
     try:
-        import os
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 8 << 30
@@ -354,7 +360,7 @@ def _check_inputs(p, cfg, X, path="fast"):
         bad = (X != 0) & (X != 1)
         if bad.any():
             raise ValueError(f"X must hold bits 0 and 1 only, got {X[bad].flat[0].item()!r}")
-    need, limit = activation_bytes(cfg, X.shape[0], path), 0.5 * _physical_memory()
+    need, limit = activation_bytes(cfg, X.shape[0], path), 0.5 * physical_memory()
     if need > limit:
         raise ValueError(f"T={cfg['T']} with a batch of {X.shape[0]} needs about "
                          f"{need / 2**30:.1f} GiB of activations on path {path!r}; this machine "
@@ -373,7 +379,22 @@ def plain_attention_forward(p, cfg, X, path="cls"):
     else:
         attn_all, c_a = self_attention_forward(xn, *args, cfg["heads"])
         attn = attn_all[:, -1]
-    return attn, (path, (c_emb, c_ln1, c_a))
+    return attn, dict(path=path, emb=c_emb, ln1=c_ln1, attn=c_a, N=xn.shape[1])
+
+
+def plain_attention_backward(dattn, p, cfg, cache):
+    """Backward of plain_attention_forward: {E_tok, E_pos, cls, ln1_g, ln1_b, W_Q, ..., b_O}."""
+    g = {}
+    if cache["path"] == "cls":
+        dxn, *dattn_params = attention_cls_backward(dattn, cache["attn"])
+    else:                                     # forward: attn = attn_all[:, -1]
+        dy = np.zeros((dattn.shape[0], cache["N"], dattn.shape[1]), dattn.dtype)
+        dy[:, -1] = dattn
+        dxn, *dattn_params = self_attention_backward(dy, cache["attn"])
+    g.update(zip(ATTN_KEYS, dattn_params))
+    dx0 = _ln_bwd(g, cfg, "ln1", dxn, cache["ln1"])
+    g["E_tok"], g["E_pos"], g["cls"] = embed_backward(dx0, cache["emb"])
+    return g
 
 
 def model_forward(p, cfg, X, path="fast"):
@@ -381,47 +402,35 @@ def model_forward(p, cfg, X, path="fast"):
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     _check_inputs(p, cfg, X, path)
+    c = {}
     if path == "fast":
-        attn, c_att = fast_attention_forward(p, cfg, X)
+        attn, c["attn"] = fast_attention_forward(p, cfg, X)
     else:
-        attn, c_att = plain_attention_forward(p, cfg, X, path)
+        attn, c["attn"] = plain_attention_forward(p, cfg, X, path)
     h = p["cls"] + attn                                              # residual at [CLS]
-    c_mlp = None
     if cfg["mlp"]:
-        hn, c_ln2 = _ln_fwd(p, cfg, "ln2", h)
-        m, c_m = mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
-        c_mlp = (c_ln2, c_m)
+        hn, c["ln2"] = _ln_fwd(p, cfg, "ln2", h)
+        m, c["mlp"] = mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
         h = h + m                                                    # residual
-    f, c_lnf = _ln_fwd(p, cfg, "lnf", h)
+    f, c["lnf"] = _ln_fwd(p, cfg, "lnf", h)
     z = f @ p["w"] + p["b"][0]                                       # readout at [CLS]
-    return z, (c_att, c_mlp, c_lnf, f)
+    c["f"] = f
+    return z, c
 
 
 def model_backward(dz, p, cfg, cache):
-    """Gradients of sum(dz * logits) for every parameter: a dict with the keys of p."""
-    c_att, c_mlp, c_lnf, f = cache
+    """Gradients of sum(dz * logits) for every parameter: a dict with the keys of p.
+    One backward per forward call of model_forward, in reverse order."""
     g = {}
-    g["w"], g["b"] = f.T @ dz, np.atleast_1d(dz.sum())
-    dh = _ln_bwd(g, cfg, "lnf", np.outer(dz, p["w"]), c_lnf)
-    if cfg["mlp"]:
-        c_ln2, c_m = c_mlp
-        dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dh, c_m)
-        dh = dh + _ln_bwd(g, cfg, "ln2", dhn, c_ln2)
-    if c_att[0] == "fast":
-        g["cls"] = dh.sum(0)                                         # residual at [CLS]
-        fast_attention_backward(dh, p, cfg, c_att, g)
-        return g
-    path, (c_emb, c_ln1, c_a) = c_att
-    if path == "cls":
-        dxn, *dattn = attention_cls_backward(dh, c_a)
-    else:
-        dy = np.zeros(c_a[4].shape[:2] + (dh.shape[1],), dh.dtype)    # only [CLS] row is used
-        dy[:, -1] = dh
-        dxn, *dattn = self_attention_backward(dy, c_a)
-    g.update(zip(ATTN_KEYS, dattn))
-    dx0 = _ln_bwd(g, cfg, "ln1", dxn, c_ln1)
-    dx0[:, -1] += dh
-    g["E_tok"], g["E_pos"], g["cls"] = embed_backward(dx0, c_emb)
+    g["w"], g["b"] = cache["f"].T @ dz, np.atleast_1d(dz.sum())      # z = f @ w + b
+    dh = _ln_bwd(g, cfg, "lnf", np.outer(dz, p["w"]), cache["lnf"])  # f = LNf(h)
+    if cfg["mlp"]:                                                   # h = h + MLP(LN2(h))
+        dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dh, cache["mlp"])
+        dh = dh + _ln_bwd(g, cfg, "ln2", dhn, cache["ln2"])
+    c_att = cache["attn"]                                            # h = cls + attn
+    backward = fast_attention_backward if c_att["path"] == "fast" else plain_attention_backward
+    g.update(backward(dh, p, cfg, c_att))
+    g["cls"] = g["cls"] + dh.sum(0)
     return g
 
 
@@ -472,15 +481,18 @@ def fast_attention_forward(p, cfg, X):
     N = ZN[:, H:].reshape(-1, H, e) + EV[2 * T]                       # [B, H, e]
     o = (N / Z[..., None]).reshape(-1, d)
     y, c_o = linear_forward(o, p["W_O"], p["b_O"])
-    return y, ("fast", (Xb, c_ln1, c_q, rn, u, c_v, c_o, qh, Vh, E, Z, o, scale))
+    return y, dict(path="fast", Xb=Xb, ln1=c_ln1, c_q=c_q, rn=rn, u=u, c_v=c_v, c_o=c_o, qh=qh,
+                   Vh=Vh, E=E, Z=Z, o=o, scale=scale)
 
 
-def fast_attention_backward(dy, p, cfg, c_att, g):
-    """Backward of fast_attention_forward; adds dE_tok, dE_pos, dcls, ln1 and head grads to g.
-    (A fallback's cache says "cls", and model_backward takes the plain path for it.)"""
-    Xb, c_ln1, c_q, rn, u, c_v, c_o, qh, Vh, E, Z, o, scale = c_att[1]
+def fast_attention_backward(dy, p, cfg, cache):
+    """Backward of fast_attention_forward: {E_tok, E_pos, cls, ln1_g, ln1_b, W_Q, ..., b_O}.
+    (A fallback's cache says path "cls"; model_backward sends it to plain_attention_backward.)"""
+    Xb, c_ln1, c_q, rn, u, c_v, c_o, qh, Vh, E, Z, o, scale = (cache[k] for k in (
+        "Xb", "ln1", "c_q", "rn", "u", "c_v", "c_o", "qh", "Vh", "E", "Z", "o", "scale"))
     T, d, H = cfg["T"], cfg["d"], cfg["heads"]
     e = d // H
+    g = {}
     do, g["W_O"], g["b_O"] = linear_backward(dy, c_o)
     do, o = do.reshape(-1, H, e), o.reshape(-1, H, e)
     dN = do / Z[..., None]                                            # forward: o = N / Z
@@ -503,8 +515,8 @@ def fast_attention_backward(dy, p, cfg, c_att, g):
     drn[-1] += drn_q[0]
     drows = _ln_bwd(g, cfg, "ln1", drn, c_ln1)
     dP = drows[:2 * T].reshape(2, T, d)
-    g["E_tok"], g["E_pos"] = dP.sum(1), dP.sum(0)
-    g["cls"] = g["cls"] + drows[-1]
+    g["E_tok"], g["E_pos"], g["cls"] = dP.sum(1), dP.sum(0), drows[-1]
+    return g
 
 
 # ----------------------------------------------------------------------------------------------
@@ -524,10 +536,10 @@ def cls_attention_mean(p, cfg, X):
     its bit there is v, so the mean over samples is E0 * ((1 - X)^T @ 1/Z) + E1 * (X^T @ 1/Z).
     """
     _check_inputs(p, cfg, X)
-    y, (path, cache) = fast_attention_forward(p, cfg, X)
-    if path != "fast":                                  # the fallback already holds the weights
-        return cache[2][7].mean(axis=(0, 1))
-    Xb, E, Z = cache[0], cache[9], cache[10]
+    _, cache = fast_attention_forward(p, cfg, X)
+    if cache["path"] != "fast":                         # the fallback already holds the weights
+        return cache["attn"]["A"].mean(axis=(0, 1))
+    Xb, E, Z = cache["Xb"], cache["E"], cache["Z"]
     T, B = cfg["T"], X.shape[0]
     W = E[:2 * T] * (Xb.T @ (1.0 / Z))                                # [2T, H]: v0 rows, v1 rows
     A = np.concatenate([W[:T] + W[T:], E[2 * T:] * (1.0 / Z).sum(0)])  # [T+1, H]
@@ -537,8 +549,8 @@ def cls_attention_mean(p, cfg, X):
 def cls_attention(p, cfg, X):
     """[CLS] attention weights [B, H, T+1] (last column: [CLS] attending to itself)."""
     _check_inputs(p, cfg, X, "cls")
-    _, (_, (_, _, c_a)) = plain_attention_forward(p, cfg, X, "cls")
-    return c_a[7]
+    _, cache = plain_attention_forward(p, cfg, X, "cls")
+    return cache["attn"]["A"]
 
 
 # ----------------------------------------------------------------------------------------------

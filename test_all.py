@@ -12,6 +12,7 @@ import pytest
 import attn
 import data
 import theory
+import sweep
 import train
 
 RTOL = 1e-6          # the bar: relative error of every backward pass in float64
@@ -85,8 +86,8 @@ def test_grad_linear_softmax_gelu_relu_loss():
     check_each("linear", ("dx", "dW", "db"), grads, f, (x, W, b))
 
     s, dA = offcentre(rng, 3, 7), rng.standard_normal((3, 7))
-    f = lambda: np.sum(attn.softmax_forward(s) * dA)
-    check("softmax", attn.softmax_backward(dA, attn.softmax_forward(s)), f, s)
+    f = lambda: np.sum(attn.softmax_forward(s)[0] * dA)
+    check("softmax", attn.softmax_backward(dA, attn.softmax_forward(s)[1]), f, s)
 
     for act in ("gelu", "relu"):
         h = offcentre(rng, 4, 5)
@@ -220,7 +221,7 @@ def test_fast_path_float32_when_one_version_dominates():
     cfg32 = dict(cfg, dtype="float32")
     p32 = {k: v.astype("float32") for k, v in p.items()}
     z, cache = attn.model_forward(p32, cfg32, X, "fast")
-    assert cache[0][0] == "fast"           # really on the fast path, not the fallback
+    assert cache["attn"]["path"] == "fast"           # really on the fast path, not the fallback
     assert np.all(np.isfinite(z)) and rel_error(z, ref) < 1e-5, (z, ref)
 
 
@@ -234,7 +235,7 @@ def test_fast_path_fallback_on_huge_scores(dtype):
     X = np.random.default_rng(10).integers(0, 2, (5, 9))
     z_full, c_full = attn.model_forward(p, cfg, X, "full")
     z_fast, c_fast = attn.model_forward(p, cfg, X, "fast")
-    assert c_fast[0][0] == "cls"                      # the fallback was taken
+    assert c_fast["attn"]["path"] == "cls"                      # the fallback was taken
     tol = 1e-12 if dtype == "float64" else 1e-5
     assert np.all(np.isfinite(z_fast)) and rel_error(z_fast, z_full) < tol
     dz = np.linspace(-1, 1, 5).astype(dtype)
@@ -251,7 +252,7 @@ def test_stability_huge_logits_constant_rows_T1():
     loss, c = attn.logistic_forward(z, y)
     assert np.isfinite(loss) and abs(loss - (np.log(2) + 800) / 4) < 1e-9
     assert np.all(np.isfinite(attn.logistic_backward(1.0, c)))
-    A = attn.softmax_forward(np.array([[1e4, 0.0, -1e4]]))
+    A, _ = attn.softmax_forward(np.array([[1e4, 0.0, -1e4]]))
     assert np.allclose(A, [[1, 0, 0]])
     x = np.full((2, 8), 3.0)                          # a constant row: variance 0
     out, c = attn.layernorm_forward(x, np.ones(8), np.full(8, 0.5))
@@ -383,7 +384,7 @@ def test_training_deterministic():
 def test_bisect_finds_the_grid_walks_m_star():
     """Per-seed bisection gives the same m*(T) as walking the whole grid, when success is
     monotone in m; and it needs far fewer runs."""
-    grid = train.m_grid(8, 600)
+    grid = sweep.m_grid(8, 600)
     rng = np.random.default_rng(0)
     for trial in range(20):
         thresholds = rng.integers(5, 700, size=rng.integers(1, 12))
@@ -392,7 +393,7 @@ def test_bisect_finds_the_grid_walks_m_star():
             def ok(m, th=th):
                 calls[0] += 1
                 return m >= th
-            for search, rows in ((train.bisect_search, rows_b), (train.grid_search, rows_g)):
+            for search, rows in ((sweep.bisect_search, rows_b), (sweep.grid_search, rows_g)):
                 gen = search(grid)
                 try:
                     m = next(gen)
@@ -403,8 +404,8 @@ def test_bisect_finds_the_grid_walks_m_star():
                 except StopIteration as stop:
                     expect = next((g for g in grid if g >= th), None)
                     assert stop.value == expect
-        sb = train.critical_sizes(rows_b, {"transformer": grid}, "bisect")[("transformer", 100)]
-        sg = train.critical_sizes(rows_g, {"transformer": grid}, "grid")[("transformer", 100)]
+        sb = sweep.critical_sizes(rows_b, {"transformer": grid}, "bisect")[("transformer", 100)]
+        sg = sweep.critical_sizes(rows_g, {"transformer": grid}, "grid")[("transformer", 100)]
         assert sb["m_star"] == sg["m_star"] and sb["per_seed"] == sg["per_seed"]
         assert len(rows_b) <= len(thresholds) * (np.log2(len(grid)) + 2) < len(rows_g)
 
@@ -413,29 +414,29 @@ def test_critical_sizes_majority_rule():
     grid = [10, 20, 30, 40]
     rows = [dict(model="transformer", T=5, seed=s, m=m, success=m >= th)
             for s, th in enumerate([20, 30, 40, 99]) for m in grid]
-    st = train.critical_sizes(rows, {"transformer": grid}, "grid")[("transformer", 5)]
+    st = sweep.critical_sizes(rows, {"transformer": grid}, "grid")[("transformer", 5)]
     assert st["m_star"] == 30                   # 2 of 4 seeds succeed at 30: at least half
     assert st["censored"] == 1 and st["mean"] == 30.0 and st["unfinished"] == 0
     # not monotone: seed 0 fails again at 30. Walking the grid counts successes AT each m.
     wobbly = [dict(r, success=False) if (r["seed"], r["m"]) == (0, 30) else r for r in rows]
-    assert train.critical_sizes(wobbly, {"transformer": grid}, "grid")[("transformer", 5)][
+    assert sweep.critical_sizes(wobbly, {"transformer": grid}, "grid")[("transformer", 5)][
         "m_star"] == 40
     # a search interrupted after its first probe is unfinished, not "above grid"
     part = [r for r in rows if r["seed"] != 3 or r["m"] == 10]
-    st = train.critical_sizes(part, {"transformer": grid}, "grid")[("transformer", 5)]
+    st = sweep.critical_sizes(part, {"transformer": grid}, "grid")[("transformer", 5)]
     assert st["unfinished"] == 1 and st["censored"] == 0 and st["n_seeds"] == 3
     assert st["m_star"] == 30
-    a, b, r2 = train.fit([1, 2, 3], [3, 5, 7])
+    b, a, r2 = theory.fit_line([1, 2, 3], [3, 5, 7])
     assert abs(a - 1) < 1e-12 and abs(b - 2) < 1e-12 and abs(r2 - 1) < 1e-12
 
 
 def _sweep(out, *extra):
-    return train.main(["sweep", "--preset", "smoke", "--workers", "1", "--out", str(out),
+    return sweep.main(["--preset", "smoke", "--workers", "1", "--out", str(out),
                        *extra])
 
 
 def _rows(path):
-    rows = train.read_rows([path])
+    rows = sweep.read_rows([path])
     return sorted((r["model"], r["T"], r["seed"], r["m"], r["test_acc"]) for r in rows)
 
 
@@ -542,8 +543,11 @@ def test_checkpoint_refuses_bad_files(tmp_path):
 
 def run_cli(capsys, *argv):
     capsys.readouterr()
+    main = train.main
+    if argv and argv[0] in ("sweep", "bench"):
+        main, argv = sweep.main, argv[1:] if argv[0] == "sweep" else argv
     try:
-        code = train.main(list(argv))
+        code = main(list(argv))
     except SystemExit as e:
         code = e.code
     out, err = capsys.readouterr()
@@ -587,10 +591,10 @@ def _bad_values(action):
     t = action.type
     if t is None or action.nargs == 0:
         return []
-    name = getattr(t, "__name__", "")
-    if name == "parse":                           # int_at_least(lo)
+    name, allowed = getattr(t, "__name__", ""), getattr(t, "allowed", "")
+    if allowed.startswith("an integer"):          # train.integer(lo)
         return ["abc", "1.5", "-1", ""]
-    if name in ("positive_float", "nonneg_float"):
+    if allowed.startswith("a finite number"):     # train.number(lo)
         return ["abc", "-1", "nan", "inf"]
     if name == "int_list":
         return ["abc", "0", "5,-3", ""]
@@ -604,8 +608,8 @@ def _bad_values(action):
 @pytest.mark.parametrize("command", ["train", "sweep", "bench"])
 def test_every_option_refuses_bad_values_in_one_line(command, capsys, tmp_path):
     """Walk every option of every command: a bad value gives exit 2 and one line on stderr."""
-    parser = {"train": train.train_parser, "sweep": train.sweep_parser,
-              "bench": train.bench_parser}[command]()
+    parser = {"train": train.train_parser, "sweep": sweep.sweep_parser,
+              "bench": sweep.bench_parser}[command]()
     prefix = [] if command == "train" else [command]
     tried = 0
     for action in parser._actions:
