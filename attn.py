@@ -77,22 +77,28 @@ def init_params(cfg, rng, std=0.02):
     y = x @ W + b, heads are consecutive blocks of d/heads columns); W_1 [d, mlp], W_2 [mlp, d];
     readout w [d], b [1].
     """
-    T, d, k, dt = cfg["T"], cfg["d"], cfg["mlp"], np.dtype(cfg["dtype"])
-
-    def normal(*shape):
-        return (std * rng.standard_normal(shape)).astype(dt)
-
-    p = dict(E_tok=normal(VOCAB, d), E_pos=normal(T, d), cls=normal(d))
-    for name in "QKVO":
-        p["W_" + name], p["b_" + name] = normal(d, d), np.zeros(d, dt)
-    if k:
-        p.update(W_1=normal(d, k), b_1=np.zeros(k, dt), W_2=normal(k, d), b_2=np.zeros(d, dt))
-    lns = ("ln1", "ln2", "lnf") if k else ("ln1", "lnf")
-    if cfg["ln"]:
-        for ln in lns:
-            p[ln + "_g"], p[ln + "_b"] = np.ones(d, dt), np.zeros(d, dt)
-    p.update(w=normal(d), b=np.zeros(1, dt))
+    dt = np.dtype(cfg["dtype"])
+    p = {}
+    for name, (shape, kind) in param_shapes(cfg).items():
+        p[name] = ((std * rng.standard_normal(shape)).astype(dt) if kind == "normal"
+                   else np.full(shape, 1.0 if kind == "one" else 0.0, dt))
     return p
+
+
+def param_shapes(cfg):
+    """{name: (shape, init kind)} of the model's parameters, in init order: the one list of them."""
+    T, d, k = cfg["T"], cfg["d"], cfg["mlp"]
+    shapes = dict(E_tok=((VOCAB, d), "normal"), E_pos=((T, d), "normal"), cls=((d,), "normal"))
+    for name in "QKVO":
+        shapes["W_" + name], shapes["b_" + name] = ((d, d), "normal"), ((d,), "zero")
+    if k:
+        shapes.update(W_1=((d, k), "normal"), b_1=((k,), "zero"), W_2=((k, d), "normal"),
+                      b_2=((d,), "zero"))
+    if cfg["ln"]:
+        for ln in ("ln1", "ln2", "lnf") if k else ("ln1", "lnf"):
+            shapes[ln + "_g"], shapes[ln + "_b"] = ((d,), "one"), ((d,), "zero")
+    shapes.update(w=((d,), "normal"), b=((1,), "zero"))
+    return shapes
 
 
 # ----------------------------------------------------------------------------------------------
@@ -128,10 +134,17 @@ def layernorm_forward(x, g, b):  # [..., d] -> [..., d]
     return xhat * g + b, (xhat, rstd, g)
 
 
-def layernorm_backward(dy, cache):
+def sum_to(a, shape):
+    """Sum `a` down to `shape`, the shape it was broadcast from (the backward of broadcasting)."""
+    lead = a.ndim - len(shape)
+    a = a.sum(tuple(range(lead))) if lead else a
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and a.shape[i] != 1)
+    return a.sum(axes, keepdims=True) if axes else a
+
+
+def layernorm_backward(dy, cache):  # -> dx [..., d], dg and db of g's and b's shape
     xhat, rstd, g = cache
-    lead = tuple(range(dy.ndim - 1))
-    dg, db = (dy * xhat).sum(lead), dy.sum(lead)
+    dg, db = sum_to(dy * xhat, g.shape), sum_to(dy, g.shape)
     dxhat = dy * g                                       # forward: y = xhat * g + b
     dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True)   # forward: xhat = (x - mu) * rstd
                  - xhat * (dxhat * xhat).mean(-1, keepdims=True))
@@ -142,12 +155,21 @@ def layernorm_backward(dy, cache):
 # affine map, batched over any leading axes (reshaped to 2-D: one BLAS call)
 
 def linear_forward(x, W, b):  # [..., n], [n, k], [k] -> [..., k]
+    """y = x @ W + b. A stack of R runs: x [R, ..., n], W [R, n, k], b [R, k] (one product per run)."""
+    if W.ndim == 3:
+        y = x.reshape(W.shape[0], -1, x.shape[-1]) @ W + b[:, None, :]
+        return y.reshape(x.shape[:-1] + (W.shape[-1],)), (x, W)
     y = x.reshape(-1, x.shape[-1]) @ W + b
     return y.reshape(x.shape[:-1] + (W.shape[1],)), (x, W)
 
 
-def linear_backward(dy, cache, need_dx=True):
+def linear_backward(dy, cache, need_dx=True):  # -> dx, dW, db
     x, W = cache
+    if W.ndim == 3:
+        R = W.shape[0]
+        x3, dy3 = x.reshape(R, -1, x.shape[-1]), dy.reshape(R, -1, dy.shape[-1])
+        dx = (dy3 @ W.transpose(0, 2, 1)).reshape(x.shape) if need_dx else None
+        return dx, x3.transpose(0, 2, 1) @ dy3, dy3.sum(1)
     x2, dy2 = x.reshape(-1, x.shape[-1]), dy.reshape(-1, dy.shape[-1])
     dx = (dy2 @ W.T).reshape(x.shape) if need_dx else None
     return dx, x2.T @ dy2, dy2.sum(0)
@@ -293,15 +315,18 @@ def mlp_backward(dy, cache, need_dx=True):
 # ----------------------------------------------------------------------------------------------
 # logistic loss on labels y in {0, 1}, from logits, stably: mean(softplus(z) - y z)
 
-def logistic_forward(z, y):  # [B], [B] -> scalar
+def logistic_forward(z, y, weights=None):  # [..., B], [..., B] -> [...]
+    """Mean over the last axis, or sum(weights * loss) when per-sample weights are given (a stack
+    of runs gives its padding samples weight 0 and the others 1/m)."""
     loss = np.maximum(z, 0) - y * z + np.log1p(np.exp(-np.abs(z)))
-    return loss.mean(), (z, y)
+    w = 1.0 / z.shape[-1] if weights is None else weights
+    return (loss * w).sum(-1), (z, y, w)
 
 
 def logistic_backward(dloss, cache):
-    z, y = cache
+    z, y, w = cache
     sig = 0.5 * (1.0 + np.tanh(0.5 * z))  # sigmoid without overflow
-    return dloss * (sig - y) / z.shape[0]
+    return dloss * w * (sig - y)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -312,15 +337,23 @@ PATHS = ("fast", "cls", "full")
 
 
 def _ln_fwd(p, cfg, name, x):
+    """LayerNorm `name` of p on x, or the identity when cfg["ln"] is off. In a stack of runs the
+    gain is [R, d] and x is [R, n, d]: the gain broadcasts as [R, 1, d]."""
     if not cfg["ln"]:
         return x, None
-    return layernorm_forward(x, p[name + "_g"], p[name + "_b"])
+    g, b = p[name + "_g"], p[name + "_b"]
+    if g.ndim == 2:
+        g, b = g[:, None, :], b[:, None, :]
+    return layernorm_forward(x, g, b)
 
 
-def _ln_bwd(grads, cfg, name, dy, cache):
+def _ln_bwd(grads, cfg, name, dy, cache, stacked=False):
     if not cfg["ln"]:
         return dy
-    dx, grads[name + "_g"], grads[name + "_b"] = layernorm_backward(dy, cache)
+    dx, dg, db = layernorm_backward(dy, cache)
+    if stacked:                                     # [R, 1, d] -> [R, d]
+        dg, db = dg[:, 0], db[:, 0]
+    grads[name + "_g"], grads[name + "_b"] = dg, db
     return dx
 
 
@@ -332,40 +365,61 @@ def physical_memory():
         return 8 << 30
 
 
-def activation_bytes(cfg, B, path):
+def activation_bytes(cfg, B, path, R=1):
     """Rough peak bytes of the activations (forward caches plus backward) of one batch."""
     T, d, H = cfg["T"], cfg["d"], cfg["heads"]
     item = np.dtype(cfg["dtype"]).itemsize
     if path == "fast":
-        n = B * T + 12 * (2 * T + 1) * d + 8 * B * (d + H + max(cfg["mlp"], 1))
+        n = 3 * B * T + 12 * (2 * T + 1) * (d + H) + 8 * B * (d + H + max(cfg["mlp"], 1))
     else:
         n = 12 * B * (T + 1) * d + 4 * B * H * (T + 1)
         if path == "full":
             n += 4 * B * H * (T + 1) ** 2
-    return n * item
+    return R * n * item
+
+
+def check_params(p, cfg, runs=None):
+    """ValueError unless p has exactly the parameters of cfg, with their shapes and dtype (with a
+    leading axis of `runs` for a stack of runs)."""
+    want = param_shapes(cfg)
+    if not isinstance(p, dict) or set(p) != set(want):
+        have = set(p) if isinstance(p, dict) else set()
+        raise ValueError(f"params do not match cfg (mlp={cfg['mlp']}, ln={cfg['ln']}): missing "
+                         f"{sorted(set(want) - have)}, unexpected {sorted(have - set(want))}")
+    lead = () if runs is None else (runs,)
+    for k, (shape, _) in want.items():
+        v = p[k]
+        if not isinstance(v, np.ndarray) or v.shape != lead + shape:
+            raise ValueError(f"param {k} has shape {getattr(v, 'shape', None)}, but cfg (T="
+                             f"{cfg['T']}, d={cfg['d']}, mlp={cfg['mlp']}) needs {lead + shape}")
+        if v.dtype != np.dtype(cfg["dtype"]):
+            raise ValueError(f"param {k} is {v.dtype}, but cfg has dtype {cfg['dtype']}")
 
 
 def _check_inputs(p, cfg, X, path="fast"):
-    if not isinstance(X, np.ndarray) or X.ndim != 2:
-        raise ValueError(f"X must be a 2-D array [batch, T] of bits, got {type(X).__name__} "
-                         f"with shape {getattr(X, 'shape', None)}")
-    if p["E_pos"].shape[0] != cfg["T"]:
-        raise ValueError(f"params have {p['E_pos'].shape[0]} positions (E_pos) but cfg has "
-                         f"T={cfg['T']}")
-    if X.shape[1] != cfg["T"]:
-        raise ValueError(f"X has T={X.shape[1]} columns but the model has T={cfg['T']}")
-    if X.shape[0] < 1:
+    """X [B, T] bits for one run, or [R, B, T] for a stack of R runs (path "fast" only)."""
+    if not isinstance(X, np.ndarray) or X.ndim not in (2, 3):
+        raise ValueError(f"X must be an array [batch, T] of bits (or [runs, batch, T] on path "
+                         f"'fast'), got {type(X).__name__} with shape {getattr(X, 'shape', None)}")
+    if X.ndim == 3 and path != "fast":
+        raise ValueError(f"a stack of runs (X of shape {X.shape}) runs on path 'fast' only, "
+                         f"got path {path!r}")
+    R = X.shape[0] if X.ndim == 3 else 1
+    need, limit = activation_bytes(cfg, X.shape[-2], path, R), 0.5 * physical_memory()
+    if need > limit:
+        raise ValueError(f"T={cfg['T']} with a batch of {X.shape[-2]} (x {R} runs) needs about "
+                         f"{need / 2**30:.1f} GiB of activations on path {path!r}; this machine "
+                         f"allows {limit / 2**30:.1f} GiB: use a smaller batch or T"
+                         + (", or path='fast'" if path != "fast" else ""))
+    check_params(p, cfg, X.shape[0] if X.ndim == 3 else None)
+    if X.shape[-1] != cfg["T"]:
+        raise ValueError(f"X has T={X.shape[-1]} columns but the model has T={cfg['T']}")
+    if X.shape[-2] < 1:
         raise ValueError("X must hold at least one example")
     if X.dtype != np.bool_:
         bad = (X != 0) & (X != 1)
         if bad.any():
             raise ValueError(f"X must hold bits 0 and 1 only, got {X[bad].flat[0].item()!r}")
-    need, limit = activation_bytes(cfg, X.shape[0], path), 0.5 * physical_memory()
-    if need > limit:
-        raise ValueError(f"T={cfg['T']} with a batch of {X.shape[0]} needs about "
-                         f"{need / 2**30:.1f} GiB of activations on path {path!r}; this machine "
-                         f"allows {limit / 2**30:.1f} GiB: use a smaller batch or T"
-                         + (", or path='fast'" if path != "fast" else ""))
 
 
 def plain_attention_forward(p, cfg, X, path="cls"):
@@ -398,22 +452,30 @@ def plain_attention_backward(dattn, p, cfg, cache):
 
 
 def model_forward(p, cfg, X, path="fast"):
-    """Logits [B] of the experiment's model on bit strings X [B, T]; returns (logits, cache)."""
+    """Logits [B] of the experiment's model on bit strings X [B, T]; returns (logits, cache).
+
+    On path "fast", a stack of R runs trains as one: every parameter with a leading run axis
+    [R, ...], X [R, B, T] -> logits [R, B]; each run's numbers are those of the run alone. One
+    run on the fast path is a stack of one."""
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     _check_inputs(p, cfg, X, path)
-    c = {}
+    if path == "fast" and X.ndim == 2:                               # a stack of one
+        z, cache = model_forward({k: v[None] for k, v in p.items()}, cfg, X[None], "fast")
+        return z[0], dict(cache, single=True)
+    c = dict(stacked=X.ndim == 3)
     if path == "fast":
         attn, c["attn"] = fast_attention_forward(p, cfg, X)
     else:
         attn, c["attn"] = plain_attention_forward(p, cfg, X, path)
-    h = p["cls"] + attn                                              # residual at [CLS]
+    cls = p["cls"][:, None, :] if c["stacked"] else p["cls"]
+    h = cls + attn                                                   # residual at [CLS]
     if cfg["mlp"]:
         hn, c["ln2"] = _ln_fwd(p, cfg, "ln2", h)
         m, c["mlp"] = mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
         h = h + m                                                    # residual
     f, c["lnf"] = _ln_fwd(p, cfg, "lnf", h)
-    z = f @ p["w"] + p["b"][0]                                       # readout at [CLS]
+    z = (f @ p["w"][..., :, None])[..., 0] + p["b"][..., :1]         # readout at [CLS]
     c["f"] = f
     return z, c
 
@@ -421,16 +483,23 @@ def model_forward(p, cfg, X, path="fast"):
 def model_backward(dz, p, cfg, cache):
     """Gradients of sum(dz * logits) for every parameter: a dict with the keys of p.
     One backward per forward call of model_forward, in reverse order."""
+    if cache.get("single"):
+        g = model_backward(dz[None], {k: v[None] for k, v in p.items()}, cfg,
+                           dict(cache, single=False))
+        return {k: v[0] for k, v in g.items()}
+    st = cache["stacked"]
     g = {}
-    g["w"], g["b"] = cache["f"].T @ dz, np.atleast_1d(dz.sum())      # z = f @ w + b
-    dh = _ln_bwd(g, cfg, "lnf", np.outer(dz, p["w"]), cache["lnf"])  # f = LNf(h)
+    g["w"] = (dz[..., None, :] @ cache["f"])[..., 0, :]              # z = f @ w + b
+    g["b"] = dz.sum(-1)[..., None]
+    dh = _ln_bwd(g, cfg, "lnf", dz[..., None] * p["w"][..., None, :], cache["lnf"], st)
     if cfg["mlp"]:                                                   # h = h + MLP(LN2(h))
         dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dh, cache["mlp"])
-        dh = dh + _ln_bwd(g, cfg, "ln2", dhn, cache["ln2"])
+        dh = dh + _ln_bwd(g, cfg, "ln2", dhn, cache["ln2"], st)
     c_att = cache["attn"]                                            # h = cls + attn
-    backward = fast_attention_backward if c_att["path"] == "fast" else plain_attention_backward
+    backward = {"fast": fast_attention_backward, "stack-of-cls": stack_attention_backward}.get(
+        c_att["path"], plain_attention_backward)
     g.update(backward(dh, p, cfg, c_att))
-    g["cls"] = g["cls"] + dh.sum(0)
+    g["cls"] = g["cls"] + dh.sum(-2)
     return g
 
 
@@ -440,8 +509,15 @@ def model_backward(dz, p, cfg, cache):
 SAFE_EXP = {np.dtype("float32"): 60.0, np.dtype("float64"): 600.0}
 
 
+def two_versions(X, dtype):  # [R, B, T] bits -> [R, B, 2T]: [1 - X, X]
+    """Which version of each position a sample holds: column t is bit 0, column T + t bit 1."""
+    Xf = X.astype(dtype, copy=False)
+    return np.concatenate([1 - Xf, Xf], axis=-1)
+
+
 def fast_attention_forward(p, cfg, X):
-    """Attn(LN1(X))[CLS] for a batch, in O(B T (H + d)) instead of O(B T d^2).  -> [B, d].
+    """Attn(LN1(X))[CLS] for a stack of R runs, in O(B T (H + d)) instead of O(B T d^2).
+    p: every parameter with a leading run axis; X [R, B, T] -> [R, B, d].
 
     Before LN1, position t holds E_tok[0] + E_pos[t] or E_tok[1] + E_pos[t]; the [CLS] row is the
     same for every sample. So per head the scores exist in two versions, s0[t] and s1[t], and
@@ -452,81 +528,113 @@ def fast_attention_forward(p, cfg, X):
     Every term of Z is positive, so nothing cancels (writing Z with e1 - e0 would lose all
     precision when one version's weight is huge). M = max(s_c, max_t min(s0[t], s1[t])) is a
     lower bound on every sample's max score, so Z >= 1. If some score exceeds M by more than
-    SAFE_EXP (exp could overflow), fall back to path "cls". The keys meet only the one query, so
-    the scores are rn @ (W_K q) per head: no [2T+1, d] key matrix is formed.
+    SAFE_EXP (exp could overflow), fall back to path "cls", run by run. The keys meet only the
+    one query, so the scores are rn @ (W_K q) per head: no [2T+1, d] key matrix is formed.
     """
-    T, d, H = cfg["T"], cfg["d"], cfg["heads"]
+    R, B, T = X.shape
+    d, H = cfg["d"], cfg["heads"]
     e = d // H
-    dt = p["E_pos"].dtype
-    rows = np.concatenate([(p["E_tok"][:, None, :] + p["E_pos"]).reshape(2 * T, d),
-                           p["cls"][None]])                           # [2T+1, d]: v0 | v1 | cls
+    rows = np.empty((R, 2 * T + 1, d), p["E_pos"].dtype)            # v0 rows | v1 rows | cls
+    rows[:, :2 * T] = (p["E_tok"][:, :, None, :] + p["E_pos"][:, None]).reshape(R, 2 * T, d)
+    rows[:, 2 * T] = p["cls"]
     rn, c_ln1 = _ln_fwd(p, cfg, "ln1", rows)
-    q, c_q = linear_forward(rn[-1:], p["W_Q"], p["b_Q"])              # [1, d]
-    qh = q.reshape(H, e)
+    q, c_q = linear_forward(rn[:, -1:], p["W_Q"], p["b_Q"])          # [R, 1, d]
+    qh = q.reshape(R, H, e)
     # the keys are only ever dotted with the one query: fold it in, s = rn @ u + c  (no K)
-    u = np.einsum("dhe,he->dh", p["W_K"].reshape(d, H, e), qh)       # [d, H]: W_K q per head
+    u = np.einsum("rdhe,rhe->rdh", p["W_K"].reshape(R, d, H, e), qh)  # [R, d, H]: W_K q per head
     scale = e ** -0.5
-    s = (rn @ u + (p["b_K"].reshape(H, e) * qh).sum(-1)) * scale     # [2T+1, H]
-    V, c_v = linear_forward(rn, p["W_V"], p["b_V"])
-    Vh = V.reshape(-1, H, e)
-    M = np.maximum(np.minimum(s[:T], s[T:2 * T]).max(0), s[2 * T])   # [H]
-    if (s - M).max() > SAFE_EXP[dt]:
-        return plain_attention_forward(p, cfg, X, "cls")
-    E = np.exp(s - M)                                                 # [2T+1, H]
-    EV = E[:, :, None] * Vh                                           # [2T+1, H, e]
-    Xf = X.astype(dt, copy=False)
-    Xb = np.concatenate([1 - Xf, Xf], axis=1)                         # [B, 2T]: which version
-    ZN = Xb @ np.concatenate([E[:2 * T], EV[:2 * T].reshape(2 * T, d)], axis=1)  # [B, H + d]
-    Z = ZN[:, :H] + E[2 * T]                                          # [B, H]
-    N = ZN[:, H:].reshape(-1, H, e) + EV[2 * T]                       # [B, H, e]
-    o = (N / Z[..., None]).reshape(-1, d)
+    s = (rn @ u + (p["b_K"].reshape(R, H, e) * qh).sum(-1)[:, None]) * scale  # [R, 2T+1, H]
+    M = np.maximum(np.minimum(s[:, :T], s[:, T:2 * T]).max(1), s[:, 2 * T])   # [R, H]
+    s -= M[:, None]
+    if s.max() > SAFE_EXP[s.dtype]:
+        return stack_attention_forward(p, cfg, X)
+    V, c_v = linear_forward(rn, p["W_V"], p["b_V"])                   # [R, 2T+1, d]
+    Vh = V.reshape(R, -1, H, e)
+    EEV = np.empty((R, 2 * T + 1, H + d), s.dtype)                    # [E | E * V] per row
+    E = np.exp(s, out=EEV[..., :H])
+    np.multiply(E[..., None], Vh, out=EEV[..., H:].reshape(R, -1, H, e))
+    Xb = two_versions(X, s.dtype)                                     # [R, B, 2T]
+    ZN = Xb @ EEV[:, :2 * T]                                          # [R, B, H + d]
+    ZN += EEV[:, 2 * T:]                                              # the [CLS] row, every sample
+    Z = ZN[..., :H]                                                   # [R, B, H]
+    o = (ZN[..., H:].reshape(R, B, H, e) / Z[..., None]).reshape(R, B, d)
     y, c_o = linear_forward(o, p["W_O"], p["b_O"])
     return y, dict(path="fast", Xb=Xb, ln1=c_ln1, c_q=c_q, rn=rn, u=u, c_v=c_v, c_o=c_o, qh=qh,
                    Vh=Vh, E=E, Z=Z, o=o, scale=scale)
 
 
 def fast_attention_backward(dy, p, cfg, cache):
-    """Backward of fast_attention_forward: {E_tok, E_pos, cls, ln1_g, ln1_b, W_Q, ..., b_O}.
-    (A fallback's cache says path "cls"; model_backward sends it to plain_attention_backward.)"""
+    """Backward of fast_attention_forward: {E_tok, E_pos, cls, ln1_g, ln1_b, W_Q, ..., b_O}, each
+    with the leading run axis."""
     Xb, c_ln1, c_q, rn, u, c_v, c_o, qh, Vh, E, Z, o, scale = (cache[k] for k in (
         "Xb", "ln1", "c_q", "rn", "u", "c_v", "c_o", "qh", "Vh", "E", "Z", "o", "scale"))
-    T, d, H = cfg["T"], cfg["d"], cfg["heads"]
+    R, B, twoT = Xb.shape
+    T, d, H = twoT // 2, cfg["d"], cfg["heads"]
     e = d // H
     g = {}
     do, g["W_O"], g["b_O"] = linear_backward(dy, c_o)
-    do, o = do.reshape(-1, H, e), o.reshape(-1, H, e)
-    dN = do / Z[..., None]                                            # forward: o = N / Z
-    dZ = -(do * o).sum(-1) / Z
-    dP = Xb.T @ np.concatenate([dZ, dN.reshape(-1, d)], axis=1)       # [2T, H + d], one matmul
-    dE = np.concatenate([dP[:, :H], dZ.sum(0)[None]])                 # forward: Z = Xb @ E + E_c
-    dEV = np.concatenate([dP[:, H:].reshape(2 * T, H, e), dN.sum(0)[None]])  # N = Xb @ EV + ..
-    dE += (dEV * Vh).sum(-1)                                          # forward: EV = E * V
-    dVh = dEV * E[:, :, None]
+    do, o = do.reshape(R, B, H, e), o.reshape(R, B, H, e)
+    dZN = np.empty((R, B, H + d), do.dtype)                           # forward: o = N / Z
+    np.divide(do, Z[..., None], out=dZN[..., H:].reshape(R, B, H, e))
+    dZN[..., :H] = -(dZN[..., H:].reshape(R, B, H, e) * o).sum(-1)
+    dEEV = np.empty((R, 2 * T + 1, H + d), do.dtype)   # forward: ZN = Xb @ EEV[:2T] + EEV[2T]
+    np.matmul(Xb.transpose(0, 2, 1), dZN, out=dEEV[:, :2 * T])
+    dEEV[:, 2 * T] = dZN.sum(1)
+    dEV = dEEV[..., H:].reshape(R, -1, H, e)
+    dE = dEEV[..., :H] + (dEV * Vh).sum(-1)                           # forward: EV = E * V
+    dVh = dEV * E[..., None]
     ds = dE * E * scale                      # forward: E = exp(s - M), M a constant shift
-    du = rn.T @ ds                           # forward: s = (rn @ u + b_K . q) * scale
-    dc = ds.sum(0)                           # [H]
-    g["W_K"] = (du[:, :, None] * qh).reshape(d, d)             # forward: u = W_K q per head
-    g["b_K"] = (dc[:, None] * qh).reshape(d)
-    dqh = (np.einsum("dhe,dh->he", p["W_K"].reshape(d, H, e), du)
-           + p["b_K"].reshape(H, e) * dc[:, None])
-    drn, g["W_V"], g["b_V"] = linear_backward(dVh.reshape(-1, d), c_v)
-    drn += ds @ u.T
-    drn_q, g["W_Q"], g["b_Q"] = linear_backward(dqh.reshape(1, d), c_q)
-    drn[-1] += drn_q[0]
-    drows = _ln_bwd(g, cfg, "ln1", drn, c_ln1)
-    dP = drows[:2 * T].reshape(2, T, d)
-    g["E_tok"], g["E_pos"], g["cls"] = dP.sum(1), dP.sum(0), drows[-1]
+    du = rn.transpose(0, 2, 1) @ ds          # forward: s = (rn @ u + b_K . q) * scale
+    dc = ds.sum(1)                           # [R, H]
+    g["W_K"] = (du[..., None] * qh[:, None]).reshape(R, d, d)  # forward: u = W_K q per head
+    g["b_K"] = (dc[..., None] * qh).reshape(R, d)
+    dqh = (np.einsum("rdhe,rdh->rhe", p["W_K"].reshape(R, d, H, e), du)
+           + p["b_K"].reshape(R, H, e) * dc[..., None])
+    drn, g["W_V"], g["b_V"] = linear_backward(dVh.reshape(R, -1, d), c_v)
+    drn += ds @ u.transpose(0, 2, 1)
+    drn_q, g["W_Q"], g["b_Q"] = linear_backward(dqh.reshape(R, 1, d), c_q)
+    drn[:, -1:] += drn_q
+    drows = _ln_bwd(g, cfg, "ln1", drn, c_ln1, stacked=True)
+    dP = drows[:, :2 * T].reshape(R, 2, T, d)
+    g["E_tok"], g["E_pos"], g["cls"] = dP.sum(2), dP.sum(1), drows[:, 2 * T]
     return g
+
+
+def stack_attention_forward(p, cfg, X):
+    """The fast path's exact fallback for a stack: path "cls" run by run. -> [R, B, d]."""
+    outs, caches = zip(*(plain_attention_forward({k: v[r] for k, v in p.items()}, cfg, X[r], "cls")
+                         for r in range(X.shape[0])))
+    return np.stack(outs), dict(path="stack-of-cls", runs=caches)
+
+
+def stack_attention_backward(dy, p, cfg, cache):
+    grads = [plain_attention_backward(dy[r], {k: v[r] for k, v in p.items()}, cfg, c)
+             for r, c in enumerate(cache["runs"])]
+    return {k: np.stack([g[k] for g in grads]) for k in grads[0]}
 
 
 # ----------------------------------------------------------------------------------------------
 # readable helpers for training and inspection
 
-def loss_and_grads(p, cfg, X, y, path="fast"):
-    """Mean logistic loss, its gradient dict, and the logits [B]."""
+def loss_and_grads(p, cfg, X, y, path="fast", weights=None):
+    """Mean logistic loss, its gradient dict, and the logits [B]. For a stack of runs (X [R, B, T],
+    y [R, B]): each run's loss [R] (sum(weights * loss) per run when weights [R, B] are given),
+    and each run's gradients (of its own loss)."""
+    y = _check_labels(y, X.shape[:-1])
     z, cache = model_forward(p, cfg, X, path)
-    loss, c_loss = logistic_forward(z, y.astype(z.dtype, copy=False))
+    loss, c_loss = logistic_forward(z, y.astype(z.dtype, copy=False), weights)
     return loss, model_backward(logistic_backward(1.0, c_loss), p, cfg, cache), z
+
+
+def _check_labels(y, shape):
+    """y as an array of `shape` holding labels 0 and 1 only, or ValueError naming what is wrong."""
+    y = np.asarray(y)
+    if y.shape != shape:
+        raise ValueError(f"y must have shape {shape} (one label per example), got {y.shape}")
+    bad = ~((y == 0) | (y == 1))
+    if bad.any():
+        raise ValueError(f"y must hold labels 0 and 1 only, got {y[bad].flat[0].item()!r}")
+    return y
 
 
 def cls_attention_mean(p, cfg, X):
@@ -536,10 +644,10 @@ def cls_attention_mean(p, cfg, X):
     its bit there is v, so the mean over samples is E0 * ((1 - X)^T @ 1/Z) + E1 * (X^T @ 1/Z).
     """
     _check_inputs(p, cfg, X)
-    _, cache = fast_attention_forward(p, cfg, X)
+    _, cache = fast_attention_forward({k: v[None] for k, v in p.items()}, cfg, X[None])
     if cache["path"] != "fast":                         # the fallback already holds the weights
-        return cache["attn"]["A"].mean(axis=(0, 1))
-    Xb, E, Z = cache["Xb"], cache["E"], cache["Z"]
+        return cache["runs"][0]["attn"]["A"].mean(axis=(0, 1))
+    Xb, E, Z = cache["Xb"][0], cache["E"][0], cache["Z"][0]
     T, B = cfg["T"], X.shape[0]
     W = E[:2 * T] * (Xb.T @ (1.0 / Z))                                # [2T, H]: v0 rows, v1 rows
     A = np.concatenate([W[:T] + W[T:], E[2 * T:] * (1.0 / Z).sum(0)])  # [T+1, H]

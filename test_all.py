@@ -235,7 +235,7 @@ def test_fast_path_fallback_on_huge_scores(dtype):
     X = np.random.default_rng(10).integers(0, 2, (5, 9))
     z_full, c_full = attn.model_forward(p, cfg, X, "full")
     z_fast, c_fast = attn.model_forward(p, cfg, X, "fast")
-    assert c_fast["attn"]["path"] == "cls"                      # the fallback was taken
+    assert c_fast["attn"]["path"] == "stack-of-cls"                    # the fallback was taken
     tol = 1e-12 if dtype == "float64" else 1e-5
     assert np.all(np.isfinite(z_fast)) and rel_error(z_fast, z_full) < tol
     dz = np.linspace(-1, 1, 5).astype(dtype)
@@ -640,8 +640,8 @@ def test_every_option_refuses_bad_values_in_one_line(command, capsys, tmp_path):
 def test_public_functions_raise_valueerror():
     cfg = attn.default_config(T=4, d=4, heads=1)
     p = attn.init_params(cfg, np.random.default_rng(0))
-    for X, msg in [([[0, 1, 0, 1]], "2-D array"), (np.zeros((0, 4), np.uint8), "at least one"),
-                   (np.zeros(4, np.uint8), "2-D array")]:
+    for X, msg in [([[0, 1, 0, 1]], r"array \[batch, T\]"), (np.zeros((0, 4), np.uint8),
+                   "at least one"), (np.zeros(4, np.uint8), r"array \[batch, T\]")]:
         with pytest.raises(ValueError, match=msg):
             attn.model_forward(p, cfg, X)
     for bad in (2, -1, 0.5):
@@ -809,7 +809,7 @@ def test_lse_gradient_is_attention():
     assert g["grad_norm"] > 0.1                                # not 0 against 0
     K, q = np.random.default_rng(1).standard_normal((5, 3)), np.ones(3)
     fd = theory.numerical_gradient(lambda x: theory.lse(K @ x, 2.0), q)
-    assert theory.rel_err(theory.lse_grad(K, q, 1.0), fd) > 1e-3   # a wrong beta is caught
+    assert theory.rel_error(theory.lse_grad(K, q, 1.0), fd) > 1e-3   # a wrong beta is caught
 
 
 def test_lse_hessian_is_beta_covariance_and_psd():

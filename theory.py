@@ -1,8 +1,9 @@
 """theory.py: the theory behind the project, as checks that run on the project's own model.
 
     python theory.py        prints one report (under a minute on 2 cores)
+    python theory.py -h     prints the usage and exits (theory.py has no other option)
 
-Papers (see ../shared/PAPER.md for the team's summary):
+Papers (the README's section 'What this reproduction rests on' says what we had of each):
   [E] Edelman, Goel, Kakade, Zhang. Inductive Biases and Variable Creation in Self-Attention
       Mechanisms. ICML 2022, arXiv:2110.10090.  Sections 3 (capacity) and 4 (sparse variables).
   [S] Shim. A Probabilistic Interpretation of Transformers. arXiv:2205.01080, 2022. Only its
@@ -21,11 +22,13 @@ layernorm_forward, attention_cls_forward, self_attention_forward), so the theory
 same model that train.py trains. Row convention throughout, as in attn.py: y = x @ W + b.
 
 The file reads top to bottom:
+  0. the project's numerical helpers (numerical_gradient, numerical_jacobian, rel_error,
+     fit_line); test_all.py and sweep.py import them from here.
   1. capacity (Edelman Section 3): softmax's l_inf -> l_1 Lipschitz constant, norm measures of a
      parameter dict, the covering-number / generalization bound in its *reconstructed* shape.
   2. sparse variable creation (Edelman Section 4): hand-built weights for attn.py's single-head
      model that compute s-sparse AND, OR, parity, majority and any s-junta exactly.
-  3. the probabilistic reading (PAPER.md Section 6): log-sum-exp gradient = attention, Hessian =
+  3. the probabilistic reading (Shim 2022): log-sum-exp gradient = attention, Hessian =
      covariance, tied residual attention expands, LayerNorm contracts, InfoNCE's gradient.
   4. an algorithmic baseline: Gaussian elimination over GF(2) learns sparse parity from ~T samples.
   5. the report.
@@ -93,6 +96,90 @@ def require(ok, what):
 
 
 # ==============================================================================================
+# 0. NUMERICAL HELPERS: the project's one copy of each; the other files import them from here
+# ==============================================================================================
+#
+# numerical_gradient / numerical_jacobian: central differences at an array of any shape, moved in
+# place one element at a time and restored, so f may read x through a closure (a parameter dict)
+# as well as through its argument. rel_error: the relative error every check in the project uses.
+# fit_line: the least-squares line behind every fitted trend the report prints.
+
+def _central_differences(f, x, h):  # -> [x.size] list of (f(x + h e_i) - f(x - h e_i)) / 2h
+    if not isinstance(x, np.ndarray) or x.dtype != np.float64:
+        got = f"dtype {x.dtype}" if isinstance(x, np.ndarray) else type(x).__name__
+        raise ValueError(f"x must be a float64 numpy array (it is moved in place), got {got}")
+    if not x.flags.writeable:
+        raise ValueError("x must be a writeable array (it is moved in place), got a read-only one")
+    h = _pos_arg("h", h)
+    diffs = []
+    for i in np.ndindex(x.shape):
+        old = x[i]
+        try:
+            x[i] = old + h
+            up, f_up = x[i], np.array(f(x), np.float64)          # copies: f may return a view
+            x[i] = old - h
+            down, f_down = x[i], np.array(f(x), np.float64)
+        finally:
+            x[i] = old                                           # restored even when f raises
+        diffs.append((f_up - f_down) / (up - down))              # the step x really took
+    return diffs
+
+
+def numerical_gradient(f, x, h=1e-6):  # f: x -> scalar, x [...] float64 -> [...] float64
+    """Central differences of the scalar f at x: g[i] = (f(x + h e_i) - f(x - h e_i)) / 2h.
+
+    f is called as f(x) with x itself, moved in place one element at a time and restored
+    afterwards (also if f raises); a closure that reads x elsewhere can ignore its argument
+    (lambda _: loss()). x: a writeable float64 ndarray of any shape. Returns x's shape, float64.
+    Error: O(h^2) from truncation plus O(2.2e-16 |f| / h) from rounding.
+    """
+    diffs = _central_differences(f, x, h)
+    if diffs and diffs[0].ndim != 0:
+        raise ValueError(f"f must return a scalar, got shape {diffs[0].shape}; "
+                         "use numerical_jacobian for array outputs")
+    return np.array(diffs, np.float64).reshape(x.shape)
+
+
+def numerical_jacobian(f, x, h=1e-6):  # f: x [...] -> y [k...]; -> [k..., ...] float64
+    """Central differences of an array-valued f at x: J[j..., i...] = d f(x)[j...] / d x[i...].
+
+    Same loop and conventions as numerical_gradient; for f: [d] -> [k] the result is [k, d].
+    """
+    diffs = _central_differences(f, x, h)
+    if not diffs:
+        raise ValueError(f"x must have at least one element, got shape {x.shape}")
+    return np.stack(diffs, axis=-1).reshape(diffs[0].shape + x.shape)
+
+
+def rel_error(a, b):  # [...], [...] same shape -> float
+    """||a - b||_2 / max(||a||_2, ||b||_2, 1e-300), the L2 norm over all entries.
+
+    0 when a == b, 1 when one of them is 0 and the other not, at most 2; nan if either holds a
+    nan (so a check `rel_error(...) < tol` fails).
+    """
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"a and b must have the same shape, got {a.shape} and {b.shape}")
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(a), np.linalg.norm(b), 1e-300))
+
+
+def fit_line(x, y):  # [n], [n] -> (slope, intercept, R^2)
+    """Least squares y ~ slope * x + intercept, n >= 2 finite points, x not constant.
+
+    R^2 = 1 - residual sum of squares / total sum of squares (1.0 when y is constant).
+    """
+    x, y = _float_array("x", x, 1), _float_array("y", y, 1)
+    if x.shape != y.shape or x.size < 2:
+        raise ValueError(f"x and y need the same length >= 2, got {x.size}, {y.size}")
+    if np.ptp(x) == 0:
+        raise ValueError(f"x must take at least 2 distinct values, got all {x[0]}")
+    a, b = np.polyfit(x, y, 1)
+    ss = ((y - y.mean()) ** 2).sum()
+    r2 = 1.0 - ((y - (a * x + b)) ** 2).sum() / ss if ss > 0 else 1.0
+    return float(a), float(b), float(r2)
+
+
+# ==============================================================================================
 # 1. CAPACITY (Edelman Section 3)
 # ==============================================================================================
 #
@@ -110,14 +197,14 @@ def softmax_l1_linf_ratio(a, b):  # [..., T], [..., T] -> [...]
     den = np.abs(a - b).max(-1)
     if (den == 0).any():
         raise ValueError("a and b must differ in every pair (the ratio is 0/0 where a == b)")
-    num = np.abs(attn.softmax_forward(a) - attn.softmax_forward(b)).sum(-1)
+    num = np.abs(attn.softmax_forward(a)[0] - attn.softmax_forward(b)[0]).sum(-1)
     return num / den
 
 
 def balanced_direction(a):  # [n, T] -> [n, T] in {-1, +1}
     """The near-worst direction at a: split positions into two groups of softmax mass ~1/2 each
     (greedy, largest weight first) and move one group up, the other down."""
-    p = attn.softmax_forward(a)
+    p = attn.softmax_forward(a)[0]
     v = np.empty_like(a)
     rows = np.arange(a.shape[0])
     up, down = np.zeros(a.shape[0]), np.zeros(a.shape[0])
@@ -246,9 +333,9 @@ def norm_measures(p, cfg):
     return out
 
 
-# 1c. The covering number and the generalization gap, in the RECONSTRUCTED shape (PAPER.md
-#     Section 3: the exact constants are not confirmed from the paper; these are ours, in the style
-#     of Bartlett-Foster-Telgarsky 2017). For head h, with L_h = ||W_O,h||_2 * L_after:
+# 1c. The covering number and the generalization gap, in the RECONSTRUCTED shape (Edelman
+#     Section 3 gives the shape; we could not confirm its exact constants, so these are ours, in
+#     the style of Bartlett-Foster-Telgarsky 2017). For head h, with L_h = ||W_O,h||_2 * L_after:
 #       scores   z~ W_QK x~_t = <W_QK, z~ x~_t^T> over the m(T+1) (sample, position) pairs: a
 #                linear class in W_QK of scale a1 = ||W_QK||_F B_X^2 (||.||_F <= ||.||_{2,1}, and
 #                the (2,1) norm of e_CLS u^T is ||u||_1, loose by up to sqrt(d); so the bound uses
@@ -336,7 +423,8 @@ def linear_class_samples(T, gap):
 # are <= 2 / spacing, so within a level's interval the output moves by <= 1/4: |logit| >= 3/4.
 
 def positional_codes(T, d_p, rng):  # -> [T, d_p], rows of unit norm
-    """Random +-1/sqrt(d_p) codes (PAPER.md Section 4: d_p of order 16 s ln T)."""
+    """Random +-1/sqrt(d_p) codes, nearly orthogonal once d_p is of order s ln T (Edelman
+    Section 4); build_sparse_head takes d_p = ceil(16 s ln T)."""
     T, d_p = _int_arg("T", T, 1), _int_arg("d_p", d_p, 1)
     return _rng_arg(rng).choice(np.array([-1.0, 1.0]), size=(T, d_p)) * d_p ** -0.5
 
@@ -365,7 +453,8 @@ def build_sparse_head(task, rng, code_factor=16.0):
     """Weights for attn.py's one-head model computing task.label exactly -> (params, cfg, info).
 
     task: a data.SparseTask (data.make_task), any of data.TASKS. rng draws the codes.
-    info: d_p, R, delta (mass outside S), spacing, mass_on_S, decoder norms, units.
+    info: d_p, R, delta (mass outside S), spacing, mass_on_S, units, W1_fro, W2_fro,
+    decoder_norm (their product), qk_spec (||W_QK||_2 = ||u||).
     See the comment block above for the construction.
     """
     if not isinstance(task, data.SparseTask):
@@ -386,7 +475,7 @@ def build_sparse_head(task, rng, code_factor=16.0):
 
     def weights(R):  # -> A [T+1] (last: [CLS]), delta, spacing
         u = dual @ (R + offsets)
-        A = attn.softmax_forward(np.append(P @ u, 0.0))                 # [CLS]'s key is 0
+        A = attn.softmax_forward(np.append(P @ u, 0.0))[0]              # [CLS]'s key is 0
         return u, A, A[:T][outside].sum(), A[S].min()
 
     lo, hi = 0.0, 1.0
@@ -426,7 +515,6 @@ def build_sparse_head(task, rng, code_factor=16.0):
     info = dict(d_p=d_p, R=R, delta=float(delta), spacing=float(spacing),
                 mass_on_S=float(A[S].sum()), units=len(knots),
                 W1_fro=float(np.linalg.norm(p["W_1"])), W2_fro=float(np.linalg.norm(p["W_2"])),
-                max_slope=float(np.abs(np.cumsum(coefs)).max()),
                 qk_spec=float(np.linalg.norm(u)))
     info["decoder_norm"] = info["W1_fro"] * info["W2_fro"]
     return p, cfg, info
@@ -457,18 +545,8 @@ def check_construction(p, cfg, task, rng, n_fill=2, path="fast"):
     return dict(n=len(X), wrong=int((signed <= 0).sum()), margin=float(signed.min()))
 
 
-def fit_line(x, y):  # -> (slope, intercept, R^2) of least squares y ~ a x + b
-    x, y = _float_array("x", x, 1), _float_array("y", y, 1)
-    if x.shape != y.shape or x.size < 2:
-        raise ValueError(f"x and y need the same length >= 2, got {x.size}, {y.size}")
-    a, b = np.polyfit(x, y, 1)
-    ss = ((y - y.mean()) ** 2).sum()
-    r2 = 1.0 - ((y - (a * x + b)) ** 2).sum() / ss if ss > 0 else 1.0
-    return float(a), float(b), float(r2)
-
-
 # ==============================================================================================
-# 3. THE PROBABILISTIC READING (PAPER.md Section 6; standard mathematics, not quotes of [S])
+# 3. THE PROBABILISTIC READING (Shim 2022 [S]; standard mathematics, not quotes of [S])
 # ==============================================================================================
 #
 # Keys k_j are the rows of K [n, d]; a query q [d]. The categorical family over positions j with
@@ -490,40 +568,15 @@ def lse(z, beta=1.0):  # [..., n] -> [...]
 def lse_grad(K, q, beta=1.0):  # [n, d], [..., d] -> [..., d]
     """K^T softmax(beta K q): the attention readout with values = keys (attn.softmax_forward)."""
     K, q, beta = _float_array("K", K, 2), _float_array("q", q), _pos_arg("beta", beta)
-    return attn.softmax_forward(beta * (q @ K.T)) @ K
+    return attn.softmax_forward(beta * (q @ K.T))[0] @ K
 
 
 def lse_hessian(K, q, beta=1.0):  # [n, d], [d] -> [d, d]
     """beta Cov_p[k] = beta (K^T diag(p) K - mu mu^T), p = softmax(beta K q), mu = K^T p."""
     K, q, beta = _float_array("K", K, 2), _float_array("q", q, 1), _pos_arg("beta", beta)
-    p = attn.softmax_forward(beta * (K @ q))
+    p = attn.softmax_forward(beta * (K @ q))[0]
     mu = p @ K
     return beta * ((K.T * p) @ K - np.outer(mu, mu))
-
-
-def numerical_gradient(f, x, h=1e-5):  # f: [d] -> scalar; -> [d] by central differences
-    x = _float_array("x", x, 1)
-    g = np.empty_like(x)
-    for i in range(x.size):
-        e = np.zeros_like(x)
-        e[i] = h
-        g[i] = (f(x + e) - f(x - e)) / (2 * h)
-    return g
-
-
-def numerical_jacobian(f, x, h=1e-5):  # f: [d] -> [k]; -> [k, d] by central differences
-    x = _float_array("x", x, 1)
-    cols = []
-    for i in range(x.size):
-        e = np.zeros_like(x)
-        e[i] = h
-        cols.append((np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * h))
-    return np.stack(cols, axis=-1)
-
-
-def rel_err(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.abs(a - b).max() / max(np.abs(a).max(), np.abs(b).max(), 1e-300))
 
 
 def head_as_lse_gradient(K, theta, beta=1.0):  # [n, d], [d] -> [d]
@@ -556,7 +609,7 @@ def tied_residual_step(K, x, beta=1.0):  # [n, d], [..., d] -> [..., d]
 def untied_residual_step(K, V, x, beta=1.0):  # [n, d], [n, d], [..., d] -> [..., d]
     """x + V^T softmax(beta K x) with values V != keys K: not a gradient field."""
     V = _float_array("V", V, 2)
-    return _float_array("x", x) + attn.softmax_forward(_pos_arg("beta", beta) * (x @ K.T)) @ V
+    return _float_array("x", x) + attn.softmax_forward(_pos_arg("beta", beta) * (x @ K.T))[0] @ V
 
 
 def hopfield_energy(K, x, beta=1.0):  # [n, d], [..., d] -> [...]
@@ -616,8 +669,8 @@ def check_lse_gradient(rng, n=7, d=5, beta=1.7):
     fd = numerical_gradient(lambda x: lse(K @ x, beta), q)
     K0 = np.vstack([K, np.zeros(d)])
     fd0 = numerical_gradient(lambda x: lse(K0 @ x, beta), q)
-    return dict(formula=rel_err(lse_grad(K, q, beta), fd),
-                head=rel_err(head_as_lse_gradient(K, q, beta), fd0),
+    return dict(formula=rel_error(lse_grad(K, q, beta), fd),
+                head=rel_error(head_as_lse_gradient(K, q, beta), fd0),
                 grad_norm=float(np.abs(fd).max()))
 
 
@@ -628,7 +681,7 @@ def check_lse_hessian(rng, n=7, d=5, beta=1.7):
     Hm = lse_hessian(K, q, beta)
     fd = numerical_jacobian(lambda x: lse_grad(K, x, beta), q)
     ev = np.linalg.eigvalsh(0.5 * (fd + fd.T))
-    return dict(rel_err=rel_err(Hm, fd), min_eig=float(ev.min()), max_eig=float(ev.max()),
+    return dict(rel_err=rel_error(Hm, fd), min_eig=float(ev.min()), max_eig=float(ev.max()),
                 asym=float(np.abs(fd - fd.T).max()))
 
 
@@ -652,7 +705,7 @@ def check_tied_expansion(rng, trials=200, n=6, d=4):
         logdets.append(np.linalg.slogdet(np.eye(d) + lse_hessian(K, a, beta))[1])
         rises.append(lse(K @ tied_residual_step(K, a, beta), beta) - lse(K @ a, beta))
     J = np.eye(d) + lse_hessian(K, a, beta)
-    jac_err = rel_err(J, numerical_jacobian(lambda x: tied_residual_step(K, x, beta), a))
+    jac_err = rel_error(J, numerical_jacobian(lambda x: tied_residual_step(K, x, beta), a))
     return dict(min_ratio=float(min(ratios)), max_ratio=float(max(ratios)),
                 min_logdet=float(min(logdets)), max_logdet=float(max(logdets)),
                 min_lse_rise=float(min(rises)), jac_err=jac_err)
@@ -685,7 +738,7 @@ def check_infonce(rng, n=6, d=5, beta=0.8):
     rng = _rng_arg(rng)
     a, C = rng.standard_normal(d), rng.standard_normal((n, d))
     fd = numerical_gradient(lambda x: infonce_loss(x, C, beta), a)
-    return dict(rel_err=rel_err(infonce_grad(a, C, beta), fd), grad_norm=float(np.abs(fd).max()))
+    return dict(rel_err=rel_error(infonce_grad(a, C, beta), fd), grad_norm=float(np.abs(fd).max()))
 
 
 def demo_untied(rng, n=6, d=4, beta=2.0, tries=50):
@@ -844,7 +897,8 @@ def gf2_sample_need(T, s, rng):
 
 
 def log2_binomial(T, s):
-    """log2 C(T, s): bits needed to name the support (PAPER.md Section 4's lower reference)."""
+    """log2 C(T, s): bits needed to name the support among the C(T, s) possible ones, the
+    reference point part 4 compares the GF(2) learner's ~T samples with."""
     T, s = _int_arg("T", T, 1), _int_arg("s", s, 0)
     if s > T:
         raise ValueError(f"s must be <= T, got s={s}, T={T}")
@@ -866,20 +920,35 @@ def heading(title):
     print("\n" + title + "\n" + "-" * len(title))
 
 
-def train_models(Ts, ms, steps, task="and", s=3, dtype="float32", tolerate_divergence=False):
+def progress(text):
+    """One progress line, flushed at once so that it shows under `python theory.py > log`."""
+    print(text, flush=True)
+
+
+def train_models(Ts, ms, steps, task="and", s=3, dtype="float32", tolerate_divergence=False,
+                 log=progress):
     """train.train_run for each (T, m) pair, seed 0; -> list of result dicts. With
     tolerate_divergence a diverged run gives dict(T=T, m=m, test_acc=nan) instead of raising.
-    train.py is imported here, not at the top: parts 1-4 above need only attn.py and data.py."""
+    log(line) gets one line per trained model (which, how far, test accuracy, seconds); pass
+    log=None for silence."""
+    # train.py is imported here, not at the top: parts 0-4 need only attn.py and data.py, so they
+    # can be copied and used without train.py.
     import train
     out = []
-    for T, m in zip(Ts, ms):
+    for k, (T, m) in enumerate(zip(Ts, ms), 1):
+        t0 = time.perf_counter()
         try:
             out.append(train.train_run(dict(task=task, T=T, s=s, m=m, steps=steps, log_every=0,
                                             dtype=dtype), log=lambda *a: None))
+            how = f"test acc {out[-1]['test_acc']:.3f}"
         except train.Diverged:
             if not tolerate_divergence:
                 raise
             out.append(dict(T=T, m=m, test_acc=float("nan")))
+            how = "diverged"
+        if log is not None:
+            log(f"  training {task} T={T} m={m} {steps} steps ({k} of {len(Ts)}): {how}, "
+                f"{time.perf_counter() - t0:.1f} s")
     return out
 
 
@@ -996,19 +1065,21 @@ def report_construction(ctx):
     total = 0
     for T in ctx["grid_T"]:
         for s in ctx["grid_s"]:
-            cells, n = [], 0
+            # the row is printed cell by cell (a cell at T=10^4 takes seconds): progress shows
+            print(f"  {T:>7} {s:>2}", end="", flush=True)
+            n = 0
             for name in data.TASKS:
                 if name == "majority" and s % 2 == 0:
-                    cells.append(f"{'-':>6}")
+                    print(f" {'-':>6}", end="", flush=True)
                     continue
                 p, cfg, info = construct(name, T, s)
                 c = check_construction(p, cfg, construct.tasks[(name, T, s)], rng)
                 require(c["wrong"] == 0 and c["margin"] >= 0.5, f"construction {name} T={T} "
                         f"s={s}: {c['wrong']} wrong, margin {c['margin']}")
-                cells.append(f"{c['margin']:6.3f}")
+                print(f" {c['margin']:6.3f}", end="", flush=True)
                 n += c["n"]
             total += n
-            print(f"  {T:>7} {s:>2} " + " ".join(cells) + f"   {n:>6}")
+            print(f"   {n:>6}")
     say("", f"  {total} inputs, all correct")
 
     print()
@@ -1068,8 +1139,8 @@ def report_construction(ctx):
 
 
 def report_probabilistic(ctx):
-    heading("3. The probabilistic reading (PAPER.md Section 6: standard mathematics, not quotes "
-            "of Shim 2022)")
+    heading("3. The probabilistic reading of Shim 2022 (as standard mathematics, not quotes "
+            "of it)")
     rng = np.random.default_rng(5)
     g = check_lse_gradient(rng)
     require(g["formula"] < 1e-7 and g["head"] < 1e-7, f"lse gradient errors {g}")
@@ -1148,6 +1219,13 @@ def report_gf2(ctx):
     print()
     say(MEAS, "the trained Transformer on 3-sparse parity (train.train_run, float64, "
         f"{ctx['parity_steps']} steps, one seed): test accuracy")
+    t0 = time.perf_counter()
+    ctx["parity"] = [(T, [r["test_acc"] for r in
+                          train_models([T] * len(ctx["parity_m"]), ctx["parity_m"],
+                                       ctx["parity_steps"], task="parity", dtype="float64",
+                                       tolerate_divergence=True)])
+                     for T in ctx["parity_T"]]
+    ctx["t_parity"] = time.perf_counter() - t0
     print("        T " + "".join(f"   m={m:<5}" for m in ctx["parity_m"])
           + "   smallest m with >= 0.99")
     for T, accs in ctx["parity"]:
@@ -1172,16 +1250,26 @@ REPORT = dict(
 )
 
 
-def main():
+def main(argv=None):
+    # train.py is imported only here and in train_models: parts 0-4 need only attn.py and data.py.
+    import train
+    train.OneLineParser(
+        prog="theory.py", allow_abbrev=False,
+        description="Print one report: the theory of Edelman et al. (ICML 2022) and the "
+        "probabilistic reading of attention, as checks on attn.py's model (about a minute on 2 "
+        "cores). Tags: [theorem check] asserted, [measurement] no claim, [demonstration of a "
+        "limit] reported, not asserted.").parse_args(argv)
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)     # every line shows at once under `> log`
     t_start = time.perf_counter()
     print("theory.py: Edelman et al. (ICML 2022) and the probabilistic reading of attention, as "
           "checks on attn.py's model")
     print("tags: [theorem check] asserted here and in test_all.py; [measurement] no claim;"
           " [demonstration of a limit] reported, not asserted")
     ctx = dict(REPORT, construct=construction_cache())
-    import train
     ctx["init"] = dict(params=attn.init_params(attn.default_config(T=100), train.seeds_for(0)[3]),
                        cfg=attn.default_config(T=100))          # the T=100 run before its 1st step
+    print("\ntraining the models parts 1-3 measure (3-sparse AND, train.py's defaults, seed 0)")
     t0 = time.perf_counter()
     ctx["trained"] = train_models(ctx["train_T"], [ctx["train_m"]] * len(ctx["train_T"]),
                                   ctx["train_steps"])
@@ -1192,18 +1280,11 @@ def main():
     report_construction(ctx)
     t_build = time.perf_counter() - t0
     report_probabilistic(ctx)
-    t0 = time.perf_counter()
-    ctx["parity"] = [(T, [r["test_acc"] for r in
-                          train_models([T] * len(ctx["parity_m"]), ctx["parity_m"],
-                                       ctx["parity_steps"], task="parity", dtype="float64",
-                                       tolerate_divergence=True)])
-                     for T in ctx["parity_T"]]
-    t_parity = time.perf_counter() - t0
     report_gf2(ctx)
 
     heading("Notes")
     say(MEAS, f"time: training for part 1 {t_train:.1f} s, part 2 {t_build:.1f} s, the parity "
-        f"runs of part 4 {t_parity:.1f} s, total {time.perf_counter() - t_start:.1f} s")
+        f"runs of part 4 {ctx['t_parity']:.1f} s, total {time.perf_counter() - t_start:.1f} s")
     say("", "bounds marked 'reconstructed' have the shape of Edelman et al.'s bound (log T, norms, "
         "1/eps^2); their constants are ours.")
     return 0
