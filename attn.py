@@ -276,7 +276,7 @@ _C = (2.0 / np.pi) ** 0.5
 
 
 def gelu_forward(x):
-    u = _C * (x + 0.044715 * x ** 3)
+    u = _C * x * (1.0 + 0.044715 * (x * x))
     t = np.tanh(u)
     return 0.5 * x * (1.0 + t), (x, t)
 

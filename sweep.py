@@ -266,15 +266,37 @@ class RunFailed(Exception):
     pass
 
 
-def _sweep_worker(opts):
-    """One training run of the sweep, in a worker process: the CSV row it produces. A diverged
-    run is a failed run (test_acc nan), not the end of the sweep."""
-    try:
-        r = train.train_run(dict(opts, log_every=0))
-    except train.Diverged:
-        r = dict(opts, test_acc=float("nan"), train_acc=float("nan"), attn_on_S=float("nan"),
-                 seconds=float("nan"))
-    return {k: r[k] for k in ROW_FIELDS if k != "success"}
+def _sweep_worker(runs):
+    """A stack of training runs of the sweep, in a worker process: the CSV rows they produce.
+    Transformer runs train as one stack (train.train_stack; the sweep stacks only runs with the
+    same T and m, whose results are bit for bit those of the runs alone); MLP runs one by one. A
+    diverged run is a failed run (test_acc nan), not the end of the sweep."""
+    runs = [dict(o, log_every=0) for o in runs]
+    if runs[0]["model"] == "transformer":
+        results = train.train_stack(runs)
+    else:
+        results = []
+        for o in runs:
+            try:
+                results.append(train.train_run(o, log=None))
+            except train.Diverged:
+                results.append(dict(o, test_acc=float("nan"), train_acc=float("nan"),
+                                    attn_on_S=float("nan"), seconds=float("nan")))
+    return [{k: r[k] for k in ROW_FIELDS if k != "success"} for r in results]
+
+
+def take_stack(queue, most):
+    """Pop from the queue of (job, m) probes the largest group that shares (model, T, m), at most
+    `most` probes (one for the MLP): the runs one worker trains as one stack."""
+    groups = {}
+    for i, ((model, T, _), m) in enumerate(queue):
+        groups.setdefault((model, T, m), []).append(i)
+    key = max(groups, key=lambda k: len(groups[k]))
+    take = groups[key][:most if key[0] == "transformer" else 1]
+    probes = [queue[i] for i in take]
+    for i in reversed(take):
+        queue.pop(i)
+    return probes
 
 
 # train.py's options a sweep shares with every run. Not --model: a sweep takes --models (a list),
@@ -311,6 +333,9 @@ def sweep_parser():
     ap.add_argument("--workers", type=integer(1), default=os.cpu_count() or 1,
                     help="processes (default: the number of cores, %(default)s)")
     ap.add_argument("--report", action="store_true", help="only merge OUT/runs*.csv and report")
+    ap.add_argument("--stack", type=integer(1), default=16,
+                    help="Transformer runs with the same T and m trained as one stack by one "
+                         "worker (default %(default)s; 1 = one run at a time)")
     train.add_options(ap, MODEL_OPTIONS, defaults=dict(steps=None, n_test=None))
     return ap
 
@@ -484,6 +509,13 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
               f"{row['seconds']:6.1f}s   elapsed {el / 60:5.1f} min", flush=True)
         return bool(row["success"])
 
+    def finish(probes, rows):
+        """Record a stack's rows and queue each search's next probe."""
+        for (job, m), row in zip(probes, rows):
+            m2 = advance(job, record(job, m, row))
+            if m2 is not None:
+                queue.append((job, m2))
+
     try:
         queue = []
         for job in jobs:
@@ -492,27 +524,22 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
             if m is not None:
                 queue.append((job, m))
         while queue or pending:
-            while queue and (pool is None or len(pending) < 2 * a.workers):
-                job, m = queue.pop(0)
-                opts = dict(base, model=job[0], T=job[1], seed=job[2], m=m)
+            while queue and (pool is None or len(pending) < a.workers):
+                probes = take_stack(queue, a.stack)
+                runs = [dict(base, model=job[0], T=job[1], seed=job[2], m=m) for job, m in probes]
                 if pool is None:
-                    ok = record(job, m, _sweep_worker(opts))
-                    m2 = advance(job, ok)
-                    if m2 is not None:
-                        queue.insert(0, (job, m2))
+                    finish(probes, _sweep_worker(runs))
                 else:
-                    pending[pool.submit(_sweep_worker, opts)] = (job, m)
+                    pending[pool.submit(_sweep_worker, runs)] = probes
             if pending:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in sorted(finished, key=lambda f: f.exception() is not None):
-                    job, m = pending.pop(fut)
+                    probes = pending.pop(fut)
                     if fut.exception() is not None:      # record the others first, then stop
-                        raise RunFailed(f"run {job[0]} T={job[1]} seed={job[2]} m={m} failed: "
+                        (model, T, seed), m = probes[0]
+                        raise RunFailed(f"run {model} T={T} seed={seed} m={m} failed: "
                                         f"{type(fut.exception()).__name__}: {fut.exception()}")
-                    ok = record(job, m, fut.result())
-                    m2 = advance(job, ok)
-                    if m2 is not None:
-                        queue.append((job, m2))
+                    finish(probes, fut.result())
     except KeyboardInterrupt:
         print(f"\ninterrupted: {n_run} runs of this session are saved in {csv_path}; "
               f"rerun the same command to resume", file=sys.stderr)
@@ -528,8 +555,6 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
     print(f"sweep: {n_run} runs in {(time.perf_counter() - t0) / 60:.1f} min")
     return 0
 
-
-# ---------------------------------------------------------------- bench ----------------------
 
 # ---------------------------------------------------------------- bench ----------------------
 
@@ -584,7 +609,39 @@ def bench_parser():
                     help="steps per run, for the per-run time (default %(default)s)")
     ap.add_argument("--reference", action="store_true",
                     help="also time the plain [CLS]-row path (slow at large T)")
+    ap.add_argument("--throughput", type=int_list, default=[100, 1000],
+                    help="T values for the sweep throughput: runs per minute on all cores "
+                         "(default 100,1000)")
+    ap.add_argument("--stack", type=integer(1), default=16,
+                    help="runs per stack for the throughput (default %(default)s)")
+    ap.add_argument("--tp-steps", dest="tp_steps", type=integer(1), default=100,
+                    help="steps timed per stack; runs/min is scaled to --steps (default "
+                         "%(default)s)")
     return ap
+
+
+# Sweep throughput before stacked runs (commit 02b5d41: one run per task, 2 worker processes of
+# one BLAS thread, m = 100, 1000 steps), measured on this 2-core machine on 2026-11-30.
+THROUGHPUT_BEFORE = {100: 40.7, 1000: 13.6}
+
+
+def _throughput_worker(args):
+    T, R, steps, seed = args
+    base = dict(T=T, m=100, steps=steps, n_test=100, log_every=0)
+    t = time.perf_counter()
+    train.train_stack([dict(base, seed=seed + r) for r in range(R)])
+    return time.perf_counter() - t
+
+
+def sweep_throughput(T, R, steps, full_steps, workers):
+    """Runs of `full_steps` steps per minute when `workers` processes each train a stack of R runs
+    (m = 100): timed on `steps` steps and scaled (setup and evaluation included once)."""
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
+        list(ex.map(_throughput_worker, [(T, R, 2, 0)] * workers))      # start-up and warm-up
+        t = time.perf_counter()
+        list(ex.map(_throughput_worker, [(T, R, steps, 10 * i) for i in range(workers)]))
+        wall = time.perf_counter() - t
+    return 60 * workers * R / (wall * full_steps / steps)
 
 
 def main_bench(argv):
@@ -610,6 +667,15 @@ def main_bench(argv):
                 t_ref = time_steps(cfg, a.m, "cls", 3)
                 line += f" {1e3 * t_ref:14.1f} {t_ref / t_fast:8.1f}x"
             print(line, flush=True)
+    workers = os.cpu_count() or 1
+    print(f"\nsweep throughput, {workers} worker processes, stacks of {a.stack} runs (m = 100, "
+          f"{a.steps} steps, float32), runs per minute:")
+    print(f"{'T':>6} {'before stacking':>16} {'now':>8} {'ratio':>6}")
+    for T in a.throughput:
+        now = sweep_throughput(T, a.stack, min(a.tp_steps, a.steps), a.steps, workers)
+        old = THROUGHPUT_BEFORE.get(T) if a.steps == 1000 else None
+        print(f"{T:6d} {old if old else '':>16} {now:8.1f} "
+              f"{f'{now / old:5.1f}x' if old else '':>6}", flush=True)
     return 0
 
 

@@ -346,6 +346,80 @@ def summarise(o, task, params, cfg, logits, train, test, losses, seconds):
     return r
 
 
+# ---------------------------------------------------------------- a stack of runs -------------
+# Runs that share T and the model (different seeds, or different m) train together: every
+# parameter gets a leading run axis, and each step is one set of batched array operations, so
+# numpy's per-call overhead is paid once for R runs. The runs stay independent: each run's
+# numbers are those of the same run alone, up to float rounding (test_stack_equals_single_runs).
+
+STACK_KEYS = ("model", "task", "T", "s", "n_test", "steps", "lr", "wd", "batch", "d", "heads",
+              "mlp", "dtype")            # what the runs of one stack must share
+
+
+def train_stack(runs):
+    """Train the Transformer runs `runs` (option dicts that agree on STACK_KEYS) as one stack;
+    return one result dict per run, as train_run would (without losses and params). Shorter
+    training sets are padded to the longest with weight-0 samples. A run whose loss stops being
+    finite is reported as diverged (test_acc nan); the others go on unaffected."""
+    opts = [validate_options(o) for o in runs]
+    o = opts[0]
+    differ = [k for k in STACK_KEYS if any(x[k] != o[k] for x in opts)]
+    if differ or o["model"] != "transformer":
+        raise ValueError(f"a stack needs Transformer runs that agree on {', '.join(STACK_KEYS)}; "
+                         f"these differ on {differ or ['model']}")
+    for x in opts:
+        check_run_memory(x)
+    R, M, dt = len(opts), max(x["m"] for x in opts), np.dtype(o["dtype"])
+    cfg = attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"], dtype=o["dtype"])
+    X, y, w = np.zeros((R, M, o["T"]), dt), np.zeros((R, M), dt), np.zeros((R, M), dt)
+    tests, tasks, orders, params = [], [], [], []
+    for r, x in enumerate(opts):                       # the same draws as train_run's
+        r_task, r_train, r_test, r_init, r_order = seeds_for(x["seed"])
+        task = data.make_task(x["task"], x["T"], x["s"], r_task)
+        X[r, :x["m"]], y[r, :x["m"]] = task.sample(x["m"], r_train)
+        w[r, :x["m"]] = 1.0 / x["m"]
+        tests.append(task.sample(x["n_test"], r_test))
+        params.append(attn.init_params(cfg, r_init))
+        tasks.append(task)
+        orders.append(r_order)
+    P = {k: np.stack([p[k] for p in params]) for k in params[0]}
+    state = adam_init(P)
+    losses = np.empty((o["steps"], R))
+    t0 = time.perf_counter()
+    with np.errstate(over="ignore", invalid="ignore"):
+        for step in range(1, o["steps"] + 1):
+            Xb, yb, wb = stack_batch(X, y, w, opts, orders)
+            loss, grads, _ = attn.loss_and_grads(P, cfg, Xb, yb, weights=wb)
+            losses[step - 1] = loss
+            adam_step(P, grads, state, o["lr"], o["wd"])
+    seconds = (time.perf_counter() - t0) / R
+    finite = np.isfinite(losses).all(0)
+    out = []
+    for r, x in enumerate(opts):
+        p = {k: v[r] for k, v in P.items()}
+        logits = lambda Xs: attn.model_forward(p, cfg, Xs)[0] if finite[r] else np.full(len(Xs), np.nan)
+        (Xte, yte), m = tests[r], x["m"]
+        res = dict(model="transformer", task=x["task"], T=x["T"], s=x["s"], m=m, seed=x["seed"],
+                   train_acc=accuracy(logits(X[r, :m]), y[r, :m]) if finite[r] else np.nan,
+                   test_acc=accuracy(logits(Xte.astype(dt)), yte) if finite[r] else np.nan,
+                   attn_on_S=np.nan, S=tasks[r].S.tolist(), steps=x["steps"], seconds=seconds,
+                   diverged=not finite[r], losses=losses[:, r].tolist())
+        if finite[r]:
+            res["attn_on_S"] = attention_on_support(p, cfg, Xte[:200], tasks[r].S)[0]
+        out.append(res)
+    return out
+
+
+def stack_batch(X, y, w, opts, orders):
+    """The whole (padded) training sets, or each run's own minibatch of `batch` rows."""
+    batch = opts[0]["batch"]
+    if not batch:
+        return X, y, w
+    idx = [rng.choice(x["m"], size=batch, replace=False) for x, rng in zip(opts, orders)]
+    rows = np.arange(len(opts))[:, None]
+    return X[rows, idx], y[rows, idx], np.full((len(opts), batch), 1.0 / batch, X.dtype)
+
+
 MEMORY_BUDGET = 0.5   # refuse runs whose data would take more than this share of physical memory
 
 
