@@ -17,6 +17,7 @@ import argparse
 import csv
 import glob
 import json
+import math
 import multiprocessing as mp
 import os
 import sys
@@ -138,6 +139,7 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
     for r in rows:
         seeds = by.setdefault((r["model"], int(r["T"])), {})
         seeds.setdefault(int(r["seed"]), {})[int(r["m"])] = r["success"] in (True, "1", 1)
+    by = {key: dict(sorted(seeds.items())) for key, seeds in by.items()}   # per-seed order: seed
     out = {}
     for (model, T), seeds in sorted(by.items()):
         grid = grid_by_model[model]
@@ -159,6 +161,410 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
                                censored=int(n - len(finite)), per_seed=crit.tolist())
     return out
 
+
+
+# ---------------------------------------------------------------- the estimator: success curves
+# A run is one training run at context length T, seed `seed` and training-set size m; it succeeds
+# (success = 1) when its test accuracy reaches 0.99. Rows are dicts {"T", "seed", "m", "success"} or
+# tuples (T, seed, m, success). Success is not monotone in m within a seed, so m* is estimated from
+# all runs of one T pooled:
+#
+#   1. fit_success_curve  P(success | m) = sigmoid(a + b ln m), ridge-penalised Newton (IRLS).
+#   2. m_at               the m where the fitted curve equals p: m50 = m_at(0.5), m90 = m_at(0.9).
+#   3. bootstrap_over_seeds / success_estimates
+#                         95% percentile CIs from resampling SEEDS (all runs of a seed together).
+#   4. majority_mstar     the paper-comparison statistic: smallest m where >= half the seeds succeed.
+#   5. scaling_fits       m50(T) ~ a + b ln T, a + b T, a T^k with paired-bootstrap CIs and AIC.
+#
+# Undetermined fits. If every run of a T failed (or every run succeeded) the slope b is not
+# identified; fit_success_curve returns b = None and a = -inf (or +inf): the maximum-likelihood
+# constant curve, P = 0 (or 1) at every m. m_at then gives inf ("m* above the largest m tried") or
+# 0.0 ("m* below the smallest m tried"), and fit_flag(...) words it for a report. Inside the
+# vectorised bootstrap the same cases are stored as a = -inf / +inf with b = 0.0.
+#
+# Regularisation. The log-likelihood gets a ridge penalty (RIDGE / 2) (a_c^2 + b^2) with
+# RIDGE = 1e-3, where a_c is the intercept at the centre of the data (a_c = a + b * mean ln m), so
+# the penalty does not pull the curve's location towards m = 1. Under complete separation (every
+# failure at a smaller m than every success) the unpenalised MLE has b -> inf; the ridge keeps b
+# finite (a steep curve whose m50 falls inside the gap between the last failure and the first
+# success) and makes the objective strictly concave, so Newton with step halving always converges.
+# On ordinary data its effect is negligible: it shifts b by about RIDGE / (Fisher information of b),
+# e.g. ~1e-5 relative for a few hundred runs. Firth's penalty would also give finite estimates, but
+# needs leverages each iteration and complicates the vectorised bootstrap; the ridge does not.
+#
+# numpy only (no scipy). Every function validates its input and raises a one-line ValueError that
+
+RIDGE = 1e-3      # ridge strength on (centred intercept, slope); see the module docstring
+MAX_ITER = 100    # Newton iterations cap (typical fits converge in 5-30)
+_TOL = 1e-10      # Newton stops when every step is below _TOL * (1 + |parameter|)
+
+
+# ----------------------------------------------------------------------------------------------
+# 0. rows
+
+
+def parse_rows(rows):
+    """Rows (dicts or (T, seed, m, success) tuples) -> dict of arrays, each shape [n_runs]:
+    "T" float, "seed" int (0..n_seeds-1, in order of first appearance), "m" float > 0,
+    "success" float in {0, 1}; plus "seeds" (the original seed labels, list of n_seeds)."""
+    rows = list(rows)
+    if not rows:
+        raise ValueError("rows must be non-empty, got 0 rows")
+    T, seed, m, success, labels = [], [], [], [], {}
+    for i, r in enumerate(rows):
+        if isinstance(r, dict):
+            try:
+                t, s, mm, ok = r["T"], r["seed"], r["m"], r["success"]
+            except KeyError as e:
+                raise ValueError(f"row {i} lacks key {e.args[0]!r}: {r!r}") from None
+        else:
+            try:
+                t, s, mm, ok = r
+            except (TypeError, ValueError):
+                raise ValueError(f"row {i} must be a dict or a (T, seed, m, success) tuple, "
+                                 f"got {r!r}") from None
+        try:
+            t, mm, ok = float(t), float(mm), float(ok)
+        except (TypeError, ValueError):
+            raise ValueError(f"row {i} has a non-numeric T, m or success: {r!r}") from None
+        if not (math.isfinite(t) and t > 0):
+            raise ValueError(f"row {i}: T must be a positive finite number, got {t!r}")
+        if not (math.isfinite(mm) and mm > 0):
+            raise ValueError(f"row {i}: m must be a positive finite number, got {mm!r}")
+        if ok not in (0.0, 1.0):
+            raise ValueError(f"row {i}: success must be 0 or 1, got {ok!r}")
+        T.append(t)
+        seed.append(labels.setdefault(s, len(labels)))
+        m.append(mm)
+        success.append(ok)
+    return {"T": np.array(T), "seed": np.array(seed, dtype=np.int64), "m": np.array(m),
+            "success": np.array(success), "seeds": list(labels)}
+
+
+def split_by_T(rows):
+    """Rows -> {T: [rows of that T]}, T in increasing order (T as float)."""
+    rows, out = list(rows), {}
+    for r, t in zip(rows, parse_rows(rows)["T"]):
+        out.setdefault(float(t), []).append(r)
+    return dict(sorted(out.items()))
+
+
+def _one_T(rows):
+    """parse_rows for rows that must share one T; ValueError naming the T values otherwise."""
+    d = parse_rows(rows)
+    Ts = np.unique(d["T"])
+    if Ts.size != 1:
+        raise ValueError(f"rows mix context lengths T={Ts.tolist()}: pass one T at a time "
+                         f"(split_by_T)")
+    return d
+
+
+# ----------------------------------------------------------------------------------------------
+# 1. the success curve: P(success | m) = sigmoid(a + b ln m)
+
+
+def _sigmoid(z):
+    return 0.5 * (1.0 + np.tanh(0.5 * z))   # no overflow for any finite z
+
+
+def _objective(a, b, x, N, Y, lam):
+    """Penalised binomial log-likelihood, shape [B]: sum_j Y eta - N softplus(eta) - ridge."""
+    eta = a[:, None] + b[:, None] * x
+    return (Y * eta - N * np.logaddexp(0.0, eta)).sum(1) - 0.5 * lam * (a * a + b * b)
+
+
+def _fit_binomial(x, N, Y, lam=RIDGE, max_iter=MAX_ITER):
+    """Ridge-penalised binomial logistic regression, vectorised over B independent data sets.
+
+    x [M] covariate (centred ln m); N [B, M] run counts, Y [B, M] success counts (weights may be
+    any non-negative numbers). Maximises sum_j (Y eta - N log(1 + e^eta)) - lam/2 (a^2 + b^2),
+    eta = a + b x, by Newton's method with step halving. Returns a [B], b [B], n_iter (int).
+    The objective is strictly concave (lam > 0), so the result is finite for any data."""
+    B = N.shape[0]
+    n, y = N.sum(1), Y.sum(1)
+    a = np.log((y + 0.5) / (n - y + 0.5))      # logit of the smoothed success fraction
+    b = np.zeros(B)
+    active = np.arange(B)
+    it = 0
+    for it in range(1, max_iter + 1):
+        Na, Ya, aa, ba = N[active], Y[active], a[active], b[active]
+        p = _sigmoid(aa[:, None] + ba[:, None] * x)
+        r, w = Ya - Na * p, Na * p * (1.0 - p)
+        ga = r.sum(1) - lam * aa                # gradient and (negative) Hessian, per data set
+        gb = (r * x).sum(1) - lam * ba
+        haa = w.sum(1) + lam
+        hab = (w * x).sum(1)
+        hbb = (w * x * x).sum(1) + lam
+        det = haa * hbb - hab * hab
+        da = (hbb * ga - hab * gb) / det
+        db = (haa * gb - hab * ga) / det
+        # step halving until the objective does not decrease (it is concave: t = 1 usually works)
+        f0 = _objective(aa, ba, x, Na, Ya, lam)
+        t = np.ones(active.size)
+        for _ in range(60):
+            f1 = _objective(aa + t * da, ba + t * db, x, Na, Ya, lam)
+            bad = f1 < f0 - 1e-12 * (1.0 + np.abs(f0))
+            if not bad.any():
+                break
+            t[bad] *= 0.5
+        a[active] = aa + t * da
+        b[active] = ba + t * db
+        step = np.maximum(np.abs(t * da) / (1.0 + np.abs(aa)), np.abs(t * db) / (1.0 + np.abs(ba)))
+        active = active[step > _TOL]
+        if active.size == 0:
+            break
+    return a, b, it
+
+
+def fit_success_curve(m, success):
+    """Logistic fit of success on ln m, all runs pooled.
+
+    m [n] positive training-set sizes; success [n] in {0, 1}. Returns (a, b), floats, with
+    P(success | m) = sigmoid(a + b ln m), maximising the log-likelihood minus the ridge
+    RIDGE/2 (a_c^2 + b^2) (module docstring). Undetermined cases return b = None:
+    all runs failed -> (-inf, None); all succeeded -> (+inf, None); runs at one m only, with both
+    outcomes -> (logit of the success fraction, None). Never NaN."""
+    m = np.asarray(m, dtype=np.float64)
+    success = np.asarray(success, dtype=np.float64)
+    if m.ndim != 1 or m.size == 0 or m.shape != success.shape:
+        raise ValueError(f"m and success must be 1-D of the same non-zero length, got shapes "
+                         f"{m.shape}, {success.shape}")
+    if not (np.isfinite(m).all() and (m > 0).all()):
+        raise ValueError(f"m must be positive and finite, got min {m.min()!r}")
+    if not np.isin(success, (0.0, 1.0)).all():
+        raise ValueError(f"success must be 0 or 1, got values {np.unique(success).tolist()}")
+    k, n = success.sum(), success.size
+    if k == 0:
+        return -math.inf, None
+    if k == n:
+        return math.inf, None
+    u, inv = np.unique(m, return_inverse=True)
+    if u.size == 1:
+        return float(math.log(k / (n - k))), None
+    lx = np.log(u)
+    c = np.log(m).mean()                        # centre: the ridge acts on the centred intercept
+    N = np.bincount(inv, minlength=u.size)[None, :].astype(np.float64)
+    Y = np.bincount(inv, weights=success, minlength=u.size)[None, :]
+    ac, b, _ = _fit_binomial(lx - c, N, Y)
+    return float(ac[0] - b[0] * c), float(b[0])
+
+
+def m_at(p, a, b):
+    """The m where sigmoid(a + b ln m) = p, i.e. exp((logit p - a) / b).
+
+    p in (0, 1); a, b scalars or arrays of one shape (b may be None: undetermined). Returns inf
+    where b <= 0 or b is None (the curve never rises to p), except 0.0 where a = +inf (every run
+    succeeded: m* is below the smallest m tried). Scalar in, float out; arrays in, array out."""
+    p = float(p)
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p!r}")
+    scalar = np.ndim(a) == 0 and (b is None or np.ndim(b) == 0)
+    a = np.asarray(a, dtype=np.float64)
+    b = np.zeros_like(a) if b is None else np.asarray(b, dtype=np.float64)
+    a, b = np.broadcast_arrays(a, b)
+    rising = b > 0
+    e = np.where(rising, (math.log(p / (1.0 - p)) - a) / np.where(rising, b, 1.0), np.inf)
+    out = np.full(e.shape, np.inf)
+    small = e < 700.0                           # exp(700) ~ 1e304; beyond: inf, without overflow
+    out[small] = np.exp(e[small])
+    out[a == np.inf] = 0.0
+    return float(out) if scalar else out
+
+
+def fit_flag(m, success, a, b):
+    """A one-line remark on a fit for reports, or None when the fit is ordinary.
+
+    m, success [n] the runs; (a, b) their fit_success_curve result."""
+    success = np.asarray(success, dtype=np.float64)
+    m = np.asarray(m, dtype=np.float64)
+    if b is None:
+        if a == -math.inf:
+            return f"all {m.size} runs failed: m* above the largest m tried ({m.max():g})"
+        if a == math.inf:
+            return f"all {m.size} runs succeeded: m* below the smallest m tried ({m.min():g})"
+        return f"runs at a single m ({m[0]:g}): slope undetermined"
+    if b <= 0:
+        return f"success does not increase with m (b = {b:.3g}): m* not located"
+    fail_max, ok_min = m[success == 0].max(), m[success == 1].min()
+    if fail_max < ok_min:
+        return (f"complete separation: m50 lies between {fail_max:g} and {ok_min:g}; the slope "
+                f"(hence m90) is set by the ridge")
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# 2. bootstrap over seeds
+
+
+def default_stat(a, b):
+    """(a [B], b [B]) -> {"m50": [B], "m90": [B]}; the statistics success_estimates reports."""
+    return {"m50": m_at(0.5, a, b), "m90": m_at(0.9, a, b)}
+
+
+def percentile_ci(samples, lo=2.5, hi=97.5):
+    """Percentile interval of bootstrap samples [B] (may hold +-inf, not NaN) -> (lo, hi) floats.
+
+    Uses order statistics (the inverted-CDF percentile, no interpolation), so the bound at q is
+    inf exactly when more than (100 - q)% of the samples are +inf: e.g. the upper 97.5% bound is
+    inf iff more than 2.5% of the resamples are inf."""
+    v = np.sort(np.asarray(samples, dtype=np.float64).ravel())
+    if v.size == 0 or np.isnan(v).any():
+        raise ValueError(f"samples must be non-empty and NaN-free, got {v.size} values "
+                         f"with {int(np.isnan(v).sum())} NaN")
+    n = v.size
+    k = [min(max(math.ceil(q * n / 100.0 - 1e-9) - 1, 0), n - 1) for q in (lo, hi)]
+    return float(v[k[0]]), float(v[k[1]])
+
+
+def _seed_counts(rng, n_seeds, n_boot):
+    """[n_boot, n_seeds] multiplicity of each seed in each resample of n_seeds seeds."""
+    idx = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
+    flat = (idx + n_seeds * np.arange(n_boot)[:, None]).ravel()
+    return np.bincount(flat, minlength=n_boot * n_seeds).reshape(n_boot, n_seeds).astype(float)
+
+
+def bootstrap_over_seeds(rows, stat=default_stat, n_boot=1000, rng=None):
+    """Seed-level bootstrap of the success-curve fit, for rows of one T.
+
+    Each resample draws n_seeds seeds with replacement; every run of a drawn seed enters (as many
+    times as the seed was drawn), so the within-seed correlation is kept. All n_boot refits run
+    at once: the runs are reduced to counts per distinct m, [n_boot, n_m], and fitted by the same
+    penalised Newton as fit_success_curve (same centring), so the identity resample reproduces
+    the point fit. Resamples whose runs all fail (all succeed) get a = -inf (+inf), b = 0.
+
+    stat: (a [n_boot], b [n_boot]) -> {name: [n_boot] values}, must handle that encoding (m_at
+    does). rng: a numpy Generator (default: np.random.default_rng(0)).
+    Returns (ci, samples): ci {name: (lo, hi)} 95% percentile intervals (percentile_ci),
+    samples {name: [n_boot] array}."""
+    if not isinstance(n_boot, (int, np.integer)) or isinstance(n_boot, bool) or n_boot < 1:
+        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
+    rng = np.random.default_rng(0) if rng is None else rng
+    d = _one_T(rows)
+    S = len(d["seeds"])
+    u, inv = np.unique(d["m"], return_inverse=True)
+    runs = np.zeros((S, u.size))                # runs of seed s at m = u[j]
+    wins = np.zeros((S, u.size))                # successes of seed s at m = u[j]
+    np.add.at(runs, (d["seed"], inv), 1.0)
+    np.add.at(wins, (d["seed"], inv), d["success"])
+    C = _seed_counts(rng, S, n_boot)
+    N, Y = C @ runs, C @ wins                   # [n_boot, n_m]
+    c = np.log(d["m"]).mean()
+    ac, b, _ = _fit_binomial(np.log(u) - c, N, Y)
+    a = ac - b * c
+    n, y = N.sum(1), Y.sum(1)
+    none, every = y == 0, y == n
+    a[none], a[every], b[none | every] = -np.inf, np.inf, 0.0
+    samples = {k: np.asarray(v, dtype=np.float64) for k, v in stat(a, b).items()}
+    return {k: percentile_ci(v) for k, v in samples.items()}, samples
+
+
+def success_estimates(rows, n_boot=1000, seed=0):
+    """m50 and m90 with 95% seed-bootstrap CIs for rows of one T.
+
+    Returns a dict: m50, m50_lo, m50_hi, m90, m90_lo, m90_hi (floats; inf = above every m tried
+    / never reached, 0.0 = below the smallest m tried), n_seeds, n_runs, a, b (b None when
+    undetermined), T, flag (fit_flag's remark or None), m50_boot, m90_boot ([n_boot] replicates,
+    for scaling_fits)."""
+    rows = list(rows)
+    d = _one_T(rows)
+    a, b = fit_success_curve(d["m"], d["success"])
+    ci, samples = bootstrap_over_seeds(rows, default_stat, n_boot, np.random.default_rng(seed))
+    out = {"T": float(d["T"][0])}
+    for name, p in (("m50", 0.5), ("m90", 0.9)):
+        out[name] = m_at(p, a, b)
+        out[name + "_lo"], out[name + "_hi"] = ci[name]
+    out.update(n_seeds=len(d["seeds"]), n_runs=int(d["m"].size), a=a, b=b,
+               flag=fit_flag(d["m"], d["success"], a, b),
+               m50_boot=samples["m50"], m90_boot=samples["m90"])
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# 3. the paper-comparison statistic
+
+
+def majority_mstar(rows, grid=None):
+    """Smallest m in grid at which at least half of the runs there succeeded, for rows of one T.
+
+    With one run per (seed, m), as in the sweep, this is "at least half of the seeds that ran at
+    m succeeded". m values of the grid with no runs are skipped; grid None = every m in rows.
+    Returns a float, inf if no m qualifies."""
+    d = _one_T(rows)
+    grid = np.unique(d["m"]) if grid is None else np.sort(np.asarray(grid, dtype=np.float64))
+    if grid.ndim != 1 or grid.size == 0:
+        raise ValueError(f"grid must be a non-empty 1-D list of m values, got shape {grid.shape}")
+    for m in grid:
+        at = d["m"] == m
+        if at.any() and 2.0 * d["success"][at].sum() >= at.sum():
+            return float(m)
+    return math.inf
+
+
+# ----------------------------------------------------------------------------------------------
+# 4. scaling of m50 with T
+
+
+def _three_fits(T, y):
+    """T [n], y [n] > 0 -> dict of the three models' parameters and the AIC difference."""
+    n = T.size
+    lT = np.log(T)
+    out, rss = {}, {}
+    for name, x, yy in (("log", lT, y), ("lin", T, y), ("pow", lT, np.log(y))):
+        s, c, r2 = fit_line(x, yy)
+        out[name] = (s, c, r2)
+        rss[name] = max(float(((yy - (s * x + c)) ** 2).sum()), np.finfo(float).tiny)
+    # Gaussian AIC n ln(RSS/n) + 2p with p = 2 for both models (response m in both): the 2p cancel
+    out["daic"] = n * math.log(rss["log"] / n) - n * math.log(rss["lin"] / n)
+    return out
+
+
+def scaling_fits(T, m50, m50_boot):
+    """Fits of m50(T) across T with paired-bootstrap 95% CIs.
+
+    T [n] distinct positive context lengths, n >= 3; m50 [n] point estimates (finite, > 0);
+    m50_boot [n, B] bootstrap replicates of m50 at each T (e.g. success_estimates(...)["m50_boot"]
+    for each T, same B). Replicates at different T are independent, so replicate i is paired
+    across T; a replicate with any non-finite or non-positive value is dropped (counted).
+    Models (least squares, fit_line): log  m = a + b ln T;  lin  m = a + b T;
+    pow  ln m = ln a + k ln T. daic = AIC(log) - AIC(lin) (Gaussian, n ln(RSS/n) + 2*2 each);
+    negative favours the log model.
+    Returns a dict: for name in (log_b, lin_b, pow_k, daic): name, name_lo, name_hi; log_a,
+    lin_a, pow_a (point estimates; pow_a = a of a T^k), log_r2, lin_r2, pow_r2,
+    p_log_better (fraction of kept replicates with daic < 0; None if none kept), n_T, n_boot,
+    n_dropped. CIs are (-inf, inf) if every replicate was dropped."""
+    T = np.asarray(T, dtype=np.float64)
+    m50 = np.asarray(m50, dtype=np.float64)
+    if T.ndim != 1 or T.shape != m50.shape:
+        raise ValueError(f"T and m50 must be 1-D of the same length, got {T.shape}, {m50.shape}")
+    if not (np.isfinite(T).all() and (T > 0).all()) or np.unique(T).size != T.size or T.size < 3:
+        raise ValueError(f"T must hold >= 3 distinct positive finite values, got {T.tolist()}")
+    bad = ~(np.isfinite(m50) & (m50 > 0))
+    if bad.any():
+        raise ValueError(f"m50 must be finite and > 0 at every T, got m50={m50[bad].tolist()} "
+                         f"at T={T[bad].tolist()}")
+    try:
+        boot = np.asarray(m50_boot, dtype=np.float64)
+    except ValueError:
+        raise ValueError("m50_boot must be [n_T, B]: every T needs the same number B of "
+                         "replicates") from None
+    if boot.ndim != 2 or boot.shape[0] != T.size or boot.shape[1] < 1:
+        raise ValueError(f"m50_boot must have shape [n_T={T.size}, B >= 1], got {boot.shape}")
+    with np.errstate(invalid="ignore"):
+        keep = (np.isfinite(boot) & (boot > 0)).all(0)
+    point = _three_fits(T, m50)
+    reps = [_three_fits(T, boot[:, i]) for i in np.flatnonzero(keep)]
+    pick = {"log_b": lambda f: f["log"][0], "lin_b": lambda f: f["lin"][0],
+            "pow_k": lambda f: f["pow"][0], "daic": lambda f: f["daic"]}
+    out = {"n_T": int(T.size), "n_boot": int(boot.shape[1]), "n_dropped": int((~keep).sum())}
+    for name, get in pick.items():
+        out[name] = float(get(point))
+        vals = np.array([get(f) for f in reps])
+        out[name + "_lo"], out[name + "_hi"] = percentile_ci(vals) if reps else (-math.inf,
+                                                                                 math.inf)
+    out.update(log_a=point["log"][1], lin_a=point["lin"][1], pow_a=math.exp(point["pow"][1]),
+               log_r2=point["log"][2], lin_r2=point["lin"][2], pow_r2=point["pow"][2],
+               p_log_better=float(np.mean([f["daic"] < 0 for f in reps])) if reps else None)
+    return out
 
 
 def read_rows(paths):
@@ -186,22 +592,59 @@ def drop_torn_tail(path):
             f.truncate(text.rfind(b"\n") + 1)
 
 
-def sweep_table(stats, paper_comparable, log=print):
+def success_table(rows, models):
+    """Per (model, T): success_estimates over all runs (m50, m90 and their 95% CIs from a
+    bootstrap over seeds); and per model, scaling_fits of m50 against T (None under 3 T)."""
+    est, fits = {}, {}
+    for model in models:
+        by_T = {}
+        for r in rows:
+            if r["model"] == model:
+                by_T.setdefault(int(r["T"]), []).append(
+                    (int(r["T"]), int(r["seed"]), int(r["m"]), int(bool(r["success"]))))
+        for T in sorted(by_T):
+            est[(model, T)] = success_estimates(by_T[T], n_boot=2000, seed=0)
+        Ts = [T for T in sorted(by_T) if np.isfinite(est[(model, T)]["m50"])
+              and est[(model, T)]["m50"] > 0]
+        if len(Ts) >= 3:
+            fits[model] = scaling_fits(np.array(Ts), np.array([est[(model, T)]["m50"] for T in Ts]),
+                                       np.array([est[(model, T)]["m50_boot"] for T in Ts]))
+    return est, fits
+
+
+def _ci(e, key):
+    show = lambda v: "inf" if not np.isfinite(v) else f"{v:.0f}"
+    return f"{show(e[key])} [{show(e[key + '_lo'])}, {show(e[key + '_hi'])}]"
+
+
+def sweep_table(stats, paper_comparable, est, scaling, log=print):
     """The printed table, ours beside the paper's at the shared T (only when our protocol asks
-    the paper's question: 3-sparse AND, bar 0.99), then fits of m* against ln T and T."""
-    lines = ["| model | T | m* (ours) | per-seed critical m: mean +- std [min, max] | seeds "
-             "| m* (paper) | paper's bar |", "|---|---|---|---|---|---|---|"]
+    the paper's question: 3-sparse AND, bar 0.99): the success-curve m50 and m90 with 95% CIs,
+    the majority-rule m*, the per-seed spread; then the scaling fits of m50 with their CIs."""
+    lines = ["| model | T | m50 [95% CI] | m90 [95% CI] | m* (majority) | per-seed critical m: "
+             "mean +- std [min, max] | seeds | m* (paper) | paper's bar |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for (model, T), st in stats.items():
+        e = est[(model, T)]
         ms = "n/a" if not np.isfinite(st["m_star"]) else f"{st['m_star']:.0f}"
         notes = ([f"{st['censored']} above grid"] if st["censored"] else []) + \
                 ([f"{st['unfinished']} unfinished"] if st["unfinished"] else [])
         show = paper_comparable and model == "transformer"
-        lines.append(f"| {model} | {T} | {ms} | {st['mean']:.1f} +- {st['std']:.1f} "
+        lines.append(f"| {model} | {T} | {_ci(e, 'm50')} | {_ci(e, 'm90')} | {ms} | "
+                     f"{st['mean']:.1f} +- {st['std']:.1f} "
                      f"[{st['lo']:.0f}, {st['hi']:.0f}]"
                      f"{' (' + ', '.join(notes) + ')' if notes else ''} | {st['n_seeds']} | "
                      f"{PAPER_MSTAR.get(T, '') if show else ''} | "
                      f"{PAPER_BAR.get(T, '') if show else ''} |")
-    fits = []
+    fits = []                       # m50 with bootstrap CIs first, then the majority-rule m*
+    for model, f in scaling.items():
+        fits.append(f"{model}: m50 ~ a + b ln T, b = {f['log_b']:.1f} [{f['log_b_lo']:.1f}, "
+                    f"{f['log_b_hi']:.1f}];  m50 ~ a + b T, b = {f['lin_b']:.4f} "
+                    f"[{f['lin_b_lo']:.4f}, {f['lin_b_hi']:.4f}];  m50 ~ a T^k, k = "
+                    f"{f['pow_k']:.2f} [{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}];  AIC(log) - "
+                    f"AIC(line) = {f['daic']:.1f} [{f['daic_lo']:.1f}, {f['daic_hi']:.1f}], the "
+                    f"log fits better in {100 * f['p_log_better']:.0f}% of bootstrap resamples "
+                    f"(95% CIs, bootstrap over seeds)")
     for model in sorted({k[0] for k in stats}):
         pts = [(T, st["m_star"]) for (mo, T), st in stats.items()
                if mo == model and np.isfinite(st["m_star"])]
@@ -220,6 +663,19 @@ def sweep_table(stats, paper_comparable, log=print):
     for line in lines + [""] + fits:
         log(line)
     return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n"
+
+
+def json_safe(x):
+    """x with every non-finite float as None and numpy scalars as Python numbers (valid JSON)."""
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return float(x) if np.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
 
 
 def sweep_plot(stats, path, title, paper_comparable):
@@ -328,7 +784,7 @@ def sweep_parser():
                     help="ratio of consecutive grid sizes, in (1, 10] (default %(default)s)")
     ap.add_argument("--bar", type=number(0, strict=True), default=0.99,
                     help="success: test accuracy >= bar, in (0, 1] (default %(default)s)")
-    ap.add_argument("--out", default=None, help="results folder (default results/PRESET)")
+    ap.add_argument("--out", default=None, help="results folder (default runs/PRESET)")
     ap.add_argument("--shard", type=shard_spec, default=(0, 1), help="i/n: run share i of n")
     ap.add_argument("--workers", type=integer(1), default=os.cpu_count() or 1,
                     help="processes (default: the number of cores, %(default)s)")
@@ -370,7 +826,7 @@ def main_sweep(argv):
             ap.error(str(e))
     base = dict(task=a.task, s=a.s, steps=a.steps, lr=a.lr, wd=a.wd, n_test=a.n_test, d=a.d,
                 heads=a.heads, mlp=a.mlp, dtype=a.dtype)
-    out = a.out or os.path.join("results", a.preset)
+    out = a.out or os.path.join("runs", a.preset)     # never the committed results/
     if os.path.exists(out) and not os.path.isdir(out):
         ap.error(f"--out {out} is a file; give a folder")
     try:
@@ -420,12 +876,13 @@ def main_sweep(argv):
     print(f"\ncritical sample size of {what}, success = test accuracy >= {a.bar} on {a.n_test} "
           f"fresh samples after {a.steps} steps, {a.search} search on a grid of ratio "
           f"{a.grid_ratio}:")
-    table = sweep_table(stats, comparable)
+    est, scaling = success_table(rows, sorted({k[0] for k in stats}))
+    table = sweep_table(stats, comparable, est, scaling)
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(table)
     with open(os.path.join(out, "critical.json"), "w") as f:
-        json.dump([dict(st, m_star=None if not np.isfinite(st["m_star"]) else st["m_star"])
-                   for st in stats.values()], f, indent=1, default=float)
+        json.dump(json_safe([dict(st, **{k: v for k, v in est[key].items() if not k.endswith("_boot")})
+                             for key, st in stats.items()]), f, indent=1, allow_nan=False)
     png = sweep_plot(stats, os.path.join(out, "mstar.png"),
                      f"{what}: samples to reach test accuracy >= {a.bar}", comparable)
     print(f"saved {out}/table.md, {out}/critical.json" + (f", {png}" if png else ""))

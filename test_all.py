@@ -1,10 +1,16 @@
 """test_all.py: every test of the project.  Run: python -m pytest -q test_all.py
 
-Gradient checks follow ../shared/STYLE.md: float64 central differences of sum(out * dout) with a
+Gradient checks: float64 central differences (theory.numerical_gradient) of sum(out * dout) with a
 random upstream gradient dout, inputs off-centre, LayerNorm gain != 1 and shift != 0, and
 parameters moved well away from their initial values.
 """
+import itertools
 import math
+import os
+import shutil
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -28,25 +34,12 @@ def report_worst_gradient_error():
         print(f"\nlargest relative gradient error: {WORST[name]:.2e} ({name}), {len(WORST)} checks")
 
 
-def rel_error(a, b):
-    """||a - b|| / (||a|| + ||b||): 0 when equal, 1 when unrelated."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    den = np.linalg.norm(a) + np.linalg.norm(b)
-    return 0.0 if den == 0 else float(np.linalg.norm(a - b) / den)
+rel_error = theory.rel_error   # the project's one relative error and numerical gradient
 
 
-def numeric_grad(f, x, h=1e-6):
-    """Central differences of the scalar f() with respect to array x (changed in place)."""
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        old = x[i]
-        x[i] = old + h
-        fp = f()
-        x[i] = old - h
-        fm = f()
-        x[i] = old
-        g[i] = (fp - fm) / (2 * h)
-    return g
+def numeric_grad(f, x):
+    """Central differences of the scalar f() with respect to array x (moved in place)."""
+    return theory.numerical_gradient(lambda _: f(), x)
 
 
 def check(name, analytic, f, x):
@@ -687,10 +680,6 @@ def test_public_functions_raise_valueerror():
 @pytest.mark.parametrize("module", ["attn", "data"])
 def test_file_works_alone_in_an_empty_folder(module, tmp_path):
     """Vendoring: attn.py alone, or data.py alone, imports and runs with numpy only."""
-    import os
-    import shutil
-    import subprocess
-    import sys
     here = os.path.dirname(os.path.abspath(__file__))
     shutil.copy(os.path.join(here, module + ".py"), tmp_path)
     code = {"attn": "import numpy as np, attn\n"
@@ -928,3 +917,615 @@ def test_sweep_folder_keeps_one_protocol(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _sweep(tmp_path, "--steps", "40")
     assert "not a sweep description" in capsys.readouterr().err
+
+
+# ===============================================================================================
+# theory.py: the shared numerical helpers and the command line
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ------------------------------------------------------------------ numerical_gradient --------
+
+def cubic(x):  # f(X) = sum(X^3) + X[0, 1] X[1, 2]; X [2, 3]
+    return float((x ** 3).sum() + x[0, 1] * x[1, 2])
+
+
+def cubic_grad(x):  # -> [2, 3]
+    g = 3 * x ** 2
+    g[0, 1] += x[1, 2]
+    g[1, 2] += x[0, 1]
+    return g
+
+
+def test_numerical_gradient_matches_a_known_gradient_on_a_2x3_array():
+    x = np.random.default_rng(0).standard_normal((2, 3)) + 0.5
+    before = x.copy()
+    g = theory.numerical_gradient(cubic, x)
+    assert g.shape == (2, 3) and g.dtype == np.float64
+    assert theory.rel_error(g, cubic_grad(x)) < 1e-8
+    assert np.array_equal(x, before)                   # every element restored exactly
+
+
+def test_numerical_gradient_can_fail():
+    x = np.random.default_rng(1).standard_normal((2, 3)) + 0.5
+    wrong = 3 * x ** 2                                  # forgets the cross term X[0,1] X[1,2]
+    assert theory.rel_error(theory.numerical_gradient(cubic, x), wrong) > 1e-2
+
+
+def test_numerical_gradient_sees_x_through_a_closure():
+    x = np.array([[1.0, 2.0], [3.0, 4.0]])
+    params = {"x": x}                                   # f reads x elsewhere, ignores its argument
+    g = theory.numerical_gradient(lambda _: float((params["x"] ** 2).sum()), x)
+    assert theory.rel_error(g, 2 * x) < 1e-9
+
+
+def test_numerical_gradient_restores_x_when_f_raises():
+    x = np.zeros(3)
+
+    def boom(v):
+        raise RuntimeError("f failed")
+    with pytest.raises(RuntimeError):
+        theory.numerical_gradient(boom, x)
+    assert np.array_equal(x, np.zeros(3))
+
+
+def test_numerical_jacobian_shape_and_values():
+    x = np.random.default_rng(2).standard_normal((2, 3))
+    M = np.random.default_rng(3).standard_normal((4, 2, 3))
+    J = theory.numerical_jacobian(lambda v: np.tensordot(M, v, axes=2), x)   # [4] -> [4, 2, 3]
+    assert J.shape == (4, 2, 3) and theory.rel_error(J, M) < 1e-9
+    v = np.ones(3)
+    assert theory.numerical_jacobian(lambda u: 2 * u, v).shape == (3, 3)      # [k, d] for 1-D
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: theory.numerical_gradient(cubic, [[1.0, 2.0]]), "float64 numpy array"),
+    (lambda: theory.numerical_gradient(cubic, np.ones((2, 3), np.float32)), "float32"),
+    (lambda: theory.numerical_gradient(cubic, np.ones((2, 3)), h=0), "h must be"),
+    (lambda: theory.numerical_gradient(lambda v: v, np.ones(3)), r"scalar, got shape \(3,\)"),
+    (lambda: theory.rel_error(np.ones(3), np.ones(4)), r"\(3,\) and \(4,\)"),
+    (lambda: theory.fit_line([1.0, 1.0], [2.0, 3.0]), "distinct"),
+])
+def test_helpers_refuse_bad_input_in_one_line(call, message):
+    with pytest.raises(ValueError, match=message) as e:
+        call()
+    assert "\n" not in str(e.value)
+
+
+# ------------------------------------------------------------------ rel_error, fit_line -------
+
+def test_rel_error_known_values():
+    assert theory.rel_error(np.ones((2, 2)), np.ones((2, 2))) == 0.0
+    assert theory.rel_error([3.0, 4.0], [0.0, 0.0]) == 1.0            # 5 / max(5, 0)
+    assert theory.rel_error([1.0, 0.0], [-1.0, 0.0]) == 2.0           # the largest possible
+    assert abs(theory.rel_error([3.0, 4.0], [3.0, 4.5]) - 0.5 / np.hypot(3, 4.5)) < 1e-15
+    assert theory.rel_error(0.0, 0.0) == 0.0                           # 0 / 1e-300
+    assert np.isnan(theory.rel_error([np.nan], [1.0]))                 # `< tol` then fails
+    # L2 over all entries, not the max-abs ratio: (3, 4) vs (3, 0) is 4/5, not 4/4
+    assert abs(theory.rel_error([3.0, 4.0], [3.0, 0.0]) - 0.8) < 1e-15
+
+
+def test_fit_line_recovers_a_line():
+    x = np.linspace(0.0, 5.0, 11)
+    a, b, r2 = theory.fit_line(x, 2.5 * x - 1.0)
+    assert abs(a - 2.5) < 1e-12 and abs(b + 1.0) < 1e-12 and abs(r2 - 1.0) < 1e-12
+    assert theory.fit_line(x, np.sin(7 * x))[2] < 0.5                  # not a line: low R^2
+
+
+# ------------------------------------------------------------------ the command line ----------
+
+def run_theory(*args):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "theory.py", *args], cwd=HERE, capture_output=True,
+                          text=True, timeout=60, env=env)
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_prints_usage_and_does_not_run_the_report(flag):
+    r = run_theory(flag)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("usage: theory.py")
+    assert "Lipschitz" not in r.stdout and "theorem check failed" not in r.stdout
+    assert "training" not in r.stdout and r.stderr == ""
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--he"], ["extra"]])
+def test_unknown_argument_is_one_line_and_exit_2(args):
+    r = run_theory(*args)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("theory.py: error:"), r.stderr
+    assert args[0] in lines[0]
+
+
+# ===============================================================================================
+# data.py: the paper's data protocol (compatible hypotheses, rejection, the statistical limit)
+
+def brute_count(name, s, X, y):
+    """Compatible s-subsets, by checking every one of them with itertools (the definition)."""
+    X, y = np.asarray(X, np.int64), np.asarray(y, np.int64)
+    count = 0
+    for S in itertools.combinations(range(X.shape[1]), s):
+        bits = X[:, list(S)]
+        k = bits.sum(1)
+        if name == "junta":                     # any truth table: labels a function of the bits
+            seen = {}
+            ok = all(seen.setdefault(tuple(row), lab) == lab for row, lab in zip(bits, y))
+        else:
+            pred = {"and": k == s, "or": k > 0, "parity": k % 2 == 1,
+                    "majority": 2 * k > s}[name]
+            ok = bool((pred.astype(np.int64) == y).all())
+        count += ok
+    return count
+
+
+def random_sets(rng, n):
+    """n random (name, s, X, y): task data, random bits with random labels, all-positive and
+    all-negative sets, at T in 6..12, s in 1..3, m in 1..12."""
+    for i in range(n):
+        name = data.TASKS[i % len(data.TASKS)]
+        T = int(rng.integers(6, 13))
+        s = int(rng.choice([1, 3])) if name == "majority" else int(rng.integers(1, 4))
+        m = int(rng.integers(1, 13))
+        kind = i // len(data.TASKS) % 4
+        if kind == 0:                           # the task's own data: S always compatible
+            X, y = data.make_task(name, T, s, rng).sample(m, rng)
+        else:
+            X = (rng.random((m, T)) < rng.uniform(0.2, 0.9)).astype(np.uint8)
+            y = [rng.integers(0, 2, m), np.ones(m), np.zeros(m)][kind - 1].astype(np.uint8)
+        yield name, s, X, y
+
+
+# ---------------------------------------------------------------- count_compatible -------------
+
+def test_count_matches_brute_force_every_task():
+    rng = np.random.default_rng(0)
+    for name, s, X, y in random_sets(rng, 600):
+        want = brute_count(name, s, X, y)
+        assert data.count_compatible(name, s, X, y) == want, (name, s, X.tolist(), y.tolist())
+
+
+def test_limit_is_min_of_count_and_limit():
+    rng = np.random.default_rng(1)
+    for name, s, X, y in random_sets(rng, 150):
+        full = data.count_compatible(name, s, X, y)
+        for limit in (1, 2, 3, 50):
+            assert data.count_compatible(name, s, X, y, limit=limit) == min(full, limit)
+    X, y = data.make_task("and", 8, 2, rng).sample(4, rng)
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="limit must be"):
+            data.count_compatible("and", 2, X, y, limit=bad)
+
+
+def test_true_support_always_compatible_and_bools_accepted():
+    rng = np.random.default_rng(2)
+    for name in data.TASKS:
+        task = data.make_task(name, 10, 3, rng)
+        X, y = task.sample(30, rng)
+        assert data.count_compatible(name, 3, X.astype(bool), y.astype(bool)) >= 1
+        assert data.count_compatible(name, 3, X.astype(float), y) == brute_count(name, 3, X, y)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_and_methods_agree_with_enumeration(seed, monkeypatch):
+    """The three exact "and" methods on hitting-set problems large enough that _count_hitting
+    branches: each matches plain enumeration, and branching really happened."""
+    rng = np.random.default_rng(seed)
+    k, n, r = 25, 120, 3
+    N = rng.random((k, n)) < rng.uniform(0.5, 0.65)  # True = 1: a column hits rows where False
+    want = data._count_enumerate(N, r, math.inf)
+    calls = []
+    original = data._count_hitting
+    monkeypatch.setattr(data, "_count_hitting", lambda *a: calls.append(1) or original(*a))
+    got = data._count_hitting(N, r, math.inf, data._Work("test"))
+    assert got == want and len(calls) > 1, (got, want, len(calls))
+    assert data._count_hitting(N, r, 2, data._Work("test")) == min(want, 2)
+    small = N[:12]
+    assert data._count_inclusion_exclusion(small, r) == data._count_enumerate(small, r, math.inf)
+
+
+def test_and_without_positives_at_large_T():
+    """No positives: P is every position, the count is huge and exact (inclusion-exclusion over
+    the negatives, written out here over the few negatives directly)."""
+    rng = np.random.default_rng(3)
+    T, s = 2000, 3
+    X = (rng.random((6, T)) < 0.8).astype(np.uint8)
+    y = np.zeros(6, np.uint8)
+    want = 0
+    for size in range(7):
+        for U in itertools.combinations(range(6), size):
+            common = int(X[list(U)].all(0).sum()) if U else T
+            want += (-1) ** size * math.comb(common, s)
+    assert data.count_compatible("and", s, X, y) == want
+    assert data.count_compatible("or", s, 1 - X, 1 - y) == want      # OR by complement
+
+
+def test_count_errors():
+    rng = np.random.default_rng(4)
+    X, y = data.make_task("and", 8, 2, rng).sample(5, rng)
+    for args, msg in [(("xor", 2, X, y), "unknown task 'xor'"),
+                      (("and", 0, X, y), "s must be between 1 and 8"),
+                      (("and", 9, X, y), "s must be between 1 and 8"),
+                      (("and", 2, X[0], y), r"X must have shape \[m, T\]"),
+                      (("and", 2, X, y[:4]), r"y must have shape \[5\]"),
+                      (("and", 2, X, 2 * y), "y must hold bits 0/1"),
+                      (("majority", 2, X, y), "odd s")]:
+        with pytest.raises(ValueError, match=msg):
+            data.count_compatible(*args)
+    Xb = (rng.random((20, 3000)) < 0.5).astype(np.uint8)
+    with pytest.raises(ValueError, match="parity: exact count unaffordable at T=3000, s=3"):
+        data.count_compatible("parity", 3, Xb, Xb[:, 0])
+    with pytest.raises(ValueError, match=r"majority: .*C\(T=3000, s=3\)"):
+        data.count_compatible("majority", 3, Xb, Xb[:, 0])
+
+
+def test_counting_cost_at_T_10000(capsys):
+    """Printed, not asserted: the count for a typical "and" training set at T = 10^4."""
+    rng = np.random.default_rng(5)
+    task = data.make_task("and", 10_000, 3, rng)
+    X, y = task.sample(200, rng)
+    t0 = time.perf_counter()
+    n = data.count_compatible("and", 3, X, y)
+    dt = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    data.count_compatible("and", 3, X[:40], y[:40], limit=2)
+    dt40 = time.perf_counter() - t0
+    with capsys.disabled():
+        print(f"\n[count_compatible 'and' T=10^4 s=3: m=200 -> {n} in {1e3 * dt:.1f} ms; "
+              f"m=40, limit=2 in {1e3 * dt40:.1f} ms]")
+    assert n == 1
+
+
+# ---------------------------------------------------------------- the protocol -----------------
+
+def test_sample_unambiguous_deterministic_and_unique():
+    for name in ("and", "or", "parity", "majority"):
+        task = data.make_task(name, 10, 3, np.random.default_rng(6))
+        X1, y1 = data.sample_unambiguous(task, 30, np.random.default_rng(7))
+        X2, y2 = data.sample_unambiguous(task, 30, np.random.default_rng(7))
+        assert np.array_equal(X1, X2) and np.array_equal(y1, y2)
+        assert X1.shape == (30, 10) and np.array_equal(task.label(X1), y1)
+        assert data.count_compatible(name, 3, X1, y1) == 1
+
+
+def test_sample_unambiguous_gives_up_when_m_is_too_small():
+    task = data.make_task("and", 50, 3, np.random.default_rng(8))
+    with pytest.raises(ValueError, match=r"m=2 is too small to identify S at T=50 .*all 5 tries"):
+        data.sample_unambiguous(task, 2, np.random.default_rng(9), max_tries=5)
+
+
+def test_plain_stream_is_prefix_stable():
+    """The plain protocol's sets are prefixes of one stream; first_identifying_m relies on it."""
+    task = data.make_task("and", 37, 3, np.random.default_rng(10))
+    X, y = task.sample(20, np.random.default_rng(11))
+    rng = np.random.default_rng(11)
+    parts = [task.sample(k, rng) for k in (3, 9, 8)]
+    assert np.array_equal(np.concatenate([p[0] for p in parts]), X)
+    assert np.array_equal(np.concatenate([p[1] for p in parts]), y)
+
+
+def brute_first_m(task, seed, m_max):
+    X, y = task.sample(m_max, np.random.default_rng(seed))
+    for m in range(1, m_max + 1):
+        if brute_count(task.name, task.s, X[:m], y[:m]) == 1:
+            return m
+    return None
+
+
+def test_first_identifying_m_matches_prefix_scan():
+    for i, name in enumerate(data.TASKS * 3):
+        T = 6 + i % 4
+        s = 3 if name in ("majority", "junta") else 1 + i % 3
+        task = data.make_task(name, T, s, np.random.default_rng(100 + i))
+        m_max = 40 if i < 10 else 8                       # some streams end ambiguous: None
+        got = data.first_identifying_m(task, np.random.default_rng(200 + i), m_max)
+        assert got == brute_first_m(task, 200 + i, m_max), (name, T, s)
+
+
+def test_first_identifying_m_large_T_matches_linear_scan():
+    """At T = 20000 ("and", "or") the doubling, bisection and column narrowing agree with asking
+    count_compatible about every prefix in turn."""
+    for name, seed in [("and", 0), ("and", 1), ("or", 2)]:
+        task = data.make_task(name, 20_000, 3, np.random.default_rng(seed))
+        got = data.first_identifying_m(task, np.random.default_rng(seed + 10), 400)
+        X, y = task.sample(400, np.random.default_rng(seed + 10))
+        want = next(m for m in range(1, 401)
+                    if data.count_compatible(name, 3, X[:m], y[:m], limit=2) == 1)
+        assert got == want
+
+
+def test_first_identifying_m_errors_and_trivial_case():
+    task = data.make_task("and", 3, 3, np.random.default_rng(0))
+    assert data.first_identifying_m(task, np.random.default_rng(0), 5) == 0
+    with pytest.raises(ValueError, match="m_max must be >= 1"):
+        data.first_identifying_m(task, np.random.default_rng(0), 0)
+    with pytest.raises(ValueError, match="task must be a SparseTask"):
+        data.first_identifying_m("and", np.random.default_rng(0), 5)
+
+
+def test_ambiguity_probability_in_unit_interval_and_falls_with_m():
+    task = data.make_task("and", 30, 2, np.random.default_rng(12))
+    p = [data.ambiguity_probability(task, m, np.random.default_rng(13), 60) for m in (4, 15, 60)]
+    assert all(0.0 <= q <= 1.0 for q in p)
+    assert p[0] >= p[1] >= p[2] and p[0] > p[2], p
+    assert p[0] == 1.0 and p[2] < 0.1, p
+
+
+# ---------------------------------------------------------------- label: bits only -------------
+
+def test_label_rejects_non_bits():
+    task = data.make_task("and", 6, 2, np.random.default_rng(14))
+    X = np.zeros((3, 6))
+    for bad, shown in [(np.nan, "nan"), (2, "2.0"), (-1, "-1.0"), (0.5, "0.5")]:
+        Xb = X.copy()
+        Xb[1, 4] = bad
+        with pytest.raises(ValueError, match=rf"X must hold bits 0/1 .*got {shown} at index "
+                                             rf"\[1, 4\]"):
+            task.label(Xb)
+    with pytest.raises(ValueError, match="got 2 at index"):
+        task.label(np.full((2, 6), 2, np.int64))
+    with pytest.raises(ValueError, match="got 255 at index"):
+        task.label(np.full((2, 6), 255, np.uint8))
+    with pytest.raises(ValueError, match="dtype <U1"):
+        task.label(np.full((2, 6), "1"))
+    Xbool = np.ones((2, 6), bool)
+    assert task.label(Xbool).tolist() == [1, 1]
+    assert task.label(Xbool.astype(float)).tolist() == [1, 1]
+
+
+# ===============================================================================================
+# sweep.py: the estimator (success curves, bootstrap over seeds, scaling fits)
+
+M50_TRUE, B_TRUE = 80.0, 4.0
+M90_TRUE = M50_TRUE * math.exp(math.log(9.0) / B_TRUE)     # no random effect: 138.6
+GRID = 10.0 * 1.15 ** np.arange(27)                          # 10 .. 378, 27 values
+
+
+def synth_rows(rng, n_seeds=40, re_sd=0.2, T=100, grid=GRID):
+    """One run per (seed, m): rows (T, seed, m, success), [n_seeds * len(grid)]."""
+    rows = []
+    for s in range(n_seeds):
+        l50 = math.log(M50_TRUE) + re_sd * rng.standard_normal()
+        ok = rng.random(grid.size) < 1.0 / (1.0 + np.exp(-B_TRUE * (np.log(grid) - l50)))
+        rows += [(T, s, float(m), int(o)) for m, o in zip(grid, ok)]
+    return rows
+
+
+def ci_ok(lo, hi, true):
+    """The coverage criterion: the CI holds the truth AND is informative, i.e. it excludes both
+    2x and 0.5x the truth (an estimator that ignores m, with a CI of [small, inf], fails)."""
+    return lo <= true <= hi and true / 2 < lo and hi < 2 * true
+
+
+# ----------------------------------------------------------------------------------------------
+# recovery and coverage
+
+
+def test_m50_coverage_with_seed_random_effects():
+    hits = 0
+    for k in range(20):
+        est = sweep.success_estimates(synth_rows(np.random.default_rng(k)), n_boot=1000, seed=k)
+        assert est["n_seeds"] == 40 and est["n_runs"] == 40 * GRID.size and est["flag"] is None
+        hits += ci_ok(est["m50_lo"], est["m50_hi"], M50_TRUE)
+        # a wrong m50 (2x or 0.5x) is outside every CI: the check can fail
+        assert not ci_ok(est["m50_lo"], est["m50_hi"], 2 * M50_TRUE)
+        assert not ci_ok(est["m50_lo"], est["m50_hi"], M50_TRUE / 2)
+    assert hits >= 16, f"m50 CI covered the truth in {hits}/20 data sets"      # 17 at writing
+
+
+def test_m90_and_m50_coverage_without_random_effects():
+    hits50 = hits90 = 0
+    for k in range(20):
+        rows = synth_rows(np.random.default_rng(100 + k), re_sd=0.0)
+        est = sweep.success_estimates(rows, n_boot=1000, seed=k)
+        hits50 += ci_ok(est["m50_lo"], est["m50_hi"], M50_TRUE)
+        hits90 += ci_ok(est["m90_lo"], est["m90_hi"], M90_TRUE)
+        assert est["m50_lo"] <= est["m50"] <= est["m50_hi"]
+        assert est["m90_lo"] <= est["m90"] <= est["m90_hi"]
+        assert 2.5 < est["b"] < 6.0                          # slope near B_TRUE = 4
+    assert hits50 >= 16 and hits90 >= 16, f"coverage m50 {hits50}/20, m90 {hits90}/20"  # 19, 18
+
+
+def test_the_coverage_check_fails_for_estimators_that_ignore_m_or_are_biased():
+    ignore_m = biased = 0
+    for k in range(10):
+        rng = np.random.default_rng(k)
+        rows = synth_rows(rng)
+        # wrong estimator 1: the m column shuffled across runs, so the fit cannot use m
+        ms = rng.permutation([r[2] for r in rows])
+        est = sweep.success_estimates([(t, s, m, o) for (t, s, _, o), m in zip(rows, ms)],
+                                   n_boot=300, seed=k)
+        ignore_m += ci_ok(est["m50_lo"], est["m50_hi"], M50_TRUE)
+        # wrong estimator 2: the right fit, reported at 2x
+        est = sweep.success_estimates(rows, n_boot=300, seed=k)
+        biased += ci_ok(2 * est["m50_lo"], 2 * est["m50_hi"], M50_TRUE)
+    assert ignore_m <= 2 and biased == 0, (ignore_m, biased)
+
+
+def test_point_fit_recovers_parameters_and_is_a_stationary_point():
+    rng = np.random.default_rng(5)
+    m = np.exp(rng.uniform(np.log(10), np.log(400), 20000))
+    y = (rng.random(m.size) < sweep._sigmoid(B_TRUE * (np.log(m) - math.log(M50_TRUE)))) * 1.0
+    a, b = sweep.fit_success_curve(m, y)
+    assert abs(b - B_TRUE) < 0.2 and abs(sweep.m_at(0.5, a, b) / M50_TRUE - 1) < 0.03
+    # gradient of the penalised log-likelihood (centred parametrisation) is zero
+    x = np.log(m) - np.log(m).mean()
+    ac = a + b * np.log(m).mean()
+    r = y - sweep._sigmoid(ac + b * x)
+    assert abs(r.sum() - sweep.RIDGE * ac) < 1e-6 and abs((r * x).sum() - sweep.RIDGE * b) < 1e-6
+
+
+def test_vectorised_bootstrap_matches_refitting_each_resample():
+    rows = synth_rows(np.random.default_rng(3), n_seeds=12)
+    ci, samples = sweep.bootstrap_over_seeds(rows, n_boot=20, rng=np.random.default_rng(7))
+    C = sweep._seed_counts(np.random.default_rng(7), 12, 20)     # the same draws
+    for i in range(20):
+        res = [r for r in rows for _ in range(int(C[i, r[1]]))]
+        a, b = sweep.fit_success_curve([r[2] for r in res], [r[3] for r in res])
+        # equal up to the ridge's centring (full-data mean ln m vs the resample's): ~1e-5
+        assert math.isclose(sweep.m_at(0.5, a, b), samples["m50"][i], rel_tol=1e-3)
+        assert math.isclose(sweep.m_at(0.9, a, b), samples["m90"][i], rel_tol=1e-3)
+    assert ci["m50"] == sweep.percentile_ci(samples["m50"])
+
+
+def test_1000_refits_on_500_runs_take_under_2_s():
+    grid = 10.0 * 1.2 ** np.arange(20)
+    rows = synth_rows(np.random.default_rng(0), n_seeds=25, grid=grid)      # 500 runs
+    t0 = time.perf_counter()
+    est = sweep.success_estimates(rows, n_boot=1000)
+    assert time.perf_counter() - t0 < 2.0
+    assert est["n_runs"] == 500 and math.isfinite(est["m50_hi"])
+
+
+# ----------------------------------------------------------------------------------------------
+# separation, censoring, tiny data: finite or inf with a flag, never NaN, never a warning
+
+
+def _no_nan(est):
+    for k, v in est.items():
+        if isinstance(v, float):
+            assert not math.isnan(v), k
+        if isinstance(v, np.ndarray):
+            assert not np.isnan(v).any(), k
+
+
+def test_complete_separation_gives_a_finite_steep_fit_with_m50_in_the_gap():
+    rows = [(50, s, m, int(m >= 80)) for s in range(5) for m in (10.0, 20, 40, 80, 160, 320)]
+    est = sweep.success_estimates(rows, n_boot=200)
+    _no_nan(est)
+    assert 40 < est["m50"] < 80 and math.isclose(est["m50"], math.sqrt(40 * 80), rel_tol=1e-6)
+    assert 5 < est["b"] < 100 and "complete separation" in est["flag"]
+    assert est["m50"] < est["m90"] < 80
+
+
+def test_all_fail_and_all_succeed_are_flagged_as_censored():
+    fail = [(50, s, m, 0) for s in range(4) for m in (10.0, 20, 40)]
+    est = sweep.success_estimates(fail, n_boot=100)
+    _no_nan(est)
+    assert est["b"] is None and est["a"] == -math.inf and "above the largest m tried" in est["flag"]
+    assert est["m50"] == est["m50_lo"] == est["m50_hi"] == est["m90_hi"] == math.inf
+
+    win = [(50, s, m, 1) for s in range(4) for m in (10.0, 20, 40)]
+    est = sweep.success_estimates(win, n_boot=100)
+    _no_nan(est)
+    assert est["b"] is None and est["a"] == math.inf and "below the smallest m tried" in est["flag"]
+    assert est["m50"] == est["m50_lo"] == est["m50_hi"] == est["m90"] == 0.0
+
+
+@pytest.mark.parametrize("m, s, m50", [
+    ([10.0], [0], math.inf), ([10.0], [1], 0.0),                # one run
+    ([10.0, 10.0], [0, 1], math.inf),                           # one m: slope undetermined
+    ([10.0, 20.0], [1, 0], math.inf),                           # decreasing: b < 0
+    ([10.0, 20.0], [0, 1], math.sqrt(200.0)),                   # separated pair
+])
+def test_tiny_data(m, s, m50):
+    a, b = sweep.fit_success_curve(m, s)
+    assert not math.isnan(a) and (b is None or math.isfinite(b))
+    assert sweep.m_at(0.5, a, b) == pytest.approx(m50)
+    assert sweep.fit_flag(m, s, a, b) is not None            # every case here is degenerate
+
+
+def test_resamples_that_lose_all_successes_give_an_inf_upper_bound():
+    # 2 of 8 seeds ever succeed: (6/8)^8 = 10% of resamples draw neither -> m50 = inf in > 2.5%
+    rows = [(50, s, m, int(s < 2 and m >= 40)) for s in range(8) for m in (10.0, 20, 40, 80)]
+    est = sweep.success_estimates(rows, n_boot=1000)
+    _no_nan(est)
+    frac_inf = np.isinf(est["m50_boot"]).mean()
+    assert frac_inf > 0.025 and est["m50_hi"] == math.inf and math.isfinite(est["m50_lo"])
+
+
+def test_percentile_ci_inf_rule():
+    v = np.r_[np.arange(975.0), np.full(25, np.inf)]          # exactly 2.5% inf
+    assert sweep.percentile_ci(v) == (24.0, 974.0)
+    v = np.r_[np.arange(974.0), np.full(26, np.inf)]          # more than 2.5% inf
+    assert sweep.percentile_ci(v) == (24.0, math.inf)
+
+
+def test_m_at_scalar_and_vector():
+    assert sweep.m_at(0.5, -4 * math.log(80), 4.0) == pytest.approx(80.0)
+    out = sweep.m_at(0.9, np.array([-4 * math.log(80), 0.0, -np.inf, np.inf, -1e6]),
+                  np.array([4.0, -1.0, 0.0, 0.0, 1e-3]))
+    assert out[0] == pytest.approx(M90_TRUE) and out[1] == out[2] == out[4] == math.inf
+    assert out[3] == 0.0
+
+
+# ----------------------------------------------------------------------------------------------
+# the paper-comparison statistic
+
+
+def test_majority_mstar_hand_made():
+    rows = ([(100, s, 10.0, 0) for s in range(4)]                      # 0/4
+            + [(100, 0, 20.0, 1)] + [(100, s, 20.0, 0) for s in (1, 2, 3)]  # 1/4
+            + [(100, 0, 40.0, 0), (100, 1, 40.0, 1)]                     # 1/2: seed 0 regresses
+            + [(100, s, 80.0, int(s > 0)) for s in range(4)])            # 3/4
+    assert sweep.majority_mstar(rows, [5.0, 10.0, 20.0, 40.0, 80.0]) == 40.0   # 5: no runs, skipped
+    assert sweep.majority_mstar(rows) == 40.0
+    assert sweep.majority_mstar(rows, [80.0, 10.0]) == 80.0                   # 40 not in the grid
+    assert sweep.majority_mstar(rows, [5.0, 10.0, 20.0]) == math.inf
+    dict_rows = [dict(T=t, seed=s, m=m, success=o) for t, s, m, o in rows]
+    assert sweep.majority_mstar(dict_rows) == 40.0
+
+
+# ----------------------------------------------------------------------------------------------
+# scaling fits across T
+
+T_GRID = np.array([10.0, 20, 50, 100, 200, 500, 1000])
+
+
+def _scaling_data(truth, sd, B=1000, seed=0):
+    rng = np.random.default_rng(seed)
+    point = truth + sd * rng.standard_normal(truth.size)
+    return point, point[:, None] + sd * rng.standard_normal((truth.size, B))
+
+
+def test_scaling_log_data_recovers_b_and_log_wins_aic():
+    point, boot = _scaling_data(30 + 40 * np.log(T_GRID), sd=5.0)
+    f = sweep.scaling_fits(T_GRID, point, boot)
+    assert f["log_b_lo"] <= 40 <= f["log_b_hi"] and abs(f["log_b"] - 40) < 5
+    assert f["daic"] < 0 and f["daic_hi"] < 0 and f["p_log_better"] > 0.95
+    assert f["n_dropped"] == 0 and f["n_boot"] == 1000 and f["log_r2"] > 0.99
+
+
+def test_scaling_linear_data_linear_wins_aic():
+    point, boot = _scaling_data(50 + 0.5 * T_GRID, sd=5.0)
+    f = sweep.scaling_fits(T_GRID, point, boot)
+    assert f["lin_b_lo"] <= 0.5 <= f["lin_b_hi"]
+    assert f["daic"] > 0 and f["daic_lo"] > 0 and f["p_log_better"] < 0.05
+
+
+def test_scaling_power_law_exact_and_dropped_replicates():
+    y = 3.0 * T_GRID ** 0.5
+    boot = np.repeat(y[:, None], 50, 1)
+    boot[2, :17] = np.inf
+    boot[4, 17:20] = 0.0
+    f = sweep.scaling_fits(T_GRID, y, boot)
+    assert f["n_dropped"] == 20 and f["pow_k"] == pytest.approx(0.5)
+    assert f["pow_a"] == pytest.approx(3.0) and f["pow_k_lo"] == pytest.approx(0.5)
+    all_bad = np.full((T_GRID.size, 5), np.inf)
+    f = sweep.scaling_fits(T_GRID, y, all_bad)
+    assert f["n_dropped"] == 5 and f["p_log_better"] is None
+    assert (f["log_b_lo"], f["log_b_hi"]) == (-math.inf, math.inf)
+
+
+# ----------------------------------------------------------------------------------------------
+# input checks: one-line ValueErrors naming the bad value
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: sweep.fit_success_curve([10.0, -1.0], [0, 1]), "m must be positive"),
+    (lambda: sweep.fit_success_curve([10.0, 20.0], [0, 2]), r"success must be 0 or 1.*2"),
+    (lambda: sweep.m_at(1.0, 0.0, 1.0), "p must be in"),
+    (lambda: sweep.success_estimates([(10, 0, 5, 1), (20, 0, 5, 0)]), r"T=\[10.0, 20.0\]"),
+    (lambda: sweep.success_estimates([(10, 0, 5, 1)], n_boot=0), "n_boot must be"),
+    (lambda: sweep.parse_rows([(10, 0, 5, 0.5)]), "success must be 0 or 1, got 0.5"),
+    (lambda: sweep.parse_rows([{"T": 10, "seed": 0, "m": 5}]), "lacks key 'success'"),
+    (lambda: sweep.scaling_fits([10, 20], [1, 2], [[1], [2]]), "at least|>= 3"),
+    (lambda: sweep.scaling_fits([10, 20, 40], [1, np.inf, 2], np.ones((3, 4))),
+     r"m50=\[inf\] at T=\[20.0\]"),
+    (lambda: sweep.scaling_fits([10, 20, 40], [1, 2, 3], np.ones((2, 4))), r"shape \[n_T=3"),
+])
+def test_value_errors(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
