@@ -59,6 +59,9 @@ def offcentre(rng, *shape):
     return 0.7 + 1.3 * rng.standard_normal(shape)
 
 
+# ===============================================================================================
+# attn.py
+
 # ------------------------------------------------------------------ per-op gradient checks ----
 
 def test_grad_layernorm():
@@ -288,6 +291,9 @@ def test_config_errors():
         attn.model_forward(p, cfg, np.zeros((2, 5), np.uint8), path="fastest")
 
 
+# ===============================================================================================
+# data.py
+
 # ------------------------------------------------------------------ data ----------------------
 
 @pytest.mark.parametrize("name,s", [("and", 3), ("or", 2), ("parity", 4), ("majority", 5),
@@ -355,693 +361,7 @@ def test_data_errors():
         task.sample(5, 123)
 
 
-# ------------------------------------------------------------------ training ------------------
-
-def test_learns_sparse_and_small_T():
-    r = train.train_run(dict(T=20, m=200, steps=300, n_test=1000, seed=1, log_every=0))
-    assert r["test_acc"] >= 0.99
-    assert r["top_attended"] == r["S"]
-
-
-def test_stack_equals_single_runs():
-    """R = 4 runs stacked (same T and m, other seeds) against the 4 runs alone, 200 float64 steps:
-    every loss within 1e-9 relative, same accuracies. Then a stack with different m (the shorter
-    sets padded with weight-0 samples): it sums in another order, so it agrees to rounding, which
-    training amplifies slowly; same outcome."""
-    base = dict(T=30, steps=200, n_test=300, dtype="float64", d=16, heads=4, mlp=8, log_every=0)
-    for ms, tol, first in (((60, 60, 60, 60), 1e-9, 200), ((40, 60, 25, 60), 1e-9, 40)):
-        runs = [dict(base, seed=seed, m=m) for seed, m in enumerate(ms)]
-        stacked = train.train_stack(runs)
-        for o, st in zip(runs, stacked):
-            alone = train.train_run(o, log=None)
-            a, b = np.array(alone["losses"]), np.array(st["losses"])
-            assert a.shape == b.shape == (200,)
-            assert np.max(np.abs(a - b)[:first] / np.abs(a[:first])) < tol, (o, ms)
-            assert abs(alone["test_acc"] - st["test_acc"]) <= 1 / 300
-            assert (alone["test_acc"] >= 0.99) == (st["test_acc"] >= 0.99)
-            assert alone["train_acc"] == st["train_acc"] and alone["S"] == st["S"]
-    with pytest.raises(ValueError, match="differ on"):
-        train.train_stack([dict(base, seed=0, m=20), dict(base, seed=1, m=20, T=31)])
-
-
-def test_training_deterministic():
-    opts = dict(T=15, m=50, steps=20, seed=3, log_every=0, d=16, heads=4, mlp=8)
-    a, b = train.train_run(opts), train.train_run(opts)
-    assert a["loss"] == b["loss"]
-    assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"])
-    c = train.train_run(dict(opts, seed=4))
-    assert not np.array_equal(a["params"]["W_Q"], c["params"]["W_Q"])
-
-
-# ------------------------------------------------------------------ the sweep ------------------
-
-def test_bisect_finds_the_grid_walks_m_star():
-    """Per-seed bisection gives the same m*(T) as walking the whole grid, when success is
-    monotone in m; and it needs far fewer runs."""
-    grid = sweep.m_grid(8, 600)
-    rng = np.random.default_rng(0)
-    for trial in range(20):
-        thresholds = rng.integers(5, 700, size=rng.integers(1, 12))
-        rows_b, rows_g, calls = [], [], [0]
-        for seed, th in enumerate(thresholds):
-            def ok(m, th=th):
-                calls[0] += 1
-                return m >= th
-            for search, rows in ((sweep.bisect_search, rows_b), (sweep.grid_search, rows_g)):
-                gen = search(grid)
-                try:
-                    m = next(gen)
-                    while True:
-                        rows.append(dict(model="transformer", T=100, seed=seed, m=m,
-                                         success=ok(m)))
-                        m = gen.send(rows[-1]["success"])
-                except StopIteration as stop:
-                    expect = next((g for g in grid if g >= th), None)
-                    assert stop.value == expect
-        sb = sweep.critical_sizes(rows_b, {"transformer": grid}, "bisect")[("transformer", 100)]
-        sg = sweep.critical_sizes(rows_g, {"transformer": grid}, "grid")[("transformer", 100)]
-        assert sb["m_star"] == sg["m_star"] and sb["per_seed"] == sg["per_seed"]
-        assert len(rows_b) <= len(thresholds) * (np.log2(len(grid)) + 2) < len(rows_g)
-
-
-def test_critical_sizes_majority_rule():
-    grid = [10, 20, 30, 40]
-    rows = [dict(model="transformer", T=5, seed=s, m=m, success=m >= th)
-            for s, th in enumerate([20, 30, 40, 99]) for m in grid]
-    st = sweep.critical_sizes(rows, {"transformer": grid}, "grid")[("transformer", 5)]
-    assert st["m_star"] == 30                   # 2 of 4 seeds succeed at 30: at least half
-    assert st["censored"] == 1 and st["mean"] == 30.0 and st["unfinished"] == 0
-    # not monotone: seed 0 fails again at 30. Walking the grid counts successes AT each m.
-    wobbly = [dict(r, success=False) if (r["seed"], r["m"]) == (0, 30) else r for r in rows]
-    assert sweep.critical_sizes(wobbly, {"transformer": grid}, "grid")[("transformer", 5)][
-        "m_star"] == 40
-    # a search interrupted after its first probe is unfinished, not "above grid"
-    part = [r for r in rows if r["seed"] != 3 or r["m"] == 10]
-    st = sweep.critical_sizes(part, {"transformer": grid}, "grid")[("transformer", 5)]
-    assert st["unfinished"] == 1 and st["censored"] == 0 and st["n_seeds"] == 3
-    assert st["m_star"] == 30
-    b, a, r2 = theory.fit_line([1, 2, 3], [3, 5, 7])
-    assert abs(a - 1) < 1e-12 and abs(b - 2) < 1e-12 and abs(r2 - 1) < 1e-12
-
-
-def _sweep(out, *extra):
-    return sweep.main(["--preset", "smoke", "--workers", "1", "--out", str(out),
-                       *extra])
-
-
-def _rows(path):
-    rows = sweep.read_rows([path])
-    return sorted((r["model"], r["T"], r["seed"], r["m"], r["test_acc"]) for r in rows)
-
-
-def test_sweep_resumes_and_shards_merge(tmp_path, capsys):
-    full = tmp_path / "full"
-    assert _sweep(full) == 0
-    ref_rows, ref_table = _rows(full / "runs.csv"), (full / "table.md").read_text()
-    assert len(ref_rows) > 8
-
-    # interrupted: keep the header and 5 finished rows, and a row torn mid-write
-    part = tmp_path / "part"
-    part.mkdir()
-    lines = (full / "runs.csv").read_text().splitlines(keepends=True)
-    (part / "runs.csv").write_text("".join(lines[:6]) + lines[6][:12])
-    (part / "sweep.json").write_text((full / "sweep.json").read_text())
-    capsys.readouterr()
-    assert _sweep(part) == 0
-    out = capsys.readouterr().out
-    assert "5 runs already saved" in out
-    assert f"sweep: {len(ref_rows) - 5} runs in" in out           # nothing finished is redone
-    assert _rows(part / "runs.csv") == ref_rows
-    assert (part / "table.md").read_text() == ref_table
-
-    # two shards, as on two machines, merged by --report
-    shards = tmp_path / "shards"
-    assert _sweep(shards, "--shard", "0/2") == 0
-    assert _sweep(shards, "--shard", "1/2") == 0
-    assert _sweep(shards, "--report") == 0
-    merged = sorted(_rows(shards / "runs-shard-0-of-2.csv") + _rows(shards / "runs-shard-1-of-2.csv"))
-    assert merged == ref_rows
-    assert (shards / "table.md").read_text() == ref_table
-
-
-def test_sweep_refuses_other_options_in_same_folder(tmp_path, capsys):
-    assert _sweep(tmp_path) == 0
-    with pytest.raises(SystemExit) as e:
-        _sweep(tmp_path, "--lr", "0.01")
-    assert e.value.code == 2
-    err = capsys.readouterr().err
-    assert "other options" in err and len(err.strip().splitlines()) == 1
-
-
-def test_baseline_mlp_gradients():
-    rng = np.random.default_rng(11)
-    p = attn.baseline_init(7, 5, rng, "float64", std=0.7)
-    for k in p:
-        p[k] += 0.3 * rng.standard_normal(p[k].shape)
-    X = rng.integers(0, 2, (6, 7))
-    dz = rng.standard_normal(6)
-    g = attn.baseline_backward(dz, attn.baseline_forward(p, X)[1])
-    for k in p:
-        check(f"baseline {k}", g[k], lambda: attn.baseline_forward(p, X)[0] @ dz, p[k])
-
-
-# ------------------------------------------------------------------ trustworthy runs ------------
-
-SMALL = dict(T=12, m=40, steps=30, seed=2, log_every=0, d=8, heads=2, mlp=4, n_test=200)
-
-
-def test_same_seed_same_bits_every_loss():
-    a, b = train.train_run(SMALL), train.train_run(SMALL)
-    assert a["losses"] == b["losses"] and len(a["losses"]) == SMALL["steps"]
-    assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"])
-
-
-@pytest.mark.parametrize("batch", [0, 16])
-def test_resume_is_exact(tmp_path, batch):
-    """Stopped at step k and resumed, a run ends with the very bits of a run straight through
-    (minibatch order included: the generator state is in the checkpoint)."""
-    opts = dict(SMALL, batch=batch)
-    straight = train.train_run(opts)
-    path = str(tmp_path / "ck.npz")
-    with pytest.raises(train.Interrupted) as e:
-        train.train_run(opts, save=path, stop_after=13)
-    assert e.value.step == 13
-    ck = train.load_checkpoint(path, dict(train.DEFAULTS, **opts))
-    assert ck["step"] == 13
-    resumed = train.train_run(opts, save=path, resume=ck)
-    assert resumed["losses"] == straight["losses"][13:]
-    for k in straight["params"]:
-        assert np.array_equal(straight["params"][k], resumed["params"][k]), k
-    assert straight["loss"] == resumed["loss"]
-
-
-def test_checkpoint_refuses_bad_files(tmp_path):
-    opts = dict(train.DEFAULTS, **SMALL)
-    path = str(tmp_path / "ck.npz")
-    train.train_run(SMALL, save=path)
-    good = open(path, "rb").read()
-    (tmp_path / "trunc.npz").write_bytes(good[: len(good) // 2])
-    (tmp_path / "text.npz").write_text("hello")
-    np.savez(tmp_path / "other.npz", a=np.zeros(3))
-    for name, msg in [("trunc.npz", "not a readable checkpoint"),
-                      ("text.npz", "not a readable checkpoint"),
-                      ("other.npz", "not a checkpoint of train.py"),
-                      ("missing.npz", "no checkpoint")]:
-        with pytest.raises(ValueError, match=msg):
-            train.load_checkpoint(str(tmp_path / name), opts)
-    for key, val in [("T", 13), ("d", 16), ("heads", 4), ("task", "parity")]:
-        with pytest.raises(ValueError, match=f"another configuration: {key}="):
-            train.load_checkpoint(path, dict(opts, **{key: val}))
-    assert open(path, "rb").read() == good               # nothing was overwritten
-
-
-def run_cli(capsys, *argv):
-    capsys.readouterr()
-    main = train.main
-    if argv and argv[0] in ("sweep", "bench"):
-        main, argv = sweep.main, argv[1:] if argv[0] == "sweep" else argv
-    try:
-        code = main(list(argv))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_cli_checkpoint_errors_leave_files_alone(tmp_path, capsys):
-    path = str(tmp_path / "ck.npz")
-    base = ["--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4", "--n-test", "100",
-            "--log-every", "0"]
-    code, out, err = run_cli(capsys, *base, "--steps", "5", "--save", path)
-    assert code == 0 and "checkpoint" in out
-    good = open(path, "rb").read()
-    (tmp_path / "trunc.npz").write_bytes(good[:100])
-    notes = tmp_path / "notes.txt"
-    notes.write_text("precious")
-    for argv, msg in [(["--resume", str(tmp_path / "trunc.npz")], "not a readable checkpoint"),
-                      (["--resume", path, "--T", "13"], "another configuration: --T 13"),
-                      (["--resume", path, "--steps", "5"], "already at step 5"),
-                      (["--resume", str(notes)], "not a readable checkpoint"),
-                      (base + ["--save", str(notes)], "refusing to overwrite")]:
-        code, out, err = run_cli(capsys, *argv)
-        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
-    assert open(path, "rb").read() == good and notes.read_text() == "precious"
-    code, out, err = run_cli(capsys, "--resume", path, "--steps", "9")
-    assert code == 0 and "resumed at step 5" in out
-
-
-def test_divergence_names_step_and_keeps_last_finite_checkpoint(tmp_path):
-    path = str(tmp_path / "ck.npz")
-    with pytest.raises(train.Diverged, match=r"at step \d+.*smaller --lr.*last finite") as e:
-        train.train_run(dict(SMALL, lr=1e37, steps=50), save=path, save_every=1)
-    ck = train.load_checkpoint(path)
-    assert all(np.all(np.isfinite(v)) for v in ck["params"].values())
-
-
-def _bad_values(action):
-    """Values that must be refused for one option, from its type."""
-    if action.choices:
-        return ["bogus"]
-    t = action.type
-    if t is None or action.nargs == 0:
-        return []
-    name, allowed = getattr(t, "__name__", ""), getattr(t, "allowed", "")
-    if allowed.startswith("an integer"):          # train.integer(lo)
-        return ["abc", "1.5", "-1", ""]
-    if allowed.startswith("a finite number"):     # train.number(lo)
-        return ["abc", "-1", "nan", "inf"]
-    if name == "int_list":
-        return ["abc", "0", "5,-3", ""]
-    if name == "shard_spec":
-        return ["2/2", "a/b", "1"]
-    if name == "model_list":
-        return ["cnn", ""]
-    return []
-
-
-@pytest.mark.parametrize("command", ["train", "sweep", "bench"])
-def test_every_option_refuses_bad_values_in_one_line(command, capsys, tmp_path):
-    """Walk every option of every command: a bad value gives exit 2 and one line on stderr."""
-    parser = {"train": train.train_parser, "sweep": sweep.sweep_parser,
-              "bench": sweep.bench_parser}[command]()
-    prefix = [] if command == "train" else [command]
-    tried = 0
-    for action in parser._actions:
-        if not action.option_strings or action.dest == "help":
-            continue
-        for bad in _bad_values(action):
-            code, out, err = run_cli(capsys, *prefix, action.option_strings[0], bad,
-                                     "--out" if command == "sweep" else "--json",
-                                     str(tmp_path / "x"))
-            assert code == 2, (action.dest, bad, out, err)
-            assert len(err.strip().splitlines()) == 1 and "error" in err, (action.dest, bad, err)
-            assert "Traceback" not in err
-            tried += 1
-    assert tried >= 10
-    # values that each pass alone but not together, and an impossible memory demand
-    if command != "bench":
-        for argv, msg in [(["--s", "200"], "larger than"), (["--heads", "7"], "must divide"),
-                          (["--task", "majority", "--s", "2"], "odd")]:
-            code, out, err = run_cli(capsys, *prefix, *argv, "--out" if command == "sweep"
-                                     else "--json", str(tmp_path / "x"))
-            assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
-    if command == "train":
-        for argv, msg in [(["--T", "100000000"], "GiB"), (["--batch", "900"], "larger than --m")]:
-            code, out, err = run_cli(capsys, *argv)
-            assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
-
-
-def test_public_functions_raise_valueerror():
-    cfg = attn.default_config(T=4, d=4, heads=1)
-    p = attn.init_params(cfg, np.random.default_rng(0))
-    for X, msg in [([[0, 1, 0, 1]], r"array \[batch, T\]"), (np.zeros((0, 4), np.uint8),
-                   "at least one"), (np.zeros(4, np.uint8), r"array \[batch, T\]")]:
-        with pytest.raises(ValueError, match=msg):
-            attn.model_forward(p, cfg, X)
-    for bad in (2, -1, 0.5):
-        X = np.zeros((3, 4))
-        X[1, 2] = bad
-        with pytest.raises(ValueError, match="bits 0 and 1 only"):
-            attn.model_forward(p, cfg, X)
-    big = attn.default_config(T=30000, d=64, heads=16)
-    pb = {k: np.zeros((30000 if k == "E_pos" else 1, 1), np.float32) for k in ("E_pos",)}
-    with pytest.raises(ValueError, match="GiB of activations"):
-        attn.model_forward(pb, big, np.zeros((100, 30000), np.uint8), "full")
-    with pytest.raises(ValueError, match="GiB"):
-        train.train_run(dict(T=10**9, m=10))
-    for bad, msg in [(dict(task="xor"), "task must be one of"), (dict(model="cnn"), "model must"),
-                     (dict(stepz=3), "unknown option"), (dict(lr=-1.0), "lr must be"),
-                     (dict(batch=-5), "batch must be"), (dict(batch=900), "larger than --m"),
-                     (dict(log_every=-1), "log_every must"), (dict(T=5.0), "T must be")]:
-        with pytest.raises(ValueError, match=msg):
-            train.train_run(dict(SMALL, **bad))
-
-
-@pytest.mark.parametrize("module", ["attn", "data"])
-def test_file_works_alone_in_an_empty_folder(module, tmp_path):
-    """Vendoring: attn.py alone, or data.py alone, imports and runs with numpy only."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    shutil.copy(os.path.join(here, module + ".py"), tmp_path)
-    code = {"attn": "import numpy as np, attn\n"
-                    "cfg = attn.default_config(T=10, d=8, heads=2, mlp=4)\n"
-                    "p = attn.init_params(cfg, np.random.default_rng(0))\n"
-                    "X = np.random.default_rng(1).integers(0, 2, (3, 10))\n"
-                    "loss, g, z = attn.loss_and_grads(p, cfg, X, np.array([0, 1, 1]))\n"
-                    "assert set(g) == set(p) and z.shape == (3,)\nprint('ok', float(loss))\n",
-            "data": "import numpy as np, data\n"
-                    "t = data.make_task('and', 20, 3, np.random.default_rng(0))\n"
-                    "X, y = t.sample(50, np.random.default_rng(1))\n"
-                    "assert X.shape == (50, 20) and y.shape == (50,)\nprint('ok')\n"}[module]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    r = subprocess.run([sys.executable, "-E", "-c", code], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr
-    assert set(os.listdir(tmp_path)) - {"__pycache__"} == {module + ".py"}
-
-
-# ------------------------------------------------------------------ theory.py: every [theorem check]
-
-def _build(name, T, s, seed=0):
-    task = data.make_task(name, T, s, np.random.default_rng([T, s, seed]))
-    p, cfg, info = theory.build_sparse_head(task, np.random.default_rng([T, s, seed, 1]))
-    return task, p, cfg, info
-
-
-# ---------------------------------------------------------------- 1. capacity ----------------
-
-def test_softmax_lipschitz_at_most_2_and_search_reaches_near_1():
-    r = theory.softmax_lipschitz_search(np.random.default_rng(0), n_random=1200, n_climb=150)
-    assert r["overall"] <= 2.0                       # the paper's Corollary A.7
-    assert r["overall"] <= 1.0 + 1e-9                # the tight constant
-    assert r["constructed"] > 0.99                   # the search really approaches the worst case
-
-
-def test_softmax_ratio_known_value():
-    # a = 0, b = (+e, -e): ||softmax(a) - softmax(b)||_1 = tanh(e), ratio tanh(e) / e
-    for e in (1e-2, 0.5, 3.0):
-        r = theory.softmax_l1_linf_ratio(np.zeros(2), np.array([e, -e]))
-        assert abs(r - math.tanh(e) / e) < 1e-12
-
-
-def test_norm_measures_known_matrices():
-    cfg = attn.default_config(T=3, d=4, heads=2, mlp=0, ln=False, dtype="float64")
-    p = attn.init_params(cfg, np.random.default_rng(0), std=0.0)
-    p["W_Q"][:] = np.diag([2.0, 1.0, 1.0, 1.0])
-    p["W_K"][:] = np.diag([3.0, 1.0, 1.0, 1.0])
-    p["W_V"][:] = np.eye(4)
-    p["W_O"][:] = 5 * np.eye(4)
-    p["E_pos"][0, 0] = 3.0                               # the longest token row, norm 3 (bit 0)
-    p["w"][0] = 2.0
-    nm = theory.norm_measures(p, cfg)
-    e = 2
-    assert abs(nm["qk_spec"][0] - 6.0 / math.sqrt(e)) < 1e-12   # diag(2,1) diag(3,1) / sqrt(e)
-    assert abs(nm["qk_fro"][1] - math.sqrt(2) / math.sqrt(e)) < 1e-12
-    assert abs(nm["v_21"][0] - 2.0) < 1e-12
-    assert abs(nm["o_spec"][0] - 5.0) < 1e-12
-    assert abs(nm["B_X"] - math.hypot(3.0, 1.0)) < 1e-12       # bias coordinate folded in
-    assert nm["L_after"] == 2.0
-
-
-def test_bound_grows_like_log_T_and_halfspaces_like_T():
-    C, d = 1e4, 64
-    head = [theory.samples_for_gap(C, d, T, 0.1) for T in (10, 10 ** 6)]
-    lin = [theory.linear_class_samples(T, 0.1) for T in (10, 10 ** 6)]
-    assert 1.0 < head[1] / head[0] < 1.6
-    assert lin[1] / lin[0] > 1e5
-    m = theory.samples_for_gap(C, d, 100, 0.1)
-    assert theory.generalization_gap(C, d, m, 100) <= 0.1
-    assert theory.generalization_gap(C, d, m - 5, 100) > 0.1
-
-
-def test_trained_params_norms_finite_and_C_positive():
-    cfg = attn.default_config(T=12, d=16, heads=4, mlp=8)
-    p = attn.init_params(cfg, np.random.default_rng(1))
-    C = theory.covering_constant(theory.norm_measures(p, cfg))
-    assert np.isfinite(C) and C > 0
-
-
-# ---------------------------------------------------------------- 2. construction ------------
-
-@pytest.mark.parametrize("T,s", [(10, 1), (10, 5), (100, 3), (1000, 4), (10000, 2)])
-def test_construction_exact(T, s):
-    for name in data.TASKS:
-        if name == "majority" and s % 2 == 0:
-            continue
-        task, p, cfg, info = _build(name, T, s)
-        c = theory.check_construction(p, cfg, task, np.random.default_rng(9), n_fill=3)
-        assert c["n"] == 2 ** s * 5
-        assert c["wrong"] == 0, (name, T, s, c)
-        assert c["margin"] >= 0.5, (name, T, s, c)
-
-
-def test_construction_exact_on_a_larger_junta():
-    task, p, cfg, info = _build("junta", 200, 6)
-    c = theory.check_construction(p, cfg, task, np.random.default_rng(2), n_fill=1)
-    assert c["wrong"] == 0 and c["margin"] >= 0.5 and info["units"] > 6
-
-
-def test_construction_same_on_all_three_paths():
-    task, p, cfg, info = _build("parity", 20, 3)
-    X = task.sample(16, np.random.default_rng(3))[0]
-    z = [attn.model_forward(p, cfg, X, path)[0] for path in attn.PATHS]
-    assert np.abs(z[0] - z[1]).max() < 1e-9 and np.abs(z[0] - z[2]).max() < 1e-9
-    A = attn.cls_attention(p, cfg, X)[:, 0]
-    assert np.allclose(A[:, task.S].sum(1), info["mass_on_S"], atol=1e-12)
-
-
-def test_construction_check_can_fail():
-    task, p, cfg, info = _build("majority", 50, 3)
-    bad = dict(p, w=-p["w"])                                   # readout flipped: every answer wrong
-    c = theory.check_construction(bad, cfg, task, np.random.default_rng(0))
-    assert c["wrong"] == c["n"]
-    weak = dict(p, W_K=p["W_K"] * 0.2)                          # R too small: the leak breaks it
-    assert theory.check_construction(weak, cfg, task, np.random.default_rng(0))["wrong"] > 0
-
-
-def test_qk_norm_grows_like_log_T():
-    q = [_build("and", T, 3)[3]["qk_spec"] for T in (10, 100, 1000)]
-    assert q[0] < q[1] < q[2]
-    ratios = [v / math.log(T) for v, T in zip(q, (10, 100, 1000))]
-    assert all(1.0 < r < 4.0 for r in ratios)                  # ~ log T, not a power of T
-
-
-def test_junta_decoder_grows_faster_than_parity():
-    junta = [_build("junta", 50, s)[3]["decoder_norm"] for s in (2, 4)]
-    parity = [_build("parity", 50, s)[3]["decoder_norm"] for s in (2, 4)]
-    assert junta[1] / junta[0] > 2 * parity[1] / parity[0]
-
-
-# ---------------------------------------------------------------- 3. probabilistic reading ----
-
-def test_lse_gradient_is_attention():
-    g = theory.check_lse_gradient(np.random.default_rng(11))
-    assert g["formula"] < 1e-7 and g["head"] < 1e-7
-    assert g["grad_norm"] > 0.1                                # not 0 against 0
-    K, q = np.random.default_rng(1).standard_normal((5, 3)), np.ones(3)
-    fd = theory.numerical_gradient(lambda x: theory.lse(K @ x, 2.0), q)
-    assert theory.rel_error(theory.lse_grad(K, q, 1.0), fd) > 1e-3   # a wrong beta is caught
-
-
-def test_lse_hessian_is_beta_covariance_and_psd():
-    h = theory.check_lse_hessian(np.random.default_rng(12))
-    assert h["rel_err"] < 1e-6 and h["min_eig"] > -1e-8 and h["max_eig"] > 0.1
-    assert h["asym"] < 1e-6
-
-
-def test_tied_residual_attention_expands():
-    t = theory.check_tied_expansion(np.random.default_rng(13), trials=150)
-    assert t["min_ratio"] >= 1 - 1e-9
-    assert t["min_logdet"] >= -1e-12 and t["min_lse_rise"] >= -1e-12 and t["jac_err"] < 1e-6
-    # the same measurement on an untied map finds a shrinking pair, so the check can fail
-    assert theory.demo_untied(np.random.default_rng(13), tries=10) < 1.0
-
-
-def test_layernorm_jacobian_norm_is_one_over_sigma():
-    ln = theory.check_layernorm(np.random.default_rng(14))
-    assert ln["jac_rel_err"] < 1e-5
-    assert ln["norm_max"] > 2 and ln["norm_min"] < 0.5            # both regimes were tested
-    assert ln["max_ratio_sigma_ge_1"] <= 1 + 1e-12 and ln["pairs"] > 100
-    x = np.array([0.0, 0.1, -0.1, 0.05])                           # sigma << 1: LN expands
-    assert theory.layernorm_jacobian_norm(x) > 5
-
-
-def test_infonce_gradient_is_attention_readout():
-    r = theory.check_infonce(np.random.default_rng(15))
-    assert r["rel_err"] < 1e-7 and r["grad_norm"] > 0.05
-
-
-# ---------------------------------------------------------------- 4. GF(2) learner ------------
-
-def test_gf2_learner_recovers_support():
-    for T in (15, 200):
-        m0, ok, unique_before = theory.gf2_sample_need(T, 3, np.random.default_rng(T))
-        assert ok and not unique_before
-        assert T <= m0 <= T + 30
-
-
-def test_gf2_solve_matches_mod2_products():
-    rng = np.random.default_rng(16)
-    X = (rng.random((90, 70)) < 0.5).astype(np.uint8)
-    w = (rng.random(70) < 0.3).astype(np.uint8)
-    y = (X.astype(int) @ w % 2).astype(np.uint8)
-    assert np.array_equal(theory.gf2_solve(X, y), w)
-    assert theory.gf2_solve(X[:40], y[:40]) is None                # rank < T: not unique
-    Xd = np.vstack([X, X[:1]])                                     # a duplicated row, flipped label
-    assert theory.gf2_solve(Xd, np.append(y, 1 - y[0])) is None    # inconsistent
-    assert theory.gf2_first_full_rank(X) >= 70
-
-
-def test_log2_binomial_matches_paper_numbers():
-    assert abs(theory.log2_binomial(100, 3) - 17.3) < 0.05
-    assert abs(theory.log2_binomial(1100, 3) - 27.7) < 0.05
-
-
-# ---------------------------------------------------------------- bad arguments ---------------
-
-@pytest.mark.parametrize("call,match", [
-    (lambda: theory.softmax_l1_linf_ratio(np.zeros(3), np.zeros(3)), "differ"),
-    (lambda: theory.softmax_l1_linf_ratio(np.zeros(3), np.zeros(4)), r"\(3,\) and \(4,\)"),
-    (lambda: theory.samples_for_gap(-1.0, 8, 10, 0.1), "-1.0"),
-    (lambda: theory.samples_for_gap(1.0, 8, 0, 0.1), "T must be >= 1, got 0"),
-    (lambda: theory.lse(np.zeros(3), beta=0), "beta"),
-    (lambda: theory.build_sparse_head("and", np.random.default_rng(0)), "str"),
-    (lambda: theory.positional_codes(10, 8, 42), "int"),
-    (lambda: theory.gf2_pack(np.full((2, 2), 2)), "bits"),
-    (lambda: theory.log2_binomial(3, 5), "s=5"),
-])
-def test_bad_arguments_raise_one_line_value_error(call, match):
-    with pytest.raises(ValueError, match=match) as e:
-        call()
-    assert "\n" not in str(e.value)
-
-
-def test_resume_refuses_another_configuration(tmp_path):
-    path = str(tmp_path / "ck.npz")
-    train.train_run(SMALL, save=path)
-    ck = train.load_checkpoint(path)
-    with pytest.raises(ValueError, match="another configuration: seed=2"):
-        train.train_run(dict(SMALL, seed=3, steps=40), resume=ck)
-
-
-def test_sweep_folder_keeps_one_protocol(tmp_path, capsys):
-    assert _sweep(tmp_path, "--steps", "40") == 0
-    meta = (tmp_path / "sweep.json").read_text()
-    assert '"steps": 40' in meta                           # an explicit option beats the preset
-    for extra, msg in [(["--steps", "41"], "other options"), (["--search", "grid"], "other search"),
-                       (["--grid-ratio", "1.2"], "another m grid")]:
-        with pytest.raises(SystemExit) as e:
-            _sweep(tmp_path, "--steps", "40", *extra)
-        assert e.value.code == 2 and msg in capsys.readouterr().err
-    assert (tmp_path / "sweep.json").read_text() == meta   # nothing was overwritten
-    (tmp_path / "sweep.json").write_text("{broken")
-    with pytest.raises(SystemExit):
-        _sweep(tmp_path, "--steps", "40")
-    assert "not a sweep description" in capsys.readouterr().err
-
-
-# ===============================================================================================
-# theory.py: the shared numerical helpers and the command line
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-# ------------------------------------------------------------------ numerical_gradient --------
-
-def cubic(x):  # f(X) = sum(X^3) + X[0, 1] X[1, 2]; X [2, 3]
-    return float((x ** 3).sum() + x[0, 1] * x[1, 2])
-
-
-def cubic_grad(x):  # -> [2, 3]
-    g = 3 * x ** 2
-    g[0, 1] += x[1, 2]
-    g[1, 2] += x[0, 1]
-    return g
-
-
-def test_numerical_gradient_matches_a_known_gradient_on_a_2x3_array():
-    x = np.random.default_rng(0).standard_normal((2, 3)) + 0.5
-    before = x.copy()
-    g = theory.numerical_gradient(cubic, x)
-    assert g.shape == (2, 3) and g.dtype == np.float64
-    assert theory.rel_error(g, cubic_grad(x)) < 1e-8
-    assert np.array_equal(x, before)                   # every element restored exactly
-
-
-def test_numerical_gradient_can_fail():
-    x = np.random.default_rng(1).standard_normal((2, 3)) + 0.5
-    wrong = 3 * x ** 2                                  # forgets the cross term X[0,1] X[1,2]
-    assert theory.rel_error(theory.numerical_gradient(cubic, x), wrong) > 1e-2
-
-
-def test_numerical_gradient_sees_x_through_a_closure():
-    x = np.array([[1.0, 2.0], [3.0, 4.0]])
-    params = {"x": x}                                   # f reads x elsewhere, ignores its argument
-    g = theory.numerical_gradient(lambda _: float((params["x"] ** 2).sum()), x)
-    assert theory.rel_error(g, 2 * x) < 1e-9
-
-
-def test_numerical_gradient_restores_x_when_f_raises():
-    x = np.zeros(3)
-
-    def boom(v):
-        raise RuntimeError("f failed")
-    with pytest.raises(RuntimeError):
-        theory.numerical_gradient(boom, x)
-    assert np.array_equal(x, np.zeros(3))
-
-
-def test_numerical_jacobian_shape_and_values():
-    x = np.random.default_rng(2).standard_normal((2, 3))
-    M = np.random.default_rng(3).standard_normal((4, 2, 3))
-    J = theory.numerical_jacobian(lambda v: np.tensordot(M, v, axes=2), x)   # [4] -> [4, 2, 3]
-    assert J.shape == (4, 2, 3) and theory.rel_error(J, M) < 1e-9
-    v = np.ones(3)
-    assert theory.numerical_jacobian(lambda u: 2 * u, v).shape == (3, 3)      # [k, d] for 1-D
-
-
-@pytest.mark.parametrize("call, message", [
-    (lambda: theory.numerical_gradient(cubic, [[1.0, 2.0]]), "float64 numpy array"),
-    (lambda: theory.numerical_gradient(cubic, np.ones((2, 3), np.float32)), "float32"),
-    (lambda: theory.numerical_gradient(cubic, np.ones((2, 3)), h=0), "h must be"),
-    (lambda: theory.numerical_gradient(lambda v: v, np.ones(3)), r"scalar, got shape \(3,\)"),
-    (lambda: theory.rel_error(np.ones(3), np.ones(4)), r"\(3,\) and \(4,\)"),
-    (lambda: theory.fit_line([1.0, 1.0], [2.0, 3.0]), "distinct"),
-])
-def test_helpers_refuse_bad_input_in_one_line(call, message):
-    with pytest.raises(ValueError, match=message) as e:
-        call()
-    assert "\n" not in str(e.value)
-
-
-# ------------------------------------------------------------------ rel_error, fit_line -------
-
-def test_rel_error_known_values():
-    assert theory.rel_error(np.ones((2, 2)), np.ones((2, 2))) == 0.0
-    assert theory.rel_error([3.0, 4.0], [0.0, 0.0]) == 1.0            # 5 / max(5, 0)
-    assert theory.rel_error([1.0, 0.0], [-1.0, 0.0]) == 2.0           # the largest possible
-    assert abs(theory.rel_error([3.0, 4.0], [3.0, 4.5]) - 0.5 / np.hypot(3, 4.5)) < 1e-15
-    assert theory.rel_error(0.0, 0.0) == 0.0                           # 0 / 1e-300
-    assert np.isnan(theory.rel_error([np.nan], [1.0]))                 # `< tol` then fails
-    # L2 over all entries, not the max-abs ratio: (3, 4) vs (3, 0) is 4/5, not 4/4
-    assert abs(theory.rel_error([3.0, 4.0], [3.0, 0.0]) - 0.8) < 1e-15
-
-
-def test_fit_line_recovers_a_line():
-    x = np.linspace(0.0, 5.0, 11)
-    a, b, r2 = theory.fit_line(x, 2.5 * x - 1.0)
-    assert abs(a - 2.5) < 1e-12 and abs(b + 1.0) < 1e-12 and abs(r2 - 1.0) < 1e-12
-    assert theory.fit_line(x, np.sin(7 * x))[2] < 0.5                  # not a line: low R^2
-
-
-# ------------------------------------------------------------------ the command line ----------
-
-def run_theory(*args):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "theory.py", *args], cwd=HERE, capture_output=True,
-                          text=True, timeout=60, env=env)
-
-
-@pytest.mark.parametrize("flag", ["--help", "-h"])
-def test_help_prints_usage_and_does_not_run_the_report(flag):
-    r = run_theory(flag)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("usage: theory.py")
-    assert "Lipschitz" not in r.stdout and "theorem check failed" not in r.stdout
-    assert "training" not in r.stdout and r.stderr == ""
-
-
-@pytest.mark.parametrize("args", [["--bogus"], ["--he"], ["extra"]])
-def test_unknown_argument_is_one_line_and_exit_2(args):
-    r = run_theory(*args)
-    assert r.returncode == 2
-    assert r.stdout == ""
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("theory.py: error:"), r.stderr
-    assert args[0] in lines[0]
-
-
-# ===============================================================================================
-# data.py: the paper's data protocol (compatible hypotheses, rejection, the statistical limit)
+# the paper's data protocol (compatible hypotheses, rejection, the statistical limit)
 
 def brute_count(name, s, X, y):
     """Compatible s-subsets, by checking every one of them with itertools (the definition)."""
@@ -1276,7 +596,380 @@ def test_label_rejects_non_bits():
 
 
 # ===============================================================================================
-# sweep.py: the estimator (success curves, bootstrap over seeds, scaling fits)
+# train.py
+
+# ------------------------------------------------------------------ training ------------------
+
+def test_learns_sparse_and_small_T():
+    r = train.train_run(dict(T=20, m=200, steps=300, n_test=1000, seed=1, log_every=0))
+    assert r["test_acc"] >= 0.99
+    assert r["top_attended"] == r["S"]
+
+
+def test_stack_equals_single_runs():
+    """R = 4 runs stacked (same T and m, other seeds) against the 4 runs alone, 200 float64 steps:
+    every loss within 1e-9 relative, same accuracies. Then a stack with different m (the shorter
+    sets padded with weight-0 samples): it sums in another order, so it agrees to rounding, which
+    training amplifies slowly; same outcome."""
+    base = dict(T=30, steps=200, n_test=300, dtype="float64", d=16, heads=4, mlp=8, log_every=0)
+    for ms, tol, first in (((60, 60, 60, 60), 1e-9, 200), ((40, 60, 25, 60), 1e-9, 40)):
+        runs = [dict(base, seed=seed, m=m) for seed, m in enumerate(ms)]
+        stacked = train.train_stack(runs)
+        for o, st in zip(runs, stacked):
+            alone = train.train_run(o, log=None)
+            a, b = np.array(alone["losses"]), np.array(st["losses"])
+            assert a.shape == b.shape == (200,)
+            assert np.max(np.abs(a - b)[:first] / np.abs(a[:first])) < tol, (o, ms)
+            assert abs(alone["test_acc"] - st["test_acc"]) <= 1 / 300
+            assert (alone["test_acc"] >= 0.99) == (st["test_acc"] >= 0.99)
+            assert alone["train_acc"] == st["train_acc"] and alone["S"] == st["S"]
+    with pytest.raises(ValueError, match="differ on"):
+        train.train_stack([dict(base, seed=0, m=20), dict(base, seed=1, m=20, T=31)])
+
+
+def test_training_deterministic():
+    opts = dict(T=15, m=50, steps=20, seed=3, log_every=0, d=16, heads=4, mlp=8)
+    a, b = train.train_run(opts), train.train_run(opts)
+    assert a["loss"] == b["loss"]
+    assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"])
+    c = train.train_run(dict(opts, seed=4))
+    assert not np.array_equal(a["params"]["W_Q"], c["params"]["W_Q"])
+
+
+# ------------------------------------------------------------------ trustworthy runs ------------
+
+SMALL = dict(T=12, m=40, steps=30, seed=2, log_every=0, d=8, heads=2, mlp=4, n_test=200)
+
+
+def test_same_seed_same_bits_every_loss():
+    a, b = train.train_run(SMALL), train.train_run(SMALL)
+    assert a["losses"] == b["losses"] and len(a["losses"]) == SMALL["steps"]
+    assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"])
+
+
+@pytest.mark.parametrize("batch", [0, 16])
+def test_resume_is_exact(tmp_path, batch):
+    """Stopped at step k and resumed, a run ends with the very bits of a run straight through
+    (minibatch order included: the generator state is in the checkpoint)."""
+    opts = dict(SMALL, batch=batch)
+    straight = train.train_run(opts)
+    path = str(tmp_path / "ck.npz")
+    with pytest.raises(train.Interrupted) as e:
+        train.train_run(opts, save=path, stop_after=13)
+    assert e.value.step == 13
+    ck = train.load_checkpoint(path, dict(train.DEFAULTS, **opts))
+    assert ck["step"] == 13
+    resumed = train.train_run(opts, save=path, resume=ck)
+    assert resumed["losses"] == straight["losses"][13:]
+    for k in straight["params"]:
+        assert np.array_equal(straight["params"][k], resumed["params"][k]), k
+    assert straight["loss"] == resumed["loss"]
+
+
+def test_checkpoint_refuses_bad_files(tmp_path):
+    opts = dict(train.DEFAULTS, **SMALL)
+    path = str(tmp_path / "ck.npz")
+    train.train_run(SMALL, save=path)
+    good = open(path, "rb").read()
+    (tmp_path / "trunc.npz").write_bytes(good[: len(good) // 2])
+    (tmp_path / "text.npz").write_text("hello")
+    np.savez(tmp_path / "other.npz", a=np.zeros(3))
+    for name, msg in [("trunc.npz", "not a readable checkpoint"),
+                      ("text.npz", "not a readable checkpoint"),
+                      ("other.npz", "not a checkpoint of train.py"),
+                      ("missing.npz", "no checkpoint")]:
+        with pytest.raises(ValueError, match=msg):
+            train.load_checkpoint(str(tmp_path / name), opts)
+    for key, val in [("T", 13), ("d", 16), ("heads", 4), ("task", "parity")]:
+        with pytest.raises(ValueError, match=f"another configuration: {key}="):
+            train.load_checkpoint(path, dict(opts, **{key: val}))
+    assert open(path, "rb").read() == good               # nothing was overwritten
+
+
+def run_cli(capsys, *argv):
+    capsys.readouterr()
+    main = train.main
+    if argv and argv[0] in ("sweep", "bench"):
+        main, argv = sweep.main, argv[1:] if argv[0] == "sweep" else argv
+    try:
+        code = main(list(argv))
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_checkpoint_errors_leave_files_alone(tmp_path, capsys):
+    path = str(tmp_path / "ck.npz")
+    base = ["--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4", "--n-test", "100",
+            "--log-every", "0"]
+    code, out, err = run_cli(capsys, *base, "--steps", "5", "--save", path)
+    assert code == 0 and "checkpoint" in out
+    good = open(path, "rb").read()
+    (tmp_path / "trunc.npz").write_bytes(good[:100])
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious")
+    for argv, msg in [(["--resume", str(tmp_path / "trunc.npz")], "not a readable checkpoint"),
+                      (["--resume", path, "--T", "13"], "another configuration: --T 13"),
+                      (["--resume", path, "--steps", "5"], "already at step 5"),
+                      (["--resume", str(notes)], "not a readable checkpoint"),
+                      (base + ["--save", str(notes)], "refusing to overwrite")]:
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert open(path, "rb").read() == good and notes.read_text() == "precious"
+    code, out, err = run_cli(capsys, "--resume", path, "--steps", "9")
+    assert code == 0 and "resumed at step 5" in out
+
+
+def test_divergence_names_step_and_keeps_last_finite_checkpoint(tmp_path):
+    path = str(tmp_path / "ck.npz")
+    with pytest.raises(train.Diverged, match=r"at step \d+.*smaller --lr.*last finite") as e:
+        train.train_run(dict(SMALL, lr=1e37, steps=50), save=path, save_every=1)
+    ck = train.load_checkpoint(path)
+    assert all(np.all(np.isfinite(v)) for v in ck["params"].values())
+
+
+def _bad_values(action):
+    """Values that must be refused for one option, from its type."""
+    if action.choices:
+        return ["bogus"]
+    t = action.type
+    if t is None or action.nargs == 0:
+        return []
+    name, allowed = getattr(t, "__name__", ""), getattr(t, "allowed", "")
+    if allowed.startswith("an integer"):          # train.integer(lo)
+        return ["abc", "1.5", "-1", ""]
+    if allowed.startswith("a finite number"):     # train.number(lo)
+        return ["abc", "-1", "nan", "inf"]
+    if name == "int_list":
+        return ["abc", "0", "5,-3", ""]
+    if name == "shard_spec":
+        return ["2/2", "a/b", "1"]
+    if name == "model_list":
+        return ["cnn", ""]
+    return []
+
+
+@pytest.mark.parametrize("command", ["train", "sweep", "bench"])
+def test_every_option_refuses_bad_values_in_one_line(command, capsys, tmp_path):
+    """Walk every option of every command: a bad value gives exit 2 and one line on stderr."""
+    parser = {"train": train.train_parser, "sweep": sweep.sweep_parser,
+              "bench": sweep.bench_parser}[command]()
+    prefix = [] if command == "train" else [command]
+    tried = 0
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        for bad in _bad_values(action):
+            code, out, err = run_cli(capsys, *prefix, action.option_strings[0], bad,
+                                     "--out" if command == "sweep" else "--json",
+                                     str(tmp_path / "x"))
+            assert code == 2, (action.dest, bad, out, err)
+            assert len(err.strip().splitlines()) == 1 and "error" in err, (action.dest, bad, err)
+            assert "Traceback" not in err
+            tried += 1
+    assert tried >= 10
+    # values that each pass alone but not together, and an impossible memory demand
+    if command != "bench":
+        for argv, msg in [(["--s", "200"], "larger than"), (["--heads", "7"], "must divide"),
+                          (["--task", "majority", "--s", "2"], "odd")]:
+            code, out, err = run_cli(capsys, *prefix, *argv, "--out" if command == "sweep"
+                                     else "--json", str(tmp_path / "x"))
+            assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
+    if command == "train":
+        for argv, msg in [(["--T", "100000000"], "GiB"), (["--batch", "900"], "larger than --m")]:
+            code, out, err = run_cli(capsys, *argv)
+            assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+def test_public_functions_raise_valueerror():
+    cfg = attn.default_config(T=4, d=4, heads=1)
+    p = attn.init_params(cfg, np.random.default_rng(0))
+    for X, msg in [([[0, 1, 0, 1]], r"array \[batch, T\]"), (np.zeros((0, 4), np.uint8),
+                   "at least one"), (np.zeros(4, np.uint8), r"array \[batch, T\]")]:
+        with pytest.raises(ValueError, match=msg):
+            attn.model_forward(p, cfg, X)
+    for bad in (2, -1, 0.5):
+        X = np.zeros((3, 4))
+        X[1, 2] = bad
+        with pytest.raises(ValueError, match="bits 0 and 1 only"):
+            attn.model_forward(p, cfg, X)
+    big = attn.default_config(T=30000, d=64, heads=16)
+    pb = {k: np.zeros((30000 if k == "E_pos" else 1, 1), np.float32) for k in ("E_pos",)}
+    with pytest.raises(ValueError, match="GiB of activations"):
+        attn.model_forward(pb, big, np.zeros((100, 30000), np.uint8), "full")
+    with pytest.raises(ValueError, match="GiB"):
+        train.train_run(dict(T=10**9, m=10))
+    for bad, msg in [(dict(task="xor"), "task must be one of"), (dict(model="cnn"), "model must"),
+                     (dict(stepz=3), "unknown option"), (dict(lr=-1.0), "lr must be"),
+                     (dict(batch=-5), "batch must be"), (dict(batch=900), "larger than --m"),
+                     (dict(log_every=-1), "log_every must"), (dict(T=5.0), "T must be")]:
+        with pytest.raises(ValueError, match=msg):
+            train.train_run(dict(SMALL, **bad))
+
+
+@pytest.mark.parametrize("module", ["attn", "data"])
+def test_file_works_alone_in_an_empty_folder(module, tmp_path):
+    """Vendoring: attn.py alone, or data.py alone, imports and runs with numpy only."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    shutil.copy(os.path.join(here, module + ".py"), tmp_path)
+    code = {"attn": "import numpy as np, attn\n"
+                    "cfg = attn.default_config(T=10, d=8, heads=2, mlp=4)\n"
+                    "p = attn.init_params(cfg, np.random.default_rng(0))\n"
+                    "X = np.random.default_rng(1).integers(0, 2, (3, 10))\n"
+                    "loss, g, z = attn.loss_and_grads(p, cfg, X, np.array([0, 1, 1]))\n"
+                    "assert set(g) == set(p) and z.shape == (3,)\nprint('ok', float(loss))\n",
+            "data": "import numpy as np, data\n"
+                    "t = data.make_task('and', 20, 3, np.random.default_rng(0))\n"
+                    "X, y = t.sample(50, np.random.default_rng(1))\n"
+                    "assert X.shape == (50, 20) and y.shape == (50,)\nprint('ok')\n"}[module]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-E", "-c", code], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr
+    assert set(os.listdir(tmp_path)) - {"__pycache__"} == {module + ".py"}
+
+
+def test_resume_refuses_another_configuration(tmp_path):
+    path = str(tmp_path / "ck.npz")
+    train.train_run(SMALL, save=path)
+    ck = train.load_checkpoint(path)
+    with pytest.raises(ValueError, match="another configuration: seed=2"):
+        train.train_run(dict(SMALL, seed=3, steps=40), resume=ck)
+
+
+# ===============================================================================================
+# sweep.py
+
+# ------------------------------------------------------------------ the sweep ------------------
+
+def test_bisect_finds_the_grid_walks_m_star():
+    """Per-seed bisection gives the same m*(T) as walking the whole grid, when success is
+    monotone in m; and it needs far fewer runs."""
+    grid = sweep.m_grid(8, 600)
+    rng = np.random.default_rng(0)
+    for trial in range(20):
+        thresholds = rng.integers(5, 700, size=rng.integers(1, 12))
+        rows_b, rows_g, calls = [], [], [0]
+        for seed, th in enumerate(thresholds):
+            def ok(m, th=th):
+                calls[0] += 1
+                return m >= th
+            for search, rows in ((sweep.bisect_search, rows_b), (sweep.grid_search, rows_g)):
+                gen = search(grid)
+                try:
+                    m = next(gen)
+                    while True:
+                        rows.append(dict(model="transformer", T=100, seed=seed, m=m,
+                                         success=ok(m)))
+                        m = gen.send(rows[-1]["success"])
+                except StopIteration as stop:
+                    expect = next((g for g in grid if g >= th), None)
+                    assert stop.value == expect
+        sb = sweep.critical_sizes(rows_b, {"transformer": grid}, "bisect")[("transformer", 100)]
+        sg = sweep.critical_sizes(rows_g, {"transformer": grid}, "grid")[("transformer", 100)]
+        assert sb["m_star"] == sg["m_star"] and sb["per_seed"] == sg["per_seed"]
+        assert len(rows_b) <= len(thresholds) * (np.log2(len(grid)) + 2) < len(rows_g)
+
+
+def test_critical_sizes_majority_rule():
+    grid = [10, 20, 30, 40]
+    rows = [dict(model="transformer", T=5, seed=s, m=m, success=m >= th)
+            for s, th in enumerate([20, 30, 40, 99]) for m in grid]
+    st = sweep.critical_sizes(rows, {"transformer": grid}, "grid")[("transformer", 5)]
+    assert st["m_star"] == 30                   # 2 of 4 seeds succeed at 30: at least half
+    assert st["censored"] == 1 and st["mean"] == 30.0 and st["unfinished"] == 0
+    # not monotone: seed 0 fails again at 30. Walking the grid counts successes AT each m.
+    wobbly = [dict(r, success=False) if (r["seed"], r["m"]) == (0, 30) else r for r in rows]
+    assert sweep.critical_sizes(wobbly, {"transformer": grid}, "grid")[("transformer", 5)][
+        "m_star"] == 40
+    # a search interrupted after its first probe is unfinished, not "above grid"
+    part = [r for r in rows if r["seed"] != 3 or r["m"] == 10]
+    st = sweep.critical_sizes(part, {"transformer": grid}, "grid")[("transformer", 5)]
+    assert st["unfinished"] == 1 and st["censored"] == 0 and st["n_seeds"] == 3
+    assert st["m_star"] == 30
+    b, a, r2 = theory.fit_line([1, 2, 3], [3, 5, 7])
+    assert abs(a - 1) < 1e-12 and abs(b - 2) < 1e-12 and abs(r2 - 1) < 1e-12
+
+
+def _sweep(out, *extra):
+    return sweep.main(["--preset", "smoke", "--workers", "1", "--out", str(out),
+                       *extra])
+
+
+def _rows(path):
+    rows = sweep.read_rows([path])
+    return sorted((r["model"], r["T"], r["seed"], r["m"], r["test_acc"]) for r in rows)
+
+
+def test_sweep_resumes_and_shards_merge(tmp_path, capsys):
+    full = tmp_path / "full"
+    assert _sweep(full) == 0
+    ref_rows, ref_table = _rows(full / "runs.csv"), (full / "table.md").read_text()
+    assert len(ref_rows) > 8
+
+    # interrupted: keep the header and 5 finished rows, and a row torn mid-write
+    part = tmp_path / "part"
+    part.mkdir()
+    lines = (full / "runs.csv").read_text().splitlines(keepends=True)
+    (part / "runs.csv").write_text("".join(lines[:6]) + lines[6][:12])
+    (part / "sweep.json").write_text((full / "sweep.json").read_text())
+    capsys.readouterr()
+    assert _sweep(part) == 0
+    out = capsys.readouterr().out
+    assert "5 runs already saved" in out
+    assert f"sweep: {len(ref_rows) - 5} runs in" in out           # nothing finished is redone
+    assert _rows(part / "runs.csv") == ref_rows
+    assert (part / "table.md").read_text() == ref_table
+
+    # two shards, as on two machines, merged by --report
+    shards = tmp_path / "shards"
+    assert _sweep(shards, "--shard", "0/2") == 0
+    assert _sweep(shards, "--shard", "1/2") == 0
+    assert _sweep(shards, "--report") == 0
+    merged = sorted(_rows(shards / "runs-shard-0-of-2.csv") + _rows(shards / "runs-shard-1-of-2.csv"))
+    assert merged == ref_rows
+    assert (shards / "table.md").read_text() == ref_table
+
+
+def test_sweep_refuses_other_options_in_same_folder(tmp_path, capsys):
+    assert _sweep(tmp_path) == 0
+    with pytest.raises(SystemExit) as e:
+        _sweep(tmp_path, "--lr", "0.01")
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "other options" in err and len(err.strip().splitlines()) == 1
+
+
+def test_baseline_mlp_gradients():
+    rng = np.random.default_rng(11)
+    p = attn.baseline_init(7, 5, rng, "float64", std=0.7)
+    for k in p:
+        p[k] += 0.3 * rng.standard_normal(p[k].shape)
+    X = rng.integers(0, 2, (6, 7))
+    dz = rng.standard_normal(6)
+    g = attn.baseline_backward(dz, attn.baseline_forward(p, X)[1])
+    for k in p:
+        check(f"baseline {k}", g[k], lambda: attn.baseline_forward(p, X)[0] @ dz, p[k])
+
+
+def test_sweep_folder_keeps_one_protocol(tmp_path, capsys):
+    assert _sweep(tmp_path, "--steps", "40") == 0
+    meta = (tmp_path / "sweep.json").read_text()
+    assert '"steps": 40' in meta                           # an explicit option beats the preset
+    for extra, msg in [(["--steps", "41"], "other options"), (["--search", "grid"], "other search"),
+                       (["--grid-ratio", "1.2"], "another m grid")]:
+        with pytest.raises(SystemExit) as e:
+            _sweep(tmp_path, "--steps", "40", *extra)
+        assert e.value.code == 2 and msg in capsys.readouterr().err
+    assert (tmp_path / "sweep.json").read_text() == meta   # nothing was overwritten
+    (tmp_path / "sweep.json").write_text("{broken")
+    with pytest.raises(SystemExit):
+        _sweep(tmp_path, "--steps", "40")
+    assert "not a sweep description" in capsys.readouterr().err
+
+
+# the estimator (success curves, bootstrap over seeds, scaling fits)
 
 M50_TRUE, B_TRUE = 80.0, 4.0
 M90_TRUE = M50_TRUE * math.exp(math.log(9.0) / B_TRUE)     # no random effect: 138.6
@@ -1529,3 +1222,322 @@ def test_scaling_power_law_exact_and_dropped_replicates():
 def test_value_errors(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# ===============================================================================================
+# theory.py
+
+# ------------------------------------------------------------------ theory.py: every [theorem check]
+
+def _build(name, T, s, seed=0):
+    task = data.make_task(name, T, s, np.random.default_rng([T, s, seed]))
+    p, cfg, info = theory.build_sparse_head(task, np.random.default_rng([T, s, seed, 1]))
+    return task, p, cfg, info
+
+
+# ---------------------------------------------------------------- 1. capacity ----------------
+
+def test_softmax_lipschitz_at_most_2_and_search_reaches_near_1():
+    r = theory.softmax_lipschitz_search(np.random.default_rng(0), n_random=1200, n_climb=150)
+    assert r["overall"] <= 2.0                       # the paper's Corollary A.7
+    assert r["overall"] <= 1.0 + 1e-9                # the tight constant
+    assert r["constructed"] > 0.99                   # the search really approaches the worst case
+
+
+def test_softmax_ratio_known_value():
+    # a = 0, b = (+e, -e): ||softmax(a) - softmax(b)||_1 = tanh(e), ratio tanh(e) / e
+    for e in (1e-2, 0.5, 3.0):
+        r = theory.softmax_l1_linf_ratio(np.zeros(2), np.array([e, -e]))
+        assert abs(r - math.tanh(e) / e) < 1e-12
+
+
+def test_norm_measures_known_matrices():
+    cfg = attn.default_config(T=3, d=4, heads=2, mlp=0, ln=False, dtype="float64")
+    p = attn.init_params(cfg, np.random.default_rng(0), std=0.0)
+    p["W_Q"][:] = np.diag([2.0, 1.0, 1.0, 1.0])
+    p["W_K"][:] = np.diag([3.0, 1.0, 1.0, 1.0])
+    p["W_V"][:] = np.eye(4)
+    p["W_O"][:] = 5 * np.eye(4)
+    p["E_pos"][0, 0] = 3.0                               # the longest token row, norm 3 (bit 0)
+    p["w"][0] = 2.0
+    nm = theory.norm_measures(p, cfg)
+    e = 2
+    assert abs(nm["qk_spec"][0] - 6.0 / math.sqrt(e)) < 1e-12   # diag(2,1) diag(3,1) / sqrt(e)
+    assert abs(nm["qk_fro"][1] - math.sqrt(2) / math.sqrt(e)) < 1e-12
+    assert abs(nm["v_21"][0] - 2.0) < 1e-12
+    assert abs(nm["o_spec"][0] - 5.0) < 1e-12
+    assert abs(nm["B_X"] - math.hypot(3.0, 1.0)) < 1e-12       # bias coordinate folded in
+    assert nm["L_after"] == 2.0
+
+
+def test_bound_grows_like_log_T_and_halfspaces_like_T():
+    C, d = 1e4, 64
+    head = [theory.samples_for_gap(C, d, T, 0.1) for T in (10, 10 ** 6)]
+    lin = [theory.linear_class_samples(T, 0.1) for T in (10, 10 ** 6)]
+    assert 1.0 < head[1] / head[0] < 1.6
+    assert lin[1] / lin[0] > 1e5
+    m = theory.samples_for_gap(C, d, 100, 0.1)
+    assert theory.generalization_gap(C, d, m, 100) <= 0.1
+    assert theory.generalization_gap(C, d, m - 5, 100) > 0.1
+
+
+def test_trained_params_norms_finite_and_C_positive():
+    cfg = attn.default_config(T=12, d=16, heads=4, mlp=8)
+    p = attn.init_params(cfg, np.random.default_rng(1))
+    C = theory.covering_constant(theory.norm_measures(p, cfg))
+    assert np.isfinite(C) and C > 0
+
+
+# ---------------------------------------------------------------- 2. construction ------------
+
+@pytest.mark.parametrize("T,s", [(10, 1), (10, 5), (100, 3), (1000, 4), (10000, 2)])
+def test_construction_exact(T, s):
+    for name in data.TASKS:
+        if name == "majority" and s % 2 == 0:
+            continue
+        task, p, cfg, info = _build(name, T, s)
+        c = theory.check_construction(p, cfg, task, np.random.default_rng(9), n_fill=3)
+        assert c["n"] == 2 ** s * 5
+        assert c["wrong"] == 0, (name, T, s, c)
+        assert c["margin"] >= 0.5, (name, T, s, c)
+
+
+def test_construction_exact_on_a_larger_junta():
+    task, p, cfg, info = _build("junta", 200, 6)
+    c = theory.check_construction(p, cfg, task, np.random.default_rng(2), n_fill=1)
+    assert c["wrong"] == 0 and c["margin"] >= 0.5 and info["units"] > 6
+
+
+def test_construction_same_on_all_three_paths():
+    task, p, cfg, info = _build("parity", 20, 3)
+    X = task.sample(16, np.random.default_rng(3))[0]
+    z = [attn.model_forward(p, cfg, X, path)[0] for path in attn.PATHS]
+    assert np.abs(z[0] - z[1]).max() < 1e-9 and np.abs(z[0] - z[2]).max() < 1e-9
+    A = attn.cls_attention(p, cfg, X)[:, 0]
+    assert np.allclose(A[:, task.S].sum(1), info["mass_on_S"], atol=1e-12)
+
+
+def test_construction_check_can_fail():
+    task, p, cfg, info = _build("majority", 50, 3)
+    bad = dict(p, w=-p["w"])                                   # readout flipped: every answer wrong
+    c = theory.check_construction(bad, cfg, task, np.random.default_rng(0))
+    assert c["wrong"] == c["n"]
+    weak = dict(p, W_K=p["W_K"] * 0.2)                          # R too small: the leak breaks it
+    assert theory.check_construction(weak, cfg, task, np.random.default_rng(0))["wrong"] > 0
+
+
+def test_qk_norm_grows_like_log_T():
+    q = [_build("and", T, 3)[3]["qk_spec"] for T in (10, 100, 1000)]
+    assert q[0] < q[1] < q[2]
+    ratios = [v / math.log(T) for v, T in zip(q, (10, 100, 1000))]
+    assert all(1.0 < r < 4.0 for r in ratios)                  # ~ log T, not a power of T
+
+
+def test_junta_decoder_grows_faster_than_parity():
+    junta = [_build("junta", 50, s)[3]["decoder_norm"] for s in (2, 4)]
+    parity = [_build("parity", 50, s)[3]["decoder_norm"] for s in (2, 4)]
+    assert junta[1] / junta[0] > 2 * parity[1] / parity[0]
+
+
+# ---------------------------------------------------------------- 3. probabilistic reading ----
+
+def test_lse_gradient_is_attention():
+    g = theory.check_lse_gradient(np.random.default_rng(11))
+    assert g["formula"] < 1e-7 and g["head"] < 1e-7
+    assert g["grad_norm"] > 0.1                                # not 0 against 0
+    K, q = np.random.default_rng(1).standard_normal((5, 3)), np.ones(3)
+    fd = theory.numerical_gradient(lambda x: theory.lse(K @ x, 2.0), q)
+    assert theory.rel_error(theory.lse_grad(K, q, 1.0), fd) > 1e-3   # a wrong beta is caught
+
+
+def test_lse_hessian_is_beta_covariance_and_psd():
+    h = theory.check_lse_hessian(np.random.default_rng(12))
+    assert h["rel_err"] < 1e-6 and h["min_eig"] > -1e-8 and h["max_eig"] > 0.1
+    assert h["asym"] < 1e-6
+
+
+def test_tied_residual_attention_expands():
+    t = theory.check_tied_expansion(np.random.default_rng(13), trials=150)
+    assert t["min_ratio"] >= 1 - 1e-9
+    assert t["min_logdet"] >= -1e-12 and t["min_lse_rise"] >= -1e-12 and t["jac_err"] < 1e-6
+    # the same measurement on an untied map finds a shrinking pair, so the check can fail
+    assert theory.demo_untied(np.random.default_rng(13), tries=10) < 1.0
+
+
+def test_layernorm_jacobian_norm_is_one_over_sigma():
+    ln = theory.check_layernorm(np.random.default_rng(14))
+    assert ln["jac_rel_err"] < 1e-5
+    assert ln["norm_max"] > 2 and ln["norm_min"] < 0.5            # both regimes were tested
+    assert ln["max_ratio_sigma_ge_1"] <= 1 + 1e-12 and ln["pairs"] > 100
+    x = np.array([0.0, 0.1, -0.1, 0.05])                           # sigma << 1: LN expands
+    assert theory.layernorm_jacobian_norm(x) > 5
+
+
+def test_infonce_gradient_is_attention_readout():
+    r = theory.check_infonce(np.random.default_rng(15))
+    assert r["rel_err"] < 1e-7 and r["grad_norm"] > 0.05
+
+
+# ---------------------------------------------------------------- 4. GF(2) learner ------------
+
+def test_gf2_learner_recovers_support():
+    for T in (15, 200):
+        m0, ok, unique_before = theory.gf2_sample_need(T, 3, np.random.default_rng(T))
+        assert ok and not unique_before
+        assert T <= m0 <= T + 30
+
+
+def test_gf2_solve_matches_mod2_products():
+    rng = np.random.default_rng(16)
+    X = (rng.random((90, 70)) < 0.5).astype(np.uint8)
+    w = (rng.random(70) < 0.3).astype(np.uint8)
+    y = (X.astype(int) @ w % 2).astype(np.uint8)
+    assert np.array_equal(theory.gf2_solve(X, y), w)
+    assert theory.gf2_solve(X[:40], y[:40]) is None                # rank < T: not unique
+    Xd = np.vstack([X, X[:1]])                                     # a duplicated row, flipped label
+    assert theory.gf2_solve(Xd, np.append(y, 1 - y[0])) is None    # inconsistent
+    assert theory.gf2_first_full_rank(X) >= 70
+
+
+def test_log2_binomial_matches_paper_numbers():
+    assert abs(theory.log2_binomial(100, 3) - 17.3) < 0.05
+    assert abs(theory.log2_binomial(1100, 3) - 27.7) < 0.05
+
+
+# ---------------------------------------------------------------- bad arguments ---------------
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: theory.softmax_l1_linf_ratio(np.zeros(3), np.zeros(3)), "differ"),
+    (lambda: theory.softmax_l1_linf_ratio(np.zeros(3), np.zeros(4)), r"\(3,\) and \(4,\)"),
+    (lambda: theory.samples_for_gap(-1.0, 8, 10, 0.1), "-1.0"),
+    (lambda: theory.samples_for_gap(1.0, 8, 0, 0.1), "T must be >= 1, got 0"),
+    (lambda: theory.lse(np.zeros(3), beta=0), "beta"),
+    (lambda: theory.build_sparse_head("and", np.random.default_rng(0)), "str"),
+    (lambda: theory.positional_codes(10, 8, 42), "int"),
+    (lambda: theory.gf2_pack(np.full((2, 2), 2)), "bits"),
+    (lambda: theory.log2_binomial(3, 5), "s=5"),
+])
+def test_bad_arguments_raise_one_line_value_error(call, match):
+    with pytest.raises(ValueError, match=match) as e:
+        call()
+    assert "\n" not in str(e.value)
+
+
+# the shared numerical helpers and the command line
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ------------------------------------------------------------------ numerical_gradient --------
+
+def cubic(x):  # f(X) = sum(X^3) + X[0, 1] X[1, 2]; X [2, 3]
+    return float((x ** 3).sum() + x[0, 1] * x[1, 2])
+
+
+def cubic_grad(x):  # -> [2, 3]
+    g = 3 * x ** 2
+    g[0, 1] += x[1, 2]
+    g[1, 2] += x[0, 1]
+    return g
+
+
+def test_numerical_gradient_matches_a_known_gradient_on_a_2x3_array():
+    x = np.random.default_rng(0).standard_normal((2, 3)) + 0.5
+    before = x.copy()
+    g = theory.numerical_gradient(cubic, x)
+    assert g.shape == (2, 3) and g.dtype == np.float64
+    assert theory.rel_error(g, cubic_grad(x)) < 1e-8
+    assert np.array_equal(x, before)                   # every element restored exactly
+
+
+def test_numerical_gradient_can_fail():
+    x = np.random.default_rng(1).standard_normal((2, 3)) + 0.5
+    wrong = 3 * x ** 2                                  # forgets the cross term X[0,1] X[1,2]
+    assert theory.rel_error(theory.numerical_gradient(cubic, x), wrong) > 1e-2
+
+
+def test_numerical_gradient_sees_x_through_a_closure():
+    x = np.array([[1.0, 2.0], [3.0, 4.0]])
+    params = {"x": x}                                   # f reads x elsewhere, ignores its argument
+    g = theory.numerical_gradient(lambda _: float((params["x"] ** 2).sum()), x)
+    assert theory.rel_error(g, 2 * x) < 1e-9
+
+
+def test_numerical_gradient_restores_x_when_f_raises():
+    x = np.zeros(3)
+
+    def boom(v):
+        raise RuntimeError("f failed")
+    with pytest.raises(RuntimeError):
+        theory.numerical_gradient(boom, x)
+    assert np.array_equal(x, np.zeros(3))
+
+
+def test_numerical_jacobian_shape_and_values():
+    x = np.random.default_rng(2).standard_normal((2, 3))
+    M = np.random.default_rng(3).standard_normal((4, 2, 3))
+    J = theory.numerical_jacobian(lambda v: np.tensordot(M, v, axes=2), x)   # [4] -> [4, 2, 3]
+    assert J.shape == (4, 2, 3) and theory.rel_error(J, M) < 1e-9
+    v = np.ones(3)
+    assert theory.numerical_jacobian(lambda u: 2 * u, v).shape == (3, 3)      # [k, d] for 1-D
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: theory.numerical_gradient(cubic, [[1.0, 2.0]]), "float64 numpy array"),
+    (lambda: theory.numerical_gradient(cubic, np.ones((2, 3), np.float32)), "float32"),
+    (lambda: theory.numerical_gradient(cubic, np.ones((2, 3)), h=0), "h must be"),
+    (lambda: theory.numerical_gradient(lambda v: v, np.ones(3)), r"scalar, got shape \(3,\)"),
+    (lambda: theory.rel_error(np.ones(3), np.ones(4)), r"\(3,\) and \(4,\)"),
+    (lambda: theory.fit_line([1.0, 1.0], [2.0, 3.0]), "distinct"),
+])
+def test_helpers_refuse_bad_input_in_one_line(call, message):
+    with pytest.raises(ValueError, match=message) as e:
+        call()
+    assert "\n" not in str(e.value)
+
+
+# ------------------------------------------------------------------ rel_error, fit_line -------
+
+def test_rel_error_known_values():
+    assert theory.rel_error(np.ones((2, 2)), np.ones((2, 2))) == 0.0
+    assert theory.rel_error([3.0, 4.0], [0.0, 0.0]) == 1.0            # 5 / max(5, 0)
+    assert theory.rel_error([1.0, 0.0], [-1.0, 0.0]) == 2.0           # the largest possible
+    assert abs(theory.rel_error([3.0, 4.0], [3.0, 4.5]) - 0.5 / np.hypot(3, 4.5)) < 1e-15
+    assert theory.rel_error(0.0, 0.0) == 0.0                           # 0 / 1e-300
+    assert np.isnan(theory.rel_error([np.nan], [1.0]))                 # `< tol` then fails
+    # L2 over all entries, not the max-abs ratio: (3, 4) vs (3, 0) is 4/5, not 4/4
+    assert abs(theory.rel_error([3.0, 4.0], [3.0, 0.0]) - 0.8) < 1e-15
+
+
+def test_fit_line_recovers_a_line():
+    x = np.linspace(0.0, 5.0, 11)
+    a, b, r2 = theory.fit_line(x, 2.5 * x - 1.0)
+    assert abs(a - 2.5) < 1e-12 and abs(b + 1.0) < 1e-12 and abs(r2 - 1.0) < 1e-12
+    assert theory.fit_line(x, np.sin(7 * x))[2] < 0.5                  # not a line: low R^2
+
+
+# ------------------------------------------------------------------ the command line ----------
+
+def run_theory(*args):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "theory.py", *args], cwd=HERE, capture_output=True,
+                          text=True, timeout=60, env=env)
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_prints_usage_and_does_not_run_the_report(flag):
+    r = run_theory(flag)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("usage: theory.py")
+    assert "Lipschitz" not in r.stdout and "theorem check failed" not in r.stdout
+    assert "training" not in r.stdout and r.stderr == ""
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--he"], ["extra"]])
+def test_unknown_argument_is_one_line_and_exit_2(args):
+    r = run_theory(*args)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("theory.py: error:"), r.stderr
+    assert args[0] in lines[0]
