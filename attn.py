@@ -461,8 +461,13 @@ def model_forward(p, cfg, X, path="fast"):
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     _check_inputs(p, cfg, X, path)
     if path == "fast" and X.ndim == 2:                               # a stack of one
-        z, cache = model_forward({k: v[None] for k, v in p.items()}, cfg, X[None], "fast")
+        z, cache = _forward({k: v[None] for k, v in p.items()}, cfg, X[None], "fast")
         return z[0], dict(cache, single=True)
+    return _forward(p, cfg, X, path)
+
+
+def _forward(p, cfg, X, path):
+    """model_forward on inputs it has checked."""
     c = dict(stacked=X.ndim == 3)
     if path == "fast":
         attn, c["attn"] = fast_attention_forward(p, cfg, X)

@@ -597,15 +597,11 @@ def success_table(rows, models):
     bootstrap over seeds); and per model, scaling_fits of m50 against T (None under 3 T)."""
     est, fits = {}, {}
     for model in models:
-        by_T = {}
-        for r in rows:
-            if r["model"] == model:
-                by_T.setdefault(int(r["T"]), []).append(
-                    (int(r["T"]), int(r["seed"]), int(r["m"]), int(bool(r["success"]))))
-        for T in sorted(by_T):
-            est[(model, T)] = success_estimates(by_T[T], n_boot=2000, seed=0)
-        Ts = [T for T in sorted(by_T) if np.isfinite(est[(model, T)]["m50"])
-              and est[(model, T)]["m50"] > 0]
+        by_T = split_by_T([r for r in rows if r["model"] == model])
+        for T, runs in by_T.items():
+            est[(model, int(T))] = success_estimates(runs, n_boot=2000, seed=0)
+        Ts = [int(T) for T in by_T if np.isfinite(est[(model, int(T))]["m50"])
+              and est[(model, int(T))]["m50"] > 0]
         if len(Ts) >= 3:
             fits[model] = scaling_fits(np.array(Ts), np.array([est[(model, T)]["m50"] for T in Ts]),
                                        np.array([est[(model, T)]["m50_boot"] for T in Ts]))
@@ -736,8 +732,7 @@ def _sweep_worker(runs):
             try:
                 results.append(train.train_run(o, log=None))
             except train.Diverged:
-                results.append(dict(o, test_acc=float("nan"), train_acc=float("nan"),
-                                    attn_on_S=float("nan"), seconds=float("nan")))
+                results.append(train.diverged_result(train.validate_options(o)))
     return [{k: r[k] for k in ROW_FIELDS if k != "success"} for r in results]
 
 

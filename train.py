@@ -238,13 +238,9 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
     """
     o = validate_options(opts)
     check_run_memory(o)
-    r_task, r_train, r_test, r_init, r_order = seeds_for(o["seed"])
-    task = data.make_task(o["task"], o["T"], o["s"], r_task)
-    Xtr, ytr = task.sample(o["m"], r_train)
-    Xte, yte = task.sample(o["n_test"], r_test)
+    task, (Xtr_f, ytr), (Xte_f, yte), r_init, r_order = draw_run(o)
     params, loss_and_grads, logits, cfg = build_model(o, r_init)
-    dt = np.dtype(o["dtype"])
-    Xtr_f, ytr_f, Xte_f = Xtr.astype(dt), ytr.astype(dt), Xte.astype(dt)
+    ytr_f = ytr.astype(Xtr_f.dtype)
     state = adam_init(params)
     first = 1 if resume is None else restore(resume, o, params, state, r_order)
     progress = Progress(log, o, params, cfg, logits, (Xtr_f, ytr), (Xte_f, yte), task.S)
@@ -264,6 +260,17 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
                 raise Interrupted(step, save)
     return summarise(o, task, params, cfg, logits, (Xtr_f, ytr), (Xte_f, yte), losses,
                      progress.seconds())
+
+
+def draw_run(o):
+    """What the seed fixes, drawn from independent streams: the task (support S), the training
+    set (X [m, T] in the run's dtype, y [m] uint8), the test set, and the generators of the init
+    and of the minibatch order."""
+    r_task, r_train, r_test, r_init, r_order = seeds_for(o["seed"])
+    task = data.make_task(o["task"], o["T"], o["s"], r_task)
+    (Xtr, ytr), (Xte, yte) = task.sample(o["m"], r_train), task.sample(o["n_test"], r_test)
+    dt = np.dtype(o["dtype"])
+    return task, (Xtr.astype(dt), ytr), (Xte.astype(dt), yte), r_init, r_order
 
 
 def next_batch(X, y, batch, rng):
@@ -332,6 +339,13 @@ class Progress:
                  f"attn on S {mass:.3f}  {self.seconds():6.1f}s")
 
 
+def diverged_result(o):
+    """The result of a run whose loss stopped being finite: a failed run, accuracies nan."""
+    return dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
+                train_acc=float("nan"), test_acc=float("nan"), attn_on_S=float("nan"),
+                steps=o["steps"], seconds=float("nan"), diverged=True)
+
+
 def summarise(o, task, params, cfg, logits, train, test, losses, seconds):
     """The result dict of a run: accuracies, attention on S, the [CLS]'s top positions, params."""
     r = dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
@@ -372,16 +386,11 @@ def train_stack(runs):
     R, M, dt = len(opts), max(x["m"] for x in opts), np.dtype(o["dtype"])
     cfg = attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"], dtype=o["dtype"])
     X, y, w = np.zeros((R, M, o["T"]), dt), np.zeros((R, M), dt), np.zeros((R, M), dt)
-    tests, tasks, orders, params = [], [], [], []
-    for r, x in enumerate(opts):                       # the same draws as train_run's
-        r_task, r_train, r_test, r_init, r_order = seeds_for(x["seed"])
-        task = data.make_task(x["task"], x["T"], x["s"], r_task)
-        X[r, :x["m"]], y[r, :x["m"]] = task.sample(x["m"], r_train)
-        w[r, :x["m"]] = 1.0 / x["m"]
-        tests.append(task.sample(x["n_test"], r_test))
+    draws, params = [draw_run(x) for x in opts], []
+    for r, (x, (_, (Xtr, ytr), _, r_init, _)) in enumerate(zip(opts, draws)):
+        X[r, :x["m"]], y[r, :x["m"]], w[r, :x["m"]] = Xtr, ytr, 1.0 / x["m"]
         params.append(attn.init_params(cfg, r_init))
-        tasks.append(task)
-        orders.append(r_order)
+    orders = [draw[4] for draw in draws]
     P = {k: np.stack([p[k] for p in params]) for k in params[0]}
     state = adam_init(P)
     losses = np.empty((o["steps"], R))
@@ -395,18 +404,14 @@ def train_stack(runs):
     seconds = (time.perf_counter() - t0) / R
     finite = np.isfinite(losses).all(0)
     out = []
-    for r, x in enumerate(opts):
+    for r, (x, (task, train, test, _, _)) in enumerate(zip(opts, draws)):
+        if not finite[r]:
+            out.append(dict(diverged_result(x), losses=losses[:, r].tolist()))
+            continue
         p = {k: v[r] for k, v in P.items()}
-        logits = lambda Xs: attn.model_forward(p, cfg, Xs)[0] if finite[r] else np.full(len(Xs), np.nan)
-        (Xte, yte), m = tests[r], x["m"]
-        res = dict(model="transformer", task=x["task"], T=x["T"], s=x["s"], m=m, seed=x["seed"],
-                   train_acc=accuracy(logits(X[r, :m]), y[r, :m]) if finite[r] else np.nan,
-                   test_acc=accuracy(logits(Xte.astype(dt)), yte) if finite[r] else np.nan,
-                   attn_on_S=np.nan, S=tasks[r].S.tolist(), steps=x["steps"], seconds=seconds,
-                   diverged=not finite[r], losses=losses[:, r].tolist())
-        if finite[r]:
-            res["attn_on_S"] = attention_on_support(p, cfg, Xte[:200], tasks[r].S)[0]
-        out.append(res)
+        res = summarise(x, task, p, cfg, lambda p, Xs: attn.model_forward(p, cfg, Xs)[0], train,
+                        test, losses[:, r].tolist(), seconds)
+        out.append(dict(res, diverged=False))
     return out
 
 
