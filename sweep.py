@@ -723,6 +723,7 @@ def _sweep_worker(runs):
     Transformer runs train as one stack (train.train_stack; the sweep stacks only runs with the
     same T and m, whose results are bit for bit those of the runs alone); MLP runs one by one. A
     diverged run is a failed run (test_acc nan), not the end of the sweep."""
+    train.keep_freed_memory()
     runs = [dict(o, log_every=0) for o in runs]
     if runs[0]["model"] == "transformer":
         results = train.train_stack(runs)
@@ -736,14 +737,26 @@ def _sweep_worker(runs):
     return [{k: r[k] for k in ROW_FIELDS if k != "success"} for r in results]
 
 
+STACK_BYTES = 3 << 20   # a stack's largest array, [R, 2T+1, d + heads], kept about cache-sized
+
+
+def stack_size(T, most, d=64, heads=16, itemsize=4):
+    """Runs per stack at context length T: stacking pays the per-call overhead once for R runs,
+    but past a few MiB per array the passes over memory slow every run down (measured on a 2-core
+    machine, ms per run-step: T = 100 at R = 1, 4, 16: 1.5, 1.0, 0.84; T = 1000 at R = 1, 2, 4,
+    8, 16: 5.1, 4.7, 4.3, 5.4, 4.8). At least 1, at most `most`."""
+    per_run = (2 * T + 1) * (d + heads) * itemsize
+    return max(1, min(most, STACK_BYTES // per_run))
+
+
 def take_stack(queue, most):
     """Pop from the queue of (job, m) probes the largest group that shares (model, T, m), at most
-    `most` probes (one for the MLP): the runs one worker trains as one stack."""
+    most(T) probes (one for the MLP): the runs one worker trains as one stack."""
     groups = {}
     for i, ((model, T, _), m) in enumerate(queue):
         groups.setdefault((model, T, m), []).append(i)
     key = max(groups, key=lambda k: len(groups[k]))
-    take = groups[key][:most if key[0] == "transformer" else 1]
+    take = groups[key][:most(key[1]) if key[0] == "transformer" else 1]
     probes = [queue[i] for i in take]
     for i in reversed(take):
         queue.pop(i)
@@ -785,8 +798,9 @@ def sweep_parser():
                     help="processes (default: the number of cores, %(default)s)")
     ap.add_argument("--report", action="store_true", help="only merge OUT/runs*.csv and report")
     ap.add_argument("--stack", type=integer(1), default=16,
-                    help="Transformer runs with the same T and m trained as one stack by one "
-                         "worker (default %(default)s; 1 = one run at a time)")
+                    help="at most this many Transformer runs with the same T and m trained as one "
+                         "stack by one worker; fewer at large T, where big stacks run slower "
+                         "(default %(default)s; 1 = one run at a time)")
     train.add_options(ap, MODEL_OPTIONS, defaults=dict(steps=None, n_test=None))
     return ap
 
@@ -968,6 +982,9 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
             if m2 is not None:
                 queue.append((job, m2))
 
+    def stack_of(T):
+        return stack_size(T, a.stack, base["d"], base["heads"], np.dtype(base["dtype"]).itemsize)
+
     try:
         queue = []
         for job in jobs:
@@ -977,7 +994,7 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
                 queue.append((job, m))
         while queue or pending:
             while queue and (pool is None or len(pending) < a.workers):
-                probes = take_stack(queue, a.stack)
+                probes = take_stack(queue, stack_of)
                 runs = [dict(base, model=job[0], T=job[1], seed=job[2], m=m) for job, m in probes]
                 if pool is None:
                     finish(probes, _sweep_worker(runs))
@@ -1065,7 +1082,8 @@ def bench_parser():
                     help="T values for the sweep throughput: runs per minute on all cores "
                          "(default 100,1000)")
     ap.add_argument("--stack", type=integer(1), default=16,
-                    help="runs per stack for the throughput (default %(default)s)")
+                    help="at most this many runs per stack for the throughput, fewer at large T "
+                         "as in the sweep (default %(default)s)")
     ap.add_argument("--tp-steps", dest="tp_steps", type=integer(1), default=100,
                     help="steps timed per stack; runs/min is scaled to --steps (default "
                          "%(default)s)")
@@ -1079,6 +1097,7 @@ THROUGHPUT_BEFORE = {100: 40.7, 1000: 13.6}
 
 def _throughput_worker(args):
     T, R, steps, seed = args
+    train.keep_freed_memory()
     base = dict(T=T, m=100, steps=steps, n_test=100, log_every=0)
     t = time.perf_counter()
     train.train_stack([dict(base, seed=seed + r) for r in range(R)])
@@ -1120,19 +1139,21 @@ def main_bench(argv):
                 line += f" {1e3 * t_ref:14.1f} {t_ref / t_fast:8.1f}x"
             print(line, flush=True)
     workers = os.cpu_count() or 1
-    print(f"\nsweep throughput, {workers} worker processes, stacks of {a.stack} runs (m = 100, "
-          f"{a.steps} steps, float32), runs per minute:")
-    print(f"{'T':>6} {'before stacking':>16} {'now':>8} {'ratio':>6}")
+    print(f"\nsweep throughput, {workers} worker processes, stacks of at most {a.stack} runs "
+          f"(m = 100, {a.steps} steps, float32), runs per minute:")
+    print(f"{'T':>6} {'stack':>6} {'before stacking':>16} {'now':>8} {'ratio':>6}")
     for T in a.throughput:
-        now = sweep_throughput(T, a.stack, min(a.tp_steps, a.steps), a.steps, workers)
+        R = stack_size(T, a.stack, d, H)
+        now = sweep_throughput(T, R, min(a.tp_steps, a.steps), a.steps, workers)
         old = THROUGHPUT_BEFORE.get(T) if a.steps == 1000 else None
-        print(f"{T:6d} {old if old else '':>16} {now:8.1f} "
+        print(f"{T:6d} {R:6d} {old if old else '':>16} {now:8.1f} "
               f"{f'{now / old:5.1f}x' if old else '':>6}", flush=True)
     return 0
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    train.keep_freed_memory()
     if argv and argv[0] == "bench":
         return main_bench(argv[1:])
     return main_sweep(argv)

@@ -1253,6 +1253,7 @@ REPORT = dict(
 def main(argv=None):
     # train.py is imported only here and in train_models: parts 0-4 need only attn.py and data.py.
     import train
+    train.keep_freed_memory()
     train.OneLineParser(
         prog="theory.py", allow_abbrev=False,
         description="Print one report: the theory of Edelman et al. (ICML 2022) and the "

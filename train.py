@@ -12,6 +12,7 @@ The file reads top to bottom: options (one table), the optimiser, one training r
 checkpoints, the command line. Dimension names: B batch, T bits, d width.
 """
 import argparse
+import ctypes
 import json
 import os
 import signal
@@ -44,6 +45,25 @@ import numpy as np
 
 import attn
 import data
+
+
+def keep_freed_memory():
+    """Ask glibc's malloc to keep freed memory for reuse instead of returning it to the system.
+
+    A training step allocates the same large arrays every time. By default glibc serves each one
+    with fresh pages from the kernel (mmap) and hands them back when freed, so every step paid for
+    zero-filling and page faults on megabytes: measured on a 2-core machine, up to half the step
+    (T = 1000, stacks of 4 runs: 9.9 against 5.2 ms per run-step). Raising the mmap threshold to its
+    maximum (32 MiB) and the trim threshold makes the heap reuse them. Returns whether it applied:
+    on other C libraries (macOS, musl) nothing happens and training is only slower. The numbers
+    computed are the same either way."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)
+                    and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
+    except (OSError, AttributeError):
+        return False
 
 
 # ---------------------------------------------------------------- options (one table) ---------
@@ -163,23 +183,49 @@ def validate_options(opts):
 # ---------------------------------------------------------------- the optimiser ---------------
 
 def adam_init(params):
-    return dict(t=0, m={k: np.zeros_like(v) for k, v in params.items()},
-                v={k: np.zeros_like(v) for k, v in params.items()})
+    """Adam's state for `params` (a dict of arrays of one dtype). The parameters move into one flat
+    buffer: each params[k] becomes a view of it (same values, shape and dtype), so that a step is a
+    dozen passes over one array instead of a dozen small operations per parameter (at T = 100 the
+    per-call overhead of 20 parameters was a tenth of the step). state["m"][k] and state["v"][k]
+    are views in the same way."""
+    keys = list(params)
+    dtypes = {params[k].dtype for k in keys}
+    if len(dtypes) != 1:
+        raise ValueError(f"adam_init needs parameters of one dtype, got {sorted(map(str, dtypes))}")
+
+    def views(flat):
+        out, at = {}, 0
+        for k in keys:
+            out[k] = flat[at:at + params[k].size].reshape(params[k].shape)
+            at += params[k].size
+        return out
+
+    flat = np.concatenate([params[k].ravel() for k in keys])
+    m, v = np.zeros_like(flat), np.zeros_like(flat)
+    params.update(views(flat))
+    return dict(t=0, keys=keys, flat=flat, views=dict(params), m_flat=m, v_flat=v, m=views(m),
+                v=views(v))
 
 
 def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8):
-    """One Adam step in place (Kingma & Ba, with bias correction); g <- g + wd * param first."""
+    """One Adam step in place (Kingma & Ba, with bias correction); g <- g + wd * param first.
+    `params` must still hold the views adam_init gave it (a rebound entry would not be trained)."""
+    keys = state["keys"]
+    if any(params[k] is not state["views"][k] for k in keys):
+        raise ValueError("adam_step: a parameter was replaced after adam_init; update it in place "
+                         "(params[k][...] = value) so the optimiser still sees it")
     state["t"] += 1
     t = state["t"]
     c1, c2 = 1.0 - b1 ** t, 1.0 - b2 ** t
-    for k, p in params.items():
-        g = grads[k] + wd * p if wd else grads[k]
-        m, v = state["m"][k], state["v"][k]
-        m *= b1
-        m += (1.0 - b1) * g
-        v *= b2
-        v += (1.0 - b2) * (g * g)
-        p -= (lr / c1) * m / (np.sqrt(v / c2) + eps)
+    p, m, v = state["flat"], state["m_flat"], state["v_flat"]
+    g = np.concatenate([grads[k].ravel() for k in keys])
+    if wd:
+        g += wd * p
+    m *= b1
+    m += (1.0 - b1) * g
+    v *= b2
+    v += (1.0 - b2) * (g * g)
+    p -= (lr / c1) * m / (np.sqrt(v / c2) + eps)
 
 
 # ---------------------------------------------------------------- one training run ------------
@@ -550,6 +596,7 @@ def train_parser():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    keep_freed_memory()
     ap = train_parser()
     a = ap.parse_args(argv)
     opts = vars(a).copy()
