@@ -181,10 +181,10 @@ def linear_backward(dy, cache, need_dx=True):  # -> dx, dW, db
         R = W.shape[0]
         x3, dy3 = x.reshape(R, -1, x.shape[-1]), dy.reshape(R, -1, dy.shape[-1])
         dx = (dy3 @ W.transpose(0, 2, 1)).reshape(x.shape) if need_dx else None
-        return dx, x3.transpose(0, 2, 1) @ dy3, dy3.sum(1)
+        return dx, x3.transpose(0, 2, 1) @ dy3, (np.ones(dy3.shape[1], dy3.dtype) @ dy3)
     x2, dy2 = x.reshape(-1, x.shape[-1]), dy.reshape(-1, dy.shape[-1])
     dx = (dy2 @ W.T).reshape(x.shape) if need_dx else None
-    return dx, x2.T @ dy2, dy2.sum(0)
+    return dx, x2.T @ dy2, np.ones(dy2.shape[0], dy2.dtype) @ dy2      # db: column sums by BLAS
 
 
 # ----------------------------------------------------------------------------------------------
