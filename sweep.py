@@ -20,6 +20,7 @@ import json
 import math
 import multiprocessing as mp
 import os
+import platform
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -722,18 +723,31 @@ def _sweep_worker(runs):
     """A stack of training runs of the sweep, in a worker process: the CSV rows they produce.
     Transformer runs train as one stack (train.train_stack; the sweep stacks only runs with the
     same T and m, whose results are bit for bit those of the runs alone); MLP runs one by one. A
-    diverged run is a failed run (test_acc nan), not the end of the sweep."""
+    diverged run is a failed run (test_acc nan), not the end of the sweep; so is a run of the
+    paper's data protocol whose m is too small to draw a training set that identifies S."""
     train.keep_freed_memory()
     runs = [dict(o, log_every=0) for o in runs]
-    if runs[0]["model"] == "transformer":
-        results = train.train_stack(runs)
+    failed = {}
+    for i, o in enumerate(runs):
+        if o.get("data") == "unambiguous":
+            try:
+                train.draw_run(train.validate_options(o))
+            except ValueError:
+                failed[i] = train.diverged_result(train.validate_options(o))
+    trainable = [o for i, o in enumerate(runs) if i not in failed]
+    if not trainable:
+        results = []
+    elif runs[0]["model"] == "transformer":
+        results = train.train_stack(trainable)
     else:
         results = []
-        for o in runs:
+        for o in trainable:
             try:
                 results.append(train.train_run(o, log=None))
             except train.Diverged:
                 results.append(train.diverged_result(train.validate_options(o)))
+    results = iter(results)
+    results = [failed[i] if i in failed else next(results) for i in range(len(runs))]
     return [{k: r[k] for k in ROW_FIELDS if k != "success"} for r in results]
 
 
@@ -765,7 +779,14 @@ def take_stack(queue, most):
 
 # train.py's options a sweep shares with every run. Not --model: a sweep takes --models (a list),
 # and with abbreviations off, --model is an error rather than a silent prefix of --models.
-MODEL_OPTIONS = ("task", "s", "steps", "lr", "wd", "n_test", "d", "heads", "mlp", "dtype")
+MODEL_OPTIONS = ("task", "s", "data", "steps", "lr", "wd", "n_test", "d", "heads", "mlp", "dtype")
+
+# Named protocols: each a small set of option values, recorded in sweep.json, so that one variant
+# of the experiment is one command (--protocol NAME). Options given on the command line win.
+PROTOCOLS = {
+    "ours": {},                                      # train.py's defaults: iid data, 2000 test
+    "paper-data": dict(data="unambiguous", n_test=10000),   # Section 5's data protocol
+}
 
 
 def sweep_parser():
@@ -801,7 +822,11 @@ def sweep_parser():
                     help="at most this many Transformer runs with the same T and m trained as one "
                          "stack by one worker; fewer at large T, where big stacks run slower "
                          "(default %(default)s; 1 = one run at a time)")
-    train.add_options(ap, MODEL_OPTIONS, defaults=dict(steps=None, n_test=None))
+    ap.add_argument("--protocol", choices=sorted(PROTOCOLS), default="ours",
+                    help="named option set: ours = train.py's defaults; paper-data = training "
+                         "sets redrawn until one hypothesis fits, 10^4 test samples (default "
+                         "%(default)s)")
+    train.add_options(ap, MODEL_OPTIONS, defaults={k: None for k in MODEL_OPTIONS})
     return ap
 
 
@@ -811,9 +836,9 @@ def main_sweep(argv):
     preset = PRESETS[a.preset]
     Ts = a.Ts or preset["T"]
     n_seeds = a.seeds or preset["seeds"]
-    for key in ("steps", "n_test"):
+    for key in MODEL_OPTIONS:      # the command line, else the protocol, preset, train.py
         if getattr(a, key) is None:
-            setattr(a, key, preset.get(key, train.DEFAULTS[key]))
+            setattr(a, key, PROTOCOLS[a.protocol].get(key, preset.get(key, train.DEFAULTS[key])))
     if not (0 < a.bar <= 1):
         ap.error(f"--bar must be in (0, 1], got {a.bar}")
     if not 1 < a.grid_ratio <= 10:
@@ -833,8 +858,7 @@ def main_sweep(argv):
                                   dtype=a.dtype))
         except ValueError as e:
             ap.error(str(e))
-    base = dict(task=a.task, s=a.s, steps=a.steps, lr=a.lr, wd=a.wd, n_test=a.n_test, d=a.d,
-                heads=a.heads, mlp=a.mlp, dtype=a.dtype)
+    base = {k: getattr(a, k) for k in MODEL_OPTIONS}
     out = a.out or os.path.join("runs", a.preset)     # never the committed results/
     if os.path.exists(out) and not os.path.isdir(out):
         ap.error(f"--out {out} is a file; give a folder")
@@ -843,14 +867,18 @@ def main_sweep(argv):
     except OSError as e:
         ap.error(f"--out {out}: cannot create the folder ({e.strerror})")
     meta_path = os.path.join(out, "sweep.json")
-    meta = dict(options=base, bar=a.bar, search=a.search, grids=grids)
+    meta = dict(options=base, bar=a.bar, search=a.search, grids=grids, protocol=a.protocol,
+                machines=[machine()])
     if os.path.exists(meta_path):                      # the folder's sweep must be this one
         try:
             with open(meta_path) as f:
                 old = json.load(f)
             old_grids = dict(old["grids"])
-        except (ValueError, KeyError, TypeError):
+            old["options"] = dict({k: train.DEFAULTS[k] for k in MODEL_OPTIONS}, **old["options"])
+        except (ValueError, KeyError, TypeError, AttributeError):
             ap.error(f"{meta_path} is not a sweep description (damaged?); use another --out")
+        meta["machines"] = old.get("machines", []) + [m for m in meta["machines"]
+                                                      if m not in old.get("machines", [])]
         for key in ("options", "bar", "search"):
             if old.get(key) != meta[key]:
                 ap.error(f"{out} holds a sweep with other {key} ({old.get(key)}); "
@@ -896,6 +924,26 @@ def main_sweep(argv):
                      f"{what}: samples to reach test accuracy >= {a.bar}", comparable)
     print(f"saved {out}/table.md, {out}/critical.json" + (f", {png}" if png else ""))
     return 0
+
+
+def machine():
+    """Where a sweep ran: CPU, BLAS library and threads, numpy. Borderline runs can flip between
+    machines (float rounding differs with the BLAS kernels), so sweep.json keeps every machine
+    that added runs to a folder."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        blas = f"{blas.get('name')} {blas.get('version')}"
+    except Exception:                 # older numpy: no dict form; the version is still recorded
+        blas = "unknown"
+    return dict(cpu=cpu, cores=os.cpu_count(), blas=blas,
+                blas_threads=os.environ.get("OPENBLAS_NUM_THREADS", "default"),
+                numpy=np.__version__, python=platform.python_version())
 
 
 def int_list(text):

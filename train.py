@@ -127,6 +127,9 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
     ("T", 100, integer(1), "context length: number of bits"),
     ("s", 3, integer(1), "sparsity: size of the support S"),
     ("m", 500, integer(1), "training samples"),
+    ("data", "iid", choice("iid", "unambiguous"),
+     "training set: iid = the first m samples of the seed's stream; unambiguous = the paper's "
+     "protocol (Section 5), m samples redrawn until exactly one s-sparse hypothesis fits them"),
     ("n_test", 2000, integer(1), "fresh test samples"),
     ("steps", 1000, integer(1), "Adam steps"),
     ("lr", 1e-3, number(0, strict=True), "Adam learning rate"),
@@ -141,8 +144,8 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
 )
 DEFAULTS = {name: default for name, default, _, _ in OPTIONS}
 PARSE = {name: parse for name, _, parse, _ in OPTIONS}
-RUN_KEYS = ("model", "task", "T", "s", "m", "n_test", "lr", "wd", "batch", "seed", "d", "heads",
-            "mlp", "dtype")          # what defines a run: a checkpoint must agree on these
+RUN_KEYS = ("model", "task", "T", "s", "m", "data", "n_test", "lr", "wd", "batch", "seed", "d",
+            "heads", "mlp", "dtype")          # what defines a run: a checkpoint must agree on these
 
 
 def check_options(o):
@@ -314,7 +317,11 @@ def draw_run(o):
     and of the minibatch order."""
     r_task, r_train, r_test, r_init, r_order = seeds_for(o["seed"])
     task = data.make_task(o["task"], o["T"], o["s"], r_task)
-    (Xtr, ytr), (Xte, yte) = task.sample(o["m"], r_train), task.sample(o["n_test"], r_test)
+    if o["data"] == "unambiguous":                 # ValueError when m cannot identify S
+        Xtr, ytr = data.sample_unambiguous(task, o["m"], r_train)
+    else:
+        Xtr, ytr = task.sample(o["m"], r_train)
+    Xte, yte = task.sample(o["n_test"], r_test)
     dt = np.dtype(o["dtype"])
     return task, (Xtr.astype(dt), ytr), (Xte.astype(dt), yte), r_init, r_order
 
@@ -522,7 +529,8 @@ def load_checkpoint(path, opts=None):
                          f"file: {type(e).__name__})") from None
     if arrays.get("format") is None or str(arrays["format"]) != CKPT_FORMAT:
         raise ValueError(f"{path!r} is not a checkpoint of train.py (no {CKPT_FORMAT!r} mark)")
-    saved = json.loads(str(arrays["options"]))
+    saved = dict({k: DEFAULTS[k] for k in RUN_KEYS},           # older files lack newer keys
+                 **json.loads(str(arrays["options"])))
     if opts is not None:
         check_same_configuration(saved, opts, repr(path))
     group = lambda pre: {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}
@@ -618,11 +626,13 @@ def main(argv=None):
         if ckpt["step"] >= opts["steps"]:
             ap.error(f"{resume} is already at step {ckpt['step']}; ask for more with --steps")
         save = save or resume
-    if save and os.path.exists(save) and save != resume:
+    if save and os.path.exists(save) and save != resume:      # never overwrite work
         try:
-            load_checkpoint(save)
+            step = load_checkpoint(save)["step"]
         except ValueError:
             ap.error(f"--save {save} exists and is not a checkpoint; refusing to overwrite it")
+        ap.error(f"--save {save} already holds a checkpoint at step {step}; continue it with "
+                 f"--resume {save}, or give another --save path")
     problem = (check_options(opts) or (out_json and check_writable(out_json, "--json"))
                or (save and check_writable(save, "--save")))
     if problem:
@@ -643,7 +653,7 @@ def main(argv=None):
               f"  python train.py --resume {e.path}" +
               (f" --steps {o.steps}" if o.steps != DEFAULTS["steps"] else ""), file=sys.stderr)
         return 130
-    except Diverged as e:
+    except (Diverged, ValueError) as e:       # ValueError: e.g. --data unambiguous, m too small
         print(f"train.py: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
