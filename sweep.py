@@ -16,12 +16,15 @@ bench, the command line.
 import argparse
 import csv
 import glob
+import hashlib
 import json
 import math
 import multiprocessing as mp
 import os
 import platform
+import signal
 import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -33,6 +36,7 @@ if __name__ == "__main__":
 import numpy as np
 
 import attn
+import data
 import train
 from theory import fit_line
 from train import BadValue, OneLineParser, integer, number
@@ -60,7 +64,9 @@ PRESETS = {
                   grid_max={"transformer": 64, "mlp": 64}),
 }
 ROW_FIELDS = ("model", "task", "s", "T", "m", "seed", "test_acc", "train_acc", "success",
-              "attn_on_S", "steps", "seconds")
+              "attn_on_S", "steps", "seconds", "sweep_id")
+# sweep_id: a fingerprint of the sweep's options, bar and search (see sweep_fingerprint), in every
+# row, so that CSVs merged from shards or machines are checked to be one experiment.
 
 
 def m_grid(lo, hi, ratio=1.05):
@@ -568,19 +574,74 @@ def scaling_fits(T, m50, m50_boot):
     return out
 
 
+ROW_TYPES = dict(T=int, m=int, seed=int, s=int, steps=int, test_acc=float, train_acc=float,
+                 attn_on_S=float, seconds=float)
+
+
 def read_rows(paths):
-    """The finished runs in CSV files; a torn last line (a run killed mid-write) is skipped."""
+    """The finished runs in CSV files; a torn last line (a run killed mid-write) is skipped.
+    A row that is complete but wrong inside (a missing column, a number that is not one, a model
+    or success flag we never write) is a ValueError naming the file and line: a damaged results
+    file must not turn into a quietly different table."""
     rows = []
     for path in paths:
         with open(path, newline="") as f:
             text = f.read()
         complete = text[:text.rfind("\n") + 1]
-        for r in csv.DictReader(complete.splitlines()):
+        reader = csv.DictReader(complete.splitlines())
+        missing = [k for k in ROW_FIELDS if k != "sweep_id" and k not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}: not a sweep CSV (no column {', '.join(missing)})")
+        for line, r in enumerate(reader, start=2):
             if None in r.values() or "" in (r.get("seconds"), r.get("success")):
-                continue
+                continue                                   # a torn row
+            try:
+                for k, kind in ROW_TYPES.items():
+                    kind(r[k])
+                if r["model"] not in ("transformer", "mlp") or r["success"] not in ("0", "1"):
+                    raise ValueError
+                if int(r["T"]) < 1 or int(r["m"]) < 1 or int(r["seed"]) < 0:
+                    raise ValueError
+            except (ValueError, TypeError):
+                bad = {k: r[k] for k in ("model", "T", "m", "seed", "test_acc", "success")}
+                raise ValueError(f"{path} line {line}: not a valid run row {bad}") from None
             r["success"] = r["success"] == "1"
+            r.setdefault("sweep_id", "")
             rows.append(r)
     return rows
+
+
+def sweep_fingerprint(meta):
+    """12 hex digits naming a sweep's options, success bar and search: rows of one experiment
+    share it, whatever shard or machine wrote them."""
+    key = json.dumps(dict(options=meta["options"], bar=meta["bar"], search=meta["search"]),
+                     sort_keys=True)
+    return hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+def check_one_sweep(rows, sweep_id, out):
+    """ValueError unless every row with a fingerprint carries `sweep_id` (rows written before
+    fingerprints existed carry none and are trusted to the folder's sweep.json)."""
+    ids = {}
+    for r in rows:
+        if r["sweep_id"]:
+            ids[r["sweep_id"]] = ids.get(r["sweep_id"], 0) + 1
+    other = {k: n for k, n in ids.items() if k != sweep_id}
+    if other:
+        found = ", ".join(f"{n} rows of sweep {k}" for k, n in other.items())
+        raise ValueError(f"{out} holds runs of another sweep ({found}; these options make sweep "
+                         f"{sweep_id}): a shard run with other --steps/--bar/--protocol options? "
+                         f"Keep one sweep per folder")
+
+
+def missing_searches(rows, models, Ts, n_seeds, grids, search):
+    """The (model, T, seed) searches asked for that are not finished in `rows`: absent (a
+    missing shard) or stopped half way (an interrupted run)."""
+    have = {}
+    for r in rows:
+        have.setdefault((r["model"], int(r["T"]), int(r["seed"])), {})[int(r["m"])] = r["success"]
+    return [(model, T, seed) for model in models for T in Ts for seed in range(n_seeds)
+            if seed_outcome(grids[model], search, have.get((model, T, seed), {}))[0] != "done"]
 
 
 def drop_torn_tail(path):
@@ -609,18 +670,46 @@ def success_table(rows, models):
     return est, fits
 
 
+LIMIT_SEEDS = 200     # streams per T for the statistical limit (about 1 s at T = 10^4)
+
+
+def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS):
+    """Per T, the statistical limit of the task (no training): over seeds 0..n_seeds-1, the
+    smallest m at which seed's own training stream (the rows an iid run of that seed trains on)
+    leaves exactly one compatible s-sparse hypothesis (data.first_identifying_m). -> {T: dict(
+    median, q05, q95)}, or {} for a task whose count is not affordable at these T. No learner of
+    the class can do better than this on that stream; it is the floor beside m*."""
+    out = {}
+    for T in Ts:
+        firsts = []
+        try:
+            for seed in range(n_seeds):
+                r_task, r_train = train.seeds_for(seed)[:2]
+                t = data.make_task(task, T, s, r_task)
+                firsts.append(data.first_identifying_m(t, r_train, 100000))
+        except ValueError:
+            return {}
+        v = np.array([np.inf if f is None else f for f in firsts], float)
+        out[T] = dict(median=float(np.median(v)), q05=float(np.percentile(v, 5)),
+                      q95=float(np.percentile(v, 95)), n_seeds=n_seeds)
+    return out
+
+
 def _ci(e, key):
     show = lambda v: "inf" if not np.isfinite(v) else f"{v:.0f}"
     return f"{show(e[key])} [{show(e[key + '_lo'])}, {show(e[key + '_hi'])}]"
 
 
-def sweep_table(stats, paper_comparable, est, scaling, log=print):
+def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
     """The printed table, ours beside the paper's at the shared T (only when our protocol asks
     the paper's question: 3-sparse AND, bar 0.99): the success-curve m50 and m90 with 95% CIs,
-    the majority-rule m*, the per-seed spread; then the scaling fits of m50 with their CIs."""
+    the majority-rule m*, the per-seed spread, the statistical limit (median [5%, 95%] over
+    streams); then the scaling fits of m50 with their CIs."""
+    limits = limits or {}
     lines = ["| model | T | m50 [95% CI] | m90 [95% CI] | m* (majority) | per-seed critical m: "
-             "mean +- std [min, max] | seeds | m* (paper) | paper's bar |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "mean +- std [min, max] | seeds | m* (paper) | paper's bar | statistical limit "
+             "[5%, 95%] |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for (model, T), st in stats.items():
         e = est[(model, T)]
         ms = "n/a" if not np.isfinite(st["m_star"]) else f"{st['m_star']:.0f}"
@@ -632,7 +721,7 @@ def sweep_table(stats, paper_comparable, est, scaling, log=print):
                      f"[{st['lo']:.0f}, {st['hi']:.0f}]"
                      f"{' (' + ', '.join(notes) + ')' if notes else ''} | {st['n_seeds']} | "
                      f"{PAPER_MSTAR.get(T, '') if show else ''} | "
-                     f"{PAPER_BAR.get(T, '') if show else ''} |")
+                     f"{PAPER_BAR.get(T, '') if show else ''} | {_limit(limits.get(T))} |")
     fits = []                       # m50 with bootstrap CIs first, then the majority-rule m*
     for model, f in scaling.items():
         fits.append(f"{model}: m50 ~ a + b ln T, b = {f['log_b']:.1f} [{f['log_b_lo']:.1f}, "
@@ -662,20 +751,16 @@ def sweep_table(stats, paper_comparable, est, scaling, log=print):
     return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n"
 
 
-def json_safe(x):
-    """x with every non-finite float as None and numpy scalars as Python numbers (valid JSON)."""
-    if isinstance(x, dict):
-        return {k: json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [json_safe(v) for v in x]
-    if isinstance(x, (float, np.floating)):
-        return float(x) if np.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
+def _limit(lim):
+    if not lim:
+        return ""
+    show = lambda v: f"{v:.0f}" if np.isfinite(v) else "inf"
+    return f"{show(lim['median'])} [{show(lim['q05'])}, {show(lim['q95'])}]"
 
 
-def sweep_plot(stats, path, title, paper_comparable):
+def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
+    """m50 with its 95% CI per model against T (log scale), the majority-rule m*, the paper's
+    points with their bars, and the statistical limit; None when matplotlib is missing."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -690,8 +775,15 @@ def sweep_plot(stats, path, title, paper_comparable):
         if not pts:
             continue
         T_ = [T for T, _ in pts]
-        ax.errorbar(T_, [st["mean"] for _, st in pts], yerr=[st["std"] for _, st in pts],
-                    fmt=mark, capsize=3, label=f"{model} (ours): per-seed mean +- std")
+        if est:
+            e = [est[(model, T)] for T in T_]
+            mid = np.array([x["m50"] for x in e])
+            err = np.abs(np.array([[x["m50_lo"] for x in e], [x["m50_hi"] for x in e]]) - mid)
+            ax.errorbar(T_, mid, yerr=np.where(np.isfinite(err), err, 0), fmt=mark, capsize=3,
+                        label=f"{model} (ours): m50, 95% CI (bootstrap over seeds)")
+        else:
+            ax.errorbar(T_, [st["mean"] for _, st in pts], yerr=[st["std"] for _, st in pts],
+                        fmt=mark, capsize=3, label=f"{model} (ours): per-seed mean +- std")
         ax.plot(T_, [st["m_star"] for _, st in pts], "x", color="k", ms=7,
                 label="m* (ours): half of the seeds succeed" if model == "transformer" else None)
     if paper_comparable:
@@ -700,6 +792,10 @@ def sweep_plot(stats, path, title, paper_comparable):
                     yerr=np.abs(np.array([[float(v) for v in PAPER_BAR[t].split("-")]
                                           for t in Tp]).T - [PAPER_MSTAR[t] for t in Tp]),
                     fmt="^:", color="tab:red", capsize=2, label="Transformer, the paper's figure")
+    if limits:
+        Tl = sorted(limits)
+        ax.plot(Tl, [limits[t]["median"] for t in Tl], ":", color="gray",
+                label="statistical limit (median over streams)")
     ax.set_xscale("log")
     ax.set_xlabel("T (context length, log scale)")
     ax.set_ylabel("critical sample size m")
@@ -748,7 +844,7 @@ def _sweep_worker(runs):
                 results.append(train.diverged_result(train.validate_options(o)))
     results = iter(results)
     results = [failed[i] if i in failed else next(results) for i in range(len(runs))]
-    return [{k: r[k] for k in ROW_FIELDS if k != "success"} for r in results]
+    return [{k: r[k] for k in ROW_FIELDS if k not in ("success", "sweep_id")} for r in results]
 
 
 STACK_BYTES = 3 << 20   # a stack's largest array, [R, 2T+1, d + heads], kept about cache-sized
@@ -799,8 +895,9 @@ def sweep_parser():
                     help="paper: T=100..1100; extended: T=10..3000 (default %(default)s)")
     ap.add_argument("--Ts", type=int_list, help="comma-separated T values (overrides preset)")
     ap.add_argument("--seeds", type=integer(1), help="seeds per T (preset: 10)")
-    ap.add_argument("--models", type=model_list, default=["transformer"],
-                    help="comma-separated: transformer,mlp (default transformer)")
+    ap.add_argument("--models", type=model_list, default=None,
+                    help="comma-separated: transformer,mlp (default transformer; with --report, "
+                         "every model in the folder)")
     ap.add_argument("--search", choices=("bisect", "grid"), default="bisect",
                     help="bisect each seed's critical m on the grid (assumes success is monotone "
                          "in m), or run every grid m (default %(default)s)")
@@ -817,7 +914,9 @@ def sweep_parser():
     ap.add_argument("--shard", type=shard_spec, default=(0, 1), help="i/n: run share i of n")
     ap.add_argument("--workers", type=integer(1), default=os.cpu_count() or 1,
                     help="processes (default: the number of cores, %(default)s)")
-    ap.add_argument("--report", action="store_true", help="only merge OUT/runs*.csv and report")
+    ap.add_argument("--report", action="store_true",
+                    help="only merge OUT/runs*.csv and report (by default every model, T and "
+                         "seed in the folder; sweep.json is left as it is)")
     ap.add_argument("--stack", type=integer(1), default=16,
                     help="at most this many Transformer runs with the same T and m trained as one "
                          "stack by one worker; fewer at large T, where big stacks run slower "
@@ -834,6 +933,19 @@ def main_sweep(argv):
     ap = sweep_parser()
     a = ap.parse_args(argv)
     preset = PRESETS[a.preset]
+    out = a.out or os.path.join("runs", a.preset)     # never the committed results/
+    if a.report:
+        if not os.path.isdir(out):
+            ap.error(f"--report: no folder {out}")
+        try:
+            found = read_rows(sorted(glob.glob(os.path.join(out, "runs*.csv"))))
+        except ValueError as e:
+            ap.error(str(e))
+        # the folder decides what is reported unless told otherwise: a report never drops rows
+        a.models = a.models or sorted({r["model"] for r in found}) or ["transformer"]
+        a.Ts = a.Ts or sorted({int(r["T"]) for r in found})
+        a.seeds = a.seeds or 1 + max((int(r["seed"]) for r in found), default=0)
+    a.models = a.models or ["transformer"]
     Ts = a.Ts or preset["T"]
     n_seeds = a.seeds or preset["seeds"]
     for key in MODEL_OPTIONS:      # the command line, else the protocol, preset, train.py
@@ -843,7 +955,7 @@ def main_sweep(argv):
         ap.error(f"--bar must be in (0, 1], got {a.bar}")
     if not 1 < a.grid_ratio <= 10:
         ap.error(f"--grid-ratio must be in (1, 10], got {a.grid_ratio}")
-    problem = train.check_options(dict(vars(a), T=min(Ts)))
+    problem = train.check_options(dict(vars(a), T=min(Ts)), flag=train.cli_flag)
     if problem:
         ap.error(problem.replace("--T", "the smallest T"))
     grids = {}
@@ -854,76 +966,131 @@ def main_sweep(argv):
             ap.error(f"--grid-max {hi} is below --grid-min {a.grid_min}")
         grids[model] = m_grid(a.grid_min, hi, a.grid_ratio)
         try:
-            train.check_run_memory(dict(train.DEFAULTS, T=max(Ts), m=grids[model][-1], n_test=a.n_test,
-                                  dtype=a.dtype))
+            train.check_run_memory(dict(train.DEFAULTS, model=model, T=max(Ts),
+                                        m=grids[model][-1], n_test=a.n_test, dtype=a.dtype, d=a.d,
+                                        heads=a.heads, mlp=a.mlp), flag=train.cli_flag)
         except ValueError as e:
             ap.error(str(e))
     base = {k: getattr(a, k) for k in MODEL_OPTIONS}
-    out = a.out or os.path.join("runs", a.preset)     # never the committed results/
     if os.path.exists(out) and not os.path.isdir(out):
         ap.error(f"--out {out} is a file; give a folder")
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as e:
         ap.error(f"--out {out}: cannot create the folder ({e.strerror})")
-    meta_path = os.path.join(out, "sweep.json")
-    meta = dict(options=base, bar=a.bar, search=a.search, grids=grids, protocol=a.protocol,
-                machines=[machine()])
-    if os.path.exists(meta_path):                      # the folder's sweep must be this one
-        try:
-            with open(meta_path) as f:
-                old = json.load(f)
-            old_grids = dict(old["grids"])
-            old["options"] = dict({k: train.DEFAULTS[k] for k in MODEL_OPTIONS}, **old["options"])
-        except (ValueError, KeyError, TypeError, AttributeError):
-            ap.error(f"{meta_path} is not a sweep description (damaged?); use another --out")
-        meta["machines"] = old.get("machines", []) + [m for m in meta["machines"]
-                                                      if m not in old.get("machines", [])]
-        for key in ("options", "bar", "search"):
-            if old.get(key) != meta[key]:
-                ap.error(f"{out} holds a sweep with other {key} ({old.get(key)}); "
-                         f"use another --out or the same options")
-        for model, grid in grids.items():
-            if model in old_grids and old_grids[model] != grid:
-                ap.error(f"{out} holds a {model} sweep on another m grid; use another --out or "
-                         f"the same --grid-min/--grid-max/--grid-ratio")
-        meta["grids"] = dict(old_grids, **grids)
-    with open(meta_path, "w") as f:
-        json.dump(meta, f, indent=1)
-    i, n = a.shard
-    csv_path = os.path.join(out, "runs.csv" if n == 1 else f"runs-shard-{i}-of-{n}.csv")
+    lock = None if a.report else lock_folder(out, ap)
+    try:
+        meta_path = os.path.join(out, "sweep.json")
+        meta = dict(options=base, bar=a.bar, search=a.search, grids=grids, protocol=a.protocol,
+                    machines=[machine()])
+        meta["sweep_id"] = sweep_fingerprint(meta)
+        if os.path.exists(meta_path):                      # the folder's sweep must be this one
+            try:
+                with open(meta_path) as f:
+                    old = json.load(f)
+                old_grids = dict(old["grids"])
+                old["options"] = dict({k: train.DEFAULTS[k] for k in MODEL_OPTIONS}, **old["options"])
+            except (ValueError, KeyError, TypeError, AttributeError):
+                ap.error(f"{meta_path} is not a sweep description (damaged?); use another --out")
+            for key in ("options", "bar", "search"):
+                if old.get(key) != meta[key]:
+                    ap.error(f"{out} holds a sweep with other {key} ({old.get(key)}); "
+                             f"use another --out or the same options")
+            for model, grid in grids.items():
+                if model in old_grids and old_grids[model] != grid:
+                    ap.error(f"{out} holds a {model} sweep on another m grid; use another --out or "
+                             f"the same --grid-min/--grid-max/--grid-ratio")
+            meta["grids"] = dict(old_grids, **grids)
+            meta["machines"] = old.get("machines", []) + [m for m in meta["machines"]
+                                                          if m not in old.get("machines", [])]
+            if "protocol" in old and old["protocol"] != a.protocol and a.report:
+                meta["protocol"] = old["protocol"]      # same options, the name it was run under
+        if not (a.report and os.path.exists(meta_path)):
+            write_json(meta_path, meta)
+        i, n = a.shard
+        csv_path = os.path.join(out, "runs.csv" if n == 1 else f"runs-shard-{i}-of-{n}.csv")
 
-    def load_done():
-        return {(r["model"], int(r["T"]), int(r["seed"]), int(r["m"])): r
-                for r in read_rows(sorted(glob.glob(os.path.join(out, "runs*.csv"))))}
-    done = load_done()
-    if not a.report:
-        code = run_searches(a, Ts, n_seeds, grids, base, csv_path, done, (i, n))
-        if code:
-            return code
-        done = load_done()
-    rows = [r for (model, T, seed, m), r in done.items()
-            if model in a.models and T in Ts and seed < n_seeds]
-    if not rows:
-        print(f"no finished runs in {out} for models {a.models}, T in {Ts}, seeds < {n_seeds}")
+        def load_done():
+            rows = read_rows(sorted(glob.glob(os.path.join(out, "runs*.csv"))))
+            check_one_sweep(rows, meta["sweep_id"], out)
+            return {(r["model"], int(r["T"]), int(r["seed"]), int(r["m"])): r for r in rows}
+        try:
+            done = load_done()
+        except ValueError as e:
+            ap.error(str(e))
+        if not a.report:
+            code = run_searches(a, Ts, n_seeds, grids, base, csv_path, done, (i, n), meta["sweep_id"])
+            if code:
+                return code
+            done = load_done()
+        rows = [r for (model, T, seed, m), r in done.items()
+                if model in a.models and T in Ts and seed < n_seeds]
+        if not rows:
+            print(f"no finished runs in {out} for models {a.models}, T in {Ts}, seeds < {n_seeds}")
+            return 0
+        missing = missing_searches(rows, a.models, Ts, n_seeds, meta["grids"], a.search)
+        if missing:
+            shown = ", ".join(f"{mo} T={T} seed {sd}" for mo, T, sd in missing[:6])
+            print(f"warning: {len(missing)} of {len(a.models) * len(Ts) * n_seeds} searches are "
+                  f"missing or unfinished in {out} ({shown}{', ...' if len(missing) > 6 else ''}): "
+                  f"a missing shard or an interrupted run; the table below uses what is there")
+        stats = critical_sizes(rows, meta["grids"], a.search)
+        comparable = a.task == "and" and a.s == 3 and a.bar == 0.99
+        what = f"{a.s}-sparse {a.task.upper() if a.task in ('and', 'or') else a.task}"
+        print(f"\ncritical sample size of {what}, success = test accuracy >= {a.bar} on {a.n_test} "
+              f"fresh samples after {a.steps} steps, {a.search} search on a grid of ratio "
+              f"{a.grid_ratio}, protocol {meta['protocol']}:")
+        est, scaling = success_table(rows, sorted({k[0] for k in stats}))
+        limits = statistical_limits(a.task, a.s, sorted({k[1] for k in stats}))
+        table = sweep_table(stats, comparable, est, scaling, limits=limits)
+        if missing:
+            table = (f"INCOMPLETE: {len(missing)} searches missing or unfinished "
+                     f"({shown}{', ...' if len(missing) > 6 else ''})\n\n" + table)
+        with open(os.path.join(out, "table.md"), "w") as f:
+            f.write(table)
+        write_json(os.path.join(out, "critical.json"),
+                   [dict(st, **{k: v for k, v in est[key].items() if not k.endswith("_boot")},
+                         limit=limits.get(key[1])) for key, st in stats.items()])
+        png = sweep_plot(stats, os.path.join(out, "mstar.png"),
+                         f"{what}: samples to reach test accuracy >= {a.bar}", comparable, est=est,
+                         limits=limits)
+        print(f"saved {out}/table.md, {out}/critical.json" + (f", {png}" if png else ""))
         return 0
-    stats = critical_sizes(rows, meta["grids"], a.search)
-    comparable = a.task == "and" and a.s == 3 and a.bar == 0.99
-    what = f"{a.s}-sparse {a.task.upper() if a.task in ('and', 'or') else a.task}"
-    print(f"\ncritical sample size of {what}, success = test accuracy >= {a.bar} on {a.n_test} "
-          f"fresh samples after {a.steps} steps, {a.search} search on a grid of ratio "
-          f"{a.grid_ratio}:")
-    est, scaling = success_table(rows, sorted({k[0] for k in stats}))
-    table = sweep_table(stats, comparable, est, scaling)
-    with open(os.path.join(out, "table.md"), "w") as f:
-        f.write(table)
-    with open(os.path.join(out, "critical.json"), "w") as f:
-        json.dump(json_safe([dict(st, **{k: v for k, v in est[key].items() if not k.endswith("_boot")})
-                             for key, st in stats.items()]), f, indent=1, allow_nan=False)
-    png = sweep_plot(stats, os.path.join(out, "mstar.png"),
-                     f"{what}: samples to reach test accuracy >= {a.bar}", comparable)
-    print(f"saved {out}/table.md, {out}/critical.json" + (f", {png}" if png else ""))
-    return 0
+    finally:
+        if lock:
+            lock.close()
+
+
+def write_json(path, obj):
+    """Strict JSON (NaN and inf become null, never the non-JSON NaN), written atomically."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(train.json_safe(obj), f, indent=1, allow_nan=False)
+    os.replace(tmp, path)
+
+
+def lock_folder(out, ap):
+    """Hold an exclusive lock on OUT/.lock for this process's life: a second sweep into the same
+    folder stops at once with one line instead of running every search twice and interleaving
+    rows. The lock is the kernel's (flock), so a killed sweep never leaves a stale one. Where
+    fcntl does not exist (Windows) there is no lock; None is returned."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    fh = open(os.path.join(out, ".lock"), "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        ap.error(f"{out} is in use by another sweep ({holder}); wait for it, or use another --out")
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"pid {os.getpid()}")
+    fh.flush()
+    return fh
 
 
 def machine():
@@ -974,7 +1141,25 @@ def shard_spec(text):
     return i, n
 
 
-def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
+def _watch_parent(parent):
+    """Worker start-up: exit when the sweep that started this worker is gone (killed, even by
+    SIGKILL, which no handler sees), instead of training on for nobody."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True).start()
+
+
+class Terminated(Exception):
+    """SIGTERM (what `timeout`, `kill` and job schedulers send) arrived: stop like Ctrl-C."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""):
     """Drive every (model, T, seed) search of this shard; run probes on a process pool, write
     each finished run as a CSV row at once (so an interrupted sweep loses nothing finished)."""
     jobs = [(model, T, seed) for model in a.models for T in Ts for seed in range(n_seeds)]
@@ -994,12 +1179,16 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
         fh.flush()
     per_search = (len(next(iter(grids.values()))) if a.search == "grid"
                   else int(np.ceil(np.log2(max(len(g) for g in grids.values()) + 1))))
+    finished_jobs = set()
+    expected = max(1, len(jobs) * per_search - sum(len(v) for v in saved.values()))
     print(f"sweep: {len(jobs)} searches (model, T, seed) in this shard, about {per_search} runs "
-          f"each; {len(done)} runs already saved; writing {csv_path}")
+          f"each; {len(done)} runs already saved; about {expected} to run; writing {csv_path}",
+          flush=True)
     if a.workers > 1:                       # one BLAS thread per process: the pool is the parallelism
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ.setdefault(var, "1")
-        pool = ProcessPoolExecutor(a.workers, mp_context=mp.get_context("spawn"))
+        pool = ProcessPoolExecutor(a.workers, mp_context=mp.get_context("spawn"),
+                                   initializer=_watch_parent, initargs=(os.getpid(),))
     else:
         pool = None
 
@@ -1010,7 +1199,8 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
 
     def record(job, m, row):
         nonlocal n_run
-        row = dict(row, success=int(row["test_acc"] >= a.bar))   # nan (diverged) fails
+        row = dict(row, success=int(row["test_acc"] >= a.bar),   # nan (diverged) fails
+                   sweep_id=sweep_id)
         writer.writerow(row)
         fh.flush()
         os.fsync(fh.fileno())
@@ -1018,9 +1208,12 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
         saved[job][m] = bool(row["success"])
         n_run += 1
         el = time.perf_counter() - t0
-        print(f"[{n_run:4d}] {job[0]:11s} T={job[1]:<5d} seed={job[2]:<3d} m={m:<6d} "
-              f"test acc {row['test_acc']:.4f} {'ok  ' if row['success'] else 'fail'} "
-              f"{row['seconds']:6.1f}s   elapsed {el / 60:5.1f} min", flush=True)
+        left = sum(1 for j in jobs if j not in finished_jobs) - 1
+        eta = el / n_run * max(0, expected - n_run)
+        print(f"[{n_run:4d}/~{expected}] {job[0]:11s} T={job[1]:<5d} seed={job[2]:<3d} "
+              f"m={m:<6d} test acc {row['test_acc']:.4f} {'ok  ' if row['success'] else 'fail'} "
+              f"{row['seconds']:6.1f}s  elapsed {el / 60:5.1f} min, about {eta / 60:.0f} min "
+              f"left ({max(left, 0)} searches open)", flush=True)
         return bool(row["success"])
 
     def finish(probes, rows):
@@ -1029,10 +1222,13 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
             m2 = advance(job, record(job, m, row))
             if m2 is not None:
                 queue.append((job, m2))
+            else:
+                finished_jobs.add(job)
 
     def stack_of(T):
         return stack_size(T, a.stack, base["d"], base["heads"], np.dtype(base["dtype"]).itemsize)
 
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         queue = []
         for job in jobs:
@@ -1044,8 +1240,16 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
             while queue and (pool is None or len(pending) < a.workers):
                 probes = take_stack(queue, stack_of)
                 runs = [dict(base, model=job[0], T=job[1], seed=job[2], m=m) for job, m in probes]
-                if pool is None:
-                    finish(probes, _sweep_worker(runs))
+                if pool is None:                 # the same one-line report as from a pool
+                    try:
+                        rows = _sweep_worker(runs)
+                    except (KeyboardInterrupt, Terminated):
+                        raise
+                    except Exception as e:
+                        (model, T, seed), m = probes[0]
+                        raise RunFailed(f"run {model} T={T} seed={seed} m={m} failed: "
+                                        f"{type(e).__name__}: {e}") from None
+                    finish(probes, rows)
                 else:
                     pending[pool.submit(_sweep_worker, runs)] = probes
             if pending:
@@ -1057,17 +1261,21 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard):
                         raise RunFailed(f"run {model} T={T} seed={seed} m={m} failed: "
                                         f"{type(fut.exception()).__name__}: {fut.exception()}")
                     finish(probes, fut.result())
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: {n_run} runs of this session are saved in {csv_path}; "
-              f"rerun the same command to resume", file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, Terminated) as e:
+        print(f"\n{'terminated (SIGTERM)' if isinstance(e, Terminated) else 'interrupted'}: "
+              f"{n_run} runs of this session are saved in {csv_path}; rerun the same command to "
+              f"resume", file=sys.stderr)
+        return 130 if isinstance(e, KeyboardInterrupt) else 143
     except RunFailed as e:
         print(f"sweep.py: {e}; the {n_run} runs finished before it are saved in "
               f"{csv_path}", file=sys.stderr)
         return 1
     finally:
+        signal.signal(signal.SIGTERM, previous)
         fh.close()
-        if pool:
+        if pool:                  # running workers are stopped, not left to finish for nobody
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
             pool.shutdown(wait=False, cancel_futures=True)
     print(f"sweep: {n_run} runs in {(time.perf_counter() - t0) / 60:.1f} min")
     return 0
@@ -1208,4 +1416,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(train.one_line_errors("sweep.py", main))

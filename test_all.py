@@ -802,10 +802,13 @@ def test_public_functions_raise_valueerror():
         train.train_run(dict(T=10**9, m=10))
     for bad, msg in [(dict(task="xor"), "task must be one of"), (dict(model="cnn"), "model must"),
                      (dict(stepz=3), "unknown option"), (dict(lr=-1.0), "lr must be"),
-                     (dict(batch=-5), "batch must be"), (dict(batch=900), "larger than --m"),
-                     (dict(log_every=-1), "log_every must"), (dict(T=5.0), "T must be")]:
-        with pytest.raises(ValueError, match=msg):
+                     (dict(batch=-5), "batch must be"), (dict(batch=900), "larger than m=40"),
+                     (dict(log_every=-1), "log_every must"), (dict(T=5.0), "T must be"),
+                     (dict(s=50), "s=50 is larger than T=12"), (dict(heads=5), "heads=5"),
+                     (dict(model="mlp", mlp=0), "mlp=0"), (dict(T=10**7, m=10**4), "GiB")]:
+        with pytest.raises(ValueError, match=msg) as err:
             train.train_run(dict(SMALL, **bad))
+        assert "--" not in str(err.value), err.value    # a Python caller typed no flags
 
 
 @pytest.mark.parametrize("module", ["attn", "data"])

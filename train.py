@@ -14,6 +14,7 @@ checkpoints, the command line. Dimension names: B batch, T bits, d width.
 import argparse
 import ctypes
 import json
+import math
 import os
 import signal
 import sys
@@ -148,20 +149,31 @@ RUN_KEYS = ("model", "task", "T", "s", "m", "data", "n_test", "lr", "wd", "batch
             "heads", "mlp", "dtype")          # what defines a run: a checkpoint must agree on these
 
 
-def check_options(o):
-    """Cross-option checks one value cannot do; returns one line, or None when all is well."""
+def py_flag(name, value):       # how a Python caller names an option: "s=5"
+    return f"{name}={value!r}"
+
+
+def cli_flag(name, value):      # how the command line names it: "--s 5"
+    return f"--{name.replace('_', '-')} {value}"
+
+
+def check_options(o, flag=py_flag):
+    """Cross-option checks one value cannot do; returns one line, or None when all is well.
+    `flag` names an option with its value: as a Python keyword (default) or as a command-line
+    flag (cli_flag), so each caller reads about what it typed."""
+    f = lambda k: flag(k, o[k])
     if o["s"] > o["T"]:
-        return f"--s {o['s']} is larger than --T {o['T']}; s must be between 1 and T"
+        return f"{f('s')} is larger than {f('T')}; s must be between 1 and T"
     if o["task"] == "majority" and o["s"] % 2 == 0:
-        return f"--task majority needs an odd --s, got {o['s']}"
+        return f"task majority needs an odd s, got {f('s')}"
     if o["task"] == "junta" and o["s"] > data.JUNTA_MAX_S:
-        return f"--task junta keeps 2^s table rows: --s must be <= {data.JUNTA_MAX_S}, got {o['s']}"
+        return f"task junta keeps 2^s table rows: s must be <= {data.JUNTA_MAX_S}, got {f('s')}"
     if o["d"] % o["heads"]:
-        return f"--heads {o['heads']} must divide --d {o['d']}"
+        return f"{f('heads')} must divide {f('d')}"
     if o.get("batch", 0) > o.get("m", 1):
-        return f"--batch {o['batch']} is larger than --m {o['m']}; use 0 for full batch"
+        return f"{f('batch')} is larger than {f('m')}; use batch 0 for full batch"
     if o.get("model") == "mlp" and o["mlp"] < 1:
-        return "--model mlp needs --mlp >= 1 hidden units, got 0"
+        return f"model mlp needs at least 1 hidden unit, got {f('mlp')}"
     return None
 
 
@@ -399,12 +411,19 @@ def diverged_result(o):
                 steps=o["steps"], seconds=float("nan"), diverged=True)
 
 
+def chunked(logits, params, X):
+    """logits(params, X) EVAL_CHUNK rows at a time: a final accuracy on 10^5 samples must not
+    need the memory of a 10^5-row batch (and lose a finished run to it)."""
+    return np.concatenate([logits(params, X[i:i + EVAL_CHUNK])
+                           for i in range(0, len(X), EVAL_CHUNK)])
+
+
 def summarise(o, task, params, cfg, logits, train, test, losses, seconds):
     """The result dict of a run: accuracies, attention on S, the [CLS]'s top positions, params."""
     r = dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
              loss=losses[-1] if losses else float("nan"), losses=losses,
-             train_acc=accuracy(logits(params, train[0]), train[1]),
-             test_acc=accuracy(logits(params, test[0]), test[1]),
+             train_acc=accuracy(chunked(logits, params, train[0]), train[1]),
+             test_acc=accuracy(chunked(logits, params, test[0]), test[1]),
              attn_on_S=float("nan"), S=task.S.tolist(), top_attended=[], steps=o["steps"],
              seconds=seconds, params=params, cfg=cfg)
     if cfg:
@@ -478,17 +497,34 @@ def stack_batch(X, y, w, opts, orders):
     return X[rows, idx], y[rows, idx], np.full((len(opts), batch), 1.0 / batch, X.dtype)
 
 
-MEMORY_BUDGET = 0.5   # refuse runs whose data would take more than this share of physical memory
+MEMORY_BUDGET = 0.5   # refuse runs that would take more than this share of physical memory
+EVAL_CHUNK = 4096     # accuracies are computed this many samples at a time
 
 
-def check_run_memory(o):
-    """ValueError if the data of a run would not fit in memory (before anything is allocated)."""
-    need = (o["m"] + o["n_test"]) * o["T"] * (1 + np.dtype(o["dtype"]).itemsize + 8)
-    limit = MEMORY_BUDGET * attn.physical_memory()
+def run_bytes(o):
+    """Rough peak bytes of one run: its data (bits, floats and labels), the parameters with their
+    gradient and Adam's two moments, and the activations of one batch or evaluation chunk."""
+    item = np.dtype(o["dtype"]).itemsize
+    data_bytes = (o["m"] + o["n_test"]) * o["T"] * (1 + item + 8)
+    B = max(min(o["batch"] or o["m"], o["m"]), min(EVAL_CHUNK, o["m"] + o["n_test"]))
+    if o["model"] == "transformer":
+        cfg = attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
+                                  dtype=o["dtype"])
+        n_par = sum(math.prod(shape) for shape, _ in attn.param_shapes(cfg).values())
+        act = attn.activation_bytes(cfg, B, "fast")
+    else:
+        n_par = o["T"] * o["mlp"] + 2 * o["mlp"] + 1
+        act = 6 * B * (o["T"] + o["mlp"]) * item
+    return data_bytes + 4 * n_par * item + act
+
+
+def check_run_memory(o, flag=py_flag):
+    """ValueError (one line) if a run would not fit in memory, before anything is allocated."""
+    need, limit = run_bytes(o), MEMORY_BUDGET * attn.physical_memory()
     if need > limit:
-        raise ValueError(f"T={o['T']} with m={o['m']} and n_test={o['n_test']} needs about "
-                         f"{need / 2**30:.1f} GiB for the data; this machine allows "
-                         f"{limit / 2**30:.1f} GiB: use a smaller T, m or n_test")
+        sizes = ", ".join(flag(k, o[k]) for k in ("T", "m", "n_test", "d", "mlp"))
+        raise ValueError(f"a run with {sizes} needs about {need / 2**30:.1f} GiB; this machine "
+                         f"allows {limit / 2**30:.1f} GiB: make one of them smaller")
 
 
 # ---------------------------------------------------------------- checkpoints -----------------
@@ -512,8 +548,14 @@ def save_checkpoint(path, params, state, rng_order, opts, step):
         arrays["param/" + k] = params[k]
         arrays["adam_m/" + k], arrays["adam_v/" + k] = state["m"][k], state["v"][k]
     tmp = path + ".tmp.npz"
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    try:
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    except OSError as e:            # a full disk, a folder gone read-only: say so, keep the old
+        if os.path.isfile(tmp):
+            os.remove(tmp)
+        raise ValueError(f"cannot write the checkpoint {path} ({e.strerror or e}); the previous "
+                         f"checkpoint, if any, is unchanged") from None
 
 
 def load_checkpoint(path, opts=None):
@@ -549,11 +591,27 @@ def check_same_configuration(saved, opts, what="the checkpoint"):
 def restore(ckpt, o, params, state, rng_order):
     """Load a checkpoint's parameters, Adam state and minibatch generator; -> the next step."""
     check_same_configuration(ckpt["options"], o)
+    for k in params:                  # well-formed files can still be wrong inside: check first
+        for part in ("params", "m", "v"):
+            a = ckpt[part].get(k)
+            if a is None or a.shape != params[k].shape or not np.all(np.isfinite(a)):
+                what = "missing" if a is None else (f"shape {a.shape}, not {params[k].shape}"
+                                                    if a.shape != params[k].shape else
+                                                    "not finite")
+                raise ValueError(f"the checkpoint's {part} {k!r} is {what}: the file is damaged "
+                                 f"or was not written by this train.py")
+    if not (isinstance(ckpt["t"], int) and ckpt["t"] >= 0 and 0 <= ckpt["step"] < o["steps"]
+            and ckpt["t"] == ckpt["step"]):
+        raise ValueError(f"the checkpoint's step {ckpt['step']} / Adam count {ckpt['t']} do not "
+                         f"fit a run of {o['steps']} steps: the file is damaged")
     for k in params:
         params[k][...] = ckpt["params"][k]
         state["m"][k][...], state["v"][k][...] = ckpt["m"][k], ckpt["v"][k]
     state["t"] = ckpt["t"]
-    rng_order.bit_generator.state = ckpt["rng_order"]
+    try:
+        rng_order.bit_generator.state = ckpt["rng_order"]
+    except (TypeError, ValueError, KeyError):
+        raise ValueError("the checkpoint's minibatch generator state is damaged") from None
     return ckpt["step"] + 1
 
 
@@ -633,12 +691,12 @@ def main(argv=None):
             ap.error(f"--save {save} exists and is not a checkpoint; refusing to overwrite it")
         ap.error(f"--save {save} already holds a checkpoint at step {step}; continue it with "
                  f"--resume {save}, or give another --save path")
-    problem = (check_options(opts) or (out_json and check_writable(out_json, "--json"))
+    problem = (check_options(opts, cli_flag) or (out_json and check_writable(out_json, "--json"))
                or (save and check_writable(save, "--save")))
     if problem:
         ap.error(problem)
     try:
-        check_run_memory(validate_options(opts))
+        check_run_memory(validate_options(opts), cli_flag)
     except ValueError as e:
         ap.error(str(e))
     o = argparse.Namespace(**opts)
@@ -663,8 +721,8 @@ def main(argv=None):
     print_summary(r, o, save)
     if out_json:
         summary = {k: v for k, v in r.items() if k not in ("params", "cfg")}
-        with open(out_json, "w") as f:
-            json.dump(summary, f, indent=1)
+        with open(out_json, "w") as f:               # strict JSON: NaN is written as null
+            json.dump(json_safe(summary), f, indent=1, allow_nan=False)
     return 0
 
 
@@ -694,6 +752,19 @@ def explicit_options(ap, argv):
     return {k for k, v in vars(ap2.parse_args(argv)).items() if v is not marker}
 
 
+def json_safe(x):
+    """x with every non-finite float as None and numpy scalars and arrays as Python values."""
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, np.ndarray)):
+        return [json_safe(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return float(x) if np.isfinite(x) else None
+    if isinstance(x, (np.integer, np.bool_)):
+        return x.item()
+    return x
+
+
 def check_writable(path, what):
     """One line if `path` cannot be written (its folder is missing or read-only), else None."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -703,8 +774,34 @@ def check_writable(path, what):
         return f"{what} {path}: folder {folder} is not writable"
     if os.path.isdir(path):
         return f"{what} {path} is a folder; give a file name"
+    for target in (path, path + ".tmp.npz") if what == "--save" else (path,):
+        if os.path.isdir(target):       # e.g. a leftover temporary that is now a folder
+            return f"{what} {path}: {target} is a folder in the way; remove it"
+        existed = os.path.exists(target)
+        try:                            # the only reliable test: open it for writing, now
+            with open(target, "ab"):
+                pass
+        except OSError as e:
+            return f"{what} {path}: cannot write {target} ({e.strerror})"
+        if not existed:
+            os.remove(target)
     return None
 
 
+def one_line_errors(prog, main, argv=None):
+    """Run a command's main; a file that cannot be written or read (OSError: read-only folder,
+    full disk, ...) or memory that runs out becomes one line naming what failed, exit code 1.
+    Whatever was saved before stays saved (rows and checkpoints are written as they finish)."""
+    try:
+        return main(argv)
+    except OSError as e:
+        where = f" {e.filename}" if e.filename else ""
+        print(f"{prog}: cannot access{where}: {e.strerror or e}", file=sys.stderr)
+    except MemoryError:
+        print(f"{prog}: out of memory; use smaller sizes (T, m, n_test, d, mlp) or fewer "
+              f"workers", file=sys.stderr)
+    return 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(one_line_errors("train.py", main))
