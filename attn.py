@@ -695,6 +695,14 @@ def baseline_init(T, hidden, rng, dtype="float32", std=0.02):
 
 
 def baseline_forward(p, X, act="gelu"):  # [B, T] bits -> logits [B]
+    T = p["W_1"].shape[0]
+    if not isinstance(X, np.ndarray) or X.ndim != 2 or X.shape[1] != T or len(X) < 1:
+        raise ValueError(f"X must be an array [batch >= 1, T={T}] of bits, got "
+                         f"{type(X).__name__} with shape {getattr(X, 'shape', None)}")
+    if X.dtype != np.bool_:
+        bad = (X != 0) & (X != 1)
+        if bad.any():
+            raise ValueError(f"X must hold bits 0 and 1 only, got {X[bad].flat[0].item()!r}")
     z, cache = mlp_forward(X.astype(p["W_1"].dtype, copy=False), p["W_1"], p["b_1"], p["W_2"],
                            p["b_2"], act)
     return z[:, 0], cache

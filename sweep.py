@@ -942,9 +942,15 @@ def main_sweep(argv):
         except ValueError as e:
             ap.error(str(e))
         # the folder decides what is reported unless told otherwise: a report never drops rows
-        a.models = a.models or sorted({r["model"] for r in found}) or ["transformer"]
-        a.Ts = a.Ts or sorted({int(r["T"]) for r in found})
-        a.seeds = a.seeds or 1 + max((int(r["seed"]) for r in found), default=0)
+        plan = {}                     # what the folder's sweeps were asked to run, if known
+        try:
+            with open(os.path.join(out, "sweep.json")) as f:
+                plan = json.load(f).get("plan", {})
+        except (OSError, ValueError, AttributeError):
+            pass
+        a.models = a.models or sorted({r["model"] for r in found} | set(plan.get("models", [])))
+        a.Ts = a.Ts or sorted({int(r["T"]) for r in found} | set(plan.get("Ts", [])))
+        a.seeds = a.seeds or max([1 + int(r["seed"]) for r in found] + [plan.get("seeds", 1)])
     a.models = a.models or ["transformer"]
     Ts = a.Ts or preset["T"]
     n_seeds = a.seeds or preset["seeds"]
@@ -984,12 +990,14 @@ def main_sweep(argv):
         meta = dict(options=base, bar=a.bar, search=a.search, grids=grids, protocol=a.protocol,
                     machines=[machine()])
         meta["sweep_id"] = sweep_fingerprint(meta)
+        meta["plan"] = dict(models=a.models, Ts=Ts, seeds=n_seeds)
         if os.path.exists(meta_path):                      # the folder's sweep must be this one
             try:
                 with open(meta_path) as f:
                     old = json.load(f)
                 old_grids = dict(old["grids"])
-                old["options"] = dict({k: train.DEFAULTS[k] for k in MODEL_OPTIONS}, **old["options"])
+                old["options"] = dict({k: train.DEFAULTS[k] for k in MODEL_OPTIONS},
+                                      **old["options"])
             except (ValueError, KeyError, TypeError, AttributeError):
                 ap.error(f"{meta_path} is not a sweep description (damaged?); use another --out")
             for key in ("options", "bar", "search"):
@@ -1001,6 +1009,10 @@ def main_sweep(argv):
                     ap.error(f"{out} holds a {model} sweep on another m grid; use another --out or "
                              f"the same --grid-min/--grid-max/--grid-ratio")
             meta["grids"] = dict(old_grids, **grids)
+            was = old.get("plan", {})
+            meta["plan"] = dict(models=sorted(set(a.models) | set(was.get("models", []))),
+                                Ts=sorted(set(Ts) | set(was.get("Ts", []))),
+                                seeds=max(n_seeds, was.get("seeds", 0)))
             meta["machines"] = old.get("machines", []) + [m for m in meta["machines"]
                                                           if m not in old.get("machines", [])]
             if "protocol" in old and old["protocol"] != a.protocol and a.report:
@@ -1375,6 +1387,13 @@ def main_bench(argv):
     ap = bench_parser()
     a = ap.parse_args(argv)
     d, H, k = (train.DEFAULTS[key] for key in ("d", "heads", "mlp"))
+    for T in sorted(set(a.Ts) | set(a.throughput)):           # before any time is spent
+        try:
+            train.check_run_memory(dict(train.DEFAULTS, T=T, m=a.m, n_test=1, dtype="float64"),
+                                   lambda name, v: f"--Ts/--throughput {v}" if name == "T" else
+                                   f"--{name.replace('_', '-')} {v}")
+        except ValueError as e:
+            ap.error(str(e))
     print(f"model d={d} heads={H} mlp={k}; batch m={a.m}; BLAS threads: "
           f"{os.environ.get('OPENBLAS_NUM_THREADS', 'default')}; numpy {np.__version__}")
     for dtype in ("float32", "float64"):

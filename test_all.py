@@ -1544,3 +1544,245 @@ def test_unknown_argument_is_one_line_and_exit_2(args):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("theory.py: error:"), r.stderr
     assert args[0] in lines[0]
+
+
+# ------------------------------------------------------------------ faults a new user meets ----
+# One test per family: rerun over a checkpoint, abbreviations, reports that drop rows, merges of
+# other protocols or missing shards, two sweeps in one folder, progress under redirection,
+# SIGTERM/SIGKILL, tracebacks (memory, writes, damaged files, --workers 1), the Python API, JSON.
+
+TINY = ["--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4", "--n-test", "100",
+        "--log-every", "0", "--steps", "5"]
+
+
+def test_rerun_never_overwrites_a_checkpoint(tmp_path, capsys):
+    path = str(tmp_path / "ck.npz")
+    assert run_cli(capsys, *TINY, "--save", path)[0] == 0
+    good = open(path, "rb").read()
+    for extra in ([], ["--T", "13"]):          # the same command again, or another configuration
+        code, out, err = run_cli(capsys, *TINY, *extra, "--save", path)
+        assert code == 2 and "already holds a checkpoint at step 5" in err, err
+        assert len(err.strip().splitlines()) == 1
+    assert open(path, "rb").read() == good
+
+
+@pytest.mark.parametrize("argv", [["sweep", "--model", "mlp"], ["sweep", "--seed", "3"],
+                                  ["--ste", "5"], ["bench", "--T", "100"]])
+def test_no_option_is_taken_by_its_prefix(argv, capsys):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and "unrecognized arguments" in err and not out
+
+
+def test_report_keeps_every_model_and_never_rewrites_sweep_json(tmp_path, capsys):
+    assert _sweep(tmp_path, "--models", "transformer,mlp") == 0
+    table = (tmp_path / "table.md").read_text()
+    meta = (tmp_path / "sweep.json").read_text()
+    assert "| mlp |" in table
+    assert _sweep(tmp_path, "--report") == 0              # no --models: all of the folder's
+    assert (tmp_path / "table.md").read_text() == table
+    assert (tmp_path / "sweep.json").read_text() == meta
+    assert _sweep(tmp_path, "--report", "--Ts", "999") == 0   # nothing there: nothing written
+    assert (tmp_path / "table.md").read_text() == table
+
+
+def test_merge_refuses_another_protocol_and_reports_missing_shards(tmp_path, capsys):
+    a, b, merged = tmp_path / "a", tmp_path / "b", tmp_path / "merged"
+    assert _sweep(a, "--shard", "0/2") == 0
+    assert _sweep(b, "--shard", "1/2", "--steps", "140") == 0     # a mistyped shard
+    merged.mkdir()
+    shutil.copy(a / "runs-shard-0-of-2.csv", merged)
+    capsys.readouterr()
+    assert _sweep(merged, "--report", "--seeds", "2") == 0        # one shard only: said so
+    out = capsys.readouterr().out
+    assert "2 of 4 searches are missing or unfinished" in out
+    assert (merged / "table.md").read_text().startswith("INCOMPLETE: 2 searches")
+    shutil.copy(b / "runs-shard-1-of-2.csv", merged)
+    with pytest.raises(SystemExit) as e:
+        _sweep(merged, "--report", "--seeds", "2")
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "holds runs of another sweep" in err
+
+
+def test_a_second_sweep_into_a_busy_folder_stops_at_once(tmp_path, capsys):
+    ap = sweep.sweep_parser()
+    held = sweep.lock_folder(str(tmp_path), ap)          # as if another sweep were running
+    try:
+        with pytest.raises(SystemExit) as e:
+            _sweep(tmp_path)
+        assert e.value.code == 2 and "in use by another sweep" in capsys.readouterr().err
+        assert not (tmp_path / "runs.csv").exists()
+    finally:
+        held.close()
+    assert _sweep(tmp_path) == 0                         # released: the folder works again
+
+
+def _python(*args, **kw):
+    here = os.path.dirname(os.path.abspath(__file__))
+    return subprocess.Popen([sys.executable, *args], cwd=here, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_progress_reaches_a_pipe_while_the_run_goes_on():
+    p = _python("train.py", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
+                "--steps", "1000000", "--log-every", "10")
+    try:
+        lines = [p.stdout.readline() for _ in range(2)]
+        assert p.poll() is None and lines[1].lstrip().startswith("step"), lines
+    finally:
+        p.kill()
+        p.communicate()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_sweep_leaves_no_worker_behind(tmp_path):
+    p = _python("sweep.py", "--preset", "smoke", "--Ts", "400", "--seeds", "4", "--steps",
+                "100000", "--workers", "2", "--out", str(tmp_path))
+    try:
+        assert p.stdout.readline().startswith("sweep:")
+        time.sleep(1.5)
+        children = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == p.pid]
+        assert children
+    finally:
+        p.kill()                                          # SIGKILL: no handler runs in the parent
+        p.communicate()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(os.path.exists(f"/proc/{c}") and _ppid(c) != 0
+                                         and not _zombie(c) for c in children):
+        time.sleep(0.2)
+    assert not [c for c in children if os.path.exists(f"/proc/{c}") and not _zombie(c)]
+
+
+def _ppid(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_sigterm_saves_like_ctrl_c(tmp_path):
+    path = str(tmp_path / "ck.npz")
+    p = _python("train.py", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
+                "--steps", "1000000", "--log-every", "10", "--save", path)
+    p.stdout.readline(), p.stdout.readline()
+    p.terminate()
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and "checkpoint saved" in err and "Traceback" not in err
+    assert train.load_checkpoint(path)["step"] >= 1
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--d", "2000000", "--heads", "1"], "GiB"), (["--mlp", "3000000000"], "GiB"),
+    (["--model", "mlp", "--mlp", "1000000000", "--T", "1000"], "GiB"),
+    (["sweep", "--Ts", "100", "--d", "2000000", "--heads", "1"], "GiB"),
+    (["bench", "--Ts", "100000000"], "GiB"), (["bench", "--m", "1000000000"], "GiB")])
+def test_sizes_that_do_not_fit_are_one_line_before_anything_runs(argv, msg, capsys, tmp_path):
+    code, out, err = run_cli(capsys, *argv, *(["--out", str(tmp_path)] if argv[0] == "sweep"
+                                               else []))
+    assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_accuracy_is_computed_in_chunks(monkeypatch):
+    whole = train.train_run(SMALL)
+    monkeypatch.setattr(train, "EVAL_CHUNK", 7)
+    seen = []
+    real = attn.model_forward
+    monkeypatch.setattr(attn, "model_forward", lambda p, c, X, *a: seen.append(len(X)) or
+                        real(p, c, X, *a))
+    chunked = train.train_run(SMALL)
+    assert max(seen[-30:]) <= 7 + 200 and chunked["test_acc"] == whole["test_acc"]
+    assert chunked["train_acc"] == whole["train_acc"]
+
+
+def test_writes_that_fail_are_one_line_and_keep_the_last_checkpoint(tmp_path, capsys,
+                                                                    monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for target, msg in [(str(blocker / "ck.npz"), "does not exist"),
+                        (str(tmp_path), "not a checkpoint")]:
+        code, out, err = run_cli(capsys, *TINY, "--save", target)
+        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
+    (tmp_path / "ck.npz.tmp.npz").mkdir()                     # a leftover in the way
+    code, out, err = run_cli(capsys, *TINY, "--save", str(tmp_path / "ck.npz"))
+    assert code == 2 and "in the way" in err
+    good = str(tmp_path / "good.npz")
+    assert run_cli(capsys, *TINY, "--save", good)[0] == 0
+    before = open(good, "rb").read()
+
+    def full_disk(path, **arrays):
+        open(path, "wb").write(b"half")
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(np, "savez", full_disk)
+    code, out, err = run_cli(capsys, "--resume", good, "--steps", "8")
+    assert code == 1 and "No space left" in err and len(err.strip().splitlines()) == 1
+    assert open(good, "rb").read() == before and not os.path.exists(good + ".tmp.npz")
+    code, out, err = run_cli(capsys, "sweep", "--preset", "smoke", "--workers", "1", "--out",
+                             str(blocker / "sub"))
+    assert code == 2 and "cannot create the folder" in err
+
+
+def test_damaged_files_are_one_line(tmp_path, capsys):
+    path = str(tmp_path / "ck.npz")
+    assert run_cli(capsys, *TINY, "--save", path)[0] == 0
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    for key, value in [("param/W_Q", np.zeros((3, 3), np.float32)),
+                       ("adam_v/E_pos", np.full(arrays["adam_v/E_pos"].shape, np.nan, np.float32)),
+                       ("step", np.array(-4)), ("rng_order", np.array('{"state": 1}'))]:
+        bad = str(tmp_path / "bad.npz")
+        np.savez(bad, **dict(arrays, **{key: value}))
+        code, out, err = run_cli(capsys, "--resume", bad, "--steps", "9")
+        assert code in (1, 2) and "damaged" in err and "Traceback" not in err, (key, err)
+        assert len(err.strip().splitlines()) == 1
+    assert _sweep(tmp_path / "s") == 0
+    csv_path = tmp_path / "s" / "runs.csv"
+    lines = csv_path.read_text().splitlines(keepends=True)
+    csv_path.write_text("".join(lines[:3]) + lines[3].replace(",transformer,", ",transformr,", 1)
+                        .replace("transformer,", "transformr,", 1) + "".join(lines[4:]))
+    with pytest.raises(SystemExit) as e:
+        _sweep(tmp_path / "s", "--report")
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "line 4" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_failing_run_is_the_same_one_line_under_workers_1(tmp_path, capsys, monkeypatch):
+    def boom(runs):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(train, "train_stack", boom)
+    assert _sweep(tmp_path) == 1
+    err = capsys.readouterr().err
+    assert "failed: RuntimeError: boom" in err and len(err.strip().splitlines()) == 1
+
+
+def test_python_api_refuses_what_it_cannot_use():
+    rng = np.random.default_rng(0)
+    pb = attn.baseline_init(6, 4, rng)
+    for X in (np.full((3, 6), 2), np.zeros((3, 5)), np.zeros(6)):
+        with pytest.raises(ValueError, match="bits|T=6"):
+            attn.baseline_forward(pb, X)
+    cfg = attn.default_config(T=6, d=8, heads=2, mlp=4)
+    p = attn.init_params(cfg, rng)
+    X = rng.integers(0, 2, (5, 6))
+    for other in (dict(mlp=8), dict(ln=False), dict(d=16, heads=2), dict(dtype="float64")):
+        with pytest.raises(ValueError):
+            attn.loss_and_grads(p, attn.default_config(T=6, **dict(dict(d=8, heads=2, mlp=4),
+                                                                  **other)), X, np.ones(5))
+    for y in (np.array([-1, 1, 1, 1, 1]), np.array([1.0]), np.array([0, 1, np.nan, 0, 1])):
+        with pytest.raises(ValueError):
+            attn.loss_and_grads(p, cfg, X, y)
+
+
+def test_json_output_is_strict_json(tmp_path, capsys):
+    out = str(tmp_path / "r.json")
+    assert run_cli(capsys, *TINY, "--model", "mlp", "--json", out)[0] == 0  # attn_on_S is nan
+    text = open(out).read()
+    json_strict = __import__("json").loads(text, parse_constant=lambda c: pytest.fail(c))
+    assert json_strict["attn_on_S"] is None
