@@ -64,7 +64,8 @@ PRESETS = {
                   grid_max={"transformer": 64, "mlp": 64}),
 }
 ROW_FIELDS = ("model", "task", "s", "T", "m", "seed", "test_acc", "train_acc", "success",
-              "attn_on_S", "steps", "seconds", "sweep_id")
+              "attn_on_S", "steps", "seconds", "best_step", "sweep_id")
+OPTIONAL_FIELDS = ("best_step", "sweep_id")      # rows written before they existed lack them
 # sweep_id: a fingerprint of the sweep's options, bar and search (see sweep_fingerprint), in every
 # row, so that CSVs merged from shards or machines are checked to be one experiment.
 
@@ -589,7 +590,8 @@ def read_rows(paths):
             text = f.read()
         complete = text[:text.rfind("\n") + 1]
         reader = csv.DictReader(complete.splitlines())
-        missing = [k for k in ROW_FIELDS if k != "sweep_id" and k not in (reader.fieldnames or [])]
+        missing = [k for k in ROW_FIELDS
+                   if k not in OPTIONAL_FIELDS and k not in (reader.fieldnames or [])]
         if missing:
             raise ValueError(f"{path}: not a sweep CSV (no column {', '.join(missing)})")
         for line, r in enumerate(reader, start=2):
@@ -607,6 +609,7 @@ def read_rows(paths):
                 raise ValueError(f"{path} line {line}: not a valid run row {bad}") from None
             r["success"] = r["success"] == "1"
             r.setdefault("sweep_id", "")
+            r.setdefault("best_step", r["steps"])
             rows.append(r)
     return rows
 
@@ -822,7 +825,8 @@ def _sweep_worker(runs):
     diverged run is a failed run (test_acc nan), not the end of the sweep; so is a run of the
     paper's data protocol whose m is too small to draw a training set that identifies S."""
     train.keep_freed_memory()
-    runs = [dict(o, log_every=0) for o in runs]
+    runs = [dict(o, log_every=0, batch=0 if o.get("batch", 0) >= o["m"] else o["batch"])
+            for o in runs]                      # a minibatch as large as the set: full batch
     failed = {}
     for i, o in enumerate(runs):
         if o.get("data") == "unambiguous":
@@ -875,13 +879,24 @@ def take_stack(queue, most):
 
 # train.py's options a sweep shares with every run. Not --model: a sweep takes --models (a list),
 # and with abbreviations off, --model is an error rather than a silent prefix of --models.
-MODEL_OPTIONS = ("task", "s", "data", "steps", "lr", "wd", "n_test", "d", "heads", "mlp", "dtype")
+MODEL_OPTIONS = ("task", "s", "data", "steps", "lr", "wd", "n_test", "d", "heads", "mlp", "dtype",
+                 "batch", "optimizer", "beta2", "decay", "clip", "val", "val_every")
 
 # Named protocols: each a small set of option values, recorded in sweep.json, so that one variant
 # of the experiment is one command (--protocol NAME). Options given on the command line win.
+MINGPT = dict(optimizer="adamw", lr=3e-4, beta2=0.95, wd=0.1, decay="matrices", clip=1.0,
+              batch=64)              # minGPT's training defaults of 2020-22, without dropout
 PROTOCOLS = {
     "ours": {},                                      # train.py's defaults: iid data, 2000 test
     "paper-data": dict(data="unambiguous", n_test=10000),   # Section 5's data protocol
+    # one choice changed at a time (training-protocol study)
+    "steps-250": dict(steps=250), "steps-500": dict(steps=500), "steps-2000": dict(steps=2000),
+    "early-stop": dict(val=1000, val_every=25),      # best of 1000 steps on 1000 validation
+    "adamw": dict(optimizer="adamw", wd=0.01),       # torch's AdamW default decay, same lr
+    "mingpt": MINGPT,
+    "lr-3e-4": dict(lr=3e-4), "lr-3e-3": dict(lr=3e-3),
+    "heads-1": dict(heads=1), "heads-4": dict(heads=4),
+    "d-32": dict(d=32), "d-128": dict(d=128), "float64": dict(dtype="float64"),
 }
 
 
@@ -922,9 +937,9 @@ def sweep_parser():
                          "stack by one worker; fewer at large T, where big stacks run slower "
                          "(default %(default)s; 1 = one run at a time)")
     ap.add_argument("--protocol", choices=sorted(PROTOCOLS), default="ours",
-                    help="named option set: ours = train.py's defaults; paper-data = training "
-                         "sets redrawn until one hypothesis fits, 10^4 test samples (default "
-                         "%(default)s)")
+                    help="named option set (PROTOCOLS in sweep.py): ours = train.py's defaults; "
+                         "paper-data = training sets redrawn until one hypothesis fits, 10^4 test "
+                         "samples; the others change one training choice (default %(default)s)")
     train.add_options(ap, MODEL_OPTIONS, defaults={k: None for k in MODEL_OPTIONS})
     return ap
 

@@ -1786,3 +1786,73 @@ def test_json_output_is_strict_json(tmp_path, capsys):
     text = open(out).read()
     json_strict = __import__("json").loads(text, parse_constant=lambda c: pytest.fail(c))
     assert json_strict["attn_on_S"] is None
+
+
+# ------------------------------------------------------------------ training protocols ---------
+
+def test_early_stopping_keeps_the_best_validation_step_and_never_looks_at_the_test_set(
+        monkeypatch):
+    opts = dict(SMALL, steps=60, val=150, val_every=10, n_test=321)
+    seen = []                          # (training steps so far, rows) of every forward pass
+    steps = [0]
+    real_lg, real_fw = attn.loss_and_grads, attn.model_forward
+    monkeypatch.setattr(attn, "loss_and_grads",
+                        lambda *a, **k: steps.__setitem__(0, steps[0] + 1) or real_lg(*a, **k))
+    monkeypatch.setattr(attn, "model_forward",
+                        lambda p, c, X, *a: seen.append((steps[0], len(X))) or real_fw(p, c, X, *a))
+    r = train.train_run(opts)
+    assert all(n == opts["steps"] for n, rows in seen if rows == 321)      # test: only at the end
+    assert any(rows == 150 and n < opts["steps"] for n, rows in seen)     # validation: during
+    b = r["best_step"]
+    assert b % 10 == 0 and 10 <= b <= 60
+    monkeypatch.undo()
+    plain = train.train_run(dict(SMALL, steps=b, n_test=321))   # the same run stopped at b
+    assert all(np.array_equal(plain["params"][k], r["params"][k]) for k in r["params"])
+    assert plain["test_acc"] == r["test_acc"]
+    other = train.train_run(dict(opts, n_test=77))              # another test set: same choice
+    assert other["best_step"] == b
+
+
+def test_adamw_step_against_a_hand_computed_one():
+    rng = np.random.default_rng(0)
+    p = {"W_Q": rng.standard_normal((3, 2)), "b_Q": rng.standard_normal(2)}
+    g = {"W_Q": rng.standard_normal((3, 2)), "b_Q": rng.standard_normal(2)}
+    p0 = {k: v.copy() for k, v in p.items()}
+    lr, wd, b1, b2, eps = 0.01, 0.1, 0.9, 0.95, 1e-8
+    state = train.adam_init(p, decay="matrices")
+    train.adam_step(p, g, state, lr, wd, b1=b1, b2=b2, decoupled=True)
+    for k in p:                       # torch.optim.AdamW's first step, by hand
+        decayed = p0[k] * (1 - lr * wd) if k == "W_Q" else p0[k]
+        m, v = (1 - b1) * g[k], (1 - b2) * g[k] ** 2
+        expect = decayed - lr * (m / (1 - b1)) / (np.sqrt(v / (1 - b2)) + eps)
+        assert np.allclose(p[k], expect, rtol=1e-12, atol=1e-15), k
+    q = {k: v.copy() for k, v in p0.items()}          # coupled (L2) decay differs
+    state = train.adam_init(q)
+    train.adam_step(q, g, state, lr, wd, b1=b1, b2=b2)
+    assert not np.allclose(q["W_Q"], p["W_Q"])
+
+
+def test_clipping_scales_each_runs_gradient_to_the_norm():
+    rng = np.random.default_rng(1)
+    g = {"a": rng.standard_normal((3, 4, 5)), "b": rng.standard_normal((3, 2))}
+    g["a"][1] *= 1e-3                                   # run 1 is already below the norm
+    g["b"][1] *= 1e-3
+    before = {k: v.copy() for k, v in g.items()}
+    norms = train.clip_gradients(g, 1.0, runs=3)
+    after = np.sqrt(sum((v.reshape(3, -1) ** 2).sum(1) for v in g.values()))
+    assert np.allclose(after[[0, 2]], 1.0 / (1 + 1e-6 / norms[[0, 2]]), rtol=1e-9)
+    assert np.array_equal(g["a"][1], before["a"][1]) and np.array_equal(g["b"][1], before["b"][1])
+    one = {k: v[0].copy() for k, v in before.items()}
+    assert np.isclose(train.clip_gradients(one, 1.0), norms[0])
+    assert all(np.allclose(one[k], g[k][0]) for k in one)
+
+
+def test_stacked_runs_follow_the_new_options_like_single_runs():
+    opts = dict(SMALL, steps=40, dtype="float64", optimizer="adamw", wd=0.1, decay="matrices",
+                clip=0.5, beta2=0.95, val=60, val_every=10)
+    runs = [dict(opts, seed=s) for s in (3, 4)]
+    stacked = train.train_stack(runs)
+    for o, st in zip(runs, stacked):
+        alone = train.train_run(o)
+        assert st["best_step"] == alone["best_step"] and st["test_acc"] == alone["test_acc"]
+        assert np.allclose(st["losses"], alone["losses"], rtol=1e-9)

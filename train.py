@@ -136,6 +136,19 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
     ("lr", 1e-3, number(0, strict=True), "Adam learning rate"),
     ("wd", 1e-4, number(0), "L2 weight decay added to the gradient (torch.optim.Adam style)"),
     ("batch", 0, integer(0), "minibatch size; 0 = full batch"),
+    ("optimizer", "adam", choice("adam", "adamw"),
+     "adam: weight decay added to the gradient (torch.optim.Adam); adamw: decoupled decay, "
+     "p -= lr * wd * p before the step (torch.optim.AdamW)"),
+    ("beta2", 0.999, number(0, hi=1), "Adam's second-moment decay (minGPT: 0.95)"),
+    ("decay", "all", choice("all", "matrices"),
+     "what weight decay acts on: all parameters, or the weight matrices and the readout only "
+     "(minGPT: not biases, LayerNorm gains, embeddings or [CLS])"),
+    ("clip", 0.0, number(0), "clip each step's gradient to this global L2 norm (0 = off; "
+     "minGPT: 1.0)"),
+    ("val", 0, integer(0), "early stopping (0 = off): this many validation samples, a stream of "
+     "their own; the run ends with the parameters of its lowest validation loss, checked every "
+     "--val-every steps. The test set is never used to choose"),
+    ("val_every", 25, integer(1), "steps between validation checks when --val is on"),
     ("seed", 0, integer(0), "one seed fixes S, the data, the init and the minibatch order"),
     ("d", 64, integer(1), "model width"),
     ("heads", 16, integer(1), "attention heads; must divide d"),
@@ -146,7 +159,7 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
 DEFAULTS = {name: default for name, default, _, _ in OPTIONS}
 PARSE = {name: parse for name, _, parse, _ in OPTIONS}
 RUN_KEYS = ("model", "task", "T", "s", "m", "data", "n_test", "lr", "wd", "batch", "seed", "d",
-            "heads", "mlp", "dtype")          # what defines a run: a checkpoint must agree on these
+            "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "clip", "val", "val_every")          # what defines a run: a checkpoint must agree on these
 
 
 def py_flag(name, value):       # how a Python caller names an option: "s=5"
@@ -170,10 +183,12 @@ def check_options(o, flag=py_flag):
         return f"task junta keeps 2^s table rows: s must be <= {data.JUNTA_MAX_S}, got {f('s')}"
     if o["d"] % o["heads"]:
         return f"{f('heads')} must divide {f('d')}"
-    if o.get("batch", 0) > o.get("m", 1):
+    if "m" in o and o.get("batch", 0) > o["m"]:
         return f"{f('batch')} is larger than {f('m')}; use batch 0 for full batch"
     if o.get("model") == "mlp" and o["mlp"] < 1:
         return f"model mlp needs at least 1 hidden unit, got {f('mlp')}"
+    if not o.get("beta2", 0.5) < 1:
+        return f"beta2 must be below 1, got {f('beta2')}"
     return None
 
 
@@ -197,12 +212,15 @@ def validate_options(opts):
 
 # ---------------------------------------------------------------- the optimiser ---------------
 
-def adam_init(params):
+MATRICES = ("W_Q", "W_K", "W_V", "W_O", "W_1", "W_2", "w")   # what decay="matrices" acts on
+
+
+def adam_init(params, decay="all"):
     """Adam's state for `params` (a dict of arrays of one dtype). The parameters move into one flat
     buffer: each params[k] becomes a view of it (same values, shape and dtype), so that a step is a
     dozen passes over one array instead of a dozen small operations per parameter (at T = 100 the
     per-call overhead of 20 parameters was a tenth of the step). state["m"][k] and state["v"][k]
-    are views in the same way."""
+    are views in the same way. decay: "all", or "matrices" (weight decay only on MATRICES)."""
     keys = list(params)
     dtypes = {params[k].dtype for k in keys}
     if len(dtypes) != 1:
@@ -217,14 +235,35 @@ def adam_init(params):
 
     flat = np.concatenate([params[k].ravel() for k in keys])
     m, v = np.zeros_like(flat), np.zeros_like(flat)
+    mask = None
+    if decay == "matrices":
+        mask = np.concatenate([np.full(params[k].size, float(k in MATRICES), flat.dtype)
+                               for k in keys])
     params.update(views(flat))
     return dict(t=0, keys=keys, flat=flat, views=dict(params), m_flat=m, v_flat=v, m=views(m),
-                v=views(v))
+                v=views(v), mask=mask)
 
 
-def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8):
-    """One Adam step in place (Kingma & Ba, with bias correction); g <- g + wd * param first.
-    `params` must still hold the views adam_init gave it (a rebound entry would not be trained)."""
+def clip_gradients(grads, max_norm, runs=None):
+    """Scale the gradients in place so that their global L2 norm is at most max_norm (as
+    torch.nn.utils.clip_grad_norm_: factor max_norm / (norm + 1e-6) when below 1). For a stack of
+    `runs` runs (a leading run axis on every array), each run's own norm. -> the norms."""
+    lead = (runs, -1) if runs else (1, -1)
+    sq = sum((g.reshape(lead).astype(np.float64) ** 2).sum(1) for g in grads.values())
+    norm = np.sqrt(sq)
+    factor = np.minimum(1.0, max_norm / (norm + 1e-6))
+    if np.any(factor < 1):
+        for k, g in grads.items():
+            g *= factor.astype(g.dtype).reshape((-1,) + (1,) * (g.ndim - 1)) if runs \
+                else g.dtype.type(factor[0])
+    return norm if runs else float(norm[0])
+
+
+def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8, decoupled=False):
+    """One Adam step in place (Kingma & Ba, with bias correction). Weight decay wd: added to the
+    gradient, g <- g + wd * p (torch.optim.Adam), or with decoupled=True applied to the
+    parameters first, p <- p - lr * wd * p (torch.optim.AdamW); on the parameters state["mask"]
+    selects (all when None). `params` must still hold the views adam_init gave it."""
     keys = state["keys"]
     if any(params[k] is not state["views"][k] for k in keys):
         raise ValueError("adam_step: a parameter was replaced after adam_init; update it in place "
@@ -232,10 +271,14 @@ def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8):
     state["t"] += 1
     t = state["t"]
     c1, c2 = 1.0 - b1 ** t, 1.0 - b2 ** t
-    p, m, v = state["flat"], state["m_flat"], state["v_flat"]
+    p, m, v, mask = state["flat"], state["m_flat"], state["v_flat"], state["mask"]
     g = np.concatenate([grads[k].ravel() for k in keys])
     if wd:
-        g += wd * p
+        decay = wd * p if mask is None else wd * p * mask
+        if decoupled:
+            p -= lr * decay
+        else:
+            g += decay
     m *= b1
     m += (1.0 - b1) * g
     v *= b2
@@ -243,11 +286,21 @@ def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8):
     p -= (lr / c1) * m / (np.sqrt(v / c2) + eps)
 
 
+def optimiser_step(params, grads, state, o, runs=None):
+    """The step the options ask for: clipping (o["clip"]), then Adam or AdamW."""
+    if o["clip"]:
+        clip_gradients(grads, o["clip"], runs)
+    adam_step(params, grads, state, o["lr"], o["wd"], b2=o["beta2"],
+              decoupled=o["optimizer"] == "adamw")
+
+
 # ---------------------------------------------------------------- one training run ------------
 
 def seeds_for(seed):
-    """Independent generators for the task (support S), training data, test data, init, order."""
-    return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(5)]
+    """Independent generators for the task (support S), training data, test data, init, order,
+    validation data. (SeedSequence children are fixed by their index: adding the sixth stream
+    left the first five, and every earlier run, unchanged.)"""
+    return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(6)]
 
 
 def build_model(o, rng):
@@ -299,12 +352,18 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
     """
     o = validate_options(opts)
     check_run_memory(o)
-    task, (Xtr_f, ytr), (Xte_f, yte), r_init, r_order = draw_run(o)
+    if o["val"] and (save or resume):
+        raise ValueError("early stopping (val) does not combine with checkpoints yet: the best "
+                         "parameters are not saved; drop val or save/resume")
+    task, (Xtr_f, ytr), (Xte_f, yte), r_init, r_order, val = draw_run(o)
     params, loss_and_grads, logits, cfg = build_model(o, r_init)
     ytr_f = ytr.astype(Xtr_f.dtype)
-    state = adam_init(params)
+    state = adam_init(params, o["decay"])
     first = 1 if resume is None else restore(resume, o, params, state, r_order)
-    progress = Progress(log, o, params, cfg, logits, (Xtr_f, ytr), (Xte_f, yte), task.S)
+    progress = Progress(log, o, params, cfg, logits, (Xtr_f, ytr), val or (Xte_f, yte), task.S,
+                        "val" if val else "test")
+    stopper = val and BestOnValidation(o, params, val,
+                                       lambda p, Xv, yv: val_loss(chunked(logits, p, Xv), yv))
     losses = []
     # training loop (a blow-up is caught by check_finite, so numpy's overflow warnings are off)
     with stop_requests(enabled=bool(save)) as stop, np.errstate(over="ignore", invalid="ignore"):
@@ -312,22 +371,62 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
             Xb, yb = next_batch(Xtr_f, ytr_f, o["batch"], r_order)
             loss, grads = loss_and_grads(params, Xb, yb)
             losses.append(check_finite(float(loss), step, o, save))
-            adam_step(params, grads, state, o["lr"], o["wd"])
+            optimiser_step(params, grads, state, o)
+            if stopper:
+                stopper.check(step)
             progress.log(step, losses[-1])
             stop.now |= step == stop_after
             if save and (stop.now or step == o["steps"] or (save_every and step % save_every == 0)):
                 save_checkpoint(save, params, state, r_order, o, step)
             if stop.now:
                 raise Interrupted(step, save)
-    return summarise(o, task, params, cfg, logits, (Xtr_f, ytr), (Xte_f, yte), losses,
-                     progress.seconds())
+    if stopper:
+        stopper.restore()
+    r = summarise(o, task, params, cfg, logits, (Xtr_f, ytr), (Xte_f, yte), losses,
+                  progress.seconds())
+    return dict(r, best_step=int(stopper.best_step[0]) if stopper else o["steps"])
+
+
+def val_loss(z, y):  # logits [..., n], labels [n] or [..., n] in {0, 1} -> mean logistic loss [...]
+    return np.logaddexp(0.0, -(2.0 * np.asarray(y, np.float64) - 1.0) * z).mean(-1)
+
+
+class BestOnValidation:
+    """Early stopping's bookkeeping. Every val_every steps and at the last, the validation loss of
+    the run (of each run of a stack: `runs`); the parameters at the lowest loss so far are kept,
+    and restore() puts them back at the end. The test set plays no part in the choice."""
+
+    def __init__(self, o, params, val, loss_fn, runs=None):
+        self.every, self.last, self.runs = o["val_every"], o["steps"], runs
+        self.params, self.val, self.loss_fn = params, val, loss_fn
+        self.best = np.full(runs or 1, np.inf)
+        self.best_step = np.zeros(runs or 1, int)
+        self.kept = {k: v.copy() for k, v in params.items()}
+
+    def check(self, step):
+        if step % self.every and step != self.last:
+            return
+        loss = np.atleast_1d(self.loss_fn(self.params, *self.val))
+        better = loss < self.best                    # a nan loss is never better
+        if not better.any():
+            return
+        self.best[better], self.best_step[better] = loss[better], step
+        for k, v in self.params.items():
+            if self.runs:
+                self.kept[k][better] = v[better]
+            else:
+                self.kept[k][...] = v
+
+    def restore(self):
+        for k, v in self.params.items():
+            v[...] = self.kept[k]
 
 
 def draw_run(o):
     """What the seed fixes, drawn from independent streams: the task (support S), the training
     set (X [m, T] in the run's dtype, y [m] uint8), the test set, and the generators of the init
     and of the minibatch order."""
-    r_task, r_train, r_test, r_init, r_order = seeds_for(o["seed"])
+    r_task, r_train, r_test, r_init, r_order, r_val = seeds_for(o["seed"])
     task = data.make_task(o["task"], o["T"], o["s"], r_task)
     if o["data"] == "unambiguous":                 # ValueError when m cannot identify S
         Xtr, ytr = data.sample_unambiguous(task, o["m"], r_train)
@@ -335,7 +434,11 @@ def draw_run(o):
         Xtr, ytr = task.sample(o["m"], r_train)
     Xte, yte = task.sample(o["n_test"], r_test)
     dt = np.dtype(o["dtype"])
-    return task, (Xtr.astype(dt), ytr), (Xte.astype(dt), yte), r_init, r_order
+    val = None
+    if o["val"]:
+        Xv, yv = task.sample(o["val"], r_val)
+        val = (Xv.astype(dt), yv)
+    return task, (Xtr.astype(dt), ytr), (Xte.astype(dt), yte), r_init, r_order, val
 
 
 def next_batch(X, y, batch, rng):
@@ -385,10 +488,11 @@ class Progress:
     """The progress line every log_every steps (and at step 1): loss, accuracies, [CLS] attention
     mass on S, elapsed time. Flushed, so it shows under redirection too."""
 
-    def __init__(self, log, o, params, cfg, logits, train, test, S):
+    def __init__(self, log, o, params, cfg, logits, train, test, S, label="test"):
         self.say, self.every, self.params, self.cfg, self.logits = log, o["log_every"], params, \
             cfg, logits
         self.train, self.test, self.S, self.t0 = train, test, S, time.perf_counter()
+        self.label = label            # with early stopping, the validation set is shown instead
 
     def seconds(self):
         return time.perf_counter() - self.t0
@@ -400,7 +504,7 @@ class Progress:
         te = accuracy(self.logits(self.params, self.test[0]), self.test[1])
         mass = (attention_on_support(self.params, self.cfg, self.test[0][:200], self.S)[0]
                 if self.cfg else np.nan)
-        self.say(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  test acc {te:.3f}  "
+        self.say(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  {self.label} acc {te:.3f}  "
                  f"attn on S {mass:.3f}  {self.seconds():6.1f}s")
 
 
@@ -408,7 +512,7 @@ def diverged_result(o):
     """The result of a run whose loss stopped being finite: a failed run, accuracies nan."""
     return dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
                 train_acc=float("nan"), test_acc=float("nan"), attn_on_S=float("nan"),
-                steps=o["steps"], seconds=float("nan"), diverged=True)
+                steps=o["steps"], seconds=float("nan"), diverged=True, best_step=0)
 
 
 def chunked(logits, params, X):
@@ -439,7 +543,8 @@ def summarise(o, task, params, cfg, logits, train, test, losses, seconds):
 # numbers are those of the same run alone, up to float rounding (test_stack_equals_single_runs).
 
 STACK_KEYS = ("model", "task", "T", "s", "n_test", "steps", "lr", "wd", "batch", "d", "heads",
-              "mlp", "dtype")            # what the runs of one stack must share
+              "mlp", "dtype", "optimizer", "beta2", "decay", "clip", "val", "val_every")
+# (what the runs of one stack must share)
 
 
 def train_stack(runs):
@@ -459,12 +564,20 @@ def train_stack(runs):
     cfg = attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"], dtype=o["dtype"])
     X, y, w = np.zeros((R, M, o["T"]), dt), np.zeros((R, M), dt), np.zeros((R, M), dt)
     draws, params = [draw_run(x) for x in opts], []
-    for r, (x, (_, (Xtr, ytr), _, r_init, _)) in enumerate(zip(opts, draws)):
+    for r, (x, (_, (Xtr, ytr), _, r_init, _, _)) in enumerate(zip(opts, draws)):
         X[r, :x["m"]], y[r, :x["m"]], w[r, :x["m"]] = Xtr, ytr, 1.0 / x["m"]
         params.append(attn.init_params(cfg, r_init))
     orders = [draw[4] for draw in draws]
     P = {k: np.stack([p[k] for p in params]) for k in params[0]}
-    state = adam_init(P)
+    state = adam_init(P, o["decay"])
+    stopper = None
+    if o["val"]:                                    # each run's own validation stream
+        Xv = np.stack([draw[5][0] for draw in draws])
+        yv = np.stack([draw[5][1] for draw in draws])
+        stopper = BestOnValidation(
+            o, P, (Xv, yv), lambda p, Xs, ys: val_loss(np.concatenate(
+                [attn.model_forward(p, cfg, Xs[:, i:i + EVAL_CHUNK])[0]
+                 for i in range(0, Xs.shape[1], EVAL_CHUNK)], axis=-1), ys), runs=R)
     losses = np.empty((o["steps"], R))
     t0 = time.perf_counter()
     with np.errstate(over="ignore", invalid="ignore"):
@@ -472,18 +585,23 @@ def train_stack(runs):
             Xb, yb, wb = stack_batch(X, y, w, opts, orders)
             loss, grads, _ = attn.loss_and_grads(P, cfg, Xb, yb, weights=wb)
             losses[step - 1] = loss
-            adam_step(P, grads, state, o["lr"], o["wd"])
+            optimiser_step(P, grads, state, o, runs=R)
+            if stopper:
+                stopper.check(step)
+        if stopper:
+            stopper.restore()
     seconds = (time.perf_counter() - t0) / R
     finite = np.isfinite(losses).all(0)
     out = []
-    for r, (x, (task, train, test, _, _)) in enumerate(zip(opts, draws)):
+    for r, (x, (task, train, test, _, _, _)) in enumerate(zip(opts, draws)):
         if not finite[r]:
             out.append(dict(diverged_result(x), losses=losses[:, r].tolist()))
             continue
         p = {k: v[r] for k, v in P.items()}
         res = summarise(x, task, p, cfg, lambda p, Xs: attn.model_forward(p, cfg, Xs)[0], train,
                         test, losses[:, r].tolist(), seconds)
-        out.append(dict(res, diverged=False))
+        out.append(dict(res, diverged=False,
+                        best_step=int(stopper.best_step[r]) if stopper else x["steps"]))
     return out
 
 
@@ -730,6 +848,9 @@ def print_summary(r, o, save):
     ok = r["test_acc"] >= 0.99
     print(f"\ntest accuracy {r['test_acc']:.4f} on {o.n_test} fresh samples "
           f"({'reaches' if ok else 'is below'} the 0.99 bar); train accuracy {r['train_acc']:.4f}")
+    if o.val:
+        print(f"early stopping: the parameters of step {r['best_step']}, the lowest loss on "
+              f"{o.val} validation samples (checked every {o.val_every} steps)")
     print(f"true support S         {r['S']}")
     if r["cfg"]:
         print(f"[CLS] attends most to  {r['top_attended']}  "
