@@ -38,10 +38,12 @@ def default_config(**overrides):
     """The experiment's model: one pre-LN block, d=64, 16 heads, GELU MLP with 64 hidden units.
 
     Keys: T (context length), d (width), heads, mlp (hidden units; 0 = no MLP), ln (LayerNorms on
-    or off), act ("gelu" or "relu"), dtype ("float32" or "float64").
+    or off), act ("gelu" or "relu"), dtype ("float32" or "float64"), dropout (probability in
+    [0, 1), as minGPT: on the embeddings, the attention weights and both residual branches; it
+    acts only when model_forward is given an rng, and only on the plain paths).
     The theory's single head f_tf-head is `default_config(heads=1, mlp=0, ln=False)`.
     """
-    cfg = dict(T=100, d=64, heads=16, mlp=64, ln=True, act="gelu", dtype="float32")
+    cfg = dict(T=100, d=64, heads=16, mlp=64, ln=True, act="gelu", dtype="float32", dropout=0.0)
     unknown = set(overrides) - set(cfg)
     if unknown:
         raise ValueError(f"unknown config key(s) {sorted(unknown)}; allowed: {sorted(cfg)}")
@@ -67,6 +69,8 @@ def check_config(cfg):
         raise ValueError(f"dtype must be 'float32' or 'float64', got {cfg['dtype']!r}")
     if not isinstance(cfg["ln"], (bool, np.bool_)):
         raise ValueError(f"ln must be True or False, got {cfg['ln']!r}")
+    if not (isinstance(cfg["dropout"], (int, float)) and 0 <= cfg["dropout"] < 1):
+        raise ValueError(f"dropout must be a probability in [0, 1), got {cfg['dropout']!r}")
     return cfg
 
 
@@ -201,16 +205,30 @@ def softmax_backward(dA, A):  # forward: A = e / sum(e), e = exp(s - max s)
 
 
 # ----------------------------------------------------------------------------------------------
+# dropout (training only): zero each entry with probability p, scale the rest by 1 / (1 - p)
+
+def dropout_forward(x, p, rng):  # [...] -> [...]; its cache is the scaled mask
+    if not p or rng is None:
+        return x, None
+    mask = (rng.random(x.shape) >= p).astype(x.dtype) / x.dtype.type(1.0 - p)
+    return x * mask, mask
+
+
+def dropout_backward(dy, mask):
+    return dy if mask is None else dy * mask
+
+
+# ----------------------------------------------------------------------------------------------
 # f_tf-head at the [CLS] query (Section 3): scores z^T W_Q W_K^T x_t, softmax over t, values
 
-def attention_cls_forward(Xn, W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O, heads):
+def attention_cls_forward(Xn, W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O, heads, drop=(0.0, None)):
     """Multi-head attention with one query, the last row ([CLS]).  [B, N, d] -> [B, d].
 
     Per head h (width e = d/heads, columns h*e:(h+1)*e):
       q = z W_Q + b_Q with z = Xn[:, -1];  K = Xn W_K + b_K;  V = Xn W_V + b_V
       A = softmax_t(q . K_t / sqrt(e));    o = sum_t A_t V_t;    y = concat_h(o) W_O + b_O
     Only the product W_Q^h W_K^h^T / sqrt(e) (the paper's W_QK for head h) and the bias terms
-    enter the scores.
+    enter the scores. drop = (p, rng): dropout on the attention weights A (training only).
     """
     B, N, d = Xn.shape
     e = d // heads
@@ -220,20 +238,23 @@ def attention_cls_forward(Xn, W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O, heads):
     qh, Kh, Vh = q.reshape(B, heads, e), K.reshape(B, N, heads, e), V.reshape(B, N, heads, e)
     scale = e ** -0.5
     A, _ = softmax_forward(np.einsum("bhe,bnhe->bhn", qh, Kh) * scale)  # [B, H, N]
-    o = np.einsum("bhn,bnhe->bhe", A, Vh).reshape(B, d)
+    Ad, mask = dropout_forward(A, *drop)
+    o = np.einsum("bhn,bnhe->bhe", Ad, Vh).reshape(B, d)
     y, c_o = linear_forward(o, W_O, b_O)
-    return y, dict(c_q=c_q, c_k=c_k, c_v=c_v, c_o=c_o, qh=qh, Kh=Kh, Vh=Vh, A=A, scale=scale)
+    return y, dict(c_q=c_q, c_k=c_k, c_v=c_v, c_o=c_o, qh=qh, Kh=Kh, Vh=Vh, A=A, Ad=Ad,
+                   mask=mask, scale=scale)
 
 
 def attention_cls_backward(dy, cache):  # -> dXn [B,N,d], and dW_Q, db_Q, ..., dW_O, db_O
-    c_q, c_k, c_v, c_o, qh, Kh, Vh, A, scale = (cache[k] for k in (
-        "c_q", "c_k", "c_v", "c_o", "qh", "Kh", "Vh", "A", "scale"))
+    c_q, c_k, c_v, c_o, qh, Kh, Vh, A, Ad, mask, scale = (cache[k] for k in (
+        "c_q", "c_k", "c_v", "c_o", "qh", "Kh", "Vh", "A", "Ad", "mask", "scale"))
     B, H, e = qh.shape
     N = Kh.shape[1]
     do, dW_O, db_O = linear_backward(dy, c_o)
     do = do.reshape(B, H, e)
-    dA = np.einsum("bhe,bnhe->bhn", do, Vh)             # forward: o = sum_n A_n V_n
-    dVh = np.einsum("bhn,bhe->bnhe", A, do)
+    dAd = np.einsum("bhe,bnhe->bhn", do, Vh)            # forward: o = sum_n Ad_n V_n
+    dVh = np.einsum("bhn,bhe->bnhe", Ad, do)
+    dA = dropout_backward(dAd, mask)                    # forward: Ad = dropout(A)
     ds = softmax_backward(dA, A) * scale                # forward: A = softmax(s * scale)
     dqh = np.einsum("bhn,bnhe->bhe", ds, Kh)            # forward: s = q . K_n
     dKh = np.einsum("bhn,bhe->bnhe", ds, qh)
@@ -434,18 +455,23 @@ def _check_inputs(p, cfg, X, path="fast"):
             raise ValueError(f"X must hold bits 0 and 1 only, got {X[bad].flat[0].item()!r}")
 
 
-def plain_attention_forward(p, cfg, X, path="cls"):
+def plain_attention_forward(p, cfg, X, path="cls", rng=None):
     """Embedding, LN1 and the head, on every example: Attn(LN1(X))[CLS] -> [B, d], and the cache.
-    path "cls" runs only the [CLS] query row, "full" the whole f_tf-layer (then takes its row)."""
+    path "cls" runs only the [CLS] query row, "full" the whole f_tf-layer (then takes its row).
+    With an rng and cfg["dropout"] (path "cls"): dropout on the embeddings and attention weights."""
     x0, c_emb = embed_forward(X.astype(np.intp, copy=False), p["E_tok"], p["E_pos"], p["cls"])
+    m_emb = None                    # dropout on the T token embeddings ([CLS] is a parameter)
+    if cfg["dropout"] and rng is not None:
+        tok, m_emb = dropout_forward(x0[:, :-1], cfg["dropout"], rng)
+        x0 = np.concatenate([tok, x0[:, -1:]], axis=1)
     xn, c_ln1 = _ln_fwd(p, cfg, "ln1", x0)
     args = [p[k] for k in ATTN_KEYS]
     if path == "cls":
-        attn, c_a = attention_cls_forward(xn, *args, cfg["heads"])
+        attn, c_a = attention_cls_forward(xn, *args, cfg["heads"], drop=(cfg["dropout"], rng))
     else:
         attn_all, c_a = self_attention_forward(xn, *args, cfg["heads"])
         attn = attn_all[:, -1]
-    return attn, dict(path=path, emb=c_emb, ln1=c_ln1, attn=c_a, N=xn.shape[1])
+    return attn, dict(path=path, emb=c_emb, m_emb=m_emb, ln1=c_ln1, attn=c_a, N=xn.shape[1])
 
 
 def plain_attention_backward(dattn, p, cfg, cache):
@@ -459,37 +485,45 @@ def plain_attention_backward(dattn, p, cfg, cache):
         dxn, *dattn_params = self_attention_backward(dy, cache["attn"])
     g.update(zip(ATTN_KEYS, dattn_params))
     dx0 = _ln_bwd(g, cfg, "ln1", dxn, cache["ln1"])
+    if cache["m_emb"] is not None:                  # forward: tokens = dropout(tokens)
+        dx0[:, :-1] *= cache["m_emb"]
     g["E_tok"], g["E_pos"], g["cls"] = embed_backward(dx0, cache["emb"])
     return g
 
 
-def model_forward(p, cfg, X, path="fast"):
+def model_forward(p, cfg, X, path="fast", rng=None):
     """Logits [B] of the experiment's model on bit strings X [B, T]; returns (logits, cache).
 
     On path "fast", a stack of R runs trains as one: every parameter with a leading run axis
     [R, ...], X [R, B, T] -> logits [R, B]; each run's numbers are those of the run alone. One
-    run on the fast path is a stack of one."""
+    run on the fast path is a stack of one. rng: a generator for dropout (training, path "cls"
+    only: per-sample masks on tokens and attention weights break the fast path's two versions
+    per position); without it dropout is off, as at evaluation."""
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     _check_inputs(p, cfg, X, path)
+    if rng is not None and cfg["dropout"] and path != "cls":
+        raise ValueError(f"dropout runs on path 'cls' only, got path {path!r}")
     if path == "fast" and X.ndim == 2:                               # a stack of one
         z, cache = _forward({k: v[None] for k, v in p.items()}, cfg, X[None], "fast")
         return z[0], dict(cache, single=True)
-    return _forward(p, cfg, X, path)
+    return _forward(p, cfg, X, path, rng)
 
 
-def _forward(p, cfg, X, path):
+def _forward(p, cfg, X, path, rng=None):
     """model_forward on inputs it has checked."""
     c = dict(stacked=X.ndim == 3)
     if path == "fast":
         attn, c["attn"] = fast_attention_forward(p, cfg, X)
     else:
-        attn, c["attn"] = plain_attention_forward(p, cfg, X, path)
+        attn, c["attn"] = plain_attention_forward(p, cfg, X, path, rng)
+    attn, c["m_attn"] = dropout_forward(attn, cfg["dropout"], rng)  # residual-branch dropout
     cls = p["cls"][:, None, :] if c["stacked"] else p["cls"]
     h = cls + attn                                                   # residual at [CLS]
     if cfg["mlp"]:
         hn, c["ln2"] = _ln_fwd(p, cfg, "ln2", h)
         m, c["mlp"] = mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
+        m, c["m_mlp"] = dropout_forward(m, cfg["dropout"], rng)
         h = h + m                                                    # residual
     f, c["lnf"] = _ln_fwd(p, cfg, "lnf", h)
     z = (f @ p["w"][..., :, None])[..., 0] + p["b"][..., :1]         # readout at [CLS]
@@ -509,13 +543,14 @@ def model_backward(dz, p, cfg, cache):
     g["w"] = (dz[..., None, :] @ cache["f"])[..., 0, :]              # z = f @ w + b
     g["b"] = dz.sum(-1)[..., None]
     dh = _ln_bwd(g, cfg, "lnf", dz[..., None] * p["w"][..., None, :], cache["lnf"], st)
-    if cfg["mlp"]:                                                   # h = h + MLP(LN2(h))
-        dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dh, cache["mlp"])
+    if cfg["mlp"]:                                                   # h = h + drop(MLP(LN2(h)))
+        dm = dropout_backward(dh, cache.get("m_mlp"))
+        dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dm, cache["mlp"])
         dh = dh + _ln_bwd(g, cfg, "ln2", dhn, cache["ln2"], st)
-    c_att = cache["attn"]                                            # h = cls + attn
+    c_att = cache["attn"]                                            # h = cls + drop(attn)
     backward = {"fast": fast_attention_backward, "stack-of-cls": stack_attention_backward}.get(
         c_att["path"], plain_attention_backward)
-    g.update(backward(dh, p, cfg, c_att))
+    g.update(backward(dropout_backward(dh, cache.get("m_attn")), p, cfg, c_att))
     g["cls"] = g["cls"] + dh.sum(-2)
     return g
 
@@ -636,12 +671,12 @@ def stack_attention_backward(dy, p, cfg, cache):
 # ----------------------------------------------------------------------------------------------
 # readable helpers for training and inspection
 
-def loss_and_grads(p, cfg, X, y, path="fast", weights=None):
+def loss_and_grads(p, cfg, X, y, path="fast", weights=None, rng=None):
     """Mean logistic loss, its gradient dict, and the logits [B]. For a stack of runs (X [R, B, T],
     y [R, B]): each run's loss [R] (sum(weights * loss) per run when weights [R, B] are given),
-    and each run's gradients (of its own loss)."""
+    and each run's gradients (of its own loss). rng: dropout's generator (see model_forward)."""
     y = _check_labels(y, X.shape[:-1])
-    z, cache = model_forward(p, cfg, X, path)
+    z, cache = model_forward(p, cfg, X, path, rng)
     loss, c_loss = logistic_forward(z, y.astype(z.dtype, copy=False), weights)
     return loss, model_backward(logistic_backward(1.0, c_loss), p, cfg, cache), z
 

@@ -837,7 +837,7 @@ def _sweep_worker(runs):
     trainable = [o for i, o in enumerate(runs) if i not in failed]
     if not trainable:
         results = []
-    elif runs[0]["model"] == "transformer":
+    elif runs[0]["model"] == "transformer" and not runs[0].get("dropout"):
         results = train.train_stack(trainable)
     else:
         results = []
@@ -863,14 +863,14 @@ def stack_size(T, most, d=64, heads=16, itemsize=4):
     return max(1, min(most, STACK_BYTES // per_run))
 
 
-def take_stack(queue, most):
+def take_stack(queue, most, dropout=False):
     """Pop from the queue of (job, m) probes the largest group that shares (model, T, m), at most
     most(T) probes (one for the MLP): the runs one worker trains as one stack."""
     groups = {}
     for i, ((model, T, _), m) in enumerate(queue):
         groups.setdefault((model, T, m), []).append(i)
     key = max(groups, key=lambda k: len(groups[k]))
-    take = groups[key][:most(key[1]) if key[0] == "transformer" else 1]
+    take = groups[key][:most(key[1]) if key[0] == "transformer" and not dropout else 1]
     probes = [queue[i] for i in take]
     for i in reversed(take):
         queue.pop(i)
@@ -880,7 +880,7 @@ def take_stack(queue, most):
 # train.py's options a sweep shares with every run. Not --model: a sweep takes --models (a list),
 # and with abbreviations off, --model is an error rather than a silent prefix of --models.
 MODEL_OPTIONS = ("task", "s", "data", "steps", "lr", "wd", "n_test", "d", "heads", "mlp", "dtype",
-                 "batch", "optimizer", "beta2", "decay", "clip", "val", "val_every")
+                 "batch", "optimizer", "beta2", "decay", "clip", "dropout", "val", "val_every")
 
 # Named protocols: each a small set of option values, recorded in sweep.json, so that one variant
 # of the experiment is one command (--protocol NAME). Options given on the command line win.
@@ -893,7 +893,7 @@ PROTOCOLS = {
     "steps-250": dict(steps=250), "steps-500": dict(steps=500), "steps-2000": dict(steps=2000),
     "early-stop": dict(val=1000, val_every=25),      # best of 1000 steps on 1000 validation
     "adamw": dict(optimizer="adamw", wd=0.01),       # torch's AdamW default decay, same lr
-    "mingpt": MINGPT,
+    "mingpt": MINGPT, "mingpt-dropout": dict(MINGPT, dropout=0.1),
     "lr-3e-4": dict(lr=3e-4), "lr-3e-3": dict(lr=3e-3),
     "heads-1": dict(heads=1), "heads-4": dict(heads=4),
     "d-32": dict(d=32), "d-128": dict(d=128), "float64": dict(dtype="float64"),
@@ -1265,7 +1265,7 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
                 queue.append((job, m))
         while queue or pending:
             while queue and (pool is None or len(pending) < a.workers):
-                probes = take_stack(queue, stack_of)
+                probes = take_stack(queue, stack_of, bool(base.get("dropout")))
                 runs = [dict(base, model=job[0], T=job[1], seed=job[2], m=m) for job, m in probes]
                 if pool is None:                 # the same one-line report as from a pool
                     try:

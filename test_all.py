@@ -175,6 +175,33 @@ def test_grad_whole_model(name, path):
         check(f"model[{name}, {path}] {k}", g[k], f, p[k])
 
 
+def test_grad_dropout_op_and_whole_model_with_dropout():
+    """Dropout (training, path "cls"): the op and the whole model, embeddings included, with the
+    same masks in every evaluation (a generator re-seeded each time)."""
+    rng = np.random.default_rng(12)
+    x, dy = offcentre(rng, 4, 5), rng.standard_normal((4, 5))
+    y, mask = attn.dropout_forward(x, 0.3, np.random.default_rng(1))
+    assert 0 < (mask == 0).sum() < mask.size and np.allclose(mask[mask > 0], 1 / 0.7)
+    check("dropout", attn.dropout_backward(dy, mask),
+          lambda: attn.dropout_forward(x, 0.3, np.random.default_rng(1))[0].ravel() @ dy.ravel(), x)
+    cfg = attn.default_config(T=6, d=8, heads=2, mlp=5, dtype="float64", dropout=0.25)
+    p = moved_params(cfg, 13)
+    X = rng.integers(0, 2, (4, 6))
+    dz = rng.standard_normal(4)
+    fwd = lambda: attn.model_forward(p, cfg, X, "cls", rng=np.random.default_rng(2))
+    z, cache = fwd()
+    z_off = attn.model_forward(p, cfg, X, "cls")[0]           # no rng: dropout off
+    assert not np.allclose(z, z_off)
+    assert np.allclose(z_off, attn.model_forward(p, cfg, X, "fast")[0])
+    g = attn.model_backward(dz, p, cfg, cache)
+    for k in p:
+        if k == "b_K":
+            continue
+        check(f"model[dropout, cls] {k}", g[k], lambda: fwd()[0] @ dz, p[k])
+    with pytest.raises(ValueError, match="path 'cls' only"):
+        attn.model_forward(p, cfg, X, "fast", rng=np.random.default_rng(2))
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_three_paths_agree(dtype):
     """The [CLS]-row shortcut and the two-version fast path are exact: same logits, same grads."""
@@ -1856,3 +1883,14 @@ def test_stacked_runs_follow_the_new_options_like_single_runs():
         alone = train.train_run(o)
         assert st["best_step"] == alone["best_step"] and st["test_acc"] == alone["test_acc"]
         assert np.allclose(st["losses"], alone["losses"], rtol=1e-9)
+
+
+def test_dropout_training_is_seeded_and_runs_one_at_a_time():
+    opts = dict(SMALL, steps=20, dropout=0.1)
+    a, b = train.train_run(opts), train.train_run(opts)
+    assert a["losses"] == b["losses"]                           # masks come from the seed
+    assert a["losses"] != train.train_run(dict(SMALL, steps=20))["losses"]
+    with pytest.raises(ValueError, match="one at a time"):
+        train.train_stack([opts, dict(opts, seed=5)])
+    with pytest.raises(ValueError, match="Transformer only"):
+        train.train_run(dict(opts, model="mlp"))

@@ -145,6 +145,9 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
      "(minGPT: not biases, LayerNorm gains, embeddings or [CLS])"),
     ("clip", 0.0, number(0), "clip each step's gradient to this global L2 norm (0 = off; "
      "minGPT: 1.0)"),
+    ("dropout", 0.0, number(0, hi=1), "dropout probability in [0, 1) (minGPT: 0.1) on the "
+     "token embeddings, attention weights and residual branches; trains on the plain [CLS] "
+     "path, one run at a time (much slower at large T)"),
     ("val", 0, integer(0), "early stopping (0 = off): this many validation samples, a stream of "
      "their own; the run ends with the parameters of its lowest validation loss, checked every "
      "--val-every steps. The test set is never used to choose"),
@@ -159,7 +162,8 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
 DEFAULTS = {name: default for name, default, _, _ in OPTIONS}
 PARSE = {name: parse for name, _, parse, _ in OPTIONS}
 RUN_KEYS = ("model", "task", "T", "s", "m", "data", "n_test", "lr", "wd", "batch", "seed", "d",
-            "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "clip", "val", "val_every")          # what defines a run: a checkpoint must agree on these
+            "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "clip", "dropout", "val",
+            "val_every")          # what defines a run: a checkpoint must agree on these
 
 
 def py_flag(name, value):       # how a Python caller names an option: "s=5"
@@ -189,6 +193,10 @@ def check_options(o, flag=py_flag):
         return f"model mlp needs at least 1 hidden unit, got {f('mlp')}"
     if not o.get("beta2", 0.5) < 1:
         return f"beta2 must be below 1, got {f('beta2')}"
+    if not o.get("dropout", 0) < 1:
+        return f"dropout must be below 1, got {f('dropout')}"
+    if o.get("dropout") and o.get("model") == "mlp":
+        return f"dropout acts on the Transformer only, got {f('dropout')} with model mlp"
     return None
 
 
@@ -298,9 +306,9 @@ def optimiser_step(params, grads, state, o, runs=None):
 
 def seeds_for(seed):
     """Independent generators for the task (support S), training data, test data, init, order,
-    validation data. (SeedSequence children are fixed by their index: adding the sixth stream
-    left the first five, and every earlier run, unchanged.)"""
-    return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(6)]
+    validation data, dropout masks. (SeedSequence children are fixed by their index: adding the
+    later streams left the first five, and every earlier run, unchanged.)"""
+    return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(7)]
 
 
 def build_model(o, rng):
@@ -314,7 +322,12 @@ def build_model(o, rng):
             return loss, attn.baseline_backward(attn.logistic_backward(1.0, c_loss), cache)
         return params, loss_and_grads, lambda p, X: attn.baseline_forward(p, X)[0], None
     cfg = attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
-                              dtype=o["dtype"])
+                              dtype=o["dtype"], dropout=o["dropout"])
+    if o["dropout"]:                # per-sample masks: the plain [CLS] path, masks from stream 7
+        r_drop = seeds_for(o["seed"])[6]
+        return (attn.init_params(cfg, rng),
+                lambda p, X, y: attn.loss_and_grads(p, cfg, X, y, "cls", rng=r_drop)[:2],
+                lambda p, X: attn.model_forward(p, cfg, X)[0], cfg)
     return (attn.init_params(cfg, rng), lambda p, X, y: attn.loss_and_grads(p, cfg, X, y)[:2],
             lambda p, X: attn.model_forward(p, cfg, X)[0], cfg)
 
@@ -426,7 +439,7 @@ def draw_run(o):
     """What the seed fixes, drawn from independent streams: the task (support S), the training
     set (X [m, T] in the run's dtype, y [m] uint8), the test set, and the generators of the init
     and of the minibatch order."""
-    r_task, r_train, r_test, r_init, r_order, r_val = seeds_for(o["seed"])
+    r_task, r_train, r_test, r_init, r_order, r_val = seeds_for(o["seed"])[:6]
     task = data.make_task(o["task"], o["T"], o["s"], r_task)
     if o["data"] == "unambiguous":                 # ValueError when m cannot identify S
         Xtr, ytr = data.sample_unambiguous(task, o["m"], r_train)
@@ -543,7 +556,8 @@ def summarise(o, task, params, cfg, logits, train, test, losses, seconds):
 # numbers are those of the same run alone, up to float rounding (test_stack_equals_single_runs).
 
 STACK_KEYS = ("model", "task", "T", "s", "n_test", "steps", "lr", "wd", "batch", "d", "heads",
-              "mlp", "dtype", "optimizer", "beta2", "decay", "clip", "val", "val_every")
+              "mlp", "dtype", "optimizer", "beta2", "decay", "clip", "dropout", "val",
+              "val_every")
 # (what the runs of one stack must share)
 
 
@@ -558,6 +572,9 @@ def train_stack(runs):
     if differ or o["model"] != "transformer":
         raise ValueError(f"a stack needs Transformer runs that agree on {', '.join(STACK_KEYS)}; "
                          f"these differ on {differ or ['model']}")
+    if o["dropout"]:
+        raise ValueError("runs with dropout train on the plain path, one at a time: use "
+                         "train_run, not train_stack")
     for x in opts:
         check_run_memory(x)
     R, M, dt = len(opts), max(x["m"] for x in opts), np.dtype(o["dtype"])
