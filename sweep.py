@@ -64,8 +64,9 @@ PRESETS = {
                   grid_max={"transformer": 64, "mlp": 64}),
 }
 ROW_FIELDS = ("model", "task", "s", "T", "m", "seed", "test_acc", "train_acc", "success",
-              "attn_on_S", "steps", "seconds", "best_step", "sweep_id")
-OPTIONAL_FIELDS = ("best_step", "sweep_id")      # rows written before they existed lack them
+              "attn_on_S", "steps", "seconds", "best_step", "pos_overlap", "sweep_id")
+OPTIONAL_FIELDS = ("best_step", "pos_overlap", "sweep_id")   # older rows lack them
+# pos_overlap: train.position_overlap of the trained model (the width study's measurement)
 # sweep_id: a fingerprint of the sweep's options, bar and search (see sweep_fingerprint), in every
 # row, so that CSVs merged from shards or machines are checked to be one experiment.
 
@@ -610,6 +611,7 @@ def read_rows(paths):
             r["success"] = r["success"] == "1"
             r.setdefault("sweep_id", "")
             r.setdefault("best_step", r["steps"])
+            r.setdefault("pos_overlap", "nan")
             rows.append(r)
     return rows
 

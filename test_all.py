@@ -1894,3 +1894,10 @@ def test_dropout_training_is_seeded_and_runs_one_at_a_time():
         train.train_stack([opts, dict(opts, seed=5)])
     with pytest.raises(ValueError, match="Transformer only"):
         train.train_run(dict(opts, model="mlp"))
+
+
+def test_position_overlap_known_values():
+    E = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0], [1.0, 1.0]])
+    assert np.isclose(train.position_overlap(E, np.array([0])), 1.0)       # 2 is 0's twin
+    assert np.isclose(train.position_overlap(E, np.array([1])), 2 ** -0.5)
+    assert np.isnan(train.position_overlap(E, np.arange(4)))

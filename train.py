@@ -525,7 +525,8 @@ def diverged_result(o):
     """The result of a run whose loss stopped being finite: a failed run, accuracies nan."""
     return dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
                 train_acc=float("nan"), test_acc=float("nan"), attn_on_S=float("nan"),
-                steps=o["steps"], seconds=float("nan"), diverged=True, best_step=0)
+                steps=o["steps"], seconds=float("nan"), diverged=True, best_step=0,
+                pos_overlap=float("nan"))
 
 
 def chunked(logits, params, X):
@@ -542,11 +543,23 @@ def summarise(o, task, params, cfg, logits, train, test, losses, seconds):
              train_acc=accuracy(chunked(logits, params, train[0]), train[1]),
              test_acc=accuracy(chunked(logits, params, test[0]), test[1]),
              attn_on_S=float("nan"), S=task.S.tolist(), top_attended=[], steps=o["steps"],
-             seconds=seconds, params=params, cfg=cfg)
+             seconds=seconds, params=params, cfg=cfg, pos_overlap=float("nan"))
     if cfg:
         mass, A = attention_on_support(params, cfg, test[0][:200], task.S)
-        r.update(attn_on_S=mass, top_attended=np.sort(np.argsort(A)[::-1][:o["s"]]).tolist())
+        r.update(attn_on_S=mass, top_attended=np.sort(np.argsort(A)[::-1][:o["s"]]).tolist(),
+                 pos_overlap=position_overlap(params["E_pos"], task.S))
     return r
+
+
+def position_overlap(E_pos, S):
+    """How alike the learned positional embeddings of S and of the other positions are: the
+    largest cosine between E_pos[t], t in S, and E_pos[u], u not in S (1 = some other position
+    looks exactly like one in S; near 0 = S stands apart). O(s T d). nan when S is everything."""
+    E = E_pos / np.maximum(np.linalg.norm(E_pos, axis=1, keepdims=True), 1e-30)
+    rest = np.setdiff1d(np.arange(len(E)), S)
+    if not len(rest):
+        return float("nan")
+    return float((E[S] @ E[rest].T).max())
 
 
 # ---------------------------------------------------------------- a stack of runs -------------
