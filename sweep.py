@@ -4,6 +4,7 @@
     python sweep.py --preset extended      T = 10..3000, log-spaced
     python sweep.py --help                 every option
     python sweep.py bench                  time per training step, GFLOP/s beside numpy's matmul
+    python sweep.py compare DIR DIR ...    one table over sweeps of different protocols
 
 For each T and seed, training runs (train.train_run) at training-set sizes m on a grid say whether
 the model reaches test accuracy >= 0.99; a search per seed picks the m to run. Every run is one CSV
@@ -1443,11 +1444,75 @@ def main_bench(argv):
     return 0
 
 
+# ---------------------------------------------------------------- compare protocols ----------
+
+def compare_table(folders, log=print):
+    """One table over sweep folders (one protocol each): per folder and T, m50 and m90 with 95%
+    CIs, the seeds, the share of failed runs that fit their training set perfectly (memorised
+    without generalising), the median [CLS] attention on S in successes and failures, and the
+    CPU minutes its runs took; then each folder's slope of m50 against ln T with its CI."""
+    lines = ["| protocol | T | m50 [95% CI] | m90 [95% CI] | seeds | failures that memorised | "
+             "attention on S: successes / failures (median) | CPU min |",
+             "|---|---|---|---|---|---|---|---|"]
+    fits = []
+    for folder in folders:
+        try:
+            with open(os.path.join(folder, "sweep.json")) as f:
+                name = json.load(f).get("protocol", os.path.basename(folder.rstrip("/")))
+        except (OSError, ValueError):
+            name = os.path.basename(folder.rstrip("/"))
+        rows = [r for r in read_rows(sorted(glob.glob(os.path.join(folder, "runs*.csv"))))
+                if r["model"] == "transformer"]
+        if not rows:
+            raise ValueError(f"{folder}: no Transformer runs (runs*.csv)")
+        est, scaling = success_table(rows, ["transformer"])
+        for T, runs in sorted(split_by_T(rows).items(), key=lambda kv: int(kv[0])):
+            e = est[("transformer", int(T))]
+            fail = [r for r in runs if not r["success"]]
+            memo = sum(float(r["train_acc"]) == 1.0 for r in fail)
+            att = lambda rs: (f"{np.nanmedian([float(r['attn_on_S']) for r in rs]):.3f}"
+                              if rs else "-")
+            cpu = np.nansum([float(r["seconds"]) for r in runs]) / 60
+            lines.append(f"| {name} | {int(T)} | {_ci(e, 'm50')} | {_ci(e, 'm90')} | {e['n_seeds']} | "
+                         f"{memo} of {len(fail)} | {att([r for r in runs if r['success']])} / "
+                         f"{att(fail)} | {cpu:.1f} |")
+        f = scaling.get("transformer")
+        if f:
+            fits.append(f"{name}: m50 ~ a + b ln T, b = {f['log_b']:.1f} [{f['log_b_lo']:.1f}, "
+                        f"{f['log_b_hi']:.1f}]; m50 ~ a T^k, k = {f['pow_k']:.2f} "
+                        f"[{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}]")
+    for line in lines + [""] + fits:
+        log(line)
+    return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n"
+
+
+def main_compare(argv):
+    ap = OneLineParser(prog="sweep.py compare", allow_abbrev=False, description=(
+        "One table over sweep folders, one protocol each (e.g. results/paper-range-ours "
+        "results/paper-range-paper-data): m50, m90, memorisation, attention on S, CPU time."))
+    ap.add_argument("folders", nargs="+", help="sweep output folders")
+    ap.add_argument("--out", help="also write the table to this markdown file")
+    a = ap.parse_args(argv)
+    for folder in a.folders:
+        if not os.path.isdir(folder):
+            ap.error(f"no folder {folder}")
+    try:
+        table = compare_table(a.folders)
+    except ValueError as e:
+        ap.error(str(e))
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(table)
+    return 0
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     train.keep_freed_memory()
     if argv and argv[0] == "bench":
         return main_bench(argv[1:])
+    if argv and argv[0] == "compare":
+        return main_compare(argv[1:])
     return main_sweep(argv)
 
 

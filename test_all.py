@@ -1901,3 +1901,14 @@ def test_position_overlap_known_values():
     assert np.isclose(train.position_overlap(E, np.array([0])), 1.0)       # 2 is 0's twin
     assert np.isclose(train.position_overlap(E, np.array([1])), 2 ** -0.5)
     assert np.isnan(train.position_overlap(E, np.arange(4)))
+
+
+def test_compare_puts_protocols_side_by_side(tmp_path, capsys):
+    assert _sweep(tmp_path / "a") == 0
+    assert _sweep(tmp_path / "b", "--protocol", "steps-500", "--steps", "100") == 0
+    out = str(tmp_path / "cmp.md")
+    assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", out]) == 0
+    table = open(out).read()
+    assert "| ours | 8 |" in table and "| steps-500 | 16 |" in table and "memorised" in table
+    code, _, err = run_cli(capsys, "sweep", "compare", str(tmp_path / "nowhere"))
+    assert code == 2 and "no folder" in err
