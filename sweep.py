@@ -952,6 +952,7 @@ def main_sweep(argv):
     a = ap.parse_args(argv)
     preset = PRESETS[a.preset]
     out = a.out or os.path.join("runs", a.preset)     # never the committed results/
+    grids_of_folder = None
     if a.report:
         if not os.path.isdir(out):
             ap.error(f"--report: no folder {out}")
@@ -966,6 +967,22 @@ def main_sweep(argv):
                 plan = json.load(f).get("plan", {})
         except (OSError, ValueError, AttributeError):
             pass
+        folder_meta = {}
+        try:
+            with open(os.path.join(out, "sweep.json")) as f:
+                folder_meta = json.load(f)
+        except (OSError, ValueError):
+            pass
+        if isinstance(folder_meta, dict) and isinstance(folder_meta.get("options"), dict):
+            # the folder's own protocol, unless the command line says otherwise (then checked)
+            typed = train.explicit_options(ap, argv)
+            for k, v in folder_meta["options"].items():
+                if k in MODEL_OPTIONS and k not in typed:
+                    setattr(a, k, v)
+            for k in ("bar", "search", "protocol"):
+                if k in folder_meta and k not in typed:
+                    setattr(a, k, folder_meta[k])
+            grids_of_folder = folder_meta.get("grids")
         a.models = a.models or sorted({r["model"] for r in found} | set(plan.get("models", [])))
         a.Ts = a.Ts or sorted({int(r["T"]) for r in found} | set(plan.get("Ts", [])))
         a.seeds = a.seeds or max([1 + int(r["seed"]) for r in found] + [plan.get("seeds", 1)])
@@ -984,6 +1001,10 @@ def main_sweep(argv):
         ap.error(problem.replace("--T", "the smallest T"))
     grids = {}
     for model in a.models:
+        if grids_of_folder and model in grids_of_folder and not (
+                {"grid_min", "grid_max", "grid_ratio"} & train.explicit_options(ap, argv)):
+            grids[model] = list(grids_of_folder[model])         # a report: the folder's grid
+            continue
         hi = a.grid_max or preset.get("grid_max", {}).get(model) or (
             600 if model == "transformer" else min(20000, 30 * max(Ts)))
         if hi < a.grid_min:

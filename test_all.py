@@ -1912,3 +1912,12 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys):
     assert "| ours | 8 |" in table and "| steps-500 | 16 |" in table and "memorised" in table
     code, _, err = run_cli(capsys, "sweep", "compare", str(tmp_path / "nowhere"))
     assert code == 2 and "no folder" in err
+
+
+def test_report_reads_the_folders_own_protocol_and_grid(tmp_path, capsys):
+    assert _sweep(tmp_path, "--protocol", "steps-500", "--steps", "120", "--grid-max", "40") == 0
+    table = (tmp_path / "table.md").read_text()
+    assert sweep.main(["--out", str(tmp_path), "--report"]) == 0     # nothing retyped
+    assert (tmp_path / "table.md").read_text() == table
+    with pytest.raises(SystemExit):                                   # a typed clash is refused
+        sweep.main(["--out", str(tmp_path), "--report", "--steps", "99"])

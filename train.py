@@ -897,9 +897,9 @@ def explicit_options(ap, argv):
     ap2 = OneLineParser(add_help=False)
     for action in ap._actions:
         if action.option_strings and action.dest != "help":
-            ap2.add_argument(*action.option_strings, dest=action.dest, default=marker,
-                             type=action.type, choices=action.choices,
-                             action="store_true" if action.nargs == 0 else "store")
+            kind = (dict(action="store_true") if action.nargs == 0 else
+                    dict(action="store", type=action.type, choices=action.choices))
+            ap2.add_argument(*action.option_strings, dest=action.dest, default=marker, **kind)
     return {k for k, v in vars(ap2.parse_args(argv)).items() if v is not marker}
 
 
