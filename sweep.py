@@ -5,6 +5,7 @@
     python sweep.py --help                 every option
     python sweep.py bench                  time per training step, GFLOP/s beside numpy's matmul
     python sweep.py compare DIR DIR ...    one table over sweeps of different protocols
+    python sweep.py limit                  the statistical limit per T, no training
 
 For each T and seed, training runs (train.train_run) at training-set sizes m on a grid say whether
 the model reaches test accuracy >= 0.99; a search per seed picks the m to run. Every run is one CSV
@@ -23,6 +24,7 @@ import math
 import multiprocessing as mp
 import os
 import platform
+import re
 import signal
 import sys
 import threading
@@ -591,12 +593,17 @@ def read_rows(paths):
         with open(path, newline="") as f:
             text = f.read()
         complete = text[:text.rfind("\n") + 1]
+        if not complete:                      # empty, or a header torn mid-write: no runs yet
+            continue
         reader = csv.DictReader(complete.splitlines())
         missing = [k for k in ROW_FIELDS
                    if k not in OPTIONAL_FIELDS and k not in (reader.fieldnames or [])]
         if missing:
             raise ValueError(f"{path}: not a sweep CSV (no column {', '.join(missing)})")
         for line, r in enumerate(reader, start=2):
+            if None in r:                                  # more fields than the header
+                raise ValueError(f"{path} line {line}: {len(r[None])} more fields than the "
+                                 f"header has columns (rows appended under another header?)")
             if None in r.values() or "" in (r.get("seconds"), r.get("success")):
                 continue                                   # a torn row
             try:
@@ -620,24 +627,26 @@ def read_rows(paths):
 def sweep_fingerprint(meta):
     """12 hex digits naming a sweep's options, success bar and search: rows of one experiment
     share it, whatever shard or machine wrote them."""
-    key = json.dumps(dict(options=meta["options"], bar=meta["bar"], search=meta["search"]),
-                     sort_keys=True)
-    return hashlib.sha1(key.encode()).hexdigest()[:12]
+    options = {k: v for k, v in meta["options"].items() if v != train.DEFAULTS.get(k, object())}
+    key = json.dumps(dict(options=options, bar=meta["bar"], search=meta["search"]),
+                     sort_keys=True)             # an option added later, at its default, keeps
+    return hashlib.sha1(key.encode()).hexdigest()[:12]   # the fingerprint of older rows
 
 
-def check_one_sweep(rows, sweep_id, out):
-    """ValueError unless every row with a fingerprint carries `sweep_id` (rows written before
-    fingerprints existed carry none and are trusted to the folder's sweep.json)."""
+def check_one_sweep(rows, sweep_ids, out):
+    """ValueError unless every row with a fingerprint carries one of `sweep_ids` (this sweep's,
+    and the one the folder's sweep.json recorded for the same options); rows written before
+    fingerprints existed carry none and are trusted to the folder's sweep.json."""
     ids = {}
     for r in rows:
         if r["sweep_id"]:
             ids[r["sweep_id"]] = ids.get(r["sweep_id"], 0) + 1
-    other = {k: n for k, n in ids.items() if k != sweep_id}
+    other = {k: n for k, n in ids.items() if k not in sweep_ids}
     if other:
         found = ", ".join(f"{n} rows of sweep {k}" for k, n in other.items())
         raise ValueError(f"{out} holds runs of another sweep ({found}; these options make sweep "
-                         f"{sweep_id}): a shard run with other --steps/--bar/--protocol options? "
-                         f"Keep one sweep per folder")
+                         f"{min(sweep_ids)}): a shard run with other --steps/--bar/--protocol "
+                         f"options? Keep one sweep per folder")
 
 
 def missing_searches(rows, models, Ts, n_seeds, grids, search):
@@ -648,6 +657,13 @@ def missing_searches(rows, models, Ts, n_seeds, grids, search):
         have.setdefault((r["model"], int(r["T"]), int(r["seed"])), {})[int(r["m"])] = r["success"]
     return [(model, T, seed) for model in models for T in Ts for seed in range(n_seeds)
             if seed_outcome(grids[model], search, have.get((model, T, seed), {}))[0] != "done"]
+
+
+def csv_header(path):
+    """The column names of a CSV's first complete line, or None when it has none yet."""
+    with open(path, newline="") as f:
+        first = f.readline()
+    return next(csv.reader([first])) if first.endswith("\n") else None
 
 
 def drop_torn_tail(path):
@@ -694,10 +710,10 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS):
                 t = data.make_task(task, T, s, r_task)
                 firsts.append(data.first_identifying_m(t, r_train, 100000))
         except ValueError:
-            return {}
+            continue                                  # not affordable at this T: left out
         v = np.array([np.inf if f is None else f for f in firsts], float)
-        out[T] = dict(median=float(np.median(v)), q05=float(np.percentile(v, 5)),
-                      q95=float(np.percentile(v, 95)), n_seeds=n_seeds)
+        q = lambda p: float(np.percentile(v, p, method="nearest"))   # inf-safe: no interpolation
+        out[T] = dict(median=q(50), q05=q(5), q95=q(95), n_seeds=n_seeds)
     return out
 
 
@@ -1023,13 +1039,14 @@ def main_sweep(argv):
         os.makedirs(out, exist_ok=True)
     except OSError as e:
         ap.error(f"--out {out}: cannot create the folder ({e.strerror})")
-    lock = None if a.report else lock_folder(out, ap)
+    lock = None if a.report else lock_folder(out, ap, a.shard)
     try:
         meta_path = os.path.join(out, "sweep.json")
         meta = dict(options=base, bar=a.bar, search=a.search, grids=grids, protocol=a.protocol,
                     machines=[machine()])
         meta["sweep_id"] = sweep_fingerprint(meta)
         meta["plan"] = dict(models=a.models, Ts=Ts, seeds=n_seeds)
+        accepted_ids = {meta["sweep_id"]}
         if os.path.exists(meta_path):                      # the folder's sweep must be this one
             try:
                 with open(meta_path) as f:
@@ -1048,6 +1065,8 @@ def main_sweep(argv):
                     ap.error(f"{out} holds a {model} sweep on another m grid; use another --out or "
                              f"the same --grid-min/--grid-max/--grid-ratio")
             meta["grids"] = dict(old_grids, **grids)
+            if old.get("sweep_id"):            # same options (checked above), older fingerprint
+                accepted_ids.add(old["sweep_id"])
             was = old.get("plan", {})
             meta["plan"] = dict(models=sorted(set(a.models) | set(was.get("models", []))),
                                 Ts=sorted(set(Ts) | set(was.get("Ts", []))),
@@ -1063,7 +1082,7 @@ def main_sweep(argv):
 
         def load_done():
             rows = read_rows(sorted(glob.glob(os.path.join(out, "runs*.csv"))))
-            check_one_sweep(rows, meta["sweep_id"], out)
+            check_one_sweep(rows, accepted_ids, out)
             return {(r["model"], int(r["T"]), int(r["seed"]), int(r["m"])): r for r in rows}
         try:
             done = load_done()
@@ -1114,22 +1133,24 @@ def main_sweep(argv):
 
 def write_json(path, obj):
     """Strict JSON (NaN and inf become null, never the non-JSON NaN), written atomically."""
-    tmp = path + ".tmp"
+    tmp = f"{path}.{os.getpid()}.tmp"                 # shards may write at the same time
     with open(tmp, "w") as f:
         json.dump(train.json_safe(obj), f, indent=1, allow_nan=False)
     os.replace(tmp, path)
 
 
-def lock_folder(out, ap):
-    """Hold an exclusive lock on OUT/.lock for this process's life: a second sweep into the same
-    folder stops at once with one line instead of running every search twice and interleaving
-    rows. The lock is the kernel's (flock), so a killed sweep never leaves a stale one. Where
-    fcntl does not exist (Windows) there is no lock; None is returned."""
+def lock_folder(out, ap, shard=(0, 1)):
+    """Hold an exclusive lock on OUT/.lock (OUT/.lock-shard-i-of-n for a shard) for this
+    process's life: a second sweep of the same folder and shard stops at once with one line
+    instead of running every search twice and interleaving rows; other shards, which write CSVs
+    of their own, may run beside it. The lock is the kernel's (flock), so a killed sweep never
+    leaves a stale one. Where fcntl does not exist (Windows) there is no lock; None is returned."""
     try:
         import fcntl
     except ImportError:
         return None
-    fh = open(os.path.join(out, ".lock"), "a+")
+    name = ".lock" if shard[1] == 1 else f".lock-shard-{shard[0]}-of-{shard[1]}"
+    fh = open(os.path.join(out, name), "a+")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -1222,8 +1243,13 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
             saved[(model, T, seed)][m] = bool(r["success"])
     gens, pending, t0, n_run = {}, {}, time.perf_counter(), 0
     drop_torn_tail(csv_path)
-    new_file = not os.path.exists(csv_path) or os.path.getsize(csv_path) == 0
-    fh = open(csv_path, "a", newline="")
+    k = 1
+    while os.path.exists(csv_path) and csv_header(csv_path) not in (None, list(ROW_FIELDS)):
+        k += 1                     # written by an older version: never touched, continued aside
+        csv_path = re.sub(r"(-part\d+)?\.csv$", f"-part{k}.csv", csv_path)
+        drop_torn_tail(csv_path)
+    new_file = not os.path.exists(csv_path) or csv_header(csv_path) is None
+    fh = open(csv_path, "w" if new_file else "a", newline="")
     writer = csv.DictWriter(fh, fieldnames=ROW_FIELDS)
     if new_file:
         writer.writeheader()
@@ -1259,7 +1285,7 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
         saved[job][m] = bool(row["success"])
         n_run += 1
         el = time.perf_counter() - t0
-        left = sum(1 for j in jobs if j not in finished_jobs) - 1
+        left = len(jobs) - len(finished_jobs)           # open, this one included
         eta = el / n_run * max(0, expected - n_run)
         print(f"[{n_run:4d}/~{expected}] {job[0]:11s} T={job[1]:<5d} seed={job[2]:<3d} "
               f"m={m:<6d} test acc {row['test_acc']:.4f} {'ok  ' if row['success'] else 'fail'} "
@@ -1279,7 +1305,8 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
     def stack_of(T):
         return stack_size(T, a.stack, base["d"], base["heads"], np.dtype(base["dtype"]).itemsize)
 
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
         queue = []
         for job in jobs:
@@ -1287,6 +1314,8 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
             m = advance(job, None)
             if m is not None:
                 queue.append((job, m))
+            else:
+                finished_jobs.add(job)                  # finished in an earlier session
         while queue or pending:
             while queue and (pool is None or len(pending) < a.workers):
                 probes = take_stack(queue, stack_of, bool(base.get("dropout")))
@@ -1322,7 +1351,8 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
               f"{csv_path}", file=sys.stderr)
         return 1
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
         fh.close()
         if pool:                  # running workers are stopped, not left to finish for nobody
             for proc in list(getattr(pool, "_processes", {}).values()):
@@ -1527,9 +1557,59 @@ def main_compare(argv):
     return 0
 
 
+# ---------------------------------------------------------------- the statistical limit ------
+
+def main_limit(argv):
+    ap = OneLineParser(prog="sweep.py limit", allow_abbrev=False, description=(
+        "The statistical limit of a sparse task, no training: per T, the smallest m at which a "
+        "seed's training stream leaves exactly one compatible hypothesis (median and 5-95% over "
+        "seeds), and the probability that a random training set of m samples is ambiguous."))
+    ap.add_argument("--Ts", type=int_list, default=[10, 100, 1000, 10000, 100000],
+                    help="T values (default 10,100,1000,10000,100000)")
+    ap.add_argument("--ms", type=int_list, default=[25, 50, 100],
+                    help="m values for the ambiguity probability (default 25,50,100)")
+    ap.add_argument("--seeds", type=integer(1), default=LIMIT_SEEDS,
+                    help="streams per T (default %(default)s)")
+    ap.add_argument("--sets", type=integer(1), default=1000,
+                    help="random training sets per (T, m) for the probability (default "
+                         "%(default)s)")
+    ap.add_argument("--task", choices=data.TASKS, default="and", help="task (default and)")
+    ap.add_argument("--s", type=integer(1), default=3, help="sparsity (default 3)")
+    ap.add_argument("--out", help="also write the table (markdown) and JSON to this folder")
+    a = ap.parse_args(argv)
+    if a.s > min(a.Ts):
+        ap.error(f"--s {a.s} is larger than the smallest T {min(a.Ts)}")
+    t0 = time.perf_counter()
+    lines = ["| T | first m that identifies S: median [5%, 95%] | "
+             + " | ".join(f"P(ambiguous), m = {m}" for m in a.ms) + " |",
+             "|---|---|" + "---|" * len(a.ms)]
+    out = []
+    for T in a.Ts:
+        lim = statistical_limits(a.task, a.s, [T], a.seeds).get(T)
+        if lim is None:
+            ap.error(f"counting {a.task} hypotheses at T={T} is not affordable; use smaller T")
+        rng = np.random.default_rng(1000 + T)
+        task = data.make_task(a.task, T, a.s, rng)
+        probs = [data.ambiguity_probability(task, m, rng, a.sets) for m in a.ms]
+        out.append(dict(T=T, **lim, p_ambiguous=dict(zip(a.ms, probs))))
+        lines.append(f"| {T} | {_limit(lim)} | " + " | ".join(f"{p:.3f}" for p in probs) + " |")
+        print(lines[-1] if len(lines) > 3 else "\n".join(lines), flush=True)
+    print(f"({a.seeds} streams and {a.sets} sets per T, {a.task} s={a.s}; "
+          f"{time.perf_counter() - t0:.0f} s)")
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "table.md"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        write_json(os.path.join(a.out, "limit.json"), dict(task=a.task, s=a.s, seeds=a.seeds,
+                                                           sets=a.sets, rows=out))
+    return 0
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     train.keep_freed_memory()
+    if argv and argv[0] == "limit":
+        return main_limit(argv[1:])
     if argv and argv[0] == "bench":
         return main_bench(argv[1:])
     if argv and argv[0] == "compare":

@@ -1921,3 +1921,42 @@ def test_report_reads_the_folders_own_protocol_and_grid(tmp_path, capsys):
     assert (tmp_path / "table.md").read_text() == table
     with pytest.raises(SystemExit):                                   # a typed clash is refused
         sweep.main(["--out", str(tmp_path), "--report", "--steps", "99"])
+
+
+def test_fingerprint_survives_new_options_at_their_defaults():
+    meta = dict(options=dict(task="and", steps=1000, lr=1e-3), bar=0.99, search="bisect")
+    more = dict(meta, options=dict(meta["options"], dropout=0.0, clip=0.0, optimizer="adam"))
+    assert sweep.sweep_fingerprint(meta) == sweep.sweep_fingerprint(more)
+    assert sweep.sweep_fingerprint(meta) != sweep.sweep_fingerprint(
+        dict(meta, options=dict(meta["options"], steps=500)))
+
+
+def test_old_headers_are_continued_aside_and_mixed_rows_refused(tmp_path, capsys):
+    assert _sweep(tmp_path) == 0
+    path = tmp_path / "runs.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    old_cols = lines[0].rstrip("\n").split(",")[:12]                # an older, shorter header
+    path.write_text(",".join(old_cols) + "\n" + "".join(
+        ",".join(ln.rstrip("\n").split(",")[:12]) + "\n" for ln in lines[1:5]))
+    assert _sweep(tmp_path) == 0                                     # resumes into a new file
+    assert (tmp_path / "runs-part2.csv").exists()
+    assert path.read_text().splitlines()[0] == ",".join(old_cols)    # the old file untouched
+    with open(path, "a") as f:                                       # a longer row under it
+        f.write(lines[5])
+    with pytest.raises(ValueError, match="more fields than the header"):
+        sweep.read_rows([str(path)])
+    empty = tmp_path / "e"
+    empty.mkdir()
+    (empty / "runs.csv").write_text("model,ta")                      # a header torn mid-write
+    assert _sweep(empty) == 0
+
+
+def test_two_shards_may_run_into_one_folder_at_once(tmp_path):
+    ap = sweep.sweep_parser()
+    held = sweep.lock_folder(str(tmp_path), ap, (0, 2))
+    try:
+        assert _sweep(tmp_path, "--shard", "1/2") == 0
+        with pytest.raises(SystemExit):
+            _sweep(tmp_path, "--shard", "0/2")
+    finally:
+        held.close()

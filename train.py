@@ -365,9 +365,10 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
     """
     o = validate_options(opts)
     check_run_memory(o)
-    if o["val"] and (save or resume):
-        raise ValueError("early stopping (val) does not combine with checkpoints yet: the best "
-                         "parameters are not saved; drop val or save/resume")
+    if (o["val"] or o["dropout"]) and (save or resume):
+        raise ValueError("early stopping (val) and dropout do not combine with checkpoints yet "
+                         "(the best parameters and the mask generator are not saved); drop them "
+                         "or save/resume")
     task, (Xtr_f, ytr), (Xte_f, yte), r_init, r_order, val = draw_run(o)
     params, loss_and_grads, logits, cfg = build_model(o, r_init)
     ytr_f = ytr.astype(Xtr_f.dtype)
@@ -397,7 +398,10 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
         stopper.restore()
     r = summarise(o, task, params, cfg, logits, (Xtr_f, ytr), (Xte_f, yte), losses,
                   progress.seconds())
-    return dict(r, best_step=int(stopper.best_step[0]) if stopper else o["steps"])
+    if not stopper:
+        return dict(r, best_step=o["steps"])
+    best = int(stopper.best_step[0])       # the training loss of the parameters kept
+    return dict(r, best_step=best, loss=losses[best - first] if best >= first else r["loss"])
 
 
 def val_loss(z, y):  # logits [..., n], labels [n] or [..., n] in {0, 1} -> mean logistic loss [...]
@@ -739,6 +743,9 @@ def check_same_configuration(saved, opts, what="the checkpoint"):
 def restore(ckpt, o, params, state, rng_order):
     """Load a checkpoint's parameters, Adam state and minibatch generator; -> the next step."""
     check_same_configuration(ckpt["options"], o)
+    if isinstance(ckpt["step"], int) and ckpt["step"] >= o["steps"]:
+        raise ValueError(f"the checkpoint is already at step {ckpt['step']}; ask for more than "
+                         f"{o['steps']} steps")
     for k in params:                  # well-formed files can still be wrong inside: check first
         for part in ("params", "m", "v"):
             a = ckpt[part].get(k)
