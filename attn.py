@@ -491,30 +491,37 @@ def plain_attention_backward(dattn, p, cfg, cache):
     return g
 
 
-def model_forward(p, cfg, X, path="fast", rng=None):
+def model_forward(p, cfg, X, path="fast", rng=None, versions=None):
     """Logits [B] of the experiment's model on bit strings X [B, T]; returns (logits, cache).
 
     On path "fast", a stack of R runs trains as one: every parameter with a leading run axis
     [R, ...], X [R, B, T] -> logits [R, B]; each run's numbers are those of the run alone. One
     run on the fast path is a stack of one. rng: a generator for dropout (training, path "cls"
     only: per-sample masks on tokens and attention weights break the fast path's two versions
-    per position); without it dropout is off, as at evaluation."""
+    per position); without it dropout is off, as at evaluation. versions: two_versions(X) kept
+    by a caller whose X never changes (a full-batch run), so the fast path does not rebuild it
+    every step; it must be exactly that matrix (shape [..., B, 2T] is checked)."""
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     _check_inputs(p, cfg, X, path)
     if rng is not None and cfg["dropout"] and path != "cls":
         raise ValueError(f"dropout runs on path 'cls' only, got path {path!r}")
+    if versions is not None and (path != "fast" or versions.shape != X.shape[:-1] + (
+            2 * X.shape[-1],)):
+        raise ValueError(f"versions must be two_versions(X), shape {X.shape[:-1] + (2 * X.shape[-1],)}"
+                         f", on path 'fast'; got shape {versions.shape} on path {path!r}")
     if path == "fast" and X.ndim == 2:                               # a stack of one
-        z, cache = _forward({k: v[None] for k, v in p.items()}, cfg, X[None], "fast")
+        z, cache = _forward({k: v[None] for k, v in p.items()}, cfg, X[None], "fast",
+                            versions=None if versions is None else versions[None])
         return z[0], dict(cache, single=True)
-    return _forward(p, cfg, X, path, rng)
+    return _forward(p, cfg, X, path, rng, versions)
 
 
-def _forward(p, cfg, X, path, rng=None):
+def _forward(p, cfg, X, path, rng=None, versions=None):
     """model_forward on inputs it has checked."""
     c = dict(stacked=X.ndim == 3)
     if path == "fast":
-        attn, c["attn"] = fast_attention_forward(p, cfg, X)
+        attn, c["attn"] = fast_attention_forward(p, cfg, X, versions)
     else:
         attn, c["attn"] = plain_attention_forward(p, cfg, X, path, rng)
     attn, c["m_attn"] = dropout_forward(attn, cfg["dropout"], rng)  # residual-branch dropout
@@ -570,7 +577,7 @@ def two_versions(X, dtype):  # [R, B, T] bits -> [R, B, 2T]: [1 - X, X]
     return Xb
 
 
-def fast_attention_forward(p, cfg, X):
+def fast_attention_forward(p, cfg, X, versions=None):
     """Attn(LN1(X))[CLS] for a stack of R runs, in O(B T (H + d)) instead of O(B T d^2).
     p: every parameter with a leading run axis; X [R, B, T] -> [R, B, d].
 
@@ -608,7 +615,7 @@ def fast_attention_forward(p, cfg, X):
     E = np.exp(s, out=EEV[..., :H])
     Ed = np.repeat(E, e, axis=-1)          # [R, 2T+1, d]: each head's weight over its e columns
     np.multiply(Ed, V, out=EEV[..., H:])
-    Xb = two_versions(X, s.dtype)                                     # [R, B, 2T]
+    Xb = two_versions(X, s.dtype) if versions is None else versions   # [R, B, 2T]
     ZN = Xb @ EEV[:, :2 * T]                                          # [R, B, H + d]
     ZN += EEV[:, 2 * T:]                                              # the [CLS] row, every sample
     Z = ZN[..., :H]                                                   # [R, B, H]
@@ -671,12 +678,12 @@ def stack_attention_backward(dy, p, cfg, cache):
 # ----------------------------------------------------------------------------------------------
 # readable helpers for training and inspection
 
-def loss_and_grads(p, cfg, X, y, path="fast", weights=None, rng=None):
+def loss_and_grads(p, cfg, X, y, path="fast", weights=None, rng=None, versions=None):
     """Mean logistic loss, its gradient dict, and the logits [B]. For a stack of runs (X [R, B, T],
     y [R, B]): each run's loss [R] (sum(weights * loss) per run when weights [R, B] are given),
-    and each run's gradients (of its own loss). rng: dropout's generator (see model_forward)."""
+    and each run's gradients (of its own loss). rng, versions: see model_forward."""
     y = _check_labels(y, X.shape[:-1])
-    z, cache = model_forward(p, cfg, X, path, rng)
+    z, cache = model_forward(p, cfg, X, path, rng, versions)
     loss, c_loss = logistic_forward(z, y.astype(z.dtype, copy=False), weights)
     return loss, model_backward(logistic_backward(1.0, c_loss), p, cfg, cache), z
 

@@ -1960,3 +1960,15 @@ def test_two_shards_may_run_into_one_folder_at_once(tmp_path):
             _sweep(tmp_path, "--shard", "0/2")
     finally:
         held.close()
+
+
+def test_kept_two_versions_give_the_same_step_and_are_checked():
+    cfg = attn.default_config(T=9, d=8, heads=2, mlp=4)
+    p = attn.init_params(cfg, np.random.default_rng(0))
+    X = np.random.default_rng(1).integers(0, 2, (6, 9)).astype(np.float32)
+    y = np.arange(6) % 2
+    a = attn.loss_and_grads(p, cfg, X, y)
+    b = attn.loss_and_grads(p, cfg, X, y, versions=attn.two_versions(X, np.float32))
+    assert a[0] == b[0] and all(np.array_equal(a[1][k], b[1][k]) for k in p)
+    with pytest.raises(ValueError, match="versions must be"):
+        attn.loss_and_grads(p, cfg, X, y, versions=np.zeros((6, 9), np.float32))

@@ -328,7 +328,9 @@ def build_model(o, rng):
         return (attn.init_params(cfg, rng),
                 lambda p, X, y: attn.loss_and_grads(p, cfg, X, y, "cls", rng=r_drop)[:2],
                 lambda p, X: attn.model_forward(p, cfg, X)[0], cfg)
-    return (attn.init_params(cfg, rng), lambda p, X, y: attn.loss_and_grads(p, cfg, X, y)[:2],
+    return (attn.init_params(cfg, rng),
+            lambda p, X, y, versions=None: attn.loss_and_grads(p, cfg, X, y,
+                                                               versions=versions)[:2],
             lambda p, X: attn.model_forward(p, cfg, X)[0], cfg)
 
 
@@ -379,11 +381,14 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
     stopper = val and BestOnValidation(o, params, val,
                                        lambda p, Xv, yv: val_loss(chunked(logits, p, Xv), yv))
     losses = []
+    fixed = {}                       # a full-batch run's bits never change: two versions once
+    if cfg and not o["dropout"] and (not o["batch"] or o["batch"] >= o["m"]):
+        fixed = dict(versions=attn.two_versions(Xtr_f, Xtr_f.dtype))
     # training loop (a blow-up is caught by check_finite, so numpy's overflow warnings are off)
     with stop_requests(enabled=bool(save)) as stop, np.errstate(over="ignore", invalid="ignore"):
         for step in range(first, o["steps"] + 1):
             Xb, yb = next_batch(Xtr_f, ytr_f, o["batch"], r_order)
-            loss, grads = loss_and_grads(params, Xb, yb)
+            loss, grads = loss_and_grads(params, Xb, yb, **fixed)
             losses.append(check_finite(float(loss), step, o, save))
             optimiser_step(params, grads, state, o)
             if stopper:
@@ -614,10 +619,11 @@ def train_stack(runs):
                  for i in range(0, Xs.shape[1], EVAL_CHUNK)], axis=-1), ys), runs=R)
     losses = np.empty((o["steps"], R))
     t0 = time.perf_counter()
+    versions = None if o["batch"] else attn.two_versions(X, dt)     # full batch: built once
     with np.errstate(over="ignore", invalid="ignore"):
         for step in range(1, o["steps"] + 1):
             Xb, yb, wb = stack_batch(X, y, w, opts, orders)
-            loss, grads, _ = attn.loss_and_grads(P, cfg, Xb, yb, weights=wb)
+            loss, grads, _ = attn.loss_and_grads(P, cfg, Xb, yb, weights=wb, versions=versions)
             losses[step - 1] = loss
             optimiser_step(P, grads, state, o, runs=R)
             if stopper:
