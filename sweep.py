@@ -915,7 +915,8 @@ PROTOCOLS = {
     "mingpt": MINGPT, "mingpt-dropout": dict(MINGPT, dropout=0.1),
     "lr-3e-4": dict(lr=3e-4), "lr-3e-3": dict(lr=3e-3),
     "heads-1": dict(heads=1), "heads-4": dict(heads=4),
-    "d-32": dict(d=32), "d-128": dict(d=128), "float64": dict(dtype="float64"),
+    "d-32": dict(d=32), "d-128": dict(d=128), "d-256": dict(d=256),
+    "float64": dict(dtype="float64"),
 }
 
 
@@ -1503,8 +1504,9 @@ def compare_table(folders, log=print):
     without generalising), the median [CLS] attention on S in successes and failures, and the
     CPU minutes its runs took; then each folder's slope of m50 against ln T with its CI."""
     lines = ["| protocol | T | m50 [95% CI] | m90 [95% CI] | seeds | failures that memorised | "
-             "attention on S: successes / failures (median) | CPU min |",
-             "|---|---|---|---|---|---|---|---|"]
+             "attention on S: successes / failures (median) | positional overlap of S: "
+             "successes / failures (median) | CPU min |",
+             "|---|---|---|---|---|---|---|---|---|"]
     fits = []
     for folder in folders:
         try:
@@ -1521,12 +1523,16 @@ def compare_table(folders, log=print):
             e = est[("transformer", int(T))]
             fail = [r for r in runs if not r["success"]]
             memo = sum(float(r["train_acc"]) == 1.0 for r in fail)
-            att = lambda rs: (f"{np.nanmedian([float(r['attn_on_S']) for r in rs]):.3f}"
-                              if rs else "-")
+            def med(rs, key):
+                v = [float(r[key]) for r in rs if np.isfinite(float(r[key]))]
+                return f"{np.median(v):.3f}" if v else "-"
+            att = lambda rs: med(rs, "attn_on_S")
+            ovl = lambda rs: med(rs, "pos_overlap")
             cpu = np.nansum([float(r["seconds"]) for r in runs]) / 60
             lines.append(f"| {name} | {int(T)} | {_ci(e, 'm50')} | {_ci(e, 'm90')} | {e['n_seeds']} | "
                          f"{memo} of {len(fail)} | {att([r for r in runs if r['success']])} / "
-                         f"{att(fail)} | {cpu:.1f} |")
+                         f"{att(fail)} | {ovl([r for r in runs if r['success']])} / {ovl(fail)} "
+                         f"| {cpu:.1f} |")
         f = scaling.get("transformer")
         if f:
             fits.append(f"{name}: m50 ~ a + b ln T, b = {f['log_b']:.1f} [{f['log_b_lo']:.1f}, "
