@@ -1972,3 +1972,14 @@ def test_kept_two_versions_give_the_same_step_and_are_checked():
     assert a[0] == b[0] and all(np.array_equal(a[1][k], b[1][k]) for k in p)
     with pytest.raises(ValueError, match="versions must be"):
         attn.loss_and_grads(p, cfg, X, y, versions=np.zeros((6, 9), np.float32))
+
+
+def test_limit_command_writes_a_table_and_json(tmp_path, capsys):
+    assert sweep.main(["limit", "--Ts", "10,40", "--ms", "5,30", "--seeds", "8", "--sets", "20",
+                       "--out", str(tmp_path)]) == 0
+    rows = __import__("json").loads((tmp_path / "limit.json").read_text())["rows"]
+    assert [r["T"] for r in rows] == [10, 40]
+    assert all(r["q05"] <= r["median"] <= r["q95"] for r in rows)
+    assert rows[0]["p_ambiguous"]["5"] >= rows[0]["p_ambiguous"]["30"]
+    code, _, err = run_cli(capsys, "sweep", "limit", "--Ts", "2", "--s", "3")
+    assert code == 2 and "larger than the smallest T" in err
