@@ -1275,13 +1275,44 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
         state, m = replay(gens[job], saved[job], answer)
         return m if state == "run" else None
 
+    session_rows = []
+
+    def still_ours():
+        """Reopen the CSV if something replaced or removed it under the sweep (a `git checkout`
+        of a tracked results file did once: every later row went to a deleted file), and write
+        back this session's rows that the file no longer holds."""
+        nonlocal fh, writer
+        try:
+            same = os.path.samefile(csv_path, f"/proc/self/fd/{fh.fileno()}") if os.path.isdir(
+                "/proc/self/fd") else os.stat(csv_path).st_ino == os.fstat(fh.fileno()).st_ino
+        except OSError:
+            same = False
+        if same:
+            return
+        fh.close()
+        drop_torn_tail(csv_path)
+        fresh = not os.path.exists(csv_path) or csv_header(csv_path) is None
+        fh = open(csv_path, "w" if fresh else "a", newline="")
+        writer = csv.DictWriter(fh, fieldnames=ROW_FIELDS)
+        if fresh:
+            writer.writeheader()
+        on_disk = {(r["model"], int(r["T"]), int(r["seed"]), int(r["m"]))
+                   for r in ([] if fresh else read_rows([csv_path]))}
+        back = [r for r in session_rows
+                if (r["model"], int(r["T"]), int(r["seed"]), int(r["m"])) not in on_disk]
+        writer.writerows(back)
+        print(f"warning: {csv_path} was replaced or removed while this sweep wrote to it; "
+              f"reopened it and wrote back {len(back)} rows of this session", flush=True)
+
     def record(job, m, row):
         nonlocal n_run
         row = dict(row, success=int(row["test_acc"] >= a.bar),   # nan (diverged) fails
                    sweep_id=sweep_id)
+        still_ours()
         writer.writerow(row)
         fh.flush()
         os.fsync(fh.fileno())
+        session_rows.append(row)
         done[(job[0], job[1], job[2], m)] = dict(row, success=bool(row["success"]))
         saved[job][m] = bool(row["success"])
         n_run += 1

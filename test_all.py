@@ -1983,3 +1983,20 @@ def test_limit_command_writes_a_table_and_json(tmp_path, capsys):
     assert rows[0]["p_ambiguous"]["5"] >= rows[0]["p_ambiguous"]["30"]
     code, _, err = run_cli(capsys, "sweep", "limit", "--Ts", "2", "--s", "3")
     assert code == 2 and "larger than the smallest T" in err
+
+
+def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch):
+    assert _sweep(tmp_path / "ref") == 0
+    real, calls = sweep._sweep_worker, [0]
+    path = tmp_path / "runs.csv"
+
+    def worker(runs):
+        calls[0] += 1
+        if calls[0] == 3:                       # as `git checkout` would: a new file, old content
+            header = path.read_text().splitlines(keepends=True)[:2]
+            (tmp_path / "old.csv").write_text("".join(header))
+            os.replace(tmp_path / "old.csv", path)
+        return real(runs)
+    monkeypatch.setattr(sweep, "_sweep_worker", worker)
+    assert _sweep(tmp_path) == 0
+    assert _rows(path) == _rows(tmp_path / "ref" / "runs.csv")
