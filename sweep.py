@@ -1553,7 +1553,8 @@ def compare_table(folders, log=print):
         for T, runs in sorted(split_by_T(rows).items(), key=lambda kv: int(kv[0])):
             e = est[("transformer", int(T))]
             fail = [r for r in runs if not r["success"]]
-            memo = sum(float(r["train_acc"]) == 1.0 for r in fail)
+            known = [r for r in fail if np.isfinite(float(r["train_acc"]))]   # nan: not recorded
+            memo = sum(float(r["train_acc"]) == 1.0 for r in known)
             def med(rs, key):
                 v = [float(r[key]) for r in rs if np.isfinite(float(r[key]))]
                 return f"{np.median(v):.3f}" if v else "-"
@@ -1561,7 +1562,9 @@ def compare_table(folders, log=print):
             ovl = lambda rs: med(rs, "pos_overlap")
             cpu = np.nansum([float(r["seconds"]) for r in runs]) / 60
             lines.append(f"| {name} | {int(T)} | {_ci(e, 'm50')} | {_ci(e, 'm90')} | {e['n_seeds']} | "
-                         f"{memo} of {len(fail)} | {att([r for r in runs if r['success']])} / "
+                         f"{memo} of {len(known)}"
+                         f"{f' ({len(fail) - len(known)} not recorded)' if len(known) < len(fail) else ''}"
+                         f" | {att([r for r in runs if r['success']])} / "
                          f"{att(fail)} | {ovl([r for r in runs if r['success']])} / {ovl(fail)} "
                          f"| {cpu:.1f} |")
         f = scaling.get("transformer")
