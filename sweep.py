@@ -1529,7 +1529,7 @@ def main_bench(argv):
 
 # ---------------------------------------------------------------- compare protocols ----------
 
-def compare_table(folders, log=print):
+def compare_table(folders, log=print, n_seeds=None, Ts=None):
     """One table over sweep folders (one protocol each): per folder and T, m50 and m90 with 95%
     CIs, the seeds, the share of failed runs that fit their training set perfectly (memorised
     without generalising), the median [CLS] attention on S in successes and failures, and the
@@ -1546,7 +1546,8 @@ def compare_table(folders, log=print):
         except (OSError, ValueError):
             name = os.path.basename(folder.rstrip("/"))
         rows = [r for r in read_rows(sorted(glob.glob(os.path.join(folder, "runs*.csv"))))
-                if r["model"] == "transformer"]
+                if r["model"] == "transformer" and (n_seeds is None or int(r["seed"]) < n_seeds)
+                and (Ts is None or int(r["T"]) in Ts)]
         if not rows:
             raise ValueError(f"{folder}: no Transformer runs (runs*.csv)")
         est, scaling = success_table(rows, ["transformer"])
@@ -1583,12 +1584,14 @@ def main_compare(argv):
         "results/paper-range-paper-data): m50, m90, memorisation, attention on S, CPU time."))
     ap.add_argument("folders", nargs="+", help="sweep output folders")
     ap.add_argument("--out", help="also write the table to this markdown file")
+    ap.add_argument("--seeds", type=integer(1), help="only seeds 0..N-1 (the same in every folder)")
+    ap.add_argument("--Ts", type=int_list, help="only these T")
     a = ap.parse_args(argv)
     for folder in a.folders:
         if not os.path.isdir(folder):
             ap.error(f"no folder {folder}")
     try:
-        table = compare_table(a.folders)
+        table = compare_table(a.folders, n_seeds=a.seeds, Ts=a.Ts)
     except ValueError as e:
         ap.error(str(e))
     if a.out:

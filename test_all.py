@@ -1910,6 +1910,10 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys):
     assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", out]) == 0
     table = open(out).read()
     assert "| ours | 8 |" in table and "| steps-500 | 16 |" in table and "memorised" in table
+    assert sweep.main(["compare", str(tmp_path / "a"), "--seeds", "1", "--Ts", "16", "--out",
+                       out]) == 0
+    table = open(out).read()
+    assert "| ours | 16 |" in table and "| ours | 8 |" not in table and "| 1 |" in table
     code, _, err = run_cli(capsys, "sweep", "compare", str(tmp_path / "nowhere"))
     assert code == 2 and "no folder" in err
 
