@@ -666,6 +666,18 @@ def csv_header(path):
     return next(csv.reader([first])) if first.endswith("\n") else None
 
 
+def open_csv(path):
+    """(file, writer, fresh): `path` opened for appending rows, a header written first when the
+    file is missing or has no complete header line yet."""
+    fresh = not os.path.exists(path) or csv_header(path) is None
+    fh = open(path, "w" if fresh else "a", newline="")
+    writer = csv.DictWriter(fh, fieldnames=ROW_FIELDS)
+    if fresh:
+        writer.writeheader()
+        fh.flush()
+    return fh, writer, fresh
+
+
 def drop_torn_tail(path):
     """Cut a CSV back to its last complete line, so appending cannot glue onto a torn row."""
     if not os.path.exists(path):
@@ -695,14 +707,25 @@ def success_table(rows, models):
 LIMIT_SEEDS = 200     # streams per T for the statistical limit (about 1 s at T = 10^4)
 
 
-def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS):
+def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None):
     """Per T, the statistical limit of the task (no training): over seeds 0..n_seeds-1, the
     smallest m at which seed's own training stream (the rows an iid run of that seed trains on)
     leaves exactly one compatible s-sparse hypothesis (data.first_identifying_m). -> {T: dict(
     median, q05, q95)}, or {} for a task whose count is not affordable at these T. No learner of
-    the class can do better than this on that stream; it is the floor beside m*."""
-    out = {}
+    the class can do better than this on that stream; it is the floor beside m*. cache: a JSON
+    file of earlier answers (they depend on nothing else), so a report does not redo them."""
+    out, known = {}, {}
+    if cache and os.path.exists(cache):
+        try:
+            with open(cache) as f:
+                known = json.load(f)
+        except (OSError, ValueError):
+            known = {}
     for T in Ts:
+        key = f"{task}|{s}|{T}|{n_seeds}"
+        if isinstance(known.get(key), dict):
+            out[T] = known[key]
+            continue
         firsts = []
         try:
             for seed in range(n_seeds):
@@ -713,7 +736,9 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS):
             continue                                  # not affordable at this T: left out
         v = np.array([np.inf if f is None else f for f in firsts], float)
         q = lambda p: float(np.percentile(v, p, method="nearest"))   # inf-safe: no interpolation
-        out[T] = dict(median=q(50), q05=q(5), q95=q(95), n_seeds=n_seeds)
+        out[T] = known[key] = dict(median=q(50), q05=q(5), q95=q(95), n_seeds=n_seeds)
+    if cache and len(known) > 0:
+        write_json(cache, known)
     return out
 
 
@@ -1112,7 +1137,8 @@ def main_sweep(argv):
               f"fresh samples after {a.steps} steps, {a.search} search on a grid of ratio "
               f"{a.grid_ratio}, protocol {meta['protocol']}:")
         est, scaling = success_table(rows, sorted({k[0] for k in stats}))
-        limits = statistical_limits(a.task, a.s, sorted({k[1] for k in stats}))
+        limits = statistical_limits(a.task, a.s, sorted({k[1] for k in stats}),
+                                    cache=os.path.join(out, "limits.json"))
         table = sweep_table(stats, comparable, est, scaling, limits=limits)
         if missing:
             table = (f"INCOMPLETE: {len(missing)} searches missing or unfinished "
@@ -1249,12 +1275,7 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
         k += 1                     # written by an older version: never touched, continued aside
         csv_path = re.sub(r"(-part\d+)?\.csv$", f"-part{k}.csv", csv_path)
         drop_torn_tail(csv_path)
-    new_file = not os.path.exists(csv_path) or csv_header(csv_path) is None
-    fh = open(csv_path, "w" if new_file else "a", newline="")
-    writer = csv.DictWriter(fh, fieldnames=ROW_FIELDS)
-    if new_file:
-        writer.writeheader()
-        fh.flush()
+    fh, writer, _ = open_csv(csv_path)
     per_search = (len(next(iter(grids.values()))) if a.search == "grid"
                   else int(np.ceil(np.log2(max(len(g) for g in grids.values()) + 1))))
     finished_jobs = set()
@@ -1283,19 +1304,13 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
         back this session's rows that the file no longer holds."""
         nonlocal fh, writer
         try:
-            same = os.path.samefile(csv_path, f"/proc/self/fd/{fh.fileno()}") if os.path.isdir(
-                "/proc/self/fd") else os.stat(csv_path).st_ino == os.fstat(fh.fileno()).st_ino
-        except OSError:
-            same = False
-        if same:
-            return
+            if os.stat(csv_path).st_ino == os.fstat(fh.fileno()).st_ino:
+                return
+        except OSError:                            # removed
+            pass
         fh.close()
         drop_torn_tail(csv_path)
-        fresh = not os.path.exists(csv_path) or csv_header(csv_path) is None
-        fh = open(csv_path, "w" if fresh else "a", newline="")
-        writer = csv.DictWriter(fh, fieldnames=ROW_FIELDS)
-        if fresh:
-            writer.writeheader()
+        fh, writer, fresh = open_csv(csv_path)
         on_disk = {(r["model"], int(r["T"]), int(r["seed"]), int(r["m"]))
                    for r in ([] if fresh else read_rows([csv_path]))}
         back = [r for r in session_rows
