@@ -1544,17 +1544,39 @@ def main_bench(argv):
 
 # ---------------------------------------------------------------- compare protocols ----------
 
+def paired_ratio(e, ref):
+    """m50 of one protocol over a reference's at one T, with a paired 95% bootstrap CI.
+
+    e, ref: success_estimates of the same seeds (parsed in the same order) with the same n_boot
+    and bootstrap seed, so replicate i of both resamples the same seeds: the ratio's interval
+    then carries only the protocols' difference, not the seeds' shared luck. Replicates whose
+    ratio is undefined (inf / inf, 0 / 0) are dropped. -> (ratio, lo, hi)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.asarray(e["m50_boot"]) / np.asarray(ref["m50_boot"])
+        point = e["m50"] / ref["m50"] if ref["m50"] > 0 else math.nan
+    r = r[~np.isnan(r)]
+    return (float(point),) + (percentile_ci(r) if r.size else (math.nan, math.nan))
+
+
+def _ratio(x):
+    show = lambda v: "-" if np.isnan(v) else "inf" if np.isinf(v) else f"{v:.2f}"
+    return f"{show(x[0])} [{show(x[1])}, {show(x[2])}]"
+
+
 def compare_table(folders, log=print, n_seeds=None, Ts=None):
     """One table over sweep folders (one protocol each): per folder and T, m50 and m90 with 95%
-    CIs, the seeds, the share of failed runs that fit their training set perfectly (memorised
-    without generalising), the median [CLS] attention on S in successes and failures, and the
-    CPU minutes its runs took; then each folder's slope of m50 against ln T with its CI."""
-    lines = ["| protocol | T | m50 [95% CI] | m90 [95% CI] | seeds | failures that memorised | "
-             "attention on S: successes / failures (median) | positional overlap of S: "
-             "successes / failures (median) | CPU min |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    fits = []
-    for folder in folders:
+    CIs, m50 over the first folder's with a paired CI (paired_ratio; only where both hold the same
+    seeds), the paper's m*, the share of failed runs that fit their training set perfectly
+    (memorised without generalising), the median [CLS] attention on S and positional overlap of S
+    in successes and failures, and the CPU minutes its runs took; then each folder's slope of m50
+    against ln T with its CI. Returns (markdown, entries): entries [(name, T, estimates)]."""
+    lines = ["| protocol | T | m50 [95% CI] | m50 / first [paired 95% CI] | m90 [95% CI] | "
+             "seeds | m* (paper) | failures that memorised | attention on S: successes / "
+             "failures (median) | positional overlap of S: successes / failures (median) | "
+             "CPU min |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    fits, entries, first = [], [], {}
+    for i, folder in enumerate(folders):
         try:
             with open(os.path.join(folder, "sweep.json")) as f:
                 name = json.load(f).get("protocol", os.path.basename(folder.rstrip("/")))
@@ -1565,9 +1587,16 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None):
                 and (Ts is None or int(r["T"]) in Ts)]
         if not rows:
             raise ValueError(f"{folder}: no Transformer runs (runs*.csv)")
+        rows.sort(key=lambda r: int(r["seed"]))      # seed order fixes the bootstrap's pairing
         est, scaling = success_table(rows, ["transformer"])
         for T, runs in sorted(split_by_T(rows).items(), key=lambda kv: int(kv[0])):
             e = est[("transformer", int(T))]
+            seeds = sorted({int(r["seed"]) for r in runs})
+            if i == 0:
+                first[int(T)] = (seeds, e)
+            ref = first.get(int(T))
+            ratio = _ratio(paired_ratio(e, ref[1])) if ref and ref[0] == seeds else "-"
+            entries.append((name, int(T), e))
             fail = [r for r in runs if not r["success"]]
             known = [r for r in fail if np.isfinite(float(r["train_acc"]))]   # nan: not recorded
             memo = sum(float(r["train_acc"]) == 1.0 for r in known)
@@ -1577,8 +1606,8 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None):
             att = lambda rs: med(rs, "attn_on_S")
             ovl = lambda rs: med(rs, "pos_overlap")
             cpu = np.nansum([float(r["seconds"]) for r in runs]) / 60
-            lines.append(f"| {name} | {int(T)} | {_ci(e, 'm50')} | {_ci(e, 'm90')} | {e['n_seeds']} | "
-                         f"{memo} of {len(known)}"
+            lines.append(f"| {name} | {int(T)} | {_ci(e, 'm50')} | {ratio} | {_ci(e, 'm90')} | "
+                         f"{e['n_seeds']} | {PAPER_MSTAR.get(int(T), '-')} | {memo} of {len(known)}"
                          f"{f' ({len(fail) - len(known)} not recorded)' if len(known) < len(fail) else ''}"
                          f" | {att([r for r in runs if r['success']])} / "
                          f"{att(fail)} | {ovl([r for r in runs if r['success']])} / {ovl(fail)} "
@@ -1590,7 +1619,57 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None):
                         f"[{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}]")
     for line in lines + [""] + fits:
         log(line)
-    return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n"
+    return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n", entries
+
+
+def compare_plot(entries, path, title):
+    """One panel per T: each protocol's m50 with its 95% CI (log m axis), the first protocol's m50
+    as a dashed line, the paper's m* (and its bar) as a red band. None when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib.ticker
+    except ImportError:
+        print("no plot: matplotlib is not installed (pip install matplotlib, then rerun)")
+        return None
+    names = list(dict.fromkeys(n for n, _, _ in entries))
+    Ts = sorted({T for _, T, _ in entries})
+    fig, axes = plt.subplots(1, len(Ts), figsize=(3.2 * len(Ts) + 1.2, 0.32 * len(names) + 1.4),
+                             sharey=True, squeeze=False)
+    for ax, T in zip(axes[0], Ts):
+        for n, TT, e in entries:
+            if TT != T:
+                continue
+            y = names.index(n)
+            lo, hi = e["m50_lo"], e["m50_hi"]
+            top = 2 * max(x["m50"] for _, t, x in entries if t == T and np.isfinite(x["m50"]))
+            hi_shown = hi if np.isfinite(hi) else top
+            ax.plot([max(lo, 1), hi_shown], [y, y], "-", color="tab:blue", lw=1.5)
+            if not np.isfinite(hi):
+                ax.plot([hi_shown], [y], ">", color="tab:blue", ms=4)
+            ax.plot([e["m50"]], [y], "o", color="tab:blue", ms=4)
+            if names.index(n) == 0:
+                ax.axvline(e["m50"], ls="--", color="gray", lw=1)
+        if T in PAPER_MSTAR:
+            lo, hi = (float(v) for v in PAPER_BAR[T].split("-"))
+            ax.axvspan(lo, hi, color="tab:red", alpha=0.25, lw=0)
+            ax.axvline(PAPER_MSTAR[T], color="tab:red", lw=1)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 3, 5, 7)))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_title(f"T = {T}", fontsize=10)
+        ax.set_xlabel("m50 (log scale)")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(names)))
+    axes[0][0].set_yticklabels(names, fontsize=8)
+    axes[0][0].invert_yaxis()
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def main_compare(argv):
@@ -1601,17 +1680,22 @@ def main_compare(argv):
     ap.add_argument("--out", help="also write the table to this markdown file")
     ap.add_argument("--seeds", type=integer(1), help="only seeds 0..N-1 (the same in every folder)")
     ap.add_argument("--Ts", type=int_list, help="only these T")
+    ap.add_argument("--plot", help="also draw m50 [95% CI] per protocol and T into this image "
+                                   "(needs matplotlib)")
     a = ap.parse_args(argv)
     for folder in a.folders:
         if not os.path.isdir(folder):
             ap.error(f"no folder {folder}")
     try:
-        table = compare_table(a.folders, n_seeds=a.seeds, Ts=a.Ts)
+        table, entries = compare_table(a.folders, n_seeds=a.seeds, Ts=a.Ts)
     except ValueError as e:
         ap.error(str(e))
     if a.out:
         with open(a.out, "w") as f:
             f.write(table)
+    if a.plot:
+        compare_plot(entries, a.plot, "m50 and its 95% CI (bootstrap over seeds); dashed: "
+                     f"{entries[0][0]}; red: the paper's m* and bar")
     return 0
 
 

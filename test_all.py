@@ -1903,6 +1903,23 @@ def test_position_overlap_known_values():
     assert np.isnan(train.position_overlap(E, np.arange(4)))
 
 
+def test_paired_ratio_cancels_the_seeds_shared_luck():
+    # protocol b is protocol a with every m doubled: the same seeds, the same outcomes
+    rng = np.random.default_rng(3)
+    rows_a = []
+    for seed in range(12):
+        crit = 40 * np.exp(0.4 * rng.standard_normal())
+        for m in (20, 30, 45, 60, 90, 130):
+            rows_a.append(dict(T=100, seed=seed, m=m, success=float(m >= crit)))
+    rows_b = [dict(r, m=2 * r["m"]) for r in rows_a]
+    a, b = sweep.success_estimates(rows_a), sweep.success_estimates(rows_b)
+    ratio, lo, hi = sweep.paired_ratio(b, a)
+    assert abs(ratio - 2) < 1e-6 and abs(lo - 2) < 1e-6 and abs(hi - 2) < 1e-6
+    # unpaired (another bootstrap draw of the seeds) the same ratio is uncertain
+    _, lo_u, hi_u = sweep.paired_ratio(sweep.success_estimates(rows_b, seed=1), a)
+    assert hi_u - lo_u > 0.2
+
+
 def test_compare_puts_protocols_side_by_side(tmp_path, capsys):
     assert _sweep(tmp_path / "a") == 0
     assert _sweep(tmp_path / "b", "--protocol", "steps-500", "--steps", "100") == 0
@@ -1910,6 +1927,9 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys):
     assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", out]) == 0
     table = open(out).read()
     assert "| ours | 8 |" in table and "| steps-500 | 16 |" in table and "memorised" in table
+    assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--out", out]) == 0
+    assert table.count("| ours |") * 2 == open(out).read().count("| ours |")
+    assert open(out).read().count("1.00 [1.00, 1.00]") == 2 * table.count("| ours |")  # paired
     assert sweep.main(["compare", str(tmp_path / "a"), "--seeds", "1", "--Ts", "16", "--out",
                        out]) == 0
     table = open(out).read()
