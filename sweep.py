@@ -942,6 +942,8 @@ PROTOCOLS = {
     "heads-1": dict(heads=1), "heads-4": dict(heads=4),
     "d-32": dict(d=32), "d-128": dict(d=128), "d-256": dict(d=256),
     "float64": dict(dtype="float64"),
+    # the paper's data protocol with the width that came closest to the paper's figure
+    "paper-data-d-128": dict(data="unambiguous", n_test=10000, d=128),
 }
 
 
