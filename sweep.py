@@ -1640,18 +1640,16 @@ def compare_plot(entries, path, title):
     fig, axes = plt.subplots(1, len(Ts), figsize=(3.2 * len(Ts) + 1.2, 0.32 * len(names) + 1.4),
                              sharey=True, squeeze=False)
     for ax, T in zip(axes[0], Ts):
-        for n, TT, e in entries:
-            if TT != T:
-                continue
-            y = names.index(n)
+        here = [(names.index(n), e) for n, TT, e in entries if TT == T]
+        top = 2 * max([e["m50"] for _, e in here if np.isfinite(e["m50"])] or [1])
+        for y, e in here:
             lo, hi = e["m50_lo"], e["m50_hi"]
-            top = 2 * max(x["m50"] for _, t, x in entries if t == T and np.isfinite(x["m50"]))
-            hi_shown = hi if np.isfinite(hi) else top
+            hi_shown = hi if np.isfinite(hi) else top        # an open interval ends in an arrow
             ax.plot([max(lo, 1), hi_shown], [y, y], "-", color="tab:blue", lw=1.5)
             if not np.isfinite(hi):
                 ax.plot([hi_shown], [y], ">", color="tab:blue", ms=4)
             ax.plot([e["m50"]], [y], "o", color="tab:blue", ms=4)
-            if names.index(n) == 0:
+            if y == 0:
                 ax.axvline(e["m50"], ls="--", color="gray", lw=1)
         if T in PAPER_MSTAR:
             lo, hi = (float(v) for v in PAPER_BAR[T].split("-"))
