@@ -1656,7 +1656,9 @@ def compare_plot(entries, path, title):
             ax.axvspan(lo, hi, color="tab:red", alpha=0.25, lw=0)
             ax.axvline(PAPER_MSTAR[T], color="tab:red", lw=1)
         ax.set_xscale("log")
-        ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 3, 5, 7)))
+        lo, hi = ax.get_xlim()                     # fewer labelled ticks over wide ranges
+        subs = (1, 3) if hi / lo > 20 else (1, 2, 3, 5, 7)
+        ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=subs))
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_title(f"T = {T}", fontsize=10)
