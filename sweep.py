@@ -705,6 +705,7 @@ def success_table(rows, models):
 
 
 LIMIT_SEEDS = 200     # streams per T for the statistical limit (about 1 s at T = 10^4)
+_LIMITS = {}          # "task|s|T|n_seeds" -> the limit's dict, for the life of the process
 
 
 def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None):
@@ -713,7 +714,8 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None):
     leaves exactly one compatible s-sparse hypothesis (data.first_identifying_m). -> {T: dict(
     median, q05, q95)}, or {} for a task whose count is not affordable at these T. No learner of
     the class can do better than this on that stream; it is the floor beside m*. cache: a JSON
-    file of earlier answers (they depend on nothing else), so a report does not redo them."""
+    file of earlier answers (they depend on nothing else), so a report does not redo them; this
+    process also keeps every answer it has computed or read (_LIMITS)."""
     out, known = {}, {}
     if cache and os.path.exists(cache):
         try:
@@ -723,8 +725,9 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None):
             known = {}
     for T in Ts:
         key = f"{task}|{s}|{T}|{n_seeds}"
-        if isinstance(known.get(key), dict):
-            out[T] = known[key]
+        hit = _LIMITS.get(key) or (known[key] if isinstance(known.get(key), dict) else None)
+        if hit:
+            out[T] = known[key] = _LIMITS[key] = hit
             continue
         firsts = []
         try:
@@ -736,7 +739,8 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None):
             continue                                  # not affordable at this T: left out
         v = np.array([np.inf if f is None else f for f in firsts], float)
         q = lambda p: float(np.percentile(v, p, method="nearest"))   # inf-safe: no interpolation
-        out[T] = known[key] = dict(median=q(50), q05=q(5), q95=q(95), n_seeds=n_seeds)
+        out[T] = known[key] = _LIMITS[key] = dict(median=q(50), q05=q(5), q95=q(95),
+                                                  n_seeds=n_seeds)
     if cache and len(known) > 0:
         write_json(cache, known)
     return out
@@ -805,16 +809,24 @@ def _limit(lim):
     return f"{show(lim['median'])} [{show(lim['q05'])}, {show(lim['q95'])}]"
 
 
-def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
-    """m50 with its 95% CI per model against T (log scale), the majority-rule m*, the paper's
-    points with their bars, and the statistical limit; None when matplotlib is missing."""
+def _pyplot(then):
+    """matplotlib.pyplot on the file-only Agg backend; None, with a one-line hint ending in
+    `then`, when matplotlib is not installed (plots are optional)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("no plot: matplotlib is not installed (pip install matplotlib, then rerun with "
-              "--report to draw it from the saved runs)")
+        print(f"no plot: matplotlib is not installed (pip install matplotlib, then {then})")
+        return None
+    return plt
+
+
+def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
+    """m50 with its 95% CI per model against T (log scale), the majority-rule m*, the paper's
+    points with their bars, and the statistical limit; None when matplotlib is missing."""
+    plt = _pyplot("rerun with --report to draw it from the saved runs")
+    if plt is None:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for model, mark in (("transformer", "o-"), ("mlp", "s--")):
@@ -1627,14 +1639,10 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None):
 def compare_plot(entries, path, title):
     """One panel per T: each protocol's m50 with its 95% CI (log m axis), the first protocol's m50
     as a dashed line, the paper's m* (and its bar) as a red band. None when matplotlib is missing."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import matplotlib.ticker
-    except ImportError:
-        print("no plot: matplotlib is not installed (pip install matplotlib, then rerun)")
+    plt = _pyplot("rerun")
+    if plt is None:
         return None
+    from matplotlib import ticker
     names = list(dict.fromkeys(n for n, _, _ in entries))
     Ts = sorted({T for _, T, _ in entries})
     fig, axes = plt.subplots(1, len(Ts), figsize=(3.2 * len(Ts) + 1.2, 0.32 * len(names) + 1.4),
@@ -1658,9 +1666,9 @@ def compare_plot(entries, path, title):
         ax.set_xscale("log")
         lo, hi = ax.get_xlim()                     # fewer labelled ticks over wide ranges
         subs = (1, 3) if hi / lo > 20 else (1, 2, 3, 5, 7)
-        ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=subs))
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.xaxis.set_major_locator(ticker.LogLocator(subs=subs))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_title(f"T = {T}", fontsize=10)
         ax.set_xlabel("m50 (log scale)")
         ax.grid(axis="x", alpha=0.3)
