@@ -1577,6 +1577,39 @@ def _ratio(x):
     return f"{show(x[0])} [{show(x[1])}, {show(x[2])}]"
 
 
+def _median(rows, key):
+    """Median of a row field over rows where it was recorded (nan = not recorded); nan if none."""
+    v = [float(r[key]) for r in rows if np.isfinite(float(r[key]))]
+    return float(np.median(v)) if v else math.nan
+
+
+def _split_medians(runs, key):
+    """'successes / failures' medians of a row field, 3 decimals ('-' where not recorded)."""
+    show = lambda v: "-" if np.isnan(v) else f"{v:.3f}"
+    return (f"{show(_median([r for r in runs if r['success']], key))} / "
+            f"{show(_median([r for r in runs if not r['success']], key))}")
+
+
+def _cpu_minutes(runs):
+    return np.nansum([float(r["seconds"]) for r in runs]) / 60
+
+
+def _folder_rows(folder, n_seeds=None, Ts=None):
+    """(sweep.json as a dict, the folder's Transformer rows sorted by seed) for seeds < n_seeds
+    and T in Ts (None = all). Seed order fixes the bootstrap's pairing across folders."""
+    try:
+        with open(os.path.join(folder, "sweep.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        meta = {}
+    rows = [r for r in read_rows(sorted(glob.glob(os.path.join(folder, "runs*.csv"))))
+            if r["model"] == "transformer" and (n_seeds is None or int(r["seed"]) < n_seeds)
+            and (Ts is None or int(r["T"]) in Ts)]
+    if not rows:
+        raise ValueError(f"{folder}: no Transformer runs (runs*.csv)")
+    return meta, sorted(rows, key=lambda r: int(r["seed"]))
+
+
 def compare_table(folders, log=print, n_seeds=None, Ts=None):
     """One table over sweep folders (one protocol each): per folder and T, m50 and m90 with 95%
     CIs, m50 over the first folder's with a paired CI (paired_ratio; only where both hold the same
@@ -1591,17 +1624,8 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None):
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     fits, entries, first = [], [], {}
     for i, folder in enumerate(folders):
-        try:
-            with open(os.path.join(folder, "sweep.json")) as f:
-                name = json.load(f).get("protocol", os.path.basename(folder.rstrip("/")))
-        except (OSError, ValueError):
-            name = os.path.basename(folder.rstrip("/"))
-        rows = [r for r in read_rows(sorted(glob.glob(os.path.join(folder, "runs*.csv"))))
-                if r["model"] == "transformer" and (n_seeds is None or int(r["seed"]) < n_seeds)
-                and (Ts is None or int(r["T"]) in Ts)]
-        if not rows:
-            raise ValueError(f"{folder}: no Transformer runs (runs*.csv)")
-        rows.sort(key=lambda r: int(r["seed"]))      # seed order fixes the bootstrap's pairing
+        meta, rows = _folder_rows(folder, n_seeds, Ts)
+        name = meta.get("protocol", os.path.basename(folder.rstrip("/")))
         est, scaling = success_table(rows, ["transformer"])
         for T, runs in sorted(split_by_T(rows).items(), key=lambda kv: int(kv[0])):
             e = est[("transformer", int(T))]
@@ -1614,18 +1638,11 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None):
             fail = [r for r in runs if not r["success"]]
             known = [r for r in fail if np.isfinite(float(r["train_acc"]))]   # nan: not recorded
             memo = sum(float(r["train_acc"]) == 1.0 for r in known)
-            def med(rs, key):
-                v = [float(r[key]) for r in rs if np.isfinite(float(r[key]))]
-                return f"{np.median(v):.3f}" if v else "-"
-            att = lambda rs: med(rs, "attn_on_S")
-            ovl = lambda rs: med(rs, "pos_overlap")
-            cpu = np.nansum([float(r["seconds"]) for r in runs]) / 60
             lines.append(f"| {name} | {int(T)} | {_ci(e, 'm50')} | {ratio} | {_ci(e, 'm90')} | "
                          f"{e['n_seeds']} | {PAPER_MSTAR.get(int(T), '-')} | {memo} of {len(known)}"
                          f"{f' ({len(fail) - len(known)} not recorded)' if len(known) < len(fail) else ''}"
-                         f" | {att([r for r in runs if r['success']])} / "
-                         f"{att(fail)} | {ovl([r for r in runs if r['success']])} / {ovl(fail)} "
-                         f"| {cpu:.1f} |")
+                         f" | {_split_medians(runs, 'attn_on_S')} | "
+                         f"{_split_medians(runs, 'pos_overlap')} | {_cpu_minutes(runs):.1f} |")
         f = scaling.get("transformer")
         if f:
             fits.append(f"{name}: m50 ~ a + b ln T, b = {f['log_b']:.1f} [{f['log_b_lo']:.1f}, "
@@ -1709,6 +1726,201 @@ def main_compare(argv):
     return 0
 
 
+# ---------------------------------------------------------------- width and the log T law ----
+
+def log_departure(T, m50, m50_boot, fit_below):
+    """Where a curve m50(T) leaves the log law it follows at small T.
+
+    T [n] distinct context lengths; m50 [n]; m50_boot [n, B] bootstrap replicates, independent
+    across T (replicate i is paired across T, as in scaling_fits). Fits m50 ~ a + b ln T over the
+    T <= fit_below (at least 2 of them), in every replicate too, and divides each larger T's m50
+    by the fit's extrapolation a + b ln T: ratio [95% CI] (replicates whose small-T values are not
+    finite and positive, or whose extrapolation is not positive, are dropped; an m50 above every m
+    tried gives an inf ratio, which counts as above). The departure is the first larger T whose
+    whole interval lies above 1: m50 grows faster there than the small-T log law, at 95%
+    confidence. -> dict(a, b, ratios {T: (ratio, lo, hi)}, departs: that T or None)."""
+    T = np.asarray(T, dtype=np.float64)
+    m50 = np.asarray(m50, dtype=np.float64)
+    boot = np.asarray(m50_boot, dtype=np.float64)
+    if T.ndim != 1 or m50.shape != T.shape or boot.ndim != 2 or boot.shape[0] != T.size:
+        raise ValueError(f"T [n], m50 [n] and m50_boot [n, B] needed, got {T.shape}, "
+                         f"{m50.shape}, {boot.shape}")
+    small = T <= fit_below
+    if np.unique(T[small]).size < 2:
+        raise ValueError(f"the small-T log fit needs at least 2 T <= fit_below={fit_below:g}, "
+                         f"got {T[small].tolist()}")
+    x = np.log(T[small])
+    xc = x - x.mean()
+
+    def line(y):                                   # y [k, ...] -> (intercept, slope), per column
+        b = np.tensordot(xc, y, axes=1) / (xc @ xc)
+        return y.mean(0) - b * x.mean(), b
+
+    a, b = line(m50[small])
+    with np.errstate(invalid="ignore"):
+        ok = (np.isfinite(boot[small]) & (boot[small] > 0)).all(0)
+        a_b, b_b = line(np.where(ok, boot[small], 0.0))
+    ratios, departs = {}, None
+    for i in np.flatnonzero(~small)[np.argsort(T[~small])]:
+        pred, pred_b = a + b * math.log(T[i]), a_b + b_b * math.log(T[i])
+        keep = ok & (pred_b > 0) & ~np.isnan(boot[i])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = boot[i][keep] / pred_b[keep]
+        point = m50[i] / pred if pred > 0 else math.nan
+        lo, hi = percentile_ci(r) if r.size else (math.nan, math.nan)
+        ratios[int(T[i])] = (float(point), lo, hi)
+        if departs is None and lo > 1:
+            departs = int(T[i])
+    return dict(a=float(a), b=float(b), ratios=ratios, departs=departs)
+
+
+def construction_width(T, s):
+    """The width of the paper's sparse-head construction's positional codes (theory.py part 2):
+    d_p = ceil(16 s ln T)."""
+    return math.ceil(16 * s * math.log(T))
+
+
+def width_table(folders, log=print, n_seeds=None, fit_below=100):
+    """One table over sweep folders that differ in the width d (one width each): per d and T, m50
+    and m90 with 95% CIs, m50 over the extrapolated small-T log law with its CI (log_departure),
+    the median [CLS] attention on S and positional overlap of S in successes and failures, and
+    the CPU minutes; per d, the small-T law, the T where the curve departs from it, and the fits
+    over all T; then per T, the construction's d_p beside each width's standing against its law
+    (above it: that T's ratio interval lies above 1).
+    Returns (markdown, curves): curves [dict(d, heads, s, task, name, est {T: estimates},
+    runs {T: rows}, dep (log_departure), fit (scaling_fits or None))] sorted by d."""
+    curves = []
+    for folder in folders:
+        meta, rows = _folder_rows(folder, n_seeds)
+        opts = dict({k: train.DEFAULTS[k] for k in MODEL_OPTIONS}, **meta.get("options", {}))
+        if any(c["d"] == opts["d"] for c in curves):
+            raise ValueError(f"two folders with d = {opts['d']} ({folder}); give one per width")
+        est, scaling = success_table(rows, ["transformer"])
+        Ts = sorted(int(T) for T in split_by_T(rows))
+        e = [est[("transformer", T)] for T in Ts]
+        dep = log_departure(Ts, [x["m50"] for x in e], [x["m50_boot"] for x in e], fit_below)
+        curves.append(dict(d=opts["d"], heads=opts["heads"], s=opts["s"], task=opts["task"],
+                           name=meta.get("protocol", os.path.basename(folder.rstrip("/"))),
+                           est=dict(zip(Ts, e)), dep=dep, fit=scaling.get("transformer"),
+                           runs={int(T): r for T, r in split_by_T(rows).items()}))
+    curves.sort(key=lambda c: c["d"])
+    lines = ["| d | T | m50 [95% CI] | m90 [95% CI] | seeds | m50 / small-T log law [95% CI] | "
+             "attention on S: successes / failures (median) | positional overlap of S: "
+             "successes / failures (median) | CPU min |", "|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for c in curves:
+        for T, e in c["est"].items():
+            ratio = _ratio(c["dep"]["ratios"][T]) if T in c["dep"]["ratios"] else "(fit range)"
+            lines.append(f"| {c['d']} | {T} | {_ci(e, 'm50')} | {_ci(e, 'm90')} | "
+                         f"{e['n_seeds']} | {ratio} | {_split_medians(c['runs'][T], 'attn_on_S')}"
+                         f" | {_split_medians(c['runs'][T], 'pos_overlap')} | "
+                         f"{_cpu_minutes(c['runs'][T]):.1f} |")
+        dep, f = c["dep"], c["fit"]
+        where = (f"departs from it at T = {dep['departs']} (the first T whose m50 lies above the "
+                 f"law with 95% confidence)" if dep["departs"] else
+                 f"no departure up to T = {max(c['est'])}" if dep["ratios"] else
+                 "no T beyond the fit range")
+        notes.append(f"d = {c['d']} ({c['name']}, {c['heads']} heads of {c['d'] // c['heads']}): "
+                     f"small-T law m50 = {dep['a']:.1f} + {dep['b']:.1f} ln T over T <= "
+                     f"{fit_below:g}; {where}" + (
+                         f"; over all T: m50 ~ a + b ln T, b = {f['log_b']:.1f} "
+                         f"[{f['log_b_lo']:.1f}, {f['log_b_hi']:.1f}]; m50 ~ a T^k, k = "
+                         f"{f['pow_k']:.2f} [{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}]" if f else ""))
+    need = ["| T | construction's d_p = ceil(16 s ln T) | " +
+            " | ".join(f"d = {c['d']}" for c in curves) + " |", "|---|---|" + "---|" * len(curves)]
+    for T in sorted({T for c in curves for T in c["est"]}):
+        def state(c):            # where this width's curve stands at T against its small-T law
+            if T not in c["est"]:
+                return "not run"
+            if T <= fit_below:
+                return "fit range"
+            return "above it" if c["dep"]["ratios"][T][1] > 1 else "consistent with it"
+        need.append(f"| {T} | {construction_width(T, curves[0]['s'])} | " +
+                    " | ".join(state(c) for c in curves) + " |")
+    for line in lines + [""] + notes + [""] + need:
+        log(line)
+    return "\n".join(lines + [""] + ["- " + n for n in notes] + [""] + need) + "\n", curves
+
+
+def width_plot(curves, path, limits=None):
+    """Left: m50 against T per width, 95% CIs as bands, the small-T log law extrapolated (thin
+    dashed), the paper's points with their bars and the statistical limit. Right: the median
+    positional overlap of S in successes (solid) and failures (dashed). None without matplotlib."""
+    plt = _pyplot("rerun")
+    if plt is None:
+        return None
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.4))
+    top = 4 * max(e["m50"] for c in curves for e in c["est"].values() if np.isfinite(e["m50"]))
+    for c, color in zip(curves, plt.rcParams["axes.prop_cycle"].by_key()["color"]):
+        Ts = sorted(c["est"])
+        e = [c["est"][T] for T in Ts]
+        ax.plot(Ts, [x["m50"] for x in e], "o-", color=color, ms=4, label=f"d = {c['d']}")
+        ax.fill_between(Ts, [max(x["m50_lo"], 1) for x in e],
+                        [min(x["m50_hi"], top) for x in e], color=color, alpha=0.15, lw=0)
+        grid = np.geomspace(min(Ts), max(Ts), 50)
+        ax.plot(grid, c["dep"]["a"] + c["dep"]["b"] * np.log(grid), "--", color=color, lw=0.8)
+        if c["dep"]["departs"]:
+            ax.plot([c["dep"]["departs"]], [c["est"][c["dep"]["departs"]]["m50"]], "o", ms=10,
+                    mfc="none", color=color)
+        for won, style in ((True, "o-"), (False, "x--")):
+            y = [_median([r for r in c["runs"][T] if bool(r["success"]) == won], "pos_overlap")
+                 for T in Ts]
+            bx.plot(Ts, y, style, color=color, ms=4, label=f"d = {c['d']}" if won else None)
+    Tp = sorted(PAPER_MSTAR)
+    ax.errorbar(Tp, [PAPER_MSTAR[t] for t in Tp],
+                yerr=np.abs(np.array([[float(v) for v in PAPER_BAR[t].split("-")]
+                                      for t in Tp]).T - [PAPER_MSTAR[t] for t in Tp]),
+                fmt="^", color="k", ms=4, capsize=2, label="the paper's figure")
+    if limits:
+        Tl = sorted(limits)
+        ax.plot(Tl, [limits[t]["median"] for t in Tl], ":", color="gray",
+                label="statistical limit (median)")
+    ax.set(xscale="log", yscale="log", xlabel="T (log scale)", ylabel="m50 (log scale)",
+           title="m50 [95% CI] per width\ndashed: log law fitted at small T; circle: departure")
+    bx.set(xscale="log", xlabel="T (log scale)", ylabel="median positional overlap of S",
+           title="largest cosine between E_pos of S and another position's\n"
+                 "solid: successes, dashed: failures")
+    ax.title.set_fontsize(9)
+    bx.title.set_fontsize(9)
+    ax.legend(fontsize=8)
+    bx.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main_width(argv):
+    ap = OneLineParser(prog="sweep.py width", allow_abbrev=False, description=(
+        "Width against the log T law: one sweep folder per width d (e.g. results/width/d-*): m50 "
+        "and m90 per d and T, where each d's curve leaves the log law it follows at small T, the "
+        "positional overlap of S, and the construction's width d_p beside the widths that stay "
+        "on their law."))
+    ap.add_argument("folders", nargs="+", help="sweep output folders, one width each")
+    ap.add_argument("--seeds", type=integer(1), help="only seeds 0..N-1")
+    ap.add_argument("--fit-below", dest="fit_below", type=number(0, strict=True), default=100,
+                    help="the small-T log law is fitted over T <= this (default %(default)s)")
+    ap.add_argument("--out", help="also write the table to this markdown file")
+    ap.add_argument("--plot", help="also draw the curves into this image (needs matplotlib)")
+    a = ap.parse_args(argv)
+    for folder in a.folders:
+        if not os.path.isdir(folder):
+            ap.error(f"no folder {folder}")
+    try:
+        table, curves = width_table(a.folders, n_seeds=a.seeds, fit_below=a.fit_below)
+    except ValueError as e:
+        ap.error(str(e))
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(table)
+    if a.plot:
+        Ts = sorted({T for c in curves for T in c["est"]})
+        limits = statistical_limits(curves[0]["task"], curves[0]["s"], Ts, cache=os.path.join(
+            os.path.dirname(os.path.abspath(a.plot)), "limits.json"))
+        width_plot(curves, a.plot, limits)
+    return 0
+
+
 # ---------------------------------------------------------------- the statistical limit ------
 
 def main_limit(argv):
@@ -1766,6 +1978,8 @@ def main(argv=None):
         return main_bench(argv[1:])
     if argv and argv[0] == "compare":
         return main_compare(argv[1:])
+    if argv and argv[0] == "width":
+        return main_width(argv[1:])
     return main_sweep(argv)
 
 

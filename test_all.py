@@ -1938,6 +1938,44 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys):
     assert code == 2 and "no folder" in err
 
 
+def test_log_departure_finds_where_a_curve_leaves_its_small_T_log_law():
+    T = np.array([10, 30, 100, 300, 1000, 3000])
+    on_law = 20 + 10 * np.log(T)
+    rng = np.random.default_rng(0)
+    noise = np.exp(0.05 * rng.standard_normal((T.size, 500)))     # replicates, independent per T
+    # on the law everywhere: no departure, every ratio's CI covers 1
+    dep = sweep.log_departure(T, on_law, on_law[:, None] * noise, fit_below=100)
+    assert dep["departs"] is None and abs(dep["b"] - 10) < 1e-9 and abs(dep["a"] - 20) < 1e-9
+    assert all(lo < 1 < hi for _, lo, hi in dep["ratios"].values())
+    assert sorted(dep["ratios"]) == [300, 1000, 3000]
+    # doubled from T = 1000 on: departs there, not at 300, and the ratio is 2
+    bent = on_law * np.where(T >= 1000, 2.0, 1.0)
+    dep = sweep.log_departure(T, bent, bent[:, None] * noise, fit_below=100)
+    assert dep["departs"] == 1000 and abs(dep["ratios"][1000][0] - 2) < 1e-9
+    assert dep["ratios"][1000][1] > 1.5
+    # an m50 above every m tried (inf) is above the law; fewer than 2 T in the fit range is refused
+    inf_boot = bent[:, None] * noise
+    inf_boot[-1] = np.inf
+    assert sweep.log_departure(T, bent, inf_boot, 100)["ratios"][3000][1:] == (np.inf, np.inf)
+    with pytest.raises(ValueError, match="at least 2 T"):
+        sweep.log_departure(T, bent, bent[:, None] * noise, fit_below=10)
+
+
+def test_width_study_puts_widths_side_by_side(tmp_path, capsys):
+    assert _sweep(tmp_path / "a", "--Ts", "8,16,24") == 0
+    assert _sweep(tmp_path / "b", "--Ts", "8,16,24", "--protocol", "d-32") == 0
+    out = tmp_path / "width.md"
+    assert sweep.main(["width", str(tmp_path / "b"), str(tmp_path / "a"), "--fit-below", "16",
+                       "--out", str(out)]) == 0
+    table = out.read_text()
+    assert table.index("| 32 | 8 |") < table.index("| 64 | 8 |")       # sorted by width
+    assert "d_p = ceil(16 s ln T)" in table and "| 24 | 153 | " in table  # 16 * 3 * ln 24
+    code, _, err = run_cli(capsys, "sweep", "width", str(tmp_path / "a"), str(tmp_path / "a"))
+    assert code == 2 and "two folders with d = 64" in err
+    code, _, err = run_cli(capsys, "sweep", "width", str(tmp_path / "a"), "--fit-below", "8")
+    assert code == 2 and "at least 2 T" in err
+
+
 def test_report_reads_the_folders_own_protocol_and_grid(tmp_path, capsys):
     assert _sweep(tmp_path, "--protocol", "steps-500", "--steps", "120", "--grid-max", "40") == 0
     table = (tmp_path / "table.md").read_text()
