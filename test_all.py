@@ -927,14 +927,26 @@ def _sweep(out, *extra):
                        *extra])
 
 
+@pytest.fixture(scope="session")
+def smoke_ref(tmp_path_factory):
+    """The smoke sweep, run once for the session: tests read it, or copy it (_copy) to change it."""
+    out = tmp_path_factory.mktemp("smoke-ref")
+    assert _sweep(out) == 0
+    return out
+
+
+def _copy(folder, dest):
+    shutil.copytree(folder, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".lock"))
+    return dest
+
+
 def _rows(path):
     rows = sweep.read_rows([path])
     return sorted((r["model"], r["T"], r["seed"], r["m"], r["test_acc"]) for r in rows)
 
 
-def test_sweep_resumes_and_shards_merge(tmp_path, capsys):
-    full = tmp_path / "full"
-    assert _sweep(full) == 0
+def test_sweep_resumes_and_shards_merge(tmp_path, capsys, smoke_ref):
+    full = smoke_ref
     ref_rows, ref_table = _rows(full / "runs.csv"), (full / "table.md").read_text()
     assert len(ref_rows) > 8
 
@@ -962,8 +974,8 @@ def test_sweep_resumes_and_shards_merge(tmp_path, capsys):
     assert (shards / "table.md").read_text() == ref_table
 
 
-def test_sweep_refuses_other_options_in_same_folder(tmp_path, capsys):
-    assert _sweep(tmp_path) == 0
+def test_sweep_refuses_other_options_in_same_folder(tmp_path, capsys, smoke_ref):
+    _copy(smoke_ref, tmp_path)
     with pytest.raises(SystemExit) as e:
         _sweep(tmp_path, "--lr", "0.01")
     assert e.value.code == 2
@@ -1756,7 +1768,7 @@ def test_writes_that_fail_are_one_line_and_keep_the_last_checkpoint(tmp_path, ca
     assert code == 2 and "cannot create the folder" in err
 
 
-def test_damaged_files_are_one_line(tmp_path, capsys):
+def test_damaged_files_are_one_line(tmp_path, capsys, smoke_ref):
     path = str(tmp_path / "ck.npz")
     assert run_cli(capsys, *TINY, "--save", path)[0] == 0
     with np.load(path) as z:
@@ -1769,8 +1781,7 @@ def test_damaged_files_are_one_line(tmp_path, capsys):
         code, out, err = run_cli(capsys, "--resume", bad, "--steps", "9")
         assert code in (1, 2) and "damaged" in err and "Traceback" not in err, (key, err)
         assert len(err.strip().splitlines()) == 1
-    assert _sweep(tmp_path / "s") == 0
-    csv_path = tmp_path / "s" / "runs.csv"
+    csv_path = _copy(smoke_ref, tmp_path / "s") / "runs.csv"
     lines = csv_path.read_text().splitlines(keepends=True)
     csv_path.write_text("".join(lines[:3]) + lines[3].replace(",transformer,", ",transformr,", 1)
                         .replace("transformer,", "transformr,", 1) + "".join(lines[4:]))
@@ -1920,8 +1931,8 @@ def test_paired_ratio_cancels_the_seeds_shared_luck():
     assert hi_u - lo_u > 0.2
 
 
-def test_compare_puts_protocols_side_by_side(tmp_path, capsys):
-    assert _sweep(tmp_path / "a") == 0
+def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
+    _copy(smoke_ref, tmp_path / "a")
     assert _sweep(tmp_path / "b", "--protocol", "steps-500", "--steps", "100") == 0
     out = str(tmp_path / "cmp.md")
     assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", out]) == 0
@@ -1993,8 +2004,8 @@ def test_fingerprint_survives_new_options_at_their_defaults():
         dict(meta, options=dict(meta["options"], steps=500)))
 
 
-def test_old_headers_are_continued_aside_and_mixed_rows_refused(tmp_path, capsys):
-    assert _sweep(tmp_path) == 0
+def test_old_headers_are_continued_aside_and_mixed_rows_refused(tmp_path, capsys, smoke_ref):
+    _copy(smoke_ref, tmp_path)
     path = tmp_path / "runs.csv"
     lines = path.read_text().splitlines(keepends=True)
     old_cols = lines[0].rstrip("\n").split(",")[:12]                # an older, shorter header
@@ -2047,8 +2058,7 @@ def test_limit_command_writes_a_table_and_json(tmp_path, capsys):
     assert code == 2 and "larger than the smallest T" in err
 
 
-def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch):
-    assert _sweep(tmp_path / "ref") == 0
+def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch, smoke_ref):
     real, calls = sweep._sweep_worker, [0]
     path = tmp_path / "runs.csv"
 
@@ -2061,4 +2071,4 @@ def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch
         return real(runs)
     monkeypatch.setattr(sweep, "_sweep_worker", worker)
     assert _sweep(tmp_path) == 0
-    assert _rows(path) == _rows(tmp_path / "ref" / "runs.csv")
+    assert _rows(path) == _rows(smoke_ref / "runs.csv")
