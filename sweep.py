@@ -41,7 +41,7 @@ import numpy as np
 import attn
 import data
 import train
-from theory import fit_line
+from theory import code_width, fit_line
 from train import BadValue, OneLineParser, integer, number
 
 # ---------------------------------------------------------------- the paper's figure ----------
@@ -1774,12 +1774,6 @@ def log_departure(T, m50, m50_boot, fit_below):
     return dict(a=float(a), b=float(b), ratios=ratios, departs=departs)
 
 
-def construction_width(T, s):
-    """The width of the paper's sparse-head construction's positional codes (theory.py part 2):
-    d_p = ceil(16 s ln T)."""
-    return math.ceil(16 * s * math.log(T))
-
-
 def width_table(folders, log=print, n_seeds=None, fit_below=100):
     """One table over sweep folders that differ in the width d (one width each): per d and T, m50
     and m90 with 95% CIs, m50 over the extrapolated small-T log law with its CI (log_departure),
@@ -1835,7 +1829,7 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100):
             if T <= fit_below:
                 return "fit range"
             return "above it" if c["dep"]["ratios"][T][1] > 1 else "consistent with it"
-        need.append(f"| {T} | {construction_width(T, curves[0]['s'])} | " +
+        need.append(f"| {T} | {code_width(T, curves[0]['s'])} | " +
                     " | ".join(state(c) for c in curves) + " |")
     for line in lines + [""] + notes + [""] + need:
         log(line)

@@ -449,6 +449,12 @@ def _level_bits(task):  # -> [n_levels, s] bit patterns, one per level, in level
     return (np.arange(s + 1)[:, None] > np.arange(s)).astype(np.int64)  # k ones, k = 0..s
 
 
+def code_width(T, s, code_factor=16.0):
+    """d_p = ceil(code_factor * s * ln T), at least 8: the width of the construction's positional
+    codes, enough for T random codes to be nearly orthogonal on s of them (Section 4)."""
+    return max(8, int(math.ceil(code_factor * s * math.log(max(T, 2)))))
+
+
 def build_sparse_head(task, rng, code_factor=16.0):
     """Weights for attn.py's one-head model computing task.label exactly -> (params, cfg, info).
 
@@ -462,7 +468,7 @@ def build_sparse_head(task, rng, code_factor=16.0):
     rng = _rng_arg(rng)
     code_factor = _pos_arg("code_factor", code_factor)
     T, s, S = task.T, task.s, task.S
-    d_p = max(8, int(math.ceil(code_factor * s * math.log(max(T, 2)))))
+    d_p = code_width(T, s, code_factor)
     P = positional_codes(T, d_p, rng)                                   # [T, d_p]
     junta = task.name == "junta"
     offsets = (s - 1 - np.arange(s)) * math.log(2.0) if junta else np.zeros(s)
