@@ -1774,29 +1774,46 @@ def log_departure(T, m50, m50_boot, fit_below):
     return dict(a=float(a), b=float(b), ratios=ratios, departs=departs)
 
 
-def width_table(folders, log=print, n_seeds=None, fit_below=100):
-    """One table over sweep folders that differ in the width d (one width each): per d and T, m50
-    and m90 with 95% CIs, m50 over the extrapolated small-T log law with its CI (log_departure),
-    the median [CLS] attention on S and positional overlap of S in successes and failures, and
-    the CPU minutes; per d, the small-T law, the T where the curve departs from it, and the fits
-    over all T; then per T, the construction's d_p beside each width's standing against its law
-    (above it: that T's ratio interval lies above 1).
+def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
+    """One table over sweep folders that differ in the width d: per d and T, m50 and m90 with 95%
+    CIs, m50 over the extrapolated small-T log law with its CI (log_departure), the median [CLS]
+    attention on S and positional overlap of S in successes and failures, and the CPU minutes;
+    per d, the small-T law, the T where the curve departs from it, and the fits over all T; then
+    per T, the construction's d_p beside each width's standing against its law (above it: that
+    T's ratio interval lies above 1). Folders of the same d are pooled (e.g. one sweep's T range
+    extended in another folder): they must share every option, and no run may be in two.
     Returns (markdown, curves): curves [dict(d, heads, s, task, name, est {T: estimates},
     runs {T: rows}, dep (log_departure), fit (scaling_fits or None))] sorted by d."""
-    curves = []
+    pools = {}                                   # d -> dict(opts, folders, names, rows, where)
     for folder in folders:
-        meta, rows = _folder_rows(folder, n_seeds)
+        meta, rows = _folder_rows(folder, n_seeds, Ts)
         opts = dict({k: train.DEFAULTS[k] for k in MODEL_OPTIONS}, **meta.get("options", {}))
-        if any(c["d"] == opts["d"] for c in curves):
-            raise ValueError(f"two folders with d = {opts['d']} ({folder}); give one per width")
+        pool = pools.setdefault(opts["d"], dict(opts=opts, folders=[], names=[], rows=[],
+                                                where={}))
+        if opts != pool["opts"]:
+            raise ValueError(f"{folder} and {pool['folders'][0]} have d = {opts['d']} but other "
+                             f"options; pool only folders of one protocol")
+        for r in rows:
+            key = (int(r["T"]), int(r["seed"]), int(r["m"]))
+            if key in pool["where"]:
+                raise ValueError(f"{folder} and {pool['where'][key]} both hold the run T={key[0]}"
+                                 f" seed={key[1]} m={key[2]}; pool folders of different runs")
+            pool["where"][key] = folder
+        pool["folders"].append(folder)
+        name = meta.get("protocol", os.path.basename(folder.rstrip("/")))
+        pool["names"] += [name] if name not in pool["names"] else []
+        pool["rows"] += rows
+    curves = []
+    for d, pool in pools.items():
+        rows, opts = sorted(pool["rows"], key=lambda r: int(r["seed"])), pool["opts"]
         est, scaling = success_table(rows, ["transformer"])
-        Ts = sorted(int(T) for T in split_by_T(rows))
-        e = [est[("transformer", T)] for T in Ts]
-        dep = log_departure(Ts, [x["m50"] for x in e], [x["m50_boot"] for x in e], fit_below)
-        curves.append(dict(d=opts["d"], heads=opts["heads"], s=opts["s"], task=opts["task"],
-                           name=meta.get("protocol", os.path.basename(folder.rstrip("/"))),
-                           est=dict(zip(Ts, e)), dep=dep, fit=scaling.get("transformer"),
-                           runs={int(T): r for T, r in split_by_T(rows).items()}))
+        by_T = {int(T): r for T, r in split_by_T(rows).items()}
+        e = [est[("transformer", T)] for T in sorted(by_T)]
+        dep = log_departure(sorted(by_T), [x["m50"] for x in e], [x["m50_boot"] for x in e],
+                            fit_below)
+        curves.append(dict(d=d, heads=opts["heads"], s=opts["s"], task=opts["task"],
+                           name=", ".join(pool["names"]), est=dict(zip(sorted(by_T), e)),
+                           dep=dep, fit=scaling.get("transformer"), runs=by_T))
     curves.sort(key=lambda c: c["d"])
     lines = ["| d | T | m50 [95% CI] | m90 [95% CI] | seeds | m50 / small-T log law [95% CI] | "
              "attention on S: successes / failures (median) | positional overlap of S: "
@@ -1886,12 +1903,14 @@ def width_plot(curves, path, limits=None):
 
 def main_width(argv):
     ap = OneLineParser(prog="sweep.py width", allow_abbrev=False, description=(
-        "Width against the log T law: one sweep folder per width d (e.g. results/width/d-*): m50 "
+        "Width against the log T law: sweep folders of several widths d (results/width/d-*): m50 "
         "and m90 per d and T, where each d's curve leaves the log law it follows at small T, the "
         "positional overlap of S, and the construction's width d_p beside the widths that stay "
         "on their law."))
-    ap.add_argument("folders", nargs="+", help="sweep output folders, one width each")
+    ap.add_argument("folders", nargs="+", help="sweep output folders; those of one width are "
+                                               "pooled (same options, different runs)")
     ap.add_argument("--seeds", type=integer(1), help="only seeds 0..N-1")
+    ap.add_argument("--Ts", type=int_list, help="only these T")
     ap.add_argument("--fit-below", dest="fit_below", type=number(0, strict=True), default=100,
                     help="the small-T log law is fitted over T <= this (default %(default)s)")
     ap.add_argument("--out", help="also write the table to this markdown file")
@@ -1901,7 +1920,7 @@ def main_width(argv):
         if not os.path.isdir(folder):
             ap.error(f"no folder {folder}")
     try:
-        table, curves = width_table(a.folders, n_seeds=a.seeds, fit_below=a.fit_below)
+        table, curves = width_table(a.folders, n_seeds=a.seeds, fit_below=a.fit_below, Ts=a.Ts)
     except ValueError as e:
         ap.error(str(e))
     if a.out:

@@ -1972,18 +1972,26 @@ def test_log_departure_finds_where_a_curve_leaves_its_small_T_log_law():
         sweep.log_departure(T, bent, bent[:, None] * noise, fit_below=10)
 
 
-def test_width_study_puts_widths_side_by_side(tmp_path, capsys):
-    assert _sweep(tmp_path / "a", "--Ts", "8,16,24") == 0
+def test_width_study_pools_a_width_and_puts_widths_side_by_side(tmp_path, capsys, smoke_ref):
+    assert _sweep(tmp_path / "a24", "--Ts", "24") == 0            # smoke_ref's sweep, one more T
     assert _sweep(tmp_path / "b", "--Ts", "8,16,24", "--protocol", "d-32") == 0
     out = tmp_path / "width.md"
-    assert sweep.main(["width", str(tmp_path / "b"), str(tmp_path / "a"), "--fit-below", "16",
-                       "--out", str(out)]) == 0
+    assert sweep.main(["width", str(tmp_path / "b"), str(smoke_ref), str(tmp_path / "a24"),
+                       "--fit-below", "16", "--out", str(out)]) == 0
     table = out.read_text()
     assert table.index("| 32 | 8 |") < table.index("| 64 | 8 |")       # sorted by width
+    assert "| 64 | 24 |" in table and "| 64 | 16 | " in table            # pooled: 3 T at d = 64
     assert "d_p = ceil(16 s ln T)" in table and "| 24 | 153 | " in table  # 16 * 3 * ln 24
-    code, _, err = run_cli(capsys, "sweep", "width", str(tmp_path / "a"), str(tmp_path / "a"))
-    assert code == 2 and "two folders with d = 64" in err
-    code, _, err = run_cli(capsys, "sweep", "width", str(tmp_path / "a"), "--fit-below", "8")
+    assert sweep.main(["width", str(tmp_path / "b"), "--Ts", "8,16", "--out", str(out)]) == 0
+    assert "| 32 | 24 |" not in out.read_text()
+    code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), str(smoke_ref))
+    assert code == 2 and "both hold the run" in err
+    other = _copy(smoke_ref, tmp_path / "lr")
+    meta = (other / "sweep.json").read_text().replace('"lr": 0.001', '"lr": 0.01')
+    (other / "sweep.json").write_text(meta)
+    code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), str(other))
+    assert code == 2 and "other options" in err
+    code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), "--fit-below", "8")
     assert code == 2 and "at least 2 T" in err
 
 
