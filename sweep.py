@@ -5,6 +5,7 @@
     python sweep.py --help                 every option
     python sweep.py bench                  time per training step, GFLOP/s beside numpy's matmul
     python sweep.py compare DIR DIR ...    one table over sweeps of different protocols
+    python sweep.py width DIR DIR ...      widths side by side, and where each leaves its log T law
     python sweep.py limit                  the statistical limit per T, no training
 
 For each T and seed, training runs (train.train_run) at training-set sizes m on a grid say whether
