@@ -1837,7 +1837,9 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
                      f"{fit_below:g}; {where}" + (
                          f"; over all T: m50 ~ a + b ln T, b = {f['log_b']:.1f} "
                          f"[{f['log_b_lo']:.1f}, {f['log_b_hi']:.1f}]; m50 ~ a T^k, k = "
-                         f"{f['pow_k']:.2f} [{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}]" if f else ""))
+                         f"{f['pow_k']:.2f} [{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}]; AIC(ln T) - "
+                         f"AIC(T) = {f['daic']:.1f} [{f['daic_lo']:.1f}, {f['daic_hi']:.1f}], ln T "
+                         f"better in {100 * f['p_log_better']:.0f}% of resamples" if f else ""))
     need = ["| T | construction's d_p = ceil(16 s ln T) | " +
             " | ".join(f"d = {c['d']}" for c in curves) + " |", "|---|---|" + "---|" * len(curves)]
     for T in sorted({T for c in curves for T in c["est"]}):
