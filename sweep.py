@@ -1782,18 +1782,21 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
     per d, the small-T law, the T where the curve departs from it, and the fits over all T; then
     per T, the construction's d_p beside each width's standing against its law (above it: that
     T's ratio interval lies above 1). Folders of the same d are pooled (e.g. one sweep's T range
-    extended in another folder): they must share every option, and no run may be in two.
+    extended in another folder): they must share every option, the m grid and the search, and no
+    run may be in two. A T where some seed's search is unfinished (an interrupted sweep) is left
+    out, and said so: its runs are not a cell of the study.
     Returns (markdown, curves): curves [dict(d, heads, s, task, name, est {T: estimates},
     runs {T: rows}, dep (log_departure), fit (scaling_fits or None))] sorted by d."""
     pools = {}                                   # d -> dict(opts, folders, names, rows, where)
     for folder in folders:
         meta, rows = _folder_rows(folder, n_seeds, Ts)
         opts = dict({k: train.DEFAULTS[k] for k in MODEL_OPTIONS}, **meta.get("options", {}))
+        grid, search = meta.get("grids", {}).get("transformer"), meta.get("search", "bisect")
         pool = pools.setdefault(opts["d"], dict(opts=opts, folders=[], names=[], rows=[],
-                                                where={}))
-        if opts != pool["opts"]:
+                                                where={}, grid=grid, search=search))
+        if (opts, grid, search) != (pool["opts"], pool["grid"], pool["search"]):
             raise ValueError(f"{folder} and {pool['folders'][0]} have d = {opts['d']} but other "
-                             f"options; pool only folders of one protocol")
+                             f"options, m grid or search; pool only folders of one protocol")
         for r in rows:
             key = (int(r["T"]), int(r["seed"]), int(r["m"]))
             if key in pool["where"]:
@@ -1804,9 +1807,19 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
         name = meta.get("protocol", os.path.basename(folder.rstrip("/")))
         pool["names"] += [name] if name not in pool["names"] else []
         pool["rows"] += rows
-    curves = []
+    curves, left_out = [], []
     for d, pool in pools.items():
         rows, opts = sorted(pool["rows"], key=lambda r: int(r["seed"])), pool["opts"]
+        if pool["grid"]:                  # a T where some seed's search is unfinished is no cell
+            for T, runs in split_by_T(rows).items():
+                seeds = sorted({int(r["seed"]) for r in runs})
+                open_ = missing_searches(runs, ["transformer"], [int(T)], max(seeds) + 1,
+                                         {"transformer": pool["grid"]}, pool["search"])
+                open_ = [x for x in open_ if x[2] in seeds]
+                if open_:
+                    left_out.append(f"d = {d}, T = {int(T)}: {len(open_)} of {len(seeds)} "
+                                    f"seeds' searches unfinished ({len(runs)} runs), left out")
+                    rows = [r for r in rows if int(r["T"]) != int(T)]
         est, scaling = success_table(rows, ["transformer"])
         by_T = {int(T): r for T, r in split_by_T(rows).items()}
         e = [est[("transformer", T)] for T in sorted(by_T)]
@@ -1851,6 +1864,7 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
             return "above it" if c["dep"]["ratios"][T][1] > 1 else "consistent with it"
         need.append(f"| {T} | {code_width(T, curves[0]['s'])} | " +
                     " | ".join(state(c) for c in curves) + " |")
+    notes += left_out
     for line in lines + [""] + notes + [""] + need:
         log(line)
     return "\n".join(lines + [""] + ["- " + n for n in notes] + [""] + need) + "\n", curves

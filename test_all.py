@@ -1984,6 +1984,13 @@ def test_width_study_pools_a_width_and_puts_widths_side_by_side(tmp_path, capsys
     assert "d_p = ceil(16 s ln T)" in table and "| 24 | 153 | " in table  # 16 * 3 * ln 24
     assert sweep.main(["width", str(tmp_path / "b"), "--Ts", "8,16", "--out", str(out)]) == 0
     assert "| 32 | 24 |" not in out.read_text()
+    cut = _copy(tmp_path / "b", tmp_path / "cut")                  # an interrupted sweep at T = 24
+    lines = (cut / "runs.csv").read_text().splitlines(keepends=True)
+    last = max(i for i, ln in enumerate(lines) if ",3,24," in ln)      # a search's last run
+    (cut / "runs.csv").write_text("".join(lines[:last] + lines[last + 1:]))
+    assert sweep.main(["width", str(cut), "--out", str(out)]) == 0
+    table = out.read_text()
+    assert "| 32 | 24 |" not in table and "T = 24: 1 of 2 seeds' searches unfinished" in table
     code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), str(smoke_ref))
     assert code == 2 and "both hold the run" in err
     other = _copy(smoke_ref, tmp_path / "lr")
