@@ -823,6 +823,13 @@ def _pyplot(then):
     return plt
 
 
+def _save(plt, fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
     """m50 with its 95% CI per model against T (log scale), the majority-rule m*, the paper's
     points with their bars, and the statistical limit; None when matplotlib is missing."""
@@ -865,10 +872,7 @@ def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
         ax.set_ylabel("critical sample size m (log scale)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 class RunFailed(Exception):
@@ -1694,10 +1698,23 @@ def compare_plot(entries, path, title):
     axes[0][0].set_yticklabels(names, fontsize=8)
     axes[0][0].invert_yaxis()
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
+
+
+def _table_over_folders(ap, a, make):
+    """The compare and width commands' common part: every folder must exist; make() -> (table,
+    extra), its ValueError a one-line error; the table also goes to --out."""
+    for folder in a.folders:
+        if not os.path.isdir(folder):
+            ap.error(f"no folder {folder}")
+    try:
+        table, extra = make()
+    except ValueError as e:
+        ap.error(str(e))
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(table)
+    return table, extra
 
 
 def main_compare(argv):
@@ -1711,16 +1728,8 @@ def main_compare(argv):
     ap.add_argument("--plot", help="also draw m50 [95% CI] per protocol and T into this image "
                                    "(needs matplotlib)")
     a = ap.parse_args(argv)
-    for folder in a.folders:
-        if not os.path.isdir(folder):
-            ap.error(f"no folder {folder}")
-    try:
-        table, entries = compare_table(a.folders, n_seeds=a.seeds, Ts=a.Ts)
-    except ValueError as e:
-        ap.error(str(e))
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(table)
+    table, entries = _table_over_folders(ap, a, lambda: compare_table(a.folders, n_seeds=a.seeds,
+                                                                      Ts=a.Ts))
     if a.plot:
         compare_plot(entries, a.plot, "m50 and its 95% CI (bootstrap over seeds); dashed: "
                      f"{entries[0][0]}; red: the paper's m* and bar")
@@ -1912,10 +1921,7 @@ def width_plot(curves, path, limits=None):
     bx.title.set_fontsize(9)
     ax.legend(fontsize=8)
     bx.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def main_width(argv):
@@ -1933,16 +1939,8 @@ def main_width(argv):
     ap.add_argument("--out", help="also write the table to this markdown file")
     ap.add_argument("--plot", help="also draw the curves into this image (needs matplotlib)")
     a = ap.parse_args(argv)
-    for folder in a.folders:
-        if not os.path.isdir(folder):
-            ap.error(f"no folder {folder}")
-    try:
-        table, curves = width_table(a.folders, n_seeds=a.seeds, fit_below=a.fit_below, Ts=a.Ts)
-    except ValueError as e:
-        ap.error(str(e))
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(table)
+    table, curves = _table_over_folders(ap, a, lambda: width_table(
+        a.folders, n_seeds=a.seeds, fit_below=a.fit_below, Ts=a.Ts))
     if a.plot:
         Ts = sorted({T for c in curves for T in c["est"]})
         limits = statistical_limits(curves[0]["task"], curves[0]["s"], Ts, cache=os.path.join(
