@@ -537,7 +537,8 @@ def scaling_fits(T, m50, m50_boot):
     T [n] distinct positive context lengths, n >= 3; m50 [n] point estimates (finite, > 0);
     m50_boot [n, B] bootstrap replicates of m50 at each T (e.g. success_estimates(...)["m50_boot"]
     for each T, same B). Replicates at different T are independent, so replicate i is paired
-    across T; a replicate with any non-finite or non-positive value is dropped (counted).
+    across T; a replicate with any non-finite or non-positive value, or one so large that its fits
+    overflow, is dropped (counted).
     Models (least squares, fit_line): log  m = a + b ln T;  lin  m = a + b T;
     pow  ln m = ln a + k ln T. daic = AIC(log) - AIC(lin) (Gaussian, n ln(RSS/n) + 2*2 each);
     negative favours the log model.
@@ -565,10 +566,13 @@ def scaling_fits(T, m50, m50_boot):
     with np.errstate(invalid="ignore"):
         keep = (np.isfinite(boot) & (boot > 0)).all(0)
     point = _three_fits(T, m50)
-    reps = [_three_fits(T, boot[:, i]) for i in np.flatnonzero(keep)]
     pick = {"log_b": lambda f: f["log"][0], "lin_b": lambda f: f["lin"][0],
             "pow_k": lambda f: f["pow"][0], "daic": lambda f: f["daic"]}
-    out = {"n_T": int(T.size), "n_boot": int(boot.shape[1]), "n_dropped": int((~keep).sum())}
+    with np.errstate(over="ignore", invalid="ignore"):   # a huge m50 (flat curve) overflows:
+        reps = [_three_fits(T, boot[:, i]) for i in np.flatnonzero(keep)]
+    reps = [f for f in reps if all(np.isfinite(get(f)) for get in pick.values())]  # dropped
+    out = {"n_T": int(T.size), "n_boot": int(boot.shape[1]),
+           "n_dropped": int(boot.shape[1] - len(reps))}
     for name, get in pick.items():
         out[name] = float(get(point))
         vals = np.array([get(f) for f in reps])

@@ -1235,8 +1235,9 @@ def test_scaling_power_law_exact_and_dropped_replicates():
     boot = np.repeat(y[:, None], 50, 1)
     boot[2, :17] = np.inf
     boot[4, 17:20] = 0.0
+    boot[3, 20] = 1e200                      # finite, but its squares overflow: no usable fit
     f = sweep.scaling_fits(T_GRID, y, boot)
-    assert f["n_dropped"] == 20 and f["pow_k"] == pytest.approx(0.5)
+    assert f["n_dropped"] == 21 and f["pow_k"] == pytest.approx(0.5)
     assert f["pow_a"] == pytest.approx(3.0) and f["pow_k_lo"] == pytest.approx(0.5)
     all_bad = np.full((T_GRID.size, 5), np.inf)
     f = sweep.scaling_fits(T_GRID, y, all_bad)
