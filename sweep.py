@@ -947,6 +947,12 @@ def take_stack(queue, most, dropout=False):
 MODEL_OPTIONS = ("task", "s", "data", "steps", "lr", "wd", "n_test", "d", "heads", "mlp", "dtype",
                  "batch", "optimizer", "beta2", "decay", "clip", "dropout", "val", "val_every")
 
+
+def full_options(options):
+    """A sweep.json's options with train.py's default for every model option it does not name
+    (folders written before an option existed ran at its default)."""
+    return dict({k: train.DEFAULTS[k] for k in MODEL_OPTIONS}, **options)
+
 # Named protocols: each a small set of option values, recorded in sweep.json, so that one variant
 # of the experiment is one command (--protocol NAME). Options given on the command line win.
 MINGPT = dict(optimizer="adamw", lr=3e-4, beta2=0.95, wd=0.1, decay="matrices", clip=1.0,
@@ -1101,8 +1107,7 @@ def main_sweep(argv):
                 with open(meta_path) as f:
                     old = json.load(f)
                 old_grids = dict(old["grids"])
-                old["options"] = dict({k: train.DEFAULTS[k] for k in MODEL_OPTIONS},
-                                      **old["options"])
+                old["options"] = full_options(old["options"])
             except (ValueError, KeyError, TypeError, AttributeError):
                 ap.error(f"{meta_path} is not a sweep description (damaged?); use another --out")
             for key in ("options", "bar", "search"):
@@ -1752,7 +1757,8 @@ def log_departure(T, m50, m50_boot, fit_below):
     finite and positive, or whose extrapolation is not positive, are dropped; an m50 above every m
     tried gives an inf ratio, which counts as above). The departure is the first larger T whose
     whole interval lies above 1: m50 grows faster there than the small-T log law, at 95%
-    confidence. -> dict(a, b, ratios {T: (ratio, lo, hi)}, departs: that T or None)."""
+    confidence. -> dict(a, b (nan when a small-T m50 is not finite), ratios {T: (ratio, lo, hi)},
+    departs: that T or None)."""
     T = np.asarray(T, dtype=np.float64)
     m50 = np.asarray(m50, dtype=np.float64)
     boot = np.asarray(m50_boot, dtype=np.float64)
@@ -1770,8 +1776,8 @@ def log_departure(T, m50, m50_boot, fit_below):
         b = np.tensordot(xc, y, axes=1) / (xc @ xc)
         return y.mean(0) - b * x.mean(), b
 
-    a, b = line(m50[small])
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):             # an inf m50 at small T: a, b are nan
+        a, b = line(m50[small])
         ok = (np.isfinite(boot[small]) & (boot[small] > 0)).all(0)
         a_b, b_b = line(np.where(ok, boot[small], 0.0))
     ratios, departs = {}, None
@@ -1803,7 +1809,7 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
     pools = {}                                   # d -> dict(opts, folders, names, rows, where)
     for folder in folders:
         meta, rows = _folder_rows(folder, n_seeds, Ts)
-        opts = dict({k: train.DEFAULTS[k] for k in MODEL_OPTIONS}, **meta.get("options", {}))
+        opts = full_options(meta.get("options", {}))
         grid, search = meta.get("grids", {}).get("transformer"), meta.get("search", "bisect")
         pool = pools.setdefault(opts["d"], dict(opts=opts, folders=[], names=[], rows=[],
                                                 where={}, grid=grid, search=search))
@@ -1825,12 +1831,13 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
         rows, opts = sorted(pool["rows"], key=lambda r: int(r["seed"])), pool["opts"]
         if pool["grid"]:                  # a T where some seed's search is unfinished is no cell
             for T, runs in split_by_T(rows).items():
-                seeds = sorted({int(r["seed"]) for r in runs})
-                open_ = missing_searches(runs, ["transformer"], [int(T)], max(seeds) + 1,
-                                         {"transformer": pool["grid"]}, pool["search"])
-                open_ = [x for x in open_ if x[2] in seeds]
+                by_seed = {}
+                for r in runs:
+                    by_seed.setdefault(int(r["seed"]), {})[int(r["m"])] = r["success"]
+                open_ = [sd for sd, done in by_seed.items()
+                         if seed_outcome(pool["grid"], pool["search"], done)[0] != "done"]
                 if open_:
-                    left_out.append(f"d = {d}, T = {int(T)}: {len(open_)} of {len(seeds)} "
+                    left_out.append(f"d = {d}, T = {int(T)}: {len(open_)} of {len(by_seed)} "
                                     f"seeds' searches unfinished ({len(runs)} runs), left out")
                     rows = [r for r in rows if int(r["T"]) != int(T)]
         est, scaling = success_table(rows, ["transformer"])

@@ -1975,7 +1975,7 @@ def test_log_departure_finds_where_a_curve_leaves_its_small_T_log_law():
 
 def test_width_study_pools_a_width_and_puts_widths_side_by_side(tmp_path, capsys, smoke_ref):
     assert _sweep(tmp_path / "a24", "--Ts", "24") == 0            # smoke_ref's sweep, one more T
-    assert _sweep(tmp_path / "b", "--Ts", "8,16,24", "--protocol", "d-32") == 0
+    assert _sweep(tmp_path / "b", "--Ts", "8,16,24", "--protocol", "d-32", "--steps", "40") == 0
     out = tmp_path / "width.md"
     assert sweep.main(["width", str(tmp_path / "b"), str(smoke_ref), str(tmp_path / "a24"),
                        "--fit-below", "16", "--out", str(out)]) == 0
