@@ -218,8 +218,11 @@ _TOL = 1e-10      # Newton stops when every step is below _TOL * (1 + |parameter
 
 def parse_rows(rows):
     """Rows (dicts or (T, seed, m, success) tuples) -> dict of arrays, each shape [n_runs]:
-    "T" float, "seed" int (0..n_seeds-1, in order of first appearance), "m" float > 0,
-    "success" float in {0, 1}; plus "seeds" (the original seed labels, list of n_seeds)."""
+    "T" float, "seed" int (0..n_seeds-1, the rank of the seed's label), "m" float > 0,
+    "success" float in {0, 1}; plus "seeds" (the original seed labels, list of n_seeds, sorted
+    by number where they are numbers, as the CSV's "12" is). Indexing seeds by their sorted
+    labels, not by first appearance, makes the seed bootstrap independent of the order of the
+    rows, and pairs replicate i with the same seeds in any two sets of rows holding them."""
     rows = list(rows)
     if not rows:
         raise ValueError("rows must be non-empty, got 0 rows")
@@ -250,8 +253,19 @@ def parse_rows(rows):
         seed.append(labels.setdefault(s, len(labels)))
         m.append(mm)
         success.append(ok)
-    return {"T": np.array(T), "seed": np.array(seed, dtype=np.int64), "m": np.array(m),
-            "success": np.array(success), "seeds": list(labels)}
+    order = sorted(labels, key=_seed_key)
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[[labels[s] for s in order]] = np.arange(len(order))
+    return {"T": np.array(T), "seed": rank[np.array(seed, dtype=np.int64)], "m": np.array(m),
+            "success": np.array(success), "seeds": order}
+
+
+def _seed_key(label):
+    """Sort key of a seed label: numbers (7, "12") by value, before any other label by text."""
+    try:
+        return (0, float(label), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(label))
 
 
 def split_by_T(rows):

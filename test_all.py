@@ -1105,13 +1105,24 @@ def test_vectorised_bootstrap_matches_refitting_each_resample():
     assert ci["m50"] == sweep.percentile_ci(samples["m50"])
 
 
-def test_1000_refits_on_500_runs_take_under_2_s():
+def test_the_bootstrap_does_not_depend_on_the_order_of_the_rows():
+    """Seeds are indexed in sorted order, so the same runs read in another order (a folder's CSV
+    against the width table's pooled rows, two protocols finishing in different orders) give the
+    same intervals, and replicate i resamples the same seed labels in every folder and at every T
+    (paired_ratio and scaling_fits rely on that)."""
     grid = 10.0 * 1.2 ** np.arange(20)
     rows = synth_rows(np.random.default_rng(0), n_seeds=25, grid=grid)      # 500 runs
-    t0 = time.perf_counter()
     est = sweep.success_estimates(rows, n_boot=1000)
-    assert time.perf_counter() - t0 < 2.0
+    shuffled = [rows[i] for i in np.random.default_rng(1).permutation(len(rows))]
+    again = sweep.success_estimates(shuffled, n_boot=1000)
     assert est["n_runs"] == 500 and math.isfinite(est["m50_hi"])
+    for k in ("m50", "m50_lo", "m50_hi", "m90_lo", "m90_hi"):      # up to the order of sums
+        assert math.isclose(again[k], est[k], rel_tol=1e-9), k
+    np.testing.assert_allclose(again["m50_boot"], est["m50_boot"], rtol=1e-9)
+    assert sweep.parse_rows(shuffled)["seeds"] == list(range(25))
+    csv_like = [{"T": "100", "seed": str(s), "m": "10", "success": "1"} for s in (10, 9, 2)]
+    assert sweep.parse_rows(csv_like)["seeds"] == ["2", "9", "10"]      # by number, not text
+    assert sweep.parse_rows(csv_like)["seed"].tolist() == [2, 1, 0]
 
 
 # ----------------------------------------------------------------------------------------------
