@@ -1,7 +1,7 @@
 """sweep.py: the paper's experiment, the critical sample size m*(T) (Edelman et al. 2022, Section 5).
 
     python sweep.py --preset paper         T = 100..1100: the paper's figure
-    python sweep.py --preset extended      T = 10..3000, log-spaced
+    python sweep.py --preset extended      T = 10..10^4, 30 seeds (hours: shard it)
     python sweep.py --help                 every option
     python sweep.py bench                  time per training step, GFLOP/s beside numpy's matmul
     python sweep.py compare DIR DIR ...    one table over sweeps of different protocols
@@ -62,8 +62,7 @@ PAPER_BAR = {100: "48.7-51.3", 150: "48.3-57.3", 200: "53.3-62.1", 250: "51.1-60
 
 PRESETS = {
     "paper": dict(T=[100, 300, 500, 700, 900, 1100], seeds=10),
-    "extended": dict(T=[10, 20, 50, 100, 200, 500, 1000, 2000, 3000], seeds=10,
-                     grid_max={"transformer": 1500}),
+    "extended": dict(T=[10, 30, 100, 300, 500, 700, 900, 1100, 3000, 10000], seeds=30),
     "smoke": dict(T=[8, 16], seeds=2, steps=150, n_test=500,
                   grid_max={"transformer": 64, "mlp": 64}),
 }
@@ -147,6 +146,9 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
     at m itself when the whole grid was run (--search grid), and as #{seeds: critical <= m} after
     bisection, which takes success to be monotone in m. Real runs are not perfectly monotone
     (a seed can fail above its first success), so the two can differ.
+    m_star_lo, m_star_hi: its 95% interval from the seed bootstrap of success_estimates (the same
+    n_boot = 2000 resamples of the finished seeds, _seed_counts with seed 0), m* recomputed by
+    the same rule on each resample; m_star_boot holds the replicates (for scaling_fits).
     """
     by = {}
     for r in rows:
@@ -161,11 +163,21 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
         n = len(crit)
         if search == "grid":        # the definition itself: count the seeds that succeed AT m
             done = [res for res, (state, _) in zip(seeds.values(), outcomes) if state == "done"]
-            mstar = next((m for m in grid if n and sum(res[m] for res in done) >= n / 2), np.inf)
+            wins = np.array([[float(res[m]) for m in grid] for res in done]).reshape(n, len(grid))
         else:                       # bisection: each seed's answer, success taken as monotone
-            mstar = next((m for m in grid if n and np.sum(crit <= m) >= n / 2), np.inf)
+            wins = (crit[:, None] <= np.asarray(grid, dtype=float)[None]).astype(float)
+        # per resample (row of C; the identity row gives m* itself): the first grid m at which
+        # the drawn seeds' successes reach half of the n drawn
+        boot = np.full(1 + N_BOOT, np.inf)
+        if n:
+            C = np.vstack([np.ones(n), _seed_counts(np.random.default_rng(0), n, N_BOOT)])
+            half = (C @ wins) >= n / 2                              # [1 + N_BOOT, n_grid]
+            boot[half.any(1)] = np.asarray(grid, dtype=float)[np.argmax(half, 1)[half.any(1)]]
+        mstar, boot = float(boot[0]), boot[1:]
         finite = crit[np.isfinite(crit)]
-        out[(model, T)] = dict(model=model, T=T, n_seeds=n, m_star=mstar,
+        lo, hi = percentile_ci(boot)
+        out[(model, T)] = dict(model=model, T=T, n_seeds=n, m_star=mstar, m_star_lo=lo,
+                               m_star_hi=hi, m_star_boot=boot,
                                unfinished=len(outcomes) - n,
                                mean=float(finite.mean()) if len(finite) else np.inf,
                                std=float(finite.std(ddof=1)) if len(finite) > 1 else 0.0,
@@ -207,6 +219,7 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
 #
 # numpy only (no scipy). Every function validates its input and raises a one-line ValueError that
 
+N_BOOT = 2000     # bootstrap resamples of the seeds behind every interval in a table
 RIDGE = 1e-3      # ridge strength on (centred intercept, slope); see the module docstring
 MAX_ITER = 100    # Newton iterations cap (typical fits converge in 5-30)
 _TOL = 1e-10      # Newton stops when every step is below _TOL * (1 + |parameter|)
@@ -714,7 +727,7 @@ def success_table(rows, models):
     for model in models:
         by_T = split_by_T([r for r in rows if r["model"] == model])
         for T, runs in by_T.items():
-            est[(model, int(T))] = success_estimates(runs, n_boot=2000, seed=0)
+            est[(model, int(T))] = success_estimates(runs, n_boot=N_BOOT, seed=0)
         Ts = [int(T) for T in by_T if np.isfinite(est[(model, int(T))]["m50"])
               and est[(model, int(T))]["m50"] > 0]
         if len(Ts) >= 3:
@@ -770,19 +783,30 @@ def _ci(e, key):
     return f"{show(e[key])} [{show(e[key + '_lo'])}, {show(e[key + '_hi'])}]"
 
 
+def _fits_line(head, what, f):
+    """One line of scaling_fits' results for `what` (m50 or m*), with their 95% CIs."""
+    return (f"{head}{what} ~ a + b ln T, b = {f['log_b']:.1f} [{f['log_b_lo']:.1f}, "
+            f"{f['log_b_hi']:.1f}];  {what} ~ a + b T, b = {f['lin_b']:.4f} "
+            f"[{f['lin_b_lo']:.4f}, {f['lin_b_hi']:.4f}];  {what} ~ a T^k, k = "
+            f"{f['pow_k']:.2f} [{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}];  AIC(log) - "
+            f"AIC(line) = {f['daic']:.1f} [{f['daic_lo']:.1f}, {f['daic_hi']:.1f}], the "
+            f"log fits better in {100 * f['p_log_better']:.0f}% of bootstrap resamples "
+            f"(95% CIs, bootstrap over seeds)")
+
+
 def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
     """The printed table, ours beside the paper's at the shared T (only when our protocol asks
     the paper's question: 3-sparse AND, bar 0.99): the success-curve m50 and m90 with 95% CIs,
     the majority-rule m*, the per-seed spread, the statistical limit (median [5%, 95%] over
     streams); then the scaling fits of m50 with their CIs."""
     limits = limits or {}
-    lines = ["| model | T | m50 [95% CI] | m90 [95% CI] | m* (majority) | per-seed critical m: "
+    lines = ["| model | T | m50 [95% CI] | m90 [95% CI] | m* (majority) [95% CI] | per-seed critical m: "
              "mean +- std [min, max] | seeds | m* (paper) | paper's bar | statistical limit "
              "[5%, 95%] |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for (model, T), st in stats.items():
         e = est[(model, T)]
-        ms = "n/a" if not np.isfinite(st["m_star"]) else f"{st['m_star']:.0f}"
+        ms = _ci({"m": st["m_star"], "m_lo": st["m_star_lo"], "m_hi": st["m_star_hi"]}, "m")
         notes = ([f"{st['censored']} above grid"] if st["censored"] else []) + \
                 ([f"{st['unfinished']} unfinished"] if st["unfinished"] else [])
         show = paper_comparable and model == "transformer"
@@ -794,22 +818,15 @@ def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
                      f"{PAPER_BAR.get(T, '') if show else ''} | {_limit(limits.get(T))} |")
     fits = []                       # m50 with bootstrap CIs first, then the majority-rule m*
     for model, f in scaling.items():
-        fits.append(f"{model}: m50 ~ a + b ln T, b = {f['log_b']:.1f} [{f['log_b_lo']:.1f}, "
-                    f"{f['log_b_hi']:.1f}];  m50 ~ a + b T, b = {f['lin_b']:.4f} "
-                    f"[{f['lin_b_lo']:.4f}, {f['lin_b_hi']:.4f}];  m50 ~ a T^k, k = "
-                    f"{f['pow_k']:.2f} [{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}];  AIC(log) - "
-                    f"AIC(line) = {f['daic']:.1f} [{f['daic_lo']:.1f}, {f['daic_hi']:.1f}], the "
-                    f"log fits better in {100 * f['p_log_better']:.0f}% of bootstrap resamples "
-                    f"(95% CIs, bootstrap over seeds)")
+        fits.append(_fits_line(f"{model}: ", "m50", f))
     for model in sorted({k[0] for k in stats}):
-        pts = [(T, st["m_star"]) for (mo, T), st in stats.items()
-               if mo == model and np.isfinite(st["m_star"])]
+        pts = sorted((T, st) for (mo, T), st in stats.items()
+                     if mo == model and 0 < st["m_star"] < np.inf)
         if len(pts) >= 3:
-            T_, m_ = zip(*pts)
-            b, a, r2 = fit_line(np.log(T_), m_)
-            e, c, q2 = fit_line(T_, m_)
-            fits.append(f"{model}: m* ~ {a:.1f} + {b:.1f} ln T (R^2 {r2:.3f});  "
-                        f"m* ~ {c:.1f} + {e:.4f} T (R^2 {q2:.3f})  over T in {min(T_)}..{max(T_)}")
+            T_ = [T for T, _ in pts]
+            f = scaling_fits(np.array(T_), np.array([st["m_star"] for _, st in pts]),
+                             np.array([st["m_star_boot"] for _, st in pts]))
+            fits.append(_fits_line(f"{model}: ", "m*", f) + f" over T in {min(T_)}..{max(T_)}")
     if paper_comparable:
         Tp = sorted(PAPER_MSTAR)
         b, a, r2 = fit_line(np.log(Tp), [PAPER_MSTAR[t] for t in Tp])
@@ -869,8 +886,13 @@ def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
         else:
             ax.errorbar(T_, [st["mean"] for _, st in pts], yerr=[st["std"] for _, st in pts],
                         fmt=mark, capsize=3, label=f"{model} (ours): per-seed mean +- std")
-        ax.plot(T_, [st["m_star"] for _, st in pts], "x", color="k", ms=7,
-                label="m* (ours): half of the seeds succeed" if model == "transformer" else None)
+        ms = np.array([st["m_star"] for _, st in pts])
+        err = np.abs(np.array([[st["m_star_lo"] for _, st in pts],
+                               [st["m_star_hi"] for _, st in pts]]) - ms)
+        ax.errorbar(T_, ms, yerr=np.where(np.isfinite(err), err, 0), fmt="x", color="k", ms=7,
+                    capsize=2, elinewidth=0.8,
+                    label="m* (ours): half of the seeds succeed, 95% CI"
+                    if model == "transformer" else None)
     if paper_comparable:
         Tp = sorted(PAPER_MSTAR)
         ax.errorbar(Tp, [PAPER_MSTAR[t] for t in Tp],
@@ -995,9 +1017,10 @@ def sweep_parser():
         "resumes. Shards (--shard i/n) split the (model, T, seed) searches across machines; copy "
         "their CSVs into one OUT and run with --report to merge."))
     ap.add_argument("--preset", choices=sorted(PRESETS), default="paper",
-                    help="paper: T=100..1100; extended: T=10..3000 (default %(default)s)")
+                    help="paper: T=100..1100, 10 seeds; extended: T=10..10^4, 30 seeds "
+                         "(default %(default)s)")
     ap.add_argument("--Ts", type=int_list, help="comma-separated T values (overrides preset)")
-    ap.add_argument("--seeds", type=integer(1), help="seeds per T (preset: 10)")
+    ap.add_argument("--seeds", type=integer(1), help="seeds per T (preset paper: 10, extended: 30)")
     ap.add_argument("--models", type=model_list, default=None,
                     help="comma-separated: transformer,mlp (default transformer; with --report, "
                          "every model in the folder)")
@@ -1007,7 +1030,7 @@ def sweep_parser():
     ap.add_argument("--grid-min", dest="grid_min", type=integer(1), default=8,
                     help="smallest m (default %(default)s)")
     ap.add_argument("--grid-max", dest="grid_max", type=integer(1),
-                    help="m at most this (default: transformer 600, 1500 in the extended preset; "
+                    help="m at most this (default: transformer 600; "
                          "mlp 30*max(T) capped at 20000)")
     ap.add_argument("--grid-ratio", dest="grid_ratio", type=number(0, strict=True), default=1.05,
                     help="ratio of consecutive grid sizes, in (1, 10] (default %(default)s)")
@@ -1188,8 +1211,8 @@ def main_sweep(argv):
         with open(os.path.join(out, "table.md"), "w") as f:
             f.write(table)
         write_json(os.path.join(out, "critical.json"),
-                   [dict(st, **{k: v for k, v in est[key].items() if not k.endswith("_boot")},
-                         limit=limits.get(key[1])) for key, st in stats.items()])
+                   [{k: v for k, v in dict(st, **est[key], limit=limits.get(key[1])).items()
+                     if not k.endswith("_boot")} for key, st in stats.items()])
         png = sweep_plot(stats, os.path.join(out, "mstar.png"),
                          f"{what}: samples to reach test accuracy >= {a.bar}", comparable, est=est,
                          limits=limits)

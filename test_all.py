@@ -922,6 +922,47 @@ def test_critical_sizes_majority_rule():
     assert abs(a - 1) < 1e-12 and abs(b - 2) < 1e-12 and abs(r2 - 1) < 1e-12
 
 
+def test_majority_mstar_interval_resamples_the_seeds():
+    """m* (majority) gets a 95% interval from the same seed bootstrap as m50: replicate i draws
+    the seeds _seed_counts draws, and m* of those seeds, recomputed one resample at a time by the
+    rule itself, is the replicate. Under bisection, m* is the ceil(n/2)-th smallest critical m."""
+    grid = [float(m) for m in sweep.m_grid(8, 600)]
+    rng = np.random.default_rng(4)
+    thresholds = np.exp(rng.normal(np.log(80), 0.6, size=15))
+    thresholds[:3] = 10_000                                           # above the grid
+    rows = []
+    for seed, th in enumerate(thresholds):
+        gen = sweep.bisect_search(grid)
+        try:
+            m = next(gen)
+            while True:
+                rows.append(dict(model="transformer", T=100, seed=seed, m=m, success=m >= th))
+                m = gen.send(rows[-1]["success"])
+        except StopIteration:
+            pass
+    st = sweep.critical_sizes(rows, {"transformer": grid}, "bisect")[("transformer", 100)]
+    crit = np.array(st["per_seed"])
+    assert st["m_star"] == np.sort(crit)[7]                           # ceil(15 / 2) = 8th
+    C = sweep._seed_counts(np.random.default_rng(0), 15, 2000)
+    boot = [np.sort(np.repeat(crit, C[i].astype(int)))[7] for i in range(2000)]
+    np.testing.assert_array_equal(st["m_star_boot"], boot)
+    assert (st["m_star_lo"], st["m_star_hi"]) == sweep.percentile_ci(np.array(boot))
+    assert st["m_star_lo"] < st["m_star"] < st["m_star_hi"] < 600
+    # every seed alike: no spread; walking the grid counts successes at m, resampled the same way
+    same = [dict(r, success=r["m"] >= 50) for r in rows if r["seed"] < 1]
+    flat = [dict(r, seed=s) for s in range(6) for r in same]
+    st = sweep.critical_sizes(flat, {"transformer": grid}, "bisect")[("transformer", 100)]
+    assert st["m_star_lo"] == st["m_star"] == st["m_star_hi"]
+    walk = [dict(model="transformer", T=5, seed=s, m=m, success=m >= th)
+            for s, th in enumerate([20, 30, 40, 99]) for m in (10, 20, 30, 40)]
+    st = sweep.critical_sizes(walk, {"transformer": [10, 20, 30, 40]}, "grid")[("transformer", 5)]
+    C = sweep._seed_counts(np.random.default_rng(0), 4, 2000)
+    wins = np.array([[m >= th for m in (10, 20, 30, 40)] for th in (20, 30, 40, 99)], float)
+    first = [next((m for m, w in zip((10, 20, 30, 40), C[i] @ wins) if w >= 2), np.inf)
+             for i in range(2000)]
+    np.testing.assert_array_equal(st["m_star_boot"], first)
+
+
 def _sweep(out, *extra):
     return sweep.main(["--preset", "smoke", "--workers", "1", "--out", str(out),
                        *extra])
