@@ -910,6 +910,16 @@ def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
     if finite and max(finite) > 20 * min(finite):       # the MLP beside the Transformer
         ax.set_yscale("log")
         ax.set_ylabel("critical sample size m (log scale)")
+    elif est:            # a poorly determined m50 (a plateau) must not flatten every other point
+        top = 1.5 * max([v for e in est.values() for v in (e["m50"], e["m50_lo"])
+                         if np.isfinite(v)] + [st["m_star_hi"] for st in stats.values()
+                                                if np.isfinite(st["m_star_hi"])] + [1.0])
+        ax.set_ylim(0, top)
+        for (model, T), e in est.items():
+            if e["m50_hi"] > top:
+                ax.annotate(f"CI to {e['m50_hi']:.0f}" if np.isfinite(e["m50_hi"]) else "CI to inf",
+                            (T, top), xytext=(0, -12), textcoords="offset points", ha="center",
+                            fontsize=7)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     return _save(plt, fig, path)
