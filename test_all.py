@@ -930,16 +930,19 @@ def test_majority_mstar_interval_resamples_the_seeds():
     rng = np.random.default_rng(4)
     thresholds = np.exp(rng.normal(np.log(80), 0.6, size=15))
     thresholds[:3] = 10_000                                           # above the grid
-    rows = []
-    for seed, th in enumerate(thresholds):
-        gen = sweep.bisect_search(grid)
-        try:
-            m = next(gen)
-            while True:
-                rows.append(dict(model="transformer", T=100, seed=seed, m=m, success=m >= th))
-                m = gen.send(rows[-1]["success"])
-        except StopIteration:
-            pass
+    def bisected(thresholds):
+        rows = []
+        for seed, th in enumerate(thresholds):
+            gen = sweep.bisect_search(grid)
+            try:
+                m = next(gen)
+                while True:
+                    rows.append(dict(model="transformer", T=100, seed=seed, m=m, success=m >= th))
+                    m = gen.send(rows[-1]["success"])
+            except StopIteration:
+                pass
+        return rows
+    rows = bisected(thresholds)
     st = sweep.critical_sizes(rows, {"transformer": grid}, "bisect")[("transformer", 100)]
     crit = np.array(st["per_seed"])
     assert st["m_star"] == np.sort(crit)[7]                           # ceil(15 / 2) = 8th
@@ -949,10 +952,9 @@ def test_majority_mstar_interval_resamples_the_seeds():
     assert (st["m_star_lo"], st["m_star_hi"]) == sweep.percentile_ci(np.array(boot))
     assert st["m_star_lo"] < st["m_star"] < st["m_star_hi"] < 600
     # every seed alike: no spread; walking the grid counts successes at m, resampled the same way
-    same = [dict(r, success=r["m"] >= 50) for r in rows if r["seed"] < 1]
-    flat = [dict(r, seed=s) for s in range(6) for r in same]
-    st = sweep.critical_sizes(flat, {"transformer": grid}, "bisect")[("transformer", 100)]
-    assert st["m_star_lo"] == st["m_star"] == st["m_star_hi"]
+    st = sweep.critical_sizes(bisected([50] * 6), {"transformer": grid}, "bisect")[
+        ("transformer", 100)]
+    assert st["n_seeds"] == 6 and st["m_star_lo"] == st["m_star"] == st["m_star_hi"] < 60
     walk = [dict(model="transformer", T=5, seed=s, m=m, success=m >= th)
             for s, th in enumerate([20, 30, 40, 99]) for m in (10, 20, 30, 40)]
     st = sweep.critical_sizes(walk, {"transformer": [10, 20, 30, 40]}, "grid")[("transformer", 5)]
