@@ -544,17 +544,21 @@ def majority_mstar(rows, grid=None):
 # 4. scaling of m50 with T
 
 
-def _three_fits(T, y):
-    """T [n], y [n] > 0 -> dict of the three models' parameters and the AIC difference."""
+def _three_fits(T, Y):
+    """T [n], Y [n, B] > 0 (B curves at once) -> {"log", "lin", "pow": (slope, intercept, R^2),
+    each [B]; "daic": AIC(log) - AIC(lin), [B]}: least squares per column, as fit_line."""
     n = T.size
     lT = np.log(T)
     out, rss = {}, {}
-    for name, x, yy in (("log", lT, y), ("lin", T, y), ("pow", lT, np.log(y))):
-        s, c, r2 = fit_line(x, yy)
-        out[name] = (s, c, r2)
-        rss[name] = max(float(((yy - (s * x + c)) ** 2).sum()), np.finfo(float).tiny)
+    for name, x, yy in (("log", lT, Y), ("lin", T, Y), ("pow", lT, np.log(Y))):
+        s, c = np.polyfit(x, yy, 1)                   # one least-squares solve for all columns
+        res = ((yy - (s * x[:, None] + c)) ** 2).sum(0)
+        ss = ((yy - yy.mean(0)) ** 2).sum(0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[name] = (s, c, np.where(ss > 0, 1.0 - res / ss, 1.0))
+        rss[name] = np.maximum(res, np.finfo(float).tiny)
     # Gaussian AIC n ln(RSS/n) + 2p with p = 2 for both models (response m in both): the 2p cancel
-    out["daic"] = n * math.log(rss["log"] / n) - n * math.log(rss["lin"] / n)
+    out["daic"] = n * np.log(rss["log"] / n) - n * np.log(rss["lin"] / n)
     return out
 
 
@@ -592,22 +596,23 @@ def scaling_fits(T, m50, m50_boot):
         raise ValueError(f"m50_boot must have shape [n_T={T.size}, B >= 1], got {boot.shape}")
     with np.errstate(invalid="ignore"):
         keep = (np.isfinite(boot) & (boot > 0)).all(0)
-    point = _three_fits(T, m50)
+    point = {k: np.ravel(v) if k == "daic" else tuple(float(u[0]) for u in v)
+             for k, v in _three_fits(T, m50[:, None]).items()}
     pick = {"log_b": lambda f: f["log"][0], "lin_b": lambda f: f["lin"][0],
             "pow_k": lambda f: f["pow"][0], "daic": lambda f: f["daic"]}
     with np.errstate(over="ignore", invalid="ignore"):   # a huge m50 (flat curve) overflows:
-        reps = [_three_fits(T, boot[:, i]) for i in np.flatnonzero(keep)]
-    reps = [f for f in reps if all(np.isfinite(get(f)) for get in pick.values())]  # dropped
+        reps = _three_fits(T, boot[:, keep] if keep.any() else np.ones((T.size, 1)))
+        ok = np.logical_and.reduce([np.isfinite(get(reps)) for get in pick.values()]) & (
+            keep.any())                                    # replicates whose fits fail: dropped
     out = {"n_T": int(T.size), "n_boot": int(boot.shape[1]),
-           "n_dropped": int(boot.shape[1] - len(reps))}
+           "n_dropped": int(boot.shape[1] - ok.sum())}
     for name, get in pick.items():
-        out[name] = float(get(point))
-        vals = np.array([get(f) for f in reps])
-        out[name + "_lo"], out[name + "_hi"] = percentile_ci(vals) if reps else (-math.inf,
-                                                                                 math.inf)
+        out[name] = float(np.ravel(get(point))[0])
+        out[name + "_lo"], out[name + "_hi"] = (percentile_ci(get(reps)[ok]) if ok.any()
+                                                else (-math.inf, math.inf))
     out.update(log_a=point["log"][1], lin_a=point["lin"][1], pow_a=math.exp(point["pow"][1]),
                log_r2=point["log"][2], lin_r2=point["lin"][2], pow_r2=point["pow"][2],
-               p_log_better=float(np.mean([f["daic"] < 0 for f in reps])) if reps else None)
+               p_log_better=float(np.mean(reps["daic"][ok] < 0)) if ok.any() else None)
     return out
 
 
@@ -1622,9 +1627,9 @@ def main_bench(argv):
 def paired_ratio(e, ref):
     """m50 of one protocol over a reference's at one T, with a paired 95% bootstrap CI.
 
-    e, ref: success_estimates of the same seeds (parsed in the same order) with the same n_boot
-    and bootstrap seed, so replicate i of both resamples the same seeds: the ratio's interval
-    then carries only the protocols' difference, not the seeds' shared luck. Replicates whose
+    e, ref: success_estimates of the same seeds with the same n_boot and bootstrap seed, so
+    replicate i of both resamples the same seeds (parse_rows orders seeds by label): the ratio's
+    interval then carries only the protocols' difference, not the seeds' shared luck. Replicates whose
     ratio is undefined (inf / inf, 0 / 0) are dropped. -> (ratio, lo, hi)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.asarray(e["m50_boot"]) / np.asarray(ref["m50_boot"])
@@ -1656,8 +1661,8 @@ def _cpu_minutes(runs):
 
 
 def _folder_rows(folder, n_seeds=None, Ts=None):
-    """(sweep.json as a dict, the folder's Transformer rows sorted by seed) for seeds < n_seeds
-    and T in Ts (None = all). Seed order fixes the bootstrap's pairing across folders."""
+    """(sweep.json as a dict, the folder's Transformer rows) for seeds < n_seeds and T in Ts
+    (None = all). The bootstrap pairs folders by seed label (parse_rows), whatever the order."""
     try:
         with open(os.path.join(folder, "sweep.json")) as f:
             meta = json.load(f)
@@ -1668,7 +1673,7 @@ def _folder_rows(folder, n_seeds=None, Ts=None):
             and (Ts is None or int(r["T"]) in Ts)]
     if not rows:
         raise ValueError(f"{folder}: no Transformer runs (runs*.csv)")
-    return meta, sorted(rows, key=lambda r: int(r["seed"]))
+    return meta, rows
 
 
 def compare_table(folders, log=print, n_seeds=None, Ts=None):
@@ -1875,7 +1880,7 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
         pool["rows"] += rows
     curves, left_out = [], []
     for d, pool in pools.items():
-        rows, opts = sorted(pool["rows"], key=lambda r: int(r["seed"])), pool["opts"]
+        rows, opts = pool["rows"], pool["opts"]
         if pool["grid"]:                  # a T where some seed's search is unfinished is no cell
             for T, runs in split_by_T(rows).items():
                 by_seed = {}
