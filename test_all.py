@@ -71,6 +71,11 @@ def test_grad_layernorm():
     f = lambda: np.sum(attn.layernorm_forward(x, g, b)[0] * dy)
     grads = attn.layernorm_backward(dy, attn.layernorm_forward(x, g, b)[1])
     check_each("layernorm", ("dx", "dg", "db"), grads, f, (x, g, b))
+    g3, b3 = offcentre(rng, 3, 1, 6), offcentre(rng, 3, 1, 6)    # a stack of 3 runs: [R, 1, d]
+    f = lambda: np.sum(attn.layernorm_forward(x, g3, b3)[0] * dy)
+    grads = attn.layernorm_backward(dy, attn.layernorm_forward(x, g3, b3)[1])
+    assert grads[1].shape == grads[2].shape == (3, 1, 6)
+    check_each("layernorm, stacked", ("dx", "dg", "db"), grads, f, (x, g3, b3))
 
 
 def test_grad_linear_softmax_gelu_relu_loss():
