@@ -249,7 +249,7 @@ def adam_init(params, decay="all"):
                                for k in keys])
     params.update(views(flat))
     return dict(t=0, keys=keys, flat=flat, views=dict(params), m_flat=m, v_flat=v, m=views(m),
-                v=views(v), mask=mask)
+                v=views(v), mask=mask, work=(np.empty_like(flat), np.empty_like(flat)))
 
 
 def clip_gradients(grads, max_norm, runs=None):
@@ -280,18 +280,28 @@ def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8, decouple
     t = state["t"]
     c1, c2 = 1.0 - b1 ** t, 1.0 - b2 ** t
     p, m, v, mask = state["flat"], state["m_flat"], state["v_flat"], state["mask"]
-    g = np.concatenate([grads[k].ravel() for k in keys])
+    g, a = state["work"]              # two scratch buffers: no new arrays, the same arithmetic
+    np.concatenate([grads[k].ravel() for k in keys], out=g)
     if wd:
-        decay = wd * p if mask is None else wd * p * mask
+        decay = np.multiply(p, wd, out=a)                            # wd * p (* mask)
+        if mask is not None:
+            decay *= mask
         if decoupled:
-            p -= lr * decay
+            decay *= lr
+            p -= decay
         else:
             g += decay
     m *= b1
-    m += (1.0 - b1) * g
+    m += np.multiply(g, 1.0 - b1, out=a)                             # m = b1 m + (1 - b1) g
     v *= b2
-    v += (1.0 - b2) * (g * g)
-    p -= (lr / c1) * m / (np.sqrt(v / c2) + eps)
+    np.multiply(g, g, out=g)
+    v += np.multiply(g, 1.0 - b2, out=g)                             # v = b2 v + (1 - b2) g^2
+    step = np.multiply(m, lr / c1, out=g)                            # p -= (lr / c1) m / denom
+    denom = np.divide(v, c2, out=a)
+    np.sqrt(denom, out=denom)
+    denom += eps
+    step /= denom
+    p -= step
 
 
 def optimiser_step(params, grads, state, o, runs=None):
@@ -601,7 +611,7 @@ def train_stack(runs):
         check_run_memory(x)
     R, M, dt = len(opts), max(x["m"] for x in opts), np.dtype(o["dtype"])
     cfg = attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"], dtype=o["dtype"])
-    X, y, w = np.zeros((R, M, o["T"]), dt), np.zeros((R, M), dt), np.zeros((R, M), dt)
+    X, y, w = np.zeros((R, M, o["T"]), bool), np.zeros((R, M), dt), np.zeros((R, M), dt)
     draws, params = [draw_run(x) for x in opts], []
     for r, (x, (_, (Xtr, ytr), _, r_init, _, _)) in enumerate(zip(opts, draws)):
         X[r, :x["m"]], y[r, :x["m"]], w[r, :x["m"]] = Xtr, ytr, 1.0 / x["m"]
