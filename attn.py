@@ -615,11 +615,13 @@ def fast_attention_forward(p, cfg, X, versions=None):
     rows[:, 2 * T] = p["cls"]
     rn, c_ln1 = _ln_fwd(p, cfg, "ln1", rows)
     q, c_q = linear_forward(rn[:, -1:], p["W_Q"], p["b_Q"])          # [R, 1, d]
-    qh = q.reshape(R, H, e)
+    P = head_spread(H, e, rn.dtype)
+    Qb = P * q                         # [R, H, d]: row h holds head h's query on its columns
     # the keys are only ever dotted with the one query: fold it in, s = rn @ u + c  (no K)
-    u = np.einsum("rdhe,rhe->rdh", p["W_K"].reshape(R, d, H, e), qh)  # [R, d, H]: W_K q per head
+    u = p["W_K"] @ Qb.transpose(0, 2, 1)                             # [R, d, H]: W_K q per head
+    c = Qb @ p["b_K"][..., None]                                     # [R, H, 1]: b_K . q per head
     scale = e ** -0.5
-    s = (rn @ u + row_sum(p["b_K"].reshape(R, H, e) * qh)[:, None]) * scale  # [R, 2T+1, H]
+    s = (rn @ u + c.transpose(0, 2, 1)) * scale                      # [R, 2T+1, H]
     M = np.maximum(np.minimum(s[:, :T], s[:, T:2 * T]).max(1), s[:, 2 * T])   # [R, H]
     s -= M[:, None]
     if s.max() > SAFE_EXP[s.dtype]:
@@ -627,7 +629,6 @@ def fast_attention_forward(p, cfg, X, versions=None):
     V, c_v = linear_forward(rn, p["W_V"], p["b_V"])                   # [R, 2T+1, d]
     EEV = np.empty((R, 2 * T + 1, H + d), s.dtype)                    # [E | E * V] per row
     E = np.exp(s, out=EEV[..., :H])
-    P = head_spread(H, e, s.dtype)
     Ed = E @ P                             # [R, 2T+1, d]: each head's weight over its e columns
     np.multiply(Ed, V, out=EEV[..., H:])
     Xb = two_versions(X, s.dtype) if versions is None else versions   # [R, B, 2T]
@@ -636,15 +637,15 @@ def fast_attention_forward(p, cfg, X, versions=None):
     Zd = ZN[..., :H] @ P                                              # [R, B, d]: Z per column
     o = ZN[..., H:] / Zd
     y, c_o = linear_forward(o, p["W_O"], p["b_O"])
-    return y, dict(path="fast", Xb=Xb, ln1=c_ln1, c_q=c_q, rn=rn, u=u, c_v=c_v, c_o=c_o, qh=qh,
+    return y, dict(path="fast", Xb=Xb, ln1=c_ln1, c_q=c_q, rn=rn, u=u, c_v=c_v, c_o=c_o, Qb=Qb,
                    V=V, E=E, Ed=Ed, Zd=Zd, o=o, scale=scale, P=P)
 
 
 def fast_attention_backward(dy, p, cfg, cache):
     """Backward of fast_attention_forward: {E_tok, E_pos, cls, ln1_g, ln1_b, W_Q, ..., b_O}, each
     with the leading run axis."""
-    Xb, c_ln1, c_q, rn, u, c_v, c_o, qh, V, E, Ed, Zd, o, scale, P = (cache[k] for k in (
-        "Xb", "ln1", "c_q", "rn", "u", "c_v", "c_o", "qh", "V", "E", "Ed", "Zd", "o", "scale",
+    Xb, c_ln1, c_q, rn, u, c_v, c_o, Qb, V, E, Ed, Zd, o, scale, P = (cache[k] for k in (
+        "Xb", "ln1", "c_q", "rn", "u", "c_v", "c_o", "Qb", "V", "E", "Ed", "Zd", "o", "scale",
         "P"))
     R, B, twoT = Xb.shape
     T, d, H = twoT // 2, cfg["d"], cfg["heads"]
@@ -663,13 +664,12 @@ def fast_attention_backward(dy, p, cfg, cache):
     ds = dE * E * scale                      # forward: E = exp(s - M), M a constant shift
     du = rn.transpose(0, 2, 1) @ ds          # forward: s = (rn @ u + b_K . q) * scale
     dc = col_sum(ds)                         # [R, H]
-    g["W_K"] = (du[..., None] * qh[:, None]).reshape(R, d, d)  # forward: u = W_K q per head
-    g["b_K"] = (dc[..., None] * qh).reshape(R, d)
-    dqh = (np.einsum("rdhe,rdh->rhe", p["W_K"].reshape(R, d, H, e), du)
-           + p["b_K"].reshape(R, H, e) * dc[..., None])
+    g["W_K"] = du @ Qb                       # forward: u = W_K @ Qb^T, c = Qb @ b_K
+    g["b_K"] = (dc[:, None] @ Qb)[:, 0]
+    dq = col_sum(p["W_K"] * (du @ P)) + p["b_K"] * (dc @ P)          # [R, d]: through Qb
     drn, g["W_V"], g["b_V"] = linear_backward(dV, c_v)
     drn += ds @ u.transpose(0, 2, 1)
-    drn_q, g["W_Q"], g["b_Q"] = linear_backward(dqh.reshape(R, 1, d), c_q)
+    drn_q, g["W_Q"], g["b_Q"] = linear_backward(dq[:, None], c_q)
     drn[:, -1:] += drn_q
     drows = _ln_bwd(g, cfg, "ln1", drn, c_ln1, stacked=True)
     dP = drows[:, :2 * T].reshape(R, 2, T, d)
