@@ -146,18 +146,12 @@ def layernorm_forward(x, g, b):  # [..., d] -> [..., d]
     return y, (xhat, rstd, g)
 
 
-def col_sum(a):  # [..., n, k] -> [..., k]
-    """Sum over the rows (the second-to-last axis) as a vector-matrix product with ones: numpy's
-    reduction along that axis was 5 times slower than BLAS on the same numbers."""
-    return np.ones(a.shape[-2], a.dtype) @ a
-
-
 def sum_to(a, shape):
-    """Sum `a` down to `shape`, the shape it was broadcast from (the backward of broadcasting):
-    `shape` is a's last axis (d,), or one run's row (R, 1, d) of a stack a [R, n, d]."""
-    if len(shape) == 1:
-        return col_sum(a.reshape(-1, a.shape[-1]))
-    return col_sum(a)[:, None, :]
+    """Sum `a` down to `shape`, the shape it was broadcast from (the backward of broadcasting)."""
+    lead = a.ndim - len(shape)
+    a = a.sum(tuple(range(lead))) if lead else a
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and a.shape[i] != 1)
+    return a.sum(axes, keepdims=True) if axes else a
 
 
 def layernorm_backward(dy, cache):  # -> dx [..., d], dg and db of g's and b's shape
@@ -615,13 +609,11 @@ def fast_attention_forward(p, cfg, X, versions=None):
     rows[:, 2 * T] = p["cls"]
     rn, c_ln1 = _ln_fwd(p, cfg, "ln1", rows)
     q, c_q = linear_forward(rn[:, -1:], p["W_Q"], p["b_Q"])          # [R, 1, d]
-    P = head_spread(H, e, rn.dtype)
-    Qb = P * q                         # [R, H, d]: row h holds head h's query on its columns
+    qh = q.reshape(R, H, e)
     # the keys are only ever dotted with the one query: fold it in, s = rn @ u + c  (no K)
-    u = p["W_K"] @ Qb.transpose(0, 2, 1)                             # [R, d, H]: W_K q per head
-    c = Qb @ p["b_K"][..., None]                                     # [R, H, 1]: b_K . q per head
+    u = np.einsum("rdhe,rhe->rdh", p["W_K"].reshape(R, d, H, e), qh)  # [R, d, H]: W_K q per head
     scale = e ** -0.5
-    s = (rn @ u + c.transpose(0, 2, 1)) * scale                      # [R, 2T+1, H]
+    s = (rn @ u + row_sum(p["b_K"].reshape(R, H, e) * qh)[:, None]) * scale  # [R, 2T+1, H]
     M = np.maximum(np.minimum(s[:, :T], s[:, T:2 * T]).max(1), s[:, 2 * T])   # [R, H]
     s -= M[:, None]
     if s.max() > SAFE_EXP[s.dtype]:
@@ -629,6 +621,7 @@ def fast_attention_forward(p, cfg, X, versions=None):
     V, c_v = linear_forward(rn, p["W_V"], p["b_V"])                   # [R, 2T+1, d]
     EEV = np.empty((R, 2 * T + 1, H + d), s.dtype)                    # [E | E * V] per row
     E = np.exp(s, out=EEV[..., :H])
+    P = head_spread(H, e, s.dtype)
     Ed = E @ P                             # [R, 2T+1, d]: each head's weight over its e columns
     np.multiply(Ed, V, out=EEV[..., H:])
     Xb = two_versions(X, s.dtype) if versions is None else versions   # [R, B, 2T]
@@ -637,15 +630,15 @@ def fast_attention_forward(p, cfg, X, versions=None):
     Zd = ZN[..., :H] @ P                                              # [R, B, d]: Z per column
     o = ZN[..., H:] / Zd
     y, c_o = linear_forward(o, p["W_O"], p["b_O"])
-    return y, dict(path="fast", Xb=Xb, ln1=c_ln1, c_q=c_q, rn=rn, u=u, c_v=c_v, c_o=c_o, Qb=Qb,
+    return y, dict(path="fast", Xb=Xb, ln1=c_ln1, c_q=c_q, rn=rn, u=u, c_v=c_v, c_o=c_o, qh=qh,
                    V=V, E=E, Ed=Ed, Zd=Zd, o=o, scale=scale, P=P)
 
 
 def fast_attention_backward(dy, p, cfg, cache):
     """Backward of fast_attention_forward: {E_tok, E_pos, cls, ln1_g, ln1_b, W_Q, ..., b_O}, each
     with the leading run axis."""
-    Xb, c_ln1, c_q, rn, u, c_v, c_o, Qb, V, E, Ed, Zd, o, scale, P = (cache[k] for k in (
-        "Xb", "ln1", "c_q", "rn", "u", "c_v", "c_o", "Qb", "V", "E", "Ed", "Zd", "o", "scale",
+    Xb, c_ln1, c_q, rn, u, c_v, c_o, qh, V, E, Ed, Zd, o, scale, P = (cache[k] for k in (
+        "Xb", "ln1", "c_q", "rn", "u", "c_v", "c_o", "qh", "V", "E", "Ed", "Zd", "o", "scale",
         "P"))
     R, B, twoT = Xb.shape
     T, d, H = twoT // 2, cfg["d"], cfg["heads"]
@@ -654,26 +647,28 @@ def fast_attention_backward(dy, p, cfg, cache):
     do, g["W_O"], g["b_O"] = linear_backward(dy, c_o)
     dZN = np.empty((R, B, H + d), do.dtype)          # forward: o = N / Z, Z spread as Zd = Z @ P
     dN = np.divide(do, Zd, out=dZN[..., H:])
-    dZN[..., :H] = -((dN * o) @ P.T)
+    dZN[..., :H] = -row_sum((dN * o).reshape(R, B, H, e))
     dEEV = np.empty((R, 2 * T + 1, H + d), do.dtype)   # forward: ZN = Xb @ EEV[:2T] + EEV[2T]
     np.matmul(Xb.transpose(0, 2, 1), dZN, out=dEEV[:, :2 * T])
-    dEEV[:, 2 * T] = col_sum(dZN)
+    dEEV[:, 2 * T] = dZN.sum(1)
     dEV = dEEV[..., H:]                                               # forward: EV = Ed * V
-    dE = dEEV[..., :H] + (dEV * V) @ P.T
+    dE = dEEV[..., :H] + row_sum((dEV * V).reshape(R, -1, H, e))
     dV = dEV * Ed
     ds = dE * E * scale                      # forward: E = exp(s - M), M a constant shift
     du = rn.transpose(0, 2, 1) @ ds          # forward: s = (rn @ u + b_K . q) * scale
-    dc = col_sum(ds)                         # [R, H]
-    g["W_K"] = du @ Qb                       # forward: u = W_K @ Qb^T, c = Qb @ b_K
+    dc = ds.sum(1)                           # [R, H]
+    Qb = P * qh.reshape(R, 1, d)             # [R, H, d]: row h holds head h's query, 0 elsewhere
+    g["W_K"] = du @ Qb                       # forward: u = W_K q per head (exact: one term each)
     g["b_K"] = (dc[:, None] @ Qb)[:, 0]
-    dq = col_sum(p["W_K"] * (du @ P)) + p["b_K"] * (dc @ P)          # [R, d]: through Qb
+    dqh = (np.einsum("rdhe,rdh->rhe", p["W_K"].reshape(R, d, H, e), du)
+           + p["b_K"].reshape(R, H, e) * dc[..., None])
     drn, g["W_V"], g["b_V"] = linear_backward(dV, c_v)
     drn += ds @ u.transpose(0, 2, 1)
-    drn_q, g["W_Q"], g["b_Q"] = linear_backward(dq[:, None], c_q)
+    drn_q, g["W_Q"], g["b_Q"] = linear_backward(dqh.reshape(R, 1, d), c_q)
     drn[:, -1:] += drn_q
     drows = _ln_bwd(g, cfg, "ln1", drn, c_ln1, stacked=True)
     dP = drows[:, :2 * T].reshape(R, 2, T, d)
-    g["E_tok"], g["E_pos"], g["cls"] = col_sum(dP), dP[:, 0] + dP[:, 1], drows[:, 2 * T]
+    g["E_tok"], g["E_pos"], g["cls"] = dP.sum(2), dP.sum(1), drows[:, 2 * T]
     return g
 
 
