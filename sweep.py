@@ -1568,15 +1568,18 @@ def _throughput_worker(args):
     return time.perf_counter() - t
 
 
-def sweep_throughput(T, R, steps, full_steps, workers):
+def sweep_throughput(T, R, steps, full_steps, workers, repeats=3):
     """Runs of `full_steps` steps per minute when `workers` processes each train a stack of R runs
-    (m = 100): timed on `steps` steps and scaled (setup and evaluation included once)."""
+    (m = 100): timed on `steps` steps and scaled (setup and evaluation included once); the median
+    of `repeats` timings, since a shared machine's speed wanders by 20% from one to the next."""
+    walls = []
     with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
         list(ex.map(_throughput_worker, [(T, R, 2, 0)] * workers))      # start-up and warm-up
-        t = time.perf_counter()
-        list(ex.map(_throughput_worker, [(T, R, steps, 10 * i) for i in range(workers)]))
-        wall = time.perf_counter() - t
-    return 60 * workers * R / (wall * full_steps / steps)
+        for _ in range(repeats):
+            t = time.perf_counter()
+            list(ex.map(_throughput_worker, [(T, R, steps, 10 * i) for i in range(workers)]))
+            walls.append(time.perf_counter() - t)
+    return 60 * workers * R / (float(np.median(walls)) * full_steps / steps)
 
 
 def main_bench(argv):
@@ -1599,7 +1602,7 @@ def main_bench(argv):
               + (f" {'plain ms/step':>14} {'speed-up':>9}" if a.reference else ""))
         for T in a.Ts:
             cfg = attn.default_config(T=T, d=d, heads=H, mlp=k, dtype=dtype)
-            n = max(5, min(100, int(2000 / T)))
+            n = max(20, min(200, int(20000 / T)))            # median of >= 20 timed steps
             t_fast = time_steps(cfg, a.m, "fast", n)
             gf = step_flops(T, a.m, d, H, k) / t_fast / 1e9
             same = matmul_gflops(2 * T + 1, d, d, dtype)    # the largest per-step product
@@ -1611,7 +1614,7 @@ def main_bench(argv):
             print(line, flush=True)
     workers = os.cpu_count() or 1
     print(f"\nsweep throughput, {workers} worker processes, stacks of at most {a.stack} runs "
-          f"(m = 100, {a.steps} steps, float32), runs per minute:")
+          f"(m = 100, {a.steps} steps, float32), runs per minute (median of 3 timings):")
     print(f"{'T':>6} {'stack':>6} {'before stacking':>16} {'now':>8} {'ratio':>6}")
     for T in a.throughput:
         R = stack_size(T, a.stack, d, H)
