@@ -419,18 +419,19 @@ def check_params(p, cfg, runs=None):
         have = set(p) if isinstance(p, dict) else set()
         raise ValueError(f"params do not match cfg (mlp={cfg['mlp']}, ln={cfg['ln']}): missing "
                          f"{sorted(set(want) - have)}, unexpected {sorted(have - set(want))}")
-    lead = () if runs is None else (runs,)
+    lead, dt = () if runs is None else (runs,), np.dtype(cfg["dtype"])
     for k, (shape, _) in want.items():
         v = p[k]
         if not isinstance(v, np.ndarray) or v.shape != lead + shape:
             raise ValueError(f"param {k} has shape {getattr(v, 'shape', None)}, but cfg (T="
                              f"{cfg['T']}, d={cfg['d']}, mlp={cfg['mlp']}) needs {lead + shape}")
-        if v.dtype != np.dtype(cfg["dtype"]):
+        if v.dtype != dt:
             raise ValueError(f"param {k} is {v.dtype}, but cfg has dtype {cfg['dtype']}")
 
 
-def _check_inputs(p, cfg, X, path="fast"):
-    """X [B, T] bits for one run, or [R, B, T] for a stack of R runs (path "fast" only)."""
+def _check_inputs(p, cfg, X, path="fast", bits=True):
+    """X [B, T] bits for one run, or [R, B, T] for a stack of R runs (path "fast" only). bits=False:
+    X's values are not read (the caller gave their two versions), so they are not scanned."""
     if not isinstance(X, np.ndarray) or X.ndim not in (2, 3):
         raise ValueError(f"X must be an array [batch, T] of bits (or [runs, batch, T] on path "
                          f"'fast'), got {type(X).__name__} with shape {getattr(X, 'shape', None)}")
@@ -449,7 +450,7 @@ def _check_inputs(p, cfg, X, path="fast"):
         raise ValueError(f"X has T={X.shape[-1]} columns but the model has T={cfg['T']}")
     if X.shape[-2] < 1:
         raise ValueError("X must hold at least one example")
-    if X.dtype != np.bool_:
+    if bits and X.dtype != np.bool_:
         bad = (X != 0) & (X != 1)
         if bad.any():
             raise ValueError(f"X must hold bits 0 and 1 only, got {X[bad].flat[0].item()!r}")
@@ -503,7 +504,7 @@ def model_forward(p, cfg, X, path="fast", rng=None, versions=None):
     every step; it must be exactly that matrix (shape [..., B, 2T] is checked)."""
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
-    _check_inputs(p, cfg, X, path)
+    _check_inputs(p, cfg, X, path, bits=versions is None)
     if rng is not None and cfg["dropout"] and path != "cls":
         raise ValueError(f"dropout runs on path 'cls' only, got path {path!r}")
     if versions is not None and (path != "fast" or versions.shape != X.shape[:-1] + (
