@@ -628,11 +628,12 @@ def fast_attention_forward(p, cfg, X, versions=None):
     Xb = two_versions(X, s.dtype) if versions is None else versions   # [R, B, 2T]
     ZN = Xb @ EEV[:, :2 * T]                                          # [R, B, H + d]
     ZN += EEV[:, 2 * T:]                                              # the [CLS] row, every sample
-    Zd = ZN[..., :H] @ P                                              # [R, B, d]: Z per column
+    Z = ZN[..., :H]                                                   # [R, B, H]
+    Zd = Z @ P                                                        # [R, B, d]: Z per column
     o = ZN[..., H:] / Zd
     y, c_o = linear_forward(o, p["W_O"], p["b_O"])
     return y, dict(path="fast", Xb=Xb, ln1=c_ln1, c_q=c_q, rn=rn, u=u, c_v=c_v, c_o=c_o, qh=qh,
-                   V=V, E=E, Ed=Ed, Zd=Zd, o=o, scale=scale, P=P)
+                   V=V, E=E, Ed=Ed, Z=Z, Zd=Zd, o=o, scale=scale, P=P)
 
 
 def fast_attention_backward(dy, p, cfg, cache):
@@ -720,8 +721,7 @@ def cls_attention_mean(p, cfg, X):
     _, cache = fast_attention_forward({k: v[None] for k, v in p.items()}, cfg, X[None])
     if cache["path"] != "fast":                         # the fallback already holds the weights
         return cache["runs"][0]["attn"]["A"].mean(axis=(0, 1))
-    Xb, E = cache["Xb"][0], cache["E"][0]
-    Z = cache["Zd"][0][:, ::cfg["d"] // cfg["heads"]]                 # [B, H]: one column per head
+    Xb, E, Z = cache["Xb"][0], cache["E"][0], cache["Z"][0]
     T, B = cfg["T"], X.shape[0]
     W = E[:2 * T] * (Xb.T @ (1.0 / Z))                                # [2T, H]: v0 rows, v1 rows
     A = np.concatenate([W[:T] + W[T:], E[2 * T:] * (1.0 / Z).sum(0)])  # [T+1, H]

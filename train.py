@@ -228,7 +228,8 @@ def adam_init(params, decay="all"):
     buffer: each params[k] becomes a view of it (same values, shape and dtype), so that a step is a
     dozen passes over one array instead of a dozen small operations per parameter (at T = 100 the
     per-call overhead of 20 parameters was a tenth of the step). state["m"][k] and state["v"][k]
-    are views in the same way. decay: "all", or "matrices" (weight decay only on MATRICES)."""
+    are views in the same way; state["work"] holds two scratch arrays of the flat size, so a step
+    makes no new arrays. decay: "all", or "matrices" (weight decay only on MATRICES)."""
     keys = list(params)
     dtypes = {params[k].dtype for k in keys}
     if len(dtypes) != 1:
