@@ -29,6 +29,7 @@ import os
 import numpy as np
 
 VOCAB = 2  # the tasks are Boolean: one token per bit
+POS_INITS = ("normal", "zero")  # how E_pos starts: N(0, std^2), or 0 as in minGPT
 
 
 # ----------------------------------------------------------------------------------------------
@@ -40,10 +41,13 @@ def default_config(**overrides):
     Keys: T (context length), d (width), heads, mlp (hidden units; 0 = no MLP), ln (LayerNorms on
     or off), act ("gelu" or "relu"), dtype ("float32" or "float64"), dropout (probability in
     [0, 1), as minGPT: on the embeddings, the attention weights and both residual branches; it
-    acts only when model_forward is given an rng, and only on the plain paths).
+    acts only when model_forward is given an rng, and only on the plain paths), pos_init
+    ("normal": E_pos ~ N(0, std^2) like every weight; "zero": minGPT's positional embedding,
+    a parameter that starts at 0).
     The theory's single head f_tf-head is `default_config(heads=1, mlp=0, ln=False)`.
     """
-    cfg = dict(T=100, d=64, heads=16, mlp=64, ln=True, act="gelu", dtype="float32", dropout=0.0)
+    cfg = dict(T=100, d=64, heads=16, mlp=64, ln=True, act="gelu", dtype="float32", dropout=0.0,
+               pos_init="normal")
     unknown = set(overrides) - set(cfg)
     if unknown:
         raise ValueError(f"unknown config key(s) {sorted(unknown)}; allowed: {sorted(cfg)}")
@@ -67,6 +71,8 @@ def check_config(cfg):
         raise ValueError(f"act must be one of {sorted(ACTIVATIONS)}, got {cfg['act']!r}")
     if str(cfg["dtype"]) not in ("float32", "float64"):
         raise ValueError(f"dtype must be 'float32' or 'float64', got {cfg['dtype']!r}")
+    if cfg["pos_init"] not in POS_INITS:
+        raise ValueError(f"pos_init must be one of {', '.join(POS_INITS)}, got {cfg['pos_init']!r}")
     if not isinstance(cfg["ln"], (bool, np.bool_)):
         raise ValueError(f"ln must be True or False, got {cfg['ln']!r}")
     if not (isinstance(cfg["dropout"], (int, float)) and 0 <= cfg["dropout"] < 1):
@@ -79,13 +85,16 @@ def init_params(cfg, rng, std=0.02):
 
     Shapes: E_tok [2, d], E_pos [T, d], cls [d]; W_Q, W_K, W_V, W_O [d, d] (row convention
     y = x @ W + b, heads are consecutive blocks of d/heads columns); W_1 [d, mlp], W_2 [mlp, d];
-    readout w [d], b [1].
+    readout w [d], b [1]. With cfg["pos_init"] == "zero", E_pos is drawn and then set to 0, so
+    every other parameter is the one the same rng gives with "normal" (paired comparisons).
     """
     dt = np.dtype(cfg["dtype"])
     p = {}
     for name, (shape, kind) in param_shapes(cfg).items():
         p[name] = ((std * rng.standard_normal(shape)).astype(dt) if kind == "normal"
                    else np.full(shape, 1.0 if kind == "one" else 0.0, dt))
+    if cfg["pos_init"] == "zero":
+        p["E_pos"][...] = 0
     return p
 
 

@@ -996,7 +996,8 @@ def take_stack(queue, most, dropout=False):
 # train.py's options a sweep shares with every run. Not --model: a sweep takes --models (a list),
 # and with abbreviations off, --model is an error rather than a silent prefix of --models.
 MODEL_OPTIONS = ("task", "s", "data", "steps", "lr", "wd", "n_test", "d", "heads", "mlp", "dtype",
-                 "batch", "optimizer", "beta2", "decay", "clip", "dropout", "val", "val_every")
+                 "batch", "optimizer", "beta2", "decay", "clip", "dropout", "val", "val_every",
+                 "pos_init")
 
 
 def full_options(options):
@@ -1022,6 +1023,11 @@ PROTOCOLS = {
     "float64": dict(dtype="float64"),
     # the paper's data protocol with the width that came closest to the paper's figure
     "paper-data-d-128": dict(data="unambiguous", n_test=10000, d=128),
+    # minGPT's block, one architectural detail at a time: MLP width 4d, positions starting at 0
+    "mlp-4d": dict(mlp=256), "pos-zero": dict(pos_init="zero"),
+    "mlp-4d-pos-zero": dict(mlp=256, pos_init="zero"),
+    "d-128-mlp-4d": dict(d=128, mlp=512), "d-128-pos-zero": dict(d=128, pos_init="zero"),
+    "d-128-mlp-4d-pos-zero": dict(d=128, mlp=512, pos_init="zero"),
 }
 
 

@@ -2147,3 +2147,17 @@ def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch
     monkeypatch.setattr(sweep, "_sweep_worker", worker)
     assert _sweep(tmp_path) == 0
     assert _rows(path) == _rows(smoke_ref / "runs.csv")
+
+
+def test_zero_positional_init_changes_only_the_positions_and_stacks_like_single_runs():
+    a = attn.init_params(attn.default_config(T=20), np.random.default_rng(3))
+    b = attn.init_params(attn.default_config(T=20, pos_init="zero"), np.random.default_rng(3))
+    assert not b["E_pos"].any() and a["E_pos"].any()
+    assert all(np.array_equal(a[k], b[k]) for k in a if k != "E_pos")
+    runs = [dict(SMALL, steps=30, dtype="float64", pos_init="zero", seed=s) for s in (3, 4)]
+    for o, st in zip(runs, train.train_stack(runs)):
+        assert np.allclose(st["losses"], train.train_run(o)["losses"], rtol=1e-9)
+    with pytest.raises(ValueError, match="pos_init must be one of normal, zero, got 'ones'"):
+        attn.default_config(pos_init="ones")
+    with pytest.raises(ValueError, match="pos_init"):
+        train.validate_options(dict(pos_init="ones"))

@@ -156,6 +156,8 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
     ("d", 64, integer(1), "model width"),
     ("heads", 16, integer(1), "attention heads; must divide d"),
     ("mlp", 64, integer(0), "MLP hidden units (0 = no MLP); the baseline's hidden width"),
+    ("pos_init", "normal", choice("normal", "zero"),
+     "positional embeddings start as N(0, 0.02^2) like every weight, or at 0 (minGPT)"),
     ("dtype", "float32", choice("float32", "float64"), "floating-point type"),
     ("log_every", 100, integer(0), "progress line every this many steps (0 = quiet)"),
 )
@@ -163,7 +165,7 @@ DEFAULTS = {name: default for name, default, _, _ in OPTIONS}
 PARSE = {name: parse for name, _, parse, _ in OPTIONS}
 RUN_KEYS = ("model", "task", "T", "s", "m", "data", "n_test", "lr", "wd", "batch", "seed", "d",
             "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "clip", "dropout", "val",
-            "val_every")          # what defines a run: a checkpoint must agree on these
+            "val_every", "pos_init")          # what defines a run: a checkpoint must agree on these
 
 
 def py_flag(name, value):       # how a Python caller names an option: "s=5"
@@ -322,6 +324,12 @@ def seeds_for(seed):
     return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(7)]
 
 
+def model_config(o):
+    """attn.py's config of the Transformer that options `o` train."""
+    return attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
+                               dtype=o["dtype"], dropout=o["dropout"], pos_init=o["pos_init"])
+
+
 def build_model(o, rng):
     """(params, loss_and_grads(params, X, y), logits(params, X), cfg) for model o["model"]."""
     if o["model"] == "mlp":
@@ -332,8 +340,7 @@ def build_model(o, rng):
             loss, c_loss = attn.logistic_forward(z, y)
             return loss, attn.baseline_backward(attn.logistic_backward(1.0, c_loss), cache)
         return params, loss_and_grads, lambda p, X: attn.baseline_forward(p, X)[0], None
-    cfg = attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
-                              dtype=o["dtype"], dropout=o["dropout"])
+    cfg = model_config(o)
     if o["dropout"]:                # per-sample masks: the plain [CLS] path, masks from stream 7
         r_drop = seeds_for(o["seed"])[6]
         return (attn.init_params(cfg, rng),
@@ -590,7 +597,7 @@ def position_overlap(E_pos, S):
 
 STACK_KEYS = ("model", "task", "T", "s", "n_test", "steps", "lr", "wd", "batch", "d", "heads",
               "mlp", "dtype", "optimizer", "beta2", "decay", "clip", "dropout", "val",
-              "val_every")
+              "val_every", "pos_init")
 # (what the runs of one stack must share)
 
 
@@ -611,7 +618,7 @@ def train_stack(runs):
     for x in opts:
         check_run_memory(x)
     R, M, dt = len(opts), max(x["m"] for x in opts), np.dtype(o["dtype"])
-    cfg = attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"], dtype=o["dtype"])
+    cfg = model_config(o)
     X, y, w = np.zeros((R, M, o["T"]), bool), np.zeros((R, M), dt), np.zeros((R, M), dt)
     draws, params = [draw_run(x) for x in opts], []
     for r, (x, (_, (Xtr, ytr), _, r_init, _, _)) in enumerate(zip(opts, draws)):
@@ -677,8 +684,7 @@ def run_bytes(o):
     data_bytes = (o["m"] + o["n_test"]) * o["T"] * (1 + item + 8)
     B = max(min(o["batch"] or o["m"], o["m"]), min(EVAL_CHUNK, o["m"] + o["n_test"]))
     if o["model"] == "transformer":
-        cfg = attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
-                                  dtype=o["dtype"])
+        cfg = model_config(o)
         n_par = sum(math.prod(shape) for shape, _ in attn.param_shapes(cfg).values())
         act = attn.activation_bytes(cfg, B, "fast")
     else:
