@@ -40,7 +40,9 @@ WORK_MAX = 5e9               # "and"/"or": most elementary steps (~1 ns each) on
 SOS_MAX_ROWS = 18            # "and"/"or": inclusion-exclusion over at most this many negatives
 
 
-def _int_arg(name, v, lo, hi=None):
+def check_int(name, v, lo, hi=None):
+    """v as an int in [lo, hi], else a one-line ValueError naming `name`, the value and what is
+    allowed (bools are not integers here)."""
     if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)):
         raise ValueError(f"{name} must be an integer, got {v!r} ({type(v).__name__})")
     if v < lo or (hi is not None and v > hi):
@@ -49,7 +51,8 @@ def _int_arg(name, v, lo, hi=None):
     return int(v)
 
 
-def _generator(rng):
+def check_generator(rng):
+    """rng itself when it is a numpy Generator, else a one-line ValueError."""
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng must be a numpy Generator (np.random.default_rng(seed)), "
                          f"got {type(rng).__name__}")
@@ -126,8 +129,8 @@ class SparseTask:
 
         Row i uses the generator's next T uniforms, so the first m rows of sample(m', rng) for
         m' >= m equal sample(m, rng) from the same generator state: one seed is one stream."""
-        m = _int_arg("m", m, 1)
-        X = (_generator(rng).random((m, self.T)) < self.p).astype(np.uint8)
+        m = check_int("m", m, 1)
+        X = (check_generator(rng).random((m, self.T)) < self.p).astype(np.uint8)
         return X, self._label(X)
 
     def __repr__(self):
@@ -138,14 +141,14 @@ def make_task(name, T, s, rng):
     """Draw the support S (uniformly, s of T positions) and, for "junta", the truth table."""
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; allowed: {', '.join(TASKS)}")
-    T = _int_arg("T", T, 1)
-    s = _int_arg("s", s, 1, T)
+    T = check_int("T", T, 1)
+    s = check_int("s", s, 1, T)
     if name == "junta" and s > JUNTA_MAX_S:
         raise ValueError(f"junta keeps a truth table of 2^s rows: s must be <= {JUNTA_MAX_S}, "
                          f"got s={s}")
     if name == "majority" and s % 2 == 0:
         raise ValueError(f"majority needs an odd s (no ties), got s={s}")
-    rng = _generator(rng)
+    rng = check_generator(rng)
     S = np.sort(rng.choice(T, size=s, replace=False))
     table = None
     if name == "junta":
@@ -349,8 +352,10 @@ def _count_and(X, y, s, limit, what):
 # those whose pivot part has weight s - j. Beyond BRUTE_FORCE_MAX candidates it is a ValueError.
 
 def _gf2_solutions(X, y):
-    """X [m, T], y [m] bool -> (pivot_cols [r], free_cols [k], A_F [r, k] bool, b [r] bool), the
-    reduced system v_pivot = b + A_F v_free over GF(2); None if X v = y has no solution."""
+    """X [m, T], y [m] bool -> (pivot_cols [r], free_cols [k], A_F [r, k] bool, b [r] bool,
+    pivot_rows [r]), the reduced system v_pivot = b + A_F v_free over GF(2); None if X v = y has
+    no solution. Rows are taken in order and each is reduced by the earlier pivots only, so row i
+    is a pivot row exactly when it is independent of rows 0..i-1."""
     m, T = X.shape
     W = _pack_columns(np.concatenate([X, y[:, None]], 1).T)           # [m, words] rows packed
     coef = np.zeros(W.shape[1], np.uint64)                             # the bits of columns < T
@@ -376,7 +381,7 @@ def _gf2_solutions(X, y):
     bits = np.unpackbits(W[rows].view(np.uint8), axis=1, bitorder="little")[:, :T + 1]
     bits = bits.astype(bool)
     free = np.setdiff1d(np.arange(T), pivot_cols)
-    return pivot_cols, free, bits[:, free], bits[:, T]
+    return pivot_cols, free, bits[:, free], bits[:, T], np.array(rows, np.intp)
 
 
 def _count_parity(X, y, s, limit):
@@ -385,7 +390,7 @@ def _count_parity(X, y, s, limit):
     sol = _gf2_solutions(X, y)
     if sol is None:
         return 0
-    pivot_cols, free, A_F, b = sol
+    pivot_cols, free, A_F, b, _ = sol
     r, k = len(pivot_cols), len(free)
     cands = sum(math.comb(k, j) for j in range(min(s, k) + 1))
     if cands > BRUTE_FORCE_MAX:
@@ -406,6 +411,30 @@ def _count_parity(X, y, s, limit):
             if count >= limit:
                 return limit
     return count
+
+
+def gf2_solve(X, y):
+    """The unique v [T] (uint8 bits) with X v = y over GF(2), for X [m, T] and y [m] bits; None
+    when the system has no solution or more than one (rank < T). Learns sparse parity from about
+    T samples whatever s is: the algorithmic baseline beside the statistical limit."""
+    X, y = _bits_arg("X", X).astype(bool), _bits_arg("y", y).astype(bool)
+    if X.ndim != 2 or y.shape != (X.shape[0],):
+        raise ValueError(f"need X [m, T] and y [m], got shapes {X.shape} and {y.shape}")
+    sol = _gf2_solutions(X, y)
+    if sol is None or sol[1].size:
+        return None
+    v = np.zeros(X.shape[1], np.uint8)
+    v[sol[0]] = sol[3]
+    return v
+
+
+def gf2_first_full_rank(X):
+    """The smallest m0 with rank(X[:m0]) = T over GF(2), X [m, T] bits; None if X has rank < T."""
+    X = _bits_arg("X", X).astype(bool)
+    if X.ndim != 2:
+        raise ValueError(f"need X [m, T], got shape {X.shape}")
+    pivot_rows = _gf2_solutions(X, np.zeros(X.shape[0], bool))[4]
+    return int(pivot_rows[-1]) + 1 if len(pivot_rows) == X.shape[1] else None
 
 
 # "majority" and "junta": no structure used; every s-subset is checked (C(T, s) of them, at most
@@ -462,10 +491,10 @@ def count_compatible(name, s, X, y, limit=None):
     if X.ndim != 2 or X.shape[1] < 1:
         raise ValueError(f"X must have shape [m, T] with T >= 1, got {X.shape}")
     m, T = X.shape
-    s = _int_arg("s", s, 1, T)
+    s = check_int("s", s, 1, T)
     if y.shape != (m,):
         raise ValueError(f"y must have shape [{m}] (one label per row of X), got {y.shape}")
-    cap = math.inf if limit is None else _int_arg("limit", limit, 1)
+    cap = math.inf if limit is None else check_int("limit", limit, 1)
     if name == "majority" and s % 2 == 0:
         raise ValueError(f"majority needs an odd s (no ties), got s={s}")
     if name == "junta" and s > JUNTA_MAX_S:
@@ -502,9 +531,9 @@ def sample_unambiguous(task, m, rng, max_tries=1000):
     try consumes m samples, and which try is accepted depends on m. After max_tries ambiguous
     sets, a ValueError says m is too small to identify S at this T.
     """
-    task, rng = _task_arg(task), _generator(rng)
-    m = _int_arg("m", m, 1)
-    max_tries = _int_arg("max_tries", max_tries, 1)
+    task, rng = _task_arg(task), check_generator(rng)
+    m = check_int("m", m, 1)
+    max_tries = check_int("max_tries", max_tries, 1)
     for _ in range(max_tries):
         X, y = task.sample(m, rng)
         if count_compatible(task.name, task.s, X, y, limit=2) == 1:
@@ -525,8 +554,8 @@ def first_identifying_m(task, rng, m_max):
     every positive so far), so only those columns are kept: memory O(m |P|), not O(m T), and
     T = 10^5 is cheap. Returns 0 when T == s (no data needed). Section 5's protocol, per stream.
     """
-    task, rng = _task_arg(task), _generator(rng)
-    m_max = _int_arg("m_max", m_max, 1)
+    task, rng = _task_arg(task), check_generator(rng)
+    m_max = check_int("m_max", m_max, 1)
     name, T, s = task.name, task.T, task.s
     if math.comb(T, s) == 1:
         return 0
@@ -575,9 +604,9 @@ def ambiguity_probability(task, m, rng, n_sets):
     """Fraction of n_sets training sets of size m (each task.sample(m, rng), drawn in turn) that
     are compatible with more than one hypothesis -> float in [0, 1]: the rejection rate of
     sample_unambiguous at this m (Section 5), non-increasing in m on average."""
-    task, rng = _task_arg(task), _generator(rng)
-    m = _int_arg("m", m, 1)
-    n_sets = _int_arg("n_sets", n_sets, 1)
+    task, rng = _task_arg(task), check_generator(rng)
+    m = check_int("m", m, 1)
+    n_sets = check_int("n_sets", n_sets, 1)
     bad = 0
     for _ in range(n_sets):
         X, y = task.sample(m, rng)

@@ -18,6 +18,10 @@ import pytest
 import attn
 import data
 import theory
+import cli
+import folder
+import report
+import stats
 import sweep
 import train
 
@@ -71,10 +75,10 @@ def test_grad_layernorm():
     f = lambda: np.sum(attn.layernorm_forward(x, g, b)[0] * dy)
     grads = attn.layernorm_backward(dy, attn.layernorm_forward(x, g, b)[1])
     check_each("layernorm", ("dx", "dg", "db"), grads, f, (x, g, b))
-    g3, b3 = offcentre(rng, 3, 1, 6), offcentre(rng, 3, 1, 6)    # a stack of 3 runs: [R, 1, d]
-    f = lambda: np.sum(attn.layernorm_forward(x, g3, b3)[0] * dy)
-    grads = attn.layernorm_backward(dy, attn.layernorm_forward(x, g3, b3)[1])
-    assert grads[1].shape == grads[2].shape == (3, 1, 6)
+    g3, b3 = offcentre(rng, 3, 6), offcentre(rng, 3, 6)          # a stack of 3 runs: [R, d]
+    f = lambda: np.sum(attn.stack_layernorm_forward(x, g3, b3)[0] * dy)
+    grads = attn.stack_layernorm_backward(dy, attn.stack_layernorm_forward(x, g3, b3)[1])
+    assert grads[1].shape == grads[2].shape == (3, 6)
     check_each("layernorm, stacked", ("dx", "dg", "db"), grads, f, (x, g3, b3))
 
 
@@ -141,6 +145,47 @@ def test_grad_attention(which):
             assert np.abs(numeric_grad(f, v)).max() < 1e-7
             continue
         check(f"{which}-attention {name}", g, f, v)
+
+
+def test_fast_ops_match_reference_ops():
+    """The path test of the tuned ops: each run of a stack through stack_layernorm, fast_linear and
+    fast_mlp agrees with the textbook op to rounding, forward and backward; and the stacked
+    fast_linear and fast_mlp pass their own central-difference checks."""
+    rng = np.random.default_rng(14)
+    R, n, d, k = 3, 4, 6, 5
+    x, dy = offcentre(rng, R, n, d), rng.standard_normal((R, n, d))
+    g, b = offcentre(rng, R, d), offcentre(rng, R, d)                  # gain != 1, shift != 0
+    y, c = attn.stack_layernorm_forward(x, g, b)
+    grads = attn.stack_layernorm_backward(dy, c)
+    W, bW, dyW = offcentre(rng, R, d, k), offcentre(rng, R, k), rng.standard_normal((R, n, k))
+    yl, cl = attn.fast_linear_forward(x, W, bW)
+    gl = attn.fast_linear_backward(dyW, cl)
+    ws = [offcentre(rng, R, d, k), offcentre(rng, R, k), offcentre(rng, R, k, d),
+          offcentre(rng, R, d)]
+    ym, cm = attn.fast_mlp_forward(x, *ws)
+    gm = attn.fast_mlp_backward(dy, cm)
+    for r in range(R):
+        y_r, c_r = attn.layernorm_forward(x[r], g[r], b[r])
+        assert rel_error(y[r], y_r) < 1e-13
+        for fast, ref in zip(grads, attn.layernorm_backward(dy[r], c_r)):
+            assert rel_error(fast[r], ref) < 1e-13
+        yl_r, cl_r = attn.linear_forward(x[r], W[r], bW[r])
+        assert rel_error(yl[r], yl_r) < 1e-13
+        for fast, ref in zip(gl, attn.linear_backward(dyW[r], cl_r)):
+            assert rel_error(fast[r], ref) < 1e-13
+        ym_r, cm_r = attn.mlp_forward(x[r], *[w[r] for w in ws])
+        assert rel_error(ym[r], ym_r) < 1e-13
+        for fast, ref in zip(gm, attn.mlp_backward(dy[r], cm_r)):
+            assert rel_error(fast[r], ref) < 1e-13
+    x2, W2, b2 = offcentre(rng, 7, d), offcentre(rng, d, k), offcentre(rng, k)
+    dy2 = rng.standard_normal((7, k))
+    for fast, ref in zip(attn.fast_linear_backward(dy2, attn.fast_linear_forward(x2, W2, b2)[1]),
+                         attn.linear_backward(dy2, attn.linear_forward(x2, W2, b2)[1])):
+        assert rel_error(fast, ref) < 1e-13                                # one run: 2-D weights
+    f = lambda: np.sum(attn.fast_linear_forward(x, W, bW)[0] * dyW)
+    check_each("fast linear, stacked", ("dx", "dW", "db"), gl, f, (x, W, bW))
+    f = lambda: np.sum(attn.fast_mlp_forward(x, *ws)[0] * dy)
+    check_each("fast mlp, stacked", ("x", "W_1", "b_1", "W_2", "b_2"), gm, f, [x] + ws)
 
 
 # ------------------------------------------------------------------ whole-model checks --------
@@ -769,9 +814,9 @@ def _bad_values(action):
     if t is None or action.nargs == 0:
         return []
     name, allowed = getattr(t, "__name__", ""), getattr(t, "allowed", "")
-    if allowed.startswith("an integer"):          # train.integer(lo)
+    if allowed.startswith("an integer"):          # cli.integer(lo)
         return ["abc", "1.5", "-1", ""]
-    if allowed.startswith("a finite number"):     # train.number(lo)
+    if allowed.startswith("a finite number"):     # cli.number(lo)
         return ["abc", "-1", "nan", "inf"]
     if name == "int_list":
         return ["abc", "0", "5,-3", ""]
@@ -782,11 +827,17 @@ def _bad_values(action):
     return []
 
 
+def _subcommand(name):
+    """The parser of `sweep.py NAME`."""
+    ap = sweep.sweep_parser()
+    return next(a for a in ap._actions if a.__class__.__name__ == "_SubParsersAction").choices[name]
+
+
 @pytest.mark.parametrize("command", ["train", "sweep", "bench"])
 def test_every_option_refuses_bad_values_in_one_line(command, capsys, tmp_path):
     """Walk every option of every command: a bad value gives exit 2 and one line on stderr."""
     parser = {"train": train.train_parser, "sweep": sweep.sweep_parser,
-              "bench": sweep.bench_parser}[command]()
+              "bench": lambda: _subcommand("bench")}[command]()
     prefix = [] if command == "train" else [command]
     tried = 0
     for action in parser._actions:
@@ -881,7 +932,7 @@ def test_resume_refuses_another_configuration(tmp_path):
 def test_bisect_finds_the_grid_walks_m_star():
     """Per-seed bisection gives the same m*(T) as walking the whole grid, when success is
     monotone in m; and it needs far fewer runs."""
-    grid = sweep.m_grid(8, 600)
+    grid = stats.m_grid(8, 600)
     rng = np.random.default_rng(0)
     for trial in range(20):
         thresholds = rng.integers(5, 700, size=rng.integers(1, 12))
@@ -890,7 +941,7 @@ def test_bisect_finds_the_grid_walks_m_star():
             def ok(m, th=th):
                 calls[0] += 1
                 return m >= th
-            for search, rows in ((sweep.bisect_search, rows_b), (sweep.grid_search, rows_g)):
+            for search, rows in ((stats.bisect_search, rows_b), (stats.grid_search, rows_g)):
                 gen = search(grid)
                 try:
                     m = next(gen)
@@ -901,8 +952,8 @@ def test_bisect_finds_the_grid_walks_m_star():
                 except StopIteration as stop:
                     expect = next((g for g in grid if g >= th), None)
                     assert stop.value == expect
-        sb = sweep.critical_sizes(rows_b, {"transformer": grid}, "bisect")[("transformer", 100)]
-        sg = sweep.critical_sizes(rows_g, {"transformer": grid}, "grid")[("transformer", 100)]
+        sb = stats.critical_sizes(rows_b, {"transformer": grid}, "bisect")[("transformer", 100)]
+        sg = stats.critical_sizes(rows_g, {"transformer": grid}, "grid")[("transformer", 100)]
         assert sb["m_star"] == sg["m_star"] and sb["per_seed"] == sg["per_seed"]
         assert len(rows_b) <= len(thresholds) * (np.log2(len(grid)) + 2) < len(rows_g)
 
@@ -911,19 +962,19 @@ def test_critical_sizes_majority_rule():
     grid = [10, 20, 30, 40]
     rows = [dict(model="transformer", T=5, seed=s, m=m, success=m >= th)
             for s, th in enumerate([20, 30, 40, 99]) for m in grid]
-    st = sweep.critical_sizes(rows, {"transformer": grid}, "grid")[("transformer", 5)]
+    st = stats.critical_sizes(rows, {"transformer": grid}, "grid")[("transformer", 5)]
     assert st["m_star"] == 30                   # 2 of 4 seeds succeed at 30: at least half
     assert st["censored"] == 1 and st["mean"] == 30.0 and st["unfinished"] == 0
     # not monotone: seed 0 fails again at 30. Walking the grid counts successes AT each m.
     wobbly = [dict(r, success=False) if (r["seed"], r["m"]) == (0, 30) else r for r in rows]
-    assert sweep.critical_sizes(wobbly, {"transformer": grid}, "grid")[("transformer", 5)][
+    assert stats.critical_sizes(wobbly, {"transformer": grid}, "grid")[("transformer", 5)][
         "m_star"] == 40
     # a search interrupted after its first probe is unfinished, not "above grid"
     part = [r for r in rows if r["seed"] != 3 or r["m"] == 10]
-    st = sweep.critical_sizes(part, {"transformer": grid}, "grid")[("transformer", 5)]
+    st = stats.critical_sizes(part, {"transformer": grid}, "grid")[("transformer", 5)]
     assert st["unfinished"] == 1 and st["censored"] == 0 and st["n_seeds"] == 3
     assert st["m_star"] == 30
-    b, a, r2 = theory.fit_line([1, 2, 3], [3, 5, 7])
+    b, a, r2 = stats.fit_line([1, 2, 3], [3, 5, 7])
     assert abs(a - 1) < 1e-12 and abs(b - 2) < 1e-12 and abs(r2 - 1) < 1e-12
 
 
@@ -931,14 +982,14 @@ def test_majority_mstar_interval_resamples_the_seeds():
     """m* (majority) gets a 95% interval from the same seed bootstrap as m50: replicate i draws
     the seeds _seed_counts draws, and m* of those seeds, recomputed one resample at a time by the
     rule itself, is the replicate. Under bisection, m* is the ceil(n/2)-th smallest critical m."""
-    grid = [float(m) for m in sweep.m_grid(8, 600)]
+    grid = [float(m) for m in stats.m_grid(8, 600)]
     rng = np.random.default_rng(4)
     thresholds = np.exp(rng.normal(np.log(80), 0.6, size=15))
     thresholds[:3] = 10_000                                           # above the grid
     def bisected(thresholds):
         rows = []
         for seed, th in enumerate(thresholds):
-            gen = sweep.bisect_search(grid)
+            gen = stats.bisect_search(grid)
             try:
                 m = next(gen)
                 while True:
@@ -948,22 +999,22 @@ def test_majority_mstar_interval_resamples_the_seeds():
                 pass
         return rows
     rows = bisected(thresholds)
-    st = sweep.critical_sizes(rows, {"transformer": grid}, "bisect")[("transformer", 100)]
+    st = stats.critical_sizes(rows, {"transformer": grid}, "bisect")[("transformer", 100)]
     crit = np.array(st["per_seed"])
     assert st["m_star"] == np.sort(crit)[7]                           # ceil(15 / 2) = 8th
-    C = sweep._seed_counts(np.random.default_rng(0), 15, 2000)
+    C = stats._seed_counts(np.random.default_rng(0), 15, 2000)
     boot = [np.sort(np.repeat(crit, C[i].astype(int)))[7] for i in range(2000)]
     np.testing.assert_array_equal(st["m_star_boot"], boot)
-    assert (st["m_star_lo"], st["m_star_hi"]) == sweep.percentile_ci(np.array(boot))
+    assert (st["m_star_lo"], st["m_star_hi"]) == stats.percentile_ci(np.array(boot))
     assert st["m_star_lo"] < st["m_star"] < st["m_star_hi"] < 600
     # every seed alike: no spread; walking the grid counts successes at m, resampled the same way
-    st = sweep.critical_sizes(bisected([50] * 6), {"transformer": grid}, "bisect")[
+    st = stats.critical_sizes(bisected([50] * 6), {"transformer": grid}, "bisect")[
         ("transformer", 100)]
     assert st["n_seeds"] == 6 and st["m_star_lo"] == st["m_star"] == st["m_star_hi"] < 60
     walk = [dict(model="transformer", T=5, seed=s, m=m, success=m >= th)
             for s, th in enumerate([20, 30, 40, 99]) for m in (10, 20, 30, 40)]
-    st = sweep.critical_sizes(walk, {"transformer": [10, 20, 30, 40]}, "grid")[("transformer", 5)]
-    C = sweep._seed_counts(np.random.default_rng(0), 4, 2000)
+    st = stats.critical_sizes(walk, {"transformer": [10, 20, 30, 40]}, "grid")[("transformer", 5)]
+    C = stats._seed_counts(np.random.default_rng(0), 4, 2000)
     wins = np.array([[m >= th for m in (10, 20, 30, 40)] for th in (20, 30, 40, 99)], float)
     first = [next((m for m, w in zip((10, 20, 30, 40), C[i] @ wins) if w >= 2), np.inf)
              for i in range(2000)]
@@ -989,7 +1040,7 @@ def _copy(folder, dest):
 
 
 def _rows(path):
-    rows = sweep.read_rows([path])
+    rows = folder.read_rows([path])
     return sorted((r["model"], r["T"], r["seed"], r["m"], r["test_acc"]) for r in rows)
 
 
@@ -1089,7 +1140,7 @@ def ci_ok(lo, hi, true):
 def test_m50_coverage_with_seed_random_effects():
     hits = 0
     for k in range(20):
-        est = sweep.success_estimates(synth_rows(np.random.default_rng(k)), n_boot=1000, seed=k)
+        est = stats.success_estimates(synth_rows(np.random.default_rng(k)), n_boot=1000, seed=k)
         assert est["n_seeds"] == 40 and est["n_runs"] == 40 * GRID.size and est["flag"] is None
         hits += ci_ok(est["m50_lo"], est["m50_hi"], M50_TRUE)
         # a wrong m50 (2x or 0.5x) is outside every CI: the check can fail
@@ -1102,7 +1153,7 @@ def test_m90_and_m50_coverage_without_random_effects():
     hits50 = hits90 = 0
     for k in range(20):
         rows = synth_rows(np.random.default_rng(100 + k), re_sd=0.0)
-        est = sweep.success_estimates(rows, n_boot=1000, seed=k)
+        est = stats.success_estimates(rows, n_boot=1000, seed=k)
         hits50 += ci_ok(est["m50_lo"], est["m50_hi"], M50_TRUE)
         hits90 += ci_ok(est["m90_lo"], est["m90_hi"], M90_TRUE)
         assert est["m50_lo"] <= est["m50"] <= est["m50_hi"]
@@ -1118,11 +1169,11 @@ def test_the_coverage_check_fails_for_estimators_that_ignore_m_or_are_biased():
         rows = synth_rows(rng)
         # wrong estimator 1: the m column shuffled across runs, so the fit cannot use m
         ms = rng.permutation([r[2] for r in rows])
-        est = sweep.success_estimates([(t, s, m, o) for (t, s, _, o), m in zip(rows, ms)],
+        est = stats.success_estimates([(t, s, m, o) for (t, s, _, o), m in zip(rows, ms)],
                                    n_boot=300, seed=k)
         ignore_m += ci_ok(est["m50_lo"], est["m50_hi"], M50_TRUE)
         # wrong estimator 2: the right fit, reported at 2x
-        est = sweep.success_estimates(rows, n_boot=300, seed=k)
+        est = stats.success_estimates(rows, n_boot=300, seed=k)
         biased += ci_ok(2 * est["m50_lo"], 2 * est["m50_hi"], M50_TRUE)
     assert ignore_m <= 2 and biased == 0, (ignore_m, biased)
 
@@ -1130,27 +1181,27 @@ def test_the_coverage_check_fails_for_estimators_that_ignore_m_or_are_biased():
 def test_point_fit_recovers_parameters_and_is_a_stationary_point():
     rng = np.random.default_rng(5)
     m = np.exp(rng.uniform(np.log(10), np.log(400), 20000))
-    y = (rng.random(m.size) < sweep._sigmoid(B_TRUE * (np.log(m) - math.log(M50_TRUE)))) * 1.0
-    a, b = sweep.fit_success_curve(m, y)
-    assert abs(b - B_TRUE) < 0.2 and abs(sweep.m_at(0.5, a, b) / M50_TRUE - 1) < 0.03
+    y = (rng.random(m.size) < stats._sigmoid(B_TRUE * (np.log(m) - math.log(M50_TRUE)))) * 1.0
+    a, b = stats.fit_success_curve(m, y)
+    assert abs(b - B_TRUE) < 0.2 and abs(stats.m_at(0.5, a, b) / M50_TRUE - 1) < 0.03
     # gradient of the penalised log-likelihood (centred parametrisation) is zero
     x = np.log(m) - np.log(m).mean()
     ac = a + b * np.log(m).mean()
-    r = y - sweep._sigmoid(ac + b * x)
-    assert abs(r.sum() - sweep.RIDGE * ac) < 1e-6 and abs((r * x).sum() - sweep.RIDGE * b) < 1e-6
+    r = y - stats._sigmoid(ac + b * x)
+    assert abs(r.sum() - stats.RIDGE * ac) < 1e-6 and abs((r * x).sum() - stats.RIDGE * b) < 1e-6
 
 
 def test_vectorised_bootstrap_matches_refitting_each_resample():
     rows = synth_rows(np.random.default_rng(3), n_seeds=12)
-    ci, samples = sweep.bootstrap_over_seeds(rows, n_boot=20, rng=np.random.default_rng(7))
-    C = sweep._seed_counts(np.random.default_rng(7), 12, 20)     # the same draws
+    ci, samples = stats.bootstrap_over_seeds(rows, n_boot=20, rng=np.random.default_rng(7))
+    C = stats._seed_counts(np.random.default_rng(7), 12, 20)     # the same draws
     for i in range(20):
         res = [r for r in rows for _ in range(int(C[i, r[1]]))]
-        a, b = sweep.fit_success_curve([r[2] for r in res], [r[3] for r in res])
+        a, b = stats.fit_success_curve([r[2] for r in res], [r[3] for r in res])
         # equal up to the ridge's centring (full-data mean ln m vs the resample's): ~1e-5
-        assert math.isclose(sweep.m_at(0.5, a, b), samples["m50"][i], rel_tol=1e-3)
-        assert math.isclose(sweep.m_at(0.9, a, b), samples["m90"][i], rel_tol=1e-3)
-    assert ci["m50"] == sweep.percentile_ci(samples["m50"])
+        assert math.isclose(stats.m_at(0.5, a, b), samples["m50"][i], rel_tol=1e-3)
+        assert math.isclose(stats.m_at(0.9, a, b), samples["m90"][i], rel_tol=1e-3)
+    assert ci["m50"] == stats.percentile_ci(samples["m50"])
 
 
 def test_the_bootstrap_does_not_depend_on_the_order_of_the_rows():
@@ -1160,17 +1211,17 @@ def test_the_bootstrap_does_not_depend_on_the_order_of_the_rows():
     (paired_ratio and scaling_fits rely on that)."""
     grid = 10.0 * 1.2 ** np.arange(20)
     rows = synth_rows(np.random.default_rng(0), n_seeds=25, grid=grid)      # 500 runs
-    est = sweep.success_estimates(rows, n_boot=1000)
+    est = stats.success_estimates(rows, n_boot=1000)
     shuffled = [rows[i] for i in np.random.default_rng(1).permutation(len(rows))]
-    again = sweep.success_estimates(shuffled, n_boot=1000)
+    again = stats.success_estimates(shuffled, n_boot=1000)
     assert est["n_runs"] == 500 and math.isfinite(est["m50_hi"])
     for k in ("m50", "m50_lo", "m50_hi", "m90_lo", "m90_hi"):      # up to the order of sums
         assert math.isclose(again[k], est[k], rel_tol=1e-9), k
     np.testing.assert_allclose(again["m50_boot"], est["m50_boot"], rtol=1e-9)
-    assert sweep.parse_rows(shuffled)["seeds"] == list(range(25))
+    assert stats.parse_rows(shuffled)["seeds"] == list(range(25))
     csv_like = [{"T": "100", "seed": str(s), "m": "10", "success": "1"} for s in (10, 9, 2)]
-    assert sweep.parse_rows(csv_like)["seeds"] == ["2", "9", "10"]      # by number, not text
-    assert sweep.parse_rows(csv_like)["seed"].tolist() == [2, 1, 0]
+    assert stats.parse_rows(csv_like)["seeds"] == ["2", "9", "10"]      # by number, not text
+    assert stats.parse_rows(csv_like)["seed"].tolist() == [2, 1, 0]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1187,7 +1238,7 @@ def _no_nan(est):
 
 def test_complete_separation_gives_a_finite_steep_fit_with_m50_in_the_gap():
     rows = [(50, s, m, int(m >= 80)) for s in range(5) for m in (10.0, 20, 40, 80, 160, 320)]
-    est = sweep.success_estimates(rows, n_boot=200)
+    est = stats.success_estimates(rows, n_boot=200)
     _no_nan(est)
     assert 40 < est["m50"] < 80 and math.isclose(est["m50"], math.sqrt(40 * 80), rel_tol=1e-6)
     assert 5 < est["b"] < 100 and "complete separation" in est["flag"]
@@ -1196,13 +1247,13 @@ def test_complete_separation_gives_a_finite_steep_fit_with_m50_in_the_gap():
 
 def test_all_fail_and_all_succeed_are_flagged_as_censored():
     fail = [(50, s, m, 0) for s in range(4) for m in (10.0, 20, 40)]
-    est = sweep.success_estimates(fail, n_boot=100)
+    est = stats.success_estimates(fail, n_boot=100)
     _no_nan(est)
     assert est["b"] is None and est["a"] == -math.inf and "above the largest m tried" in est["flag"]
     assert est["m50"] == est["m50_lo"] == est["m50_hi"] == est["m90_hi"] == math.inf
 
     win = [(50, s, m, 1) for s in range(4) for m in (10.0, 20, 40)]
-    est = sweep.success_estimates(win, n_boot=100)
+    est = stats.success_estimates(win, n_boot=100)
     _no_nan(est)
     assert est["b"] is None and est["a"] == math.inf and "below the smallest m tried" in est["flag"]
     assert est["m50"] == est["m50_lo"] == est["m50_hi"] == est["m90"] == 0.0
@@ -1215,16 +1266,16 @@ def test_all_fail_and_all_succeed_are_flagged_as_censored():
     ([10.0, 20.0], [0, 1], math.sqrt(200.0)),                   # separated pair
 ])
 def test_tiny_data(m, s, m50):
-    a, b = sweep.fit_success_curve(m, s)
+    a, b = stats.fit_success_curve(m, s)
     assert not math.isnan(a) and (b is None or math.isfinite(b))
-    assert sweep.m_at(0.5, a, b) == pytest.approx(m50)
-    assert sweep.fit_flag(m, s, a, b) is not None            # every case here is degenerate
+    assert stats.m_at(0.5, a, b) == pytest.approx(m50)
+    assert stats.fit_flag(m, s, a, b) is not None            # every case here is degenerate
 
 
 def test_resamples_that_lose_all_successes_give_an_inf_upper_bound():
     # 2 of 8 seeds ever succeed: (6/8)^8 = 10% of resamples draw neither -> m50 = inf in > 2.5%
     rows = [(50, s, m, int(s < 2 and m >= 40)) for s in range(8) for m in (10.0, 20, 40, 80)]
-    est = sweep.success_estimates(rows, n_boot=1000)
+    est = stats.success_estimates(rows, n_boot=1000)
     _no_nan(est)
     frac_inf = np.isinf(est["m50_boot"]).mean()
     assert frac_inf > 0.025 and est["m50_hi"] == math.inf and math.isfinite(est["m50_lo"])
@@ -1232,14 +1283,14 @@ def test_resamples_that_lose_all_successes_give_an_inf_upper_bound():
 
 def test_percentile_ci_inf_rule():
     v = np.r_[np.arange(975.0), np.full(25, np.inf)]          # exactly 2.5% inf
-    assert sweep.percentile_ci(v) == (24.0, 974.0)
+    assert stats.percentile_ci(v) == (24.0, 974.0)
     v = np.r_[np.arange(974.0), np.full(26, np.inf)]          # more than 2.5% inf
-    assert sweep.percentile_ci(v) == (24.0, math.inf)
+    assert stats.percentile_ci(v) == (24.0, math.inf)
 
 
 def test_m_at_scalar_and_vector():
-    assert sweep.m_at(0.5, -4 * math.log(80), 4.0) == pytest.approx(80.0)
-    out = sweep.m_at(0.9, np.array([-4 * math.log(80), 0.0, -np.inf, np.inf, -1e6]),
+    assert stats.m_at(0.5, -4 * math.log(80), 4.0) == pytest.approx(80.0)
+    out = stats.m_at(0.9, np.array([-4 * math.log(80), 0.0, -np.inf, np.inf, -1e6]),
                   np.array([4.0, -1.0, 0.0, 0.0, 1e-3]))
     assert out[0] == pytest.approx(M90_TRUE) and out[1] == out[2] == out[4] == math.inf
     assert out[3] == 0.0
@@ -1254,12 +1305,12 @@ def test_majority_mstar_hand_made():
             + [(100, 0, 20.0, 1)] + [(100, s, 20.0, 0) for s in (1, 2, 3)]  # 1/4
             + [(100, 0, 40.0, 0), (100, 1, 40.0, 1)]                     # 1/2: seed 0 regresses
             + [(100, s, 80.0, int(s > 0)) for s in range(4)])            # 3/4
-    assert sweep.majority_mstar(rows, [5.0, 10.0, 20.0, 40.0, 80.0]) == 40.0   # 5: no runs, skipped
-    assert sweep.majority_mstar(rows) == 40.0
-    assert sweep.majority_mstar(rows, [80.0, 10.0]) == 80.0                   # 40 not in the grid
-    assert sweep.majority_mstar(rows, [5.0, 10.0, 20.0]) == math.inf
+    assert stats.majority_mstar(rows, [5.0, 10.0, 20.0, 40.0, 80.0]) == 40.0   # 5: no runs, skipped
+    assert stats.majority_mstar(rows) == 40.0
+    assert stats.majority_mstar(rows, [80.0, 10.0]) == 80.0                   # 40 not in the grid
+    assert stats.majority_mstar(rows, [5.0, 10.0, 20.0]) == math.inf
     dict_rows = [dict(T=t, seed=s, m=m, success=o) for t, s, m, o in rows]
-    assert sweep.majority_mstar(dict_rows) == 40.0
+    assert stats.majority_mstar(dict_rows) == 40.0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1276,7 +1327,7 @@ def _scaling_data(truth, sd, B=1000, seed=0):
 
 def test_scaling_log_data_recovers_b_and_log_wins_aic():
     point, boot = _scaling_data(30 + 40 * np.log(T_GRID), sd=5.0)
-    f = sweep.scaling_fits(T_GRID, point, boot)
+    f = stats.scaling_fits(T_GRID, point, boot)
     assert f["log_b_lo"] <= 40 <= f["log_b_hi"] and abs(f["log_b"] - 40) < 5
     assert f["daic"] < 0 and f["daic_hi"] < 0 and f["p_log_better"] > 0.95
     assert f["n_dropped"] == 0 and f["n_boot"] == 1000 and f["log_r2"] > 0.99
@@ -1284,7 +1335,7 @@ def test_scaling_log_data_recovers_b_and_log_wins_aic():
 
 def test_scaling_linear_data_linear_wins_aic():
     point, boot = _scaling_data(50 + 0.5 * T_GRID, sd=5.0)
-    f = sweep.scaling_fits(T_GRID, point, boot)
+    f = stats.scaling_fits(T_GRID, point, boot)
     assert f["lin_b_lo"] <= 0.5 <= f["lin_b_hi"]
     assert f["daic"] > 0 and f["daic_lo"] > 0 and f["p_log_better"] < 0.05
 
@@ -1295,11 +1346,11 @@ def test_scaling_power_law_exact_and_dropped_replicates():
     boot[2, :17] = np.inf
     boot[4, 17:20] = 0.0
     boot[3, 20] = 1e200                      # finite, but its squares overflow: no usable fit
-    f = sweep.scaling_fits(T_GRID, y, boot)
+    f = stats.scaling_fits(T_GRID, y, boot)
     assert f["n_dropped"] == 21 and f["pow_k"] == pytest.approx(0.5)
     assert f["pow_a"] == pytest.approx(3.0) and f["pow_k_lo"] == pytest.approx(0.5)
     all_bad = np.full((T_GRID.size, 5), np.inf)
-    f = sweep.scaling_fits(T_GRID, y, all_bad)
+    f = stats.scaling_fits(T_GRID, y, all_bad)
     assert f["n_dropped"] == 5 and f["p_log_better"] is None
     assert (f["log_b_lo"], f["log_b_hi"]) == (-math.inf, math.inf)
 
@@ -1309,17 +1360,17 @@ def test_scaling_power_law_exact_and_dropped_replicates():
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda: sweep.fit_success_curve([10.0, -1.0], [0, 1]), "m must be positive"),
-    (lambda: sweep.fit_success_curve([10.0, 20.0], [0, 2]), r"success must be 0 or 1.*2"),
-    (lambda: sweep.m_at(1.0, 0.0, 1.0), "p must be in"),
-    (lambda: sweep.success_estimates([(10, 0, 5, 1), (20, 0, 5, 0)]), r"T=\[10.0, 20.0\]"),
-    (lambda: sweep.success_estimates([(10, 0, 5, 1)], n_boot=0), "n_boot must be"),
-    (lambda: sweep.parse_rows([(10, 0, 5, 0.5)]), "success must be 0 or 1, got 0.5"),
-    (lambda: sweep.parse_rows([{"T": 10, "seed": 0, "m": 5}]), "lacks key 'success'"),
-    (lambda: sweep.scaling_fits([10, 20], [1, 2], [[1], [2]]), "at least|>= 3"),
-    (lambda: sweep.scaling_fits([10, 20, 40], [1, np.inf, 2], np.ones((3, 4))),
+    (lambda: stats.fit_success_curve([10.0, -1.0], [0, 1]), "m must be positive"),
+    (lambda: stats.fit_success_curve([10.0, 20.0], [0, 2]), r"success must be 0 or 1.*2"),
+    (lambda: stats.m_at(1.0, 0.0, 1.0), "p must be in"),
+    (lambda: stats.success_estimates([(10, 0, 5, 1), (20, 0, 5, 0)]), r"T=\[10.0, 20.0\]"),
+    (lambda: stats.success_estimates([(10, 0, 5, 1)], n_boot=0), "n_boot must be"),
+    (lambda: stats.parse_rows([(10, 0, 5, 0.5)]), "success must be 0 or 1, got 0.5"),
+    (lambda: stats.parse_rows([{"T": 10, "seed": 0, "m": 5}]), "lacks key 'success'"),
+    (lambda: stats.scaling_fits([10, 20], [1, 2], [[1], [2]]), "at least|>= 3"),
+    (lambda: stats.scaling_fits([10, 20, 40], [1, np.inf, 2], np.ones((3, 4))),
      r"m50=\[inf\] at T=\[20.0\]"),
-    (lambda: sweep.scaling_fits([10, 20, 40], [1, 2, 3], np.ones((2, 4))), r"shape \[n_T=3"),
+    (lambda: stats.scaling_fits([10, 20, 40], [1, 2, 3], np.ones((2, 4))), r"shape \[n_T=3"),
 ])
 def test_value_errors(call, match):
     with pytest.raises(ValueError, match=match):
@@ -1494,11 +1545,11 @@ def test_gf2_solve_matches_mod2_products():
     X = (rng.random((90, 70)) < 0.5).astype(np.uint8)
     w = (rng.random(70) < 0.3).astype(np.uint8)
     y = (X.astype(int) @ w % 2).astype(np.uint8)
-    assert np.array_equal(theory.gf2_solve(X, y), w)
-    assert theory.gf2_solve(X[:40], y[:40]) is None                # rank < T: not unique
+    assert np.array_equal(data.gf2_solve(X, y), w)
+    assert data.gf2_solve(X[:40], y[:40]) is None                # rank < T: not unique
     Xd = np.vstack([X, X[:1]])                                     # a duplicated row, flipped label
-    assert theory.gf2_solve(Xd, np.append(y, 1 - y[0])) is None    # inconsistent
-    assert theory.gf2_first_full_rank(X) >= 70
+    assert data.gf2_solve(Xd, np.append(y, 1 - y[0])) is None    # inconsistent
+    assert data.gf2_first_full_rank(X) >= 70
 
 
 def test_log2_binomial_matches_paper_numbers():
@@ -1516,7 +1567,7 @@ def test_log2_binomial_matches_paper_numbers():
     (lambda: theory.lse(np.zeros(3), beta=0), "beta"),
     (lambda: theory.build_sparse_head("and", np.random.default_rng(0)), "str"),
     (lambda: theory.positional_codes(10, 8, 42), "int"),
-    (lambda: theory.gf2_pack(np.full((2, 2), 2)), "bits"),
+    (lambda: data.gf2_solve(np.full((2, 2), 2), [0, 0]), "bits"),
     (lambda: theory.log2_binomial(3, 5), "s=5"),
 ])
 def test_bad_arguments_raise_one_line_value_error(call, match):
@@ -1590,7 +1641,7 @@ def test_numerical_jacobian_shape_and_values():
     (lambda: theory.numerical_gradient(cubic, np.ones((2, 3)), h=0), "h must be"),
     (lambda: theory.numerical_gradient(lambda v: v, np.ones(3)), r"scalar, got shape \(3,\)"),
     (lambda: theory.rel_error(np.ones(3), np.ones(4)), r"\(3,\) and \(4,\)"),
-    (lambda: theory.fit_line([1.0, 1.0], [2.0, 3.0]), "distinct"),
+    (lambda: stats.fit_line([1.0, 1.0], [2.0, 3.0]), "distinct"),
 ])
 def test_helpers_refuse_bad_input_in_one_line(call, message):
     with pytest.raises(ValueError, match=message) as e:
@@ -1613,9 +1664,9 @@ def test_rel_error_known_values():
 
 def test_fit_line_recovers_a_line():
     x = np.linspace(0.0, 5.0, 11)
-    a, b, r2 = theory.fit_line(x, 2.5 * x - 1.0)
+    a, b, r2 = stats.fit_line(x, 2.5 * x - 1.0)
     assert abs(a - 2.5) < 1e-12 and abs(b + 1.0) < 1e-12 and abs(r2 - 1.0) < 1e-12
-    assert theory.fit_line(x, np.sin(7 * x))[2] < 0.5                  # not a line: low R^2
+    assert stats.fit_line(x, np.sin(7 * x))[2] < 0.5                  # not a line: low R^2
 
 
 # ------------------------------------------------------------------ the command line ----------
@@ -1703,8 +1754,7 @@ def test_merge_refuses_another_protocol_and_reports_missing_shards(tmp_path, cap
 
 
 def test_a_second_sweep_into_a_busy_folder_stops_at_once(tmp_path, capsys):
-    ap = sweep.sweep_parser()
-    held = sweep.lock_folder(str(tmp_path), ap)          # as if another sweep were running
+    held = folder.lock_folder(str(tmp_path))              # as if another sweep were running
     try:
         with pytest.raises(SystemExit) as e:
             _sweep(tmp_path)
@@ -1983,11 +2033,11 @@ def test_paired_ratio_cancels_the_seeds_shared_luck():
         for m in (20, 30, 45, 60, 90, 130):
             rows_a.append(dict(T=100, seed=seed, m=m, success=float(m >= crit)))
     rows_b = [dict(r, m=2 * r["m"]) for r in rows_a]
-    a, b = sweep.success_estimates(rows_a), sweep.success_estimates(rows_b)
-    ratio, lo, hi = sweep.paired_ratio(b, a)
+    a, b = stats.success_estimates(rows_a), stats.success_estimates(rows_b)
+    ratio, lo, hi = stats.paired_ratio(b, a)
     assert abs(ratio - 2) < 1e-6 and abs(lo - 2) < 1e-6 and abs(hi - 2) < 1e-6
     # unpaired (another bootstrap draw of the seeds) the same ratio is uncertain
-    _, lo_u, hi_u = sweep.paired_ratio(sweep.success_estimates(rows_b, seed=1), a)
+    _, lo_u, hi_u = stats.paired_ratio(stats.success_estimates(rows_b, seed=1), a)
     assert hi_u - lo_u > 0.2
 
 
@@ -2015,21 +2065,21 @@ def test_log_departure_finds_where_a_curve_leaves_its_small_T_log_law():
     rng = np.random.default_rng(0)
     noise = np.exp(0.05 * rng.standard_normal((T.size, 500)))     # replicates, independent per T
     # on the law everywhere: no departure, every ratio's CI covers 1
-    dep = sweep.log_departure(T, on_law, on_law[:, None] * noise, fit_below=100)
+    dep = stats.log_departure(T, on_law, on_law[:, None] * noise, fit_below=100)
     assert dep["departs"] is None and abs(dep["b"] - 10) < 1e-9 and abs(dep["a"] - 20) < 1e-9
     assert all(lo < 1 < hi for _, lo, hi in dep["ratios"].values())
     assert sorted(dep["ratios"]) == [300, 1000, 3000]
     # doubled from T = 1000 on: departs there, not at 300, and the ratio is 2
     bent = on_law * np.where(T >= 1000, 2.0, 1.0)
-    dep = sweep.log_departure(T, bent, bent[:, None] * noise, fit_below=100)
+    dep = stats.log_departure(T, bent, bent[:, None] * noise, fit_below=100)
     assert dep["departs"] == 1000 and abs(dep["ratios"][1000][0] - 2) < 1e-9
     assert dep["ratios"][1000][1] > 1.5
     # an m50 above every m tried (inf) is above the law; fewer than 2 T in the fit range is refused
     inf_boot = bent[:, None] * noise
     inf_boot[-1] = np.inf
-    assert sweep.log_departure(T, bent, inf_boot, 100)["ratios"][3000][1:] == (np.inf, np.inf)
+    assert stats.log_departure(T, bent, inf_boot, 100)["ratios"][3000][1:] == (np.inf, np.inf)
     with pytest.raises(ValueError, match="at least 2 T"):
-        sweep.log_departure(T, bent, bent[:, None] * noise, fit_below=10)
+        stats.log_departure(T, bent, bent[:, None] * noise, fit_below=10)
 
 
 def test_width_study_pools_a_width_and_puts_widths_side_by_side(tmp_path, capsys, smoke_ref):
@@ -2074,8 +2124,8 @@ def test_report_reads_the_folders_own_protocol_and_grid(tmp_path, capsys):
 def test_fingerprint_survives_new_options_at_their_defaults():
     meta = dict(options=dict(task="and", steps=1000, lr=1e-3), bar=0.99, search="bisect")
     more = dict(meta, options=dict(meta["options"], dropout=0.0, clip=0.0, optimizer="adam"))
-    assert sweep.sweep_fingerprint(meta) == sweep.sweep_fingerprint(more)
-    assert sweep.sweep_fingerprint(meta) != sweep.sweep_fingerprint(
+    assert folder.sweep_fingerprint(meta) == folder.sweep_fingerprint(more)
+    assert folder.sweep_fingerprint(meta) != folder.sweep_fingerprint(
         dict(meta, options=dict(meta["options"], steps=500)))
 
 
@@ -2092,22 +2142,27 @@ def test_old_headers_are_continued_aside_and_mixed_rows_refused(tmp_path, capsys
     with open(path, "a") as f:                                       # a longer row under it
         f.write(lines[5])
     with pytest.raises(ValueError, match="more fields than the header"):
-        sweep.read_rows([str(path)])
+        folder.read_rows([str(path)])
     empty = tmp_path / "e"
     empty.mkdir()
     (empty / "runs.csv").write_text("model,ta")                      # a header torn mid-write
     assert _sweep(empty) == 0
 
 
-def test_two_shards_may_run_into_one_folder_at_once(tmp_path):
-    ap = sweep.sweep_parser()
-    held = sweep.lock_folder(str(tmp_path), ap, (0, 2))
-    try:
-        assert _sweep(tmp_path, "--shard", "1/2") == 0
-        with pytest.raises(SystemExit):
-            _sweep(tmp_path, "--shard", "0/2")
-    finally:
-        held.close()
+def test_one_folder_runs_one_sweep_whatever_the_shard(tmp_path, capsys):
+    """A shard beside the whole sweep, shards of two splits, or two shards of one split: the
+    second to start into a folder stops at once, before it writes a row."""
+    for first, second in [((0, 1), "0/2"), ((0, 2), "0/3"), ((0, 2), "1/2"), ((1, 3), "1/3")]:
+        held = folder.lock_folder(str(tmp_path), first)
+        try:
+            with pytest.raises(SystemExit) as e:
+                _sweep(tmp_path, "--shard", second)
+            err = capsys.readouterr().err
+            assert e.value.code == 2 and "in use by another sweep" in err
+            assert f"shard {first[0]}/{first[1]}" in err
+            assert not list(tmp_path.glob("runs*.csv"))
+        finally:
+            held.close()
 
 
 def test_kept_two_versions_give_the_same_step_and_are_checked():

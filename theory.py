@@ -35,32 +35,24 @@ The file reads top to bottom:
 numpy only; matplotlib is never needed.
 """
 import math
-import os
 import sys
 import time
 
+import cli
+
 if __name__ == "__main__":
-    # The report's matrices are small: a second BLAS thread buys little, and with another job on
-    # the machine it made the report 10x slower (threads waiting on each other). Single-threaded
-    # BLAS unless the caller chose otherwise; this must happen before numpy is first imported.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    cli.set_blas_threads()     # the report's matrices are small: one BLAS thread (see cli.py)
 
 import numpy as np
 
 import attn
 import data
+from data import check_generator, check_int
+from report import construction_width
+from stats import fit_line
 
 # ----------------------------------------------------------------------------------------------
 # argument checks: one-line ValueErrors that name the bad value
-
-
-def _int_arg(name, v, lo, hi=None):
-    if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)):
-        raise ValueError(f"{name} must be an integer, got {v!r}")
-    if v < lo or (hi is not None and v > hi):
-        raise ValueError(f"{name} must be {'>= ' + str(lo) if hi is None else f'in [{lo}, {hi}]'}"
-                         f", got {v}")
-    return int(v)
 
 
 def _pos_arg(name, v):
@@ -71,12 +63,6 @@ def _pos_arg(name, v):
     if not np.isfinite(f) or f <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {v!r}")
     return f
-
-
-def _rng_arg(rng):
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a numpy Generator, got {type(rng).__name__}")
-    return rng
 
 
 def _float_array(name, a, ndim=None):
@@ -163,22 +149,6 @@ def rel_error(a, b):  # [...], [...] same shape -> float
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(a), np.linalg.norm(b), 1e-300))
 
 
-def fit_line(x, y):  # [n], [n] -> (slope, intercept, R^2)
-    """Least squares y ~ slope * x + intercept, n >= 2 finite points, x not constant.
-
-    R^2 = 1 - residual sum of squares / total sum of squares (1.0 when y is constant).
-    """
-    x, y = _float_array("x", x, 1), _float_array("y", y, 1)
-    if x.shape != y.shape or x.size < 2:
-        raise ValueError(f"x and y need the same length >= 2, got {x.size}, {y.size}")
-    if np.ptp(x) == 0:
-        raise ValueError(f"x must take at least 2 distinct values, got all {x[0]}")
-    a, b = np.polyfit(x, y, 1)
-    ss = ((y - y.mean()) ** 2).sum()
-    r2 = 1.0 - ((y - (a * x + b)) ** 2).sum() / ss if ss > 0 else 1.0
-    return float(a), float(b), float(r2)
-
-
 # ==============================================================================================
 # 1. CAPACITY (Edelman Section 3)
 # ==============================================================================================
@@ -224,8 +194,8 @@ def softmax_lipschitz_search(rng, n_random=6000, n_climb=400):
     climbed:     hill-climbing from random pairs (T in {2, 3, 4, 8}): random steps on (a, b),
                  kept when the ratio grows.
     """
-    rng = _rng_arg(rng)
-    n_random, n_climb = _int_arg("n_random", n_random, 6), _int_arg("n_climb", n_climb, 1)
+    rng = check_generator(rng)
+    n_random, n_climb = check_int("n_random", n_random, 6), check_int("n_climb", n_climb, 1)
     Ts = (2, 3, 5, 10, 100, 1000)
     best_random = 0.0
     for T in Ts:
@@ -364,7 +334,7 @@ def covering_constant(nm):
 def log_covering_bound(C, d, m, T, eps):
     """Reconstructed shape: log N_inf(F; eps; m samples of length T) <= C log(2 d m T) / eps^2."""
     C, eps = _pos_arg("C", C), _pos_arg("eps", eps)
-    d, m, T = _int_arg("d", d, 1), _int_arg("m", m, 1), _int_arg("T", T, 1)
+    d, m, T = check_int("d", d, 1), check_int("m", m, 1), check_int("T", T, 1)
     return C * math.log(2 * d * m * T) / eps ** 2
 
 
@@ -376,7 +346,7 @@ def generalization_gap(C, d, m, T):
 def samples_for_gap(C, d, T, gap):
     """Smallest m with generalization_gap(C, d, m, T) <= gap: solve m = C log(2dmT) / gap^2."""
     C, gap = _pos_arg("C", C), _pos_arg("gap", gap)
-    d, T = _int_arg("d", d, 1), _int_arg("T", T, 1)
+    d, T = check_int("d", d, 1), check_int("T", T, 1)
     m = max(1.0, C / gap ** 2)
     for _ in range(100):                       # a contraction: the right side grows like log m
         m = C * math.log(2 * d * m * T) / gap ** 2
@@ -386,7 +356,7 @@ def samples_for_gap(C, d, T, gap):
 def linear_class_samples(T, gap):
     """Halfspaces on the T bits have VC dimension T + 1; the VC bound's shape sqrt(VC log m / m)
     <= gap asks for m = (T + 1) log(m) / gap^2 samples. Grows like T."""
-    T, gap = _int_arg("T", T, 1), _pos_arg("gap", gap)
+    T, gap = check_int("T", T, 1), _pos_arg("gap", gap)
     m = (T + 1) / gap ** 2
     for _ in range(100):
         m = (T + 1) * math.log(max(m, 2.0)) / gap ** 2
@@ -425,8 +395,8 @@ def linear_class_samples(T, gap):
 def positional_codes(T, d_p, rng):  # -> [T, d_p], rows of unit norm
     """Random +-1/sqrt(d_p) codes, nearly orthogonal once d_p is of order s ln T (Edelman
     Section 4); build_sparse_head takes d_p = ceil(16 s ln T)."""
-    T, d_p = _int_arg("T", T, 1), _int_arg("d_p", d_p, 1)
-    return _rng_arg(rng).choice(np.array([-1.0, 1.0]), size=(T, d_p)) * d_p ** -0.5
+    T, d_p = check_int("T", T, 1), check_int("d_p", d_p, 1)
+    return check_generator(rng).choice(np.array([-1.0, 1.0]), size=(T, d_p)) * d_p ** -0.5
 
 
 def relu_interpolant(x, y):  # [n] increasing knots, [n] targets -> (knots, coefs, y0)
@@ -449,12 +419,6 @@ def _level_bits(task):  # -> [n_levels, s] bit patterns, one per level, in level
     return (np.arange(s + 1)[:, None] > np.arange(s)).astype(np.int64)  # k ones, k = 0..s
 
 
-def code_width(T, s, code_factor=16.0):
-    """d_p = ceil(code_factor * s * ln T), at least 8: the width of the construction's positional
-    codes, enough for T random codes to be nearly orthogonal on s of them (Section 4)."""
-    return max(8, int(math.ceil(code_factor * s * math.log(max(T, 2)))))
-
-
 def build_sparse_head(task, rng, code_factor=16.0):
     """Weights for attn.py's one-head model computing task.label exactly -> (params, cfg, info).
 
@@ -465,10 +429,10 @@ def build_sparse_head(task, rng, code_factor=16.0):
     """
     if not isinstance(task, data.SparseTask):
         raise ValueError(f"task must be a data.SparseTask, got {type(task).__name__}")
-    rng = _rng_arg(rng)
+    rng = check_generator(rng)
     code_factor = _pos_arg("code_factor", code_factor)
     T, s, S = task.T, task.s, task.S
-    d_p = code_width(T, s, code_factor)
+    d_p = construction_width(T, s, code_factor)
     P = positional_codes(T, d_p, rng)                                   # [T, d_p]
     junta = task.name == "junta"
     offsets = (s - 1 - np.arange(s)) * math.log(2.0) if junta else np.zeros(s)
@@ -527,7 +491,7 @@ def build_sparse_head(task, rng, code_factor=16.0):
 
 
 def all_patterns(s):  # -> [2^s, s] every pattern of s bits
-    s = _int_arg("s", s, 1, 20)
+    s = check_int("s", s, 1, 20)
     return ((np.arange(2 ** s)[:, None] >> np.arange(s)) & 1).astype(np.uint8)
 
 
@@ -540,7 +504,7 @@ def check_construction(p, cfg, task, rng, n_fill=2, path="fast"):
     _check_params(p, cfg)
     if not isinstance(task, data.SparseTask) or task.T != cfg["T"]:
         raise ValueError(f"task must be a data.SparseTask with T={cfg['T']}, got {task!r}")
-    rng, n_fill = _rng_arg(rng), _int_arg("n_fill", n_fill, 0)
+    rng, n_fill = check_generator(rng), check_int("n_fill", n_fill, 0)
     pats = all_patterns(task.s)
     fills = [np.zeros((len(pats), task.T), np.uint8), np.ones((len(pats), task.T), np.uint8)]
     fills += [(rng.random((len(pats), task.T)) < 0.5).astype(np.uint8) for _ in range(n_fill)]
@@ -670,7 +634,7 @@ def pairwise_ratios(X, Y):  # [n, d], [n, d] -> [n(n-1)/2]: ||y_i - y_j|| / ||x_
 def check_lse_gradient(rng, n=7, d=5, beta=1.7):
     """-> dict: rel errors of K^T softmax vs central differences of lse, and of attn.py's head
     (head_as_lse_gradient) vs the gradient of lse over the keys plus a 0 key."""
-    rng = _rng_arg(rng)
+    rng = check_generator(rng)
     K, q = rng.standard_normal((n, d)), rng.standard_normal(d)
     fd = numerical_gradient(lambda x: lse(K @ x, beta), q)
     K0 = np.vstack([K, np.zeros(d)])
@@ -682,7 +646,7 @@ def check_lse_gradient(rng, n=7, d=5, beta=1.7):
 
 def check_lse_hessian(rng, n=7, d=5, beta=1.7):
     """-> dict: rel error of beta Cov vs differences of the gradient; min eigenvalue / max."""
-    rng = _rng_arg(rng)
+    rng = check_generator(rng)
     K, q = rng.standard_normal((n, d)), rng.standard_normal(d)
     Hm = lse_hessian(K, q, beta)
     fd = numerical_jacobian(lambda x: lse_grad(K, x, beta), q)
@@ -699,7 +663,7 @@ def check_tied_expansion(rng, trials=200, n=6, d=4):
                   central differences of F at one point
     min_lse_rise: min lse(K F(x)) - lse(K x) (theorem: >= 0, by convexity of lse)
     """
-    rng, trials = _rng_arg(rng), _int_arg("trials", trials, 1)
+    rng, trials = check_generator(rng), check_int("trials", trials, 1)
     ratios, logdets, rises = [], [], []
     for _ in range(trials):
         K = rng.standard_normal((n, d)) * rng.uniform(0.3, 3)
@@ -721,7 +685,7 @@ def check_layernorm(rng, trials=20, d=16):
     """-> dict: worst rel error of ||J_LN|| (SVD of central differences of attn.layernorm_forward)
     against 1/sqrt(sigma^2 + eps) over sigma in [0.1, 10]; the range of 1/sigma seen; and the max
     pairwise distance ratio ||LN(a) - LN(b)|| / ||a - b|| over pairs whose sigma are >= 1."""
-    rng, trials = _rng_arg(rng), _int_arg("trials", trials, 1)
+    rng, trials = check_generator(rng), check_int("trials", trials, 1)
     errs, norms = [], []
     for _ in range(trials):
         x = rng.standard_normal(d) * 10 ** rng.uniform(-1, 1) + rng.uniform(-3, 3)
@@ -741,7 +705,7 @@ def check_layernorm(rng, trials=20, d=16):
 
 def check_infonce(rng, n=6, d=5, beta=0.8):
     """-> dict: rel error of beta (E_p[t] - t_+) vs central differences of the InfoNCE loss."""
-    rng = _rng_arg(rng)
+    rng = check_generator(rng)
     a, C = rng.standard_normal(d), rng.standard_normal((n, d))
     fd = numerical_gradient(lambda x: infonce_loss(x, C, beta), a)
     return dict(rel_err=rel_error(infonce_grad(a, C, beta), fd), grad_norm=float(np.abs(fd).max()))
@@ -750,7 +714,7 @@ def check_infonce(rng, n=6, d=5, beta=0.8):
 def demo_untied(rng, n=6, d=4, beta=2.0, tries=50):
     """Untied values: the smallest ||F(a) - F(b)|| / ||a - b|| found, pairs along the Jacobian's
     smallest singular direction at random points."""
-    rng = _rng_arg(rng)
+    rng = check_generator(rng)
     best = np.inf
     for _ in range(tries):
         K, V, a = rng.standard_normal((n, d)), rng.standard_normal((n, d)), rng.standard_normal(d)
@@ -765,7 +729,7 @@ def demo_untied(rng, n=6, d=4, beta=2.0, tries=50):
 def demo_energy(rng, trials=500, n=6, d=4):
     """Fraction of random (K, x, beta) where the residual step x + grad lse RAISES the Hopfield
     energy, and the largest rise (the plain update x <- grad lse is the one that descends)."""
-    rng = _rng_arg(rng)
+    rng = check_generator(rng)
     rises = []
     for _ in range(trials):
         K, beta = rng.standard_normal((n, d)), 10 ** rng.uniform(-1, 1)
@@ -780,7 +744,7 @@ def demo_post_ln_collapse(rng, n=12, d=16, blocks=6):
     """Tokens X [n, d] on LN's sphere through post-LN blocks X <- LN(X + SelfAttn(X)) built from
     attn.self_attention_forward (W_Q = I/d^0.25 and W_K = I/d^0.25: scores x_i.x_j/d, the cosine;
     W_V = W_O = I). -> mean pairwise distance after each block / before the first."""
-    rng = _rng_arg(rng)
+    rng = check_generator(rng)
     X = layernorm_plain(rng.standard_normal((n, d)))
     I, z = np.eye(d), np.zeros(d)
     Wq = I * d ** -0.25
@@ -823,78 +787,19 @@ def measure_trained_block(p, cfg, X):
 # full column rank T, which a random m x T bit matrix reaches at m = T + O(1). Rows are bit-packed
 # into uint64 words (bit j of a row in word j // 64), so one XOR handles 64 columns.
 
-def gf2_pack(A):  # [m, n] bits -> [m, ceil(n/64)] uint64
-    A = np.asarray(A)
-    if A.ndim != 2 or not np.isin(A, (0, 1)).all():
-        raise ValueError(f"A must be a 2-D array of bits 0/1, got shape {A.shape}")
-    m, n = A.shape
-    W = (n + 63) // 64
-    padded = np.zeros((m, 64 * W), np.uint8)
-    padded[:, :n] = A
-    return np.packbits(padded, axis=1, bitorder="little").view("<u8").copy()
-
-
-def _column(A, c):  # [m, W] packed, column index -> [m] bool
-    return ((A[:, c // 64] >> np.uint64(c % 64)) & np.uint64(1)).astype(bool)
-
-
-def gf2_first_full_rank(X):  # [m, T] bits -> smallest m0 with rank(X[:m0]) = T, or None
-    """Forward elimination that only adds an earlier row to a later one (the pivot is the earliest
-    unused row with a 1), so every prefix keeps its span; the last pivot row + 1 is m0."""
-    A = gf2_pack(X)
-    m, T = np.asarray(X).shape
-    free = np.ones(m, bool)
-    last = -1
-    for c in range(T):
-        rows = np.flatnonzero(_column(A, c) & free)
-        if rows.size == 0:
-            return None
-        piv = rows[0]
-        free[piv] = False
-        last = max(last, piv)
-        A[rows[1:]] ^= A[piv]
-    return last + 1
-
-
-def gf2_solve(X, y):  # [m, T] bits, [m] bits -> [T] bits, or None
-    """The unique w with X w = y (mod 2), by Gauss-Jordan elimination on [X | y]; None when the
-    system has no solution or more than one (rank < T)."""
-    X, y = np.asarray(X), np.asarray(y)
-    if X.ndim != 2 or y.shape != (X.shape[0],):
-        raise ValueError(f"need X [m, T] and y [m], got shapes {X.shape} and {y.shape}")
-    m, T = X.shape
-    A = gf2_pack(np.concatenate([X, y[:, None]], axis=1).astype(np.uint8))
-    free = np.ones(m, bool)
-    pivots = []
-    for c in range(T):
-        col = _column(A, c)
-        rows = np.flatnonzero(col & free)
-        if rows.size == 0:
-            return None                                     # a free variable: not unique
-        piv = rows[0]
-        free[piv] = False
-        others = np.flatnonzero(col)
-        others = others[others != piv]
-        A[others] ^= A[piv]
-        pivots.append(piv)
-    if _column(A, T)[free].any():
-        return None                                         # 0 = 1: inconsistent
-    return _column(A, T)[pivots].astype(np.uint8)
-
-
 def learn_sparse_parity(X, y):
     """The GF(2) learner: the support {j : w_j = 1} of the unique solution, or None."""
-    w = gf2_solve(X, y)
+    w = data.gf2_solve(X, y)
     return None if w is None else np.flatnonzero(w)
 
 
 def gf2_sample_need(T, s, rng):
     """Samples the GF(2) learner needs on one draw of a data.make_task('parity', T, s) task:
     -> (m0, recovered at m0, unique at m0 - 1)."""
-    T, s, rng = _int_arg("T", T, 1), _int_arg("s", s, 1), _rng_arg(rng)
+    T, s, rng = check_int("T", T, 1), check_int("s", s, 1), check_generator(rng)
     task = data.make_task("parity", T, s, rng)
     X, y = task.sample(T + 200, rng)
-    m0 = gf2_first_full_rank(X)
+    m0 = data.gf2_first_full_rank(X)
     if m0 is None:
         raise RuntimeError(f"{T + 200} samples did not reach rank T={T}")
     found = learn_sparse_parity(X[:m0], y[:m0])
@@ -905,7 +810,7 @@ def gf2_sample_need(T, s, rng):
 def log2_binomial(T, s):
     """log2 C(T, s): bits needed to name the support among the C(T, s) possible ones, the
     reference point part 4 compares the GF(2) learner's ~T samples with."""
-    T, s = _int_arg("T", T, 1), _int_arg("s", s, 0)
+    T, s = check_int("T", T, 1), check_int("s", s, 0)
     if s > T:
         raise ValueError(f"s must be <= T, got s={s}, T={T}")
     return (math.lgamma(T + 1) - math.lgamma(s + 1) - math.lgamma(T - s + 1)) / math.log(2)
@@ -1259,8 +1164,8 @@ REPORT = dict(
 def main(argv=None):
     # train.py is imported only here and in train_models: parts 0-4 need only attn.py and data.py.
     import train
-    train.keep_freed_memory()
-    train.OneLineParser(
+    cli.keep_freed_memory()
+    cli.OneLineParser(
         prog="theory.py", allow_abbrev=False,
         description="Print one report: the theory of Edelman et al. (ICML 2022) and the "
         "probabilistic reading of attention, as checks on attn.py's model (about a minute on 2 "
@@ -1274,7 +1179,7 @@ def main(argv=None):
     print("tags: [theorem check] asserted here and in test_all.py; [measurement] no claim;"
           " [demonstration of a limit] reported, not asserted")
     ctx = dict(REPORT, construct=construction_cache())
-    ctx["init"] = dict(params=attn.init_params(attn.default_config(T=100), train.seeds_for(0)[3]),
+    ctx["init"] = dict(params=attn.init_params(attn.default_config(T=100), train.seeds_for(0).init),
                        cfg=attn.default_config(T=100))          # the T=100 run before its 1st step
     print("\ntraining the models parts 1-3 measure (3-sparse AND, train.py's defaults, seed 0)")
     t0 = time.perf_counter()

@@ -12,7 +12,7 @@ The file reads top to bottom: options (one table), the optimiser, one training r
 checkpoints, the command line. Dimension names: B batch, T bits, d width.
 """
 import argparse
-import ctypes
+import collections
 import json
 import math
 import os
@@ -20,27 +20,11 @@ import signal
 import sys
 import time
 
-
-def _threads_from(argv):
-    """The value of --threads N (or --threads=N) in argv, or None."""
-    for i, a in enumerate(argv):
-        if a == "--threads" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--threads="):
-            return a.split("=", 1)[1]
-    return None
-
+import cli
+from cli import BadValue, choice, integer, number
 
 if __name__ == "__main__":
-    # One BLAS thread unless asked (--threads N): the step's matrices are small, and with numpy's
-    # default threads one other busy process made a run 10-16 times slower. This must happen
-    # before numpy is first imported. (A bad --threads value is reported by argparse below.)
-    _n = _threads_from(sys.argv[1:])
-    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        if _n is not None and _n.isdigit() and int(_n) >= 1:
-            os.environ[_var] = _n
-        else:
-            os.environ.setdefault(_var, "1")
+    cli.threads_from_argv(sys.argv[1:])     # BLAS threads: before numpy is first imported
 
 import numpy as np
 
@@ -48,78 +32,7 @@ import attn
 import data
 
 
-def keep_freed_memory():
-    """Ask glibc's malloc to keep freed memory for reuse instead of returning it to the system.
-
-    A training step allocates the same large arrays every time. By default glibc serves each one
-    with fresh pages from the kernel (mmap) and hands them back when freed, so every step paid for
-    zero-filling and page faults on megabytes: measured on a 2-core machine, up to half the step
-    (T = 1000, stacks of 4 runs: 9.9 against 5.2 ms per run-step). Raising the mmap threshold to its
-    maximum (32 MiB) and the trim threshold makes the heap reuse them. Returns whether it applied:
-    on other C libraries (macOS, musl) nothing happens and training is only slower. The numbers
-    computed are the same either way."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)
-                    and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
-    except (OSError, AttributeError):
-        return False
-
-
 # ---------------------------------------------------------------- options (one table) ---------
-
-class BadValue(ValueError, argparse.ArgumentTypeError):
-    """A bad option value: a ValueError in Python, a one-line usage error on the command line."""
-
-
-def integer(lo, hi=None):
-    """Parser for an integer option in [lo, hi]: accepts an int or its text."""
-    allowed = f"an integer >= {lo}" if hi is None else f"an integer between {lo} and {hi}"
-
-    def parse(v):
-        if isinstance(v, str):
-            try:
-                v = int(v.strip())
-            except ValueError:
-                raise BadValue(f"must be {allowed}, got {v!r}") from None
-        if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) \
-                or v < lo or (hi is not None and v > hi):
-            raise BadValue(f"must be {allowed}, got {v!r}")
-        return int(v)
-    parse.allowed = allowed
-    return parse
-
-
-def number(lo, strict=False, hi=None):
-    """Parser for a finite float option, > lo (strict) or >= lo, and <= hi when given."""
-    allowed = (f"a finite number {'>' if strict else '>='} {lo}"
-               + (f" and <= {hi}" if hi is not None else ""))
-
-    def parse(v):
-        if isinstance(v, str):
-            try:
-                v = float(v)
-            except ValueError:
-                raise BadValue(f"must be {allowed}, got {v!r}") from None
-        if (not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool)
-                or not np.isfinite(v) or v < lo or (strict and v == lo)
-                or (hi is not None and v > hi)):
-            raise BadValue(f"must be {allowed}, got {v!r}")
-        return float(v)
-    parse.allowed = allowed
-    return parse
-
-
-def choice(*allowed):
-    """Parser for one of the given strings."""
-    def parse(v):
-        if v not in allowed:
-            raise BadValue(f"must be one of {', '.join(allowed)}, got {v!r}")
-        return v
-    parse.allowed, parse.choices = "one of " + ", ".join(allowed), allowed
-    return parse
-
 
 OPTIONS = (  # name, default, parser, help: the one source of defaults, checks and --help
     ("model", "transformer", choice("transformer", "mlp"),
@@ -220,6 +133,284 @@ def validate_options(opts):
     return o
 
 
+# ---------------------------------------------------------------- one training run ------------
+
+Streams = collections.namedtuple("Streams", "task train test init order val dropout")
+
+
+def seeds_for(seed):
+    """The independent generators one seed fixes, by name: task (the support S), train (training
+    data), test (test data), init, order (minibatches), val (validation data), dropout (masks).
+    Each is a child of SeedSequence(seed) fixed by its index in that order, so a stream added
+    later (val, dropout) left every earlier run unchanged."""
+    return Streams(*(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(7)))
+
+
+def model_config(o):
+    """attn.py's config of the Transformer that options `o` train."""
+    return attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
+                               dtype=o["dtype"], dropout=o["dropout"], pos_init=o["pos_init"])
+
+
+def build_model(o, rng):
+    """(params, loss_and_grads(params, X, y), logits(params, X), cfg) for model o["model"]."""
+    if o["model"] == "mlp":
+        params = attn.baseline_init(o["T"], o["mlp"], rng, o["dtype"])
+
+        def loss_and_grads(p, X, y):
+            z, cache = attn.baseline_forward(p, X)
+            loss, c_loss = attn.logistic_forward(z, y)
+            return loss, attn.baseline_backward(attn.logistic_backward(1.0, c_loss), cache)
+        return params, loss_and_grads, lambda p, X: attn.baseline_forward(p, X)[0], None
+    cfg = model_config(o)
+    if o["dropout"]:                # per-sample masks: the plain [CLS] path, masks from stream 7
+        r_drop = seeds_for(o["seed"]).dropout
+        return (attn.init_params(cfg, rng),
+                lambda p, X, y: attn.loss_and_grads(p, cfg, X, y, "cls", rng=r_drop)[:2],
+                lambda p, X: attn.model_forward(p, cfg, X)[0], cfg)
+    return (attn.init_params(cfg, rng),
+            lambda p, X, y, versions=None: attn.loss_and_grads(p, cfg, X, y,
+                                                               versions=versions)[:2],
+            lambda p, X: attn.model_forward(p, cfg, X)[0], cfg)
+
+
+def accuracy(z, y):
+    return float(np.mean((z > 0) == (y > 0)))
+
+
+def attention_on_support(params, cfg, X, S):
+    """Mean over samples and heads of the [CLS] attention mass on S; and the mean weight [T]."""
+    A = attn.cls_attention_mean(params, cfg, X)[:-1]                     # [T]
+    return float(A[S].sum()), A
+
+
+class Interrupted(Exception):
+    """Training stopped by Ctrl-C or SIGTERM at a step boundary; .step and .path say where it was
+    saved."""
+
+    def __init__(self, step, path):
+        super().__init__(f"interrupted after step {step}; checkpoint {path}")
+        self.step, self.path = step, path
+
+
+class Diverged(Exception):
+    pass
+
+
+def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=None):
+    """Train one model with options `opts` (keys of DEFAULTS); return a result dict.
+
+    save: checkpoint path, written every save_every steps, at the end, and on Ctrl-C or SIGTERM
+    (then Interrupted is raised). resume: a dict from load_checkpoint to continue from.
+    stop_after: behave as if Ctrl-C came after that step (for tests). A non-finite loss raises
+    Diverged and leaves the last (finite) checkpoint untouched.
+    """
+    o = validate_options(opts)
+    check_run_memory(o)
+    if (o["val"] or o["dropout"]) and (save or resume):
+        raise ValueError("early stopping (val) and dropout do not combine with checkpoints yet "
+                         "(the best parameters and the mask generator are not saved); drop them "
+                         "or save/resume")
+    task, (Xtr_f, ytr), (Xte_f, yte), r_init, r_order, val = draw_run(o)
+    params, loss_and_grads, logits, cfg = build_model(o, r_init)
+    ytr_f = ytr.astype(Xtr_f.dtype)
+    state = adam_init(params, o["decay"])
+    first = 1 if resume is None else restore(resume, o, params, state, r_order)
+    progress = Progress(log, o, params, cfg, logits, (Xtr_f, ytr), val or (Xte_f, yte), task.S,
+                        "val" if val else "test")
+    stopper = val and BestOnValidation(o, params, val,
+                                       lambda p, Xv, yv: val_loss(chunked(logits, p, Xv), yv))
+    losses = []
+    fixed = {}                       # a full-batch run's bits never change: two versions once
+    if cfg and not o["dropout"] and (not o["batch"] or o["batch"] >= o["m"]):
+        fixed = dict(versions=attn.two_versions(Xtr_f, Xtr_f.dtype))
+    # training loop (a blow-up is caught by check_finite, so numpy's overflow warnings are off)
+    with StopRequests(enabled=bool(save)) as stop, np.errstate(over="ignore", invalid="ignore"):
+        for step in range(first, o["steps"] + 1):
+            Xb, yb = next_batch(Xtr_f, ytr_f, o["batch"], r_order)
+            loss, grads = loss_and_grads(params, Xb, yb, **fixed)
+            losses.append(check_finite(float(loss), step, o, save))
+            optimiser_step(params, grads, state, o)
+            if stopper:
+                stopper.check(step)
+            progress.log(step, losses[-1])
+            stop.now |= step == stop_after
+            if save and (stop.now or step == o["steps"] or (save_every and step % save_every == 0)):
+                save_checkpoint(save, params, state, r_order, o, step)
+            if stop.now:
+                raise Interrupted(step, save)
+    if stopper:
+        stopper.restore()
+    r = summarise(o, task, params, cfg, logits, (Xtr_f, ytr), (Xte_f, yte), losses,
+                  progress.seconds())
+    if not stopper:
+        return dict(r, best_step=o["steps"])
+    best = int(stopper.best_step[0])       # the training loss of the parameters kept
+    return dict(r, best_step=best, loss=losses[best - first] if best >= first else r["loss"])
+
+
+def val_loss(z, y):  # logits [..., n], labels [n] or [..., n] in {0, 1} -> mean logistic loss [...]
+    return np.logaddexp(0.0, -(2.0 * np.asarray(y, np.float64) - 1.0) * z).mean(-1)
+
+
+class BestOnValidation:
+    """Early stopping's bookkeeping. Every val_every steps and at the last, the validation loss of
+    the run (of each run of a stack: `runs`); the parameters at the lowest loss so far are kept,
+    and restore() puts them back at the end. The test set plays no part in the choice."""
+
+    def __init__(self, o, params, val, loss_fn, runs=None):
+        self.every, self.last, self.runs = o["val_every"], o["steps"], runs
+        self.params, self.val, self.loss_fn = params, val, loss_fn
+        self.best = np.full(runs or 1, np.inf)
+        self.best_step = np.zeros(runs or 1, int)
+        self.kept = {k: v.copy() for k, v in params.items()}
+
+    def check(self, step):
+        if step % self.every and step != self.last:
+            return
+        loss = np.atleast_1d(self.loss_fn(self.params, *self.val))
+        better = loss < self.best                    # a nan loss is never better
+        if not better.any():
+            return
+        self.best[better], self.best_step[better] = loss[better], step
+        for k, v in self.params.items():
+            if self.runs:
+                self.kept[k][better] = v[better]
+            else:
+                self.kept[k][...] = v
+
+    def restore(self):
+        for k, v in self.params.items():
+            v[...] = self.kept[k]
+
+
+def draw_run(o):
+    """What the seed fixes, drawn from independent streams: the task (support S), the training
+    set (X [m, T] in the run's dtype, y [m] uint8), the test set, and the generators of the init
+    and of the minibatch order."""
+    streams = seeds_for(o["seed"])
+    task = data.make_task(o["task"], o["T"], o["s"], streams.task)
+    if o["data"] == "unambiguous":                 # ValueError when m cannot identify S
+        Xtr, ytr = data.sample_unambiguous(task, o["m"], streams.train)
+    else:
+        Xtr, ytr = task.sample(o["m"], streams.train)
+    Xte, yte = task.sample(o["n_test"], streams.test)
+    dt = np.dtype(o["dtype"])
+    val = None
+    if o["val"]:
+        Xv, yv = task.sample(o["val"], streams.val)
+        val = (Xv.astype(dt), yv)
+    return task, (Xtr.astype(dt), ytr), (Xte.astype(dt), yte), streams.init, streams.order, val
+
+
+def next_batch(X, y, batch, rng):
+    """The whole training set (batch 0 or >= m), else `batch` rows drawn without replacement."""
+    if not batch or batch >= len(X):
+        return X, y
+    idx = rng.choice(len(X), size=batch, replace=False)
+    return X[idx], y[idx]
+
+
+def check_finite(loss, step, o, save):
+    """The loss, or Diverged naming the step (and the last finite checkpoint, if one exists)."""
+    if not np.isfinite(loss):
+        kept = f"; the last finite checkpoint is {save}" if save and os.path.exists(save) else ""
+        raise Diverged(f"loss is {loss} at step {step}: training diverged; try a smaller --lr "
+                       f"(now {o['lr']}){kept}")
+    return loss
+
+
+class StopRequests:
+    """Context: Ctrl-C (SIGINT) and SIGTERM set .now instead of killing the run, so the loop can
+    finish its step, save and stop. Off (signals act as usual) when enabled is False or outside
+    the main thread."""
+
+    def __init__(self, enabled=True):
+        self.enabled, self.now, self.old = enabled, False, {}
+
+    def __enter__(self):
+        if self.enabled:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    self.old[sig] = signal.signal(sig, self._request)
+                except ValueError:                  # not the main thread
+                    pass
+        return self
+
+    def _request(self, signum, frame):
+        self.now = True
+
+    def __exit__(self, *exc):
+        for sig, handler in self.old.items():
+            signal.signal(sig, handler)
+        return False
+
+
+class Progress:
+    """The progress line every log_every steps (and at step 1): loss, accuracies, [CLS] attention
+    mass on S, elapsed time. Flushed, so it shows under redirection too."""
+
+    def __init__(self, log, o, params, cfg, logits, train, test, S, label="test"):
+        self.say, self.every, self.params, self.cfg, self.logits = log, o["log_every"], params, \
+            cfg, logits
+        self.train, self.test, self.S, self.t0 = train, test, S, time.perf_counter()
+        self.label = label            # with early stopping, the validation set is shown instead
+
+    def seconds(self):
+        return time.perf_counter() - self.t0
+
+    def log(self, step, loss):
+        if not self.every or (step % self.every and step != 1):
+            return
+        tr = accuracy(self.logits(self.params, self.train[0]), self.train[1])
+        te = accuracy(self.logits(self.params, self.test[0]), self.test[1])
+        mass = (attention_on_support(self.params, self.cfg, self.test[0][:200], self.S)[0]
+                if self.cfg else np.nan)
+        self.say(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  {self.label} acc {te:.3f}  "
+                 f"attn on S {mass:.3f}  {self.seconds():6.1f}s")
+
+
+def diverged_result(o):
+    """The result of a run whose loss stopped being finite: a failed run, accuracies nan."""
+    return dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
+                train_acc=float("nan"), test_acc=float("nan"), attn_on_S=float("nan"),
+                steps=o["steps"], seconds=float("nan"), diverged=True, best_step=0,
+                pos_overlap=float("nan"))
+
+
+def chunked(logits, params, X):
+    """logits(params, X) EVAL_CHUNK rows at a time: a final accuracy on 10^5 samples must not
+    need the memory of a 10^5-row batch (and lose a finished run to it)."""
+    return np.concatenate([logits(params, X[i:i + EVAL_CHUNK])
+                           for i in range(0, len(X), EVAL_CHUNK)])
+
+
+def summarise(o, task, params, cfg, logits, train, test, losses, seconds):
+    """The result dict of a run: accuracies, attention on S, the [CLS]'s top positions, params."""
+    r = dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
+             loss=losses[-1] if losses else float("nan"), losses=losses,
+             train_acc=accuracy(chunked(logits, params, train[0]), train[1]),
+             test_acc=accuracy(chunked(logits, params, test[0]), test[1]),
+             attn_on_S=float("nan"), S=task.S.tolist(), top_attended=[], steps=o["steps"],
+             seconds=seconds, params=params, cfg=cfg, pos_overlap=float("nan"))
+    if cfg:
+        mass, A = attention_on_support(params, cfg, test[0][:200], task.S)
+        r.update(attn_on_S=mass, top_attended=np.sort(np.argsort(A)[::-1][:o["s"]]).tolist(),
+                 pos_overlap=position_overlap(params["E_pos"], task.S))
+    return r
+
+
+def position_overlap(E_pos, S):
+    """How alike the learned positional embeddings of S and of the other positions are: the
+    largest cosine between E_pos[t], t in S, and E_pos[u], u not in S (1 = some other position
+    looks exactly like one in S; near 0 = S stands apart). O(s T d). nan when S is everything."""
+    E = E_pos / np.maximum(np.linalg.norm(E_pos, axis=1, keepdims=True), 1e-30)
+    rest = np.setdiff1d(np.arange(len(E)), S)
+    if not len(rest):
+        return float("nan")
+    return float((E[S] @ E[rest].T).max())
+
+
 # ---------------------------------------------------------------- the optimiser ---------------
 
 MATRICES = ("W_Q", "W_K", "W_V", "W_O", "W_1", "W_2", "w")   # what decay="matrices" acts on
@@ -313,280 +504,6 @@ def optimiser_step(params, grads, state, o, runs=None):
         clip_gradients(grads, o["clip"], runs)
     adam_step(params, grads, state, o["lr"], o["wd"], b2=o["beta2"],
               decoupled=o["optimizer"] == "adamw")
-
-
-# ---------------------------------------------------------------- one training run ------------
-
-def seeds_for(seed):
-    """Independent generators for the task (support S), training data, test data, init, order,
-    validation data, dropout masks. (SeedSequence children are fixed by their index: adding the
-    later streams left the first five, and every earlier run, unchanged.)"""
-    return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(7)]
-
-
-def model_config(o):
-    """attn.py's config of the Transformer that options `o` train."""
-    return attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
-                               dtype=o["dtype"], dropout=o["dropout"], pos_init=o["pos_init"])
-
-
-def build_model(o, rng):
-    """(params, loss_and_grads(params, X, y), logits(params, X), cfg) for model o["model"]."""
-    if o["model"] == "mlp":
-        params = attn.baseline_init(o["T"], o["mlp"], rng, o["dtype"])
-
-        def loss_and_grads(p, X, y):
-            z, cache = attn.baseline_forward(p, X)
-            loss, c_loss = attn.logistic_forward(z, y)
-            return loss, attn.baseline_backward(attn.logistic_backward(1.0, c_loss), cache)
-        return params, loss_and_grads, lambda p, X: attn.baseline_forward(p, X)[0], None
-    cfg = model_config(o)
-    if o["dropout"]:                # per-sample masks: the plain [CLS] path, masks from stream 7
-        r_drop = seeds_for(o["seed"])[6]
-        return (attn.init_params(cfg, rng),
-                lambda p, X, y: attn.loss_and_grads(p, cfg, X, y, "cls", rng=r_drop)[:2],
-                lambda p, X: attn.model_forward(p, cfg, X)[0], cfg)
-    return (attn.init_params(cfg, rng),
-            lambda p, X, y, versions=None: attn.loss_and_grads(p, cfg, X, y,
-                                                               versions=versions)[:2],
-            lambda p, X: attn.model_forward(p, cfg, X)[0], cfg)
-
-
-def accuracy(z, y):
-    return float(np.mean((z > 0) == (y > 0)))
-
-
-def attention_on_support(params, cfg, X, S):
-    """Mean over samples and heads of the [CLS] attention mass on S; and the mean weight [T]."""
-    A = attn.cls_attention_mean(params, cfg, X)[:-1]                     # [T]
-    return float(A[S].sum()), A
-
-
-class Interrupted(Exception):
-    """Training stopped by Ctrl-C or SIGTERM at a step boundary; .step and .path say where it was
-    saved."""
-
-    def __init__(self, step, path):
-        super().__init__(f"interrupted after step {step}; checkpoint {path}")
-        self.step, self.path = step, path
-
-
-class Diverged(Exception):
-    pass
-
-
-def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=None):
-    """Train one model with options `opts` (keys of DEFAULTS); return a result dict.
-
-    save: checkpoint path, written every save_every steps, at the end, and on Ctrl-C or SIGTERM
-    (then Interrupted is raised). resume: a dict from load_checkpoint to continue from.
-    stop_after: behave as if Ctrl-C came after that step (for tests). A non-finite loss raises
-    Diverged and leaves the last (finite) checkpoint untouched.
-    """
-    o = validate_options(opts)
-    check_run_memory(o)
-    if (o["val"] or o["dropout"]) and (save or resume):
-        raise ValueError("early stopping (val) and dropout do not combine with checkpoints yet "
-                         "(the best parameters and the mask generator are not saved); drop them "
-                         "or save/resume")
-    task, (Xtr_f, ytr), (Xte_f, yte), r_init, r_order, val = draw_run(o)
-    params, loss_and_grads, logits, cfg = build_model(o, r_init)
-    ytr_f = ytr.astype(Xtr_f.dtype)
-    state = adam_init(params, o["decay"])
-    first = 1 if resume is None else restore(resume, o, params, state, r_order)
-    progress = Progress(log, o, params, cfg, logits, (Xtr_f, ytr), val or (Xte_f, yte), task.S,
-                        "val" if val else "test")
-    stopper = val and BestOnValidation(o, params, val,
-                                       lambda p, Xv, yv: val_loss(chunked(logits, p, Xv), yv))
-    losses = []
-    fixed = {}                       # a full-batch run's bits never change: two versions once
-    if cfg and not o["dropout"] and (not o["batch"] or o["batch"] >= o["m"]):
-        fixed = dict(versions=attn.two_versions(Xtr_f, Xtr_f.dtype))
-    # training loop (a blow-up is caught by check_finite, so numpy's overflow warnings are off)
-    with stop_requests(enabled=bool(save)) as stop, np.errstate(over="ignore", invalid="ignore"):
-        for step in range(first, o["steps"] + 1):
-            Xb, yb = next_batch(Xtr_f, ytr_f, o["batch"], r_order)
-            loss, grads = loss_and_grads(params, Xb, yb, **fixed)
-            losses.append(check_finite(float(loss), step, o, save))
-            optimiser_step(params, grads, state, o)
-            if stopper:
-                stopper.check(step)
-            progress.log(step, losses[-1])
-            stop.now |= step == stop_after
-            if save and (stop.now or step == o["steps"] or (save_every and step % save_every == 0)):
-                save_checkpoint(save, params, state, r_order, o, step)
-            if stop.now:
-                raise Interrupted(step, save)
-    if stopper:
-        stopper.restore()
-    r = summarise(o, task, params, cfg, logits, (Xtr_f, ytr), (Xte_f, yte), losses,
-                  progress.seconds())
-    if not stopper:
-        return dict(r, best_step=o["steps"])
-    best = int(stopper.best_step[0])       # the training loss of the parameters kept
-    return dict(r, best_step=best, loss=losses[best - first] if best >= first else r["loss"])
-
-
-def val_loss(z, y):  # logits [..., n], labels [n] or [..., n] in {0, 1} -> mean logistic loss [...]
-    return np.logaddexp(0.0, -(2.0 * np.asarray(y, np.float64) - 1.0) * z).mean(-1)
-
-
-class BestOnValidation:
-    """Early stopping's bookkeeping. Every val_every steps and at the last, the validation loss of
-    the run (of each run of a stack: `runs`); the parameters at the lowest loss so far are kept,
-    and restore() puts them back at the end. The test set plays no part in the choice."""
-
-    def __init__(self, o, params, val, loss_fn, runs=None):
-        self.every, self.last, self.runs = o["val_every"], o["steps"], runs
-        self.params, self.val, self.loss_fn = params, val, loss_fn
-        self.best = np.full(runs or 1, np.inf)
-        self.best_step = np.zeros(runs or 1, int)
-        self.kept = {k: v.copy() for k, v in params.items()}
-
-    def check(self, step):
-        if step % self.every and step != self.last:
-            return
-        loss = np.atleast_1d(self.loss_fn(self.params, *self.val))
-        better = loss < self.best                    # a nan loss is never better
-        if not better.any():
-            return
-        self.best[better], self.best_step[better] = loss[better], step
-        for k, v in self.params.items():
-            if self.runs:
-                self.kept[k][better] = v[better]
-            else:
-                self.kept[k][...] = v
-
-    def restore(self):
-        for k, v in self.params.items():
-            v[...] = self.kept[k]
-
-
-def draw_run(o):
-    """What the seed fixes, drawn from independent streams: the task (support S), the training
-    set (X [m, T] in the run's dtype, y [m] uint8), the test set, and the generators of the init
-    and of the minibatch order."""
-    r_task, r_train, r_test, r_init, r_order, r_val = seeds_for(o["seed"])[:6]
-    task = data.make_task(o["task"], o["T"], o["s"], r_task)
-    if o["data"] == "unambiguous":                 # ValueError when m cannot identify S
-        Xtr, ytr = data.sample_unambiguous(task, o["m"], r_train)
-    else:
-        Xtr, ytr = task.sample(o["m"], r_train)
-    Xte, yte = task.sample(o["n_test"], r_test)
-    dt = np.dtype(o["dtype"])
-    val = None
-    if o["val"]:
-        Xv, yv = task.sample(o["val"], r_val)
-        val = (Xv.astype(dt), yv)
-    return task, (Xtr.astype(dt), ytr), (Xte.astype(dt), yte), r_init, r_order, val
-
-
-def next_batch(X, y, batch, rng):
-    """The whole training set (batch 0 or >= m), else `batch` rows drawn without replacement."""
-    if not batch or batch >= len(X):
-        return X, y
-    idx = rng.choice(len(X), size=batch, replace=False)
-    return X[idx], y[idx]
-
-
-def check_finite(loss, step, o, save):
-    """The loss, or Diverged naming the step (and the last finite checkpoint, if one exists)."""
-    if not np.isfinite(loss):
-        kept = f"; the last finite checkpoint is {save}" if save and os.path.exists(save) else ""
-        raise Diverged(f"loss is {loss} at step {step}: training diverged; try a smaller --lr "
-                       f"(now {o['lr']}){kept}")
-    return loss
-
-
-class stop_requests:
-    """Context: Ctrl-C (SIGINT) and SIGTERM set .now instead of killing the run, so the loop can
-    finish its step, save and stop. Off (signals act as usual) when enabled is False or outside
-    the main thread."""
-
-    def __init__(self, enabled=True):
-        self.enabled, self.now, self.old = enabled, False, {}
-
-    def __enter__(self):
-        if self.enabled:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                try:
-                    self.old[sig] = signal.signal(sig, self._request)
-                except ValueError:                  # not the main thread
-                    pass
-        return self
-
-    def _request(self, signum, frame):
-        self.now = True
-
-    def __exit__(self, *exc):
-        for sig, handler in self.old.items():
-            signal.signal(sig, handler)
-        return False
-
-
-class Progress:
-    """The progress line every log_every steps (and at step 1): loss, accuracies, [CLS] attention
-    mass on S, elapsed time. Flushed, so it shows under redirection too."""
-
-    def __init__(self, log, o, params, cfg, logits, train, test, S, label="test"):
-        self.say, self.every, self.params, self.cfg, self.logits = log, o["log_every"], params, \
-            cfg, logits
-        self.train, self.test, self.S, self.t0 = train, test, S, time.perf_counter()
-        self.label = label            # with early stopping, the validation set is shown instead
-
-    def seconds(self):
-        return time.perf_counter() - self.t0
-
-    def log(self, step, loss):
-        if not self.every or (step % self.every and step != 1):
-            return
-        tr = accuracy(self.logits(self.params, self.train[0]), self.train[1])
-        te = accuracy(self.logits(self.params, self.test[0]), self.test[1])
-        mass = (attention_on_support(self.params, self.cfg, self.test[0][:200], self.S)[0]
-                if self.cfg else np.nan)
-        self.say(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  {self.label} acc {te:.3f}  "
-                 f"attn on S {mass:.3f}  {self.seconds():6.1f}s")
-
-
-def diverged_result(o):
-    """The result of a run whose loss stopped being finite: a failed run, accuracies nan."""
-    return dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
-                train_acc=float("nan"), test_acc=float("nan"), attn_on_S=float("nan"),
-                steps=o["steps"], seconds=float("nan"), diverged=True, best_step=0,
-                pos_overlap=float("nan"))
-
-
-def chunked(logits, params, X):
-    """logits(params, X) EVAL_CHUNK rows at a time: a final accuracy on 10^5 samples must not
-    need the memory of a 10^5-row batch (and lose a finished run to it)."""
-    return np.concatenate([logits(params, X[i:i + EVAL_CHUNK])
-                           for i in range(0, len(X), EVAL_CHUNK)])
-
-
-def summarise(o, task, params, cfg, logits, train, test, losses, seconds):
-    """The result dict of a run: accuracies, attention on S, the [CLS]'s top positions, params."""
-    r = dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
-             loss=losses[-1] if losses else float("nan"), losses=losses,
-             train_acc=accuracy(chunked(logits, params, train[0]), train[1]),
-             test_acc=accuracy(chunked(logits, params, test[0]), test[1]),
-             attn_on_S=float("nan"), S=task.S.tolist(), top_attended=[], steps=o["steps"],
-             seconds=seconds, params=params, cfg=cfg, pos_overlap=float("nan"))
-    if cfg:
-        mass, A = attention_on_support(params, cfg, test[0][:200], task.S)
-        r.update(attn_on_S=mass, top_attended=np.sort(np.argsort(A)[::-1][:o["s"]]).tolist(),
-                 pos_overlap=position_overlap(params["E_pos"], task.S))
-    return r
-
-
-def position_overlap(E_pos, S):
-    """How alike the learned positional embeddings of S and of the other positions are: the
-    largest cosine between E_pos[t], t in S, and E_pos[u], u not in S (1 = some other position
-    looks exactly like one in S; near 0 = S stands apart). O(s T d). nan when S is everything."""
-    E = E_pos / np.maximum(np.linalg.norm(E_pos, axis=1, keepdims=True), 1e-30)
-    rest = np.setdiff1d(np.arange(len(E)), S)
-    if not len(rest):
-        return float("nan")
-    return float((E[S] @ E[rest].T).max())
 
 
 # ---------------------------------------------------------------- a stack of runs -------------
@@ -795,18 +712,6 @@ def restore(ckpt, o, params, state, rng_order):
 
 # ---------------------------------------------------------------- command line ----------------
 
-class OneLineParser(argparse.ArgumentParser):
-    """argparse whose errors are one line on stderr (exit status 2), never a traceback, and which
-    never accepts an abbreviated option (--seed is not --seeds)."""
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def add_options(ap, names, defaults=None):
     """Add --NAME options from the OPTIONS table (help and default from the table, or from
     `defaults` where given)."""
@@ -821,7 +726,7 @@ def add_options(ap, names, defaults=None):
 
 
 def train_parser():
-    ap = OneLineParser(prog="train.py", description=(
+    ap = cli.OneLineParser(prog="train.py", description=(
         "Train the one-block Transformer of Edelman et al. (2022) on an s-sparse Boolean task. "
         "With no options: the demo, 3-sparse AND at T=100 from 500 samples. The experiment: "
         "'python sweep.py --help'."))
@@ -840,7 +745,7 @@ def train_parser():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    keep_freed_memory()
+    cli.keep_freed_memory()
     ap = train_parser()
     a = ap.parse_args(argv)
     opts = vars(a).copy()
@@ -849,7 +754,7 @@ def main(argv=None):
     opts.pop("threads")
     ckpt = None
     if resume:
-        explicit = explicit_options(ap, argv)
+        explicit = cli.explicit_options(ap, argv)
         try:
             ckpt = load_checkpoint(resume)
         except ValueError as e:
@@ -869,8 +774,8 @@ def main(argv=None):
             ap.error(f"--save {save} exists and is not a checkpoint; refusing to overwrite it")
         ap.error(f"--save {save} already holds a checkpoint at step {step}; continue it with "
                  f"--resume {save}, or give another --save path")
-    problem = (check_options(opts, cli_flag) or (out_json and check_writable(out_json, "--json"))
-               or (save and check_writable(save, "--save")))
+    problem = (check_options(opts, cli_flag) or (out_json and cli.check_writable(out_json, "--json"))
+               or (save and cli.check_writable(save, "--save")))
     if problem:
         ap.error(problem)
     try:
@@ -900,7 +805,7 @@ def main(argv=None):
     if out_json:
         summary = {k: v for k, v in r.items() if k not in ("params", "cfg")}
         with open(out_json, "w") as f:               # strict JSON: NaN is written as null
-            json.dump(json_safe(summary), f, indent=1, allow_nan=False)
+            json.dump(cli.json_safe(summary), f, indent=1, allow_nan=False)
     return 0
 
 
@@ -921,68 +826,5 @@ def print_summary(r, o, save):
           + f" in {r['seconds']:.1f} s" + (f"; checkpoint {save}" if save else ""), flush=True)
 
 
-def explicit_options(ap, argv):
-    """The dests the user actually typed (parsing again with every default set to a marker)."""
-    marker = object()
-    ap2 = OneLineParser(add_help=False)
-    for action in ap._actions:
-        if action.option_strings and action.dest != "help":
-            kind = (dict(action="store_true") if action.nargs == 0 else
-                    dict(action="store", type=action.type, choices=action.choices))
-            ap2.add_argument(*action.option_strings, dest=action.dest, default=marker, **kind)
-    return {k for k, v in vars(ap2.parse_args(argv)).items() if v is not marker}
-
-
-def json_safe(x):
-    """x with every non-finite float as None and numpy scalars and arrays as Python values."""
-    if isinstance(x, dict):
-        return {k: json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple, np.ndarray)):
-        return [json_safe(v) for v in x]
-    if isinstance(x, (float, np.floating)):
-        return float(x) if np.isfinite(x) else None
-    if isinstance(x, (np.integer, np.bool_)):
-        return x.item()
-    return x
-
-
-def check_writable(path, what):
-    """One line if `path` cannot be written (its folder is missing or read-only), else None."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        return f"{what} {path}: folder {folder} does not exist"
-    if not os.access(folder, os.W_OK):
-        return f"{what} {path}: folder {folder} is not writable"
-    if os.path.isdir(path):
-        return f"{what} {path} is a folder; give a file name"
-    for target in (path, path + ".tmp.npz") if what == "--save" else (path,):
-        if os.path.isdir(target):       # e.g. a leftover temporary that is now a folder
-            return f"{what} {path}: {target} is a folder in the way; remove it"
-        existed = os.path.exists(target)
-        try:                            # the only reliable test: open it for writing, now
-            with open(target, "ab"):
-                pass
-        except OSError as e:
-            return f"{what} {path}: cannot write {target} ({e.strerror})"
-        if not existed:
-            os.remove(target)
-    return None
-
-
-def one_line_errors(prog, main, argv=None):
-    """Run a command's main; a file that cannot be written or read (OSError: read-only folder,
-    full disk, ...) or memory that runs out becomes one line naming what failed, exit code 1.
-    Whatever was saved before stays saved (rows and checkpoints are written as they finish)."""
-    try:
-        return main(argv)
-    except OSError as e:
-        where = f" {e.filename}" if e.filename else ""
-        print(f"{prog}: cannot access{where}: {e.strerror or e}", file=sys.stderr)
-    except MemoryError:
-        print(f"{prog}: out of memory; use smaller sizes (T, m, n_test, d, mlp) or fewer "
-              f"workers", file=sys.stderr)
-    return 1
-
-
 if __name__ == "__main__":
-    sys.exit(one_line_errors("train.py", main))
+    sys.exit(cli.one_line_errors("train.py", main))

@@ -1,0 +1,699 @@
+"""report.py: tables and plots from finished sweep folders; nothing here trains.
+
+    python sweep.py --out DIR --report      one folder's table.md, critical.json and mstar.png
+    python sweep.py compare DIR DIR ...     protocols side by side, paired on the same seeds
+    python sweep.py width DIR DIR ...       widths side by side, and where each leaves its log law
+    python sweep.py limit                   the statistical limit per T (no training)
+    python sweep.py headline                the front page's table, from the committed folders
+
+Every number comes from stats.py (the estimator) applied to the rows of folder.py; plots need
+matplotlib and are skipped with a one-line hint without it. The file reads top to bottom: the
+paper's figure, the statistical limit, one folder's table and plot, the comparison of protocols,
+the width study, the headline table.
+"""
+import json
+import math
+import os
+import time
+
+import numpy as np
+
+import data
+import train
+from cli import write_json, write_text
+from folder import folder_rows, full_options
+from stats import (N_BOOT, critical_sizes, fit_line, log_departure, paired_ratio, scaling_fits,
+                   seed_outcome, split_by_T, success_estimates)
+
+# ---------------------------------------------------------------- the paper's figure -----------
+# "Transformer, 3-way AND": the critical sample size m* per T, read off the published image to
+# about half a sample, and the figure's error bars as (low, high).
+
+PAPER_MSTAR = {100: 50.0, 150: 52.8, 200: 57.7, 250: 56.0, 300: 69.2, 350: 61.0, 400: 79.5,
+               450: 82.4, 500: 80.4, 550: 85.2, 600: 94.1, 650: 96.7, 700: 88.9, 750: 101.4,
+               800: 99.7, 900: 108.4, 1000: 111.0, 1100: 113.4}  # read off the paper's figure
+PAPER_BAR = {100: (48.7, 51.3), 150: (48.3, 57.3), 200: (53.3, 62.1), 250: (51.1, 60.9),
+             300: (61.7, 76.7), 350: (54.3, 67.7), 400: (74.8, 84.3), 450: (76.7, 88.1),
+             500: (71.9, 89.0), 550: (77.6, 92.8), 600: (84.2, 104.0), 650: (81.8, 111.6),
+             700: (79.2, 98.7), 750: (90.8, 112.0), 800: (87.1, 112.4), 900: (104.8, 112.0),
+             1000: (105.8, 116.2), 1100: (107.8, 119.1)}
+
+
+def paper_bar(T):
+    """The figure's error bar at T as the table prints it ("48.7-51.3"), or '' off the figure."""
+    return f"{PAPER_BAR[T][0]:.1f}-{PAPER_BAR[T][1]:.1f}" if T in PAPER_BAR else ""
+
+
+
+
+# ---------------------------------------------------------------- the statistical limit
+
+LIMIT_SEEDS = 200     # streams per T for the statistical limit (about 1 s at T = 10^4)
+_LIMITS = {}          # "task|s|T|n_seeds" -> the limit's dict, for the life of the process
+
+
+def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None):
+    """Per T, the statistical limit of the task (no training): over seeds 0..n_seeds-1, the
+    smallest m at which seed's own training stream (the rows an iid run of that seed trains on)
+    leaves exactly one compatible s-sparse hypothesis (data.first_identifying_m). -> {T: dict(
+    median, q05, q95)}, or {} for a task whose count is not affordable at these T. No learner of
+    the class can do better than this on that stream; it is the floor beside m*. cache: a JSON
+    file of earlier answers (they depend on nothing else), so a report does not redo them; this
+    process also keeps every answer it has computed or read (_LIMITS)."""
+    out, known = {}, {}
+    if cache and os.path.exists(cache):
+        try:
+            with open(cache) as f:
+                known = json.load(f)
+        except (OSError, ValueError):
+            known = {}
+    for T in Ts:
+        key = f"{task}|{s}|{T}|{n_seeds}"
+        hit = _LIMITS.get(key) or (known[key] if isinstance(known.get(key), dict) else None)
+        if hit:
+            out[T] = known[key] = _LIMITS[key] = hit
+            continue
+        firsts = []
+        try:
+            for seed in range(n_seeds):
+                streams = train.seeds_for(seed)       # the streams an iid run of the seed uses
+                t = data.make_task(task, T, s, streams.task)
+                firsts.append(data.first_identifying_m(t, streams.train, 100000))
+        except ValueError:
+            continue                                  # not affordable at this T: left out
+        v = np.array([np.inf if f is None else f for f in firsts], float)
+        q = lambda p: float(np.percentile(v, p, method="nearest"))   # inf-safe: no interpolation
+        out[T] = known[key] = _LIMITS[key] = dict(median=q(50), q05=q(5), q95=q(95),
+                                                  n_seeds=n_seeds)
+    if cache and len(known) > 0:
+        write_json(cache, known)
+    return out
+
+
+def _limit(lim):
+    if not lim:
+        return ""
+    show = lambda v: f"{v:.0f}" if np.isfinite(v) else "inf"
+    return f"{show(lim['median'])} [{show(lim['q05'])}, {show(lim['q95'])}]"
+
+# ---------------------------------------------------------------- one folder: its table and plot
+
+def success_table(rows, models):
+    """Per (model, T): success_estimates over all runs (m50, m90 and their 95% CIs from a
+    bootstrap over seeds); and per model, scaling_fits of m50 against T (None under 3 T)."""
+    est, fits = {}, {}
+    for model in models:
+        by_T = split_by_T([r for r in rows if r["model"] == model])
+        for T, runs in by_T.items():
+            est[(model, int(T))] = success_estimates(runs, n_boot=N_BOOT, seed=0)
+        Ts = [int(T) for T in by_T if np.isfinite(est[(model, int(T))]["m50"])
+              and est[(model, int(T))]["m50"] > 0]
+        if len(Ts) >= 3:
+            fits[model] = scaling_fits(np.array(Ts), np.array([est[(model, T)]["m50"] for T in Ts]),
+                                       np.array([est[(model, T)]["m50_boot"] for T in Ts]))
+    return est, fits
+
+
+def _ci(e, key):
+    show = lambda v: "inf" if not np.isfinite(v) else f"{v:.0f}"
+    return f"{show(e[key])} [{show(e[key + '_lo'])}, {show(e[key + '_hi'])}]"
+
+
+def _fits_line(head, what, f):
+    """One line of scaling_fits' results for `what` (m50 or m*), with their 95% CIs."""
+    return (f"{head}{what} ~ a + b ln T, b = {f['log_b']:.1f} [{f['log_b_lo']:.1f}, "
+            f"{f['log_b_hi']:.1f}];  {what} ~ a + b T, b = {f['lin_b']:.4f} "
+            f"[{f['lin_b_lo']:.4f}, {f['lin_b_hi']:.4f}];  {what} ~ a T^k, k = "
+            f"{f['pow_k']:.2f} [{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}];  AIC(log) - "
+            f"AIC(line) = {f['daic']:.1f} [{f['daic_lo']:.1f}, {f['daic_hi']:.1f}], the "
+            f"log fits better in {100 * f['p_log_better']:.0f}% of bootstrap resamples "
+            f"(95% CIs, bootstrap over seeds)")
+
+
+def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
+    """The printed table, ours beside the paper's at the shared T (only when our protocol asks
+    the paper's question: 3-sparse AND, bar 0.99): the success-curve m50 and m90 and the
+    majority-rule m*, each with its 95% CI, the per-seed spread, the statistical limit (median
+    [5%, 95%] over streams); then the scaling fits of m50 and of m* with their CIs."""
+    limits = limits or {}
+    lines = ["| model | T | m50 [95% CI] | m90 [95% CI] | m* (majority) [95% CI] | per-seed "
+             "critical m: mean +- std [min, max] | seeds | m* (paper) | paper's bar | statistical "
+             "limit [5%, 95%] |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for (model, T), st in stats.items():
+        e = est[(model, T)]
+        ms = _ci({"m": st["m_star"], "m_lo": st["m_star_lo"], "m_hi": st["m_star_hi"]}, "m")
+        notes = ([f"{st['censored']} above grid"] if st["censored"] else []) + \
+                ([f"{st['unfinished']} unfinished"] if st["unfinished"] else [])
+        show = paper_comparable and model == "transformer"
+        lines.append(f"| {model} | {T} | {_ci(e, 'm50')} | {_ci(e, 'm90')} | {ms} | "
+                     f"{st['mean']:.1f} +- {st['std']:.1f} "
+                     f"[{st['lo']:.0f}, {st['hi']:.0f}]"
+                     f"{' (' + ', '.join(notes) + ')' if notes else ''} | {st['n_seeds']} | "
+                     f"{PAPER_MSTAR.get(T, '') if show else ''} | "
+                     f"{paper_bar(T) if show else ''} | {_limit(limits.get(T))} |")
+    fits = []                       # m50 with bootstrap CIs first, then the majority-rule m*
+    for model, f in scaling.items():
+        fits.append(_fits_line(f"{model}: ", "m50", f))
+    for model in sorted({k[0] for k in stats}):
+        pts = sorted((T, st) for (mo, T), st in stats.items()
+                     if mo == model and 0 < st["m_star"] < np.inf)
+        if len(pts) >= 3:
+            T_ = [T for T, _ in pts]
+            f = scaling_fits(np.array(T_), np.array([st["m_star"] for _, st in pts]),
+                             np.array([st["m_star_boot"] for _, st in pts]))
+            fits.append(_fits_line(f"{model}: ", "m*", f) + f" over T in {min(T_)}..{max(T_)}")
+    if paper_comparable:
+        Tp = sorted(PAPER_MSTAR)
+        b, a, r2 = fit_line(np.log(Tp), [PAPER_MSTAR[t] for t in Tp])
+        e, c, q2 = fit_line(Tp, [PAPER_MSTAR[t] for t in Tp])
+        fits.append(f"paper: m* ~ {a:.1f} + {b:.1f} ln T (R^2 {r2:.3f});  m* ~ {c:.1f} + "
+                    f"{e:.4f} T (R^2 {q2:.3f})  over T in 100..1100")
+    for line in lines + [""] + fits:
+        log(line)
+    return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n"
+
+
+def _pyplot(then):
+    """matplotlib.pyplot on the file-only Agg backend; None, with a one-line hint ending in
+    `then`, when matplotlib is not installed (plots are optional)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"no plot: matplotlib is not installed (pip install matplotlib, then {then})")
+        return None
+    return plt
+
+
+def _save(plt, fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
+    """m50 with its 95% CI per model against T (log scale), the majority-rule m*, the paper's
+    points with their bars, and the statistical limit; None when matplotlib is missing."""
+    plt = _pyplot("rerun with --report to draw it from the saved runs")
+    if plt is None:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for model, mark in (("transformer", "o-"), ("mlp", "s--")):
+        pts = sorted((T, st) for (mo, T), st in stats.items() if mo == model)
+        if not pts:
+            continue
+        T_ = [T for T, _ in pts]
+        if est:
+            e = [est[(model, T)] for T in T_]
+            mid = np.array([x["m50"] for x in e])
+            err = np.abs(np.array([[x["m50_lo"] for x in e], [x["m50_hi"] for x in e]]) - mid)
+            ax.errorbar(T_, mid, yerr=np.where(np.isfinite(err), err, 0), fmt=mark, capsize=3,
+                        label=f"{model} (ours): m50, 95% CI (bootstrap over seeds)")
+        else:
+            ax.errorbar(T_, [st["mean"] for _, st in pts], yerr=[st["std"] for _, st in pts],
+                        fmt=mark, capsize=3, label=f"{model} (ours): per-seed mean +- std")
+        ms = np.array([st["m_star"] for _, st in pts])
+        err = np.abs(np.array([[st["m_star_lo"] for _, st in pts],
+                               [st["m_star_hi"] for _, st in pts]]) - ms)
+        ax.errorbar(T_, ms, yerr=np.where(np.isfinite(err), err, 0), fmt="x", color="k", ms=7,
+                    capsize=2, elinewidth=0.8,
+                    label="m* (ours): half of the seeds succeed, 95% CI"
+                    if model == "transformer" else None)
+    if paper_comparable:
+        Tp = sorted(PAPER_MSTAR)
+        ax.errorbar(Tp, [PAPER_MSTAR[t] for t in Tp],
+                    yerr=np.abs(np.array([PAPER_BAR[t] for t in Tp]).T - [PAPER_MSTAR[t] for t in Tp]),
+                    fmt="^:", color="tab:red", capsize=2, label="Transformer, the paper's figure")
+    if limits:
+        Tl = sorted(limits)
+        ax.plot(Tl, [limits[t]["median"] for t in Tl], ":", color="gray",
+                label="statistical limit (median over streams)")
+    ax.set_xscale("log")
+    ax.set_xlabel("T (context length, log scale)")
+    ax.set_ylabel("critical sample size m")
+    finite = [st["m_star"] for st in stats.values() if np.isfinite(st["m_star"])]
+    if finite and max(finite) > 20 * min(finite):       # the MLP beside the Transformer
+        ax.set_yscale("log")
+        ax.set_ylabel("critical sample size m (log scale)")
+    elif est:            # a poorly determined m50 (a plateau) must not flatten every other point
+        top = 1.5 * max([v for e in est.values() for v in (e["m50"], e["m50_lo"])
+                         if np.isfinite(v)] + [st["m_star_hi"] for st in stats.values()
+                                                if np.isfinite(st["m_star_hi"])] + [1.0])
+        ax.set_ylim(0, top)
+        for (model, T), e in est.items():
+            if e["m50_hi"] > top:
+                ax.annotate(f"CI to {e['m50_hi']:.0f}" if np.isfinite(e["m50_hi"]) else "CI to inf",
+                            (T, top), xytext=(0, -12), textcoords="offset points", ha="center",
+                            fontsize=7)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    return _save(plt, fig, path)
+
+def folder_report(out, rows, grids, a, protocol, missing):
+    """One folder's report: the table (printed and OUT/table.md), OUT/critical.json and, with
+    matplotlib, OUT/mstar.png. rows: the finished runs to report; grids {model: m grid}; a: the
+    sweep's options (task, s, bar, n_test, steps, search, grid_ratio); missing: the searches asked
+    for but not finished, [(model, T, seed)], named at the top of the table."""
+    stats = critical_sizes(rows, grids, a.search)
+    comparable = a.task == "and" and a.s == 3 and a.bar == 0.99
+    what = f"{a.s}-sparse {a.task.upper() if a.task in ('and', 'or') else a.task}"
+    print(f"\ncritical sample size of {what}, success = test accuracy >= {a.bar} on {a.n_test} "
+          f"fresh samples after {a.steps} steps, {a.search} search on a grid of ratio "
+          f"{a.grid_ratio}, protocol {protocol}:")
+    est, scaling = success_table(rows, sorted({k[0] for k in stats}))
+    limits = statistical_limits(a.task, a.s, sorted({k[1] for k in stats}),
+                                cache=os.path.join(out, "limits.json"))
+    table = sweep_table(stats, comparable, est, scaling, limits=limits)
+    if missing:
+        shown = ", ".join(f"{mo} T={T} seed {sd}" for mo, T, sd in missing[:6])
+        table = (f"INCOMPLETE: {len(missing)} searches missing or unfinished "
+                 f"({shown}{', ...' if len(missing) > 6 else ''})\n\n" + table)
+    write_text(os.path.join(out, "table.md"), table)
+    write_json(os.path.join(out, "critical.json"),
+               [{k: v for k, v in dict(st, **est[key], limit=limits.get(key[1])).items()
+                 if not k.endswith("_boot")} for key, st in stats.items()])
+    png = sweep_plot(stats, os.path.join(out, "mstar.png"),
+                     f"{what}: samples to reach test accuracy >= {a.bar}", comparable, est=est,
+                     limits=limits)
+    print(f"saved {out}/table.md, {out}/critical.json" + (f", {png}" if png else ""))
+
+
+# ---------------------------------------------------------------- protocols side by side
+
+def _ratio(x):
+    show = lambda v: "-" if np.isnan(v) else "inf" if np.isinf(v) else f"{v:.2f}"
+    return f"{show(x[0])} [{show(x[1])}, {show(x[2])}]"
+
+
+def _median(rows, key):
+    """Median of a row field over rows where it was recorded (nan = not recorded); nan if none."""
+    v = [float(r[key]) for r in rows if np.isfinite(float(r[key]))]
+    return float(np.median(v)) if v else math.nan
+
+
+def _split_medians(runs, key):
+    """'successes / failures' medians of a row field, 3 decimals ('-' where not recorded)."""
+    show = lambda v: "-" if np.isnan(v) else f"{v:.3f}"
+    return (f"{show(_median([r for r in runs if r['success']], key))} / "
+            f"{show(_median([r for r in runs if not r['success']], key))}")
+
+
+def _cpu_minutes(runs):
+    return np.nansum([float(r["seconds"]) for r in runs]) / 60
+
+
+def compare_table(folders, log=print, n_seeds=None, Ts=None):
+    """One table over sweep folders (one protocol each): per folder and T, m50 and m90 with 95%
+    CIs, m50 over the first folder's with a paired CI (paired_ratio; only where both hold the same
+    seeds), the paper's m*, the share of failed runs that fit their training set perfectly
+    (memorised without generalising), the median [CLS] attention on S and positional overlap of S
+    in successes and failures, and the CPU minutes its runs took; then each folder's slope of m50
+    against ln T with its CI. Returns (markdown, entries): entries [(name, T, estimates)]."""
+    lines = ["| protocol | T | m50 [95% CI] | m50 / first [paired 95% CI] | m90 [95% CI] | "
+             "seeds | m* (paper) | failures that memorised | attention on S: successes / "
+             "failures (median) | positional overlap of S: successes / failures (median) | "
+             "CPU min |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    fits, entries, first = [], [], {}
+    for i, folder in enumerate(folders):
+        meta, rows = folder_rows(folder, n_seeds, Ts)
+        name = meta.get("protocol", os.path.basename(folder.rstrip("/")))
+        est, scaling = success_table(rows, ["transformer"])
+        for T, runs in sorted(split_by_T(rows).items(), key=lambda kv: int(kv[0])):
+            e = est[("transformer", int(T))]
+            seeds = sorted({int(r["seed"]) for r in runs})
+            if i == 0:
+                first[int(T)] = (seeds, e)
+            ref = first.get(int(T))
+            ratio = _ratio(paired_ratio(e, ref[1])) if ref and ref[0] == seeds else "-"
+            entries.append((name, int(T), e))
+            fail = [r for r in runs if not r["success"]]
+            known = [r for r in fail if np.isfinite(float(r["train_acc"]))]   # nan: not recorded
+            memo = sum(float(r["train_acc"]) == 1.0 for r in known)
+            lines.append(f"| {name} | {int(T)} | {_ci(e, 'm50')} | {ratio} | {_ci(e, 'm90')} | "
+                         f"{e['n_seeds']} | {PAPER_MSTAR.get(int(T), '-')} | {memo} of {len(known)}"
+                         f"{f' ({len(fail) - len(known)} not recorded)' if len(known) < len(fail) else ''}"
+                         f" | {_split_medians(runs, 'attn_on_S')} | "
+                         f"{_split_medians(runs, 'pos_overlap')} | {_cpu_minutes(runs):.1f} |")
+        f = scaling.get("transformer")
+        if f:
+            fits.append(f"{name}: m50 ~ a + b ln T, b = {f['log_b']:.1f} [{f['log_b_lo']:.1f}, "
+                        f"{f['log_b_hi']:.1f}]; m50 ~ a T^k, k = {f['pow_k']:.2f} "
+                        f"[{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}]")
+    for line in lines + [""] + fits:
+        log(line)
+    return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n", entries
+
+
+def compare_plot(entries, path, title):
+    """One panel per T: each protocol's m50 with its 95% CI (log m axis), the first protocol's m50
+    as a dashed line, the paper's m* (and its bar) as a red band. None when matplotlib is missing."""
+    plt = _pyplot("rerun")
+    if plt is None:
+        return None
+    from matplotlib import ticker
+    names = list(dict.fromkeys(n for n, _, _ in entries))
+    Ts = sorted({T for _, T, _ in entries})
+    fig, axes = plt.subplots(1, len(Ts), figsize=(3.2 * len(Ts) + 1.2, 0.32 * len(names) + 1.4),
+                             sharey=True, squeeze=False)
+    for ax, T in zip(axes[0], Ts):
+        here = [(names.index(n), e) for n, TT, e in entries if TT == T]
+        top = 2 * max([e["m50"] for _, e in here if np.isfinite(e["m50"])] or [1])
+        for y, e in here:
+            lo, hi = e["m50_lo"], e["m50_hi"]
+            hi_shown = hi if np.isfinite(hi) else top        # an open interval ends in an arrow
+            ax.plot([max(lo, 1), hi_shown], [y, y], "-", color="tab:blue", lw=1.5)
+            if not np.isfinite(hi):
+                ax.plot([hi_shown], [y], ">", color="tab:blue", ms=4)
+            ax.plot([e["m50"]], [y], "o", color="tab:blue", ms=4)
+            if y == 0:
+                ax.axvline(e["m50"], ls="--", color="gray", lw=1)
+        if T in PAPER_MSTAR:
+            lo, hi = PAPER_BAR[T]
+            ax.axvspan(lo, hi, color="tab:red", alpha=0.25, lw=0)
+            ax.axvline(PAPER_MSTAR[T], color="tab:red", lw=1)
+        ax.set_xscale("log")
+        lo, hi = ax.get_xlim()                     # fewer labelled ticks over wide ranges
+        subs = (1, 3) if hi / lo > 20 else (1, 2, 3, 5, 7)
+        ax.xaxis.set_major_locator(ticker.LogLocator(subs=subs))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_title(f"T = {T}", fontsize=10)
+        ax.set_xlabel("m50 (log scale)")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(names)))
+    axes[0][0].set_yticklabels(names, fontsize=8)
+    axes[0][0].invert_yaxis()
+    fig.suptitle(title, fontsize=10)
+    return _save(plt, fig, path)
+
+# ---------------------------------------------------------------- the width study
+
+def construction_width(T, s, code_factor=16.0):
+    """The width d_p of the positional codes in theory.py's sparse-head construction,
+    max(8, ceil(code_factor * s * ln T)): random +-1/sqrt(d_p) codes stay nearly orthogonal over T
+    positions at about 16 s ln T (about 8 ln T was seen to fail). The width table sets it beside
+    the widths trained; theory.py builds its heads with it."""
+    return max(8, int(math.ceil(code_factor * s * math.log(max(T, 2)))))
+
+
+def pool_by_width(folders, n_seeds=None, Ts=None):
+    """{d: pool} of the folders' Transformer rows, one pool per width d. Folders of the same d are
+    pooled (e.g. one sweep's T range extended in another folder): they must share every option,
+    the m grid and the search, and no run may be in two; ValueError otherwise. A pool is
+    dict(opts, folders, names, rows, where {(T, seed, m): folder}, grid, search)."""
+    pools = {}
+    for folder in folders:
+        meta, rows = folder_rows(folder, n_seeds, Ts)
+        opts = full_options(meta.get("options", {}))
+        grid, search = meta.get("grids", {}).get("transformer"), meta.get("search", "bisect")
+        pool = pools.setdefault(opts["d"], dict(opts=opts, folders=[], names=[], rows=[],
+                                                where={}, grid=grid, search=search))
+        if (opts, grid, search) != (pool["opts"], pool["grid"], pool["search"]):
+            raise ValueError(f"{folder} and {pool['folders'][0]} have d = {opts['d']} but other "
+                             f"options, m grid or search; pool only folders of one protocol")
+        for r in rows:
+            key = (int(r["T"]), int(r["seed"]), int(r["m"]))
+            if key in pool["where"]:
+                raise ValueError(f"{folder} and {pool['where'][key]} both hold the run T={key[0]}"
+                                 f" seed={key[1]} m={key[2]}; pool folders of different runs")
+            pool["where"][key] = folder
+        pool["folders"].append(folder)
+        name = meta.get("protocol", os.path.basename(folder.rstrip("/")))
+        pool["names"] += [name] if name not in pool["names"] else []
+        pool["rows"] += rows
+    return pools
+
+
+def finished_cells(pool, d):
+    """(the pool's rows without the T where some seed's search is unfinished, a note per T left
+    out): an interrupted sweep's partial searches are not a cell of the study."""
+    rows, left_out = pool["rows"], []
+    if not pool["grid"]:
+        return rows, left_out
+    for T, runs in split_by_T(rows).items():
+        by_seed = {}
+        for r in runs:
+            by_seed.setdefault(int(r["seed"]), {})[int(r["m"])] = r["success"]
+        open_ = [sd for sd, done in by_seed.items()
+                 if seed_outcome(pool["grid"], pool["search"], done)[0] != "done"]
+        if open_:
+            left_out.append(f"d = {d}, T = {int(T)}: {len(open_)} of {len(by_seed)} "
+                            f"seeds' searches unfinished ({len(runs)} runs), left out")
+            rows = [r for r in rows if int(r["T"]) != int(T)]
+    return rows, left_out
+
+
+def width_curves(folders, n_seeds=None, fit_below=100, Ts=None):
+    """(curves, notes of the T left out): one curve per width d, sorted by d, each dict(d, heads,
+    s, task, name, est {T: success_estimates}, runs {T: rows}, dep (log_departure against the
+    small-T law fitted over T <= fit_below), fit (scaling_fits over all T, or None))."""
+    curves, left_out = [], []
+    for d, pool in pool_by_width(folders, n_seeds, Ts).items():
+        rows, skipped = finished_cells(pool, d)
+        left_out += skipped
+        opts = pool["opts"]
+        est, scaling = success_table(rows, ["transformer"])
+        by_T = {int(T): r for T, r in split_by_T(rows).items()}
+        e = [est[("transformer", T)] for T in sorted(by_T)]
+        dep = log_departure(sorted(by_T), [x["m50"] for x in e], [x["m50_boot"] for x in e],
+                            fit_below)
+        curves.append(dict(d=d, heads=opts["heads"], s=opts["s"], task=opts["task"],
+                           name=", ".join(pool["names"]), est=dict(zip(sorted(by_T), e)),
+                           dep=dep, fit=scaling.get("transformer"), runs=by_T))
+    curves.sort(key=lambda c: c["d"])
+    return curves, left_out
+
+
+def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
+    """One table over sweep folders that differ in the width d (width_curves): per d and T, m50
+    and m90 with 95% CIs, m50 over the extrapolated small-T log law with its CI (log_departure),
+    the median [CLS] attention on S and positional overlap of S in successes and failures, and
+    the CPU minutes; per d, the small-T law, the T where the curve departs from it, and the fits
+    over all T; then per T, the construction's d_p beside each width's standing against its law
+    (above it: that T's ratio interval lies above 1). -> (markdown, curves)."""
+    curves, left_out = width_curves(folders, n_seeds, fit_below, Ts)
+    lines = ["| d | T | m50 [95% CI] | m90 [95% CI] | seeds | m50 / small-T log law [95% CI] | "
+             "attention on S: successes / failures (median) | positional overlap of S: "
+             "successes / failures (median) | CPU min |", "|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for c in curves:
+        for T, e in c["est"].items():
+            ratio = _ratio(c["dep"]["ratios"][T]) if T in c["dep"]["ratios"] else "(fit range)"
+            lines.append(f"| {c['d']} | {T} | {_ci(e, 'm50')} | {_ci(e, 'm90')} | "
+                         f"{e['n_seeds']} | {ratio} | {_split_medians(c['runs'][T], 'attn_on_S')}"
+                         f" | {_split_medians(c['runs'][T], 'pos_overlap')} | "
+                         f"{_cpu_minutes(c['runs'][T]):.1f} |")
+        dep, f = c["dep"], c["fit"]
+        where = (f"departs from it at T = {dep['departs']} (the first T whose m50 lies above the "
+                 f"law with 95% confidence)" if dep["departs"] else
+                 f"no departure up to T = {max(c['est'])}" if dep["ratios"] else
+                 "no T beyond the fit range")
+        notes.append(f"d = {c['d']} ({c['name']}, {c['heads']} heads of {c['d'] // c['heads']}): "
+                     f"small-T law m50 = {dep['a']:.1f} + {dep['b']:.1f} ln T over T <= "
+                     f"{fit_below:g}; {where}" + (
+                         f"; over all T: m50 ~ a + b ln T, b = {f['log_b']:.1f} "
+                         f"[{f['log_b_lo']:.1f}, {f['log_b_hi']:.1f}]; m50 ~ a T^k, k = "
+                         f"{f['pow_k']:.2f} [{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}]; AIC(ln T) - "
+                         f"AIC(T) = {f['daic']:.1f} [{f['daic_lo']:.1f}, {f['daic_hi']:.1f}], ln T "
+                         f"better in {100 * f['p_log_better']:.0f}% of resamples" if f else ""))
+    need = ["| T | construction's d_p = ceil(16 s ln T) | " +
+            " | ".join(f"d = {c['d']}" for c in curves) + " |", "|---|---|" + "---|" * len(curves)]
+    for T in sorted({T for c in curves for T in c["est"]}):
+        def state(c):            # where this width's curve stands at T against its small-T law
+            if T not in c["est"]:
+                return "not run"
+            if T <= fit_below:
+                return "fit range"
+            return "above it" if c["dep"]["ratios"][T][1] > 1 else "consistent with it"
+        need.append(f"| {T} | {construction_width(T, curves[0]['s'])} | " +
+                    " | ".join(state(c) for c in curves) + " |")
+    notes += left_out
+    for line in lines + [""] + notes + [""] + need:
+        log(line)
+    return "\n".join(lines + [""] + ["- " + n for n in notes] + [""] + need) + "\n", curves
+
+
+def width_plot(curves, path, limits=None):
+    """Left: m50 against T per width, 95% CIs as bands, the small-T log law extrapolated (thin
+    dashed), the paper's points with their bars and the statistical limit. Right: the median
+    positional overlap of S in successes (solid) and failures (dashed). None without matplotlib."""
+    plt = _pyplot("rerun")
+    if plt is None:
+        return None
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.4))
+    top = 4 * max(e["m50"] for c in curves for e in c["est"].values() if np.isfinite(e["m50"]))
+    for c, color in zip(curves, plt.rcParams["axes.prop_cycle"].by_key()["color"]):
+        Ts = sorted(c["est"])
+        e = [c["est"][T] for T in Ts]
+        ax.plot(Ts, [x["m50"] for x in e], "o-", color=color, ms=4, label=f"d = {c['d']}")
+        ax.fill_between(Ts, [max(x["m50_lo"], 1) for x in e],
+                        [min(x["m50_hi"], top) for x in e], color=color, alpha=0.15, lw=0)
+        grid = np.geomspace(min(Ts), max(Ts), 50)
+        ax.plot(grid, c["dep"]["a"] + c["dep"]["b"] * np.log(grid), "--", color=color, lw=0.8)
+        if c["dep"]["departs"]:
+            ax.plot([c["dep"]["departs"]], [c["est"][c["dep"]["departs"]]["m50"]], "o", ms=10,
+                    mfc="none", color=color)
+        for won, style in ((True, "o-"), (False, "x--")):
+            y = [_median([r for r in c["runs"][T] if bool(r["success"]) == won], "pos_overlap")
+                 for T in Ts]
+            bx.plot(Ts, y, style, color=color, ms=4, label=f"d = {c['d']}" if won else None)
+    Tp = sorted(PAPER_MSTAR)
+    ax.errorbar(Tp, [PAPER_MSTAR[t] for t in Tp],
+                yerr=np.abs(np.array([PAPER_BAR[t] for t in Tp]).T - [PAPER_MSTAR[t] for t in Tp]),
+                fmt="^", color="k", ms=4, capsize=2, label="the paper's figure")
+    if limits:
+        Tl = sorted(limits)
+        ax.plot(Tl, [limits[t]["median"] for t in Tl], ":", color="gray",
+                label="statistical limit (median)")
+    ax.set(xscale="log", yscale="log", xlabel="T (log scale)", ylabel="m50 (log scale)",
+           title="m50 [95% CI] per width\ndashed: log law fitted at small T; circle: departure")
+    bx.set(xscale="log", xlabel="T (log scale)", ylabel="median positional overlap of S",
+           title="largest cosine between E_pos of S and another position's\n"
+                 "solid: successes, dashed: failures")
+    ax.title.set_fontsize(9)
+    bx.title.set_fontsize(9)
+    ax.legend(fontsize=8)
+    bx.legend(fontsize=7)
+    return _save(plt, fig, path)
+
+
+def limit_command(a, fail):
+    """`sweep.py limit`: per T, the statistical limit and the probability that a random training
+    set of m samples leaves more than one hypothesis; a is the parsed command line, fail(text)
+    ends the command with one line."""
+    if a.s > min(a.Ts):
+        fail(f"--s {a.s} is larger than the smallest T {min(a.Ts)}")
+    t0 = time.perf_counter()
+    lines = ["| T | first m that identifies S: median [5%, 95%] | "
+             + " | ".join(f"P(ambiguous), m = {m}" for m in a.ms) + " |",
+             "|---|---|" + "---|" * len(a.ms)]
+    out = []
+    for T in a.Ts:
+        lim = statistical_limits(a.task, a.s, [T], a.seeds).get(T)
+        if lim is None:
+            fail(f"counting {a.task} hypotheses at T={T} is not affordable; use smaller T")
+        rng = np.random.default_rng(1000 + T)
+        task = data.make_task(a.task, T, a.s, rng)
+        probs = [data.ambiguity_probability(task, m, rng, a.sets) for m in a.ms]
+        out.append(dict(T=T, **lim, p_ambiguous=dict(zip(a.ms, probs))))
+        lines.append(f"| {T} | {_limit(lim)} | " + " | ".join(f"{p:.3f}" for p in probs) + " |")
+        print(lines[-1] if len(lines) > 3 else "\n".join(lines), flush=True)
+    print(f"({a.seeds} streams and {a.sets} sets per T, {a.task} s={a.s}; "
+          f"{time.perf_counter() - t0:.0f} s)")
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        write_text(os.path.join(a.out, "table.md"), "\n".join(lines) + "\n")
+        write_json(os.path.join(a.out, "limit.json"), dict(task=a.task, s=a.s, seeds=a.seeds,
+                                                           sets=a.sets, rows=out))
+    return 0
+
+
+# ---------------------------------------------------------------- the commands over folders ----
+
+def over_folders(a, fail, make):
+    """The compare and width commands' common part: every folder must exist; make() -> (table,
+    extra), its ValueError one line through fail(); the table also goes to --out."""
+    for folder in a.folders:
+        if not os.path.isdir(folder):
+            fail(f"no folder {folder}")
+    try:
+        table, extra = make()
+    except ValueError as e:
+        fail(str(e))
+    if a.out:
+        write_text(a.out, table)
+    return table, extra
+
+
+def compare_command(a, fail):
+    """`sweep.py compare DIR DIR ...`: compare_table, and compare_plot with --plot."""
+    table, entries = over_folders(a, fail, lambda: compare_table(a.folders, n_seeds=a.seeds,
+                                                                 Ts=a.Ts))
+    if a.plot:
+        compare_plot(entries, a.plot, "m50 and its 95% CI (bootstrap over seeds); dashed: "
+                     f"{entries[0][0]}; red: the paper's m* and bar")
+    return 0
+
+
+def width_command(a, fail):
+    """`sweep.py width DIR DIR ...`: width_table, and width_plot with --plot."""
+    table, curves = over_folders(a, fail, lambda: width_table(
+        a.folders, n_seeds=a.seeds, fit_below=a.fit_below, Ts=a.Ts))
+    if a.plot:
+        Ts = sorted({T for c in curves for T in c["est"]})
+        limits = statistical_limits(curves[0]["task"], curves[0]["s"], Ts, cache=os.path.join(
+            os.path.dirname(os.path.abspath(a.plot)), "limits.json"))
+        width_plot(curves, a.plot, limits)
+    return 0
+
+
+# ---------------------------------------------------------------- the front page's table -------
+
+def _folder_estimates(folders):
+    """{T: (success_estimates, critical_sizes entry)} of the Transformer runs pooled over folders
+    of one protocol, with the grid and search of the first folder's sweep.json."""
+    pools = pool_by_width(folders)
+    if len(pools) != 1:
+        raise ValueError(f"{', '.join(folders)}: expected folders of one width, got d in "
+                         f"{sorted(pools)}")
+    (d, pool), = pools.items()
+    rows, _ = finished_cells(pool, d)
+    stats = critical_sizes(rows, {"transformer": pool["grid"]}, pool["search"])
+    est, _ = success_table(rows, ["transformer"])
+    return {T: (est[("transformer", T)], st) for (_, T), st in stats.items()}, pool["opts"]
+
+
+def headline_table(d64, d128):
+    """The README's table: per T, the paper's m* and bar, ours at d = 64 (folders d64) and at
+    d = 128 (folders d128), m50 and majority m* each with its 95% interval (bootstrap over seeds),
+    and the statistical limit (median [5%, 95%] over seeds' streams). -> markdown."""
+    a, opts = _folder_estimates(d64)
+    b, _ = _folder_estimates(d128)
+    Ts = sorted(set(a) | set(b))
+    limits = statistical_limits(opts["task"], opts["s"], Ts,
+                                cache=os.path.join(d64[0], "limits.json"))
+    m = lambda x, key: _ci(dict(m=x[key], m_lo=x[key + "_lo"], m_hi=x[key + "_hi"]), "m")
+    cell = lambda at, T, key, i: m(at[T][i], key) if T in at else "-"
+    lines = ["| T | the paper's m* [bar] | d = 64: m50 | d = 64: m* | d = 128: m50 | "
+             "d = 128: m* | statistical limit [5%, 95%] |", "|---|---|---|---|---|---|---|"]
+    for T in Ts:
+        paper = f"{PAPER_MSTAR[T]} [{paper_bar(T)}]" if T in PAPER_MSTAR else "-"
+        lines.append(f"| {T} | {paper} | {cell(a, T, 'm50', 0)} | {cell(a, T, 'm_star', 1)} | "
+                     f"{cell(b, T, 'm50', 0)} | {cell(b, T, 'm_star', 1)} | "
+                     f"{_limit(limits.get(T))} |")
+    seeds = lambda at: sorted({at[T][1]["n_seeds"] for T in at})
+    return ("\n".join(lines) + f"\n\nm50: where a logistic fit of success against ln m crosses "
+            f"1/2; m*: the smallest m at which half of the seeds succeed (the paper's statistic); "
+            f"[95% intervals], bootstrap over seeds ({'/'.join(map(str, seeds(a)))} seeds at "
+            f"d = 64, {'/'.join(map(str, seeds(b)))} at d = 128). Folders: "
+            f"{', '.join(d64)} (d = 64); {', '.join(d128)} (d = 128).\n")
+
+
+BEGIN, END = "<!-- begin results/headline.md -->", "<!-- end results/headline.md -->"
+
+
+def headline_command(a, fail):
+    """`sweep.py headline`: headline_table into --out, and between the markers of --readme."""
+    for f in [a.d64] + a.d128:
+        if not os.path.isdir(f):
+            fail(f"no folder {f}")
+    try:
+        table = headline_table([a.d64], a.d128)
+    except ValueError as e:
+        fail(str(e))
+    write_text(a.out, table)
+    print(table, end="")
+    if os.path.exists(a.readme):
+        with open(a.readme) as f:
+            text = f.read()
+        if BEGIN in text and END in text.split(BEGIN, 1)[1]:
+            head, rest = text.split(BEGIN, 1)
+            write_text(a.readme, head + BEGIN + "\n" + table + END + rest.split(END, 1)[1])
+            print(f"saved {a.out}; pasted into {a.readme}")
+            return 0
+    print(f"saved {a.out}")
+    return 0

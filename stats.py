@@ -1,0 +1,619 @@
+"""stats.py: the statistics of the experiment, from which m grid to run to the fitted laws.
+
+Numpy only; every function checks its input and raises a one-line ValueError that names the bad
+value. It reads top to bottom:
+
+  1. the m grid and the searches: which training-set sizes a seed runs (bisection on a grid of
+     ratio 1.05, or the whole grid), and replaying a search over saved runs.
+  2. rows: runs as dicts {"T", "seed", "m", "success"} or tuples (T, seed, m, success).
+  3. the success curve: P(success | m) = sigmoid(a + b ln m) fitted to all runs of one T pooled
+     (fit_success_curve); m50 and m90 where it crosses 0.5 and 0.9 (m_at).
+  4. the bootstrap over seeds: 95% percentile intervals from resampling SEEDS, all runs of a
+     drawn seed together (bootstrap_over_seeds, success_estimates).
+  5. m* by the majority rule, the paper's statistic: the smallest grid m at which at least half of
+     the seeds succeed (critical_sizes for the sweep's searches, majority_mstar for plain rows).
+  6. laws across T: least-squares lines (fit_line), m50(T) against ln T, T and T^k with paired
+     bootstrap intervals and AIC (scaling_fits), where a curve leaves the log law it follows at
+     small T (log_departure), and paired ratios of two protocols on the same seeds (paired_ratio).
+
+Why pooled runs and not each seed's first success: success is not monotone in m within a seed (a
+seed can fail above its first success), so m50 comes from one logistic fit over every run of a T.
+
+Undetermined fits. If every run of a T failed (or every run succeeded) the slope b is not
+identified: fit_success_curve returns b = None and a = -inf (or +inf), the maximum-likelihood
+constant curve P = 0 (or 1). m_at then gives inf ("above the largest m tried") or 0.0 ("below the
+smallest m tried"), and fit_flag words it for a report. Inside the vectorised bootstrap the same
+cases are stored as a = -inf / +inf with b = 0.0.
+
+Regularisation. The log-likelihood gets a ridge penalty (RIDGE / 2) (a_c^2 + b^2), where a_c is
+the intercept at the centre of the data (a_c = a + b * mean ln m), so the penalty does not pull the
+curve's location towards m = 1. Under complete separation (every failure at a smaller m than every
+success) the unpenalised maximum has b -> inf; the ridge keeps b finite (a steep curve whose m50
+falls in the gap between the last failure and the first success) and makes the objective strictly
+concave, so Newton's method with step halving always converges. On ordinary data its effect is
+negligible: it shifts b by about RIDGE / (Fisher information of b), about 1e-5 relative for a few
+hundred runs. Firth's penalty would also give finite estimates, but needs leverages at each
+iteration and complicates the vectorised bootstrap; the ridge does not.
+
+Seeds are indexed by their sorted labels (parse_rows), so an interval does not depend on the order
+of the rows, and resample i draws the same seeds in any two sets of rows that hold them: that is
+what pairs two protocols or two widths in paired_ratio.
+"""
+import math
+
+import numpy as np
+
+N_BOOT = 2000     # bootstrap resamples of the seeds behind every interval in a table
+RIDGE = 1e-3      # ridge strength on (centred intercept, slope); see the module docstring
+MAX_ITER = 100    # Newton iterations cap (typical fits converge in 5-30)
+NEWTON_TOL = 1e-10   # Newton stops when every step is below NEWTON_TOL * (1 + |parameter|)
+
+
+# ---------------------------------------------------------------- 1. the m grid and the searches
+
+def m_grid(lo, hi, ratio=1.05):
+    """Integers from lo to hi, each about `ratio` times the last (every integer while that is
+    finer): the candidate training-set sizes."""
+    g, m = [], float(lo)
+    while round(m) <= hi:
+        if not g or round(m) > g[-1]:
+            g.append(int(round(m)))
+        m = max(m * ratio, m + 1)
+    return g
+
+
+def bisect_search(grid):
+    """Search for the smallest grid m at which a run succeeds, assuming success is monotone in m.
+
+    A generator: it yields the next m to run and is sent back whether that run succeeded; it
+    returns the smallest successful m, or None when even the largest fails. About
+    log2(len(grid)) + 1 runs instead of len(grid).
+    """
+    lo, hi = -1, len(grid)           # grid[lo] fails (virtually), grid[hi] succeeds (virtually)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if (yield grid[mid]):
+            hi = mid
+        else:
+            lo = mid
+    return grid[hi] if hi < len(grid) else None
+
+
+def grid_search(grid):
+    """Same protocol as bisect_search, but every grid m is run; returns the smallest success."""
+    first = None
+    for m in grid:
+        if (yield m) and first is None:
+            first = m
+    return first
+
+
+SEARCHES = {"bisect": bisect_search, "grid": grid_search}
+
+
+def replay(gen, saved, answer=None):
+    """Drive a search generator over saved runs (saved[m] -> success), first sending `answer` to
+    its pending question (None: start it). -> ("done", its answer) or ("run", the next m to run).
+    The one place where saved runs are replayed: resuming a sweep and reading its results."""
+    try:
+        m = next(gen) if answer is None else gen.send(bool(answer))
+        while m in saved:
+            m = gen.send(bool(saved[m]))
+    except StopIteration as stop:
+        return "done", stop.value
+    return "run", m
+
+
+def seed_outcome(grid, search, results):
+    """One seed's search replayed over its saved runs {m: success}: ("done", critical m, or inf
+    when even the largest m failed) or ("unfinished", None) when the search still needs a run."""
+    state, value = replay(SEARCHES[search](grid), results)
+    if state == "run":
+        return "unfinished", None
+    return "done", (np.inf if value is None else float(value))
+
+# ---------------------------------------------------------------- 2. rows
+
+def parse_rows(rows):
+    """Rows (dicts or (T, seed, m, success) tuples) -> dict of arrays, each shape [n_runs]:
+    "T" float, "seed" int (0..n_seeds-1, the rank of the seed's label), "m" float > 0,
+    "success" float in {0, 1}; plus "seeds" (the original seed labels, list of n_seeds, sorted
+    by number where they are numbers, as the CSV's "12" is). Indexing seeds by their sorted
+    labels, not by first appearance, makes the seed bootstrap independent of the order of the
+    rows, and pairs replicate i with the same seeds in any two sets of rows holding them."""
+    rows = list(rows)
+    if not rows:
+        raise ValueError("rows must be non-empty, got 0 rows")
+    T, seed, m, success, labels = [], [], [], [], {}
+    for i, r in enumerate(rows):
+        if isinstance(r, dict):
+            try:
+                t, s, mm, ok = r["T"], r["seed"], r["m"], r["success"]
+            except KeyError as e:
+                raise ValueError(f"row {i} lacks key {e.args[0]!r}: {r!r}") from None
+        else:
+            try:
+                t, s, mm, ok = r
+            except (TypeError, ValueError):
+                raise ValueError(f"row {i} must be a dict or a (T, seed, m, success) tuple, "
+                                 f"got {r!r}") from None
+        try:
+            t, mm, ok = float(t), float(mm), float(ok)
+        except (TypeError, ValueError):
+            raise ValueError(f"row {i} has a non-numeric T, m or success: {r!r}") from None
+        if not (math.isfinite(t) and t > 0):
+            raise ValueError(f"row {i}: T must be a positive finite number, got {t!r}")
+        if not (math.isfinite(mm) and mm > 0):
+            raise ValueError(f"row {i}: m must be a positive finite number, got {mm!r}")
+        if ok not in (0.0, 1.0):
+            raise ValueError(f"row {i}: success must be 0 or 1, got {ok!r}")
+        T.append(t)
+        seed.append(labels.setdefault(s, len(labels)))
+        m.append(mm)
+        success.append(ok)
+    order = sorted(labels, key=_seed_key)
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[[labels[s] for s in order]] = np.arange(len(order))
+    return {"T": np.array(T), "seed": rank[np.array(seed, dtype=np.int64)], "m": np.array(m),
+            "success": np.array(success), "seeds": order}
+
+
+def _seed_key(label):
+    """Sort key of a seed label: numbers (7, "12") by value, before any other label by text."""
+    try:
+        return (0, float(label), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(label))
+
+
+def split_by_T(rows):
+    """Rows -> {T: [rows of that T]}, T in increasing order (T as float)."""
+    rows, out = list(rows), {}
+    for r, t in zip(rows, parse_rows(rows)["T"]):
+        out.setdefault(float(t), []).append(r)
+    return dict(sorted(out.items()))
+
+
+def _one_T(rows):
+    """parse_rows for rows that must share one T; ValueError naming the T values otherwise."""
+    d = parse_rows(rows)
+    Ts = np.unique(d["T"])
+    if Ts.size != 1:
+        raise ValueError(f"rows mix context lengths T={Ts.tolist()}: pass one T at a time "
+                         f"(split_by_T)")
+    return d
+
+# ---------------------------------------------------------------- 3. the success curve: P(success | m) = sigmoid(a + b ln m)
+
+def _sigmoid(z):
+    return 0.5 * (1.0 + np.tanh(0.5 * z))   # no overflow for any finite z
+
+
+def _objective(a, b, x, N, Y, lam):
+    """Penalised binomial log-likelihood, shape [B]: sum_j Y eta - N softplus(eta) - ridge."""
+    eta = a[:, None] + b[:, None] * x
+    return (Y * eta - N * np.logaddexp(0.0, eta)).sum(1) - 0.5 * lam * (a * a + b * b)
+
+
+def _fit_binomial(x, N, Y, lam=RIDGE, max_iter=MAX_ITER):
+    """Ridge-penalised binomial logistic regression, vectorised over B independent data sets.
+
+    x [M] covariate (centred ln m); N [B, M] run counts, Y [B, M] success counts (weights may be
+    any non-negative numbers). Maximises sum_j (Y eta - N log(1 + e^eta)) - lam/2 (a^2 + b^2),
+    eta = a + b x, by Newton's method with step halving. Returns a [B], b [B], n_iter (int).
+    The objective is strictly concave (lam > 0), so the result is finite for any data."""
+    B = N.shape[0]
+    n, y = N.sum(1), Y.sum(1)
+    a = np.log((y + 0.5) / (n - y + 0.5))      # logit of the smoothed success fraction
+    b = np.zeros(B)
+    active = np.arange(B)
+    it = 0
+    for it in range(1, max_iter + 1):
+        Na, Ya, aa, ba = N[active], Y[active], a[active], b[active]
+        p = _sigmoid(aa[:, None] + ba[:, None] * x)
+        r, w = Ya - Na * p, Na * p * (1.0 - p)
+        ga = r.sum(1) - lam * aa                # gradient and (negative) Hessian, per data set
+        gb = (r * x).sum(1) - lam * ba
+        haa = w.sum(1) + lam
+        hab = (w * x).sum(1)
+        hbb = (w * x * x).sum(1) + lam
+        det = haa * hbb - hab * hab
+        da = (hbb * ga - hab * gb) / det
+        db = (haa * gb - hab * ga) / det
+        # step halving until the objective does not decrease (it is concave: t = 1 usually works)
+        f0 = _objective(aa, ba, x, Na, Ya, lam)
+        t = np.ones(active.size)
+        for _ in range(60):
+            f1 = _objective(aa + t * da, ba + t * db, x, Na, Ya, lam)
+            bad = f1 < f0 - 1e-12 * (1.0 + np.abs(f0))
+            if not bad.any():
+                break
+            t[bad] *= 0.5
+        a[active] = aa + t * da
+        b[active] = ba + t * db
+        step = np.maximum(np.abs(t * da) / (1.0 + np.abs(aa)), np.abs(t * db) / (1.0 + np.abs(ba)))
+        active = active[step > NEWTON_TOL]
+        if active.size == 0:
+            break
+    return a, b, it
+
+
+def fit_success_curve(m, success):
+    """Logistic fit of success on ln m, all runs pooled.
+
+    m [n] positive training-set sizes; success [n] in {0, 1}. Returns (a, b), floats, with
+    P(success | m) = sigmoid(a + b ln m), maximising the log-likelihood minus the ridge
+    RIDGE/2 (a_c^2 + b^2) (the module docstring). Undetermined cases return b = None:
+    all runs failed -> (-inf, None); all succeeded -> (+inf, None); runs at one m only, with both
+    outcomes -> (logit of the success fraction, None). Never NaN."""
+    m = np.asarray(m, dtype=np.float64)
+    success = np.asarray(success, dtype=np.float64)
+    if m.ndim != 1 or m.size == 0 or m.shape != success.shape:
+        raise ValueError(f"m and success must be 1-D of the same non-zero length, got shapes "
+                         f"{m.shape}, {success.shape}")
+    if not (np.isfinite(m).all() and (m > 0).all()):
+        raise ValueError(f"m must be positive and finite, got min {m.min()!r}")
+    if not np.isin(success, (0.0, 1.0)).all():
+        raise ValueError(f"success must be 0 or 1, got values {np.unique(success).tolist()}")
+    k, n = success.sum(), success.size
+    if k == 0:
+        return -math.inf, None
+    if k == n:
+        return math.inf, None
+    u, inv = np.unique(m, return_inverse=True)
+    if u.size == 1:
+        return float(math.log(k / (n - k))), None
+    lx = np.log(u)
+    c = np.log(m).mean()                        # centre: the ridge acts on the centred intercept
+    N = np.bincount(inv, minlength=u.size)[None, :].astype(np.float64)
+    Y = np.bincount(inv, weights=success, minlength=u.size)[None, :]
+    ac, b, _ = _fit_binomial(lx - c, N, Y)
+    return float(ac[0] - b[0] * c), float(b[0])
+
+
+def m_at(p, a, b):
+    """The m where sigmoid(a + b ln m) = p, i.e. exp((logit p - a) / b).
+
+    p in (0, 1); a, b scalars or arrays of one shape (b may be None: undetermined). Returns inf
+    where b <= 0 or b is None (the curve never rises to p), except 0.0 where a = +inf (every run
+    succeeded: m* is below the smallest m tried). Scalar in, float out; arrays in, array out."""
+    p = float(p)
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p!r}")
+    scalar = np.ndim(a) == 0 and (b is None or np.ndim(b) == 0)
+    a = np.asarray(a, dtype=np.float64)
+    b = np.zeros_like(a) if b is None else np.asarray(b, dtype=np.float64)
+    a, b = np.broadcast_arrays(a, b)
+    rising = b > 0
+    e = np.where(rising, (math.log(p / (1.0 - p)) - a) / np.where(rising, b, 1.0), np.inf)
+    out = np.full(e.shape, np.inf)
+    small = e < 700.0                           # exp(700) ~ 1e304; beyond: inf, without overflow
+    out[small] = np.exp(e[small])
+    out[a == np.inf] = 0.0
+    return float(out) if scalar else out
+
+
+def fit_flag(m, success, a, b):
+    """A one-line remark on a fit for reports, or None when the fit is ordinary.
+
+    m, success [n] the runs; (a, b) their fit_success_curve result."""
+    success = np.asarray(success, dtype=np.float64)
+    m = np.asarray(m, dtype=np.float64)
+    if b is None:
+        if a == -math.inf:
+            return f"all {m.size} runs failed: m* above the largest m tried ({m.max():g})"
+        if a == math.inf:
+            return f"all {m.size} runs succeeded: m* below the smallest m tried ({m.min():g})"
+        return f"runs at a single m ({m[0]:g}): slope undetermined"
+    if b <= 0:
+        return f"success does not increase with m (b = {b:.3g}): m* not located"
+    fail_max, ok_min = m[success == 0].max(), m[success == 1].min()
+    if fail_max < ok_min:
+        return (f"complete separation: m50 lies between {fail_max:g} and {ok_min:g}; the slope "
+                f"(hence m90) is set by the ridge")
+    return None
+
+# ---------------------------------------------------------------- 4. the bootstrap over seeds
+
+def default_stat(a, b):
+    """(a [B], b [B]) -> {"m50": [B], "m90": [B]}; the statistics success_estimates reports."""
+    return {"m50": m_at(0.5, a, b), "m90": m_at(0.9, a, b)}
+
+
+def percentile_ci(samples, lo=2.5, hi=97.5):
+    """Percentile interval of bootstrap samples [B] (may hold +-inf, not NaN) -> (lo, hi) floats.
+
+    Uses order statistics (the inverted-CDF percentile, no interpolation), so the bound at q is
+    inf exactly when more than (100 - q)% of the samples are +inf: e.g. the upper 97.5% bound is
+    inf iff more than 2.5% of the resamples are inf."""
+    v = np.sort(np.asarray(samples, dtype=np.float64).ravel())
+    if v.size == 0 or np.isnan(v).any():
+        raise ValueError(f"samples must be non-empty and NaN-free, got {v.size} values "
+                         f"with {int(np.isnan(v).sum())} NaN")
+    n = v.size
+    k = [min(max(math.ceil(q * n / 100.0 - 1e-9) - 1, 0), n - 1) for q in (lo, hi)]
+    return float(v[k[0]]), float(v[k[1]])
+
+
+def _seed_counts(rng, n_seeds, n_boot):
+    """[n_boot, n_seeds] multiplicity of each seed in each resample of n_seeds seeds."""
+    idx = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
+    flat = (idx + n_seeds * np.arange(n_boot)[:, None]).ravel()
+    return np.bincount(flat, minlength=n_boot * n_seeds).reshape(n_boot, n_seeds).astype(float)
+
+
+def bootstrap_over_seeds(rows, stat=default_stat, n_boot=1000, rng=None):
+    """Seed-level bootstrap of the success-curve fit, for rows of one T.
+
+    Each resample draws n_seeds seeds with replacement; every run of a drawn seed enters (as many
+    times as the seed was drawn), so the within-seed correlation is kept. All n_boot refits run
+    at once: the runs are reduced to counts per distinct m, [n_boot, n_m], and fitted by the same
+    penalised Newton as fit_success_curve (same centring), so the identity resample reproduces
+    the point fit. Resamples whose runs all fail (all succeed) get a = -inf (+inf), b = 0.
+
+    stat: (a [n_boot], b [n_boot]) -> {name: [n_boot] values}, must handle that encoding (m_at
+    does). rng: a numpy Generator (default: np.random.default_rng(0)).
+    Returns (ci, samples): ci {name: (lo, hi)} 95% percentile intervals (percentile_ci),
+    samples {name: [n_boot] array}."""
+    if not isinstance(n_boot, (int, np.integer)) or isinstance(n_boot, bool) or n_boot < 1:
+        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
+    rng = np.random.default_rng(0) if rng is None else rng
+    d = _one_T(rows)
+    S = len(d["seeds"])
+    u, inv = np.unique(d["m"], return_inverse=True)
+    cell = d["seed"] * u.size + inv             # (seed, m) cell of each run
+    runs = np.bincount(cell, minlength=S * u.size).reshape(S, u.size).astype(float)  # per cell
+    wins = np.bincount(cell, weights=d["success"], minlength=S * u.size).reshape(S, u.size)
+    C = _seed_counts(rng, S, n_boot)
+    N, Y = C @ runs, C @ wins                   # [n_boot, n_m]
+    c = np.log(d["m"]).mean()
+    ac, b, _ = _fit_binomial(np.log(u) - c, N, Y)
+    a = ac - b * c
+    n, y = N.sum(1), Y.sum(1)
+    none, every = y == 0, y == n
+    a[none], a[every], b[none | every] = -np.inf, np.inf, 0.0
+    samples = {k: np.asarray(v, dtype=np.float64) for k, v in stat(a, b).items()}
+    return {k: percentile_ci(v) for k, v in samples.items()}, samples
+
+
+def success_estimates(rows, n_boot=1000, seed=0):
+    """m50 and m90 with 95% seed-bootstrap CIs for rows of one T.
+
+    Returns a dict: m50, m50_lo, m50_hi, m90, m90_lo, m90_hi (floats; inf = above every m tried
+    / never reached, 0.0 = below the smallest m tried), n_seeds, n_runs, a, b (b None when
+    undetermined), T, flag (fit_flag's remark or None), m50_boot, m90_boot ([n_boot] replicates,
+    for scaling_fits)."""
+    rows = list(rows)
+    d = _one_T(rows)
+    a, b = fit_success_curve(d["m"], d["success"])
+    ci, samples = bootstrap_over_seeds(rows, default_stat, n_boot, np.random.default_rng(seed))
+    out = {"T": float(d["T"][0])}
+    for name, p in (("m50", 0.5), ("m90", 0.9)):
+        out[name] = m_at(p, a, b)
+        out[name + "_lo"], out[name + "_hi"] = ci[name]
+    out.update(n_seeds=len(d["seeds"]), n_runs=int(d["m"].size), a=a, b=b,
+               flag=fit_flag(d["m"], d["success"], a, b),
+               m50_boot=samples["m50"], m90_boot=samples["m90"])
+    return out
+
+# ---------------------------------------------------------------- 5. m* by the majority rule (the paper's statistic)
+
+def critical_sizes(rows, grid_by_model, search="bisect"):
+    """Per (model, T): each seed's critical m, m*(T) by the majority rule, and per-seed stats.
+
+    A seed's critical m is its search's answer, replayed from the saved runs: the smallest grid m
+    that succeeded (inf when even the largest failed: "above grid"). Seeds whose search is not
+    finished (an interrupted sweep, a missing shard) are counted apart, never as "above grid".
+    m*(T) is the smallest grid m at which at least half of the finished seeds succeed: counted
+    at m itself when the whole grid was run (--search grid), and as #{seeds: critical <= m} after
+    bisection, which takes success to be monotone in m. Real runs are not perfectly monotone
+    (a seed can fail above its first success), so the two can differ.
+    m_star_lo, m_star_hi: its 95% interval from the seed bootstrap of success_estimates (the same
+    n_boot = 2000 resamples of the finished seeds, _seed_counts with seed 0), m* recomputed by
+    the same rule on each resample; m_star_boot holds the replicates (for scaling_fits).
+    """
+    by = {}
+    for r in rows:
+        seeds = by.setdefault((r["model"], int(r["T"])), {})
+        seeds.setdefault(int(r["seed"]), {})[int(r["m"])] = r["success"] in (True, "1", 1)
+    by = {key: dict(sorted(seeds.items())) for key, seeds in by.items()}   # per-seed order: seed
+    out = {}
+    for (model, T), seeds in sorted(by.items()):
+        grid = grid_by_model[model]
+        outcomes = [seed_outcome(grid, search, res) for res in seeds.values()]
+        crit = np.array([c for state, c in outcomes if state == "done"], dtype=float)
+        n = len(crit)
+        if search == "grid":        # the definition itself: count the seeds that succeed AT m
+            done = [res for res, (state, _) in zip(seeds.values(), outcomes) if state == "done"]
+            wins = np.array([[float(res[m]) for m in grid] for res in done]).reshape(n, len(grid))
+        else:                       # bisection: each seed's answer, success taken as monotone
+            wins = (crit[:, None] <= np.asarray(grid, dtype=float)[None]).astype(float)
+        # per resample (row of C; the identity row gives m* itself): the first grid m at which
+        # the drawn seeds' successes reach half of the n drawn
+        boot = np.full(1 + N_BOOT, np.inf)
+        if n:
+            C = np.vstack([np.ones(n), _seed_counts(np.random.default_rng(0), n, N_BOOT)])
+            half = (C @ wins) >= n / 2                              # [1 + N_BOOT, n_grid]
+            boot[half.any(1)] = np.asarray(grid, dtype=float)[np.argmax(half, 1)[half.any(1)]]
+        mstar, boot = float(boot[0]), boot[1:]
+        finite = crit[np.isfinite(crit)]
+        lo, hi = percentile_ci(boot)
+        out[(model, T)] = dict(model=model, T=T, n_seeds=n, m_star=mstar, m_star_lo=lo,
+                               m_star_hi=hi, m_star_boot=boot,
+                               unfinished=len(outcomes) - n,
+                               mean=float(finite.mean()) if len(finite) else np.inf,
+                               std=float(finite.std(ddof=1)) if len(finite) > 1 else 0.0,
+                               lo=float(finite.min()) if len(finite) else np.inf,
+                               hi=float(finite.max()) if len(finite) else np.inf,
+                               censored=int(n - len(finite)), per_seed=crit.tolist())
+    return out
+
+
+def majority_mstar(rows, grid=None):
+    """Smallest m in grid at which at least half of the runs there succeeded, for rows of one T.
+
+    With one run per (seed, m), as in the sweep, this is "at least half of the seeds that ran at
+    m succeeded". m values of the grid with no runs are skipped; grid None = every m in rows.
+    Returns a float, inf if no m qualifies."""
+    d = _one_T(rows)
+    grid = np.unique(d["m"]) if grid is None else np.sort(np.asarray(grid, dtype=np.float64))
+    if grid.ndim != 1 or grid.size == 0:
+        raise ValueError(f"grid must be a non-empty 1-D list of m values, got shape {grid.shape}")
+    for m in grid:
+        at = d["m"] == m
+        if at.any() and 2.0 * d["success"][at].sum() >= at.sum():
+            return float(m)
+    return math.inf
+
+# ---------------------------------------------------------------- 6. laws across T
+
+def fit_line(x, y):  # [n], [n] -> (slope, intercept, R^2)
+    """Least squares y ~ slope * x + intercept, n >= 2 finite points, x not constant.
+
+    R^2 = 1 - residual sum of squares / total sum of squares (1.0 when y is constant).
+    """
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if x.ndim != 1 or x.shape != y.shape or x.size < 2:
+        raise ValueError(f"x and y must be 1-D of the same length >= 2, got shapes {x.shape}, "
+                         f"{y.shape}")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("x and y must be finite")
+    if np.ptp(x) == 0:
+        raise ValueError(f"x must take at least 2 distinct values, got all {x[0]}")
+    a, b = np.polyfit(x, y, 1)
+    ss = ((y - y.mean()) ** 2).sum()
+    r2 = 1.0 - ((y - (a * x + b)) ** 2).sum() / ss if ss > 0 else 1.0
+    return float(a), float(b), float(r2)
+
+
+def _three_fits(T, Y):
+    """T [n], Y [n, B] > 0 (B curves at once) -> {"log", "lin", "pow": (slope, intercept, R^2),
+    each [B]; "daic": AIC(log) - AIC(lin), [B]}: least squares per column, as fit_line."""
+    n = T.size
+    lT = np.log(T)
+    out, rss = {}, {}
+    for name, x, yy in (("log", lT, Y), ("lin", T, Y), ("pow", lT, np.log(Y))):
+        s, c = np.polyfit(x, yy, 1)                   # one least-squares solve for all columns
+        res = ((yy - (s * x[:, None] + c)) ** 2).sum(0)
+        ss = ((yy - yy.mean(0)) ** 2).sum(0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[name] = (s, c, np.where(ss > 0, 1.0 - res / ss, 1.0))
+        rss[name] = np.maximum(res, np.finfo(float).tiny)
+    # Gaussian AIC n ln(RSS/n) + 2p with p = 2 for both models (response m in both): the 2p cancel
+    out["daic"] = n * np.log(rss["log"] / n) - n * np.log(rss["lin"] / n)
+    return out
+
+
+def scaling_fits(T, m50, m50_boot):
+    """Fits of m50(T) across T with paired-bootstrap 95% CIs.
+
+    T [n] distinct positive context lengths, n >= 3; m50 [n] point estimates (finite, > 0);
+    m50_boot [n, B] bootstrap replicates of m50 at each T (e.g. success_estimates(...)["m50_boot"]
+    for each T, same B). Replicates at different T are independent, so replicate i is paired
+    across T; a replicate with any non-finite or non-positive value, or one so large that its fits
+    overflow, is dropped (counted).
+    Models (least squares, fit_line): log  m = a + b ln T;  lin  m = a + b T;
+    pow  ln m = ln a + k ln T. daic = AIC(log) - AIC(lin) (Gaussian, n ln(RSS/n) + 2*2 each);
+    negative favours the log model.
+    Returns a dict: for name in (log_b, lin_b, pow_k, daic): name, name_lo, name_hi; log_a,
+    lin_a, pow_a (point estimates; pow_a = a of a T^k), log_r2, lin_r2, pow_r2,
+    p_log_better (fraction of kept replicates with daic < 0; None if none kept), n_T, n_boot,
+    n_dropped. CIs are (-inf, inf) if every replicate was dropped."""
+    T = np.asarray(T, dtype=np.float64)
+    m50 = np.asarray(m50, dtype=np.float64)
+    if T.ndim != 1 or T.shape != m50.shape:
+        raise ValueError(f"T and m50 must be 1-D of the same length, got {T.shape}, {m50.shape}")
+    if not (np.isfinite(T).all() and (T > 0).all()) or np.unique(T).size != T.size or T.size < 3:
+        raise ValueError(f"T must hold >= 3 distinct positive finite values, got {T.tolist()}")
+    bad = ~(np.isfinite(m50) & (m50 > 0))
+    if bad.any():
+        raise ValueError(f"m50 must be finite and > 0 at every T, got m50={m50[bad].tolist()} "
+                         f"at T={T[bad].tolist()}")
+    try:
+        boot = np.asarray(m50_boot, dtype=np.float64)
+    except ValueError:
+        raise ValueError("m50_boot must be [n_T, B]: every T needs the same number B of "
+                         "replicates") from None
+    if boot.ndim != 2 or boot.shape[0] != T.size or boot.shape[1] < 1:
+        raise ValueError(f"m50_boot must have shape [n_T={T.size}, B >= 1], got {boot.shape}")
+    with np.errstate(invalid="ignore"):
+        keep = (np.isfinite(boot) & (boot > 0)).all(0)
+    point = {k: np.ravel(v) if k == "daic" else tuple(float(u[0]) for u in v)
+             for k, v in _three_fits(T, m50[:, None]).items()}
+    pick = {"log_b": lambda f: f["log"][0], "lin_b": lambda f: f["lin"][0],
+            "pow_k": lambda f: f["pow"][0], "daic": lambda f: f["daic"]}
+    with np.errstate(over="ignore", invalid="ignore"):   # a huge m50 (flat curve) overflows:
+        reps = _three_fits(T, boot[:, keep] if keep.any() else np.ones((T.size, 1)))
+        ok = np.logical_and.reduce([np.isfinite(get(reps)) for get in pick.values()]) & (
+            keep.any())                                    # replicates whose fits fail: dropped
+    out = {"n_T": int(T.size), "n_boot": int(boot.shape[1]),
+           "n_dropped": int(boot.shape[1] - ok.sum())}
+    for name, get in pick.items():
+        out[name] = float(np.ravel(get(point))[0])
+        out[name + "_lo"], out[name + "_hi"] = (percentile_ci(get(reps)[ok]) if ok.any()
+                                                else (-math.inf, math.inf))
+    out.update(log_a=point["log"][1], lin_a=point["lin"][1], pow_a=math.exp(point["pow"][1]),
+               log_r2=point["log"][2], lin_r2=point["lin"][2], pow_r2=point["pow"][2],
+               p_log_better=float(np.mean(reps["daic"][ok] < 0)) if ok.any() else None)
+    return out
+
+
+def log_departure(T, m50, m50_boot, fit_below):
+    """Where a curve m50(T) leaves the log law it follows at small T.
+
+    T [n] distinct context lengths; m50 [n]; m50_boot [n, B] bootstrap replicates, independent
+    across T (replicate i is paired across T, as in scaling_fits). Fits m50 ~ a + b ln T over the
+    T <= fit_below (at least 2 of them), in every replicate too, and divides each larger T's m50
+    by the fit's extrapolation a + b ln T: ratio [95% CI] (replicates whose small-T values are not
+    finite and positive, or whose extrapolation is not positive, are dropped; an m50 above every m
+    tried gives an inf ratio, which counts as above). The departure is the first larger T whose
+    whole interval lies above 1: m50 grows faster there than the small-T log law, at 95%
+    confidence. -> dict(a, b (nan when a small-T m50 is not finite), ratios {T: (ratio, lo, hi)},
+    departs: that T or None)."""
+    T = np.asarray(T, dtype=np.float64)
+    m50 = np.asarray(m50, dtype=np.float64)
+    boot = np.asarray(m50_boot, dtype=np.float64)
+    if T.ndim != 1 or m50.shape != T.shape or boot.ndim != 2 or boot.shape[0] != T.size:
+        raise ValueError(f"T [n], m50 [n] and m50_boot [n, B] needed, got {T.shape}, "
+                         f"{m50.shape}, {boot.shape}")
+    small = T <= fit_below
+    if np.unique(T[small]).size < 2:
+        raise ValueError(f"the small-T log fit needs at least 2 T <= fit_below={fit_below:g}, "
+                         f"got {T[small].tolist()}")
+    x = np.log(T[small])
+    xc = x - x.mean()
+
+    def line(y):                                   # y [k, ...] -> (intercept, slope), per column
+        b = np.tensordot(xc, y, axes=1) / (xc @ xc)
+        return y.mean(0) - b * x.mean(), b
+
+    with np.errstate(invalid="ignore"):             # an inf m50 at small T: a, b are nan
+        a, b = line(m50[small])
+        ok = (np.isfinite(boot[small]) & (boot[small] > 0)).all(0)
+        a_b, b_b = line(np.where(ok, boot[small], 0.0))
+    ratios, departs = {}, None
+    for i in np.flatnonzero(~small)[np.argsort(T[~small])]:
+        pred, pred_b = a + b * math.log(T[i]), a_b + b_b * math.log(T[i])
+        keep = ok & (pred_b > 0) & ~np.isnan(boot[i])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = boot[i][keep] / pred_b[keep]
+        point = m50[i] / pred if pred > 0 else math.nan
+        lo, hi = percentile_ci(r) if r.size else (math.nan, math.nan)
+        ratios[int(T[i])] = (float(point), lo, hi)
+        if departs is None and lo > 1:
+            departs = int(T[i])
+    return dict(a=float(a), b=float(b), ratios=ratios, departs=departs)
+
+
+def paired_ratio(e, ref):
+    """m50 of one protocol over a reference's at one T, with a paired 95% bootstrap CI.
+
+    e, ref: success_estimates of the same seeds with the same n_boot and bootstrap seed, so
+    replicate i of both resamples the same seeds (parse_rows orders seeds by label): the ratio's
+    interval then carries only the protocols' difference, not the seeds' shared luck. Replicates whose
+    ratio is undefined (inf / inf, 0 / 0) are dropped. -> (ratio, lo, hi)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.asarray(e["m50_boot"]) / np.asarray(ref["m50_boot"])
+        point = e["m50"] / ref["m50"] if ref["m50"] > 0 else math.nan
+    r = r[~np.isnan(r)]
+    return (float(point),) + (percentile_ci(r) if r.size else (math.nan, math.nan))
