@@ -2216,3 +2216,20 @@ def test_zero_positional_init_changes_only_the_positions_and_stacks_like_single_
         attn.default_config(pos_init="ones")
     with pytest.raises(ValueError, match="pos_init"):
         train.validate_options(dict(pos_init="ones"))
+
+
+def test_a_monitor_only_watches_and_stops_a_stack_when_every_run_reaches_the_bar():
+    import steps
+    runs = [dict(SMALL, task="parity", s=2, T=10, m=400, steps=400, d=16, heads=4, mlp=16, seed=s)
+            for s in (0, 1)]
+    watch = steps.FirstHit(10, 2)
+    seen = train.train_stack(runs, monitor=watch)
+    plain = train.train_stack(runs)
+    ran = seen[0]["steps_run"]
+    assert (watch.first > 0).all() and ran == watch.first.max() < 400 and ran % 10 == 0
+    assert all(s["steps_run"] == ran for s in seen) and plain[0]["steps_run"] == 400
+    for a, b in zip(seen, plain):          # the same training, cut at the step it stopped
+        assert a["losses"] == b["losses"][:ran]
+    never = steps.FirstHit(10, 2)
+    never.__class__ = type("Never", (steps.FirstHit,), {"__call__": lambda self, *a: False})
+    assert train.train_stack(runs, monitor=never)[0]["steps_run"] == 400

@@ -518,11 +518,16 @@ STACK_KEYS = ("model", "task", "T", "s", "n_test", "steps", "lr", "wd", "batch",
 # (what the runs of one stack must share)
 
 
-def train_stack(runs):
+def train_stack(runs, monitor=None):
     """Train the Transformer runs `runs` (option dicts that agree on STACK_KEYS) as one stack;
     return one result dict per run, as train_run would (without losses and params). Shorter
     training sets are padded to the longest with weight-0 samples. A run whose loss stops being
-    finite is reported as diverged (test_acc nan); the others go on unaffected."""
+    finite is reported as diverged (test_acc nan); the others go on unaffected.
+
+    monitor: None, or a callable with an int attribute `every`: every `every` steps it is called
+    as monitor(step, test_acc [R], loss [R]) with each run's accuracy on its own test set, and the
+    stack stops early when it returns True (each result's "steps_run" says where). The test set
+    then only watches; nothing is chosen by it."""
     opts = [validate_options(o) for o in runs]
     o = opts[0]
     differ = [k for k in STACK_KEYS if any(x[k] != o[k] for x in opts)]
@@ -555,6 +560,8 @@ def train_stack(runs):
     losses = np.empty((o["steps"], R))
     t0 = time.perf_counter()
     versions = None if o["batch"] else attn.two_versions(X, dt)     # full batch: built once
+    watch = monitor and stack_tests(draws, cfg)
+    ran = o["steps"]
     with np.errstate(over="ignore", invalid="ignore"):
         for step in range(1, o["steps"] + 1):
             Xb, yb, wb = stack_batch(X, y, w, opts, orders)
@@ -563,8 +570,12 @@ def train_stack(runs):
             optimiser_step(P, grads, state, o, runs=R)
             if stopper:
                 stopper.check(step)
+            if watch and step % monitor.every == 0 and monitor(step, watch(P), loss):
+                ran = step
+                break
         if stopper:
             stopper.restore()
+    losses = losses[:ran]
     seconds = (time.perf_counter() - t0) / R
     finite = np.isfinite(losses).all(0)
     out = []
@@ -575,9 +586,18 @@ def train_stack(runs):
         p = {k: v[r] for k, v in P.items()}
         res = summarise(x, task, p, cfg, lambda p, Xs: attn.model_forward(p, cfg, Xs)[0], train,
                         test, losses[:, r].tolist(), seconds)
-        out.append(dict(res, diverged=False,
-                        best_step=int(stopper.best_step[r]) if stopper else x["steps"]))
+        out.append(dict(res, diverged=False, steps_run=ran,
+                        best_step=int(stopper.best_step[r]) if stopper else ran))
     return out
+
+
+def stack_tests(draws, cfg):
+    """For a stack's monitor: a function P -> [R] accuracy of each run on its own test set."""
+    Xte = np.stack([draw[2][0] for draw in draws])                   # [R, n_test, T]
+    yte = np.stack([draw[2][1] for draw in draws])                   # [R, n_test]
+    return lambda P: np.mean((np.concatenate(
+        [attn.model_forward(P, cfg, Xte[:, i:i + EVAL_CHUNK])[0]
+         for i in range(0, Xte.shape[1], EVAL_CHUNK)], axis=-1) > 0) == (yte > 0), axis=-1)
 
 
 def stack_batch(X, y, w, opts, orders):

@@ -1,0 +1,327 @@
+"""steps.py: the computational side of sparse learning: training steps until success against T.
+
+    python steps.py --task parity --s 2 --out results/parity/s-2      steps to 0.99, T = 10..100
+    python steps.py --out DIR --report                                 the table and plot again
+
+Statistics are not computation. Sparse parity is statistically cheap (a few times s log T samples
+identify S, and Gaussian elimination over GF(2) needs about T), but Barak et al. (2022, "Hidden
+progress in deep learning") find that gradient descent needs a number of steps growing like
+T^O(s), with a long plateau and then a sudden jump. Here a training set large enough that data is
+not the limit (--m; checked by rerunning with twice as many samples) is fixed, and each run counts
+the steps until its test accuracy first reaches 0.99, checked every --every steps. A run that does
+not get there within --budget steps is censored: counted, never dropped (its steps are "> budget").
+
+Per T: the median steps over seeds with a 95% interval from a bootstrap over seeds (a censored run
+is +inf, so the median is finite only while fewer than half are censored), the fit steps ~ a T^k
+over the T whose median is finite (paired bootstrap replicates), and beside them the samples the
+GF(2) learner needs (data.gf2_first_full_rank on each seed's stream) and the statistical limit.
+
+Every run is one CSV row of OUT/steps.csv, written as its stack finishes; the same command resumes.
+OUT/curves.json keeps the test accuracy and loss at every check of seeds 0-2, for the plot of the
+plateau and the jump. The optimiser is train.py's (Adam, full batch, the experiment's defaults)
+unless options say otherwise; steps.json records every option.
+"""
+import csv
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+import cli
+from cli import OneLineParser, int_list, integer
+
+if __name__ == "__main__":
+    cli.set_blas_threads()
+
+import numpy as np
+
+import data
+import folder
+import report
+import train
+from stats import fit_line, percentile_ci
+
+FIELDS = ("task", "s", "T", "m", "seed", "steps_to_bar", "censored", "budget", "every",
+          "final_test_acc", "seconds")
+OPTIONS = ("task", "s", "m", "lr", "wd", "batch", "d", "heads", "mlp", "dtype", "optimizer",
+           "beta2", "decay", "clip", "n_test")
+CURVE_SEEDS = 3          # seeds whose whole curves are kept for the plot
+BAR = 0.99
+
+
+# ---------------------------------------------------------------- one stack of runs -------------
+
+class FirstHit:
+    """train.train_stack's monitor: the first checked step at which each run's test accuracy
+    reaches the bar; stops the stack when every run has. Keeps the curves it saw."""
+
+    def __init__(self, every, R):
+        self.every, self.first = every, np.zeros(R, int)       # 0: not yet
+        self.curve = []                                        # (step, acc [R], loss [R])
+
+    def __call__(self, step, acc, loss):
+        self.curve.append((step, acc.tolist(), np.asarray(loss, float).tolist()))
+        self.first[(self.first == 0) & (acc >= BAR)] = step
+        return bool((self.first > 0).all())
+
+
+def run_stack(runs, every):
+    """Train one stack (runs that share T) until each reaches the bar or the budget: one CSV row
+    per run, and the curves of the runs with seed < CURVE_SEEDS."""
+    cli.keep_freed_memory()
+    watch = FirstHit(every, len(runs))
+    results = train.train_stack(runs, monitor=watch)
+    rows, curves = [], {}
+    for r, (o, res) in enumerate(zip(runs, results)):
+        hit = int(watch.first[r])
+        rows.append(dict(task=o["task"], s=o["s"], T=o["T"], m=o["m"], seed=o["seed"],
+                         steps_to_bar=hit if hit else "", censored=int(not hit),
+                         budget=o["steps"], every=every, final_test_acc=res["test_acc"],
+                         seconds=res["seconds"]))
+        if o["seed"] < CURVE_SEEDS:
+            curves[f"{o['T']}|{o['seed']}"] = dict(
+                step=[c[0] for c in watch.curve], test_acc=[c[1][r] for c in watch.curve],
+                loss=[c[2][r] for c in watch.curve])
+    return rows, curves
+
+
+# ---------------------------------------------------------------- the runs on disk --------------
+
+def read_done(path):
+    """{(T, seed): row} of the finished runs in OUT/steps.csv (a torn last line is skipped)."""
+    if not os.path.exists(path):
+        return {}
+    with open(path, newline="") as f:
+        text = f.read()
+    done = {}
+    for line, r in enumerate(csv.DictReader(text[:text.rfind("\n") + 1].splitlines()), start=2):
+        try:
+            done[(int(r["T"]), int(r["seed"]))] = dict(
+                r, T=int(r["T"]), seed=int(r["seed"]), censored=int(r["censored"]),
+                steps_to_bar=int(r["steps_to_bar"]) if r["steps_to_bar"] else None,
+                budget=int(r["budget"]))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{path} line {line}: not a steps row {r}") from None
+    return done
+
+
+def check_folder(out, meta):
+    """The folder's steps.json must record the same options and budget, or none yet."""
+    path = os.path.join(out, "steps.json")
+    if os.path.exists(path):
+        try:
+            with open(path) as f:
+                old = json.load(f)
+        except ValueError:
+            raise ValueError(f"{path} is not JSON (damaged?); use another --out") from None
+        for k in ("options", "budget", "every"):
+            if old.get(k) != meta[k]:
+                raise ValueError(f"{out} holds runs with other {k} ({old.get(k)}, not "
+                                 f"{meta[k]}); use another --out or the same options")
+        meta["Ts"] = sorted(set(old.get("Ts", [])) | set(meta["Ts"]))
+        meta["seeds"] = max(old.get("seeds", 0), meta["seeds"])
+    cli.write_json(path, meta)
+
+
+def run_all(a, out, base):
+    """Every (T, seed) not yet in OUT/steps.csv, as stacks over seeds on a pool of workers."""
+    path = os.path.join(out, "steps.csv")
+    done = read_done(path)
+    todo = [(T, seed) for T in a.Ts for seed in range(a.seeds) if (T, seed) not in done]
+    stacks = []
+    for T in a.Ts:
+        seeds = [sd for TT, sd in todo if TT == T]
+        R = max(1, min(a.stack, len(seeds)))
+        stacks += [[dict(base, T=T, seed=sd) for sd in seeds[i:i + R]]
+                   for i in range(0, len(seeds), R)]
+    print(f"steps: {len(todo)} runs to do in {len(stacks)} stacks, {len(done)} saved; writing "
+          f"{path}", flush=True)
+    curves_path = os.path.join(out, "curves.json")
+    curves = json.load(open(curves_path)) if os.path.exists(curves_path) else {}
+    fresh = not os.path.exists(path)
+    t0, n = time.perf_counter(), 0
+    with open(path, "a", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=FIELDS)
+        if fresh:
+            writer.writeheader()
+        pool = ProcessPoolExecutor(a.workers, mp_context=mp.get_context("spawn"))
+        try:
+            pending = {}
+            while stacks or pending:
+                while stacks and len(pending) < a.workers:
+                    runs = stacks.pop(0)
+                    pending[pool.submit(run_stack, runs, a.every)] = runs
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    pending.pop(fut)
+                    rows, c = fut.result()
+                    writer.writerows(rows)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                    curves.update(c)
+                    cli.write_json(curves_path, curves)
+                    n += len(rows)
+                    r = rows[0]
+                    print(f"[{n:4d}/{len(todo)}] T={r['T']:<5d} seeds "
+                          f"{','.join(str(x['seed']) for x in rows)}: steps to {BAR} "
+                          f"{[x['steps_to_bar'] or '>' + str(x['budget']) for x in rows]}  "
+                          f"elapsed {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
+        except KeyboardInterrupt:
+            print(f"\ninterrupted: {n} runs of this session are saved in {path}; rerun the same "
+                  f"command to resume", file=sys.stderr)
+            return 130
+        finally:
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+    return 0
+
+
+# ---------------------------------------------------------------- the report -------------------
+
+def median_steps(rows, n_boot=2000, seed=0):
+    """Median steps over seeds (censored = inf) with a 95% seed-bootstrap interval, and the
+    [n_boot] replicates (for the fit across T)."""
+    v = np.array([np.inf if r["censored"] else r["steps_to_bar"] for r in rows], float)
+    rng = np.random.default_rng(seed)
+    boot = np.median(v[rng.integers(0, v.size, (n_boot, v.size))], axis=1)
+    lo, hi = percentile_ci(boot)
+    return float(np.median(v)), lo, hi, boot
+
+
+def gf2_samples(task, s, T, n_seeds=20):
+    """Median over seeds' streams of the samples the GF(2) learner needs (parity only: the first
+    m at which the bits reach rank T, so that X v = y has one solution)."""
+    if task != "parity":
+        return None
+    need = []
+    for seed in range(n_seeds):
+        streams = train.seeds_for(seed)
+        t = data.make_task(task, T, s, streams.task)
+        X, _ = t.sample(T + 400, streams.train)
+        need.append(data.gf2_first_full_rank(X) or np.inf)
+    return float(np.median(need))
+
+
+def steps_report(out, meta):
+    """OUT/table.md (per T: runs, censored, median steps [95% CI], the GF(2) samples and the
+    statistical limit; then the fit steps ~ a T^k) and, with matplotlib, OUT/steps.png."""
+    done = read_done(os.path.join(out, "steps.csv"))
+    o = meta["options"]
+    Ts = sorted({T for T, _ in done})
+    limits = report.statistical_limits(o["task"], o["s"], Ts,
+                                       cache=os.path.join(out, "limits.json"))
+    lines = [f"| T | runs | censored (> budget) | median steps to {BAR} [95% CI] | GF(2) samples "
+             f"(median) | statistical limit [5%, 95%] |", "|---|---|---|---|---|---|"]
+    med = {}
+    for T in Ts:
+        rows = [r for (TT, _), r in sorted(done.items()) if TT == T]
+        m, lo, hi, boot = median_steps(rows)
+        med[T] = (m, boot)
+        show = lambda v: "inf" if not np.isfinite(v) else f"{v:.0f}"
+        g = gf2_samples(o["task"], o["s"], T)
+        lines.append(f"| {T} | {len(rows)} | {sum(r['censored'] for r in rows)} | {show(m)} "
+                     f"[{show(lo)}, {show(hi)}] | {'-' if g is None else show(g)} | "
+                     f"{report._limit(limits.get(T))} |")
+    fit = steps_fit(med)
+    text = "\n".join(lines) + "\n\n" + fit + "\n"
+    print(text, end="")
+    cli.write_text(os.path.join(out, "table.md"), text)
+    png = steps_plot(out, med, o)
+    print(f"saved {out}/table.md" + (f", {png}" if png else ""))
+
+
+def steps_fit(med):
+    """steps ~ a T^k over the T whose median is finite, with a paired bootstrap interval on k."""
+    Ts = [T for T, (m, _) in sorted(med.items()) if np.isfinite(m)]
+    if len(Ts) < 2:
+        return "- fewer than 2 T with a finite median: no fit"
+    k, c, r2 = fit_line(np.log(Ts), np.log([med[T][0] for T in Ts]))
+    B = np.log(np.array([med[T][1] for T in Ts]))                       # [n_T, n_boot]
+    ok = np.isfinite(B).all(0)
+    x = np.log(Ts) - np.mean(np.log(Ts))
+    ks = (x @ B[:, ok]) / (x @ x)
+    lo, hi = percentile_ci(ks) if ks.size else (np.nan, np.nan)
+    return (f"- steps ~ a T^k over T = {Ts[0]}..{Ts[-1]}: k = {k:.2f} [{lo:.2f}, {hi:.2f}] "
+            f"(R^2 {r2:.3f}; 95% CI from {int(ok.sum())} paired seed-bootstrap replicates, "
+            f"{int((~ok).sum())} dropped for a censored median)")
+
+
+def steps_plot(out, med, o):
+    plt = report._pyplot("rerun with --report")
+    if plt is None:
+        return None
+    curves_path = os.path.join(out, "curves.json")
+    curves = json.load(open(curves_path)) if os.path.exists(curves_path) else {}
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    Ts = sorted(med)
+    ax.plot(Ts, [med[T][0] for T in Ts], "o-", label="median steps to 0.99")
+    ax.set(xscale="log", yscale="log", xlabel="T (log scale)", ylabel="steps (log scale)",
+           title=f"{o['s']}-sparse {o['task']}: steps until test accuracy 0.99")
+    for key in sorted(curves, key=lambda k: tuple(int(v) for v in k.split("|"))):
+        T, seed = (int(v) for v in key.split("|"))
+        if seed == 0:
+            bx.plot(curves[key]["step"], curves[key]["test_acc"], label=f"T = {T}, seed 0")
+    bx.set(xscale="log", xlabel="step (log scale)", ylabel="test accuracy",
+           title="the plateau and the jump (seed 0 at each T)")
+    ax.legend(fontsize=8)
+    bx.legend(fontsize=7)
+    return report._save(plt, fig, os.path.join(out, "steps.png"))
+
+
+# ---------------------------------------------------------------- the command line -------------
+
+def parser():
+    ap = OneLineParser(prog="steps.py", description=(
+        "Training steps until test accuracy first reaches 0.99, against T, at a training set "
+        "large enough that data is not the limit (sparse parity's wall)."))
+    ap.add_argument("--Ts", type=int_list, default=[10, 20, 30, 50, 100], help="T values")
+    ap.add_argument("--seeds", type=integer(1), default=10, help="seeds per T (default 10)")
+    ap.add_argument("--budget", type=integer(1), default=20000,
+                    help="most steps per run; runs still below the bar are censored (default "
+                         "%(default)s)")
+    ap.add_argument("--every", type=integer(1), default=10,
+                    help="check test accuracy every this many steps (default %(default)s)")
+    ap.add_argument("--out", required=True, help="results folder")
+    ap.add_argument("--workers", type=integer(1, os.cpu_count() or 1), default=os.cpu_count() or 1,
+                    help="processes (default %(default)s)")
+    ap.add_argument("--stack", type=integer(1), default=10, help="runs per stack (default 10)")
+    ap.add_argument("--report", action="store_true", help="only the table and plot")
+    train.add_options(ap, OPTIONS, defaults=dict(task="parity", s=2, m=2000, n_test=1000))
+    return ap
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    ap = parser()
+    a = ap.parse_args(argv)
+    base = dict({k: getattr(a, k) for k in OPTIONS}, steps=a.budget, log_every=0)
+    try:
+        base = dict(train.validate_options(dict(base, T=max(a.Ts))), seed=0)
+        train.check_run_memory(dict(base, T=max(a.Ts)), train.cli_flag)
+    except ValueError as e:
+        ap.error(str(e))
+    if a.s > min(a.Ts):
+        ap.error(f"--s {a.s} is larger than the smallest T {min(a.Ts)}")
+    base.pop("T")
+    meta = dict(options={k: base[k] for k in OPTIONS}, budget=a.budget, every=a.every,
+                Ts=a.Ts, seeds=a.seeds, machines=[folder.machine()])
+    try:
+        os.makedirs(a.out, exist_ok=True)
+        if not a.report:
+            check_folder(a.out, meta)
+    except ValueError as e:
+        ap.error(str(e))
+    if not a.report:
+        code = run_all(a, a.out, base)
+        if code:
+            return code
+    with open(os.path.join(a.out, "steps.json")) as f:
+        steps_report(a.out, json.load(f))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli.one_line_errors("steps.py", main))
