@@ -9,18 +9,27 @@ Section 3 (Figure 1) defines the modules; Section 5 (the experiment) uses them a
     h'       = h + MLP(LN2(h))                  pre-LayerNorm block
     logit    = w . LNf(h') + b                  scalar output f_tf-scalar read at [CLS]
 
-Every layer is a pair of free functions: `thing_forward(...) -> (out, cache)` and
-`thing_backward(dout, cache) -> grads`. Parameters are a plain dict of named arrays; the model
-configuration is a plain dict `cfg` (see `default_config`). Everything keeps the dtype of the
-parameters (float32 or float64).
+The file is the model's documentation and reads top to bottom in three sections:
+  1. THE REFERENCE: every op as a pair `thing_forward(...) -> (out, cache)` and
+     `thing_backward(dout, cache) -> grads`, in textbook numpy, and the model on the plain paths.
+  2. THE FAST PATH: the same model as training runs it, a stack of R runs at once; every speed
+     trick lives here, each with the reason it exists.
+  3. THE CHECKS: configuration, parameters, inputs and memory, each raising a one-line ValueError.
+
+Shape letters: B batch (samples), T bits (context length; N = T + 1 rows with [CLS]), d width,
+H heads, e = d / H a head's width, k MLP hidden units, R runs in a stack. Parameters are a plain
+dict of named arrays (`init_params`); the configuration is a plain dict `cfg` (`default_config`).
+Everything keeps the dtype of the parameters (float32 or float64).
 
 Three exact ways to compute the same 1-layer model (`model_forward(..., path=...)`):
-  "full": f_tf-layer, every position queries (B x H x (T+1) x (T+1) scores); the literal model.
-  "cls":  only the [CLS] query row (B x H x (T+1)); exact, since no other row reaches the output.
+  "full": f_tf-layer, every position queries (B x H x N x N scores); the literal model.
+  "cls":  only the [CLS] query row (B x H x N); exact, since no other row reaches the output.
   "fast": before LN1 each position holds one of only two vectors and the [CLS] query is the same
           for every sample, so each head's output is a ratio of two linear functions of the bit
           vector: a batch costs one (B, 2T) @ (2T, H + d) matrix product. Used for training.
-The tests check that all three give the same output and the same parameter gradients.
+"full" and "cls" run on section 1, "fast" on section 2. The path tests of test_all.py pin the
+fast path to the reference: the same logits and parameter gradients (to rounding), and each
+tuned op against its textbook op.
 
 This file needs numpy alone; copy it anywhere.
 """
@@ -28,11 +37,19 @@ import os
 
 import numpy as np
 
-VOCAB = 2  # the tasks are Boolean: one token per bit
-POS_INITS = ("normal", "zero")  # how E_pos starts: N(0, std^2), or 0 as in minGPT
+VOCAB = 2                                           # the tasks are Boolean: one token per bit
+POS_INITS = ("normal", "zero")                      # E_pos starts N(0, std^2), or 0 as in minGPT
+LN_EPS = 1e-5                                       # LayerNorm's variance floor
+GELU_C = (2.0 / np.pi) ** 0.5                       # GELU's tanh form: C = sqrt(2 / pi)
+ATTN_KEYS = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O")
+PATHS = ("fast", "cls", "full")
 
 
-# ----------------------------------------------------------------------------------------------
+# ==============================================================================================
+# 1. THE REFERENCE: the model's definition, op by op in textbook numpy (paths "cls" and "full")
+# ==============================================================================================
+
+# ---------------------------------------------------------------------------------------------
 # configuration and initialisation (Section 5: d = 64, 16 heads, MLP hidden 64, N(0, 0.02^2))
 
 def default_config(**overrides):
@@ -55,49 +72,6 @@ def default_config(**overrides):
     return check_config(cfg)
 
 
-def _is_int(v):
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def check_config(cfg):
-    """Raise ValueError naming the bad value and what is allowed; return cfg unchanged."""
-    for key, lo in (("T", 1), ("d", 1), ("heads", 1), ("mlp", 0)):
-        v = cfg[key]
-        if not _is_int(v) or v < lo:
-            raise ValueError(f"{key} must be an integer >= {lo}, got {v!r}")
-    if cfg["d"] % cfg["heads"]:
-        raise ValueError(f"d={cfg['d']} must be a multiple of heads={cfg['heads']}")
-    if cfg["act"] not in ACTIVATIONS:
-        raise ValueError(f"act must be one of {sorted(ACTIVATIONS)}, got {cfg['act']!r}")
-    if str(cfg["dtype"]) not in ("float32", "float64"):
-        raise ValueError(f"dtype must be 'float32' or 'float64', got {cfg['dtype']!r}")
-    if cfg["pos_init"] not in POS_INITS:
-        raise ValueError(f"pos_init must be one of {', '.join(POS_INITS)}, got {cfg['pos_init']!r}")
-    if not isinstance(cfg["ln"], (bool, np.bool_)):
-        raise ValueError(f"ln must be True or False, got {cfg['ln']!r}")
-    if not (isinstance(cfg["dropout"], (int, float)) and 0 <= cfg["dropout"] < 1):
-        raise ValueError(f"dropout must be a probability in [0, 1), got {cfg['dropout']!r}")
-    return cfg
-
-
-def init_params(cfg, rng, std=0.02):
-    """Section 5 init: weights and embeddings N(0, std^2), biases 0, LayerNorm gain 1, shift 0.
-
-    Shapes: E_tok [2, d], E_pos [T, d], cls [d]; W_Q, W_K, W_V, W_O [d, d] (row convention
-    y = x @ W + b, heads are consecutive blocks of d/heads columns); W_1 [d, mlp], W_2 [mlp, d];
-    readout w [d], b [1]. With cfg["pos_init"] == "zero", E_pos is drawn and then set to 0, so
-    every other parameter is the one the same rng gives with "normal" (paired comparisons).
-    """
-    dt = np.dtype(cfg["dtype"])
-    p = {}
-    for name, (shape, kind) in param_shapes(cfg).items():
-        p[name] = ((std * rng.standard_normal(shape)).astype(dt) if kind == "normal"
-                   else np.full(shape, 1.0 if kind == "one" else 0.0, dt))
-    if cfg["pos_init"] == "zero":
-        p["E_pos"][...] = 0
-    return p
-
-
 def param_shapes(cfg):
     """{name: (shape, init kind)} of the model's parameters, in init order: the one list of them."""
     T, d, k = cfg["T"], cfg["d"], cfg["mlp"]
@@ -114,10 +88,28 @@ def param_shapes(cfg):
     return shapes
 
 
-# ----------------------------------------------------------------------------------------------
+def init_params(cfg, rng, std=0.02):
+    """Section 5 init: weights and embeddings N(0, std^2), biases 0, LayerNorm gain 1, shift 0.
+
+    Shapes: E_tok [2, d], E_pos [T, d], cls [d]; W_Q, W_K, W_V, W_O [d, d] (row convention
+    y = x @ W + b, heads are consecutive blocks of e = d/H columns); W_1 [d, k], W_2 [k, d];
+    readout w [d], b [1]. With cfg["pos_init"] == "zero", E_pos is drawn and then set to 0, so
+    every other parameter is the one the same rng gives with "normal" (paired comparisons).
+    """
+    dt = np.dtype(cfg["dtype"])
+    p = {}
+    for name, (shape, kind) in param_shapes(cfg).items():
+        p[name] = ((std * rng.standard_normal(shape)).astype(dt) if kind == "normal"
+                   else np.full(shape, 1.0 if kind == "one" else 0.0, dt))
+    if cfg["pos_init"] == "zero":
+        p["E_pos"][...] = 0
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
 # token + positional embedding, [CLS] appended after x_T (Section 3, f_tf-scalar)
 
-def embed_forward(X, E_tok, E_pos, cls):  # [B, T] ints in {0,1}, [2,d], [T,d], [d] -> [B, T+1, d]
+def embed_forward(X, E_tok, E_pos, cls):  # [B, T] ints in {0,1}, [2,d], [T,d], [d] -> [B, N, d]
     B, T = X.shape
     out = np.empty((B, T + 1, E_pos.shape[1]), E_pos.dtype)
     out[:, :T] = E_tok[X] + E_pos
@@ -125,82 +117,54 @@ def embed_forward(X, E_tok, E_pos, cls):  # [B, T] ints in {0,1}, [2,d], [T,d], 
     return out, X
 
 
-def embed_backward(dout, X):  # -> dE_tok [2,d], dE_pos [T,d], dcls [d]
+def embed_backward(dout, X):  # [B, N, d] -> dE_tok [2, d], dE_pos [T, d], dcls [d]
     B, T = X.shape
-    d_tok = dout[:, :T].reshape(B * T, -1)
+    d_tok = dout[:, :T].reshape(B * T, -1)              # forward: out[:, t] = E_tok[X[:, t]] + ...
     onehot = (X.reshape(-1, 1) == np.arange(VOCAB)).astype(dout.dtype)  # [B*T, 2]
-    dE_tok = onehot.T @ d_tok                 # a one-hot matmul, not np.add.at
-    return dE_tok, dout[:, :T].sum(0), dout[:, T].sum(0)
+    dE_tok = onehot.T @ d_tok                           # sum of d_tok over the samples with bit v
+    return dE_tok, dout[:, :T].sum(0), dout[:, T].sum(0)   # forward: + E_pos[t];  out[:, T] = cls
 
 
-# ----------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------------
 # LayerNorm over the last axis, with gain g and shift b
 
-LN_EPS = 1e-5
-
-
-def row_sum(a):  # [..., n] -> [...]
-    """Sum over the last axis as a matrix-vector product: numpy's own reduction over a short last
-    axis (LayerNorm's d, a head's width) is 5-10 times slower than BLAS on the same numbers."""
-    return a @ np.ones(a.shape[-1], a.dtype)
-
-
-def layernorm_forward(x, g, b):  # [..., d] -> [..., d]
-    inv_d = 1.0 / x.shape[-1]
-    xc = x - (row_sum(x) * inv_d)[..., None]
-    rstd = 1.0 / np.sqrt(row_sum(xc * xc) * inv_d + LN_EPS)[..., None]
-    xhat = np.multiply(xc, rstd, out=xc)
-    y = xhat * g
-    y += b
+def layernorm_forward(x, g, b):  # [..., d], [d], [d] -> [..., d]
+    mu = x.mean(-1, keepdims=True)
+    var = x.var(-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(var + LN_EPS)
+    xhat = (x - mu) * rstd
+    y = xhat * g + b
     return y, (xhat, rstd, g)
 
 
-def sum_to(a, shape):
-    """Sum `a` down to `shape`, the shape it was broadcast from (the backward of broadcasting)."""
-    lead = a.ndim - len(shape)
-    a = a.sum(tuple(range(lead))) if lead else a
-    axes = tuple(i for i, n in enumerate(shape) if n == 1 and a.shape[i] != 1)
-    return a.sum(axes, keepdims=True) if axes else a
-
-
-def layernorm_backward(dy, cache):  # -> dx [..., d], dg and db of g's and b's shape
+def layernorm_backward(dy, cache):  # [..., d] -> dx [..., d], dg [d], db [d]
     xhat, rstd, g = cache
-    dg, db = sum_to(dy * xhat, g.shape), sum_to(dy, g.shape)
-    dxhat = dy * g                                       # forward: y = xhat * g + b
-    inv_d = 1.0 / dy.shape[-1]                           # forward: xhat = (x - mu) * rstd
-    dx = dxhat - (row_sum(dxhat) * inv_d)[..., None]
-    dx -= xhat * (row_sum(dxhat * xhat) * inv_d)[..., None]
-    dx *= rstd
+    lead = tuple(range(dy.ndim - 1))
+    dg = (dy * xhat).sum(axis=lead)                     # forward: y = xhat * g + b
+    db = dy.sum(axis=lead)                              # forward: y = xhat * g + b
+    dxhat = dy * g                                      # forward: y = xhat * g + b
+    # forward: xhat = (x - mu) * rstd, with mu and rstd functions of x as well
+    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True)
+                 - xhat * (dxhat * xhat).mean(-1, keepdims=True))
     return dx, dg, db
 
 
-# ----------------------------------------------------------------------------------------------
-# affine map, batched over any leading axes (reshaped to 2-D: one BLAS call)
+# ---------------------------------------------------------------------------------------------
+# affine map over the last axis
 
 def linear_forward(x, W, b):  # [..., n], [n, k], [k] -> [..., k]
-    """y = x @ W + b. A stack of R runs: x [R, ..., n], W [R, n, k], b [R, k] (one product per run)."""
-    if W.ndim == 3:
-        y = x.reshape(W.shape[0], -1, x.shape[-1]) @ W
-        y += b[:, None, :]
-        return y.reshape(x.shape[:-1] + (W.shape[-1],)), (x, W)
-    y = x.reshape(-1, x.shape[-1]) @ W
-    y += b
-    return y.reshape(x.shape[:-1] + (W.shape[1],)), (x, W)
+    return x @ W + b, (x, W)
 
 
-def linear_backward(dy, cache, need_dx=True):  # -> dx, dW, db
+def linear_backward(dy, cache):  # [..., k] -> dx [..., n], dW [n, k], db [k]
     x, W = cache
-    if W.ndim == 3:
-        R = W.shape[0]
-        x3, dy3 = x.reshape(R, -1, x.shape[-1]), dy.reshape(R, -1, dy.shape[-1])
-        dx = (dy3 @ W.transpose(0, 2, 1)).reshape(x.shape) if need_dx else None
-        return dx, x3.transpose(0, 2, 1) @ dy3, (np.ones(dy3.shape[1], dy3.dtype) @ dy3)
-    x2, dy2 = x.reshape(-1, x.shape[-1]), dy.reshape(-1, dy.shape[-1])
-    dx = (dy2 @ W.T).reshape(x.shape) if need_dx else None
-    return dx, x2.T @ dy2, np.ones(dy2.shape[0], dy2.dtype) @ dy2      # db: column sums by BLAS
+    dx = dy @ W.T                                       # forward: y = x @ W + b
+    dW = x.reshape(-1, x.shape[-1]).T @ dy.reshape(-1, dy.shape[-1])   # summed over samples
+    db = dy.sum(axis=tuple(range(dy.ndim - 1)))         # forward: + b, broadcast over samples
+    return dx, dW, db
 
 
-# ----------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------------
 # softmax over the last axis, stabilised by the data's own max
 
 def softmax_forward(s):  # [..., n] -> [..., n]; its cache is its output
@@ -213,7 +177,7 @@ def softmax_backward(dA, A):  # forward: A = e / sum(e), e = exp(s - max s)
     return A * (dA - (dA * A).sum(-1, keepdims=True))
 
 
-# ----------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------------
 # dropout (training only): zero each entry with probability p, scale the rest by 1 / (1 - p)
 
 def dropout_forward(x, p, rng):  # [...] -> [...]; its cache is the scaled mask
@@ -223,17 +187,17 @@ def dropout_forward(x, p, rng):  # [...] -> [...]; its cache is the scaled mask
     return x * mask, mask
 
 
-def dropout_backward(dy, mask):
+def dropout_backward(dy, mask):  # forward: y = x * mask
     return dy if mask is None else dy * mask
 
 
-# ----------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------------
 # f_tf-head at the [CLS] query (Section 3): scores z^T W_Q W_K^T x_t, softmax over t, values
 
 def attention_cls_forward(Xn, W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O, heads, drop=(0.0, None)):
     """Multi-head attention with one query, the last row ([CLS]).  [B, N, d] -> [B, d].
 
-    Per head h (width e = d/heads, columns h*e:(h+1)*e):
+    Per head h (width e = d/H, columns h*e:(h+1)*e):
       q = z W_Q + b_Q with z = Xn[:, -1];  K = Xn W_K + b_K;  V = Xn W_V + b_V
       A = softmax_t(q . K_t / sqrt(e));    o = sum_t A_t V_t;    y = concat_h(o) W_O + b_O
     Only the product W_Q^h W_K^h^T / sqrt(e) (the paper's W_QK for head h) and the bias terms
@@ -254,12 +218,12 @@ def attention_cls_forward(Xn, W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O, heads, dro
                    mask=mask, scale=scale)
 
 
-def attention_cls_backward(dy, cache):  # -> dXn [B,N,d], and dW_Q, db_Q, ..., dW_O, db_O
+def attention_cls_backward(dy, cache):  # [B, d] -> dXn [B, N, d], dW_Q, db_Q, ..., dW_O, db_O
     c_q, c_k, c_v, c_o, qh, Kh, Vh, A, Ad, mask, scale = (cache[k] for k in (
         "c_q", "c_k", "c_v", "c_o", "qh", "Kh", "Vh", "A", "Ad", "mask", "scale"))
     B, H, e = qh.shape
     N = Kh.shape[1]
-    do, dW_O, db_O = linear_backward(dy, c_o)
+    do, dW_O, db_O = linear_backward(dy, c_o)           # forward: y = o W_O + b_O
     do = do.reshape(B, H, e)
     dAd = np.einsum("bhe,bnhe->bhn", do, Vh)            # forward: o = sum_n Ad_n V_n
     dVh = np.einsum("bhn,bhe->bnhe", Ad, do)
@@ -267,15 +231,15 @@ def attention_cls_backward(dy, cache):  # -> dXn [B,N,d], and dW_Q, db_Q, ..., d
     ds = softmax_backward(dA, A) * scale                # forward: A = softmax(s * scale)
     dqh = np.einsum("bhn,bnhe->bhe", ds, Kh)            # forward: s = q . K_n
     dKh = np.einsum("bhn,bhe->bnhe", ds, qh)
-    dXn_v, dW_V, db_V = linear_backward(dVh.reshape(B, N, H * e), c_v)
-    dXn, dW_K, db_K = linear_backward(dKh.reshape(B, N, H * e), c_k)
-    dz, dW_Q, db_Q = linear_backward(dqh.reshape(B, H * e), c_q)
+    dXn_v, dW_V, db_V = linear_backward(dVh.reshape(B, N, H * e), c_v)  # forward: V = Xn W_V + b_V
+    dXn, dW_K, db_K = linear_backward(dKh.reshape(B, N, H * e), c_k)    # forward: K = Xn W_K + b_K
+    dz, dW_Q, db_Q = linear_backward(dqh.reshape(B, H * e), c_q)        # forward: q = z W_Q + b_Q
     dXn = dXn + dXn_v
-    dXn[:, -1] += dz
+    dXn[:, -1] += dz                                    # forward: z = Xn[:, -1]
     return dXn, dW_Q, db_Q, dW_K, db_K, dW_V, db_V, dW_O, db_O
 
 
-# ----------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------------
 # f_tf-layer (Section 3): the same head applied at every position, z = x_t  -> [B, N, d]
 
 def self_attention_forward(Xn, W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O, heads):
@@ -294,67 +258,64 @@ def self_attention_forward(Xn, W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O, heads):
     return y, dict(c_q=c_q, c_k=c_k, c_v=c_v, c_o=c_o, Qh=Qh, Kh=Kh, Vh=Vh, A=A, scale=scale)
 
 
-def self_attention_backward(dy, cache):  # -> dXn [B,N,d], and dW_Q, db_Q, ..., dW_O, db_O
+def self_attention_backward(dy, cache):  # [B, N, d] -> dXn [B, N, d], dW_Q, db_Q, ..., db_O
     c_q, c_k, c_v, c_o, Qh, Kh, Vh, A, scale = (cache[k] for k in (
         "c_q", "c_k", "c_v", "c_o", "Qh", "Kh", "Vh", "A", "scale"))
     B, N, H, e = Qh.shape
-    do, dW_O, db_O = linear_backward(dy, c_o)
+    do, dW_O, db_O = linear_backward(dy, c_o)           # forward: y = o W_O + b_O
     do = do.reshape(B, N, H, e)
-    dA = np.einsum("bqhe,bkhe->bhqk", do, Vh)
+    dA = np.einsum("bqhe,bkhe->bhqk", do, Vh)           # forward: o_q = sum_k A_qk V_k
     dVh = np.einsum("bhqk,bqhe->bkhe", A, do)
-    ds = softmax_backward(dA, A) * scale
-    dQh = np.einsum("bhqk,bkhe->bqhe", ds, Kh)
+    ds = softmax_backward(dA, A) * scale                # forward: A = softmax(s * scale)
+    dQh = np.einsum("bhqk,bkhe->bqhe", ds, Kh)          # forward: s_qk = Q_q . K_k
     dKh = np.einsum("bhqk,bqhe->bkhe", ds, Qh)
-    dX_q, dW_Q, db_Q = linear_backward(dQh.reshape(B, N, d_ := H * e), c_q)
-    dX_k, dW_K, db_K = linear_backward(dKh.reshape(B, N, d_), c_k)
-    dX_v, dW_V, db_V = linear_backward(dVh.reshape(B, N, d_), c_v)
+    dX_q, dW_Q, db_Q = linear_backward(dQh.reshape(B, N, H * e), c_q)   # forward: Q = Xn W_Q + b_Q
+    dX_k, dW_K, db_K = linear_backward(dKh.reshape(B, N, H * e), c_k)
+    dX_v, dW_V, db_V = linear_backward(dVh.reshape(B, N, H * e), c_v)
     return dX_q + dX_k + dX_v, dW_Q, db_Q, dW_K, db_K, dW_V, db_V, dW_O, db_O
 
 
-# ----------------------------------------------------------------------------------------------
-# MLP: W_2 act(W_1 x + b_1) + b_2; act is GELU (tanh form, as in GPT-2/BERT) or ReLU
+# ---------------------------------------------------------------------------------------------
+# MLP: act(x W_1 + b_1) W_2 + b_2; act is GELU (tanh form, as in GPT-2/BERT) or ReLU
 
-_C = (2.0 / np.pi) ** 0.5
-
-
-def gelu_forward(x):
-    u = _C * x * (1.0 + 0.044715 * (x * x))
+def gelu_forward(x):  # [...] -> [...]
+    u = GELU_C * x * (1.0 + 0.044715 * (x * x))
     t = np.tanh(u)
     return 0.5 * x * (1.0 + t), (x, t)
 
 
 def gelu_backward(dy, cache):
     x, t = cache  # forward: y = 0.5 x (1 + tanh(u)),  u = C (x + 0.044715 x^3)
-    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _C * (1.0 + 3 * 0.044715 * x * x))
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3 * 0.044715 * x * x))
 
 
-def relu_forward(x):
+def relu_forward(x):  # [...] -> [...]
     return np.maximum(x, 0), x
 
 
-def relu_backward(dy, x):
+def relu_backward(dy, x):  # forward: y = max(x, 0)
     return dy * (x > 0)
 
 
 ACTIVATIONS = {"gelu": (gelu_forward, gelu_backward), "relu": (relu_forward, relu_backward)}
 
 
-def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # [..., d] -> [..., d]
+def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # [..., d], [d,k], [k], [k,d], [d] -> [..., d]
     h, c1 = linear_forward(x, W_1, b_1)
     a, ca = ACTIVATIONS[act][0](h)
     y, c2 = linear_forward(a, W_2, b_2)
     return y, (c1, ca, c2, act)
 
 
-def mlp_backward(dy, cache, need_dx=True):
+def mlp_backward(dy, cache):  # -> dx, dW_1, db_1, dW_2, db_2
     c1, ca, c2, act = cache
-    da, dW_2, db_2 = linear_backward(dy, c2)
-    dh = ACTIVATIONS[act][1](da, ca)
-    dx, dW_1, db_1 = linear_backward(dh, c1, need_dx)
+    da, dW_2, db_2 = linear_backward(dy, c2)            # forward: y = a W_2 + b_2
+    dh = ACTIVATIONS[act][1](da, ca)                    # forward: a = act(h)
+    dx, dW_1, db_1 = linear_backward(dh, c1)            # forward: h = x W_1 + b_1
     return dx, dW_1, db_1, dW_2, db_2
 
 
-# ----------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------------
 # logistic loss on labels y in {0, 1}, from logits, stably: mean(softplus(z) - y z)
 
 def logistic_forward(z, y, weights=None):  # [..., B], [..., B] -> [...]
@@ -365,104 +326,27 @@ def logistic_forward(z, y, weights=None):  # [..., B], [..., B] -> [...]
     return (loss * w).sum(-1), (z, y, w)
 
 
-def logistic_backward(dloss, cache):
+def logistic_backward(dloss, cache):  # forward: loss = sum(w * (softplus(z) - y z))
     z, y, w = cache
     sig = 0.5 * (1.0 + np.tanh(0.5 * z))  # sigmoid without overflow
     return dloss * w * (sig - y)
 
 
-# ----------------------------------------------------------------------------------------------
-# the model: one pre-LN block read out at [CLS]
+# ---------------------------------------------------------------------------------------------
+# the model (Section 5): one pre-LN block read out at [CLS], on the plain paths "cls" and "full"
 
-ATTN_KEYS = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O")
-PATHS = ("fast", "cls", "full")
-
-
-def _ln_fwd(p, cfg, name, x):
-    """LayerNorm `name` of p on x, or the identity when cfg["ln"] is off. In a stack of runs the
-    gain is [R, d] and x is [R, n, d]: the gain broadcasts as [R, 1, d]."""
+def _ln_forward(p, cfg, name, x):  # [..., d] -> [..., d]
+    """LayerNorm `name` of p (gain p[name_g], shift p[name_b]), or the identity when ln is off."""
     if not cfg["ln"]:
         return x, None
-    g, b = p[name + "_g"], p[name + "_b"]
-    if g.ndim == 2:
-        g, b = g[:, None, :], b[:, None, :]
-    return layernorm_forward(x, g, b)
+    return layernorm_forward(x, p[name + "_g"], p[name + "_b"])
 
 
-def _ln_bwd(grads, cfg, name, dy, cache, stacked=False):
+def _ln_backward(grads, cfg, name, dy, cache):  # stores grads[name_g], grads[name_b]; -> dx
     if not cfg["ln"]:
         return dy
-    dx, dg, db = layernorm_backward(dy, cache)
-    if stacked:                                     # [R, 1, d] -> [R, d]
-        dg, db = dg[:, 0], db[:, 0]
-    grads[name + "_g"], grads[name + "_b"] = dg, db
+    dx, grads[name + "_g"], grads[name + "_b"] = layernorm_backward(dy, cache)
     return dx
-
-
-def physical_memory():
-    """Bytes of physical memory (8 GiB if the system does not say)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
-
-
-def activation_bytes(cfg, B, path, R=1):
-    """Rough peak bytes of the activations (forward caches plus backward) of one batch."""
-    T, d, H = cfg["T"], cfg["d"], cfg["heads"]
-    item = np.dtype(cfg["dtype"]).itemsize
-    if path == "fast":
-        n = 3 * B * T + 12 * (2 * T + 1) * (d + H) + 8 * B * (d + H + max(cfg["mlp"], 1))
-    else:
-        n = 12 * B * (T + 1) * d + 4 * B * H * (T + 1)
-        if path == "full":
-            n += 4 * B * H * (T + 1) ** 2
-    return R * n * item
-
-
-def check_params(p, cfg, runs=None):
-    """ValueError unless p has exactly the parameters of cfg, with their shapes and dtype (with a
-    leading axis of `runs` for a stack of runs)."""
-    want = param_shapes(cfg)
-    if not isinstance(p, dict) or set(p) != set(want):
-        have = set(p) if isinstance(p, dict) else set()
-        raise ValueError(f"params do not match cfg (mlp={cfg['mlp']}, ln={cfg['ln']}): missing "
-                         f"{sorted(set(want) - have)}, unexpected {sorted(have - set(want))}")
-    lead, dt = () if runs is None else (runs,), np.dtype(cfg["dtype"])
-    for k, (shape, _) in want.items():
-        v = p[k]
-        if not isinstance(v, np.ndarray) or v.shape != lead + shape:
-            raise ValueError(f"param {k} has shape {getattr(v, 'shape', None)}, but cfg (T="
-                             f"{cfg['T']}, d={cfg['d']}, mlp={cfg['mlp']}) needs {lead + shape}")
-        if v.dtype != dt:
-            raise ValueError(f"param {k} is {v.dtype}, but cfg has dtype {cfg['dtype']}")
-
-
-def _check_inputs(p, cfg, X, path="fast", bits=True):
-    """X [B, T] bits for one run, or [R, B, T] for a stack of R runs (path "fast" only). bits=False:
-    X's values are not read (the caller gave their two versions), so they are not scanned."""
-    if not isinstance(X, np.ndarray) or X.ndim not in (2, 3):
-        raise ValueError(f"X must be an array [batch, T] of bits (or [runs, batch, T] on path "
-                         f"'fast'), got {type(X).__name__} with shape {getattr(X, 'shape', None)}")
-    if X.ndim == 3 and path != "fast":
-        raise ValueError(f"a stack of runs (X of shape {X.shape}) runs on path 'fast' only, "
-                         f"got path {path!r}")
-    R = X.shape[0] if X.ndim == 3 else 1
-    need, limit = activation_bytes(cfg, X.shape[-2], path, R), 0.5 * physical_memory()
-    if need > limit:
-        raise ValueError(f"T={cfg['T']} with a batch of {X.shape[-2]} (x {R} runs) needs about "
-                         f"{need / 2**30:.1f} GiB of activations on path {path!r}; this machine "
-                         f"allows {limit / 2**30:.1f} GiB: use a smaller batch or T"
-                         + (", or path='fast'" if path != "fast" else ""))
-    check_params(p, cfg, X.shape[0] if X.ndim == 3 else None)
-    if X.shape[-1] != cfg["T"]:
-        raise ValueError(f"X has T={X.shape[-1]} columns but the model has T={cfg['T']}")
-    if X.shape[-2] < 1:
-        raise ValueError("X must hold at least one example")
-    if bits and X.dtype != np.bool_:
-        bad = (X != 0) & (X != 1)
-        if bad.any():
-            raise ValueError(f"X must hold bits 0 and 1 only, got {X[bad].flat[0].item()!r}")
 
 
 def plain_attention_forward(p, cfg, X, path="cls", rng=None):
@@ -474,7 +358,7 @@ def plain_attention_forward(p, cfg, X, path="cls", rng=None):
     if cfg["dropout"] and rng is not None:
         tok, m_emb = dropout_forward(x0[:, :-1], cfg["dropout"], rng)
         x0 = np.concatenate([tok, x0[:, -1:]], axis=1)
-    xn, c_ln1 = _ln_fwd(p, cfg, "ln1", x0)
+    xn, c_ln1 = _ln_forward(p, cfg, "ln1", x0)
     args = [p[k] for k in ATTN_KEYS]
     if path == "cls":
         attn, c_a = attention_cls_forward(xn, *args, cfg["heads"], drop=(cfg["dropout"], rng))
@@ -494,10 +378,40 @@ def plain_attention_backward(dattn, p, cfg, cache):
         dy[:, -1] = dattn
         dxn, *dattn_params = self_attention_backward(dy, cache["attn"])
     g.update(zip(ATTN_KEYS, dattn_params))
-    dx0 = _ln_bwd(g, cfg, "ln1", dxn, cache["ln1"])
+    dx0 = _ln_backward(g, cfg, "ln1", dxn, cache["ln1"])   # forward: xn = LN1(x0)
     if cache["m_emb"] is not None:                  # forward: tokens = dropout(tokens)
         dx0[:, :-1] *= cache["m_emb"]
     g["E_tok"], g["E_pos"], g["cls"] = embed_backward(dx0, cache["emb"])
+    return g
+
+
+def reference_forward(p, cfg, X, path="cls", rng=None):  # [B, T] bits -> logits [B], cache
+    """The experiment's model on one run, on path "cls" or "full". With an rng and cfg["dropout"]:
+    dropout on the embeddings, the attention weights and both residual branches (training)."""
+    c = dict(path=path)
+    attn, c["attn"] = plain_attention_forward(p, cfg, X, path, rng)
+    attn, c["m_attn"] = dropout_forward(attn, cfg["dropout"], rng)  # residual-branch dropout
+    h = p["cls"] + attn                                              # residual at [CLS]
+    if cfg["mlp"]:
+        hn, c["ln2"] = _ln_forward(p, cfg, "ln2", h)
+        m, c["mlp"] = mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
+        m, c["m_mlp"] = dropout_forward(m, cfg["dropout"], rng)
+        h = h + m                                                    # residual
+    f, c["lnf"] = _ln_forward(p, cfg, "lnf", h)
+    c["f"] = f
+    return f @ p["w"] + p["b"], c                                    # readout at [CLS]
+
+
+def reference_backward(dz, p, cfg, c):  # dz [B] -> {name: gradient of sum(dz * logits)}
+    f = c["f"]
+    g = dict(w=f.T @ dz, b=dz.sum(0, keepdims=True))                 # forward: z = f @ w + b
+    dh = _ln_backward(g, cfg, "lnf", dz[:, None] * p["w"], c["lnf"])  # forward: f = LNf(h)
+    if cfg["mlp"]:                                          # forward: h = h + drop(MLP(LN2(h)))
+        dm = dropout_backward(dh, c["m_mlp"])
+        dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dm, c["mlp"])
+        dh = dh + _ln_backward(g, cfg, "ln2", dhn, c["ln2"])
+    g.update(plain_attention_backward(dropout_backward(dh, c["m_attn"]), p, cfg, c["attn"]))
+    g["cls"] = g["cls"] + dh.sum(0)                         # forward: h = cls + drop(attn)
     return g
 
 
@@ -511,71 +425,132 @@ def model_forward(p, cfg, X, path="fast", rng=None, versions=None):
     per position); without it dropout is off, as at evaluation. versions: two_versions(X) kept
     by a caller whose X never changes (a full-batch run), so the fast path does not rebuild it
     every step; it must be exactly that matrix (shape [..., B, 2T] is checked)."""
-    if path not in PATHS:
-        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
-    _check_inputs(p, cfg, X, path, bits=versions is None)
-    if rng is not None and cfg["dropout"] and path != "cls":
-        raise ValueError(f"dropout runs on path 'cls' only, got path {path!r}")
-    if versions is not None and (path != "fast" or versions.shape != X.shape[:-1] + (
-            2 * X.shape[-1],)):
-        raise ValueError(f"versions must be two_versions(X), shape {X.shape[:-1] + (2 * X.shape[-1],)}"
-                         f", on path 'fast'; got shape {versions.shape} on path {path!r}")
-    if path == "fast" and X.ndim == 2:                               # a stack of one
-        z, cache = _forward({k: v[None] for k, v in p.items()}, cfg, X[None], "fast",
-                            versions=None if versions is None else versions[None])
-        return z[0], dict(cache, single=True)
-    return _forward(p, cfg, X, path, rng, versions)
-
-
-def _forward(p, cfg, X, path, rng=None, versions=None):
-    """model_forward on inputs it has checked."""
-    c = dict(stacked=X.ndim == 3)
+    _check_call(p, cfg, X, path, rng, versions)
     if path == "fast":
-        attn, c["attn"] = fast_attention_forward(p, cfg, X, versions)
-    else:
-        attn, c["attn"] = plain_attention_forward(p, cfg, X, path, rng)
-    attn, c["m_attn"] = dropout_forward(attn, cfg["dropout"], rng)  # residual-branch dropout
-    cls = p["cls"][:, None, :] if c["stacked"] else p["cls"]
-    h = cls + attn                                                   # residual at [CLS]
-    if cfg["mlp"]:
-        hn, c["ln2"] = _ln_fwd(p, cfg, "ln2", h)
-        m, c["mlp"] = mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
-        m, c["m_mlp"] = dropout_forward(m, cfg["dropout"], rng)
-        h = h + m                                                    # residual
-    f, c["lnf"] = _ln_fwd(p, cfg, "lnf", h)
-    z = (f @ p["w"][..., :, None])[..., 0] + p["b"][..., :1]         # readout at [CLS]
-    c["f"] = f
-    return z, c
+        return fast_forward(p, cfg, X, versions)
+    return reference_forward(p, cfg, X, path, rng)
 
 
 def model_backward(dz, p, cfg, cache):
     """Gradients of sum(dz * logits) for every parameter: a dict with the keys of p.
     One backward per forward call of model_forward, in reverse order."""
-    if cache.get("single"):
-        g = model_backward(dz[None], {k: v[None] for k, v in p.items()}, cfg,
-                           dict(cache, single=False))
-        return {k: v[0] for k, v in g.items()}
-    st = cache["stacked"]
-    g = {}
-    g["w"] = (dz[..., None, :] @ cache["f"])[..., 0, :]              # z = f @ w + b
-    g["b"] = dz.sum(-1)[..., None]
-    dh = _ln_bwd(g, cfg, "lnf", dz[..., None] * p["w"][..., None, :], cache["lnf"], st)
-    if cfg["mlp"]:                                                   # h = h + drop(MLP(LN2(h)))
-        dm = dropout_backward(dh, cache.get("m_mlp"))
-        dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dm, cache["mlp"])
-        dh = dh + _ln_bwd(g, cfg, "ln2", dhn, cache["ln2"], st)
-    c_att = cache["attn"]                                            # h = cls + drop(attn)
-    backward = {"fast": fast_attention_backward, "stack-of-cls": stack_attention_backward}.get(
-        c_att["path"], plain_attention_backward)
-    g.update(backward(dropout_backward(dh, cache.get("m_attn")), p, cfg, c_att))
-    g["cls"] = g["cls"] + dh.sum(-2)
-    return g
+    if cache["path"] == "fast":
+        return fast_backward(dz, p, cfg, cache)
+    return reference_backward(dz, p, cfg, cache)
 
 
-# ----------------------------------------------------------------------------------------------
+def loss_and_grads(p, cfg, X, y, path="fast", weights=None, rng=None, versions=None):
+    """Mean logistic loss, its gradient dict, and the logits [B]. For a stack of runs (X [R, B, T],
+    y [R, B]): each run's loss [R] (sum(weights * loss) per run when weights [R, B] are given),
+    and each run's gradients (of its own loss). rng, versions: see model_forward."""
+    y = _check_labels(y, X.shape[:-1])
+    z, cache = model_forward(p, cfg, X, path, rng, versions)
+    loss, c_loss = logistic_forward(z, y.astype(z.dtype, copy=False), weights)
+    return loss, model_backward(logistic_backward(1.0, c_loss), p, cfg, cache), z
+
+
+def cls_attention(p, cfg, X):
+    """[CLS] attention weights [B, H, T+1] (last column: [CLS] attending to itself)."""
+    _check_inputs(p, cfg, X, "cls")
+    _, cache = plain_attention_forward(p, cfg, X, "cls")
+    return cache["attn"]["A"]
+
+
+# ==============================================================================================
+# 2. THE FAST PATH: training's code. The model's parameters carry a leading run axis R (one run
+#    is a stack of one); the baseline MLP at the end runs on the same tuned ops. Its arithmetic
+#    is frozen (the same operations in the same order), so that runs repeat bit for bit.
+# ==============================================================================================
+
+# ---------------------------------------------------------------------------------------------
+# tuned ops: LayerNorm, affine map and MLP for a stack of runs
+
+def row_sum(a):  # [..., n] -> [...]
+    """Sum over the last axis as a matrix-vector product: numpy's own reduction over a short last
+    axis (LayerNorm's d, a head's width) is much slower than BLAS on the same numbers."""
+    return a @ np.ones(a.shape[-1], a.dtype)
+
+
+def stack_layernorm_forward(x, g, b):  # [R, n, d], [R, d], [R, d] -> [R, n, d]
+    """layernorm_forward per run; means by row_sum, xhat written over x - mu (one buffer less)."""
+    inv_d = 1.0 / x.shape[-1]
+    xc = x - (row_sum(x) * inv_d)[..., None]
+    rstd = 1.0 / np.sqrt(row_sum(xc * xc) * inv_d + LN_EPS)[..., None]
+    xhat = np.multiply(xc, rstd, out=xc)
+    y = xhat * g[:, None, :]
+    y += b[:, None, :]                                  # in place: no second [R, n, d] array
+    return y, (xhat, rstd, g)
+
+
+def stack_layernorm_backward(dy, cache):  # [R, n, d] -> dx [R, n, d], dg [R, d], db [R, d]
+    xhat, rstd, g = cache
+    dg, db = (dy * xhat).sum(1), dy.sum(1)              # forward: y = xhat * g + b
+    dxhat = dy * g[:, None, :]                          # forward: y = xhat * g + b
+    inv_d = 1.0 / dy.shape[-1]                          # forward: xhat = (x - mu) * rstd
+    dx = dxhat - (row_sum(dxhat) * inv_d)[..., None]
+    dx -= xhat * (row_sum(dxhat * xhat) * inv_d)[..., None]
+    dx *= rstd
+    return dx, dg, db
+
+
+def _stack_ln_forward(p, cfg, name, x):  # [R, n, d] -> [R, n, d]; the identity when ln is off
+    if not cfg["ln"]:
+        return x, None
+    return stack_layernorm_forward(x, p[name + "_g"], p[name + "_b"])
+
+
+def _stack_ln_backward(grads, cfg, name, dy, cache):  # stores grads[name_g], grads[name_b]
+    if not cfg["ln"]:
+        return dy
+    dx, grads[name + "_g"], grads[name + "_b"] = stack_layernorm_backward(dy, cache)
+    return dx
+
+
+def fast_linear_forward(x, W, b):
+    """y = x @ W + b, leading axes reshaped away so that each run is one BLAS product.
+    One run: x [..., n], W [n, k], b [k].
+    A stack of R runs: x [R, ..., n], W [R, n, k], b [R, k]."""
+    if W.ndim == 3:
+        y = x.reshape(W.shape[0], -1, x.shape[-1]) @ W
+        y += b[:, None, :]
+        return y.reshape(x.shape[:-1] + (W.shape[-1],)), (x, W)
+    y = x.reshape(-1, x.shape[-1]) @ W
+    y += b
+    return y.reshape(x.shape[:-1] + (W.shape[1],)), (x, W)
+
+
+def fast_linear_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW, db
+    """db by ones @ dy: numpy's column sum over many short rows is slower than BLAS."""
+    x, W = cache
+    if W.ndim == 3:
+        R = W.shape[0]
+        x3, dy3 = x.reshape(R, -1, x.shape[-1]), dy.reshape(R, -1, dy.shape[-1])
+        dx = (dy3 @ W.transpose(0, 2, 1)).reshape(x.shape) if need_dx else None
+        return dx, x3.transpose(0, 2, 1) @ dy3, (np.ones(dy3.shape[1], dy3.dtype) @ dy3)
+    x2, dy2 = x.reshape(-1, x.shape[-1]), dy.reshape(-1, dy.shape[-1])
+    dx = (dy2 @ W.T).reshape(x.shape) if need_dx else None
+    return dx, x2.T @ dy2, np.ones(dy2.shape[0], dy2.dtype) @ dy2
+
+
+def fast_mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # mlp_forward on fast_linear_forward
+    h, c1 = fast_linear_forward(x, W_1, b_1)
+    a, ca = ACTIVATIONS[act][0](h)
+    y, c2 = fast_linear_forward(a, W_2, b_2)
+    return y, (c1, ca, c2, act)
+
+
+def fast_mlp_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW_1, ..., db_2
+    c1, ca, c2, act = cache
+    da, dW_2, db_2 = fast_linear_backward(dy, c2)       # forward: y = a W_2 + b_2
+    dh = ACTIVATIONS[act][1](da, ca)                    # forward: a = act(h)
+    dx, dW_1, db_1 = fast_linear_backward(dh, c1, need_dx)   # forward: h = x W_1 + b_1
+    return dx, dW_1, db_1, dW_2, db_2
+
+
+# ---------------------------------------------------------------------------------------------
 # the exact shortcut: two versions per position, a head output is a ratio of linear functions
 
-SAFE_EXP = {np.dtype("float32"): 60.0, np.dtype("float64"): 600.0}
+SAFE_EXP = {np.dtype("float32"): 60.0, np.dtype("float64"): 600.0}   # exp(x) far from overflow
 
 
 def head_spread(H, e, dtype):  # -> [H, H e]
@@ -608,8 +583,8 @@ def fast_attention_forward(p, cfg, X, versions=None):
     Every term of Z is positive, so nothing cancels (writing Z with e1 - e0 would lose all
     precision when one version's weight is huge). M = max(s_c, max_t min(s0[t], s1[t])) is a
     lower bound on every sample's max score, so Z >= 1. If some score exceeds M by more than
-    SAFE_EXP (exp could overflow), fall back to path "cls", run by run. The keys meet only the
-    one query, so the scores are rn @ (W_K q) per head: no [2T+1, d] key matrix is formed.
+    SAFE_EXP (exp could overflow), fall back to the reference path "cls", run by run. The keys
+    meet only the one query, so the scores are rn @ (W_K q) per head: no [2T+1, d] key matrix.
     """
     R, B, T = X.shape
     d, H = cfg["d"], cfg["heads"]
@@ -617,8 +592,8 @@ def fast_attention_forward(p, cfg, X, versions=None):
     rows = np.empty((R, 2 * T + 1, d), p["E_pos"].dtype)            # v0 rows | v1 rows | cls
     rows[:, :2 * T] = (p["E_tok"][:, :, None, :] + p["E_pos"][:, None]).reshape(R, 2 * T, d)
     rows[:, 2 * T] = p["cls"]
-    rn, c_ln1 = _ln_fwd(p, cfg, "ln1", rows)
-    q, c_q = linear_forward(rn[:, -1:], p["W_Q"], p["b_Q"])          # [R, 1, d]
+    rn, c_ln1 = _stack_ln_forward(p, cfg, "ln1", rows)
+    q, c_q = fast_linear_forward(rn[:, -1:], p["W_Q"], p["b_Q"])     # [R, 1, d]
     qh = q.reshape(R, H, e)
     # the keys are only ever dotted with the one query: fold it in, s = rn @ u + c  (no K)
     u = np.einsum("rdhe,rhe->rdh", p["W_K"].reshape(R, d, H, e), qh)  # [R, d, H]: W_K q per head
@@ -628,63 +603,64 @@ def fast_attention_forward(p, cfg, X, versions=None):
     s -= M[:, None]
     if s.max() > SAFE_EXP[s.dtype]:
         return stack_attention_forward(p, cfg, X)
-    V, c_v = linear_forward(rn, p["W_V"], p["b_V"])                   # [R, 2T+1, d]
-    EEV = np.empty((R, 2 * T + 1, H + d), s.dtype)                    # [E | E * V] per row
-    E = np.exp(s, out=EEV[..., :H])
-    P = head_spread(H, e, s.dtype)
-    Ed = E @ P                             # [R, 2T+1, d]: each head's weight over its e columns
-    np.multiply(Ed, V, out=EEV[..., H:])
-    Xb = two_versions(X, s.dtype) if versions is None else versions   # [R, B, 2T]
-    ZN = Xb @ EEV[:, :2 * T]                                          # [R, B, H + d]
-    ZN += EEV[:, 2 * T:]                                              # the [CLS] row, every sample
-    Z = ZN[..., :H]                                                   # [R, B, H]
-    Zd = Z @ P                                                        # [R, B, d]: Z per column
-    o = ZN[..., H:] / Zd
-    y, c_o = linear_forward(o, p["W_O"], p["b_O"])
+    V, c_v = fast_linear_forward(rn, p["W_V"], p["b_V"])             # [R, 2T+1, d]
+    E_EV = np.empty((R, 2 * T + 1, H + d), s.dtype)   # [E | E * V] per row: one product for both
+    E = np.exp(s, out=E_EV[..., :H])
+    spread = head_spread(H, e, s.dtype)
+    Ed = E @ spread                        # [R, 2T+1, d]: each head's weight over its e columns
+    np.multiply(Ed, V, out=E_EV[..., H:])
+    Xb = two_versions(X, s.dtype) if versions is None else versions  # [R, B, 2T]
+    Z_N = Xb @ E_EV[:, :2 * T]       # [Z | N]: softmax denominators and numerators, [R, B, H + d]
+    Z_N += E_EV[:, 2 * T:]                                            # the [CLS] row, every sample
+    Z = Z_N[..., :H]                                                  # [R, B, H]
+    Zd = Z @ spread                                                   # [R, B, d]: Z per column
+    o = Z_N[..., H:] / Zd
+    y, c_o = fast_linear_forward(o, p["W_O"], p["b_O"])
     return y, dict(path="fast", Xb=Xb, ln1=c_ln1, c_q=c_q, rn=rn, u=u, c_v=c_v, c_o=c_o, qh=qh,
-                   V=V, E=E, Ed=Ed, Z=Z, Zd=Zd, o=o, scale=scale, P=P)
+                   V=V, E=E, Ed=Ed, Z=Z, Zd=Zd, o=o, scale=scale, spread=spread)
 
 
 def fast_attention_backward(dy, p, cfg, cache):
     """Backward of fast_attention_forward: {E_tok, E_pos, cls, ln1_g, ln1_b, W_Q, ..., b_O}, each
     with the leading run axis."""
-    Xb, c_ln1, c_q, rn, u, c_v, c_o, qh, V, E, Ed, Zd, o, scale, P = (cache[k] for k in (
+    Xb, c_ln1, c_q, rn, u, c_v, c_o, qh, V, E, Ed, Zd, o, scale, spread = (cache[k] for k in (
         "Xb", "ln1", "c_q", "rn", "u", "c_v", "c_o", "qh", "V", "E", "Ed", "Zd", "o", "scale",
-        "P"))
+        "spread"))
     R, B, twoT = Xb.shape
     T, d, H = twoT // 2, cfg["d"], cfg["heads"]
     e = d // H
     g = {}
-    do, g["W_O"], g["b_O"] = linear_backward(dy, c_o)
-    dZN = np.empty((R, B, H + d), do.dtype)          # forward: o = N / Z, Z spread as Zd = Z @ P
-    dN = np.divide(do, Zd, out=dZN[..., H:])
-    dZN[..., :H] = -row_sum((dN * o).reshape(R, B, H, e))
-    dEEV = np.empty((R, 2 * T + 1, H + d), do.dtype)   # forward: ZN = Xb @ EEV[:2T] + EEV[2T]
-    np.matmul(Xb.transpose(0, 2, 1), dZN, out=dEEV[:, :2 * T])
-    dEEV[:, 2 * T] = dZN.sum(1)
-    dEV = dEEV[..., H:]                                               # forward: EV = Ed * V
-    dE = dEEV[..., :H] + row_sum((dEV * V).reshape(R, -1, H, e))
+    do, g["W_O"], g["b_O"] = fast_linear_backward(dy, c_o)     # forward: y = o W_O + b_O
+    dZ_N = np.empty((R, B, H + d), do.dtype)      # forward: o = N / Z, Z spread as Zd = Z @ spread
+    dN = np.divide(do, Zd, out=dZ_N[..., H:])
+    dZ_N[..., :H] = -row_sum((dN * o).reshape(R, B, H, e))
+    dE_EV = np.empty((R, 2 * T + 1, H + d), do.dtype)  # forward: Z_N = Xb @ E_EV[:2T] + E_EV[2T]
+    np.matmul(Xb.transpose(0, 2, 1), dZ_N, out=dE_EV[:, :2 * T])
+    dE_EV[:, 2 * T] = dZ_N.sum(1)
+    dEV = dE_EV[..., H:]                                              # forward: EV = Ed * V
+    dE = dE_EV[..., :H] + row_sum((dEV * V).reshape(R, -1, H, e))   # forward: Ed = E @ spread
     dV = dEV * Ed
     ds = dE * E * scale                      # forward: E = exp(s - M), M a constant shift
     du = rn.transpose(0, 2, 1) @ ds          # forward: s = (rn @ u + b_K . q) * scale
     dc = ds.sum(1)                           # [R, H]
-    Qb = P * qh.reshape(R, 1, d)             # [R, H, d]: row h holds head h's query, 0 elsewhere
-    g["W_K"] = du @ Qb                       # forward: u = W_K q per head (exact: one term each)
-    g["b_K"] = (dc[:, None] @ Qb)[:, 0]
+    query_blocks = spread * qh.reshape(R, 1, d)  # [R, H, d]: row h is head h's query, 0 elsewhere
+    g["W_K"] = du @ query_blocks             # forward: u = W_K q per head (exact: one term each)
+    g["b_K"] = (dc[:, None] @ query_blocks)[:, 0]
     dqh = (np.einsum("rdhe,rdh->rhe", p["W_K"].reshape(R, d, H, e), du)
            + p["b_K"].reshape(R, H, e) * dc[..., None])
-    drn, g["W_V"], g["b_V"] = linear_backward(dV, c_v)
+    drn, g["W_V"], g["b_V"] = fast_linear_backward(dV, c_v)    # forward: V = rn W_V + b_V
     drn += ds @ u.transpose(0, 2, 1)
-    drn_q, g["W_Q"], g["b_Q"] = linear_backward(dqh.reshape(R, 1, d), c_q)
-    drn[:, -1:] += drn_q
-    drows = _ln_bwd(g, cfg, "ln1", drn, c_ln1, stacked=True)
-    dP = drows[:, :2 * T].reshape(R, 2, T, d)
-    g["E_tok"], g["E_pos"], g["cls"] = dP.sum(2), dP.sum(1), drows[:, 2 * T]
+    drn_q, g["W_Q"], g["b_Q"] = fast_linear_backward(dqh.reshape(R, 1, d), c_q)
+    drn[:, -1:] += drn_q                     # forward: q = rn[-1] W_Q + b_Q
+    drows = _stack_ln_backward(g, cfg, "ln1", drn, c_ln1)
+    d_rows_by_version = drows[:, :2 * T].reshape(R, 2, T, d)   # forward: rows = E_tok[v] + E_pos[t]
+    g["E_tok"], g["E_pos"] = d_rows_by_version.sum(2), d_rows_by_version.sum(1)
+    g["cls"] = drows[:, 2 * T]
     return g
 
 
 def stack_attention_forward(p, cfg, X):
-    """The fast path's exact fallback for a stack: path "cls" run by run. -> [R, B, d]."""
+    """The fast path's exact fallback: the reference path "cls", run by run. -> [R, B, d]."""
     outs, caches = zip(*(plain_attention_forward({k: v[r] for k, v in p.items()}, cfg, X[r], "cls")
                          for r in range(X.shape[0])))
     return np.stack(outs), dict(path="stack-of-cls", runs=caches)
@@ -696,28 +672,46 @@ def stack_attention_backward(dy, p, cfg, cache):
     return {k: np.stack([g[k] for g in grads]) for k in grads[0]}
 
 
-# ----------------------------------------------------------------------------------------------
-# readable helpers for training and inspection
+# ---------------------------------------------------------------------------------------------
+# the model on the fast path: the head of reference_forward, for a stack
 
-def loss_and_grads(p, cfg, X, y, path="fast", weights=None, rng=None, versions=None):
-    """Mean logistic loss, its gradient dict, and the logits [B]. For a stack of runs (X [R, B, T],
-    y [R, B]): each run's loss [R] (sum(weights * loss) per run when weights [R, B] are given),
-    and each run's gradients (of its own loss). rng, versions: see model_forward."""
-    y = _check_labels(y, X.shape[:-1])
-    z, cache = model_forward(p, cfg, X, path, rng, versions)
-    loss, c_loss = logistic_forward(z, y.astype(z.dtype, copy=False), weights)
-    return loss, model_backward(logistic_backward(1.0, c_loss), p, cfg, cache), z
+def fast_forward(p, cfg, X, versions=None):
+    """Logits of model_forward on path "fast" (its inputs checked): X [R, B, T] -> [R, B], or one
+    run X [B, T] -> [B] as a stack of one."""
+    if X.ndim == 2:
+        z, cache = fast_forward({k: v[None] for k, v in p.items()}, cfg, X[None],
+                                None if versions is None else versions[None])
+        return z[0], dict(cache, single=True)
+    c = dict(path="fast")
+    attn, c["attn"] = fast_attention_forward(p, cfg, X, versions)
+    h = p["cls"][:, None, :] + attn                                  # residual at [CLS]
+    if cfg["mlp"]:
+        hn, c["ln2"] = _stack_ln_forward(p, cfg, "ln2", h)
+        m, c["mlp"] = fast_mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
+        h = h + m                                                    # residual
+    f, c["lnf"] = _stack_ln_forward(p, cfg, "lnf", h)
+    z = (f @ p["w"][:, :, None])[:, :, 0] + p["b"][:, :1]            # readout at [CLS]
+    c["f"] = f
+    return z, c
 
 
-def _check_labels(y, shape):
-    """y as an array of `shape` holding labels 0 and 1 only, or ValueError naming what is wrong."""
-    y = np.asarray(y)
-    if y.shape != shape:
-        raise ValueError(f"y must have shape {shape} (one label per example), got {y.shape}")
-    bad = ~((y == 0) | (y == 1))
-    if bad.any():
-        raise ValueError(f"y must hold labels 0 and 1 only, got {y[bad].flat[0].item()!r}")
-    return y
+def fast_backward(dz, p, cfg, cache):  # dz [R, B] (or [B] for one run) -> gradient dict
+    if cache.get("single"):
+        g = fast_backward(dz[None], {k: v[None] for k, v in p.items()}, cfg,
+                          dict(cache, single=False))
+        return {k: v[0] for k, v in g.items()}
+    g = {}
+    g["w"] = (dz[:, None, :] @ cache["f"])[:, 0, :]                 # forward: z = f @ w + b
+    g["b"] = dz.sum(-1)[:, None]
+    dh = _stack_ln_backward(g, cfg, "lnf", dz[:, :, None] * p["w"][:, None, :], cache["lnf"])
+    if cfg["mlp"]:                                                   # forward: h = h + MLP(LN2(h))
+        dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = fast_mlp_backward(dh, cache["mlp"])
+        dh = dh + _stack_ln_backward(g, cfg, "ln2", dhn, cache["ln2"])
+    backward = (fast_attention_backward if cache["attn"]["path"] == "fast"
+                else stack_attention_backward)                       # forward: h = cls + attn
+    g.update(backward(dh, p, cfg, cache["attn"]))
+    g["cls"] = g["cls"] + dh.sum(-2)
+    return g
 
 
 def cls_attention_mean(p, cfg, X):
@@ -737,18 +731,12 @@ def cls_attention_mean(p, cfg, X):
     return A.mean(1) / B
 
 
-def cls_attention(p, cfg, X):
-    """[CLS] attention weights [B, H, T+1] (last column: [CLS] attending to itself)."""
-    _check_inputs(p, cfg, X, "cls")
-    _, cache = plain_attention_forward(p, cfg, X, "cls")
-    return cache["attn"]["A"]
-
-
-# ----------------------------------------------------------------------------------------------
-# the baseline without attention: an MLP on the T bits (a rotation-invariant learner)
+# ---------------------------------------------------------------------------------------------
+# the baseline without attention: an MLP on the T bits (a rotation-invariant learner). It trains
+# on the tuned ops above, as it always has, so its runs repeat bit for bit.
 
 def baseline_init(T, hidden, rng, dtype="float32", std=0.02):
-    """logit = W_2^T act(x W_1 + b_1) + b_2 on the raw bits x [T]: W_1 [T, hidden], W_2 [hidden, 1].
+    """logit = act(x W_1 + b_1) W_2 + b_2 on the raw bits x [T]: W_1 [T, hidden], W_2 [hidden, 1].
 
     Same init as the Transformer: weights N(0, std^2), biases 0.
     """
@@ -758,19 +746,144 @@ def baseline_init(T, hidden, rng, dtype="float32", std=0.02):
 
 
 def baseline_forward(p, X, act="gelu"):  # [B, T] bits -> logits [B]
-    T = p["W_1"].shape[0]
-    if not isinstance(X, np.ndarray) or X.ndim != 2 or X.shape[1] != T or len(X) < 1:
-        raise ValueError(f"X must be an array [batch >= 1, T={T}] of bits, got "
-                         f"{type(X).__name__} with shape {getattr(X, 'shape', None)}")
-    if X.dtype != np.bool_:
-        bad = (X != 0) & (X != 1)
-        if bad.any():
-            raise ValueError(f"X must hold bits 0 and 1 only, got {X[bad].flat[0].item()!r}")
-    z, cache = mlp_forward(X.astype(p["W_1"].dtype, copy=False), p["W_1"], p["b_1"], p["W_2"],
-                           p["b_2"], act)
+    _check_bits(X, p["W_1"].shape[0])
+    z, cache = fast_mlp_forward(X.astype(p["W_1"].dtype, copy=False), p["W_1"], p["b_1"],
+                                p["W_2"], p["b_2"], act)
     return z[:, 0], cache
 
 
 def baseline_backward(dz, cache):
-    _, dW_1, db_1, dW_2, db_2 = mlp_backward(dz[:, None], cache, need_dx=False)  # bits: no dX
+    _, dW_1, db_1, dW_2, db_2 = fast_mlp_backward(dz[:, None], cache, need_dx=False)  # bits: no dX
     return dict(W_1=dW_1, b_1=db_1, W_2=dW_2, b_2=db_2)
+
+
+# ==============================================================================================
+# 3. THE CHECKS: configuration, parameters, inputs and memory, each a one-line ValueError
+# ==============================================================================================
+
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def check_config(cfg):
+    """Raise ValueError naming the bad value and what is allowed; return cfg unchanged."""
+    for key, lo in (("T", 1), ("d", 1), ("heads", 1), ("mlp", 0)):
+        v = cfg[key]
+        if not _is_int(v) or v < lo:
+            raise ValueError(f"{key} must be an integer >= {lo}, got {v!r}")
+    if cfg["d"] % cfg["heads"]:
+        raise ValueError(f"d={cfg['d']} must be a multiple of heads={cfg['heads']}")
+    if cfg["act"] not in ACTIVATIONS:
+        raise ValueError(f"act must be one of {sorted(ACTIVATIONS)}, got {cfg['act']!r}")
+    if str(cfg["dtype"]) not in ("float32", "float64"):
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {cfg['dtype']!r}")
+    if cfg["pos_init"] not in POS_INITS:
+        raise ValueError(f"pos_init must be one of {', '.join(POS_INITS)}, got {cfg['pos_init']!r}")
+    if not isinstance(cfg["ln"], (bool, np.bool_)):
+        raise ValueError(f"ln must be True or False, got {cfg['ln']!r}")
+    if not (isinstance(cfg["dropout"], (int, float)) and 0 <= cfg["dropout"] < 1):
+        raise ValueError(f"dropout must be a probability in [0, 1), got {cfg['dropout']!r}")
+    return cfg
+
+
+def check_params(p, cfg, runs=None):
+    """ValueError unless p has exactly the parameters of cfg, with their shapes and dtype (with a
+    leading axis of `runs` for a stack of runs)."""
+    want = param_shapes(cfg)
+    if not isinstance(p, dict) or set(p) != set(want):
+        have = set(p) if isinstance(p, dict) else set()
+        raise ValueError(f"params do not match cfg (mlp={cfg['mlp']}, ln={cfg['ln']}): missing "
+                         f"{sorted(set(want) - have)}, unexpected {sorted(have - set(want))}")
+    lead, dt = () if runs is None else (runs,), np.dtype(cfg["dtype"])
+    for k, (shape, _) in want.items():
+        v = p[k]
+        if not isinstance(v, np.ndarray) or v.shape != lead + shape:
+            raise ValueError(f"param {k} has shape {getattr(v, 'shape', None)}, but cfg (T="
+                             f"{cfg['T']}, d={cfg['d']}, mlp={cfg['mlp']}) needs {lead + shape}")
+        if v.dtype != dt:
+            raise ValueError(f"param {k} is {v.dtype}, but cfg has dtype {cfg['dtype']}")
+
+
+def _check_call(p, cfg, X, path, rng, versions):
+    """model_forward's arguments: the path, the inputs, dropout's path and the given versions."""
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+    _check_inputs(p, cfg, X, path, bits=versions is None)
+    if rng is not None and cfg["dropout"] and path != "cls":
+        raise ValueError(f"dropout runs on path 'cls' only, got path {path!r}")
+    want = X.shape[:-1] + (2 * X.shape[-1],)
+    if versions is not None and (path != "fast" or versions.shape != want):
+        raise ValueError(f"versions must be two_versions(X), shape {want}, on path 'fast'; "
+                         f"got shape {versions.shape} on path {path!r}")
+
+
+def _check_inputs(p, cfg, X, path="fast", bits=True):
+    """X [B, T] bits for one run, or [R, B, T] for a stack of R runs (path "fast" only). bits=False:
+    X's values are not read (the caller gave their two versions), so they are not scanned."""
+    if not isinstance(X, np.ndarray) or X.ndim not in (2, 3):
+        raise ValueError(f"X must be an array [batch, T] of bits (or [runs, batch, T] on path "
+                         f"'fast'), got {type(X).__name__} with shape {getattr(X, 'shape', None)}")
+    if X.ndim == 3 and path != "fast":
+        raise ValueError(f"a stack of runs (X of shape {X.shape}) runs on path 'fast' only, "
+                         f"got path {path!r}")
+    R = X.shape[0] if X.ndim == 3 else 1
+    need, limit = activation_bytes(cfg, X.shape[-2], path, R), 0.5 * physical_memory()
+    if need > limit:
+        raise ValueError(f"T={cfg['T']} with a batch of {X.shape[-2]} (x {R} runs) needs about "
+                         f"{need / 2**30:.1f} GiB of activations on path {path!r}; this machine "
+                         f"allows {limit / 2**30:.1f} GiB: use a smaller batch or T"
+                         + (", or path='fast'" if path != "fast" else ""))
+    check_params(p, cfg, X.shape[0] if X.ndim == 3 else None)
+    if X.shape[-1] != cfg["T"]:
+        raise ValueError(f"X has T={X.shape[-1]} columns but the model has T={cfg['T']}")
+    if X.shape[-2] < 1:
+        raise ValueError("X must hold at least one example")
+    if bits and X.dtype != np.bool_:
+        _check_bit_values(X)
+
+
+def _check_bits(X, T):
+    """The baseline's input: an array [batch >= 1, T] of bits."""
+    if not isinstance(X, np.ndarray) or X.ndim != 2 or X.shape[1] != T or len(X) < 1:
+        raise ValueError(f"X must be an array [batch >= 1, T={T}] of bits, got "
+                         f"{type(X).__name__} with shape {getattr(X, 'shape', None)}")
+    if X.dtype != np.bool_:
+        _check_bit_values(X)
+
+
+def _check_bit_values(X):
+    bad = (X != 0) & (X != 1)
+    if bad.any():
+        raise ValueError(f"X must hold bits 0 and 1 only, got {X[bad].flat[0].item()!r}")
+
+
+def _check_labels(y, shape):
+    """y as an array of `shape` holding labels 0 and 1 only, or ValueError naming what is wrong."""
+    y = np.asarray(y)
+    if y.shape != shape:
+        raise ValueError(f"y must have shape {shape} (one label per example), got {y.shape}")
+    bad = ~((y == 0) | (y == 1))
+    if bad.any():
+        raise ValueError(f"y must hold labels 0 and 1 only, got {y[bad].flat[0].item()!r}")
+    return y
+
+
+def physical_memory():
+    """Bytes of physical memory (8 GiB if the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def activation_bytes(cfg, B, path, R=1):
+    """Rough peak bytes of the activations (forward caches plus backward) of one batch."""
+    T, d, H = cfg["T"], cfg["d"], cfg["heads"]
+    item = np.dtype(cfg["dtype"]).itemsize
+    if path == "fast":
+        n = 3 * B * T + 12 * (2 * T + 1) * (d + H) + 8 * B * (d + H + max(cfg["mlp"], 1))
+    else:
+        n = 12 * B * (T + 1) * d + 4 * B * H * (T + 1)
+        if path == "full":
+            n += 4 * B * H * (T + 1) ** 2
+    return R * n * item
