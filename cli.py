@@ -5,8 +5,11 @@ them, and this file is where those promises are kept once:
   - numpy's BLAS runs on one thread unless asked otherwise (set before numpy is first imported);
   - a bad option value is one line that names the value and what is allowed, never a traceback
     (integer, number, choice, int_list; OneLineParser; one_line_errors);
-  - a file is written whole or not at all, and never over a file that is not the command's own
-    (write_json, check_writable).
+  - a file is written whole or not at all (write_json, write_text, replace_atomically), and
+    never over a file that is not the command's own kind of output (claim_output: the one check
+    of every path the project writes);
+  - Ctrl-C is one line and exit status 130, from the first line a command runs
+    (quiet_interrupts, one_line_errors).
 Standard library only, so that the thread setting can run before numpy is imported.
 """
 import argparse
@@ -14,6 +17,7 @@ import json
 import math
 import numbers
 import os
+import signal
 import sys
 
 # ---------------------------------------------------------------- threads and memory -----------
@@ -98,10 +102,11 @@ def integer(lo, hi=None):
     return parse
 
 
-def number(lo, strict=False, hi=None):
-    """Parser for a finite float option, > lo (strict) or >= lo, and <= hi when given."""
+def number(lo, strict=False, hi=None, hi_strict=False):
+    """Parser for a finite float option, > lo (strict) or >= lo, and <= hi (< hi when hi_strict)
+    when hi is given."""
     allowed = (f"a finite number {'>' if strict else '>='} {lo}"
-               + (f" and <= {hi}" if hi is not None else ""))
+               + (f" and {'<' if hi_strict else '<='} {hi}" if hi is not None else ""))
 
     def parse(v):
         if isinstance(v, str):
@@ -111,7 +116,7 @@ def number(lo, strict=False, hi=None):
                 raise BadValue(f"must be {allowed}, got {v!r}") from None
         if (not isinstance(v, numbers.Real) or isinstance(v, bool) or type(v).__name__ == "bool_"
                 or not math.isfinite(v) or v < lo or (strict and v == lo)
-                or (hi is not None and v > hi)):
+                or (hi is not None and (v > hi or (hi_strict and v == hi)))):
             raise BadValue(f"must be {allowed}, got {v!r}")
         return float(v)
     parse.allowed = allowed
@@ -152,6 +157,15 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
+    def _parse_optional(self, arg_string):
+        """A word that starts with '-' and then a digit or '.' (-1/2, -5,3, -.5) and is not an
+        option of this parser is a value, never an option: `--shard -1/2` reaches --shard's own
+        check ("needs 0 <= i < n") instead of failing as "expected one argument"."""
+        if (len(arg_string) > 1 and arg_string[0] == "-" and arg_string[1] in "0123456789."
+                and arg_string not in self._option_string_actions):
+            return None
+        return super()._parse_optional(arg_string)
+
 
 def explicit_options(ap, argv):
     """The dests the user actually typed (parsing again with every default set to a marker)."""
@@ -165,17 +179,46 @@ def explicit_options(ap, argv):
     return {k for k, v in vars(ap2.parse_args(argv)).items() if v is not marker}
 
 
+def _interrupted_while_starting(prog):
+    def handler(signum, frame):
+        print(f"\n{prog}: interrupted while starting; nothing was run", file=sys.stderr)
+        raise SystemExit(130)
+    return handler
+
+
+def quiet_interrupts(prog):
+    """Called first thing under a command's `if __name__ == "__main__"`: Ctrl-C while the command
+    is still starting (importing numpy, building its parser) is one line and exit status 130,
+    not a traceback from inside an import. one_line_errors hands Ctrl-C back to Python (as
+    KeyboardInterrupt) once main runs, where each command says what was kept."""
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not when ignored
+            signal.signal(signal.SIGINT, _interrupted_while_starting(prog))
+    except ValueError:                       # not the main thread: leave signals alone
+        pass
+
+
 def one_line_errors(prog, main, argv=None):
     """Run a command's main; a file that cannot be written or read (OSError: read-only folder,
-    full disk, ...) or memory that runs out becomes one line naming what failed, exit code 1.
-    Whatever was saved before stays saved (rows and checkpoints are written as they finish)."""
+    full disk, ...) or memory that runs out becomes one line naming what failed, exit code 1;
+    Ctrl-C that main does not handle itself is one line, exit code 130. Whatever was saved
+    before stays saved (rows and checkpoints are written as they finish)."""
+    try:
+        if signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, signal.SIG_DFL):
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:
+        pass
     try:
         return main(argv)
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        return 130
     except OSError as e:
         where = f" {e.filename}" if e.filename else ""
         print(f"{prog}: cannot access{where}: {e.strerror or e}", file=sys.stderr)
-    except MemoryError:
-        print(f"{prog}: out of memory; use smaller sizes (T, m, n_test, d, mlp) or fewer "
+    except MemoryError as e:
+        what = f" ({e})" if str(e) else ""
+        print(f"{prog}: out of memory{what}; use smaller sizes (T, m, n_test, d, mlp) or fewer "
               f"workers", file=sys.stderr)
     return 1
 
@@ -195,21 +238,49 @@ def json_safe(x):
     return x
 
 
-def write_json(path, obj):
-    """Strict JSON (NaN and inf become null, never the non-JSON NaN), written atomically: a
-    temporary file beside it, then renamed, so a reader never sees half a file."""
-    tmp = f"{path}.{os.getpid()}.tmp"                 # shards may write at the same time
+def replace_atomically(path, write):
+    """Write `path` whole or not at all: write(tmp) fills a temporary file beside it (with the
+    same extension, so a plotting library picks the format from it), which is then renamed over
+    path. Any failure (a full disk, Ctrl-C) removes the temporary and leaves path as it was; an
+    OSError names `path`, not the temporary."""
+    root, ext = os.path.splitext(path)
+    tmp = f"{root}.{os.getpid()}.tmp{ext}"             # shards may write at the same time
     try:
-        with open(tmp, "w") as f:
-            json.dump(json_safe(obj), f, indent=1, allow_nan=False)
+        write(tmp)
         os.replace(tmp, path)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror or str(e), path) from None
     finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        try:
+            if os.path.lexists(tmp):
+                os.remove(tmp)
+        except OSError:
+            pass
 
 
-def check_writable(path, what):
-    """One line if `path` cannot be written (its folder is missing or read-only), else None."""
+def write_json(path, obj):
+    """Strict JSON (NaN and inf become null, never the non-JSON NaN), written atomically
+    (replace_atomically), so a reader never sees half a file."""
+    text = json.dumps(json_safe(obj), indent=1, allow_nan=False)
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write(text)
+    replace_atomically(path, write)
+
+
+def write_text(path, text):
+    """A text file written whole or not at all (replace_atomically), so a full disk never leaves
+    an empty or half table behind."""
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write(text)
+    replace_atomically(path, write)
+
+
+def check_writable(path, what, temporaries=()):
+    """One line if `path` cannot be written (its folder is missing or read-only, it is a folder,
+    or one of the `temporaries` written beside it is a folder in the way), else None."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         return f"{what} {path}: folder {folder} does not exist"
@@ -217,7 +288,9 @@ def check_writable(path, what):
         return f"{what} {path}: folder {folder} is not writable"
     if os.path.isdir(path):
         return f"{what} {path} is a folder; give a file name"
-    for target in (path, path + ".tmp.npz") if what == "--save" else (path,):
+    if what == "--save" and not temporaries:
+        temporaries = (path + ".tmp.npz",)
+    for target in (path,) + tuple(temporaries):
         if os.path.isdir(target):       # e.g. a leftover temporary that is now a folder
             return f"{what} {path}: {target} is a folder in the way; remove it"
         existed = os.path.exists(target)
@@ -231,14 +304,126 @@ def check_writable(path, what):
     return None
 
 
-def write_text(path, text):
-    """A text file written whole or not at all (a temporary beside it, then renamed), so a full
-    disk never leaves an empty or half table behind."""
-    tmp = f"{path}.{os.getpid()}.tmp"
+# What each kind of output may replace: only a file that is already that kind of output, which
+# the project itself writes and rewrites (a newer summary, a report of the same folder redrawn).
+# Anything else at the path (a checkpoint, a CSV of runs, a README, notes, an empty file, a
+# device) is never replaced. A checkpoint is replaced only by the run that continues it: the
+# caller says which file that is (`ours`).
+TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| task | s |",
+               "INCOMPLETE:")
+SUMMARY_KEYS = {"model", "task", "T", "s", "m", "seed", "train_acc", "test_acc", "steps"}
+
+
+def _json_file(path, most=64 << 20):
+    """The JSON value in the file, or None when it is too large or not JSON."""
     try:
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        if os.path.getsize(path) > most:
+            return None
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):          # UnicodeDecodeError is a ValueError
+        return None
+
+
+def _head(path, n):
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except OSError:
+        return b""
+
+
+def _is_summary(path):
+    j = _json_file(path)
+    return isinstance(j, dict) and SUMMARY_KEYS <= set(j)
+
+
+def _is_table(path):
+    return _head(path, 64).decode("utf-8", "replace").startswith(TABLE_HEADS)
+
+
+def _is_plot(path):                  # matplotlib names itself in every PNG, PDF and SVG it writes
+    return os.path.getsize(path) <= 256 << 20 and b"matplotlib" in _head(path, 256 << 20).lower()
+
+
+def _is_critical(path):
+    j = _json_file(path)
+    return isinstance(j, list) and all(isinstance(e, dict) and "n_seeds" in e for e in j)
+
+
+def _is_limit(path):
+    j = _json_file(path)
+    return isinstance(j, dict) and {"task", "s", "rows"} <= set(j)
+
+
+def _is_limits_cache(path):
+    j = _json_file(path)
+    return isinstance(j, dict) and all(isinstance(v, dict) for v in j.values())
+
+
+OUTPUT_KINDS = {   # kind: (what a file must be to be replaced, how to tell)
+    "summary": ("a JSON summary of a run (train.py --json)", _is_summary),
+    "table": ("a table this project wrote (a markdown table)", _is_table),
+    "plot": ("a plot (an image matplotlib drew)", _is_plot),
+    "critical": ("a sweep report's critical.json", _is_critical),
+    "limit": ("a limit.json of sweep.py limit", _is_limit),
+    "limits": ("a cache of statistical limits (limits.json)", _is_limits_cache),
+    "checkpoint": ("a checkpoint of this run", None),
+}
+
+
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def claim_output(path, kind, what=None, ours=None):
+    """The one check before the project writes a file: ValueError (one line, naming `what` and
+    the path) unless `path` can be written and is free or holds this command's own kind of
+    output (OUTPUT_KINDS): a JSON summary may be replaced by a new summary, a table by a table, a
+    plot by a plot, a report's JSON by the same report's JSON; never a file of another kind or a
+    file we cannot recognise (not even an empty one), a folder or a device. `ours(path)` decides
+    instead, for a checkpoint: True (the run continues this very file), or a sentence saying
+    why not. Returns the path."""
+    if kind not in OUTPUT_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(OUTPUT_KINDS)}, got {kind!r}")
+    what = what or kind
+    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+        raise TypeError(f"{what} must be a file path (str), got {type(path).__name__}")
+    path = os.fspath(path)
+    if not path:
+        raise ValueError(f"{what} must be a file path, got an empty string")
+    description, recognise = OUTPUT_KINDS[kind]
+    if os.path.isdir(path):
+        raise ValueError(f"{what} {path} is a folder, not {description}; give a file name")
+    if os.path.lexists(path):
+        if not os.path.isfile(path):
+            raise ValueError(f"{what} {path} exists and is not a regular file; refusing to "
+                             f"replace it")
+        verdict = ours(path) if ours else recognise(path) if recognise else False
+        if isinstance(verdict, str):
+            raise ValueError(f"{what} {path} {verdict}")
+        if verdict is not True:
+            raise ValueError(f"{what} {path} exists and is not {description}; refusing to "
+                             f"overwrite it (move it away or give another path)")
+    problem = check_writable(path, what, (path + ".tmp.npz",) if kind == "checkpoint" else ())
+    if problem:
+        raise ValueError(problem)
+    return path
+
+
+def claim_outputs(claims):
+    """claim_output for each (path, kind, what[, ours]) of one command, after checking that no two
+    of them are one file (`--json x.npz --save x.npz` would write a summary over the checkpoint).
+    Claims whose path is None (an output not asked for) are skipped."""
+    claims = [c for c in claims if c[0] is not None]
+    for i, (p, _, w, *_) in enumerate(claims):
+        for q, _, v, *_ in claims[:i]:
+            if isinstance(p, (str, os.PathLike)) and isinstance(q, (str, os.PathLike)) and \
+                    _same_file(p, q):
+                raise ValueError(f"{v} and {w} are the same file {p}; give each output a path "
+                                 f"of its own")
+    for c in claims:
+        claim_output(*c)

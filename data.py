@@ -30,6 +30,7 @@ The file reads top to bottom: argument checks, the task (make_task, SparseTask),
 s-subsets, the counts per task, then the protocol built on them.
 """
 import math
+import os
 
 import numpy as np
 
@@ -57,6 +58,24 @@ def check_generator(rng):
         raise ValueError(f"rng must be a numpy Generator (np.random.default_rng(seed)), "
                          f"got {type(rng).__name__}")
     return rng
+
+
+def physical_memory():
+    """Bytes of physical memory (os.sysconf), or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_sample_size(m, T, budget=0.5):
+    """ValueError naming m and T, before anything is allocated, when drawing m samples of T bits
+    (T float64 uniforms and T uint8 bits per sample) would take more than `budget` of the
+    machine's physical memory."""
+    need, mem = 9 * m * T, physical_memory()
+    if mem and need > budget * mem:
+        raise ValueError(f"m={m} samples of T={T} bits need about {need / 2**30:.1f} GiB to draw; "
+                         f"this machine allows {budget * mem / 2**30:.1f} GiB: ask for fewer")
 
 
 def _bits_arg(name, A):
@@ -130,7 +149,9 @@ class SparseTask:
         Row i uses the generator's next T uniforms, so the first m rows of sample(m', rng) for
         m' >= m equal sample(m, rng) from the same generator state: one seed is one stream."""
         m = check_int("m", m, 1)
-        X = (check_generator(rng).random((m, self.T)) < self.p).astype(np.uint8)
+        check_generator(rng)
+        check_sample_size(m, self.T)
+        X = (rng.random((m, self.T)) < self.p).astype(np.uint8)
         return X, self._label(X)
 
     def __repr__(self):
@@ -435,6 +456,37 @@ def gf2_first_full_rank(X):
         raise ValueError(f"need X [m, T], got shape {X.shape}")
     pivot_rows = _gf2_solutions(X, np.zeros(X.shape[0], bool))[4]
     return int(pivot_rows[-1]) + 1 if len(pivot_rows) == X.shape[1] else None
+
+
+def learn_sparse_parity(X, y):
+    """The GF(2) learner: the support {j : w_j = 1} of the unique solution of X w = y, or None.
+    Parity labels are linear over GF(2) (y = X w mod 2, w the indicator of S), and the solution
+    is unique once X has full column rank T, which random bits reach at m = T + O(1)."""
+    w = gf2_solve(X, y)
+    return None if w is None else np.flatnonzero(w)
+
+
+def gf2_sample_need(T, s, rng):
+    """Samples the GF(2) learner needs on one draw of make_task('parity', T, s, rng), the training
+    stream drawn from rng after the task: -> (m0, S recovered at m0, unique already at m0 - 1)."""
+    T, s, rng = check_int("T", T, 1), check_int("s", s, 1), check_generator(rng)
+    task = make_task("parity", T, s, rng)
+    X, y = task.sample(T + 200, rng)
+    m0 = gf2_first_full_rank(X)
+    if m0 is None:
+        raise RuntimeError(f"{T + 200} samples did not reach rank T={T}")
+    found = learn_sparse_parity(X[:m0], y[:m0])
+    before = learn_sparse_parity(X[:m0 - 1], y[:m0 - 1]) if m0 > 1 else None
+    return m0, found is not None and found.tolist() == task.S.tolist(), before is not None
+
+
+def log2_binomial(T, s):
+    """log2 C(T, s): the bits needed to name the support among the C(T, s) possible ones; each
+    label carries at most one bit, so no learner identifies S from fewer labels than this."""
+    T, s = check_int("T", T, 1), check_int("s", s, 0)
+    if s > T:
+        raise ValueError(f"s must be <= T, got s={s}, T={T}")
+    return (math.lgamma(T + 1) - math.lgamma(s + 1) - math.lgamma(T - s + 1)) / math.log(2)
 
 
 # "majority" and "junta": no structure used; every s-subset is checked (C(T, s) of them, at most

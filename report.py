@@ -20,7 +20,7 @@ import numpy as np
 
 import data
 import train
-from cli import write_json, write_text
+from cli import claim_outputs, replace_atomically, write_json, write_text
 from folder import folder_rows, full_options
 from stats import (N_BOOT, critical_sizes, fit_line, log_departure, paired_ratio, scaling_fits,
                    seed_outcome, split_by_T, success_estimates)
@@ -59,17 +59,22 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None):
     median, q05, q95)}, or {} for a task whose count is not affordable at these T. No learner of
     the class can do better than this on that stream; it is the floor beside m*. cache: a JSON
     file of earlier answers (they depend on nothing else), so a report does not redo them; this
-    process also keeps every answer it has computed or read (_LIMITS)."""
+    process also keeps every answer it has computed or read (_LIMITS). A cache entry that is not
+    a limit is computed again and rewritten; a cache file that is not a cache of limits
+    (cli.claim_output) is neither read nor replaced, with a warning."""
     out, known = {}, {}
-    if cache and os.path.exists(cache):
+    if cache:
         try:
-            with open(cache) as f:
-                known = json.load(f)
-        except (OSError, ValueError):
-            known = {}
+            claim_outputs([(cache, "limits", "the cache")])
+            if os.path.exists(cache):
+                with open(cache) as f:
+                    known = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"warning: {e}; the limits are computed without it")
+            cache, known = None, {}
     for T in Ts:
         key = f"{task}|{s}|{T}|{n_seeds}"
-        hit = _LIMITS.get(key) or (known[key] if isinstance(known.get(key), dict) else None)
+        hit = _LIMITS.get(key) or _cached_limit(known.get(key), n_seeds)
         if hit:
             out[T] = known[key] = _LIMITS[key] = hit
             continue
@@ -88,6 +93,23 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None):
     if cache and len(known) > 0:
         write_json(cache, known)
     return out
+
+
+def _cached_limit(entry, n_seeds):
+    """A limits.json entry as statistical_limits returns it (null, how strict JSON writes inf,
+    read back as inf), or None when it is not one (damaged: computed again)."""
+    if not isinstance(entry, dict) or entry.get("n_seeds") != n_seeds:
+        return None
+    out = {}
+    for k in ("median", "q05", "q95"):
+        v = entry.get(k, "missing")
+        if v is None:
+            v = math.inf
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or math.isnan(v) or v < 0:
+            return None
+        out[k] = float(v)
+    out["n_seeds"] = n_seeds
+    return out if out["q05"] <= out["median"] <= out["q95"] else None
 
 
 def _limit(lim):
@@ -188,9 +210,12 @@ def _pyplot(then):
 
 
 def _save(plt, fig, path):
+    """The figure into `path`, whole or not at all (cli.replace_atomically)."""
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        replace_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120))
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -251,6 +276,10 @@ def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     return _save(plt, fig, path)
+
+FOLDER_OUTPUTS = (("table.md", "table"), ("critical.json", "critical"), ("mstar.png", "plot"),
+                  ("limits.json", "limits"))   # what folder_report writes into OUT, each its kind
+
 
 def folder_report(out, rows, grids, a, protocol, missing):
     """One folder's report: the table (printed and OUT/table.md), OUT/critical.json and, with
@@ -567,6 +596,22 @@ def limit_command(a, fail):
     ends the command with one line."""
     if a.s > min(a.Ts):
         fail(f"--s {a.s} is larger than the smallest T {min(a.Ts)}")
+    for T in a.Ts:                           # sizes, before anything is allocated
+        try:
+            data.check_sample_size(max(a.ms), T)
+        except ValueError as e:
+            fail(f"--Ts {T} with --ms {max(a.ms)}: {e}")
+    if a.out:                                # the files it writes: free, or its own kind
+        if os.path.exists(a.out) and not os.path.isdir(a.out):
+            fail(f"--out {a.out} is a file; give a folder")
+        try:
+            os.makedirs(a.out, exist_ok=True)
+            claim_outputs([(os.path.join(a.out, "table.md"), "table", "--out"),
+                           (os.path.join(a.out, "limit.json"), "limit", "--out")])
+        except OSError as e:
+            fail(f"--out {a.out}: cannot create the folder ({e.strerror})")
+        except ValueError as e:
+            fail(str(e))
     t0 = time.perf_counter()
     lines = ["| T | first m that identifies S: median [5%, 95%] | "
              + " | ".join(f"P(ambiguous), m = {m}" for m in a.ms) + " |",
@@ -585,7 +630,6 @@ def limit_command(a, fail):
     print(f"({a.seeds} streams and {a.sets} sets per T, {a.task} s={a.s}; "
           f"{time.perf_counter() - t0:.0f} s)")
     if a.out:
-        os.makedirs(a.out, exist_ok=True)
         write_text(os.path.join(a.out, "table.md"), "\n".join(lines) + "\n")
         write_json(os.path.join(a.out, "limit.json"), dict(task=a.task, s=a.s, seeds=a.seeds,
                                                            sets=a.sets, rows=out))
@@ -594,12 +638,20 @@ def limit_command(a, fail):
 
 # ---------------------------------------------------------------- the commands over folders ----
 
-def over_folders(a, fail, make):
-    """The compare and width commands' common part: every folder must exist; make() -> (table,
-    extra), its ValueError one line through fail(); the table also goes to --out."""
+def over_folders(a, fail, make, also=()):
+    """The compare, width and families commands' common part: every folder must exist, and
+    --out (a table), --plot (an image) and `also` ((path, kind, what) of other files the
+    command writes) must be free or already outputs of their kind (cli.claim_output), before
+    anything is computed; make() -> (table, extra), its ValueError one line through fail(); the
+    table also goes to --out."""
     for folder in a.folders:
         if not os.path.isdir(folder):
             fail(f"no folder {folder}")
+    try:
+        claim_outputs([(a.out, "table", "--out"), (getattr(a, "plot", None), "plot", "--plot")]
+                      + list(also))
+    except (ValueError, TypeError) as e:
+        fail(str(e))
     try:
         table, extra = make()
     except ValueError as e:
@@ -621,12 +673,13 @@ def compare_command(a, fail):
 
 def width_command(a, fail):
     """`sweep.py width DIR DIR ...`: width_table, and width_plot with --plot."""
+    cache = a.plot and os.path.join(os.path.dirname(os.path.abspath(a.plot)), "limits.json")
     table, curves = over_folders(a, fail, lambda: width_table(
-        a.folders, n_seeds=a.seeds, fit_below=a.fit_below, Ts=a.Ts))
+        a.folders, n_seeds=a.seeds, fit_below=a.fit_below, Ts=a.Ts),
+        also=[(cache, "limits", "--plot's limits cache")] if cache else [])
     if a.plot:
         Ts = sorted({T for c in curves for T in c["est"]})
-        limits = statistical_limits(curves[0]["task"], curves[0]["s"], Ts, cache=os.path.join(
-            os.path.dirname(os.path.abspath(a.plot)), "limits.json"))
+        limits = statistical_limits(curves[0]["task"], curves[0]["s"], Ts, cache=cache)
         width_plot(curves, a.plot, limits)
     return 0
 
@@ -682,6 +735,7 @@ def headline_command(a, fail):
         if not os.path.isdir(f):
             fail(f"no folder {f}")
     try:
+        claim_outputs([(a.out, "table", "--out")])
         table = headline_table([a.d64], a.d128)
     except ValueError as e:
         fail(str(e))
@@ -696,4 +750,79 @@ def headline_command(a, fail):
             print(f"saved {a.out}; pasted into {a.readme}")
             return 0
     print(f"saved {a.out}")
+    return 0
+
+
+# ---------------------------------------------------------------- other Boolean families -------
+
+def label_balance(task, s, T, n_seeds=20, n=2000):
+    """P(label = 1) measured on draws: n fresh samples from each of seeds 0..n_seeds-1's test
+    streams, the mean label and its binomial standard error. data.py chooses the bit probability
+    so that it is 1/2; this checks it on the data the runs saw."""
+    ys = []
+    for seed in range(n_seeds):
+        streams = train.seeds_for(seed)
+        t = data.make_task(task, T, s, streams.task)
+        ys.append(t.sample(n, streams.test)[1])
+    y = np.concatenate(ys).astype(float)
+    return float(y.mean()), float(y.std() / math.sqrt(y.size))
+
+
+def family_cells(folder):
+    """One folder (one task and s): per T, the success estimates, the majority m* and the
+    search's outcome per seed. -> (opts, {T: (estimates, critical_sizes entry, rows)})."""
+    meta, rows = folder_rows(folder)
+    opts = full_options(meta.get("options", {}))
+    grid = meta.get("grids", {}).get("transformer")
+    if not grid:
+        raise ValueError(f"{folder}: sweep.json has no transformer grid")
+    stats = critical_sizes(rows, {"transformer": grid}, meta.get("search", "bisect"))
+    est, _ = success_table(rows, ["transformer"])
+    by_T = split_by_T(rows)
+    return opts, grid, {T: (est[("transformer", T)], st, by_T[float(T)])
+                        for (_, T), st in stats.items()}
+
+
+def families_table(folders, log=print):
+    """One table over sweep folders of different tasks or sparsities: per (task, s, T), m50 and
+    the majority m* with 95% intervals, the share of seeds that succeed at the largest m tried
+    (where a family is not solved within the grid, this, not an extrapolated m50, is its
+    result), the statistical limit, P(label = 1) on draws, and the CPU minutes; then per family
+    the fits of m50 and m* against ln T, T and T^k where at least 3 T are determined."""
+    lines = ["| task | s | T | seeds | m50 [95% CI] | m* (majority) [95% CI] | seeds that succeed "
+             "by the largest m tried | statistical limit [5%, 95%] | P(label = 1) on draws | "
+             "CPU min |", "|---|---|---|---|---|---|---|---|---|---|"]
+    fits = []
+    for f in folders:
+        opts, grid, cells = family_cells(f)
+        task, s = opts["task"], opts["s"]
+        limits = statistical_limits(task, s, sorted(cells), cache=os.path.join(f, "limits.json"))
+        for T, (e, st, runs) in sorted(cells.items()):
+            p, se = label_balance(task, s, T)
+            solved = st["n_seeds"] - st["censored"]
+            ms = _ci(dict(m=st["m_star"], m_lo=st["m_star_lo"], m_hi=st["m_star_hi"]), "m")
+            lines.append(f"| {task} | {s} | {T} | {st['n_seeds']} | {_ci(e, 'm50')} | {ms} | "
+                         f"{solved} of {st['n_seeds']} (m <= {grid[-1]}) | "
+                         f"{_limit(limits.get(T)) or 'not affordable'} | {p:.3f} +- {se:.3f} | "
+                         f"{_cpu_minutes(runs):.1f} |")
+        for what, key in (("m50", "m50"), ("m*", "m_star")):
+            pts = [(T, c[0] if key == "m50" else c[1]) for T, c in sorted(cells.items())]
+            pts = [(T, x) for T, x in pts if 0 < x[key] < np.inf]
+            if len(pts) >= 3:
+                boot = "m50_boot" if key == "m50" else "m_star_boot"
+                fit = scaling_fits(np.array([T for T, _ in pts]), np.array([x[key] for _, x in pts]),
+                                   np.array([x[boot] for _, x in pts]))
+                fits.append(_fits_line(f"{task} s = {s}: ", what, fit)
+                            + f" over T in {pts[0][0]}..{pts[-1][0]}")
+            else:
+                fits.append(f"{task} s = {s}: {what} determined at {len(pts)} T only "
+                            f"({', '.join(str(T) for T, _ in pts) or 'none'}): no fit")
+    for line in lines + [""] + fits:
+        log(line)
+    return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n", None
+
+
+def families_command(a, fail):
+    """`sweep.py families DIR DIR ...`: families_table into --out."""
+    over_folders(a, fail, lambda: families_table(a.folders))
     return 0

@@ -192,17 +192,12 @@ def median_steps(rows, n_boot=2000, seed=0):
 
 
 def gf2_samples(task, s, T, n_seeds=20):
-    """Median over seeds' streams of the samples the GF(2) learner needs (parity only: the first
-    m at which the bits reach rank T, so that X v = y has one solution)."""
+    """Median over n_seeds draws of the samples the GF(2) learner needs (data.gf2_sample_need);
+    None for a task that is not parity."""
     if task != "parity":
         return None
-    need = []
-    for seed in range(n_seeds):
-        streams = train.seeds_for(seed)
-        t = data.make_task(task, T, s, streams.task)
-        X, _ = t.sample(T + 400, streams.train)
-        need.append(data.gf2_first_full_rank(X) or np.inf)
-    return float(np.median(need))
+    return float(np.median([data.gf2_sample_need(T, s, np.random.default_rng(seed))[0]
+                            for seed in range(n_seeds)]))
 
 
 def steps_report(out, meta):

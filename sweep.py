@@ -5,6 +5,7 @@
     python sweep.py --help                 every option, and the other commands:
     python sweep.py compare DIR DIR ...    one table over sweeps of different protocols
     python sweep.py width DIR DIR ...      widths side by side, and where each leaves its log T law
+    python sweep.py families DIR DIR ...   other tasks and sparsities side by side
     python sweep.py limit                  the statistical limit per T, no training
     python sweep.py headline               the front page's table, from the committed folders
     python sweep.py bench                  time per training step, GFLOP/s beside numpy's matmul
@@ -17,20 +18,23 @@ loses nothing and resumes where it stopped; the tables and plots come from repor
 The file reads top to bottom: the presets and named protocols, the command line, a sweep's steps
 (options, its folder, its searches on a pool of worker processes), the bench.
 """
+import sys
+
+import cli                      # standard library only: Ctrl-C from the first line
+
+if __name__ == "__main__":
+    cli.quiet_interrupts("sweep.py")    # Ctrl-C while starting: one line, exit 130
+    cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
+
 import multiprocessing as mp
 import os
 import re
 import signal
-import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-import cli
 from cli import OneLineParser, int_list, integer, number
-
-if __name__ == "__main__":
-    cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
 
 import numpy as np
 
@@ -96,7 +100,7 @@ def shard_spec(text):
     return i, n
 
 
-COMMANDS = ("compare", "width", "limit", "headline", "bench")
+COMMANDS = ("compare", "width", "families", "limit", "headline", "bench")
 
 
 def sweep_parser(commands=True):
@@ -152,6 +156,7 @@ def sweep_parser(commands=True):
                             metavar="{" + ",".join(COMMANDS) + "}")
     add_compare_command(sub)
     add_width_command(sub)
+    add_families_command(sub)
     add_limit_command(sub)
     add_headline_command(sub)
     add_bench_command(sub)
@@ -188,6 +193,18 @@ def add_width_command(sub):
     c.add_argument("--out", help="also write the table to this markdown file")
     c.add_argument("--plot", help="also draw the curves into this image (needs matplotlib)")
     c.set_defaults(run=report.width_command, parser=c)
+
+
+def add_families_command(sub):
+    c = sub.add_parser("families", help="other tasks and sparsities side by side",
+                       description=(
+        "Sweep folders of different tasks or sparsities s (results/families/*): per task, s "
+        "and T, m50 and majority m* with 95%% intervals, the seeds that succeed by the largest m "
+        "tried, the statistical limit, P(label = 1) on draws, CPU time; the fits against ln T, "
+        "T and T^k per family where at least 3 T are determined."))
+    c.add_argument("folders", nargs="+", help="sweep output folders, one task and s each")
+    c.add_argument("--out", help="also write the table to this markdown file")
+    c.set_defaults(run=report.families_command, parser=c)
 
 
 def add_limit_command(sub):
@@ -248,10 +265,11 @@ def main_sweep(ap, a, argv):
         if not os.path.isdir(out):
             ap.error(f"--report: no folder {out}")
         try:
-            found = folder.folder_runs(out)
+            meta_old = folder.read_meta(out)
+            found = folder.folder_runs(out, meta_old.get("bar"),        # read again below:
+                                       warn=lambda line: None)            # warned once, there
         except ValueError as e:
             ap.error(str(e))
-        meta_old = folder.read_meta(out)
         take_folder_options(ap, a, argv, meta_old, found)
     Ts, n_seeds = sweep_options(ap, a, argv)
     grids = sweep_grids(ap, a, argv, Ts, meta_old.get("grids") if a.report else None)
@@ -267,7 +285,13 @@ def main_sweep(ap, a, argv):
     except ValueError as e:
         ap.error(str(e))
     try:
-        meta, accepted = folder_meta(ap, a, out, base, grids, Ts, n_seeds)
+        try:                 # the report's files: free, or this report's own (cli.claim_output)
+            cli.claim_outputs([(os.path.join(out, name), kind, "--out")
+                               for name, kind in report.FOLDER_OUTPUTS])
+        except ValueError as e:
+            ap.error(str(e))
+        meta, accepted = folder_meta(ap, a, out, base, grids, Ts, n_seeds,
+                                     meta_old if a.report else None)
         return run_and_report(ap, a, out, meta, accepted, base, Ts, n_seeds)
     finally:
         if lock:
@@ -331,29 +355,33 @@ def sweep_grids(ap, a, argv, Ts, grids_of_folder=None):
         try:
             train.check_run_memory(dict(train.DEFAULTS, model=model, T=max(Ts),
                                         m=grids[model][-1], n_test=a.n_test, dtype=a.dtype, d=a.d,
-                                        heads=a.heads, mlp=a.mlp), flag=train.cli_flag)
+                                        heads=a.heads, mlp=a.mlp, val=a.val),
+                                   flag=train.cli_flag)
         except ValueError as e:
             ap.error(str(e))
     return grids
 
 
-def folder_meta(ap, a, out, base, grids, Ts, n_seeds):
+def folder_meta(ap, a, out, base, grids, Ts, n_seeds, old=None):
     """This sweep's sweep.json, merged with the folder's (which must describe the same
-    experiment: options, bar, search and grids), and written unless this is a report of a folder
-    that has one. -> (meta, the fingerprints whose rows belong to this sweep)."""
+    experiment: options, bar, search and grids), and written by a sweep, never by a report: a
+    report writes no fingerprint it did not run (a folder without sweep.json is reported with
+    the options given, checked against the rows' own fingerprints). old: the folder's
+    sweep.json when the caller has read it already (folder.read_meta: every field checked).
+    -> (meta, the fingerprints whose rows belong to this sweep)."""
     meta_path = os.path.join(out, "sweep.json")
     meta = dict(options=base, bar=a.bar, search=a.search, grids=grids, protocol=a.protocol,
                 machines=[folder.machine()])
     meta["sweep_id"] = folder.sweep_fingerprint(meta)
     meta["plan"] = dict(models=a.models, Ts=Ts, seeds=n_seeds)
     accepted = {meta["sweep_id"]}
-    if os.path.exists(meta_path):
+    if os.path.lexists(meta_path):
         try:
-            old = folder.read_meta(out)
-            old_grids = dict(old["grids"])
-            old["options"] = folder.full_options(old["options"])
-        except (ValueError, KeyError, TypeError, AttributeError):
-            ap.error(f"{meta_path} is not a sweep description (damaged?); use another --out")
+            old = dict(old or folder.read_meta(out))
+        except ValueError as e:
+            ap.error(str(e))
+        old_grids = dict(old.get("grids", {}))
+        old["options"] = folder.full_options(old["options"])
         for key in ("options", "bar", "search"):
             if old.get(key) != meta[key]:
                 ap.error(f"{out} holds a sweep with other {key} ({old.get(key)}); "
@@ -365,7 +393,7 @@ def folder_meta(ap, a, out, base, grids, Ts, n_seeds):
         meta["grids"] = dict(old_grids, **grids)
         if old.get("sweep_id"):            # same options (checked above), older fingerprint
             accepted.add(old["sweep_id"])
-        was = old.get("plan", {}) if isinstance(old.get("plan"), dict) else {}
+        was = old.get("plan", {})
         meta["plan"] = dict(models=sorted(set(a.models) | set(was.get("models", []))),
                             Ts=sorted(set(Ts) | set(was.get("Ts", []))),
                             seeds=max(n_seeds, was.get("seeds", 0)))
@@ -373,7 +401,7 @@ def folder_meta(ap, a, out, base, grids, Ts, n_seeds):
                                                       if m not in old.get("machines", [])]
         if "protocol" in old and old["protocol"] != a.protocol and a.report:
             meta["protocol"] = old["protocol"]      # same options, the name it was run under
-    if not (a.report and os.path.exists(meta_path)):
+    if not a.report:
         cli.write_json(meta_path, meta)
     return meta, accepted
 
@@ -383,9 +411,8 @@ def run_and_report(ap, a, out, meta, accepted, base, Ts, n_seeds):
     i, n = a.shard
     csv_path = os.path.join(out, "runs.csv" if n == 1 else f"runs-shard-{i}-of-{n}.csv")
 
-    def load_done():
-        rows = folder.folder_runs(out)
-        folder.check_one_sweep(rows, accepted, out)
+    def load_done():         # every row checked (folder.check_rows) before it is resumed or used
+        rows = folder.folder_runs(out, a.bar, accepted)
         return {(r["model"], int(r["T"]), int(r["seed"]), int(r["m"])): r for r in rows}
     try:
         done = load_done()
@@ -408,7 +435,13 @@ def run_and_report(ap, a, out, meta, accepted, base, Ts, n_seeds):
         print(f"warning: {len(missing)} of {len(a.models) * len(Ts) * n_seeds} searches are "
               f"missing or unfinished in {out} ({shown}{', ...' if len(missing) > 6 else ''}): "
               f"a missing shard or an interrupted run; the table below uses what is there")
-    report.folder_report(out, rows, meta["grids"], a, meta["protocol"], missing)
+    try:
+        report.folder_report(out, rows, meta["grids"], a, meta["protocol"], missing)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted during the report; every finished run is saved in {out}, and "
+              f"`python sweep.py --out {out} --report` makes the report again",
+              file=sys.stderr)
+        return 130
     return 0
 
 
@@ -434,6 +467,13 @@ def _watch_parent(parent):
             time.sleep(1.0)
         os._exit(1)
     threading.Thread(target=watch, daemon=True).start()
+    _ignore_ctrl_c()
+
+
+def _ignore_ctrl_c():
+    """Worker start-up: Ctrl-C in a terminal reaches every process of the group; the parent
+    handles it (saves, reports, stops its workers), so a worker must not print a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _sweep_worker(runs):
@@ -513,10 +553,13 @@ class RowWriter:
         self.fh, self.writer, _ = folder.open_csv(path)
 
     def write(self, row):
-        self._still_ours()
-        self.writer.writerow(row)
-        self.fh.flush()
-        os.fsync(self.fh.fileno())
+        try:
+            self._still_ours()
+            self.writer.writerow(row)
+            self.fh.flush()
+            os.fsync(self.fh.fileno())
+        except OSError as e:                # a full disk: one line that names the file
+            raise OSError(e.errno, e.strerror or str(e), self.path) from None
         self.rows.append(row)
 
     def _still_ours(self):
@@ -762,12 +805,20 @@ def sweep_throughput(T, R, steps, full_steps, workers, repeats=3, d=64):
     (m = 100): timed on `steps` steps and scaled (setup and evaluation included once); the median
     of `repeats` timings, since a shared machine's speed wanders by 20% from one to the next."""
     walls = []
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
+    ex = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"),
+                             initializer=_ignore_ctrl_c)   # Ctrl-C: the parent stops them
+    try:
         list(ex.map(_throughput_worker, [(T, R, 2, 0, d)] * workers))      # start-up and warm-up
         for _ in range(repeats):
             t = time.perf_counter()
             list(ex.map(_throughput_worker, [(T, R, steps, 10 * i, d) for i in range(workers)]))
             walls.append(time.perf_counter() - t)
+    except BaseException:               # Ctrl-C, SIGTERM: stop the workers, not wait for them
+        for proc in list(getattr(ex, "_processes", {}).values()):
+            proc.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    ex.shutdown()
     return 60 * workers * R / (float(np.median(walls)) * full_steps / steps)
 
 

@@ -5,8 +5,10 @@ random upstream gradient dout, inputs off-centre, LayerNorm gain != 1 and shift 
 parameters moved well away from their initial values.
 """
 import itertools
+import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -368,6 +370,224 @@ def test_config_errors():
         attn.model_forward(p, cfg, np.zeros((2, 5), np.uint8), path="fastest")
 
 
+def _refused_in_one_line(msg, *calls, kind=ValueError):
+    """Each call raises `kind` matching msg, in one line (issue 23: never numpy's traceback)."""
+    for f in calls:
+        with pytest.raises(kind, match=msg) as e:
+            f()
+        assert "\n" not in str(e.value), str(e.value)
+
+
+def _api_case():
+    cfg = attn.default_config(T=4, d=4, heads=1, mlp=3)
+    p = attn.init_params(cfg, np.random.default_rng(0))
+    X = np.array([[0, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 1]], np.uint8)
+    return cfg, p, X, np.array([0, 1, 1])
+
+
+def test_api_takes_numpy_arrays_and_generators_only():
+    """Issue 23: X as a list (or a tuple, a scalar) is refused by name everywhere, never read by
+    numpy deep inside; rng must be a numpy Generator (5, a seed string, None where required)."""
+    cfg, p, X, y = _api_case()
+    pb = attn.baseline_init(4, 3, np.random.default_rng(0))
+    for bad in (X.tolist(), tuple(map(tuple, X)), 7, None):
+        _refused_in_one_line(r"X must be a numpy array \[batch",
+                             lambda: attn.model_forward(p, cfg, bad),
+                             lambda: attn.loss_and_grads(p, cfg, bad, y),
+                             lambda: attn.loss_and_grads(p, cfg, bad, y, "cls"),
+                             lambda: attn.cls_attention(p, cfg, bad),
+                             lambda: attn.cls_attention_mean(p, cfg, bad),
+                             lambda: attn.baseline_forward(pb, bad),
+                             lambda: attn.two_versions(bad, np.float32), kind=TypeError)
+    for bad in (X.astype(complex), X.astype(str), X.astype(object)):
+        _refused_in_one_line(r"X must be a numpy array .* of bits \(dtype bool, integer or float\), got an",
+                             lambda: attn.model_forward(p, cfg, bad, "cls"),
+                             lambda: attn.loss_and_grads(p, cfg, bad, y),
+                             lambda: attn.baseline_forward(pb, bad))
+    _refused_in_one_line(r"X must be a numpy array \[batch, T\] of bits .*, got an array of shape "
+                         r"\(1, 3, 4\)", lambda: attn.cls_attention_mean(p, cfg, X[None]),
+                         lambda: attn.cls_attention(p, cfg, X[None]))
+    _refused_in_one_line("X must hold bits 0 and 1 only, got 2",
+                         lambda: attn.two_versions(X * 2, np.float32))
+    cfg_d = attn.default_config(**dict(cfg, dropout=0.2))
+    for bad in (5, "seed", np.random.RandomState(0), [1, 2]):
+        _refused_in_one_line(r"rng must be a numpy Generator such as np\.random\.default_rng",
+                             lambda: attn.init_params(cfg, bad),
+                             lambda: attn.baseline_init(4, 3, bad),
+                             lambda: attn.loss_and_grads(p, cfg_d, X, y, "cls", rng=bad),
+                             lambda: attn.model_forward(p, cfg_d, X, "cls", rng=bad),
+                             lambda: attn.model_forward(p, cfg, X, rng=bad),
+                             lambda: attn.dropout_forward(np.ones(3), 0.5, bad), kind=TypeError)
+    _refused_in_one_line(r"rng must be a numpy Generator .*, got None",
+                         lambda: attn.init_params(cfg, None),
+                         lambda: attn.baseline_init(4, 3, None))
+    for bad in (1.0, -0.1, float("nan"), "0.1"):
+        _refused_in_one_line(r"dropout p must be a probability in \[0, 1\)",
+                             lambda: attn.dropout_forward(np.ones(3), bad, None),
+                             lambda: attn.dropout_forward(np.ones(3), bad, np.random.default_rng()))
+    for bad in ([1], None, "params"):
+        _refused_in_one_line("params must be a dict of arrays from init_params",
+                             lambda: attn.model_forward(bad, cfg, X), kind=TypeError)
+    _refused_in_one_line("path must be one of",
+                         lambda: attn.loss_and_grads(p, cfg, X, y, ["fast"]),
+                         lambda: attn.model_forward(p, cfg, X, np.array(["fast", "cls"])))
+
+
+def test_hand_made_config_names_missing_and_unknown_keys():
+    """Issue 23: a cfg dict built by hand without a key (pos_init and dropout came later) or with a
+    key the model does not know is refused by every entry point, naming the keys and
+    default_config; values of the wrong type are named, never hashed or compared as arrays."""
+    cfg, p, X, y = _api_case()
+    for drop in (["pos_init"], ["dropout"], ["dropout", "pos_init"], ["T"]):
+        bad = {k: v for k, v in cfg.items() if k not in drop}
+        keys = str(drop).replace("[", r"\[").replace("]", r"\]")
+        _refused_in_one_line(rf"cfg is missing key\(s\) {keys}: build it with default_config",
+                             lambda: attn.check_config(bad),
+                             lambda: attn.init_params(bad, np.random.default_rng(0)),
+                             lambda: attn.model_forward(p, bad, X),
+                             lambda: attn.model_forward(p, bad, X, "full"),
+                             lambda: attn.loss_and_grads(p, bad, X, y),
+                             lambda: attn.cls_attention(p, bad, X),
+                             lambda: attn.cls_attention_mean(p, bad, X))
+    for extra in (dict(depth=2), dict(layers=1, T2=3), {3: 1}):
+        bad = {**cfg, **extra}
+        _refused_in_one_line(r"unknown config key\(s\) .* in cfg; allowed: .*default_config",
+                             lambda: attn.check_config(bad), lambda: attn.model_forward(p, bad, X),
+                             lambda: attn.init_params(bad, np.random.default_rng(0)),
+                             lambda: attn.loss_and_grads(p, bad, X, y))
+    for bad in (None, [("T", 4)], "cfg"):
+        _refused_in_one_line("cfg must be a dict from default_config",
+                             lambda: attn.check_config(bad),
+                             lambda: attn.init_params(bad, np.random.default_rng(0)),
+                             lambda: attn.model_forward(p, bad, X), kind=TypeError)
+    for key, value, msg in [("act", ["gelu"], "act must be one of"),
+                            ("pos_init", np.array(["zero", "normal"]), "pos_init must be one of"),
+                            ("pos_init", None, "pos_init must be one of"),
+                            ("mlp", 3.0, "mlp must be an integer >= 0"),
+                            ("dropout", float("nan"), "dropout must be a probability")]:
+        _refused_in_one_line(msg, lambda: attn.check_config(dict(cfg, **{key: value})),
+                             lambda: attn.model_forward(p, dict(cfg, **{key: value}), X))
+    assert attn.check_config(dict(cfg)) == cfg            # a complete hand-made cfg is fine
+
+
+def test_loss_refuses_bad_weights_labels_and_logits():
+    """Issue 23: NaN weights gave a NaN loss, negative ones a wrong loss, a weight vector of the
+    wrong shape numpy's broadcast error; labels other than 0/1 went into logistic_forward
+    silently. All are refused by name, by loss_and_grads and logistic_forward alike, on one run
+    and on a stack."""
+    cfg, p, X, y = _api_case()
+    z = np.zeros(3)
+    for bad in (np.array([0.3, np.nan, 0.3]), np.array([0.5, -0.5, 0.5]),
+                np.array([np.inf, 0.0, 0.0]), np.array([1, -1, 1])):
+        _refused_in_one_line(r"weights must be finite and >= 0, got (nan|-0\.5|inf|-1)",
+                             lambda: attn.loss_and_grads(p, cfg, X, y, weights=bad),
+                             lambda: attn.loss_and_grads(p, cfg, X, y, "cls", weights=bad),
+                             lambda: attn.logistic_forward(z, y, bad))
+    for bad in (np.ones(2), np.ones((1, 3)), np.ones(()), np.ones((3, 1))):
+        _refused_in_one_line(r"weights must be .* of shape \(3,\) \(one weight per example\)",
+                             lambda: attn.loss_and_grads(p, cfg, X, y, weights=bad),
+                             lambda: attn.logistic_forward(z, y, bad))
+    for bad in ([1 / 3] * 3, 0.5, np.array(["1", "1", "1"])):
+        _refused_in_one_line(r"weights must be None or a numpy array of shape \(3,\)",
+                             lambda: attn.loss_and_grads(p, cfg, X, y, weights=bad),
+                             lambda: attn.logistic_forward(z, y, bad), kind=TypeError)
+    P = {k: np.stack([v, v]) for k, v in p.items()}
+    w = np.full((2, 3), 1 / 3)
+    w[1, 2] = np.nan
+    _refused_in_one_line("weights must be finite and >= 0, got nan",
+                         lambda: attn.loss_and_grads(P, cfg, np.stack([X, X]), np.stack([y, y]),
+                                                     weights=w))
+    for bad in (np.array([0, 2, 1]), np.array([0.5, 1, 0]), np.array([np.nan, 0, 1]),
+                np.array([-1, 0, 1])):
+        _refused_in_one_line("y must hold labels 0 and 1 only",
+                             lambda: attn.loss_and_grads(p, cfg, X, bad),
+                             lambda: attn.logistic_forward(z, bad))
+    for bad in (np.array([0, 1]), np.array([[0, 1, 1]]), np.array(1)):
+        _refused_in_one_line(r"y must be a numpy array of shape \(3,\) \(one label per example\)",
+                             lambda: attn.loss_and_grads(p, cfg, X, bad),
+                             lambda: attn.logistic_forward(z, bad))
+    for bad in ([0, 1, 1], (0, 1, 1), np.array(["0", "1", "1"])):
+        _refused_in_one_line(r"y must (be a numpy array of shape \(3,\)|hold labels 0 and 1 \()",
+                             lambda: attn.loss_and_grads(p, cfg, X, bad),
+                             lambda: attn.logistic_forward(z, bad), kind=TypeError)
+    for bad in ([0.0, 1.0, 2.0], np.zeros(0), np.zeros(3, int), np.float64(1.0)):
+        _refused_in_one_line(r"z must be a numpy array \[\.\.\., batch >= 1\] of float logits",
+                             lambda: attn.logistic_forward(bad, np.zeros(np.shape(bad))))
+    loss, *_ = attn.loss_and_grads(p, cfg, X, y.astype(bool), weights=np.array([1, 0, 2]))
+    assert np.isfinite(loss)                           # bool labels and integer weights still run
+
+
+def test_baseline_refuses_unusable_hidden_sizes_dtypes_and_arguments():
+    """Issue 23: baseline_init with 0 hidden units or an integer dtype returned parameters that
+    no step could use; now every argument is named, and the forward and backward check theirs."""
+    rng = np.random.default_rng(0)
+    for bad in (0, -3):
+        _refused_in_one_line(f"hidden must be an integer >= 1, got {bad}",
+                             lambda: attn.baseline_init(4, bad, rng))
+    for bad in (2.5, "4", True, None):
+        _refused_in_one_line("hidden must be an integer >= 1",
+                             lambda: attn.baseline_init(4, bad, rng), kind=TypeError)
+    for bad in (0, -1, 4.0):
+        _refused_in_one_line("T must be an integer >= 1", lambda: attn.baseline_init(bad, 3, rng))
+    for bad in ("int32", np.int64, "float16", None, "bogus", "complex128"):
+        _refused_in_one_line("dtype must be 'float32' or 'float64'",
+                             lambda: attn.baseline_init(4, 3, rng, bad))
+    for bad in (-0.1, float("nan"), float("inf"), "0.02", None):
+        _refused_in_one_line(r"std must be a finite number >= 0",
+                             lambda: attn.baseline_init(4, 3, rng, std=bad),
+                             lambda: attn.init_params(attn.default_config(T=4, d=4, heads=1),
+                                                      rng, std=bad))
+    _refused_in_one_line("GiB for its parameters", lambda: attn.baseline_init(10**6, 10**6, rng),
+                         lambda: attn.init_params(attn.default_config(T=10**10), rng))
+    a = attn.baseline_init(4, 3, np.random.default_rng(1), np.float64)    # a numpy type, as before
+    b = attn.baseline_init(4, 3, np.random.default_rng(1), "float64")
+    assert all(np.array_equal(a[k], b[k]) and a[k].dtype == np.float64 for k in a)
+    X = np.array([[0, 1, 0, 1], [1, 1, 0, 0]], np.uint8)
+    z, cache = attn.baseline_forward(a, X)
+    _refused_in_one_line("act must be one of", lambda: attn.baseline_forward(a, X, act="tanh"),
+                         lambda: attn.baseline_forward(a, X, act=["relu"]))
+    _refused_in_one_line(r"param W_1 must be .* of float32 or float64, got .* dtype int64",
+                         lambda: attn.baseline_forward({k: v.astype(np.int64)
+                                                        for k, v in a.items()}, X))
+    _refused_in_one_line(r"param b_2 must be .* in W_1's dtype float64, got .* dtype float32",
+                         lambda: attn.baseline_forward(dict(a, b_2=a["b_2"].astype(np.float32)), X))
+    _refused_in_one_line(r"params must have exactly the keys \['W_1', 'b_1', 'W_2', 'b_2'\]",
+                         lambda: attn.baseline_forward({k: a[k] for k in a if k != "b_2"}, X),
+                         lambda: attn.baseline_forward(dict(a, W_3=a["W_2"]), X))
+    _refused_in_one_line(r"param W_2 must be a numpy array of shape \(3, 1\)",
+                         lambda: attn.baseline_forward(dict(a, W_2=a["W_2"][:2]), X))
+    _refused_in_one_line(r"dz must be a numpy array of numbers in the logits' shape \(2,\)",
+                         lambda: attn.baseline_backward(np.ones(3), cache),
+                         lambda: attn.baseline_backward(np.ones((2, 1)), cache),
+                         lambda: attn.baseline_backward([1.0, 1.0], cache))
+
+
+def test_backward_and_kept_versions_name_mismatched_shapes():
+    """Issue 23: a dz of the wrong shape reached numpy's matmul ('core dimension') or broadcast
+    silently; kept versions given as a list, or in the other dtype (a silent upcast), were not
+    named either."""
+    cfg, p, X, y = _api_case()
+    for path in attn.PATHS:
+        z, cache = attn.model_forward(p, cfg, X, path)
+        for bad in (np.ones(2), np.ones((3, 1)), np.ones(()), [1.0, 1.0, 1.0]):
+            _refused_in_one_line(r"dz must be a numpy array of numbers in the logits' shape "
+                                 r"\(3,\)", lambda: attn.model_backward(bad, p, cfg, cache))
+        _refused_in_one_line("cache must be the cache that model_forward returned",
+                             lambda: attn.model_backward(np.ones(3), p, cfg, {}),
+                             lambda: attn.model_backward(np.ones(3), p, cfg, z))
+    Xf = X.astype(np.float32)
+    for bad in (attn.two_versions(Xf, np.float32).tolist(), 1.0):
+        _refused_in_one_line(r"versions must be None or two_versions\(X, dtype\)",
+                             lambda: attn.loss_and_grads(p, cfg, Xf, y, versions=bad),
+                             kind=TypeError)
+    _refused_in_one_line(r"versions must be .* in the model's dtype float32, got .* dtype float64",
+                         lambda: attn.loss_and_grads(p, cfg, Xf, y,
+                                                     versions=attn.two_versions(Xf, np.float64)))
+    for bad in (np.int32, "float16", None):
+        _refused_in_one_line("dtype must be 'float32' or 'float64'",
+                             lambda: attn.two_versions(Xf, bad))
+
+
 # ===============================================================================================
 # data.py
 
@@ -436,6 +656,27 @@ def test_data_errors():
             task.sample(m, rng)
     with pytest.raises(ValueError, match="Generator"):
         task.sample(5, 123)
+
+
+@pytest.mark.skipif(data.physical_memory() is None, reason="the system does not say its memory")
+def test_sample_sizes_are_checked_before_anything_is_allocated():
+    """Issue 23, family 5: a size that cannot fit is a ValueError naming m and T, not a
+    MemoryError from inside numpy (and never a machine that swaps first)."""
+    rng = np.random.default_rng(0)
+    task = data.make_task("and", 12, 3, rng)
+    for m in (10**13, 10**11):
+        with pytest.raises(ValueError, match=f"m={m} samples of T=12 bits need about"):
+            task.sample(m, rng)
+    wide = data.make_task("parity", 10**6, 3, rng)
+    with pytest.raises(ValueError, match="m=1000000 samples of T=1000000 bits"):
+        wide.sample(10**6, rng)
+    with pytest.raises(ValueError, match="samples of T=12 bits need about"):
+        data.ambiguity_probability(task, 10**12, rng, 3)
+    with pytest.raises(ValueError, match="samples of T=12 bits need about"):
+        data.sample_unambiguous(task, 10**12, rng)
+    with pytest.raises(ValueError, match="rng must be a numpy Generator"):
+        task.sample(10**13, 5)
+    assert task.sample(3, rng)[0].shape == (3, 12)
 
 
 # the paper's data protocol (compatible hypotheses, rejection, the statistical limit)
@@ -788,7 +1029,7 @@ def test_cli_checkpoint_errors_leave_files_alone(tmp_path, capsys):
     notes.write_text("precious")
     for argv, msg in [(["--resume", str(tmp_path / "trunc.npz")], "not a readable checkpoint"),
                       (["--resume", path, "--T", "13"], "another configuration: --T 13"),
-                      (["--resume", path, "--steps", "5"], "already at step 5"),
+                      (["--resume", path, "--steps", "4"], "already at step 5"),
                       (["--resume", str(notes)], "not a readable checkpoint"),
                       (base + ["--save", str(notes)], "refusing to overwrite")]:
         code, out, err = run_cli(capsys, *argv)
@@ -922,6 +1163,231 @@ def test_resume_refuses_another_configuration(tmp_path):
     ck = train.load_checkpoint(path)
     with pytest.raises(ValueError, match="another configuration: seed=2"):
         train.train_run(dict(SMALL, seed=3, steps=40), resume=ck)
+
+
+# issue 23: the last mile of trust (each test tries several variants of one fault family)
+
+def test_no_output_replaces_a_file_that_is_not_its_own(tmp_path, capsys):
+    """Family 1: every path the project writes passes one check (cli.claim_output): free, or
+    already this command's own kind of output. A checkpoint is never replaced by a --json, nor
+    another run's checkpoint by train_run(save=...)."""
+    ck = str(tmp_path / "x.npz")
+    code, out, err = run_cli(capsys, *TINY, "--save", ck, "--json", ck)
+    assert code == 2 and "same file" in err and len(err.strip().splitlines()) == 1
+    assert not os.path.exists(ck)
+    assert run_cli(capsys, *TINY, "--save", ck)[0] == 0
+    good = open(ck, "rb").read()
+    notes, other, empty, fifo = (tmp_path / n for n in ("notes.txt", "o.json", "e.json", "fifo"))
+    notes.write_text("precious")
+    other.write_text('{"a": 1}')
+    empty.write_text("")
+    os.mkfifo(fifo)
+    for target, msg in [(ck, "not a JSON summary"), (notes, "not a JSON summary"),
+                        (other, "not a JSON summary"), (empty, "not a JSON summary"),
+                        (fifo, "not a regular file"), (tmp_path, "is a folder")]:
+        code, out, err = run_cli(capsys, *TINY, "--json", str(target))
+        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (target, err)
+        assert "Traceback" not in err and not out
+    assert open(ck, "rb").read() == good and train.load_checkpoint(ck)["step"] == 5
+    assert (notes.read_text(), other.read_text(), empty.read_text()) == ("precious", '{"a": 1}', "")
+    summary = tmp_path / "r.json"                    # a summary is replaced by a new summary
+    assert run_cli(capsys, *TINY, "--json", str(summary))[0] == 0
+    assert run_cli(capsys, *TINY, "--seed", "1", "--json", str(summary))[0] == 0
+    assert json.loads(summary.read_text())["seed"] == 1
+    for target, msg in [(ck, "already holds a checkpoint at step 5"),    # Python: the same rule
+                        (str(notes), "not a checkpoint of this run"),
+                        (str(summary), "not a checkpoint of this run"), (str(tmp_path), "folder")]:
+        with pytest.raises(ValueError, match=msg):
+            train.train_run(SMALL, save=target)
+    with pytest.raises(TypeError, match="save must be a file path"):
+        train.train_run(SMALL, save=5)
+    assert open(ck, "rb").read() == good and notes.read_text() == "precious"
+    mine = str(tmp_path / "mine.npz")                # its own checkpoint: continued, so replaced
+    with pytest.raises(train.Interrupted):
+        train.train_run(SMALL, save=mine, stop_after=7)
+    train.train_run(SMALL, save=mine, resume=train.load_checkpoint(mine))
+    assert train.load_checkpoint(mine)["step"] == SMALL["steps"]
+    table, readme, photo = tmp_path / "t.md", tmp_path / "README.md", tmp_path / "photo.png"
+    table.write_text("| model | T | m50 |\n")
+    readme.write_text("# my notes\n")
+    photo.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    assert cli.claim_output(str(table), "table") == str(table)
+    for path, kind, msg in [(readme, "table", "not a table"), (photo, "plot", "not a plot"),
+                            (summary, "critical", "not a sweep report's critical.json"),
+                            (readme, "limits", "not a cache of statistical limits")]:
+        with pytest.raises(ValueError, match=msg):
+            cli.claim_output(str(path), kind, "--out")
+
+
+def test_crafted_checkpoints_are_one_line_naming_the_file_and_the_field(tmp_path, capsys):
+    """Family 4: one reader (train.load_checkpoint, check_checkpoint) checks every field; a
+    checkpoint's options never override what the user typed."""
+    path = str(tmp_path / "ck.npz")
+    assert run_cli(capsys, *TINY, "--save", path)[0] == 0
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    opts, state = json.loads(str(arrays["options"])), json.loads(str(arrays["rng_order"]))
+    W, v = arrays["param/W_Q"], arrays["adam_v/b"]
+    variants = [("step", None, "'step' is missing"), ("options", None, "'options' is missing"),
+                ("rng_order", None, "'rng_order' is missing"),
+                ("adam_t", None, "'adam_t' is missing"),
+                ("param/W_Q", None, "'param/W_Q' is missing"),
+                ("adam_m/E_pos", None, "'adam_m/E_pos' is missing"),
+                ("step", np.array([5, 5]), "'step' must be a single integer"),
+                ("step", np.array(5.0), "'step' must be a single integer"),
+                ("step", np.array("5"), "'step' must be a single integer"),
+                ("step", np.array(True), "'step' must be a single integer"),
+                ("step", np.array(0), "'step' must be a positive integer"),
+                ("adam_t", np.array(4), "'adam_t' must be an integer equal to the step"),
+                ("options", np.array(json.dumps(list(opts.values()))), "'options' must be a dict"),
+                ("options", np.array(json.dumps(dict(opts, T="12"))), "'options' holds a bad value"),
+                ("options", np.array(json.dumps(dict(opts, d=True))), "'options' holds a bad value"),
+                ("options", np.array(json.dumps(dict(opts, zz=1))), "'options' holds a bad value"),
+                ("options", np.array(json.dumps(dict(opts, dropout=0.5))), "'options' ask for val"),
+                ("options", np.array("{not json"), "'options' is not JSON"),
+                ("param/W_Q", W.astype(str), "'param/W_Q' has dtype"),
+                ("param/W_Q", W.astype(np.complex64), "'param/W_Q' has dtype"),
+                ("param/W_Q", W.astype(bool), "'param/W_Q' has dtype"),
+                ("param/W_Q", np.zeros((3, 3), np.float32), "'param/W_Q' has shape"),
+                ("adam_v/b", -np.ones_like(v), "'adam_v/b' is negative"),
+                ("param/extra", np.zeros(3, np.float32), "'param/extra' is not a parameter"),
+                ("junk", np.zeros(3), "'junk' is not a field"),
+                ("rng_order", np.array(json.dumps(dict(state, bit_generator="MT19937"))),
+                 "'rng_order' is not a state"),
+                ("rng_order", np.array(json.dumps(dict(state, state={"state": "x", "inc": 1}))),
+                 "'rng_order' is not a state"),
+                ("rng_order", np.array("[1, 2]"), "'rng_order' is not a state")]
+    bad = str(tmp_path / "bad.npz")
+    for key, value, msg in variants:
+        crafted = {k: a for k, a in arrays.items() if k != key}
+        if value is not None:
+            crafted[key] = value
+        np.savez(bad, **crafted)
+        with pytest.raises(ValueError, match=re.escape(msg)) as e:
+            train.load_checkpoint(bad)
+        assert "bad.npz" in str(e.value)
+        code, out, err = run_cli(capsys, "--resume", bad, "--steps", "9")
+        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (key, err)
+        assert "Traceback" not in err and "resumed" not in out
+    np.savez(bad, **dict(arrays, options=np.array(json.dumps(dict(opts, steps=6)))))
+    code, out, err = run_cli(capsys, "--resume", bad, "--steps", "8")     # typed, not stored
+    assert code == 0 and "8 steps (3 of them in this session)" in out, (out, err)
+    for resume, kind, msg in [({}, ValueError, "resume: field"), ([1], TypeError, "resume must"),
+                              (dict(train.load_checkpoint(path), step=2.0), ValueError, "'step'")]:
+        with pytest.raises(kind, match=msg):
+            train.train_run(dict(SMALL, T=12, m=40, n_test=100, steps=9), resume=resume)
+
+
+def test_python_api_names_the_argument_for_every_wrong_input(tmp_path):
+    """Families 5 and 8: ValueError or TypeError naming the argument, never an IndexError,
+    KeyError or AttributeError from inside, and never a silent result (save_every=-1)."""
+    cases = [(lambda: train.train_stack([]), ValueError, "runs must hold at least one"),
+             (lambda: train.train_stack(dict(SMALL)), TypeError, "runs must be a list"),
+             (lambda: train.train_run(SMALL, resume={}), ValueError, "resume: field"),
+             (lambda: train.train_run([SMALL]), TypeError, "opts must be a dict"),
+             (lambda: train.train_run(SMALL, save=str(tmp_path / "a.npz"), save_every=-1),
+              ValueError, "save_every must be an integer >= 0, got -1"),
+             (lambda: train.train_run(SMALL, save_every=2.5), ValueError, "save_every must be"),
+             (lambda: train.train_run(SMALL, log=5), TypeError, "log must be"),
+             (lambda: train.train_run(SMALL, stop_after=0), ValueError, "stop_after must be"),
+             (lambda: train.seeds_for(-1), ValueError, "seed must be"),
+             (lambda: train.seeds_for("a"), ValueError, "seed must be"),
+             (lambda: train.draw_run(dict(SMALL, T=[3])), ValueError, "T must be"),
+             (lambda: train.next_batch([[0, 1]], np.zeros(1), 1, np.random.default_rng(0)),
+              TypeError, "X must be a numpy array"),
+             (lambda: train.next_batch(np.zeros((4, 2)), np.zeros(4), 2, 5), ValueError,
+              "rng must be a numpy Generator"),
+             (lambda: train.accuracy([1.0, -1.0], [1]), ValueError, "z and y must be"),
+             (lambda: train.adam_init([1, 2]), TypeError, "params must be"),
+             (lambda: train.adam_init({"w": np.zeros(3)}, "some"), ValueError, "decay must be"),
+             (lambda: train.load_checkpoint(5), TypeError, "path must be"),
+             (lambda: train.validate_options(None), TypeError, "opts must be a dict")]
+    for call, kind, msg in cases:
+        with pytest.raises(kind, match=re.escape(msg)):
+            call()
+    assert not os.path.exists(tmp_path / "a.npz")
+    assert train.draw_run(dict(SMALL))[1][0].shape == (SMALL["m"], SMALL["T"])  # defaults filled
+
+
+def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_path, capsys,
+                                                                        monkeypatch):
+    """Family 6: with --save, Ctrl-C before step 1 or during the final evaluation never says
+    "no --save given", and the summary of an interrupted evaluation is one resume away; a
+    failure names the option and value that matter."""
+    path = str(tmp_path / "ck.npz")
+    real = {name: getattr(train, name) for name in ("draw_run", "summarise", "train_run")}
+
+    def ctrl_c(*args, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(train, "draw_run", ctrl_c)                 # before step 1
+    code, out, err = run_cli(capsys, *TINY, "--save", path)
+    assert code == 130 and "nothing was saved" in err and "no --save" not in err
+    assert not os.path.exists(path)
+    monkeypatch.setattr(train, "draw_run", real["draw_run"])
+    monkeypatch.setattr(train, "summarise", ctrl_c)                # during the final evaluation
+    code, out, err = run_cli(capsys, *TINY, "--save", path)
+    assert code == 130 and "final evaluation" in err and "no --save" not in err
+    assert f"python train.py --resume {path} --steps 5" in err
+    with pytest.raises(train.Interrupted, match="final evaluation") as e:
+        train.train_run(SMALL, save=str(tmp_path / "py.npz"))
+    assert (e.value.step, e.value.phase) == (SMALL["steps"], "evaluation")
+    monkeypatch.setattr(train, "summarise", real["summarise"])
+    code, out, err = run_cli(capsys, "--resume", path, "--steps", "5")   # evaluates, reports
+    assert code == 0 and "test accuracy" in out and "evaluating it" in out and not err
+    monkeypatch.setattr(train, "draw_run", ctrl_c)                 # a resume stopped at once
+    code, out, err = run_cli(capsys, "--resume", path, "--steps", "9")
+    assert code == 130 and "unchanged at step 5" in err and "no --save" not in err
+    monkeypatch.setattr(train, "draw_run", real["draw_run"])
+    assert train.load_checkpoint(path)["step"] == 5
+    code, out, err = run_cli(capsys, *TINY, "--wd", "1e308")       # the decay, not the rate
+    assert code == 1 and "smaller --wd (now 1e+308" in err and "--lr (now" not in err
+    code, out, err = run_cli(capsys, *TINY, "--lr", "1e30")
+    assert code == 1 and "smaller --lr (now 1e+30)" in err
+    for flag in ("--beta2", "--dropout"):                          # 1 is refused: "< 1"
+        code, out, err = run_cli(capsys, *TINY, flag, "1")
+        assert code == 2 and "< 1" in err and "<= 1" not in err, err
+    help_text = " ".join(train.train_parser().format_help().split())
+    assert "decay, >= 0 and < 1" in help_text and "probability, >= 0 and < 1" in help_text
+    code, out, err = run_cli(capsys, *TINY, "--val", "100000000")  # sized before allocating
+    assert code == 2 and "GiB" in err and "--val 100000000" in err
+    monkeypatch.setattr(train, "train_run", lambda *a, **k: (_ for _ in ()).throw(
+        MemoryError("Unable to allocate 9.1 GiB for an array")))
+    code, out, err = run_cli(capsys, *TINY)
+    assert code == 1 and "--T 12" in err and "Unable to allocate 9.1 GiB" in err
+    monkeypatch.setattr(train, "train_run", real["train_run"])
+    monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(
+        OSError(28, "No space left on device")))                  # a full disk at --json
+    out_json = tmp_path / "r.json"
+    code = cli.one_line_errors("train.py", train.main, [*TINY, "--json", str(out_json)])
+    err = capsys.readouterr().err
+    monkeypatch.undo()
+    assert code == 1 and str(out_json) in err and "No space left" in err
+    assert sorted(os.listdir(tmp_path)) == ["ck.npz", "py.npz"]    # no summary, no temporary
+
+
+def test_ctrl_c_while_a_command_starts_is_one_line(tmp_path, capsys, monkeypatch):
+    """Family 5: Ctrl-C while a command imports numpy or builds its parser is one line and exit
+    status 130 (Ctrl-C before Python has run the script's first line is Python's own)."""
+    hook = ("import os, signal, sys, runpy\n"
+            "class Hook:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'numpy':\n"
+            "            os.kill(os.getpid(), signal.SIGINT)\n"
+            "sys.meta_path.insert(0, Hook())\n"
+            "sys.argv = sys.argv[1:]\n"
+            "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    for argv in (["train.py", "--steps", "5"], ["sweep.py", "limit"], ["sweep.py", "--help"]):
+        r = subprocess.run([sys.executable, "-c", hook, *argv], cwd=HERE, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 130 and "Traceback" not in r.stderr, (argv, r.stderr)
+        assert r.stderr.strip().splitlines() == [f"{argv[0]}: interrupted while starting; "
+                                                 f"nothing was run"]
+
+    def ctrl_c(*args, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(train, "train_parser", ctrl_c)
+    assert cli.one_line_errors("train.py", train.main, []) == 130
+    assert capsys.readouterr().err.strip() == "train.py: interrupted"
 
 
 # ===============================================================================================
@@ -1108,6 +1574,203 @@ def test_sweep_folder_keeps_one_protocol(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _sweep(tmp_path, "--steps", "40")
     assert "not a sweep description" in capsys.readouterr().err
+
+
+# issue 23: the last mile of trust (each test tries several variants of one fault family)
+
+def _edit_row(line, header, **fields):
+    cells = line.rstrip("\r\n").split(",")
+    for k, v in fields.items():
+        cells[header.index(k)] = v
+    return ",".join(cells) + "\r\n"
+
+
+def _refused(folder_path, capsys, *extra):
+    """The one line (exit 2) a sweep or report of the folder stops with."""
+    with pytest.raises(SystemExit) as e:
+        _sweep(folder_path, *extra)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    return err
+
+
+def test_rows_must_agree_with_themselves_each_other_and_their_sweep_json(tmp_path, capsys,
+                                                                         smoke_ref):
+    """Family 3: one row validator (folder.check_rows, folder.check_meta) for resume, merge and
+    report: a contradiction stops with one line naming the file and line; a torn row in the
+    middle of a file is named in a warning; a run recorded twice alike counts once."""
+    ref_table = (smoke_ref / "table.md").read_text()
+    lines = (smoke_ref / "runs.csv").read_text().splitlines(keepends=True)
+    header = lines[0].rstrip("\r\n").split(",")
+    success = [ln.split(",")[header.index("success")] for ln in lines]
+    ok, fail = success.index("1", 1), success.index("0", 1)        # a success, a failure
+    variants = [(ok, dict(success="0"), "success 0 contradicts its test accuracy"),
+                (fail, dict(success="1", test_acc="nan"), "success 1 contradicts its test "
+                                                           "accuracy nan"),
+                (fail, dict(test_acc="1.0"), "success 0 contradicts its test accuracy 1.0"),
+                (fail, dict(test_acc="0.995"), "success 0 contradicts its test accuracy 0.995")]
+    f = _copy(smoke_ref, tmp_path / "f")
+    for i, fields, msg in variants:
+        (f / "runs.csv").write_text("".join(lines[:i] + [_edit_row(lines[i], header, **fields)]
+                                            + lines[i + 1:]))
+        where = f"runs.csv line {i + 1}"
+        for extra in (["--report"], []):                            # report, and resume
+            err = _refused(f, capsys, *extra)
+            assert msg in err and where in err, (fields, err)
+        code, _, err = run_cli(capsys, "sweep", "compare", str(f))
+        assert code == 2 and msg in err and where in err
+        with pytest.raises(ValueError, match=re.escape(where)):
+            folder.folder_runs(str(f))
+    flipped = _edit_row(lines[ok], header, success="0", test_acc="0.5")     # one run, twice
+    (f / "runs.csv").write_text("".join(lines) + flipped)
+    err = _refused(f, capsys, "--report")
+    assert "opposite outcomes" in err and f"line {ok + 1}" in err and f"line {len(lines) + 1}" in err
+    (f / "runs.csv").write_text("".join(lines) + lines[ok])         # the same outcome twice
+    shutil.copy(f / "runs.csv", f / "runs-shard-0-of-1.csv")        # and a copy of the file
+    assert _sweep(f, "--report") == 0 and (f / "table.md").read_text() == ref_table
+    os.remove(f / "runs-shard-0-of-1.csv")
+    torn = lines[:3] + [lines[3][:20] + "\r\n", "\x00" * 30 + "\r\n"] + lines[5:]
+    (f / "runs.csv").write_text("".join(torn) + lines[5][:10])      # and a torn last line
+    capsys.readouterr()
+    assert _sweep(f, "--report") == 0
+    err = capsys.readouterr().err
+    assert "runs.csv line 4: a torn row" in err and "runs.csv line 5: a torn row (NUL" in err
+    assert len(err.strip().splitlines()) == 2                       # the last one: silent
+    (f / "runs.csv").write_text("".join(lines))
+    meta = json.loads((smoke_ref / "sweep.json").read_text())
+    for edit, field in [(dict(options=dict(meta["options"], steps=151)), "sweep_id"),
+                        (dict(bar=0.5), "sweep_id"), (dict(plan=dict(meta["plan"], Ts="8")), "plan"),
+                        (dict(plan=dict(meta["plan"], seeds=0)), "plan"), (dict(plan=[1]), "plan"),
+                        (dict(grids={"transformer": [8, "x"]}), "grids"),
+                        (dict(options=dict(meta["options"], lr="0.001")), "options")]:
+        (f / "sweep.json").write_text(json.dumps(dict(meta, **edit)))
+        for extra in (["--report"], []):
+            err = _refused(f, capsys, *extra)
+            assert f"sweep.json: field '{field}'" in err, (edit, err)
+        code, _, err = run_cli(capsys, "sweep", "compare", str(f))
+        assert code == 2 and f"field '{field}'" in err
+    (f / "sweep.json").write_text(json.dumps(meta))
+    limits = json.loads((smoke_ref / "limits.json").read_text())
+    (f / "limits.json").write_text(json.dumps({k: dict(v, median="x") for k, v in limits.items()}))
+    assert _sweep(f, "--report") == 0 and (f / "table.md").read_text() == ref_table
+    assert json.loads((f / "limits.json").read_text()) == limits   # the damaged entry, redone
+    (f / "limits.json").write_text("[1, 2]")                        # not a cache: left alone
+    err = _refused(f, capsys, "--report")
+    assert "not a cache of statistical limits" in err and (f / "limits.json").read_text() == "[1, 2]"
+
+
+def test_a_report_never_writes_a_fingerprint_it_did_not_run(tmp_path, capsys):
+    """Family 7: --report writes no sweep.json; a folder without one (copied shard CSVs) is
+    reported with the options given, checked against the rows' own fingerprints."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _sweep(empty, "--report") == 0 and not (empty / "sweep.json").exists()
+    a = tmp_path / "a"
+    for shard in ("0/2", "1/2"):
+        assert _sweep(a, "--steps", "140", "--shard", shard) == 0
+    assert _sweep(a, "--report") == 0
+    table = (a / "table.md").read_text()
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    for name in ("runs-shard-0-of-2.csv", "runs-shard-1-of-2.csv"):
+        shutil.copy(a / name, copied)
+    for extra in ([], ["--steps", "150"], ["--bar", "0.9"]):        # not the options of the runs
+        err = _refused(copied, capsys, "--report", *extra)
+        assert "holds runs of another sweep" in err and "no sweep.json" in err
+        assert not (copied / "sweep.json").exists()
+    assert _sweep(copied, "--report", "--steps", "140") == 0
+    assert (copied / "table.md").read_text() == table and not (copied / "sweep.json").exists()
+    old = copied / "runs-shard-1-of-2.csv"                          # rows with no fingerprint
+    old.write_text("".join(ln.rsplit(",", 1)[0] + ",\r\n" if i else ln
+                           for i, ln in enumerate(old.read_text().splitlines(keepends=True))))
+    err = _refused(copied, capsys, "--report", "--steps", "140")
+    assert "runs-shard-1-of-2.csv line 2: a row without a fingerprint" in err
+    assert _sweep(empty, "--steps", "140", "--Ts", "8", "--seeds", "1") == 0   # not stuck
+
+
+def test_reports_never_replace_a_file_that_is_not_their_own(tmp_path, capsys, monkeypatch,
+                                                            smoke_ref):
+    """Family 1 for sweep.py's outputs (--out tables, --plot images, headline --out, limit
+    --out, a folder's table.md), and family 6: a full disk leaves no empty table and no
+    temporary behind, and its line names the path."""
+    runs, readme, photo = tmp_path / "runs.csv", tmp_path / "README.md", tmp_path / "photo.png"
+    runs.write_text((smoke_ref / "runs.csv").read_text())
+    readme.write_text("# my notes\n")
+    photo.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    lim = tmp_path / "lim"
+    lim.mkdir()
+    (lim / "limit.json").write_text('{"mine": 1}')
+    before = {p: p.read_bytes() for p in (runs, readme, photo, lim / "limit.json")}
+    for argv, msg in [(["compare", str(smoke_ref), "--out", str(runs)], "not a table"),
+                      (["width", str(smoke_ref), "--out", str(readme)], "not a table"),
+                      (["compare", str(smoke_ref), "--plot", str(photo)], "not a plot"),
+                      (["width", str(smoke_ref), "--plot", str(runs)], "not a plot"),
+                      (["compare", str(smoke_ref), "--out", str(tmp_path)], "is a folder"),
+                      (["compare", str(smoke_ref), "--out", str(readme), "--plot", str(readme)],
+                       "same file"),
+                      (["headline", "--d64", str(smoke_ref), "--d128", str(smoke_ref), "--out",
+                        str(readme)], "not a table"),
+                      (["limit", "--Ts", "10", "--seeds", "2", "--sets", "2", "--out", str(lim)],
+                       "not a limit.json")]:
+        code, out, err = run_cli(capsys, "sweep", *argv)
+        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert {p: p.read_bytes() for p in before} == before
+    f = _copy(smoke_ref, tmp_path / "f")
+    (f / "table.md").write_text("my notes\n")
+    assert "not a table" in _refused(f, capsys, "--report")
+    assert (f / "table.md").read_text() == "my notes\n"
+    out = tmp_path / "cmp.md"                                        # its own table: rewritten
+    for _ in range(2):
+        assert run_cli(capsys, "sweep", "compare", str(smoke_ref), "--out", str(out))[0] == 0
+    assert out.read_text().startswith("| protocol | T |")
+    f = _copy(smoke_ref, tmp_path / "g")
+    files = {p.name: p.read_bytes() for p in f.iterdir()}
+    monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(
+        OSError(28, "No space left on device")))
+    code = cli.one_line_errors("sweep.py", sweep.main, ["--out", str(f), "--report"])
+    code_cmp = cli.one_line_errors("sweep.py", sweep.main, ["compare", str(f), "--out",
+                                                             str(tmp_path / "new.md")])
+    monkeypatch.undo()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (code, code_cmp) == (1, 1) and len(err) == 2 and all("No space left" in e for e in err)
+    assert str(f) in err[0] and str(tmp_path / "new.md") in err[1]
+    assert {p.name: p.read_bytes() for p in f.iterdir()} == files   # no table, no temporary
+    assert not (tmp_path / "new.md").exists() and not list(tmp_path.glob("*.tmp*"))
+
+
+def test_every_command_is_one_line_on_ctrl_c_and_odd_values(tmp_path, capsys, monkeypatch,
+                                                           smoke_ref):
+    """Families 5 and 6 for sweep.py: every command's --help; Ctrl-C during a report, in limit
+    and in bench; values that start with '-'; sizes and --workers checked before anything."""
+    for command in sweep.COMMANDS:
+        code, out, err = run_cli(capsys, "sweep", command, "--help")
+        assert code == 0 and out.startswith(f"usage: sweep.py {command}") and not err
+
+    def ctrl_c(*args, **kw):
+        raise KeyboardInterrupt
+    f = _copy(smoke_ref, tmp_path / "f")
+    for module, name, argv, msg in [
+            (report, "folder_report", ["--out", str(f), "--report"], "during the report"),
+            (report, "statistical_limits", ["limit", "--Ts", "10", "--seeds", "2"], "interrupted"),
+            (sweep, "matmul_gflops", ["bench", "--Ts", "10", "--throughput", "10"], "interrupted"),
+            (sweep, "sweep_parser", ["--out", str(f)], "interrupted")]:
+        monkeypatch.setattr(module, name, ctrl_c)
+        code = cli.one_line_errors("sweep.py", sweep.main, argv)
+        err = capsys.readouterr().err
+        monkeypatch.undo()
+        assert code == 130 and msg in err and len(err.strip().splitlines()) == 1, (name, err)
+    for argv, msg in [(["--shard", "-1/2"], "needs 0 <= i < n, got '-1/2'"),
+                      (["--Ts", "-5,3"], "integers >= 1, got '-5,3'"),
+                      (["--bar", "-.5"], "--bar"),
+                      (["--workers", "1000000"], "between 1 and"),
+                      (["--Ts", "10", "--val", "100000000"], "GiB"),
+                      (["limit", "--Ts", "1000000000"], "--Ts 1000000000"),
+                      (["limit", "--Ts", "100000", "--ms", "100000000"], "--ms 100000000")]:
+        extra = [] if argv[0] == "limit" else ["--out", str(tmp_path / "x")]
+        code, out, err = run_cli(capsys, "sweep", *argv, *extra)
+        assert code == 2 and msg in err and "expected one argument" not in err, (argv, err)
+        assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
 
 
 # the estimator (success curves, bootstrap over seeds, scaling fits)
@@ -1535,7 +2198,7 @@ def test_infonce_gradient_is_attention_readout():
 
 def test_gf2_learner_recovers_support():
     for T in (15, 200):
-        m0, ok, unique_before = theory.gf2_sample_need(T, 3, np.random.default_rng(T))
+        m0, ok, unique_before = data.gf2_sample_need(T, 3, np.random.default_rng(T))
         assert ok and not unique_before
         assert T <= m0 <= T + 30
 
@@ -1553,8 +2216,8 @@ def test_gf2_solve_matches_mod2_products():
 
 
 def test_log2_binomial_matches_paper_numbers():
-    assert abs(theory.log2_binomial(100, 3) - 17.3) < 0.05
-    assert abs(theory.log2_binomial(1100, 3) - 27.7) < 0.05
+    assert abs(data.log2_binomial(100, 3) - 17.3) < 0.05
+    assert abs(data.log2_binomial(1100, 3) - 27.7) < 0.05
 
 
 # ---------------------------------------------------------------- bad arguments ---------------
@@ -1568,7 +2231,7 @@ def test_log2_binomial_matches_paper_numbers():
     (lambda: theory.build_sparse_head("and", np.random.default_rng(0)), "str"),
     (lambda: theory.positional_codes(10, 8, 42), "int"),
     (lambda: data.gf2_solve(np.full((2, 2), 2), [0, 0]), "bits"),
-    (lambda: theory.log2_binomial(3, 5), "s=5"),
+    (lambda: data.log2_binomial(3, 5), "s=5"),
 ])
 def test_bad_arguments_raise_one_line_value_error(call, match):
     with pytest.raises(ValueError, match=match) as e:
@@ -2103,9 +2766,13 @@ def test_width_study_pools_a_width_and_puts_widths_side_by_side(tmp_path, capsys
     assert "| 32 | 24 |" not in table and "T = 24: 1 of 2 seeds' searches unfinished" in table
     code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), str(smoke_ref))
     assert code == 2 and "both hold the run" in err
-    other = _copy(smoke_ref, tmp_path / "lr")
-    meta = (other / "sweep.json").read_text().replace('"lr": 0.001', '"lr": 0.01')
-    (other / "sweep.json").write_text(meta)
+    other = _copy(smoke_ref, tmp_path / "lr")             # another protocol: options, rows and
+    meta = __import__("json").loads((other / "sweep.json").read_text())     # fingerprints agree
+    old_id, meta["options"]["lr"] = meta["sweep_id"], 0.01
+    meta["sweep_id"] = folder.sweep_fingerprint(meta)
+    (other / "sweep.json").write_text(__import__("json").dumps(meta))
+    (other / "runs.csv").write_text((other / "runs.csv").read_text().replace(old_id,
+                                                                              meta["sweep_id"]))
     code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), str(other))
     assert code == 2 and "other options" in err
     code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), "--fit-below", "8")

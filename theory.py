@@ -1,38 +1,29 @@
 """theory.py: the theory behind the project, as checks that run on the project's own model.
 
-    python theory.py        prints one report (under a minute on 2 cores)
-    python theory.py -h     prints the usage and exits (theory.py has no other option)
+    python theory.py        prints one report (about a minute on 2 cores); -h: the usage
 
-Papers (the README's section 'What this reproduction rests on' says what we had of each):
-  [E] Edelman, Goel, Kakade, Zhang. Inductive Biases and Variable Creation in Self-Attention
-      Mechanisms. ICML 2022, arXiv:2110.10090.  Sections 3 (capacity) and 4 (sparse variables).
-  [S] Shim. A Probabilistic Interpretation of Transformers. arXiv:2205.01080, 2022. Only its
-      abstract was available to us: part 3 below checks the *standard mathematics* that makes the
-      abstract's sentences precise (exponential families, log-sum-exp, LayerNorm geometry); none of
-      it is quoted from [S].
+[E] Edelman, Goel, Kakade, Zhang, Inductive Biases and Variable Creation in Self-Attention
+Mechanisms, ICML 2022 (arXiv:2110.10090), Sections 3 (capacity) and 4 (sparse variables).
+[S] Shim, A Probabilistic Interpretation of Transformers (arXiv:2205.01080, 2022): only its abstract
+was available to us, so part 3 checks the standard mathematics that makes the abstract's sentences
+precise (exponential families, log-sum-exp, LayerNorm geometry); none of it is quoted from [S].
 
-Every number the report prints carries one of three tags:
-  [theorem check]             a statement that must hold; the code raises AssertionError if it
-                              fails, and test_all.py tests the same function.
-  [measurement]               measured on this code (trained models, fits, timings); no claim.
-  [demonstration of a limit]  an example where a tempting statement fails; reported, not asserted.
-
-Everything goes through attn.py's own forward functions (model_forward, softmax_forward,
-layernorm_forward, attention_cls_forward, self_attention_forward), so the theory speaks about the
-same model that train.py trains. Row convention throughout, as in attn.py: y = x @ W + b.
-
-The file reads top to bottom:
-  0. the project's numerical helpers (numerical_gradient, numerical_jacobian, rel_error,
-     fit_line); test_all.py and sweep.py import them from here.
-  1. capacity (Edelman Section 3): softmax's l_inf -> l_1 Lipschitz constant, norm measures of a
+Every number the report prints carries a tag: [theorem check] (must hold: AssertionError if not,
+and test_all.py tests it too), [measurement] (measured on this code; no claim), [demonstration of
+a limit] (an example where a tempting statement fails; reported, not asserted). Everything goes
+through attn.py's own functions, so the theory speaks about the model train.py trains (row
+convention y = x @ W + b). A leaf: only test_all.py imports it. Top to bottom:
+  0. numerical_gradient, numerical_jacobian, rel_error: the project's one copy (test_all.py uses
+     them); argument checks, fit_line, the GF(2) learner and the code width come from data.py,
+     stats.py and report.py.
+  1. capacity [E, Section 3]: softmax's l_inf -> l_1 Lipschitz constant, norm measures of a
      parameter dict, the covering-number / generalization bound in its *reconstructed* shape.
-  2. sparse variable creation (Edelman Section 4): hand-built weights for attn.py's single-head
-     model that compute s-sparse AND, OR, parity, majority and any s-junta exactly.
-  3. the probabilistic reading (Shim 2022): log-sum-exp gradient = attention, Hessian =
-     covariance, tied residual attention expands, LayerNorm contracts, InfoNCE's gradient.
-  4. an algorithmic baseline: Gaussian elimination over GF(2) learns sparse parity from ~T samples.
-  5. the report.
-numpy only; matplotlib is never needed.
+  2. sparse variable creation [E, Section 4]: hand-built weights for attn.py's one-head model
+     computing s-sparse AND, OR, parity, majority and any s-junta exactly.
+  3. the probabilistic reading [S]: log-sum-exp gradient = attention, Hessian = covariance, tied
+     residual attention expands, LayerNorm contracts, InfoNCE's gradient.
+  5. the report, with part 4: the GF(2) learner (data.gf2_sample_need) learns sparse parity from
+     about T samples, beside the log2 C(T, s) bits that name S.
 """
 import math
 import sys
@@ -47,13 +38,12 @@ import numpy as np
 
 import attn
 import data
+import train
 from data import check_generator, check_int
 from report import construction_width
 from stats import fit_line
 
-# ----------------------------------------------------------------------------------------------
-# argument checks: one-line ValueErrors that name the bad value
-
+# argument checks beside data.check_int / check_generator: one-line ValueErrors naming the value
 
 def _pos_arg(name, v):
     try:
@@ -75,21 +65,12 @@ def _float_array(name, a, ndim=None):
 
 
 def require(ok, what):
-    """A theorem check: raise AssertionError naming what failed (unlike `assert`, not stripped
-    by python -O)."""
+    """A theorem check: AssertionError naming what failed (unlike `assert`, kept under -O)."""
     if not ok:
         raise AssertionError(f"theorem check failed: {what}")
 
 
-# ==============================================================================================
-# 0. NUMERICAL HELPERS: the project's one copy of each; the other files import them from here
-# ==============================================================================================
-#
-# numerical_gradient / numerical_jacobian: central differences at an array of any shape, moved in
-# place one element at a time and restored, so f may read x through a closure (a parameter dict)
-# as well as through its argument. rel_error: the relative error every check in the project uses.
-# fit_line: the least-squares line behind every fitted trend the report prints.
-
+# ======== 0. NUMERICAL HELPERS: the project's one copy of each; test_all.py imports them ========
 def _central_differences(f, x, h):  # -> [x.size] list of (f(x + h e_i) - f(x - h e_i)) / 2h
     if not isinstance(x, np.ndarray) or x.dtype != np.float64:
         got = f"dtype {x.dtype}" if isinstance(x, np.ndarray) else type(x).__name__
@@ -113,12 +94,10 @@ def _central_differences(f, x, h):  # -> [x.size] list of (f(x + h e_i) - f(x - 
 
 def numerical_gradient(f, x, h=1e-6):  # f: x -> scalar, x [...] float64 -> [...] float64
     """Central differences of the scalar f at x: g[i] = (f(x + h e_i) - f(x - h e_i)) / 2h.
-
-    f is called as f(x) with x itself, moved in place one element at a time and restored
-    afterwards (also if f raises); a closure that reads x elsewhere can ignore its argument
-    (lambda _: loss()). x: a writeable float64 ndarray of any shape. Returns x's shape, float64.
-    Error: O(h^2) from truncation plus O(2.2e-16 |f| / h) from rounding.
-    """
+    f is called as f(x) with x itself (a writeable float64 ndarray of any shape), moved in place
+    one element at a time and restored afterwards, also if f raises: a closure that reads x
+    elsewhere can ignore its argument (lambda _: loss()). Returns x's shape, float64. Error:
+    O(h^2) from truncation plus O(2.2e-16 |f| / h) from rounding."""
     diffs = _central_differences(f, x, h)
     if diffs and diffs[0].ndim != 0:
         raise ValueError(f"f must return a scalar, got shape {diffs[0].shape}; "
@@ -128,9 +107,7 @@ def numerical_gradient(f, x, h=1e-6):  # f: x -> scalar, x [...] float64 -> [...
 
 def numerical_jacobian(f, x, h=1e-6):  # f: x [...] -> y [k...]; -> [k..., ...] float64
     """Central differences of an array-valued f at x: J[j..., i...] = d f(x)[j...] / d x[i...].
-
-    Same loop and conventions as numerical_gradient; for f: [d] -> [k] the result is [k, d].
-    """
+    Same loop and conventions as numerical_gradient; for f: [d] -> [k] the result is [k, d]."""
     diffs = _central_differences(f, x, h)
     if not diffs:
         raise ValueError(f"x must have at least one element, got shape {x.shape}")
@@ -138,21 +115,16 @@ def numerical_jacobian(f, x, h=1e-6):  # f: x [...] -> y [k...]; -> [k..., ...] 
 
 
 def rel_error(a, b):  # [...], [...] same shape -> float
-    """||a - b||_2 / max(||a||_2, ||b||_2, 1e-300), the L2 norm over all entries.
-
-    0 when a == b, 1 when one of them is 0 and the other not, at most 2; nan if either holds a
-    nan (so a check `rel_error(...) < tol` fails).
-    """
+    """||a - b||_2 / max(||a||_2, ||b||_2, 1e-300), the L2 norm over all entries: 0 when a == b,
+    1 when one of them is 0 and the other not, at most 2; nan if either holds a nan (so a check
+    `rel_error(...) < tol` fails)."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if a.shape != b.shape:
         raise ValueError(f"a and b must have the same shape, got {a.shape} and {b.shape}")
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(a), np.linalg.norm(b), 1e-300))
 
 
-# ==============================================================================================
-# 1. CAPACITY (Edelman Section 3)
-# ==============================================================================================
-#
+# ======== 1. CAPACITY (Edelman Section 3) =======================================================
 # 1a. Softmax is Lipschitz from l_inf to l_1 (the paper's Corollary A.7 gives the constant 2).
 #     The tight constant is 1 (our derivation, not the paper's): along b(t) = a + t v with
 #     ||v||_inf <= 1, d softmax/dt = p * (v - <p, v>), whose l_1 norm is E_p|v - E_p v|, the mean
@@ -187,29 +159,23 @@ def balanced_direction(a):  # [n, T] -> [n, T] in {-1, +1}
 
 
 def softmax_lipschitz_search(rng, n_random=6000, n_climb=400):
-    """Largest l_1/l_inf ratio found by three searches; -> dict of maxima.
-
-    random:      a, b Gaussian at scales 1e-2..1e2, T in {2, 3, 5, 10, 100, 1000}.
-    constructed: at random a, b = a + eps * balanced_direction(a), eps in [1e-3, 1].
-    climbed:     hill-climbing from random pairs (T in {2, 3, 4, 8}): random steps on (a, b),
-                 kept when the ratio grows.
-    """
+    """Largest l_1/l_inf ratio found by three searches -> dict(random, constructed, climbed,
+    overall). random: Gaussian a, b at scales 1e-2..1e2, T in {2, 3, 5, 10, 100, 1000};
+    constructed: random a, b = a + eps * balanced_direction(a), eps in [1e-3, 1]; climbed: from
+    random pairs (T in {2, 3, 4, 8}), random steps on (a, b) kept when the ratio grows."""
     rng = check_generator(rng)
     n_random, n_climb = check_int("n_random", n_random, 6), check_int("n_climb", n_climb, 1)
     Ts = (2, 3, 5, 10, 100, 1000)
-    best_random = 0.0
+    best_random = best_built = best_climb = 0.0
     for T in Ts:
         n = n_random // len(Ts)
         a = 10 ** rng.uniform(-2, 2, (n, 1)) * rng.standard_normal((n, T))
         b = a + 10 ** rng.uniform(-3, 1, (n, 1)) * rng.standard_normal((n, T))
         best_random = max(best_random, softmax_l1_linf_ratio(a, b).max())
-    best_built = 0.0
     for T in (2, 4, 10, 100):
         a = rng.uniform(-0.5, 0.5, (50, 1)) * rng.standard_normal((50, T))
-        eps = 10 ** rng.uniform(-3, 0, (50, 1))
-        b = a + eps * balanced_direction(a)
+        b = a + 10 ** rng.uniform(-3, 0, (50, 1)) * balanced_direction(a)
         best_built = max(best_built, softmax_l1_linf_ratio(a, b).max())
-    best_climb = 0.0
     for T in (2, 3, 4, 8):
         a, b = rng.standard_normal((64, T)), rng.standard_normal((64, T))
         r, step = softmax_l1_linf_ratio(a, b), 0.3
@@ -243,31 +209,11 @@ def norm_21(W):  # [a, b] -> float: sum over columns of the column 2-norms
     return float(np.linalg.norm(np.asarray(W, np.float64), axis=0).sum())
 
 
-def _check_params(p, cfg):
-    if not isinstance(p, dict) or not isinstance(cfg, dict):
-        raise ValueError(f"p and cfg must be dicts, got {type(p).__name__}, {type(cfg).__name__}")
-    missing = [k for k in attn.ATTN_KEYS + ("E_tok", "E_pos", "cls", "w") if k not in p]
-    if missing:
-        raise ValueError(f"parameter dict lacks {missing}")
-    attn.check_config(cfg)
-
-
-def attention_inputs(p, cfg):  # -> [2T+1, d]: every distinct token row fed to attention
-    """Rows E_tok[b] + E_pos[t] for b in {0,1}, t < T, and [CLS]; after LN1 when cfg['ln']."""
-    _check_params(p, cfg)
-    rows = np.concatenate([(p["E_tok"][:, None, :] + p["E_pos"]).reshape(-1, cfg["d"]),
-                           p["cls"][None]]).astype(np.float64)
-    if cfg["ln"]:
-        rows = attn.layernorm_forward(rows, p["ln1_g"].astype(np.float64),
-                                      p["ln1_b"].astype(np.float64))[0]
-    return rows
-
-
 def lipschitz_after_attention(p, cfg):
     """Lipschitz constant of the map from the attention output (after W_O) to the logit, *leaving
     out LN2 and LNf* (their constant 1/sigma depends on the activations, not on T):
     ||w|| (1 + L_act ||W_1||_2 ||W_2||_2), with L_act = 1 for ReLU and 1.13 for GELU."""
-    _check_params(p, cfg)
+    attn.check_params(p, cfg)
     lip = 1.0
     if cfg["mlp"]:
         L_act = 1.0 if cfg["act"] == "relu" else 1.13
@@ -277,29 +223,31 @@ def lipschitz_after_attention(p, cfg):
 
 def norm_measures(p, cfg):
     """Edelman Section 3's norm bounds for a parameter dict -> dict.
-
     Keys: B_X, L_after (lipschitz_after_attention), and per-head lists qk_spec, qk_21, qk_fro,
     v_spec, v_21, o_spec (spectral, (2,1) and Frobenius norms of the per-head matrices above).
     """
-    _check_params(p, cfg)
+    attn.check_params(p, cfg)
     d, H = cfg["d"], cfg["heads"]
     e = d // H
     f64 = {k: np.asarray(p[k], np.float64) for k in attn.ATTN_KEYS}
-    B = float(np.linalg.norm(attention_inputs(p, cfg), axis=1).max())
+    rows = np.concatenate([(p["E_tok"][:, None, :] + p["E_pos"]).reshape(-1, d),
+                           p["cls"][None]]).astype(np.float64)      # the 2T + 1 distinct tokens
+    if cfg["ln"]:
+        rows = attn.layernorm_forward(rows, p["ln1_g"].astype(np.float64),
+                                      p["ln1_b"].astype(np.float64))[0]
+    B = float(np.linalg.norm(rows, axis=1).max())
+    keys = ("qk_spec", "qk_21", "qk_fro", "v_spec", "v_21", "o_spec")
     out = dict(B_X=float(np.hypot(B, 1.0)), L_after=lipschitz_after_attention(p, cfg),
-               qk_spec=[], qk_21=[], qk_fro=[], v_spec=[], v_21=[], o_spec=[])
+               **{k: [] for k in keys})
     for h in range(H):
         c = slice(h * e, (h + 1) * e)
         Q = np.vstack([f64["W_Q"][:, c], f64["b_Q"][c]])                # [d+1, e]
         K = np.vstack([f64["W_K"][:, c], f64["b_K"][c]])
         V = np.vstack([f64["W_V"][:, c], f64["b_V"][c]])
         W_QK = (Q @ K.T) * e ** -0.5                                       # [d+1, d+1]
-        out["qk_spec"].append(spectral_norm(W_QK))
-        out["qk_21"].append(norm_21(W_QK))
-        out["qk_fro"].append(float(np.linalg.norm(W_QK)))
-        out["v_spec"].append(spectral_norm(V))
-        out["v_21"].append(norm_21(V))
-        out["o_spec"].append(spectral_norm(f64["W_O"][c]))
+        for k, v in zip(keys, (spectral_norm(W_QK), norm_21(W_QK), float(np.linalg.norm(W_QK)),
+                               spectral_norm(V), norm_21(V), spectral_norm(f64["W_O"][c]))):
+            out[k].append(v)
     return out
 
 
@@ -307,10 +255,9 @@ def norm_measures(p, cfg):
 #     Section 3 gives the shape; we could not confirm its exact constants, so these are ours, in
 #     the style of Bartlett-Foster-Telgarsky 2017). For head h, with L_h = ||W_O,h||_2 * L_after:
 #       scores   z~ W_QK x~_t = <W_QK, z~ x~_t^T> over the m(T+1) (sample, position) pairs: a
-#                linear class in W_QK of scale a1 = ||W_QK||_F B_X^2 (||.||_F <= ||.||_{2,1}, and
-#                the (2,1) norm of e_CLS u^T is ||u||_1, loose by up to sqrt(d); so the bound uses
-#                the Frobenius norm); an l_inf error e1 in the scores becomes an l_1 error
-#                2 e1 in the attention weights (1a), so rho1 = 2 B_X ||W_V||_2 L_h
+#                linear class in W_QK of scale a1 = ||W_QK||_F B_X^2 (Frobenius: it is <= the (2,1)
+#                norm, and that of e_CLS u^T, ||u||_1, is loose by up to sqrt(d)); an l_inf error e1
+#                in the scores is an l_1 error 2 e1 in the weights (1a): rho1 = 2 B_X ||W_V||_2 L_h
 #       values   x~_t W_V over the m(T+1) tokens: a2 = ||W_V||_{2,1} B_X, rho2 = L_h
 #       readout  the head output (norm <= B_X ||W_V||_2) read out: a3 = B_X ||W_V||_2 L_h, rho3 = 1
 #     A linear class of scale a has an eps-cover with log N <= a^2 log(2 d n) / eps^2 (Zhang 2002's
@@ -363,10 +310,7 @@ def linear_class_samples(T, gap):
     return int(math.ceil(m))
 
 
-# ==============================================================================================
-# 2. SPARSE VARIABLE CREATION (Edelman Section 4): weights built by hand, no training
-# ==============================================================================================
-#
+# ======== 2. SPARSE VARIABLE CREATION (Edelman Section 4): weights built by hand, no training ===
 # attn.py's model with cfg = default_config(T, d, heads=1, mlp=k, ln=False, act="relu",
 # dtype="float64"). Coordinates of the residual stream, d = d_p + 3:
 #   [0, d_p)  positional code p_t (random +-1/sqrt(d_p), unit norm; d_p = ceil(16 s ln T))
@@ -381,10 +325,9 @@ def linear_class_samples(T, gap):
 #     arbitrary targets (junta):                      r_j = R + (s - 1 - j) ln 2 for the j-th
 #       position of S, so its weight is proportional to 2^(s-1-j) (first position most
 #       significant, as in data.py) and the head output is an injective code of the s bits.
-# Values: the bit. Since no key sees the bit, the attention weights A are the same for every
-# input, and the head output is exactly
-#   o = sum_{i in S} A_i b_i + sum_{t not in S} A_t b_t = level(bits) + leak,  0 <= leak <= delta,
-#   delta = sum_{t not in S, t < T} A_t.
+# Values: the bit. No key sees the bit, so the attention weights A are the same for every input
+# and the head output is exactly o = sum_{i in S} A_i b_i + sum_{t not in S} A_t b_t
+#   = level(bits) + leak,  0 <= leak <= delta = sum_{t not in S, t < T} A_t.
 # R is the smallest value (bisection) with delta <= spacing / 4, spacing = the gap between adjacent
 # levels (A_i on S for symmetric targets, the smallest A_i for a junta). This is the paper's
 # R ~ log((T - s) / (s eps)): the QK norm grows like log T.
@@ -393,8 +336,7 @@ def linear_class_samples(T, gap):
 # are <= 2 / spacing, so within a level's interval the output moves by <= 1/4: |logit| >= 3/4.
 
 def positional_codes(T, d_p, rng):  # -> [T, d_p], rows of unit norm
-    """Random +-1/sqrt(d_p) codes, nearly orthogonal once d_p is of order s ln T (Edelman
-    Section 4); build_sparse_head takes d_p = ceil(16 s ln T)."""
+    """Random +-1/sqrt(d_p) codes: nearly orthogonal once d_p ~ s ln T (Edelman Section 4)."""
     T, d_p = check_int("T", T, 1), check_int("d_p", d_p, 1)
     return check_generator(rng).choice(np.array([-1.0, 1.0]), size=(T, d_p)) * d_p ** -0.5
 
@@ -419,9 +361,35 @@ def _level_bits(task):  # -> [n_levels, s] bit patterns, one per level, in level
     return (np.arange(s + 1)[:, None] > np.arange(s)).astype(np.int64)  # k ones, k = 0..s
 
 
+def _solve_scores(P, S, offsets):  # P [T, d_p] codes, S [s], offsets [s]
+    """-> (R, u, A, delta, spacing) for the smallest R with delta <= spacing / 4 (doubling, then 60
+    bisection steps): u [d_p] with u . p_i = R + offsets_i on S, [CLS]'s attention A [T+1] (last:
+    [CLS], whose key is 0), delta = A's mass outside S, spacing = the least A_i on S."""
+    (T, d_p), s = P.shape, len(S)
+    try:                                          # dual [d_p, s]: p_i . dual_j = 1 if i == j else 0
+        dual = P[S].T @ np.linalg.inv(P[S] @ P[S].T)
+    except np.linalg.LinAlgError:
+        raise RuntimeError(f"the codes of S are linearly dependent (d_p={d_p}); raise code_factor")
+    outside = np.ones(T, bool)
+    outside[S] = False
+    def weights(R):
+        u = dual @ (R + offsets)
+        A = attn.softmax_forward(np.append(P @ u, 0.0))[0]
+        return u, A, A[:T][outside].sum(), A[S].min()
+    leaky = lambda R: weights(R)[2] > weights(R)[3] / 4
+    lo, hi = 0.0, 1.0
+    while leaky(hi):
+        lo, hi = hi, 2 * hi
+        if hi > 1e4:
+            raise RuntimeError(f"no R makes the leak small for T={T}, s={s}; raise code_factor")
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if leaky(mid) else (lo, mid)
+    return (hi,) + weights(hi)
+
+
 def build_sparse_head(task, rng, code_factor=16.0):
     """Weights for attn.py's one-head model computing task.label exactly -> (params, cfg, info).
-
     task: a data.SparseTask (data.make_task), any of data.TASKS. rng draws the codes.
     info: d_p, R, delta (mass outside S), spacing, mass_on_S, units, W1_fro, W2_fro,
     decoder_norm (their product), qk_spec (||W_QK||_2 = ||u||).
@@ -434,39 +402,15 @@ def build_sparse_head(task, rng, code_factor=16.0):
     T, s, S = task.T, task.s, task.S
     d_p = construction_width(T, s, code_factor)
     P = positional_codes(T, d_p, rng)                                   # [T, d_p]
-    junta = task.name == "junta"
-    offsets = (s - 1 - np.arange(s)) * math.log(2.0) if junta else np.zeros(s)
-    try:                                          # dual [d_p, s]: p_i . dual_j = 1 if i == j else 0
-        dual = P[S].T @ np.linalg.inv(P[S] @ P[S].T)
-    except np.linalg.LinAlgError:
-        raise RuntimeError(f"the codes of S are linearly dependent (d_p={d_p}); raise code_factor")
-    outside = np.ones(T, bool)
-    outside[S] = False
-
-    def weights(R):  # -> A [T+1] (last: [CLS]), delta, spacing
-        u = dual @ (R + offsets)
-        A = attn.softmax_forward(np.append(P @ u, 0.0))[0]              # [CLS]'s key is 0
-        return u, A, A[:T][outside].sum(), A[S].min()
-
-    lo, hi = 0.0, 1.0
-    while weights(hi)[2] > weights(hi)[3] / 4:
-        lo, hi = hi, 2 * hi
-        if hi > 1e4:
-            raise RuntimeError(f"no R makes the leak small for T={T}, s={s}; raise code_factor")
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if weights(mid)[2] > weights(mid)[3] / 4 else (lo, mid)
-    R = hi
-    u, A, delta, spacing = weights(R)
+    offsets = (s - 1 - np.arange(s)) * math.log(2.0) if task.name == "junta" else np.zeros(s)
+    R, u, A, delta, spacing = _solve_scores(P, S, offsets)
     bits = _level_bits(task)                                            # [n_levels, s]
     levels = bits @ A[S]                                                # level of each pattern
     X_lv = np.zeros((len(bits), T), np.uint8)
     X_lv[:, S] = bits
     y_lv = 2.0 * task.label(X_lv) - 1.0                                 # +-1, from data.py's labels
     knots, coefs, y0 = relu_interpolant(levels + delta / 2, y_lv)
-
-    d = d_p + 3
-    BIT, CLS, OUT = d_p, d_p + 1, d_p + 2
+    d, BIT, CLS, OUT = d_p + 3, d_p, d_p + 1, d_p + 2
     cfg = attn.default_config(T=T, d=d, heads=1, mlp=len(knots), ln=False, act="relu",
                               dtype="float64")
     p = attn.init_params(cfg, rng, std=0.0)                             # all zeros, right shapes
@@ -490,22 +434,16 @@ def build_sparse_head(task, rng, code_factor=16.0):
     return p, cfg, info
 
 
-def all_patterns(s):  # -> [2^s, s] every pattern of s bits
-    s = check_int("s", s, 1, 20)
-    return ((np.arange(2 ** s)[:, None] >> np.arange(s)) & 1).astype(np.uint8)
-
-
 def check_construction(p, cfg, task, rng, n_fill=2, path="fast"):
     """Run attn.model_forward on every pattern of the s relevant bits, each with the other T - s
     bits all 0, all 1 (the extreme leaks) and n_fill random fair fills -> dict(n, wrong, margin).
-
     margin = min over inputs of (logit if the label is 1 else -logit); > 0 means all correct.
     """
-    _check_params(p, cfg)
+    attn.check_params(p, cfg)
     if not isinstance(task, data.SparseTask) or task.T != cfg["T"]:
         raise ValueError(f"task must be a data.SparseTask with T={cfg['T']}, got {task!r}")
     rng, n_fill = check_generator(rng), check_int("n_fill", n_fill, 0)
-    pats = all_patterns(task.s)
+    pats = ((np.arange(2 ** task.s)[:, None] >> np.arange(task.s)) & 1).astype(np.uint8)
     fills = [np.zeros((len(pats), task.T), np.uint8), np.ones((len(pats), task.T), np.uint8)]
     fills += [(rng.random((len(pats), task.T)) < 0.5).astype(np.uint8) for _ in range(n_fill)]
     X = np.concatenate(fills)
@@ -515,10 +453,7 @@ def check_construction(p, cfg, task, rng, n_fill=2, path="fast"):
     return dict(n=len(X), wrong=int((signed <= 0).sum()), margin=float(signed.min()))
 
 
-# ==============================================================================================
-# 3. THE PROBABILISTIC READING (Shim 2022 [S]; standard mathematics, not quotes of [S])
-# ==============================================================================================
-#
+# ======== 3. THE PROBABILISTIC READING (Shim 2022 [S]; standard mathematics, not quotes of [S]) =
 # Keys k_j are the rows of K [n, d]; a query q [d]. The categorical family over positions j with
 # statistic k_j has log normaliser A(theta) = log sum_j exp(theta . k_j). With inverse
 # temperature beta, lse_beta(z) = beta^-1 log sum_j exp(beta z_j), and
@@ -551,7 +486,6 @@ def lse_hessian(K, q, beta=1.0):  # [n, d], [d] -> [d, d]
 
 def head_as_lse_gradient(K, theta, beta=1.0):  # [n, d], [d] -> [d]
     """attn.attention_cls_forward, weights chosen so that its [CLS] output is the lse gradient.
-
     Tokens [k_j, 0] (j < n) and the [CLS] token [0, 1]; W_Q maps [CLS]'s last coordinate to
     beta sqrt(d+1) theta (undoing the 1/sqrt(e) scale), W_K = W_V = W_O = I. The [CLS] key is 0,
     so the head is the gradient of lse over the keys {k_j} and one extra key 0 (a null category).
@@ -576,18 +510,6 @@ def tied_residual_step(K, x, beta=1.0):  # [n, d], [..., d] -> [..., d]
     return _float_array("x", x) + lse_grad(K, x, beta)
 
 
-def untied_residual_step(K, V, x, beta=1.0):  # [n, d], [n, d], [..., d] -> [..., d]
-    """x + V^T softmax(beta K x) with values V != keys K: not a gradient field."""
-    V = _float_array("V", V, 2)
-    return _float_array("x", x) + attn.softmax_forward(_pos_arg("beta", beta) * (x @ K.T))[0] @ V
-
-
-def hopfield_energy(K, x, beta=1.0):  # [n, d], [..., d] -> [...]
-    """E(x) = x.x/2 - lse_beta(K x): the modern Hopfield energy (Ramsauer et al. 2020)."""
-    x = _float_array("x", x)
-    return 0.5 * (x * x).sum(-1) - lse(x @ _float_array("K", K, 2).T, beta)
-
-
 def layernorm_plain(x):  # [..., d] -> [..., d]: attn.layernorm_forward with gain 1, shift 0
     x = _float_array("x", x)
     d = x.shape[-1]
@@ -607,8 +529,7 @@ def layernorm_jacobian_norm(x):  # [d] -> float: 1 / sqrt(sigma^2 + LN_EPS)
 def infonce_loss(anchor, cands, beta=1.0):  # [d], [n, d] (row 0 the positive) -> scalar
     """-log softmax(beta cands @ anchor)[0]: the NLL of the positive in the categorical family."""
     a, C = _float_array("anchor", anchor, 1), _float_array("cands", cands, 2)
-    beta = _pos_arg("beta", beta)
-    z = beta * (C @ a)
+    z = _pos_arg("beta", beta) * (C @ a)
     return float(lse(z) - z[0])
 
 
@@ -657,7 +578,6 @@ def check_lse_hessian(rng, n=7, d=5, beta=1.7):
 
 def check_tied_expansion(rng, trials=200, n=6, d=4):
     """Random K, beta, points: -> dict(min/max_ratio, min/max_logdet, min_lse_rise, jac_err).
-
     min_ratio:    min ||F(a) - F(b)|| / ||a - b|| over random and close pairs (theorem: >= 1)
     min_logdet:   min log det(I + beta Cov) (theorem: >= 0), and jac_err: analytic J vs
                   central differences of F at one point
@@ -712,30 +632,29 @@ def check_infonce(rng, n=6, d=5, beta=0.8):
 
 
 def demo_untied(rng, n=6, d=4, beta=2.0, tries=50):
-    """Untied values: the smallest ||F(a) - F(b)|| / ||a - b|| found, pairs along the Jacobian's
-    smallest singular direction at random points."""
+    """Untied values V != keys K: F(x) = x + V^T softmax(beta K x) is not a gradient field. -> the
+    smallest ||F(a) - F(b)|| / ||a - b|| found, b - a along J_F's smallest singular direction."""
     rng = check_generator(rng)
     best = np.inf
     for _ in range(tries):
         K, V, a = rng.standard_normal((n, d)), rng.standard_normal((n, d)), rng.standard_normal(d)
-        J = numerical_jacobian(lambda x: untied_residual_step(K, V, x, beta), a)
-        v = np.linalg.svd(J)[2][-1]
-        b = a + 1e-3 * v
-        Fa, Fb = untied_residual_step(K, V, a, beta), untied_residual_step(K, V, b, beta)
-        best = min(best, np.linalg.norm(Fa - Fb) / 1e-3)
+        F = lambda x: x + attn.softmax_forward(beta * (x @ K.T))[0] @ V
+        b = a + 1e-3 * np.linalg.svd(numerical_jacobian(F, a))[2][-1]
+        best = min(best, np.linalg.norm(F(a) - F(b)) / 1e-3)
     return float(best)
 
 
 def demo_energy(rng, trials=500, n=6, d=4):
-    """Fraction of random (K, x, beta) where the residual step x + grad lse RAISES the Hopfield
-    energy, and the largest rise (the plain update x <- grad lse is the one that descends)."""
+    """Fraction of random (K, x, beta) where the residual step x + grad lse RAISES the modern
+    Hopfield energy E(x) = x.x/2 - lse_beta(K x) (Ramsauer et al. 2020), and the largest rise
+    (the plain update x <- grad lse is the one that descends)."""
     rng = check_generator(rng)
     rises = []
     for _ in range(trials):
         K, beta = rng.standard_normal((n, d)), 10 ** rng.uniform(-1, 1)
         x = rng.standard_normal(d) * rng.uniform(0.1, 3)
-        rises.append(hopfield_energy(K, tied_residual_step(K, x, beta), beta)
-                     - hopfield_energy(K, x, beta))
+        E = lambda y: 0.5 * (y * y).sum(-1) - lse(y @ K.T, beta)
+        rises.append(E(tied_residual_step(K, x, beta)) - E(x))
     rises = np.array(rises)
     return float((rises > 0).mean()), float(rises.max())
 
@@ -762,7 +681,7 @@ def measure_trained_block(p, cfg, X):
     """Token geometry of a trained model: rows x0 = embeddings [T+1, d] of one input X [1, T];
     y = x0 + SelfAttn(LN1(x0)) (f_tf-layer: every position queries, attn.self_attention_forward);
     z = LN2(y) with the trained gain and shift. -> dict of pairwise-ratio summaries and sigmas."""
-    _check_params(p, cfg)
+    attn.check_params(p, cfg)
     if not cfg["ln"] or not cfg["mlp"]:
         raise ValueError("measure_trained_block needs a model with LayerNorms and an MLP (ln2)")
     f = {k: np.asarray(v, np.float64) for k, v in p.items()}
@@ -778,47 +697,7 @@ def measure_trained_block(p, cfg, X):
                 sigma_x0=float(np.median(x0[0].std(1))), sigma_y=float(np.median(y[0].std(1))))
 
 
-# ==============================================================================================
-# 4. ALGORITHMIC BASELINE: sparse parity by Gaussian elimination over GF(2)
-# ==============================================================================================
-#
-# Parity labels (data.py: y = 1 iff an odd number of the bits in S are 1) are linear over GF(2):
-# y = X w mod 2 with w the indicator of S. With m samples the solution is unique exactly when X has
-# full column rank T, which a random m x T bit matrix reaches at m = T + O(1). Rows are bit-packed
-# into uint64 words (bit j of a row in word j // 64), so one XOR handles 64 columns.
-
-def learn_sparse_parity(X, y):
-    """The GF(2) learner: the support {j : w_j = 1} of the unique solution, or None."""
-    w = data.gf2_solve(X, y)
-    return None if w is None else np.flatnonzero(w)
-
-
-def gf2_sample_need(T, s, rng):
-    """Samples the GF(2) learner needs on one draw of a data.make_task('parity', T, s) task:
-    -> (m0, recovered at m0, unique at m0 - 1)."""
-    T, s, rng = check_int("T", T, 1), check_int("s", s, 1), check_generator(rng)
-    task = data.make_task("parity", T, s, rng)
-    X, y = task.sample(T + 200, rng)
-    m0 = data.gf2_first_full_rank(X)
-    if m0 is None:
-        raise RuntimeError(f"{T + 200} samples did not reach rank T={T}")
-    found = learn_sparse_parity(X[:m0], y[:m0])
-    before = learn_sparse_parity(X[:m0 - 1], y[:m0 - 1]) if m0 > 1 else None
-    return m0, found is not None and found.tolist() == task.S.tolist(), before is not None
-
-
-def log2_binomial(T, s):
-    """log2 C(T, s): bits needed to name the support among the C(T, s) possible ones, the
-    reference point part 4 compares the GF(2) learner's ~T samples with."""
-    T, s = check_int("T", T, 1), check_int("s", s, 0)
-    if s > T:
-        raise ValueError(f"s must be <= T, got s={s}, T={T}")
-    return (math.lgamma(T + 1) - math.lgamma(s + 1) - math.lgamma(T - s + 1)) / math.log(2)
-
-
-# ==============================================================================================
-# 5. THE REPORT
-# ==============================================================================================
+# ======== 5. THE REPORT =========================================================================
 
 THM, MEAS, DEMO = "[theorem check]", "[measurement]", "[demonstration of a limit]"
 
@@ -831,20 +710,12 @@ def heading(title):
     print("\n" + title + "\n" + "-" * len(title))
 
 
-def progress(text):
-    """One progress line, flushed at once so that it shows under `python theory.py > log`."""
-    print(text, flush=True)
-
-
 def train_models(Ts, ms, steps, task="and", s=3, dtype="float32", tolerate_divergence=False,
-                 log=progress):
+                 log=lambda line: print(line, flush=True)):
     """train.train_run for each (T, m) pair, seed 0; -> list of result dicts. With
     tolerate_divergence a diverged run gives dict(T=T, m=m, test_acc=nan) instead of raising.
-    log(line) gets one line per trained model (which, how far, test accuracy, seconds); pass
-    log=None for silence."""
-    # train.py is imported here, not at the top: parts 0-4 need only attn.py and data.py, so they
-    # can be copied and used without train.py.
-    import train
+    log(line) gets one line per trained model (which, how far, test accuracy, seconds), flushed
+    by default so that it shows under `python theory.py > log`; log=None for silence."""
     out = []
     for k, (T, m) in enumerate(zip(Ts, ms), 1):
         t0 = time.perf_counter()
@@ -867,7 +738,6 @@ def construction_cache():
     """construct(name, T, s) -> (params, cfg, info), built once per key from fixed seeds; the
     data.SparseTask of each key is kept in construct.tasks[(name, T, s)]."""
     built, tasks = {}, {}
-
     def construct(name, T, s):
         key = (name, T, s)
         if key not in built:
@@ -877,6 +747,23 @@ def construction_cache():
         return built[key]
     construct.tasks = tasks
     return construct
+
+
+def report_capacity(ctx):
+    """Part 1: softmax's Lipschitz constant (asserted), then report_trained_norms and
+    report_sample_need."""
+    heading("1. Capacity (Edelman Section 3)")
+    r = softmax_lipschitz_search(np.random.default_rng(1))
+    require(r["overall"] <= 2.0, f"softmax l_inf->l_1 ratio {r['overall']} > 2")
+    require(r["overall"] <= 1.0 + 1e-9, f"softmax l_inf->l_1 ratio {r['overall']} > 1")
+    say(THM, "softmax is Lipschitz from l_inf to l_1: largest ||softmax(a)-softmax(b)||_1 / "
+        "||a-b||_inf seen")
+    say("", f"  random pairs {r['random']:.4f}, constructed near-worst pairs "
+        f"{r['constructed']:.8f}, hill-climbed {r['climbed']:.4f}")
+    say("", f"  max {r['overall']:.8f} <= 2 (the paper's constant); also <= 1, the tight constant "
+        "(our derivation, see 1a)")
+    report_trained_norms(ctx)
+    report_sample_need(ctx)
 
 
 def trained_row(name, res, m):
@@ -892,18 +779,8 @@ def trained_row(name, res, m):
     return max(nm["qk_spec"]), C
 
 
-def report_capacity(ctx):
-    heading("1. Capacity (Edelman Section 3)")
-    r = softmax_lipschitz_search(np.random.default_rng(1))
-    require(r["overall"] <= 2.0, f"softmax l_inf->l_1 ratio {r['overall']} > 2")
-    require(r["overall"] <= 1.0 + 1e-9, f"softmax l_inf->l_1 ratio {r['overall']} > 1")
-    say(THM, "softmax is Lipschitz from l_inf to l_1: largest ||softmax(a)-softmax(b)||_1 / "
-        "||a-b||_inf seen")
-    say("", f"  random pairs {r['random']:.4f}, constructed near-worst pairs "
-        f"{r['constructed']:.8f}, hill-climbed {r['climbed']:.4f}")
-    say("", f"  max {r['overall']:.8f} <= 2 (the paper's constant); also <= 1, the tight constant "
-        "(our derivation, see 1a)")
-
+def report_trained_norms(ctx):
+    """Part 1: norms, C and the gap bound of the model at init and trained at each T."""
     print()
     say(MEAS, f"norms of trained models (3-sparse AND, m={ctx['train_m']}, {ctx['train_steps']} "
         "Adam steps, seed 0; 16 heads: max over heads, C sums them)")
@@ -924,7 +801,9 @@ def report_capacity(ctx):
         f"x{qk[-1] / qk[0]:.2f}, C x{C[-1] / C[0]:.2f}; largest/smallest over these T: "
         f"x{qk.max() / qk.min():.2f}, x{C.max() / C.min():.2f}")
 
-    gap = 0.1
+
+def report_sample_need(ctx, gap=0.1):
+    """Part 1: samples the reconstructed bound asks for against T, head against halfspaces."""
     p, cfg, _ = ctx["construct"]("and", 100, 3)
     C_fix, d_fix = covering_constant(norm_measures(p, cfg)), cfg["d"]
     print()
@@ -961,7 +840,17 @@ def report_capacity(ctx):
 
 
 def report_construction(ctx):
+    """Part 2, in four steps; one generator runs through the first and the last."""
     heading("2. Sparse variable creation (Edelman Section 4): weights built by hand, no training")
+    rng = np.random.default_rng(2)
+    report_exactness(ctx, rng)
+    report_qk_norm(ctx)
+    report_decoder_norm(ctx)
+    report_attention_on_S(ctx, rng)
+
+
+def report_exactness(ctx, rng):
+    """Part 2: check_construction on each (T, s) of the grid and each task, asserted exact."""
     construct = ctx["construct"]
     say("", "attn.py's model, heads=1, ln=False, ReLU MLP, float64; W_QK = e_CLS u^T, u.p_i = R "
         "on S (R + (s-1-j) ln 2 for a junta),")
@@ -972,11 +861,10 @@ def report_construction(ctx):
     say("", "  (>= 0.75 by design; exactly 0.75 is reached by the all-0/all-1 fills, the largest "
         "leaks; 'all correct' is asserted)")
     print("        T  s    and     or parity majority  junta   inputs checked")
-    rng = np.random.default_rng(2)
     total = 0
     for T in ctx["grid_T"]:
         for s in ctx["grid_s"]:
-            # the row is printed cell by cell (a cell at T=10^4 takes seconds): progress shows
+            # printed cell by cell, flushed: a cell at T=10^4 takes seconds
             print(f"  {T:>7} {s:>2}", end="", flush=True)
             n = 0
             for name in data.TASKS:
@@ -993,13 +881,16 @@ def report_construction(ctx):
             print(f"   {n:>6}")
     say("", f"  {total} inputs, all correct")
 
+
+def report_qk_norm(ctx):
+    """Part 2: the 3-sparse AND head's R and |W_QK|_2 against T, and fits in ln T and T^k."""
     print()
     say(MEAS, "the QK norm against T (3-sparse AND): R from the bisection beside the paper's "
         "log((T-s)/(s eps)), eps = the leak allowed")
     print("        T     d      R   log((T-s)/(s eps))  |W_QK|_2  |W_QK|_2 / ln T  mass on S")
     norms = []
     for T in ctx["qk_T"]:
-        p, cfg, info = construct("and", T, 3)
+        p, cfg, info = ctx["construct"]("and", T, 3)
         qk = norm_measures(p, cfg)["qk_spec"][0]
         norms.append(qk)
         paper_R = math.log((T - 3) / (3 * info["spacing"] / 4))
@@ -1010,6 +901,9 @@ def report_construction(ctx):
     say(MEAS, f"fit |W_QK|_2 = {a:.2f} ln T + {b:.2f} (R^2 {r2:.4f}); as a power law T^{k:.3f} "
         f"(R^2 {r2k:.4f}): grows like log T, no faster")
 
+
+def report_decoder_norm(ctx):
+    """Part 2: decoder norm and ReLU units against s (T=100), power-law vs exponential fits."""
     print()
     say(MEAS, "decoder norm ||W_1||_F ||W_2||_F against s (T=100), with the ReLU units used")
     print("    s " + "".join(f"{n:>17}" for n in data.TASKS))
@@ -1020,7 +914,7 @@ def report_construction(ctx):
             if name == "majority" and s % 2 == 0:
                 cells.append(f"{'-':>17}")
                 continue
-            info = construct(name, 100, s)[2]
+            info = ctx["construct"](name, 100, s)[2]
             table[name].append((s, info["decoder_norm"]))
             cells.append(f"{info['decoder_norm']:10.1f} ({info['units']:>2}u)")
         print(f"  {s:>3} " + "".join(cells))
@@ -1032,14 +926,17 @@ def report_construction(ctx):
         say(MEAS, f"{name:>8}: power law s^{kp:.2f} (R^2 {rp:.3f});  exponential "
             f"{math.exp(ke):.2f}^s (R^2 {re:.3f})  -> {better} fits better")
 
+
+def report_attention_on_S(ctx, rng):
+    """Part 2: [CLS] attention mass on S, construction (checked against the build) vs trained."""
     print()
     say(MEAS, "[CLS] attention mass on S (3-sparse AND): construction (1 head) vs trained "
         "(16 heads: mean over heads, and the best head)")
     print("        T   construction   trained: mean   trained: best head   test acc")
     for res in ctx["trained"]:
         T = res["T"]
-        p, cfg, info = construct("and", T, 3)
-        task = construct.tasks[("and", T, 3)]
+        p, cfg, info = ctx["construct"]("and", T, 3)
+        task = ctx["construct"].tasks[("and", T, 3)]
         mass = float(attn.cls_attention(p, cfg, task.sample(1, rng)[0])[0, 0, task.S].sum())
         require(abs(mass - info["mass_on_S"]) < 1e-9, "attn.cls_attention disagrees with the build")
         X = task.sample(200, rng)[0]                     # any bits: only S's positions matter
@@ -1082,7 +979,6 @@ def report_probabilistic(ctx):
     require(nce["rel_err"] < 1e-7, f"InfoNCE gradient {nce}")
     say(THM, "InfoNCE gradient in the anchor = beta (E_p[t] - t_+), an attention readout: rel "
         f"error {nce['rel_err']:.1e}")
-
     print()
     say(DEMO, f"untied values V != K: smallest distance ratio found {demo_untied(rng):.3f} "
         "(< 1: a pair shrinks)")
@@ -1091,7 +987,6 @@ def report_probabilistic(ctx):
         f"of 500 random cases (largest rise {rise:.3g})")
     say(DEMO, "post-LN blocks LN(X + SelfAttn(X)), mean pairwise distance / initial, blocks 1..6: "
         + " ".join(f"{c:.3f}" for c in demo_post_ln_collapse(rng)))
-
     res = ctx["trained"][list(ctx["train_T"]).index(100)]
     X = (rng.random((1, 100)) < data.bit_probability("and", 3)).astype(np.uint8)
     mb = measure_trained_block(res["params"], res["cfg"], X)
@@ -1119,14 +1014,13 @@ def report_gf2(ctx):
         t0 = time.perf_counter()
         ms = []
         for _ in range(ctx["gf2_seeds"]):
-            m0, ok, unique_before = gf2_sample_need(T, 3, rng)
+            m0, ok, unique_before = data.gf2_sample_need(T, 3, rng)
             require(ok and not unique_before, f"GF(2) learner at T={T}: recovered={ok}")
             ms.append(m0)
         print(f"  {T:>7}  3   {' '.join(str(m) for m in ms):<26}  {np.mean(ms) - T:11.1f}   "
-              f"{log2_binomial(T, 3):11.1f}   {time.perf_counter() - t0:7.2f}")
+              f"{data.log2_binomial(T, 3):11.1f}   {time.perf_counter() - t0:7.2f}")
     say("", "  the learner needs about T + 2 samples: ~T, against the s log T bits that name S "
         "(it does not use sparsity)")
-
     print()
     say(MEAS, "the trained Transformer on 3-sparse parity (train.train_run, float64, "
         f"{ctx['parity_steps']} steps, one seed): test accuracy")
@@ -1162,8 +1056,6 @@ REPORT = dict(
 
 
 def main(argv=None):
-    # train.py is imported only here and in train_models: parts 0-4 need only attn.py and data.py.
-    import train
     cli.keep_freed_memory()
     cli.OneLineParser(
         prog="theory.py", allow_abbrev=False,
@@ -1175,9 +1067,8 @@ def main(argv=None):
         sys.stdout.reconfigure(line_buffering=True)     # every line shows at once under `> log`
     t_start = time.perf_counter()
     print("theory.py: Edelman et al. (ICML 2022) and the probabilistic reading of attention, as "
-          "checks on attn.py's model")
-    print("tags: [theorem check] asserted here and in test_all.py; [measurement] no claim;"
-          " [demonstration of a limit] reported, not asserted")
+          "checks on attn.py's model\ntags: [theorem check] asserted here and in test_all.py; "
+          "[measurement] no claim; [demonstration of a limit] reported, not asserted")
     ctx = dict(REPORT, construct=construction_cache())
     ctx["init"] = dict(params=attn.init_params(attn.default_config(T=100), train.seeds_for(0).init),
                        cfg=attn.default_config(T=100))          # the T=100 run before its 1st step
@@ -1186,14 +1077,12 @@ def main(argv=None):
     ctx["trained"] = train_models(ctx["train_T"], [ctx["train_m"]] * len(ctx["train_T"]),
                                   ctx["train_steps"])
     t_train = time.perf_counter() - t0
-
     report_capacity(ctx)
     t0 = time.perf_counter()
     report_construction(ctx)
     t_build = time.perf_counter() - t0
     report_probabilistic(ctx)
     report_gf2(ctx)
-
     heading("Notes")
     say(MEAS, f"time: training for part 1 {t_train:.1f} s, part 2 {t_build:.1f} s, the parity "
         f"runs of part 4 {ctx['t_parity']:.1f} s, total {time.perf_counter() - t_start:.1f} s")
@@ -1203,4 +1092,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.one_line_errors("theory.py", main))

@@ -11,20 +11,23 @@ parameter, full-batch logistic loss, 1000 steps, accuracy on fresh test samples.
 The file reads top to bottom: options (one table), the optimiser, one training run and its loop,
 checkpoints, the command line. Dimension names: B batch, T bits, d width.
 """
+import sys
+
+import cli                                  # standard library only: Ctrl-C from the first line
+
+if __name__ == "__main__":
+    cli.quiet_interrupts("train.py")        # Ctrl-C while starting: one line, exit 130
+    cli.threads_from_argv(sys.argv[1:])     # BLAS threads: before numpy is first imported
+
 import argparse
 import collections
 import json
 import math
 import os
 import signal
-import sys
 import time
 
-import cli
 from cli import BadValue, choice, integer, number
-
-if __name__ == "__main__":
-    cli.threads_from_argv(sys.argv[1:])     # BLAS threads: before numpy is first imported
 
 import numpy as np
 
@@ -52,13 +55,15 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
     ("optimizer", "adam", choice("adam", "adamw"),
      "adam: weight decay added to the gradient (torch.optim.Adam); adamw: decoupled decay, "
      "p -= lr * wd * p before the step (torch.optim.AdamW)"),
-    ("beta2", 0.999, number(0, hi=1), "Adam's second-moment decay (minGPT: 0.95)"),
+    ("beta2", 0.999, number(0, hi=1, hi_strict=True),
+     "Adam's second-moment decay, >= 0 and < 1 (minGPT: 0.95)"),
     ("decay", "all", choice("all", "matrices"),
      "what weight decay acts on: all parameters, or the weight matrices and the readout only "
      "(minGPT: not biases, LayerNorm gains, embeddings or [CLS])"),
     ("clip", 0.0, number(0), "clip each step's gradient to this global L2 norm (0 = off; "
      "minGPT: 1.0)"),
-    ("dropout", 0.0, number(0, hi=1), "dropout probability in [0, 1) (minGPT: 0.1) on the "
+    ("dropout", 0.0, number(0, hi=1, hi_strict=True), "dropout probability, >= 0 and < 1 "
+     "(minGPT: 0.1), on the "
      "token embeddings, attention weights and residual branches; trains on the plain [CLS] "
      "path, one run at a time (much slower at large T)"),
     ("val", 0, integer(0), "early stopping (0 = off): this many validation samples, a stream of "
@@ -118,7 +123,10 @@ def check_options(o, flag=py_flag):
 def validate_options(opts):
     """Defaults filled in and every value checked: ValueError (one line naming the value and what
     is allowed) otherwise. Returns the full option dict."""
-    unknown = sorted(set(opts) - set(DEFAULTS))
+    if not isinstance(opts, dict):
+        raise TypeError(f"opts must be a dict of options (the keys of train.DEFAULTS), got "
+                        f"{type(opts).__name__}")
+    unknown = sorted(set(opts) - set(DEFAULTS), key=repr)
     if unknown:
         raise ValueError(f"unknown option(s) {unknown}; allowed: {sorted(DEFAULTS)}")
     o = dict(DEFAULTS, **opts)
@@ -143,6 +151,7 @@ def seeds_for(seed):
     data), test (test data), init, order (minibatches), val (validation data), dropout (masks).
     Each is a child of SeedSequence(seed) fixed by its index in that order, so a stream added
     later (val, dropout) left every earlier run unchanged."""
+    seed = _api_int("seed", seed, 0)
     return Streams(*(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(7)))
 
 
@@ -175,6 +184,11 @@ def build_model(o, rng):
 
 
 def accuracy(z, y):
+    """Share of logits z [n] on the side of their 0/1 labels y [n]."""
+    z, y = np.asarray(z, dtype=float), np.asarray(y, dtype=float)
+    if z.shape != y.shape or not z.size:
+        raise ValueError(f"z and y must be arrays of one non-empty shape, got {z.shape} and "
+                         f"{y.shape}")
     return float(np.mean((z > 0) == (y > 0)))
 
 
@@ -185,12 +199,16 @@ def attention_on_support(params, cfg, X, S):
 
 
 class Interrupted(Exception):
-    """Training stopped by Ctrl-C or SIGTERM at a step boundary; .step and .path say where it was
-    saved."""
+    """Training stopped by Ctrl-C or SIGTERM: at a step boundary (phase "training"), before step 1
+    ("start") or during the final evaluation ("evaluation"). .step is the step the checkpoint
+    .path holds (0: nothing saved yet), .phase where it stopped."""
 
-    def __init__(self, step, path):
-        super().__init__(f"interrupted after step {step}; checkpoint {path}")
-        self.step, self.path = step, path
+    def __init__(self, step, path, phase="training"):
+        where = {"training": f"after step {step}", "start": "before training",
+                 "evaluation": "during the final evaluation"}[phase]
+        super().__init__(f"interrupted {where}; checkpoint {path} at step {step}" if step else
+                         f"interrupted {where}; nothing was saved yet")
+        self.step, self.path, self.phase = step, path, phase
 
 
 class Diverged(Exception):
@@ -200,53 +218,91 @@ class Diverged(Exception):
 def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=None):
     """Train one model with options `opts` (keys of DEFAULTS); return a result dict.
 
-    save: checkpoint path, written every save_every steps, at the end, and on Ctrl-C or SIGTERM
-    (then Interrupted is raised). resume: a dict from load_checkpoint to continue from.
-    stop_after: behave as if Ctrl-C came after that step (for tests). A non-finite loss raises
-    Diverged and leaves the last (finite) checkpoint untouched.
+    save: checkpoint path, written every save_every steps (0: only at the end), at the end, and
+    on Ctrl-C or SIGTERM (then Interrupted is raised, also when Ctrl-C comes before step 1 or
+    during the final evaluation). Like --save, it must be free or the very file `resume` was
+    read from (cli.claim_output): another run's checkpoint, or any other file, is never
+    replaced. resume: a dict from load_checkpoint to continue from (checked field by field,
+    check_checkpoint); a checkpoint already at o["steps"] is evaluated and reported without
+    training. stop_after: behave as if Ctrl-C came after that step (for tests). A non-finite
+    loss raises Diverged and leaves the last (finite) checkpoint untouched. log: a function of
+    one line, or None for none.
     """
     o = validate_options(opts)
+    save_every = _api_int("save_every", save_every, 0)
+    stop_after = None if stop_after is None else _api_int("stop_after", stop_after, 1)
+    if log is not None and not callable(log):
+        raise TypeError(f"log must be a function of one line (e.g. print) or None, got "
+                        f"{type(log).__name__}")
+    if resume is not None:
+        resume = check_checkpoint(resume, "resume")
+    if save is not None:
+        cli.claim_output(save, "checkpoint", "save",
+                         checkpoint_owner(resume and resume.get("path"), cli_style=False))
     check_run_memory(o)
-    if (o["val"] or o["dropout"]) and (save or resume):
+    if (o["val"] or o["dropout"]) and (save is not None or resume is not None):
         raise ValueError("early stopping (val) and dropout do not combine with checkpoints yet "
                          "(the best parameters and the mask generator are not saved); drop them "
                          "or save/resume")
-    task, (Xtr_f, ytr), (Xte_f, yte), r_init, r_order, val = draw_run(o)
-    params, loss_and_grads, logits, cfg = build_model(o, r_init)
-    ytr_f = ytr.astype(Xtr_f.dtype)
-    state = adam_init(params, o["decay"])
-    first = 1 if resume is None else restore(resume, o, params, state, r_order)
-    progress = Progress(log, o, params, cfg, logits, (Xtr_f, ytr), val or (Xte_f, yte), task.S,
-                        "val" if val else "test")
-    stopper = val and BestOnValidation(o, params, val,
-                                       lambda p, Xv, yv: val_loss(chunked(logits, p, Xv), yv))
-    losses = []
-    fixed = {}                       # a full-batch run's bits never change: two versions once
-    if cfg and not o["dropout"] and (not o["batch"] or o["batch"] >= o["m"]):
-        fixed = dict(versions=attn.two_versions(Xtr_f, Xtr_f.dtype))
-    # training loop (a blow-up is caught by check_finite, so numpy's overflow warnings are off)
-    with StopRequests(enabled=bool(save)) as stop, np.errstate(over="ignore", invalid="ignore"):
-        for step in range(first, o["steps"] + 1):
-            Xb, yb = next_batch(Xtr_f, ytr_f, o["batch"], r_order)
-            loss, grads = loss_and_grads(params, Xb, yb, **fixed)
-            losses.append(check_finite(float(loss), step, o, save))
-            optimiser_step(params, grads, state, o)
-            if stopper:
-                stopper.check(step)
-            progress.log(step, losses[-1])
-            stop.now |= step == stop_after
-            if save and (stop.now or step == o["steps"] or (save_every and step % save_every == 0)):
-                save_checkpoint(save, params, state, r_order, o, step)
-            if stop.now:
-                raise Interrupted(step, save)
-    if stopper:
-        stopper.restore()
-    r = summarise(o, task, params, cfg, logits, (Xtr_f, ytr), (Xte_f, yte), losses,
-                  progress.seconds())
+    kept = resume["step"] if resume and save and _same_path(save, resume.get("path")) else 0
+    phase = "start"                  # where a Ctrl-C that is not caught at a step boundary came
+    try:
+        task, (Xtr_f, ytr), (Xte_f, yte), r_init, r_order, val = draw_run(o)
+        params, loss_and_grads, logits, cfg = build_model(o, r_init)
+        ytr_f = ytr.astype(Xtr_f.dtype)
+        state = adam_init(params, o["decay"])
+        first = 1 if resume is None else restore(resume, o, params, state, r_order)
+        progress = Progress(log, o, params, cfg, logits, (Xtr_f, ytr), val or (Xte_f, yte),
+                            task.S, "val" if val else "test")
+        stopper = val and BestOnValidation(o, params, val,
+                                           lambda p, Xv, yv: val_loss(chunked(logits, p, Xv), yv))
+        losses = []
+        fixed = {}                   # a full-batch run's bits never change: two versions once
+        if cfg and not o["dropout"] and (not o["batch"] or o["batch"] >= o["m"]):
+            fixed = dict(versions=attn.two_versions(Xtr_f, Xtr_f.dtype))
+        # training loop (a blow-up is caught by check_finite, so numpy's overflow warnings are off)
+        with StopRequests(enabled=bool(save)) as stop, np.errstate(over="ignore", invalid="ignore"):
+            phase = "training"
+            for step in range(first, o["steps"] + 1):
+                Xb, yb = next_batch(Xtr_f, ytr_f, o["batch"], r_order)
+                loss, grads = loss_and_grads(params, Xb, yb, **fixed)
+                losses.append(check_finite(float(loss), step, o, save))
+                optimiser_step(params, grads, state, o)
+                if stopper:
+                    stopper.check(step)
+                progress.log(step, losses[-1])
+                stop.now |= step == stop_after
+                if save and (stop.now or step == o["steps"]
+                             or (save_every and step % save_every == 0)):
+                    if save_checkpoint(save, params, state, r_order, o, step):
+                        kept = step
+                if stop.now:
+                    raise Interrupted(step, save)
+        phase = "evaluation"
+        if stopper:
+            stopper.restore()
+        r = summarise(o, task, params, cfg, logits, (Xtr_f, ytr), (Xte_f, yte), losses,
+                      progress.seconds())
+    except KeyboardInterrupt:
+        if not save:
+            raise
+        raise Interrupted(kept, save, phase) from None
     if not stopper:
         return dict(r, best_step=o["steps"])
     best = int(stopper.best_step[0])       # the training loss of the parameters kept
     return dict(r, best_step=best, loss=losses[best - first] if best >= first else r["loss"])
+
+
+def _api_int(name, v, lo):
+    """v as an int >= lo, else ValueError naming the argument (a Python caller's keyword)."""
+    try:
+        return integer(lo)(v)
+    except BadValue as e:
+        raise ValueError(f"{name} {e}") from None
+
+
+def _same_path(a, b):
+    return a is not None and b is not None and cli._same_file(a, b)
 
 
 def val_loss(z, y):  # logits [..., n], labels [n] or [..., n] in {0, 1} -> mean logistic loss [...]
@@ -287,7 +343,8 @@ class BestOnValidation:
 def draw_run(o):
     """What the seed fixes, drawn from independent streams: the task (support S), the training
     set (X [m, T] in the run's dtype, y [m] uint8), the test set, and the generators of the init
-    and of the minibatch order."""
+    and of the minibatch order. o: options (validate_options fills in the defaults)."""
+    o = validate_options(o)
     streams = seeds_for(o["seed"])
     task = data.make_task(o["task"], o["T"], o["s"], streams.task)
     if o["data"] == "unambiguous":                 # ValueError when m cannot identify S
@@ -305,8 +362,15 @@ def draw_run(o):
 
 def next_batch(X, y, batch, rng):
     """The whole training set (batch 0 or >= m), else `batch` rows drawn without replacement."""
+    for name, a in (("X", X), ("y", y)):
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"{name} must be a numpy array, got {type(a).__name__}")
+    if len(X) != len(y):
+        raise ValueError(f"X and y must have as many rows, got {len(X)} and {len(y)}")
+    batch = _api_int("batch", batch, 0)
     if not batch or batch >= len(X):
         return X, y
+    data.check_generator(rng)
     idx = rng.choice(len(X), size=batch, replace=False)
     return X[idx], y[idx]
 
@@ -315,9 +379,22 @@ def check_finite(loss, step, o, save):
     """The loss, or Diverged naming the step (and the last finite checkpoint, if one exists)."""
     if not np.isfinite(loss):
         kept = f"; the last finite checkpoint is {save}" if save and os.path.exists(save) else ""
-        raise Diverged(f"loss is {loss} at step {step}: training diverged; try a smaller --lr "
-                       f"(now {o['lr']}){kept}")
+        raise Diverged(f"loss is {loss} at step {step}: training diverged; try a smaller "
+                       f"{divergence_culprit(o)}{kept}")
     return loss
+
+
+def divergence_culprit(o):
+    """The option a diverged run most likely owes it to, with its value: the weight decay when it
+    is strong enough to do it alone (with adamw, lr * wd >= 1: a decoupled step more than zeroes
+    every parameter; or wd so large that wd * p, squared in Adam's second moment, leaves the
+    dtype's range) and the learning rate is not itself >= 1; else the learning rate."""
+    wd, lr = o["wd"], o["lr"]
+    strong = wd and ((o["optimizer"] == "adamw" and lr * wd >= 1)
+                     or wd >= 1e-3 * math.sqrt(float(np.finfo(o["dtype"]).max)))
+    if strong and lr < 1:
+        return f"--wd (now {wd}, too strong for --lr {lr} in {o['dtype']})"
+    return f"--lr (now {lr})" + (f" or --wd (now {wd})" if strong else "")
 
 
 class StopRequests:
@@ -351,8 +428,8 @@ class Progress:
     mass on S, elapsed time. Flushed, so it shows under redirection too."""
 
     def __init__(self, log, o, params, cfg, logits, train, test, S, label="test"):
-        self.say, self.every, self.params, self.cfg, self.logits = log, o["log_every"], params, \
-            cfg, logits
+        self.say, self.every, self.params, self.cfg, self.logits = log, \
+            o["log_every"] if log else 0, params, cfg, logits
         self.train, self.test, self.S, self.t0 = train, test, S, time.perf_counter()
         self.label = label            # with early stopping, the validation set is shown instead
 
@@ -423,6 +500,11 @@ def adam_init(params, decay="all"):
     per-call overhead of 20 parameters was a tenth of the step). state["m"][k] and state["v"][k]
     are views in the same way; state["work"] holds two scratch arrays of the flat size, so a step
     makes no new arrays. decay: "all", or "matrices" (weight decay only on MATRICES)."""
+    if not isinstance(params, dict) or not params or not all(
+            isinstance(v, np.ndarray) and v.dtype.kind == "f" for v in params.values()):
+        raise TypeError("params must be a non-empty dict of float arrays (attn.init_params)")
+    if decay not in ("all", "matrices"):
+        raise ValueError(f"decay must be one of all, matrices, got {decay!r}")
     keys = list(params)
     dtypes = {params[k].dtype for k in keys}
     if len(dtypes) != 1:
@@ -528,6 +610,10 @@ def train_stack(runs, monitor=None):
     as monitor(step, test_acc [R], loss [R]) with each run's accuracy on its own test set, and the
     stack stops early when it returns True (each result's "steps_run" says where). The test set
     then only watches; nothing is chosen by it."""
+    if not isinstance(runs, (list, tuple)):
+        raise TypeError(f"runs must be a list of option dicts, got {type(runs).__name__}")
+    if not runs:
+        raise ValueError("runs must hold at least one option dict, got an empty list")
     opts = [validate_options(o) for o in runs]
     o = opts[0]
     differ = [k for k in STACK_KEYS if any(x[k] != o[k] for x in opts)]
@@ -618,7 +704,7 @@ def run_bytes(o):
     """Rough peak bytes of one run: its data (bits, floats and labels), the parameters with their
     gradient and Adam's two moments, and the activations of one batch or evaluation chunk."""
     item = np.dtype(o["dtype"]).itemsize
-    data_bytes = (o["m"] + o["n_test"]) * o["T"] * (1 + item + 8)
+    data_bytes = (o["m"] + o["n_test"] + o["val"]) * o["T"] * (1 + item + 8)
     B = max(min(o["batch"] or o["m"], o["m"]), min(EVAL_CHUNK, o["m"] + o["n_test"]))
     if o["model"] == "transformer":
         cfg = model_config(o)
@@ -634,7 +720,8 @@ def check_run_memory(o, flag=py_flag):
     """ValueError (one line) if a run would not fit in memory, before anything is allocated."""
     need, limit = run_bytes(o), MEMORY_BUDGET * attn.physical_memory()
     if need > limit:
-        sizes = ", ".join(flag(k, o[k]) for k in ("T", "m", "n_test", "d", "mlp"))
+        sizes = ", ".join(flag(k, o[k]) for k in ("T", "m", "n_test", "val", "d", "mlp")
+                          if k != "val" or o["val"])
         raise ValueError(f"a run with {sizes} needs about {need / 2**30:.1f} GiB; this machine "
                          f"allows {limit / 2**30:.1f} GiB: make one of them smaller")
 
@@ -648,10 +735,11 @@ CKPT_FORMAT = "sparse-attention-checkpoint-v1"
 
 
 def save_checkpoint(path, params, state, rng_order, opts, step):
-    """Write atomically (a temporary file, then rename): a crash never leaves half a file. Skipped
-    when a parameter is not finite, so the file on disk stays the last finite state."""
+    """Write atomically (a temporary file, then rename): a crash never leaves half a file, and no
+    failure leaves the temporary behind. Skipped when a parameter is not finite, so the file on
+    disk stays the last finite state. -> whether it was written."""
     if not all(np.all(np.isfinite(v)) for v in params.values()):
-        return
+        return False
     arrays = {"format": np.array(CKPT_FORMAT), "step": np.array(step),
               "adam_t": np.array(state["t"]),
               "options": np.array(json.dumps({k: opts[k] for k in RUN_KEYS})),
@@ -664,15 +752,26 @@ def save_checkpoint(path, params, state, rng_order, opts, step):
         np.savez(tmp, **arrays)
         os.replace(tmp, path)
     except OSError as e:            # a full disk, a folder gone read-only: say so, keep the old
-        if os.path.isfile(tmp):
-            os.remove(tmp)
         raise ValueError(f"cannot write the checkpoint {path} ({e.strerror or e}); the previous "
                          f"checkpoint, if any, is unchanged") from None
+    finally:
+        if os.path.isfile(tmp):
+            os.remove(tmp)
+    return True
+
+
+CKPT_FIELDS = ("format", "step", "adam_t", "options", "rng_order")   # and param/, adam_m/, adam_v/
 
 
 def load_checkpoint(path, opts=None):
-    """Read a checkpoint; ValueError (one line) if it is missing, truncated, not ours, or was made
-    for other options than `opts` (compared on RUN_KEYS). Returns a dict."""
+    """Read a checkpoint and check every field (check_checkpoint): ValueError, one line naming
+    the file and the field, if it is missing, truncated, not ours, damaged or crafted in any
+    field, or was made for other options than `opts` (compared on RUN_KEYS). Returns a dict:
+    params, m, v (name -> array), t, step, options (the RUN_KEYS only: a checkpoint never says
+    how long to train), rng_order, and the path it was read from."""
+    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+        raise TypeError(f"path must be a file path (str), got {type(path).__name__}")
+    path = os.fspath(path)
     if not os.path.isfile(path):
         raise ValueError(f"no checkpoint at {path!r}")
     try:
@@ -681,16 +780,137 @@ def load_checkpoint(path, opts=None):
     except Exception as e:
         raise ValueError(f"{path!r} is not a readable checkpoint (truncated or another kind of "
                          f"file: {type(e).__name__})") from None
-    if arrays.get("format") is None or str(arrays["format"]) != CKPT_FORMAT:
+    fmt = arrays.get("format")
+    if fmt is None or fmt.shape != () or fmt.dtype.kind != "U" or str(fmt) != CKPT_FORMAT:
         raise ValueError(f"{path!r} is not a checkpoint of train.py (no {CKPT_FORMAT!r} mark)")
-    saved = dict({k: DEFAULTS[k] for k in RUN_KEYS},           # older files lack newer keys
-                 **json.loads(str(arrays["options"])))
-    if opts is not None:
-        check_same_configuration(saved, opts, repr(path))
+    where = repr(path)
+    for k in arrays:
+        if k not in CKPT_FIELDS and not k.startswith(("param/", "adam_m/", "adam_v/")):
+            raise _damaged(where, k, "is not a field train.py writes")
+
+    def scalar(k, kind):
+        if k not in arrays:
+            raise _damaged(where, k, "is missing")
+        a = arrays[k]
+        if a.shape != () or a.dtype.kind not in kind:
+            raise _damaged(where, k, f"must be a single {'integer' if 'i' in kind else 'text'}, "
+                                     f"got {_show(a)}")
+        return a.item()
+
+    def from_json(k):
+        text = scalar(k, "U")
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise _damaged(where, k, "is not JSON") from None
     group = lambda pre: {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}
-    return dict(params=group("param/"), m=group("adam_m/"), v=group("adam_v/"),
-                t=int(arrays["adam_t"]), step=int(arrays["step"]), options=saved,
-                rng_order=json.loads(str(arrays["rng_order"])))
+    ck = dict(params=group("param/"), m=group("adam_m/"), v=group("adam_v/"),
+              t=scalar("adam_t", "iu"), step=scalar("step", "iu"), options=from_json("options"),
+              rng_order=from_json("rng_order"), path=path)
+    ck = check_checkpoint(ck, where)
+    if opts is not None:
+        check_same_configuration(ck["options"], opts, where)
+    return ck
+
+
+def _show(a):
+    text = repr(a)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _damaged(where, field, problem):
+    return ValueError(f"{where}: field {field!r} {problem}: the file is damaged or was not "
+                      f"written by this train.py")
+
+
+def param_shapes(o):
+    """{name: shape} of the parameters of a run with options o (nothing is allocated)."""
+    if o["model"] == "mlp":
+        return dict(W_1=(o["T"], o["mlp"]), b_1=(o["mlp"],), W_2=(o["mlp"], 1), b_2=(1,))
+    return {k: tuple(shape) for k, (shape, _) in attn.param_shapes(model_config(o)).items()}
+
+
+def check_checkpoint(ck, where="resume"):
+    """The one check of a checkpoint's contents, for a file (load_checkpoint) and for a dict given
+    to train_run(resume=...): step a positive integer and Adam's count equal to it; options a
+    dict of valid values (validate_options) for a run that can be checkpointed; every parameter
+    and both Adam moments present, of the options' dtype and shapes, finite (the second moment
+    >= 0), no other; a minibatch generator state numpy's PCG64 accepts. ValueError (TypeError for
+    a ck that is not a dict), one line naming `where` and the field; returns ck with the options
+    reduced to RUN_KEYS and the numbers as ints."""
+    if not isinstance(ck, dict):
+        raise TypeError(f"{where} must be a checkpoint dict from train.load_checkpoint, got "
+                        f"{type(ck).__name__}")
+    names = dict(step="step", t="adam_t", options="options", rng_order="rng_order",
+                 params="param/", m="adam_m/", v="adam_v/")
+    missing = [names[k] for k in names if k not in ck]
+    if missing:
+        raise ValueError(f"{where}: field(s) {', '.join(missing)} missing: not a checkpoint dict "
+                         f"from train.load_checkpoint")
+    step, t = ck["step"], ck["t"]
+    if not cli._is_integer(step) or step < 1:
+        raise _damaged(where, "step", f"must be a positive integer, got {_show(step)}")
+    if not cli._is_integer(t) or t != step:
+        raise _damaged(where, "adam_t", f"must be an integer equal to the step {step}, got "
+                                        f"{_show(t)}")
+    if not isinstance(ck["options"], dict):
+        raise _damaged(where, "options", f"must be a dict, got {type(ck['options']).__name__}")
+    text = [k for k, v in ck["options"].items()      # JSON numbers stay numbers, names names
+            if k in DEFAULTS and isinstance(v, str) != isinstance(DEFAULTS[k], str)]
+    if text:
+        raise _damaged(where, "options", f"holds a bad value ({text[0]} = "
+                                         f"{ck['options'][text[0]]!r}, of the wrong type)")
+    try:                                     # older files lack newer keys: their defaults
+        o = validate_options(dict({k: DEFAULTS[k] for k in RUN_KEYS}, **ck["options"]))
+    except ValueError as e:
+        raise _damaged(where, "options", f"holds a bad value ({e})") from None
+    if o["val"] or o["dropout"]:
+        raise _damaged(where, "options", "ask for val or dropout, which train.py never saves")
+    shapes, dtype = param_shapes(o), np.dtype(o["dtype"])
+    for part in ("params", "m", "v"):
+        group = ck[part]
+        if not isinstance(group, dict):
+            raise _damaged(where, names[part], f"must be a dict of arrays, got "
+                                               f"{type(group).__name__}")
+        for k in sorted(set(group) - set(shapes), key=str):
+            raise _damaged(where, names[part] + str(k), "is not a parameter of this model")
+        for k, shape in shapes.items():
+            a, field = group.get(k), names[part] + k
+            if a is None:
+                raise _damaged(where, field, "is missing")
+            if not isinstance(a, np.ndarray):
+                raise _damaged(where, field, f"must be an array, got {type(a).__name__}")
+            if a.dtype != dtype:
+                raise _damaged(where, field, f"has dtype {a.dtype}, not the options' {dtype}")
+            if a.shape != shape:
+                raise _damaged(where, field, f"has shape {a.shape}, not {shape} (T={o['T']}, "
+                                             f"d={o['d']}, mlp={o['mlp']})")
+            if not np.all(np.isfinite(a)):
+                raise _damaged(where, field, "is not finite")
+            if part == "v" and np.any(a < 0):
+                raise _damaged(where, field, "is negative (Adam's second moment never is)")
+    try:
+        np.random.PCG64().state = ck["rng_order"]
+    except Exception:              # TypeError, ValueError, KeyError, OverflowError, ...
+        raise _damaged(where, "rng_order", "is not a state numpy's PCG64 generator "
+                                           "accepts") from None
+    return dict(ck, options={k: o[k] for k in RUN_KEYS}, step=int(step), t=int(t))
+
+
+def checkpoint_owner(resume_path, cli_style=True):
+    """cli.claim_output's `ours` for a checkpoint path: only the file the run was resumed from
+    may be replaced; another run's checkpoint is named with its step and how to continue it."""
+    def ours(path):
+        if _same_path(path, resume_path):
+            return True
+        try:
+            step = load_checkpoint(path)["step"]
+        except ValueError:
+            return False
+        how = (f"--resume {path}, or give another --save path" if cli_style else
+               f"resume=train.load_checkpoint({path!r}), or give another save path")
+        return f"already holds a checkpoint at step {step}; continue it with {how}"
+    return ours
 
 
 def check_same_configuration(saved, opts, what="the checkpoint"):
@@ -701,32 +921,18 @@ def check_same_configuration(saved, opts, what="the checkpoint"):
 
 
 def restore(ckpt, o, params, state, rng_order):
-    """Load a checkpoint's parameters, Adam state and minibatch generator; -> the next step."""
+    """Load a checkpoint (checked by check_checkpoint) into the parameters, Adam state and
+    minibatch generator; -> the next step (o["steps"] + 1 when it is at its last step already:
+    nothing left to train, the run is evaluated)."""
     check_same_configuration(ckpt["options"], o)
-    if isinstance(ckpt["step"], int) and ckpt["step"] >= o["steps"]:
-        raise ValueError(f"the checkpoint is already at step {ckpt['step']}; ask for more than "
-                         f"{o['steps']} steps")
-    for k in params:                  # well-formed files can still be wrong inside: check first
-        for part in ("params", "m", "v"):
-            a = ckpt[part].get(k)
-            if a is None or a.shape != params[k].shape or not np.all(np.isfinite(a)):
-                what = "missing" if a is None else (f"shape {a.shape}, not {params[k].shape}"
-                                                    if a.shape != params[k].shape else
-                                                    "not finite")
-                raise ValueError(f"the checkpoint's {part} {k!r} is {what}: the file is damaged "
-                                 f"or was not written by this train.py")
-    if not (isinstance(ckpt["t"], int) and ckpt["t"] >= 0 and 0 <= ckpt["step"] < o["steps"]
-            and ckpt["t"] == ckpt["step"]):
-        raise ValueError(f"the checkpoint's step {ckpt['step']} / Adam count {ckpt['t']} do not "
-                         f"fit a run of {o['steps']} steps: the file is damaged")
+    if ckpt["step"] > o["steps"]:
+        raise ValueError(f"the checkpoint is already at step {ckpt['step']}; ask for at least "
+                         f"{ckpt['step']} steps")
     for k in params:
         params[k][...] = ckpt["params"][k]
         state["m"][k][...], state["v"][k][...] = ckpt["m"][k], ckpt["v"][k]
     state["t"] = ckpt["t"]
-    try:
-        rng_order.bit_generator.state = ckpt["rng_order"]
-    except (TypeError, ValueError, KeyError):
-        raise ValueError("the checkpoint's minibatch generator state is damaged") from None
+    rng_order.bit_generator.state = ckpt["rng_order"]
     return ckpt["step"] + 1
 
 
@@ -783,19 +989,17 @@ def main(argv=None):
                  for k in RUN_KEYS if k in explicit and opts[k] != ckpt["options"][k]]
         if clash:
             ap.error(f"{resume} was made for another configuration: " + ", ".join(clash))
-        opts.update(ckpt["options"])
-        if ckpt["step"] >= opts["steps"]:
-            ap.error(f"{resume} is already at step {ckpt['step']}; ask for more with --steps")
+        opts.update(ckpt["options"])          # RUN_KEYS only: --steps is always what was typed
+        if ckpt["step"] > opts["steps"]:
+            ap.error(f"{resume} is already at step {ckpt['step']}; ask for at least that many "
+                     f"with --steps")
         save = save or resume
-    if save and os.path.exists(save) and save != resume:      # never overwrite work
-        try:
-            step = load_checkpoint(save)["step"]
-        except ValueError:
-            ap.error(f"--save {save} exists and is not a checkpoint; refusing to overwrite it")
-        ap.error(f"--save {save} already holds a checkpoint at step {step}; continue it with "
-                 f"--resume {save}, or give another --save path")
-    problem = (check_options(opts, cli_flag) or (out_json and cli.check_writable(out_json, "--json"))
-               or (save and cli.check_writable(save, "--save")))
+    try:                                      # never over a file that is not this run's own
+        cli.claim_outputs([(out_json, "summary", "--json"),
+                           (save, "checkpoint", "--save", checkpoint_owner(resume))])
+    except ValueError as e:
+        ap.error(str(e))
+    problem = check_options(opts, cli_flag)
     if problem:
         ap.error(problem)
     try:
@@ -803,30 +1007,52 @@ def main(argv=None):
     except ValueError as e:
         ap.error(str(e))
     o = argparse.Namespace(**opts)
+    at_end = bool(ckpt) and ckpt["step"] == o.steps
     print(f"{o.model} on task {o.task}  T={o.T}  s={o.s}  m={o.m}  steps={o.steps}  lr={o.lr}  "
           f"wd={o.wd}  d={o.d}  heads={o.heads}  mlp={o.mlp}  {o.dtype}  seed={o.seed}"
-          + (f"  (resumed at step {ckpt['step']})" if ckpt else ""), flush=True)
+          + ((f"  (checkpoint at its last step {ckpt['step']}: evaluating it)" if at_end else
+              f"  (resumed at step {ckpt['step']})") if ckpt else ""), flush=True)
     try:
         r = train_run(opts, log=lambda line: print(line, flush=True), save=save,
                       save_every=save_every, resume=ckpt)
     except Interrupted as e:
-        print(f"\ninterrupted after step {e.step}; checkpoint saved in {e.path}. Resume with:\n"
-              f"  python train.py --resume {e.path}" +
-              (f" --steps {o.steps}" if o.steps != DEFAULTS["steps"] else ""), file=sys.stderr)
+        print(interrupted_message(e, o), file=sys.stderr)
         return 130
     except (Diverged, ValueError) as e:       # ValueError: e.g. --data unambiguous, m too small
         print(f"train.py: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except MemoryError as e:
+        sizes = " ".join(cli_flag(k, opts[k]) for k in ("T", "m", "n_test", "val", "d", "mlp")
+                         if k != "val" or opts["val"])
+        print(f"train.py: out of memory ({e}) in a run with {sizes}: make one of them smaller",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:               # only without --save: with it, Interrupted
         print("\ninterrupted (no --save given, so nothing was kept; add --save PATH to be "
               "able to resume)", file=sys.stderr)
         return 130
     print_summary(r, o, save)
     if out_json:
         summary = {k: v for k, v in r.items() if k not in ("params", "cfg")}
-        with open(out_json, "w") as f:               # strict JSON: NaN is written as null
-            json.dump(cli.json_safe(summary), f, indent=1, allow_nan=False)
+        cli.write_json(out_json, summary)          # strict JSON: NaN is written as null
     return 0
+
+
+def interrupted_message(e, o):
+    """What an Interrupted run kept, and the command that goes on from it."""
+    again = (f"  python train.py --resume {e.path}" +
+             (f" --steps {o.steps}" if o.steps != DEFAULTS["steps"] else ""))
+    if not e.step:
+        where = "before training started" if e.phase == "start" else "before a step was saved"
+        return f"\ninterrupted {where}; nothing was saved in {e.path} yet"
+    if e.phase == "evaluation":
+        return (f"\ninterrupted during the final evaluation; all {e.step} steps are saved in "
+                f"{e.path}. Evaluate and report them with:\n{again}")
+    if e.phase == "start":
+        return (f"\ninterrupted before training went on; the checkpoint {e.path} is unchanged at "
+                f"step {e.step}. Resume with:\n{again}")
+    return (f"\ninterrupted after step {e.step}; checkpoint saved in {e.path}. Resume with:\n"
+            f"{again}")
 
 
 def print_summary(r, o, save):
