@@ -11,10 +11,14 @@ Section 3 (Figure 1) defines the modules; Section 5 (the experiment) uses them a
 
 The file is the model's documentation and reads top to bottom in three sections:
   1. THE REFERENCE: every op as a pair `thing_forward(...) -> (out, cache)` and
-     `thing_backward(dout, cache) -> grads`, in textbook numpy, and the model on the plain paths.
-  2. THE FAST PATH: the same model as training runs it, a stack of R runs at once; every speed
-     trick lives here, each with the reason it exists.
-  3. THE CHECKS: configuration, parameters, inputs and memory, each raising a one-line ValueError.
+     `thing_backward(dout, cache) -> grads`, in textbook numpy: paths "cls" and "full".
+  2. THE FAST PATH: path "fast", the model as training runs it, a stack of R runs at once; every
+     speed trick lives here, each with the reason it exists.
+  3. THE CHECKS: configuration, parameters, inputs and memory. Every public function refuses a
+     wrong argument with one line that names it and says what is allowed: a ValueError, or
+     WrongType (both a ValueError and a TypeError) when the argument's type is wrong. Arrays are
+     taken as numpy arrays only (a list is refused, never guessed at); generators as numpy
+     Generators only; a cfg only with exactly the keys of default_config.
 
 Shape letters: B batch (samples), T bits (context length; N = T + 1 rows with [CLS]), d width,
 H heads, e = d / H a head's width, k MLP hidden units, R runs in a stack. Parameters are a plain
@@ -27,13 +31,14 @@ Three exact ways to compute the same 1-layer model (`model_forward(..., path=...
   "fast": before LN1 each position holds one of only two vectors and the [CLS] query is the same
           for every sample, so each head's output is a ratio of two linear functions of the bit
           vector: a batch costs one (B, 2T) @ (2T, H + d) matrix product. Used for training.
-"full" and "cls" run on section 1, "fast" on section 2. The path tests of test_all.py pin the
-fast path to the reference: the same logits and parameter gradients (to rounding), and each
-tuned op against its textbook op.
+The path tests of test_all.py pin the fast path to the reference: the same logits and parameter
+gradients (to rounding), and each tuned op against its textbook op.
 
 This file needs numpy alone; copy it anywhere.
 """
+import math
 import os
+import reprlib
 
 import numpy as np
 
@@ -52,19 +57,22 @@ PATHS = ("fast", "cls", "full")
 # ---------------------------------------------------------------------------------------------
 # configuration and initialisation (Section 5: d = 64, 16 heads, MLP hidden 64, N(0, 0.02^2))
 
+CONFIG_DEFAULTS = dict(T=100, d=64, heads=16, mlp=64, ln=True, act="gelu", dtype="float32",
+                       dropout=0.0, pos_init="normal")   # a cfg has exactly these keys
+
+
 def default_config(**overrides):
     """The experiment's model: one pre-LN block, d=64, 16 heads, GELU MLP with 64 hidden units.
 
     Keys: T (context length), d (width), heads, mlp (hidden units; 0 = no MLP), ln (LayerNorms on
     or off), act ("gelu" or "relu"), dtype ("float32" or "float64"), dropout (probability in
     [0, 1), as minGPT: on the embeddings, the attention weights and both residual branches; it
-    acts only when model_forward is given an rng, and only on the plain paths), pos_init
+    acts only when model_forward is given an rng, on path "cls"), pos_init
     ("normal": E_pos ~ N(0, std^2) like every weight; "zero": minGPT's positional embedding,
     a parameter that starts at 0).
     The theory's single head f_tf-head is `default_config(heads=1, mlp=0, ln=False)`.
     """
-    cfg = dict(T=100, d=64, heads=16, mlp=64, ln=True, act="gelu", dtype="float32", dropout=0.0,
-               pos_init="normal")
+    cfg = dict(CONFIG_DEFAULTS)
     unknown = set(overrides) - set(cfg)
     if unknown:
         raise ValueError(f"unknown config key(s) {sorted(unknown)}; allowed: {sorted(cfg)}")
@@ -96,6 +104,7 @@ def init_params(cfg, rng, std=0.02):
     readout w [d], b [1]. With cfg["pos_init"] == "zero", E_pos is drawn and then set to 0, so
     every other parameter is the one the same rng gives with "normal" (paired comparisons).
     """
+    _check_init(cfg, rng, std)
     dt = np.dtype(cfg["dtype"])
     p = {}
     for name, (shape, kind) in param_shapes(cfg).items():
@@ -141,8 +150,8 @@ def layernorm_backward(dy, cache):  # [..., d] -> dx [..., d], dg [d], db [d]
     xhat, rstd, g = cache
     lead = tuple(range(dy.ndim - 1))
     dg = (dy * xhat).sum(axis=lead)                     # forward: y = xhat * g + b
-    db = dy.sum(axis=lead)                              # forward: y = xhat * g + b
-    dxhat = dy * g                                      # forward: y = xhat * g + b
+    db = dy.sum(axis=lead)
+    dxhat = dy * g
     # forward: xhat = (x - mu) * rstd, with mu and rstd functions of x as well
     dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True)
                  - xhat * (dxhat * xhat).mean(-1, keepdims=True))
@@ -181,6 +190,7 @@ def softmax_backward(dA, A):  # forward: A = e / sum(e), e = exp(s - max s)
 # dropout (training only): zero each entry with probability p, scale the rest by 1 / (1 - p)
 
 def dropout_forward(x, p, rng):  # [...] -> [...]; its cache is the scaled mask
+    _check_dropout(p, rng)
     if not p or rng is None:
         return x, None
     mask = (rng.random(x.shape) >= p).astype(x.dtype) / x.dtype.type(1.0 - p)
@@ -320,7 +330,12 @@ def mlp_backward(dy, cache):  # -> dx, dW_1, db_1, dW_2, db_2
 
 def logistic_forward(z, y, weights=None):  # [..., B], [..., B] -> [...]
     """Mean over the last axis, or sum(weights * loss) when per-sample weights are given (a stack
-    of runs gives its padding samples weight 0 and the others 1/m)."""
+    of runs gives its padding samples weight 0 and the others 1/m): finite, >= 0, z's shape."""
+    _check_loss_inputs(z, y, weights)
+    return _logistic_forward(z, y, weights)
+
+
+def _logistic_forward(z, y, weights):  # logistic_forward on checked inputs
     loss = np.maximum(z, 0) - y * z + np.log1p(np.exp(-np.abs(z)))
     w = 1.0 / z.shape[-1] if weights is None else weights
     return (loss * w).sum(-1), (z, y, w)
@@ -386,8 +401,7 @@ def plain_attention_backward(dattn, p, cfg, cache):
 
 
 def reference_forward(p, cfg, X, path="cls", rng=None):  # [B, T] bits -> logits [B], cache
-    """The experiment's model on one run, on path "cls" or "full". With an rng and cfg["dropout"]:
-    dropout on the embeddings, the attention weights and both residual branches (training)."""
+    """The experiment's model on one run, on path "cls" or "full" (dropout: see default_config)."""
     c = dict(path=path)
     attn, c["attn"] = plain_attention_forward(p, cfg, X, path, rng)
     attn, c["m_attn"] = dropout_forward(attn, cfg["dropout"], rng)  # residual-branch dropout
@@ -419,12 +433,12 @@ def model_forward(p, cfg, X, path="fast", rng=None, versions=None):
     """Logits [B] of the experiment's model on bit strings X [B, T]; returns (logits, cache).
 
     On path "fast", a stack of R runs trains as one: every parameter with a leading run axis
-    [R, ...], X [R, B, T] -> logits [R, B]; each run's numbers are those of the run alone. One
-    run on the fast path is a stack of one. rng: a generator for dropout (training, path "cls"
-    only: per-sample masks on tokens and attention weights break the fast path's two versions
-    per position); without it dropout is off, as at evaluation. versions: two_versions(X) kept
-    by a caller whose X never changes (a full-batch run), so the fast path does not rebuild it
-    every step; it must be exactly that matrix (shape [..., B, 2T] is checked)."""
+    [R, ...], X [R, B, T] -> logits [R, B]; each run's numbers are those of the run alone.
+    rng: a generator for dropout (training, path "cls" only: per-sample masks on tokens and
+    attention weights break the fast path's two versions per position); without it dropout is
+    off, as at evaluation. versions: two_versions(X, dtype) kept by a caller whose X never changes
+    (a full-batch run), so the fast path does not rebuild it every step; it must be exactly that
+    matrix (its shape and dtype are checked, its values are not)."""
     _check_call(p, cfg, X, path, rng, versions)
     if path == "fast":
         return fast_forward(p, cfg, X, versions)
@@ -434,6 +448,7 @@ def model_forward(p, cfg, X, path="fast", rng=None, versions=None):
 def model_backward(dz, p, cfg, cache):
     """Gradients of sum(dz * logits) for every parameter: a dict with the keys of p.
     One backward per forward call of model_forward, in reverse order."""
+    _check_dz(dz, cache)
     if cache["path"] == "fast":
         return fast_backward(dz, p, cfg, cache)
     return reference_backward(dz, p, cfg, cache)
@@ -443,15 +458,17 @@ def loss_and_grads(p, cfg, X, y, path="fast", weights=None, rng=None, versions=N
     """Mean logistic loss, its gradient dict, and the logits [B]. For a stack of runs (X [R, B, T],
     y [R, B]): each run's loss [R] (sum(weights * loss) per run when weights [R, B] are given),
     and each run's gradients (of its own loss). rng, versions: see model_forward."""
-    y = _check_labels(y, X.shape[:-1])
+    _check_choice("path", path, PATHS)
+    _check_x(X, path)                         # X's type and shape first: y's shape follows from it
+    _check_targets(y, weights, X.shape[:-1])
     z, cache = model_forward(p, cfg, X, path, rng, versions)
-    loss, c_loss = logistic_forward(z, y.astype(z.dtype, copy=False), weights)
+    loss, c_loss = _logistic_forward(z, y.astype(z.dtype, copy=False), weights)
     return loss, model_backward(logistic_backward(1.0, c_loss), p, cfg, cache), z
 
 
 def cls_attention(p, cfg, X):
     """[CLS] attention weights [B, H, T+1] (last column: [CLS] attending to itself)."""
-    _check_inputs(p, cfg, X, "cls")
+    _check_inputs(p, cfg, X, "cls", stack=False)
     _, cache = plain_attention_forward(p, cfg, X, "cls")
     return cache["attn"]["A"]
 
@@ -485,7 +502,7 @@ def stack_layernorm_forward(x, g, b):  # [R, n, d], [R, d], [R, d] -> [R, n, d]
 def stack_layernorm_backward(dy, cache):  # [R, n, d] -> dx [R, n, d], dg [R, d], db [R, d]
     xhat, rstd, g = cache
     dg, db = (dy * xhat).sum(1), dy.sum(1)              # forward: y = xhat * g + b
-    dxhat = dy * g[:, None, :]                          # forward: y = xhat * g + b
+    dxhat = dy * g[:, None, :]
     inv_d = 1.0 / dy.shape[-1]                          # forward: xhat = (x - mu) * rstd
     dx = dxhat - (row_sum(dxhat) * inv_d)[..., None]
     dx -= xhat * (row_sum(dxhat * xhat) * inv_d)[..., None]
@@ -561,8 +578,17 @@ def head_spread(H, e, dtype):  # -> [H, H e]
     return np.repeat(np.eye(H, dtype=dtype), e, axis=1)
 
 
-def two_versions(X, dtype):  # [R, B, T] bits -> [R, B, 2T]: [1 - X, X]
-    """Which version of each position a sample holds: column t is bit 0, column T + t bit 1."""
+def two_versions(X, dtype):  # [R, B, T] (or [B, T]) bits -> [R, B, 2T]: [1 - X, X]
+    """Which version of each position a sample holds: column t is bit 0, column T + t bit 1.
+    dtype: the model's, float32 or float64. X is checked here, once: model_forward does not
+    read the bits of the versions it is given."""
+    _check_x(X)
+    _float_dtype("dtype", dtype)
+    _check_01("X", X, "bits")
+    return _two_versions(X, dtype)
+
+
+def _two_versions(X, dtype):  # two_versions on checked bits (the fast path's own, every step)
     T = X.shape[-1]
     Xb = np.empty(X.shape[:-1] + (2 * T,), dtype)
     np.subtract(1, X, out=Xb[..., :T], dtype=dtype)
@@ -609,7 +635,7 @@ def fast_attention_forward(p, cfg, X, versions=None):
     spread = head_spread(H, e, s.dtype)
     Ed = E @ spread                        # [R, 2T+1, d]: each head's weight over its e columns
     np.multiply(Ed, V, out=E_EV[..., H:])
-    Xb = two_versions(X, s.dtype) if versions is None else versions  # [R, B, 2T]
+    Xb = _two_versions(X, s.dtype) if versions is None else versions  # [R, B, 2T]
     Z_N = Xb @ E_EV[:, :2 * T]       # [Z | N]: softmax denominators and numerators, [R, B, H + d]
     Z_N += E_EV[:, 2 * T:]                                            # the [CLS] row, every sample
     Z = Z_N[..., :H]                                                  # [R, B, H]
@@ -720,7 +746,7 @@ def cls_attention_mean(p, cfg, X):
     Exact and cheap from the fast path: sample b puts weight E[v, t] / Z[b] on position t when
     its bit there is v, so the mean over samples is E0 * ((1 - X)^T @ 1/Z) + E1 * (X^T @ 1/Z).
     """
-    _check_inputs(p, cfg, X)
+    _check_inputs(p, cfg, X, stack=False)
     _, cache = fast_attention_forward({k: v[None] for k, v in p.items()}, cfg, X[None])
     if cache["path"] != "fast":                         # the fallback already holds the weights
         return cache["runs"][0]["attn"]["A"].mean(axis=(0, 1))
@@ -732,140 +758,128 @@ def cls_attention_mean(p, cfg, X):
 
 
 # ---------------------------------------------------------------------------------------------
-# the baseline without attention: an MLP on the T bits (a rotation-invariant learner). It trains
-# on the tuned ops above, as it always has, so its runs repeat bit for bit.
+# the baseline without attention: an MLP on the T bits (a rotation-invariant learner)
 
 def baseline_init(T, hidden, rng, dtype="float32", std=0.02):
     """logit = act(x W_1 + b_1) W_2 + b_2 on the raw bits x [T]: W_1 [T, hidden], W_2 [hidden, 1].
 
     Same init as the Transformer: weights N(0, std^2), biases 0.
     """
-    dt = np.dtype(dtype)
+    dt = _check_baseline_init(T, hidden, rng, dtype, std)
     return dict(W_1=(std * rng.standard_normal((T, hidden))).astype(dt), b_1=np.zeros(hidden, dt),
                 W_2=(std * rng.standard_normal((hidden, 1))).astype(dt), b_2=np.zeros(1, dt))
 
 
 def baseline_forward(p, X, act="gelu"):  # [B, T] bits -> logits [B]
-    _check_bits(X, p["W_1"].shape[0])
+    _check_baseline_forward(p, X, act)
     z, cache = fast_mlp_forward(X.astype(p["W_1"].dtype, copy=False), p["W_1"], p["b_1"],
                                 p["W_2"], p["b_2"], act)
     return z[:, 0], cache
 
 
 def baseline_backward(dz, cache):
+    _check_dz(dz, cache, baseline=True)
     _, dW_1, db_1, dW_2, db_2 = fast_mlp_backward(dz[:, None], cache, need_dx=False)  # bits: no dX
     return dict(W_1=dW_1, b_1=db_1, W_2=dW_2, b_2=db_2)
 
 
 # ==============================================================================================
-# 3. THE CHECKS: configuration, parameters, inputs and memory, each a one-line ValueError
+# 3. THE CHECKS: configuration, parameters, inputs and memory; general helpers first. The
+#    per-step ones (model_forward, loss_and_grads, the baseline's forward and backward) read
+#    types, shapes and dtypes, and the values of the batch only (X, y, weights), never those of
+#    the parameters: each costs far less than a step. A message is built only to refuse.
 # ==============================================================================================
 
-def _is_int(v):
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+FLOAT_DTYPES = ("float32", "float64")
+_INTS, _REALS = (int, np.integer), (int, float, np.integer, np.floating)
 
 
-def check_config(cfg):
-    """Raise ValueError naming the bad value and what is allowed; return cfg unchanged."""
-    for key, lo in (("T", 1), ("d", 1), ("heads", 1), ("mlp", 0)):
-        v = cfg[key]
-        if not _is_int(v) or v < lo:
-            raise ValueError(f"{key} must be an integer >= {lo}, got {v!r}")
-    if cfg["d"] % cfg["heads"]:
-        raise ValueError(f"d={cfg['d']} must be a multiple of heads={cfg['heads']}")
-    if cfg["act"] not in ACTIVATIONS:
-        raise ValueError(f"act must be one of {sorted(ACTIVATIONS)}, got {cfg['act']!r}")
-    if str(cfg["dtype"]) not in ("float32", "float64"):
-        raise ValueError(f"dtype must be 'float32' or 'float64', got {cfg['dtype']!r}")
-    if cfg["pos_init"] not in POS_INITS:
-        raise ValueError(f"pos_init must be one of {', '.join(POS_INITS)}, got {cfg['pos_init']!r}")
-    if not isinstance(cfg["ln"], (bool, np.bool_)):
-        raise ValueError(f"ln must be True or False, got {cfg['ln']!r}")
-    if not (isinstance(cfg["dropout"], (int, float)) and 0 <= cfg["dropout"] < 1):
-        raise ValueError(f"dropout must be a probability in [0, 1), got {cfg['dropout']!r}")
-    return cfg
+class WrongType(ValueError, TypeError):
+    """An argument of the wrong type: a ValueError like every other refusal of this file (the
+    command line turns those into one line), and a TypeError for Python callers who expect one."""
 
 
-def check_params(p, cfg, runs=None):
-    """ValueError unless p has exactly the parameters of cfg, with their shapes and dtype (with a
-    leading axis of `runs` for a stack of runs)."""
-    want = param_shapes(cfg)
-    if not isinstance(p, dict) or set(p) != set(want):
-        have = set(p) if isinstance(p, dict) else set()
-        raise ValueError(f"params do not match cfg (mlp={cfg['mlp']}, ln={cfg['ln']}): missing "
-                         f"{sorted(set(want) - have)}, unexpected {sorted(have - set(want))}")
-    lead, dt = () if runs is None else (runs,), np.dtype(cfg["dtype"])
-    for k, (shape, _) in want.items():
-        v = p[k]
-        if not isinstance(v, np.ndarray) or v.shape != lead + shape:
-            raise ValueError(f"param {k} has shape {getattr(v, 'shape', None)}, but cfg (T="
-                             f"{cfg['T']}, d={cfg['d']}, mlp={cfg['mlp']}) needs {lead + shape}")
-        if v.dtype != dt:
-            raise ValueError(f"param {k} is {v.dtype}, but cfg has dtype {cfg['dtype']}")
+def _got(v):
+    """What a caller gave, in a few words: '5', "'fast'", '[[0, 1], ...]', 'None', an array's shape
+    and dtype, or another object's type."""
+    if isinstance(v, np.ndarray):
+        return f"an array of shape {v.shape} and dtype {v.dtype}"
+    if isinstance(v, (type(None), int, float, complex, str, list, tuple, dict, type, np.generic,
+                      np.dtype)):
+        return reprlib.repr(v)
+    return f"an object of type {type(v).__name__}"
 
 
-def _check_call(p, cfg, X, path, rng, versions):
-    """model_forward's arguments: the path, the inputs, dropout's path and the given versions."""
-    if path not in PATHS:
-        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
-    _check_inputs(p, cfg, X, path, bits=versions is None)
-    if rng is not None and cfg["dropout"] and path != "cls":
-        raise ValueError(f"dropout runs on path 'cls' only, got path {path!r}")
-    want = X.shape[:-1] + (2 * X.shape[-1],)
-    if versions is not None and (path != "fast" or versions.shape != want):
-        raise ValueError(f"versions must be two_versions(X), shape {want}, on path 'fast'; "
-                         f"got shape {versions.shape} on path {path!r}")
+def _refuse(message, wrong_type):
+    raise (WrongType if wrong_type else ValueError)(message)
 
 
-def _check_inputs(p, cfg, X, path="fast", bits=True):
-    """X [B, T] bits for one run, or [R, B, T] for a stack of R runs (path "fast" only). bits=False:
-    X's values are not read (the caller gave their two versions), so they are not scanned."""
-    if not isinstance(X, np.ndarray) or X.ndim not in (2, 3):
-        raise ValueError(f"X must be an array [batch, T] of bits (or [runs, batch, T] on path "
-                         f"'fast'), got {type(X).__name__} with shape {getattr(X, 'shape', None)}")
-    if X.ndim == 3 and path != "fast":
-        raise ValueError(f"a stack of runs (X of shape {X.shape}) runs on path 'fast' only, "
-                         f"got path {path!r}")
-    R = X.shape[0] if X.ndim == 3 else 1
-    need, limit = activation_bytes(cfg, X.shape[-2], path, R), 0.5 * physical_memory()
+def _check_number(name, v, types, lo, hi, what, bools=False):
+    """lo <= v < hi for a v of `types` (a bool only where `bools`), else "{name} must be {what}"
+    ('{lo}' filled in): WrongType for the wrong type, ValueError for a value out of range."""
+    right_type = isinstance(v, types) and (bools or not isinstance(v, bool))
+    if not (right_type and lo <= v < hi):
+        _refuse(f"{name} must be {what.format(lo=lo)}, got {_got(v)}", not right_type)
+
+
+def _check_int(name, v, lo):
+    _check_number(name, v, _INTS, lo, math.inf, "an integer >= {lo}")
+
+
+def _check_choice(name, v, allowed):
+    """v one of the strings `allowed` (a str is required: a list or an array is never hashed)."""
+    if not (isinstance(v, str) and v in allowed):
+        _refuse(f"{name} must be one of {', '.join(allowed)}, got {_got(v)}",
+                not isinstance(v, str))
+
+
+def _check_rng(rng, optional=False):
+    """A numpy Generator (np.random.default_rng(seed)); None too where optional (dropout off)."""
+    if not (isinstance(rng, np.random.Generator) or (optional and rng is None)):
+        raise WrongType(f"rng must be a numpy Generator such as np.random.default_rng(seed)"
+                        f"{' or None' if optional else ''}, got {_got(rng)}")
+
+
+def _float_dtype(name, v):
+    """v as np.dtype float32 or float64 (a name, a dtype or a numpy type), or ValueError."""
+    try:
+        dt = None if v is None else np.dtype(v)
+    except (TypeError, ValueError):
+        dt = None
+    if dt is None or dt.name not in FLOAT_DTYPES:
+        raise ValueError(f"{name} must be 'float32' or 'float64', got {_got(v)}")
+    return dt
+
+
+def _check_array(name, v, kinds, shape, what):
+    """v a numpy array whose dtype has a kind in `kinds` ("biuf": bool, integer or float) or is one
+    of `kinds` (a tuple of dtypes), else WrongType; of `shape` (a tuple, or a test of the shape),
+    else ValueError. Both say "{name} must be {what}", '{shape}' filled in."""
+    if not isinstance(v, np.ndarray) or (v.dtype.kind not in kinds if isinstance(kinds, str)
+                                         else v.dtype not in kinds):
+        wrong_type = True
+    elif (v.shape != shape) if isinstance(shape, tuple) else not shape(v.shape):
+        wrong_type = False
+    else:
+        return
+    hint = f": pass np.asarray({name})" if isinstance(v, (list, tuple)) else ""
+    _refuse(f"{name} must be {what.format(shape=shape)}, got {_got(v)}{hint}", wrong_type)
+
+
+def _check_01(name, v, what):
+    """v's values 0 and 1 only: one scan, none for a bool array."""
+    if v.dtype != np.bool_:
+        bad = (v != 0) & (v != 1)                                    # NaN fails both comparisons
+        if bad.any():
+            raise ValueError(f"{name} must hold {what} 0 and 1 only, got {v[bad].flat[0].item()!r}")
+
+
+def _check_memory(need, what, of, advice):
+    """need bytes within half of physical memory, or ValueError: what needs about .. GiB `of`."""
+    limit = 0.5 * physical_memory()
     if need > limit:
-        raise ValueError(f"T={cfg['T']} with a batch of {X.shape[-2]} (x {R} runs) needs about "
-                         f"{need / 2**30:.1f} GiB of activations on path {path!r}; this machine "
-                         f"allows {limit / 2**30:.1f} GiB: use a smaller batch or T"
-                         + (", or path='fast'" if path != "fast" else ""))
-    check_params(p, cfg, X.shape[0] if X.ndim == 3 else None)
-    if X.shape[-1] != cfg["T"]:
-        raise ValueError(f"X has T={X.shape[-1]} columns but the model has T={cfg['T']}")
-    if X.shape[-2] < 1:
-        raise ValueError("X must hold at least one example")
-    if bits and X.dtype != np.bool_:
-        _check_bit_values(X)
-
-
-def _check_bits(X, T):
-    """The baseline's input: an array [batch >= 1, T] of bits."""
-    if not isinstance(X, np.ndarray) or X.ndim != 2 or X.shape[1] != T or len(X) < 1:
-        raise ValueError(f"X must be an array [batch >= 1, T={T}] of bits, got "
-                         f"{type(X).__name__} with shape {getattr(X, 'shape', None)}")
-    if X.dtype != np.bool_:
-        _check_bit_values(X)
-
-
-def _check_bit_values(X):
-    bad = (X != 0) & (X != 1)
-    if bad.any():
-        raise ValueError(f"X must hold bits 0 and 1 only, got {X[bad].flat[0].item()!r}")
-
-
-def _check_labels(y, shape):
-    """y as an array of `shape` holding labels 0 and 1 only, or ValueError naming what is wrong."""
-    y = np.asarray(y)
-    if y.shape != shape:
-        raise ValueError(f"y must have shape {shape} (one label per example), got {y.shape}")
-    bad = ~((y == 0) | (y == 1))
-    if bad.any():
-        raise ValueError(f"y must hold labels 0 and 1 only, got {y[bad].flat[0].item()!r}")
-    return y
+        raise ValueError(f"{what} needs about {need / 2**30:.1f} GiB {of}; this machine allows "
+                         f"{limit / 2**30:.1f} GiB: {advice}")
 
 
 def physical_memory():
@@ -875,6 +889,79 @@ def physical_memory():
     except (ValueError, OSError, AttributeError):
         return 8 << 30
 
+
+# ---------------------------------------------------------------------------------------------
+# the model's configuration, initialisation and parameters
+
+def check_config(cfg):
+    """Raise ValueError naming the bad value and what is allowed; return cfg unchanged."""
+    if not isinstance(cfg, dict):
+        raise WrongType(f"cfg must be a dict from default_config(...), got {_got(cfg)}")
+    missing = sorted(set(CONFIG_DEFAULTS) - set(cfg))
+    if missing:
+        raise ValueError(f"cfg is missing key(s) {missing}: build it with default_config(...), "
+                         f"which fills in every key it is not given")
+    unknown = sorted(set(cfg) - set(CONFIG_DEFAULTS), key=str)
+    if unknown:
+        raise ValueError(f"unknown config key(s) {unknown} in cfg; allowed: "
+                         f"{sorted(CONFIG_DEFAULTS)}: build it with default_config(...)")
+    for key, lo in (("T", 1), ("d", 1), ("heads", 1), ("mlp", 0)):
+        _check_int(key, cfg[key], lo)
+    if cfg["d"] % cfg["heads"]:
+        raise ValueError(f"d={cfg['d']} must be a multiple of heads={cfg['heads']}")
+    _check_choice("act", cfg["act"], ACTIVATIONS)
+    _check_choice("pos_init", cfg["pos_init"], POS_INITS)
+    if str(cfg["dtype"]) not in FLOAT_DTYPES:
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {_got(cfg['dtype'])}")
+    if not isinstance(cfg["ln"], (bool, np.bool_)):
+        raise WrongType(f"ln must be True or False, got {_got(cfg['ln'])}")
+    _check_number("dropout", cfg["dropout"], _REALS, 0, 1, "a probability in [0, 1)", bools=True)
+    return cfg
+
+
+def _check_draw(rng, std):
+    """An init's generator and standard deviation (init_params and baseline_init)."""
+    _check_rng(rng)
+    _check_number("std", std, _REALS, 0, math.inf,
+                  "a finite number >= 0 (the init's standard deviation)")
+
+
+def _check_init(cfg, rng, std):
+    """init_params' arguments, and the memory its parameters take."""
+    check_config(cfg)
+    _check_draw(rng, std)
+    n = sum(math.prod(shape) for shape, _ in param_shapes(cfg).values())   # ints: no overflow
+    _check_memory(n * (np.dtype(cfg["dtype"]).itemsize + 8),
+                  f"a model of T={cfg['T']}, d={cfg['d']}, mlp={cfg['mlp']}",
+                  "for its parameters", "use a smaller T, d or mlp")
+
+
+def _check_dropout(p, rng):
+    """dropout_forward's probability p in [0, 1) (0 or False: off) and generator (None: off)."""
+    _check_number("dropout p", p, _REALS, 0, 1, "a probability in [0, 1)", bools=True)
+    _check_rng(rng, optional=True)
+
+
+def check_params(p, cfg, runs=None):
+    """ValueError unless p has exactly the parameters of cfg, with their shapes and dtype (with a
+    leading axis of `runs` for a stack of runs)."""
+    want = param_shapes(check_config(cfg))
+    if not isinstance(p, dict):
+        raise WrongType(f"params must be a dict of arrays from init_params(cfg, rng), got "
+                        f"{_got(p)}")
+    if set(p) != set(want):
+        raise ValueError(f"params do not match cfg (mlp={cfg['mlp']}, ln={cfg['ln']}): missing "
+                         f"{sorted(set(want) - set(p))}, unexpected "
+                         f"{sorted(set(p) - set(want), key=str)}")
+    lead, dt = () if runs is None else (runs,), np.dtype(cfg["dtype"])
+    what = (f"a numpy array of shape {{shape}} and dtype {dt}, as cfg (T={cfg['T']}, d={cfg['d']}, "
+            f"mlp={cfg['mlp']}) needs")
+    for k, (shape, _) in want.items():
+        _check_array("param " + k, p[k], (dt,), lead + shape, what)
+
+
+# ---------------------------------------------------------------------------------------------
+# the model's inputs: the bits X and their memory, labels y, weights, dz and kept versions
 
 def activation_bytes(cfg, B, path, R=1):
     """Rough peak bytes of the activations (forward caches plus backward) of one batch."""
@@ -887,3 +974,117 @@ def activation_bytes(cfg, B, path, R=1):
         if path == "full":
             n += 4 * B * H * (T + 1) ** 2
     return R * n * item
+
+
+def _check_x(X, path="fast", stack=True, T=None):
+    """X's type, rank and dtype: bits [batch, T], or [runs, batch, T] on path "fast" where `stack`.
+    T given (the baseline): exactly T columns and one example at least. Its values: _check_01."""
+    if T is None:
+        form = "[batch, T]" + (" (or [runs, batch, T] on path 'fast')" if stack else "")
+        ok = lambda s: len(s) == 2 or (len(s) == 3 and stack and path == "fast")
+    else:
+        form, ok = f"[batch >= 1, T={T}]", lambda s: len(s) == 2 and s[1] == T and s[0] >= 1
+    _check_array("X", X, "biuf", ok, f"a numpy array {form} of bits (dtype bool, integer or float)")
+
+
+def _check_inputs(p, cfg, X, path="fast", bits=True, stack=True):
+    """X [B, T] bits for one run, or [R, B, T] for a stack of R runs (path "fast" only; stack=False:
+    one run only), with cfg, the parameters and the memory. bits=False: X's values not scanned."""
+    check_config(cfg)
+    _check_x(X, path, stack)
+    B, R = X.shape[-2], X.shape[0] if X.ndim == 3 else 1
+    _check_memory(activation_bytes(cfg, B, path, R), f"T={cfg['T']} with a batch of {B} (x {R} "
+                  f"runs)", f"of activations on path {path!r}",
+                  "use a smaller batch or T" + (", or path='fast'" if path != "fast" else ""))
+    check_params(p, cfg, X.shape[0] if X.ndim == 3 else None)
+    if X.shape[-1] != cfg["T"]:
+        raise ValueError(f"X has T={X.shape[-1]} columns but the model has T={cfg['T']}")
+    if B < 1:
+        raise ValueError("X must hold at least one example")
+    if bits:
+        _check_01("X", X, "bits")
+
+
+def _check_call(p, cfg, X, path, rng, versions):
+    """model_forward's arguments: the path, the inputs, dropout's path and the kept versions."""
+    _check_choice("path", path, PATHS)
+    _check_rng(rng, optional=True)
+    _check_inputs(p, cfg, X, path, bits=versions is None)
+    if rng is not None and cfg["dropout"] and path != "cls":
+        raise ValueError(f"dropout runs on path 'cls' only, got path {path!r}")
+    if versions is not None:
+        dt = np.dtype(cfg["dtype"])
+        _check_array("versions", versions, (dt,), X.shape[:-1] + (2 * X.shape[-1],), f"None or "
+                     f"two_versions(X, dtype): a numpy array of shape {{shape}} in the model's "
+                     f"dtype {dt}")
+        if path != "fast":
+            raise ValueError(f"versions are taken on path 'fast' only, got path {path!r}")
+
+
+def _check_targets(y, weights, shape):
+    """The loss's labels y (0 and 1) and per-example weights (None, or finite numbers >= 0), each
+    of the logits' `shape`: two reductions over y's size each."""
+    _check_array("y", y, "biuf", shape, "a numpy array of shape {shape} (one label per example) "
+                 "of labels 0 and 1 (dtype bool, integer or float)")
+    _check_01("y", y, "labels")
+    if weights is None:
+        return
+    _check_array("weights", weights, "biuf", shape, "None or a numpy array of shape {shape} (one "
+                 "weight per example) of numbers >= 0")
+    if weights.size and not (weights.min() >= 0 and weights.max() < np.inf):  # NaN fails both
+        bad = weights[~((weights >= 0) & np.isfinite(weights))].flat[0].item()
+        raise ValueError(f"weights must be finite and >= 0, got {bad!r}")
+
+
+def _check_loss_inputs(z, y, weights):
+    """logistic_forward's logits z [..., batch >= 1] (floats), labels y and weights of z's shape."""
+    _check_array("z", z, "f", lambda s: len(s) >= 1 and s[-1] >= 1,
+                 "a numpy array [..., batch >= 1] of float logits")
+    _check_targets(y, weights, z.shape)
+
+
+def _check_dz(dz, cache, baseline=False):
+    """model_backward's dz (baseline_backward's): a number per logit of the forward call that made
+    `cache`, which must be one that model_forward (baseline_forward) returned."""
+    if baseline and isinstance(cache, tuple) and len(cache) == 4 and isinstance(cache[0], tuple):
+        want = cache[0][0].shape[:1]                                 # the cache's X [B, T]
+    elif not baseline and isinstance(cache, dict) and cache.get("path") in PATHS and "f" in cache:
+        want = cache["f"].shape[1 if cache.get("single") else 0:-1]
+    else:
+        raise WrongType(f"cache must be the cache that {'baseline' if baseline else 'model'}"
+                        f"_forward returned, got {_got(cache)}")
+    _check_array("dz", dz, "biuf", want, "a numpy array of numbers in the logits' shape {shape}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the baseline's arguments
+
+def _check_baseline_init(T, hidden, rng, dtype, std):
+    """baseline_init's arguments and the memory of its parameters; -> the dtype."""
+    _check_int("T", T, 1)
+    _check_int("hidden", hidden, 1)
+    dt = _float_dtype("dtype", dtype)
+    _check_draw(rng, std)
+    _check_memory((T + 2) * hidden * (dt.itemsize + 8), f"a baseline of T={T} and {hidden} hidden "
+                  f"units", "for its parameters", "use a smaller T or fewer hidden units")
+    return dt
+
+
+def _check_baseline_forward(p, X, act):
+    """The baseline's parameters as baseline_init gives them (W_1 [T, k], b_1 [k], W_2 [k, 1],
+    b_2 [1], all of one float dtype), its activation and its bits X [batch >= 1, T]."""
+    keys = ("W_1", "b_1", "W_2", "b_2")
+    if not isinstance(p, dict):
+        raise WrongType(f"params must be a dict {list(keys)} from baseline_init, got {_got(p)}")
+    if set(p) != set(keys):
+        raise ValueError(f"params must have exactly the keys {list(keys)} of baseline_init, got "
+                         f"{sorted(p, key=str)}")
+    W_1 = p["W_1"]
+    _check_array("param W_1", W_1, FLOAT_DTYPES, lambda s: len(s) == 2 and min(s) >= 1,
+                 "a numpy array [T, hidden] of float32 or float64")
+    what = f"a numpy array of shape {{shape}} (hidden={W_1.shape[1]}) in W_1's dtype {W_1.dtype}"
+    for name, shape in (("b_1", W_1.shape[1:]), ("W_2", W_1.shape[1:] + (1,)), ("b_2", (1,))):
+        _check_array("param " + name, p[name], (W_1.dtype,), shape, what)
+    _check_choice("act", act, ACTIVATIONS)
+    _check_x(X, T=W_1.shape[0])
+    _check_01("X", X, "bits")

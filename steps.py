@@ -202,7 +202,10 @@ def gf2_samples(task, s, T, n_seeds=20):
 
 def steps_report(out, meta):
     """OUT/table.md (per T: runs, censored, median steps [95% CI], the GF(2) samples and the
-    statistical limit; then the fit steps ~ a T^k) and, with matplotlib, OUT/steps.png."""
+    statistical limit; then the fit steps ~ a T^k) and, with matplotlib, OUT/steps.png. Neither
+    replaces a file that is not a table or a plot (cli.claim_outputs)."""
+    cli.claim_outputs([(os.path.join(out, "table.md"), "table", "the table"),
+                       (os.path.join(out, "steps.png"), "plot", "the plot")])
     done = read_done(os.path.join(out, "steps.csv"))
     o = meta["options"]
     Ts = sorted({T for T, _ in done})
@@ -314,7 +317,11 @@ def main(argv=None):
         if code:
             return code
     with open(os.path.join(a.out, "steps.json")) as f:
-        steps_report(a.out, json.load(f))
+        meta = json.load(f)
+    try:
+        steps_report(a.out, meta)
+    except ValueError as e:
+        ap.error(str(e))
     return 0
 
 
