@@ -201,23 +201,20 @@ def check_one_sweep(rows, sweep_ids, out):
         if r["sweep_id"]:
             ids[r["sweep_id"]] = ids.get(r["sweep_id"], 0) + 1
     other = {k: n for k, n in ids.items() if k not in sweep_ids}
-    if not os.path.lexists(os.path.join(out, "sweep.json")):
-        blank = next((r for r in rows if not r["sweep_id"]), None)
-        if blank:
-            raise ValueError(f"{blank.get('line', out)}: a row without a fingerprint, and {out} "
-                             f"has no sweep.json to say which options made it; restore the "
-                             f"folder's sweep.json")
-        if other:
-            found = ", ".join(f"{n} rows of sweep {k}" for k, n in other.items())
-            raise ValueError(f"{out} holds runs of another sweep ({found}; the options given "
-                             f"make sweep {min(sweep_ids)}) and no sweep.json: give the options "
-                             f"the runs were made with (--protocol, --steps, --bar, --search, "
-                             f"...)")
+    bare = not os.path.lexists(os.path.join(out, "sweep.json"))
+    blank = next((r for r in rows if not r["sweep_id"]), None) if bare else None
+    if blank:
+        raise ValueError(f"{blank.get('line', out)}: a row without a fingerprint, and {out} "
+                         f"has no sweep.json to say which options made it; restore the "
+                         f"folder's sweep.json")
     if other:
         found = ", ".join(f"{n} rows of sweep {k}" for k, n in other.items())
-        raise ValueError(f"{out} holds runs of another sweep ({found}; these options make sweep "
-                         f"{min(sweep_ids)}): a shard run with other --steps/--bar/--protocol "
-                         f"options? Keep one sweep per folder")
+        raise ValueError(f"{out} holds runs of another sweep ({found}; "
+                         + (f"the options given make sweep {min(sweep_ids)}) and no sweep.json: "
+                            f"give the options the runs were made with (--protocol, --steps, "
+                            f"--bar, --search, ...)" if bare else
+                            f"these options make sweep {min(sweep_ids)}): a shard run with other "
+                            f"--steps/--bar/--protocol options? Keep one sweep per folder"))
 
 
 def missing_searches(rows, models, Ts, n_seeds, grids, search):
