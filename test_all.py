@@ -1,8 +1,18 @@
-"""test_all.py: every test of the project.  Run: python -m pytest -q test_all.py
+"""test_all.py: every test of the project, in one file.  Run: python -m pytest -q test_all.py
 
-Gradient checks: float64 central differences (theory.numerical_gradient) of sum(out * dout) with a
-random upstream gradient dout, inputs off-centre, LayerNorm gain != 1 and shift != 0, and
-parameters moved well away from their initial values.
+The sections follow the files, in this order: attn.py, data.py, train.py, stats.py, folder.py,
+sweep.py (with its subcommands), report.py, cli.py, steps.py, theory.py; each test sits in the
+section of the file whose behaviour it specifies. Helpers and fixtures that several sections use
+(small run options, run_cli, the session's smoke sweep smoke_ref) come first; a helper that one
+section uses opens that section.
+
+Gradient checks (attn.py's section): float64 central differences (theory.numerical_gradient) of
+sum(out * dout) with a random upstream gradient dout, inputs off-centre, LayerNorm gain != 1 and
+shift != 0, and parameters moved well away from their initial values.
+
+A test that cannot fail is a defect, so: every pytest.raises names the error it expects (match=);
+a gradient check refuses a numerical gradient of ~0 and a backward pass that returns fewer
+gradients than it has inputs; a loop over results checks that there were results.
 """
 import itertools
 import json
@@ -24,8 +34,76 @@ import cli
 import folder
 import report
 import stats
+import steps
 import sweep
 import train
+
+
+# ===============================================================================================
+# shared by the sections: paths, small runs, the command line, the smoke sweep
+# ===============================================================================================
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SMALL = dict(T=12, m=40, steps=30, seed=2, log_every=0, d=8, heads=2, mlp=4, n_test=200)
+TINY = ["--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4", "--n-test", "100",
+        "--log-every", "0", "--steps", "5"]
+
+
+def run_cli(capsys, *argv):
+    capsys.readouterr()
+    main = train.main
+    if argv and argv[0] in ("sweep", "bench"):
+        main, argv = sweep.main, argv[1:] if argv[0] == "sweep" else argv
+    try:
+        code = main(list(argv))
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _python(*args, **kw):
+    return subprocess.Popen([sys.executable, *args], cwd=HERE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _sweep(out, *extra):
+    return sweep.main(["--preset", "smoke", "--workers", "1", "--out", str(out),
+                       *extra])
+
+
+@pytest.fixture(scope="session")
+def smoke_ref(tmp_path_factory):
+    """The smoke sweep, run once for the session: tests read it, or copy it (_copy) to change it."""
+    out = tmp_path_factory.mktemp("smoke-ref")
+    assert _sweep(out) == 0
+    return out
+
+
+def _copy(folder, dest):
+    shutil.copytree(folder, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".lock"))
+    return dest
+
+
+def _rows(path):
+    rows = folder.read_rows([path])
+    return sorted((r["model"], r["T"], r["seed"], r["m"], r["test_acc"]) for r in rows)
+
+
+def _refused(folder_path, capsys, *extra):
+    """The one line (exit 2) a sweep or report of the folder stops with."""
+    with pytest.raises(SystemExit, match="^2$"):
+        _sweep(folder_path, *extra)
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    return err
+
+
+# ===============================================================================================
+# attn.py: the model (the reference ops, the fast path, the checks)
+# ===============================================================================================
+
+# ---------------- gradient checks: central differences against every backward pass -------------
 
 RTOL = 1e-6          # the bar: relative error of every backward pass in float64
 WORST = {}           # largest relative error seen per check (printed by the last test)
@@ -57,7 +135,7 @@ def check(name, analytic, f, x):
 
 
 def check_each(prefix, names, grads, f, arrays):
-    for name, g, x in zip(names, grads, arrays):
+    for name, g, x in zip(names, grads, arrays, strict=True):   # one gradient per input
         check(f"{prefix} {name}", g, f, x)
 
 
@@ -65,10 +143,7 @@ def offcentre(rng, *shape):
     return 0.7 + 1.3 * rng.standard_normal(shape)
 
 
-# ===============================================================================================
-# attn.py
-
-# ------------------------------------------------------------------ per-op gradient checks ----
+# ---------------- the reference ops, one by one ------------------------------------------------
 
 def test_grad_layernorm():
     rng = np.random.default_rng(1)
@@ -141,7 +216,7 @@ def test_grad_attention(which):
     f = lambda: np.sum(fwd(Xn, *args, H)[0] * dy)
     grads = bwd(dy, fwd(Xn, *args, H)[1])
     check(f"{which}-attention dX", grads[0], f, Xn)
-    for name, g, v in zip(attn.ATTN_KEYS, grads[1:], args):
+    for name, g, v in zip(attn.ATTN_KEYS, grads[1:], args, strict=True):
         if name == "b_K":   # softmax is shift-invariant: the key bias has exactly zero gradient
             assert np.abs(g).max() < 1e-12
             assert np.abs(numeric_grad(f, v)).max() < 1e-7
@@ -149,48 +224,7 @@ def test_grad_attention(which):
         check(f"{which}-attention {name}", g, f, v)
 
 
-def test_fast_ops_match_reference_ops():
-    """The path test of the tuned ops: each run of a stack through stack_layernorm, fast_linear and
-    fast_mlp agrees with the textbook op to rounding, forward and backward; and the stacked
-    fast_linear and fast_mlp pass their own central-difference checks."""
-    rng = np.random.default_rng(14)
-    R, n, d, k = 3, 4, 6, 5
-    x, dy = offcentre(rng, R, n, d), rng.standard_normal((R, n, d))
-    g, b = offcentre(rng, R, d), offcentre(rng, R, d)                  # gain != 1, shift != 0
-    y, c = attn.stack_layernorm_forward(x, g, b)
-    grads = attn.stack_layernorm_backward(dy, c)
-    W, bW, dyW = offcentre(rng, R, d, k), offcentre(rng, R, k), rng.standard_normal((R, n, k))
-    yl, cl = attn.fast_linear_forward(x, W, bW)
-    gl = attn.fast_linear_backward(dyW, cl)
-    ws = [offcentre(rng, R, d, k), offcentre(rng, R, k), offcentre(rng, R, k, d),
-          offcentre(rng, R, d)]
-    ym, cm = attn.fast_mlp_forward(x, *ws)
-    gm = attn.fast_mlp_backward(dy, cm)
-    for r in range(R):
-        y_r, c_r = attn.layernorm_forward(x[r], g[r], b[r])
-        assert rel_error(y[r], y_r) < 1e-13
-        for fast, ref in zip(grads, attn.layernorm_backward(dy[r], c_r)):
-            assert rel_error(fast[r], ref) < 1e-13
-        yl_r, cl_r = attn.linear_forward(x[r], W[r], bW[r])
-        assert rel_error(yl[r], yl_r) < 1e-13
-        for fast, ref in zip(gl, attn.linear_backward(dyW[r], cl_r)):
-            assert rel_error(fast[r], ref) < 1e-13
-        ym_r, cm_r = attn.mlp_forward(x[r], *[w[r] for w in ws])
-        assert rel_error(ym[r], ym_r) < 1e-13
-        for fast, ref in zip(gm, attn.mlp_backward(dy[r], cm_r)):
-            assert rel_error(fast[r], ref) < 1e-13
-    x2, W2, b2 = offcentre(rng, 7, d), offcentre(rng, d, k), offcentre(rng, k)
-    dy2 = rng.standard_normal((7, k))
-    for fast, ref in zip(attn.fast_linear_backward(dy2, attn.fast_linear_forward(x2, W2, b2)[1]),
-                         attn.linear_backward(dy2, attn.linear_forward(x2, W2, b2)[1])):
-        assert rel_error(fast, ref) < 1e-13                                # one run: 2-D weights
-    f = lambda: np.sum(attn.fast_linear_forward(x, W, bW)[0] * dyW)
-    check_each("fast linear, stacked", ("dx", "dW", "db"), gl, f, (x, W, bW))
-    f = lambda: np.sum(attn.fast_mlp_forward(x, *ws)[0] * dy)
-    check_each("fast mlp, stacked", ("x", "W_1", "b_1", "W_2", "b_2"), gm, f, [x] + ws)
-
-
-# ------------------------------------------------------------------ whole-model checks --------
+# ---------------- the whole model: every parameter's gradient ----------------------------------
 
 def moved_params(cfg, seed):
     """Parameters far from init: weights O(0.5), gains != 1, shifts != 0."""
@@ -252,6 +286,62 @@ def test_grad_dropout_op_and_whole_model_with_dropout():
         check(f"model[dropout, cls] {k}", g[k], lambda: fwd()[0] @ dz, p[k])
     with pytest.raises(ValueError, match="path 'cls' only"):
         attn.model_forward(p, cfg, X, "fast", rng=np.random.default_rng(2))
+
+
+def test_baseline_mlp_gradients():
+    rng = np.random.default_rng(11)
+    p = attn.baseline_init(7, 5, rng, "float64", std=0.7)
+    for k in p:
+        p[k] += 0.3 * rng.standard_normal(p[k].shape)
+    X = rng.integers(0, 2, (6, 7))
+    dz = rng.standard_normal(6)
+    g = attn.baseline_backward(dz, attn.baseline_forward(p, X)[1])
+    for k in p:
+        check(f"baseline {k}", g[k], lambda: attn.baseline_forward(p, X)[0] @ dz, p[k])
+
+
+# ---------------- the fast path computes what the reference computes ---------------------------
+
+def test_fast_ops_match_reference_ops():
+    """The path test of the tuned ops: each run of a stack through stack_layernorm, fast_linear and
+    fast_mlp agrees with the textbook op to rounding, forward and backward; and the stacked
+    fast_linear and fast_mlp pass their own central-difference checks."""
+    rng = np.random.default_rng(14)
+    R, n, d, k = 3, 4, 6, 5
+    x, dy = offcentre(rng, R, n, d), rng.standard_normal((R, n, d))
+    g, b = offcentre(rng, R, d), offcentre(rng, R, d)                  # gain != 1, shift != 0
+    y, c = attn.stack_layernorm_forward(x, g, b)
+    grads = attn.stack_layernorm_backward(dy, c)
+    W, bW, dyW = offcentre(rng, R, d, k), offcentre(rng, R, k), rng.standard_normal((R, n, k))
+    yl, cl = attn.fast_linear_forward(x, W, bW)
+    gl = attn.fast_linear_backward(dyW, cl)
+    ws = [offcentre(rng, R, d, k), offcentre(rng, R, k), offcentre(rng, R, k, d),
+          offcentre(rng, R, d)]
+    ym, cm = attn.fast_mlp_forward(x, *ws)
+    gm = attn.fast_mlp_backward(dy, cm)
+    for r in range(R):
+        y_r, c_r = attn.layernorm_forward(x[r], g[r], b[r])
+        assert rel_error(y[r], y_r) < 1e-13
+        for fast, ref in zip(grads, attn.layernorm_backward(dy[r], c_r), strict=True):
+            assert rel_error(fast[r], ref) < 1e-13
+        yl_r, cl_r = attn.linear_forward(x[r], W[r], bW[r])
+        assert rel_error(yl[r], yl_r) < 1e-13
+        for fast, ref in zip(gl, attn.linear_backward(dyW[r], cl_r), strict=True):
+            assert rel_error(fast[r], ref) < 1e-13
+        ym_r, cm_r = attn.mlp_forward(x[r], *[w[r] for w in ws])
+        assert rel_error(ym[r], ym_r) < 1e-13
+        for fast, ref in zip(gm, attn.mlp_backward(dy[r], cm_r), strict=True):
+            assert rel_error(fast[r], ref) < 1e-13
+    x2, W2, b2 = offcentre(rng, 7, d), offcentre(rng, d, k), offcentre(rng, k)
+    dy2 = rng.standard_normal((7, k))
+    for fast, ref in zip(attn.fast_linear_backward(dy2, attn.fast_linear_forward(x2, W2, b2)[1]),
+                         attn.linear_backward(dy2, attn.linear_forward(x2, W2, b2)[1]),
+                         strict=True):
+        assert rel_error(fast, ref) < 1e-13                                # one run: 2-D weights
+    f = lambda: np.sum(attn.fast_linear_forward(x, W, bW)[0] * dyW)
+    check_each("fast linear, stacked", ("dx", "dW", "db"), gl, f, (x, W, bW))
+    f = lambda: np.sum(attn.fast_mlp_forward(x, *ws)[0] * dy)
+    check_each("fast mlp, stacked", ("x", "W_1", "b_1", "W_2", "b_2"), gm, f, [x] + ws)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -319,7 +409,20 @@ def test_fast_path_fallback_on_huge_scores(dtype):
     assert all(rel_error(g_fast[k], g_full[k]) < 100 * tol for k in p if k != "b_K")
 
 
-# ------------------------------------------------------------------ numerics and dtypes -------
+def test_kept_two_versions_give_the_same_step_and_are_checked():
+    cfg = attn.default_config(T=9, d=8, heads=2, mlp=4)
+    p = attn.init_params(cfg, np.random.default_rng(0))
+    X = np.random.default_rng(1).integers(0, 2, (6, 9)).astype(np.float32)
+    y = np.arange(6) % 2
+    a = attn.loss_and_grads(p, cfg, X, y)
+    b = attn.loss_and_grads(p, cfg, X, y, versions=attn.two_versions(X, np.float32))
+    assert a[0] == b[0] and all(np.array_equal(a[1][k], b[1][k]) for k in p)
+    with pytest.raises(ValueError, match=r"versions must be .* of shape \(6, 18\) .*, got an "
+                                         r"array of shape \(6, 9\)"):
+        attn.loss_and_grads(p, cfg, X, y, versions=np.zeros((6, 9), np.float32))
+
+
+# ---------------- numerics and dtypes ----------------------------------------------------------
 
 def test_stability_huge_logits_constant_rows_T1():
     z = np.array([1e4, -1e4, 0.0, 800.0])
@@ -330,9 +433,17 @@ def test_stability_huge_logits_constant_rows_T1():
     A, _ = attn.softmax_forward(np.array([[1e4, 0.0, -1e4]]))
     assert np.allclose(A, [[1, 0, 0]])
     x = np.full((2, 8), 3.0)                          # a constant row: variance 0
-    out, c = attn.layernorm_forward(x, np.ones(8), np.full(8, 0.5))
+    g, b = np.ones(8), np.full(8, 0.5)
+    out, c = attn.layernorm_forward(x, g, b)
     assert np.allclose(out, 0.5)
-    assert np.all(np.isfinite(attn.layernorm_backward(np.ones((2, 8)), c)[0]))
+    # with gain 1 and dy = ones the true dx is 0 (sum(out) does not depend on x), and finiteness
+    # alone passes a wrong backward: a random dy, checked against central differences
+    # (dx is of order 1 / sqrt(LN_EPS) here)
+    dy = np.random.default_rng(3).standard_normal((2, 8))
+    dx = attn.layernorm_backward(dy, c)[0]
+    assert np.all(np.isfinite(dx))
+    check("layernorm, constant rows", dx,
+          lambda: np.sum(attn.layernorm_forward(x, g, b)[0] * dy), x)
     cfg = attn.default_config(T=1, d=8, heads=2, mlp=4, dtype="float64")
     p = attn.init_params(cfg, np.random.default_rng(0))
     X = np.array([[0], [1]])
@@ -355,6 +466,8 @@ def test_dtype_preserved(dtype):
     train.adam_step(p, g, state, 1e-3, 1e-4)
     assert all(v.dtype == np.dtype(dtype) for v in p.values())
 
+
+# ---------------- the checks: configuration, arguments, memory ---------------------------------
 
 def test_config_errors():
     for bad, msg in [(dict(d=10, heads=3), "multiple of heads"), (dict(T=0), "T must be"),
@@ -588,10 +701,59 @@ def test_backward_and_kept_versions_name_mismatched_shapes():
                              lambda: attn.two_versions(Xf, bad))
 
 
-# ===============================================================================================
-# data.py
+def test_python_api_refuses_what_it_cannot_use():
+    rng = np.random.default_rng(0)
+    pb = attn.baseline_init(6, 4, rng)
+    for X, msg in [(np.full((3, 6), 2), "X must hold bits 0 and 1 only, got 2"),
+                   (np.zeros((3, 5)), r"X must be a numpy array \[batch >= 1, T=6\] .* \(3, 5\)"),
+                   (np.zeros(6), r"X must be a numpy array \[batch >= 1, T=6\] .* \(6,\)")]:
+        with pytest.raises(ValueError, match=msg):
+            attn.baseline_forward(pb, X)
+    cfg = attn.default_config(T=6, d=8, heads=2, mlp=4)
+    p = attn.init_params(cfg, rng)
+    X = rng.integers(0, 2, (5, 6))
+    for other, msg in [(dict(mlp=8), r"param W_1 must be .* shape \(8, 8\) .*, got .* \(8, 4\)"),
+                       (dict(ln=False), r"params do not match cfg \(mlp=4, ln=False\): .*'ln1_b'"),
+                       (dict(d=16, heads=2), r"param E_tok must be .* shape \(2, 16\)"),
+                       (dict(dtype="float64"), r"param E_tok must be .* dtype float64, .*float32")]:
+        with pytest.raises(ValueError, match=msg):
+            attn.loss_and_grads(p, attn.default_config(T=6, **dict(dict(d=8, heads=2, mlp=4),
+                                                                  **other)), X, np.ones(5))
+    for y, msg in [(np.array([-1, 1, 1, 1, 1]), "y must hold labels 0 and 1 only, got -1"),
+                   (np.array([1.0]), r"y must be a numpy array of shape \(5,\)"),
+                   (np.array([0, 1, np.nan, 0, 1]), "y must hold labels 0 and 1 only, got nan")]:
+        with pytest.raises(ValueError, match=msg):
+            attn.loss_and_grads(p, cfg, X, y)
 
-# ------------------------------------------------------------------ data ----------------------
+
+# ---------------- copied alone: attn.py (and data.py) need numpy only --------------------------
+
+@pytest.mark.parametrize("module", ["attn", "data"])
+def test_file_works_alone_in_an_empty_folder(module, tmp_path):
+    """Vendoring: attn.py alone, or data.py alone, imports and runs with numpy only."""
+    shutil.copy(os.path.join(HERE, module + ".py"), tmp_path)
+    code = {"attn": "import numpy as np, attn\n"
+                    "cfg = attn.default_config(T=10, d=8, heads=2, mlp=4)\n"
+                    "p = attn.init_params(cfg, np.random.default_rng(0))\n"
+                    "X = np.random.default_rng(1).integers(0, 2, (3, 10))\n"
+                    "loss, g, z = attn.loss_and_grads(p, cfg, X, np.array([0, 1, 1]))\n"
+                    "assert set(g) == set(p) and z.shape == (3,)\nprint('ok', float(loss))\n",
+            "data": "import numpy as np, data\n"
+                    "t = data.make_task('and', 20, 3, np.random.default_rng(0))\n"
+                    "X, y = t.sample(50, np.random.default_rng(1))\n"
+                    "assert X.shape == (50, 20) and y.shape == (50,)\nprint('ok')\n"}[module]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-E", "-c", code], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr
+    assert set(os.listdir(tmp_path)) - {"__pycache__"} == {module + ".py"}
+
+
+# ===============================================================================================
+# data.py: sparse Boolean tasks, counts of compatible hypotheses, GF(2)
+# ===============================================================================================
+
+# ---------------- tasks, labels and samples ----------------------------------------------------
 
 @pytest.mark.parametrize("name,s", [("and", 3), ("or", 2), ("parity", 4), ("majority", 5),
                                     ("junta", 3), ("and", 1)])
@@ -623,6 +785,26 @@ def test_label_definitions():
     for row in range(8):
         X[row, junta.S] = [(row >> 2) & 1, (row >> 1) & 1, row & 1]
     assert junta.label(X).tolist() == junta.table.tolist()
+
+
+def test_label_rejects_non_bits():
+    task = data.make_task("and", 6, 2, np.random.default_rng(14))
+    X = np.zeros((3, 6))
+    for bad, shown in [(np.nan, "nan"), (2, "2.0"), (-1, "-1.0"), (0.5, "0.5")]:
+        Xb = X.copy()
+        Xb[1, 4] = bad
+        with pytest.raises(ValueError, match=rf"X must hold bits 0/1 .*got {shown} at index "
+                                             rf"\[1, 4\]"):
+            task.label(Xb)
+    with pytest.raises(ValueError, match="got 2 at index"):
+        task.label(np.full((2, 6), 2, np.int64))
+    with pytest.raises(ValueError, match="got 255 at index"):
+        task.label(np.full((2, 6), 255, np.uint8))
+    with pytest.raises(ValueError, match="dtype <U1"):
+        task.label(np.full((2, 6), "1"))
+    Xbool = np.ones((2, 6), bool)
+    assert task.label(Xbool).tolist() == [1, 1]
+    assert task.label(Xbool.astype(float)).tolist() == [1, 1]
 
 
 def test_data_deterministic_and_independent():
@@ -679,7 +861,7 @@ def test_sample_sizes_are_checked_before_anything_is_allocated():
     assert task.sample(3, rng)[0].shape == (3, 12)
 
 
-# the paper's data protocol (compatible hypotheses, rejection, the statistical limit)
+# ---------------- count_compatible -------------------------------------------------------------
 
 def brute_count(name, s, X, y):
     """Compatible s-subsets, by checking every one of them with itertools (the definition)."""
@@ -715,8 +897,6 @@ def random_sets(rng, n):
             y = [rng.integers(0, 2, m), np.ones(m), np.zeros(m)][kind - 1].astype(np.uint8)
         yield name, s, X, y
 
-
-# ---------------------------------------------------------------- count_compatible -------------
 
 def test_count_matches_brute_force_every_task():
     rng = np.random.default_rng(0)
@@ -816,7 +996,7 @@ def test_counting_cost_at_T_10000(capsys):
     assert n == 1
 
 
-# ---------------------------------------------------------------- the protocol -----------------
+# ---------------- the paper's data protocol: rejection and the statistical limit ---------------
 
 def test_sample_unambiguous_deterministic_and_unique():
     for name in ("and", "or", "parity", "majority"):
@@ -891,37 +1071,54 @@ def test_ambiguity_probability_in_unit_interval_and_falls_with_m():
     assert p[0] == 1.0 and p[2] < 0.1, p
 
 
-# ---------------------------------------------------------------- label: bits only -------------
+# ---------------- the GF(2) learner and log2 C(T, s) -------------------------------------------
 
-def test_label_rejects_non_bits():
-    task = data.make_task("and", 6, 2, np.random.default_rng(14))
-    X = np.zeros((3, 6))
-    for bad, shown in [(np.nan, "nan"), (2, "2.0"), (-1, "-1.0"), (0.5, "0.5")]:
-        Xb = X.copy()
-        Xb[1, 4] = bad
-        with pytest.raises(ValueError, match=rf"X must hold bits 0/1 .*got {shown} at index "
-                                             rf"\[1, 4\]"):
-            task.label(Xb)
-    with pytest.raises(ValueError, match="got 2 at index"):
-        task.label(np.full((2, 6), 2, np.int64))
-    with pytest.raises(ValueError, match="got 255 at index"):
-        task.label(np.full((2, 6), 255, np.uint8))
-    with pytest.raises(ValueError, match="dtype <U1"):
-        task.label(np.full((2, 6), "1"))
-    Xbool = np.ones((2, 6), bool)
-    assert task.label(Xbool).tolist() == [1, 1]
-    assert task.label(Xbool.astype(float)).tolist() == [1, 1]
+def test_gf2_learner_recovers_support():
+    for T in (15, 200):
+        m0, ok, unique_before = data.gf2_sample_need(T, 3, np.random.default_rng(T))
+        assert ok and not unique_before
+        assert T <= m0 <= T + 30
+
+
+def test_gf2_solve_matches_mod2_products():
+    rng = np.random.default_rng(16)
+    X = (rng.random((90, 70)) < 0.5).astype(np.uint8)
+    w = (rng.random(70) < 0.3).astype(np.uint8)
+    y = (X.astype(int) @ w % 2).astype(np.uint8)
+    assert np.array_equal(data.gf2_solve(X, y), w)
+    assert data.gf2_solve(X[:40], y[:40]) is None                # rank < T: not unique
+    Xd = np.vstack([X, X[:1]])                                     # a duplicated row, flipped label
+    assert data.gf2_solve(Xd, np.append(y, 1 - y[0])) is None    # inconsistent
+    assert data.gf2_first_full_rank(X) >= 70
+
+
+def test_log2_binomial_matches_paper_numbers():
+    assert abs(data.log2_binomial(100, 3) - 17.3) < 0.05
+    assert abs(data.log2_binomial(1100, 3) - 27.7) < 0.05
 
 
 # ===============================================================================================
-# train.py
+# train.py: one run, stacks of runs, the optimiser, checkpoints, the command line
+# ===============================================================================================
 
-# ------------------------------------------------------------------ training ------------------
+# ---------------- runs and stacks --------------------------------------------------------------
 
 def test_learns_sparse_and_small_T():
     r = train.train_run(dict(T=20, m=200, steps=300, n_test=1000, seed=1, log_every=0))
     assert r["test_acc"] >= 0.99
     assert r["top_attended"] == r["S"]
+
+
+def test_same_seed_same_bits_every_loss():
+    """A seed fixes every bit: the same options twice give the same loss at every step and the
+    same parameters; another seed gives another run."""
+    a, b = train.train_run(SMALL), train.train_run(SMALL)
+    assert a["losses"] == b["losses"] and len(a["losses"]) == SMALL["steps"]
+    assert a["loss"] == b["loss"]
+    assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"])
+    c = train.train_run(dict(SMALL, seed=SMALL["seed"] + 1))
+    assert not np.array_equal(a["params"]["W_Q"], c["params"]["W_Q"])
+    assert a["losses"] != c["losses"]
 
 
 def test_stack_equals_single_runs():
@@ -933,7 +1130,7 @@ def test_stack_equals_single_runs():
     for ms, tol, first in (((60, 60, 60, 60), 1e-9, 200), ((40, 60, 25, 60), 1e-9, 40)):
         runs = [dict(base, seed=seed, m=m) for seed, m in enumerate(ms)]
         stacked = train.train_stack(runs)
-        for o, st in zip(runs, stacked):
+        for o, st in zip(runs, stacked, strict=True):
             alone = train.train_run(o, log=None)
             a, b = np.array(alone["losses"]), np.array(st["losses"])
             assert a.shape == b.shape == (200,)
@@ -945,25 +1142,127 @@ def test_stack_equals_single_runs():
         train.train_stack([dict(base, seed=0, m=20), dict(base, seed=1, m=20, T=31)])
 
 
-def test_training_deterministic():
-    opts = dict(T=15, m=50, steps=20, seed=3, log_every=0, d=16, heads=4, mlp=8)
+def test_accuracy_is_computed_in_chunks(monkeypatch):
+    """The final accuracies go through the model EVAL_CHUNK rows at a time, every row once, and
+    give the accuracies of one pass over the whole set."""
+    whole = train.train_run(SMALL)
+    monkeypatch.setattr(train, "EVAL_CHUNK", 7)
+    evaluating, seen = [], []                  # rows of every forward pass of the evaluation
+    real, real_summarise = attn.model_forward, train.summarise
+    monkeypatch.setattr(train, "summarise",
+                        lambda *a: evaluating.append(1) or real_summarise(*a))
+    monkeypatch.setattr(attn, "model_forward", lambda p, c, X, *a: (
+        seen.append(len(X)) if evaluating else None) or real(p, c, X, *a))
+    chunked = train.train_run(SMALL)
+    assert seen and max(seen) <= 7 and sum(seen) == SMALL["m"] + SMALL["n_test"], seen
+    assert chunked["test_acc"] == whole["test_acc"]
+    assert chunked["train_acc"] == whole["train_acc"]
+
+
+# ---------------- training protocols: AdamW, clipping, early stopping, dropout, positions ------
+
+def test_adamw_step_against_a_hand_computed_one():
+    rng = np.random.default_rng(0)
+    p = {"W_Q": rng.standard_normal((3, 2)), "b_Q": rng.standard_normal(2)}
+    g = {"W_Q": rng.standard_normal((3, 2)), "b_Q": rng.standard_normal(2)}
+    p0 = {k: v.copy() for k, v in p.items()}
+    lr, wd, b1, b2, eps = 0.01, 0.1, 0.9, 0.95, 1e-8
+    state = train.adam_init(p, decay="matrices")
+    train.adam_step(p, g, state, lr, wd, b1=b1, b2=b2, decoupled=True)
+    for k in p:                       # torch.optim.AdamW's first step, by hand
+        decayed = p0[k] * (1 - lr * wd) if k == "W_Q" else p0[k]
+        m, v = (1 - b1) * g[k], (1 - b2) * g[k] ** 2
+        expect = decayed - lr * (m / (1 - b1)) / (np.sqrt(v / (1 - b2)) + eps)
+        assert np.allclose(p[k], expect, rtol=1e-12, atol=1e-15), k
+    q = {k: v.copy() for k, v in p0.items()}          # coupled (L2) decay differs
+    state = train.adam_init(q)
+    train.adam_step(q, g, state, lr, wd, b1=b1, b2=b2)
+    assert not np.allclose(q["W_Q"], p["W_Q"])
+
+
+def test_clipping_scales_each_runs_gradient_to_the_norm():
+    rng = np.random.default_rng(1)
+    g = {"a": rng.standard_normal((3, 4, 5)), "b": rng.standard_normal((3, 2))}
+    g["a"][1] *= 1e-3                                   # run 1 is already below the norm
+    g["b"][1] *= 1e-3
+    before = {k: v.copy() for k, v in g.items()}
+    norms = train.clip_gradients(g, 1.0, runs=3)
+    after = np.sqrt(sum((v.reshape(3, -1) ** 2).sum(1) for v in g.values()))
+    assert np.allclose(after[[0, 2]], 1.0 / (1 + 1e-6 / norms[[0, 2]]), rtol=1e-9)
+    assert np.array_equal(g["a"][1], before["a"][1]) and np.array_equal(g["b"][1], before["b"][1])
+    one = {k: v[0].copy() for k, v in before.items()}
+    assert np.isclose(train.clip_gradients(one, 1.0), norms[0])
+    assert all(np.allclose(one[k], g[k][0]) for k in one)
+
+
+def test_early_stopping_keeps_the_best_validation_step_and_never_looks_at_the_test_set(
+        monkeypatch):
+    opts = dict(SMALL, steps=60, val=150, val_every=10, n_test=321)
+    seen = []                          # (training steps so far, rows) of every forward pass
+    steps = [0]
+    real_lg, real_fw = attn.loss_and_grads, attn.model_forward
+    monkeypatch.setattr(attn, "loss_and_grads",
+                        lambda *a, **k: steps.__setitem__(0, steps[0] + 1) or real_lg(*a, **k))
+    monkeypatch.setattr(attn, "model_forward",
+                        lambda p, c, X, *a: seen.append((steps[0], len(X))) or real_fw(p, c, X, *a))
+    r = train.train_run(opts)
+    test_passes = [n for n, rows in seen if rows == 321]
+    assert test_passes and all(n == opts["steps"] for n in test_passes)  # test: only at the end
+    assert any(rows == 150 and n < opts["steps"] for n, rows in seen)     # validation: during
+    b = r["best_step"]
+    assert b % 10 == 0 and 10 <= b <= 60
+    monkeypatch.undo()
+    plain = train.train_run(dict(SMALL, steps=b, n_test=321))   # the same run stopped at b
+    assert all(np.array_equal(plain["params"][k], r["params"][k]) for k in r["params"])
+    assert plain["test_acc"] == r["test_acc"]
+    other = train.train_run(dict(opts, n_test=77))              # another test set: same choice
+    assert other["best_step"] == b
+
+
+def test_stacked_runs_follow_the_new_options_like_single_runs():
+    opts = dict(SMALL, steps=40, dtype="float64", optimizer="adamw", wd=0.1, decay="matrices",
+                clip=0.5, beta2=0.95, val=60, val_every=10)
+    runs = [dict(opts, seed=s) for s in (3, 4)]
+    stacked = train.train_stack(runs)
+    for o, st in zip(runs, stacked, strict=True):
+        alone = train.train_run(o)
+        assert st["best_step"] == alone["best_step"] and st["test_acc"] == alone["test_acc"]
+        assert np.allclose(st["losses"], alone["losses"], rtol=1e-9)
+
+
+def test_dropout_training_is_seeded_and_runs_one_at_a_time():
+    opts = dict(SMALL, steps=20, dropout=0.1)
     a, b = train.train_run(opts), train.train_run(opts)
-    assert a["loss"] == b["loss"]
-    assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"])
-    c = train.train_run(dict(opts, seed=4))
-    assert not np.array_equal(a["params"]["W_Q"], c["params"]["W_Q"])
+    assert a["losses"] == b["losses"]                           # masks come from the seed
+    assert a["losses"] != train.train_run(dict(SMALL, steps=20))["losses"]
+    with pytest.raises(ValueError, match="one at a time"):
+        train.train_stack([opts, dict(opts, seed=5)])
+    with pytest.raises(ValueError, match="Transformer only"):
+        train.train_run(dict(opts, model="mlp"))
 
 
-# ------------------------------------------------------------------ trustworthy runs ------------
+def test_zero_positional_init_changes_only_the_positions_and_stacks_like_single_runs():
+    a = attn.init_params(attn.default_config(T=20), np.random.default_rng(3))
+    b = attn.init_params(attn.default_config(T=20, pos_init="zero"), np.random.default_rng(3))
+    assert not b["E_pos"].any() and a["E_pos"].any()
+    assert all(np.array_equal(a[k], b[k]) for k in a if k != "E_pos")
+    runs = [dict(SMALL, steps=30, dtype="float64", pos_init="zero", seed=s) for s in (3, 4)]
+    for o, st in zip(runs, train.train_stack(runs), strict=True):
+        assert np.allclose(st["losses"], train.train_run(o)["losses"], rtol=1e-9)
+    with pytest.raises(ValueError, match="pos_init must be one of normal, zero, got 'ones'"):
+        attn.default_config(pos_init="ones")
+    with pytest.raises(ValueError, match="pos_init must be one of normal, zero, got 'ones'"):
+        train.validate_options(dict(pos_init="ones"))
 
-SMALL = dict(T=12, m=40, steps=30, seed=2, log_every=0, d=8, heads=2, mlp=4, n_test=200)
+
+def test_position_overlap_known_values():
+    E = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0], [1.0, 1.0]])
+    assert np.isclose(train.position_overlap(E, np.array([0])), 1.0)       # 2 is 0's twin
+    assert np.isclose(train.position_overlap(E, np.array([1])), 2 ** -0.5)
+    assert np.isnan(train.position_overlap(E, np.arange(4)))
 
 
-def test_same_seed_same_bits_every_loss():
-    a, b = train.train_run(SMALL), train.train_run(SMALL)
-    assert a["losses"] == b["losses"] and len(a["losses"]) == SMALL["steps"]
-    assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"])
-
+# ---------------- checkpoints: exact resume, and files that are refused or kept ----------------
 
 @pytest.mark.parametrize("batch", [0, 16])
 def test_resume_is_exact(tmp_path, batch):
@@ -972,7 +1271,8 @@ def test_resume_is_exact(tmp_path, batch):
     opts = dict(SMALL, batch=batch)
     straight = train.train_run(opts)
     path = str(tmp_path / "ck.npz")
-    with pytest.raises(train.Interrupted) as e:
+    with pytest.raises(train.Interrupted, match="interrupted after step 13; checkpoint .* at "
+                                                "step 13") as e:
         train.train_run(opts, save=path, stop_after=13)
     assert e.value.step == 13
     ck = train.load_checkpoint(path, dict(train.DEFAULTS, **opts))
@@ -982,6 +1282,14 @@ def test_resume_is_exact(tmp_path, batch):
     for k in straight["params"]:
         assert np.array_equal(straight["params"][k], resumed["params"][k]), k
     assert straight["loss"] == resumed["loss"]
+
+
+def test_resume_refuses_another_configuration(tmp_path):
+    path = str(tmp_path / "ck.npz")
+    train.train_run(SMALL, save=path)
+    ck = train.load_checkpoint(path)
+    with pytest.raises(ValueError, match="another configuration: seed=2"):
+        train.train_run(dict(SMALL, seed=3, steps=40), resume=ck)
 
 
 def test_checkpoint_refuses_bad_files(tmp_path):
@@ -1002,221 +1310,6 @@ def test_checkpoint_refuses_bad_files(tmp_path):
         with pytest.raises(ValueError, match=f"another configuration: {key}="):
             train.load_checkpoint(path, dict(opts, **{key: val}))
     assert open(path, "rb").read() == good               # nothing was overwritten
-
-
-def run_cli(capsys, *argv):
-    capsys.readouterr()
-    main = train.main
-    if argv and argv[0] in ("sweep", "bench"):
-        main, argv = sweep.main, argv[1:] if argv[0] == "sweep" else argv
-    try:
-        code = main(list(argv))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_cli_checkpoint_errors_leave_files_alone(tmp_path, capsys):
-    path = str(tmp_path / "ck.npz")
-    base = ["--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4", "--n-test", "100",
-            "--log-every", "0"]
-    code, out, err = run_cli(capsys, *base, "--steps", "5", "--save", path)
-    assert code == 0 and "checkpoint" in out
-    good = open(path, "rb").read()
-    (tmp_path / "trunc.npz").write_bytes(good[:100])
-    notes = tmp_path / "notes.txt"
-    notes.write_text("precious")
-    for argv, msg in [(["--resume", str(tmp_path / "trunc.npz")], "not a readable checkpoint"),
-                      (["--resume", path, "--T", "13"], "another configuration: --T 13"),
-                      (["--resume", path, "--steps", "4"], "already at step 5"),
-                      (["--resume", str(notes)], "not a readable checkpoint"),
-                      (base + ["--save", str(notes)], "refusing to overwrite")]:
-        code, out, err = run_cli(capsys, *argv)
-        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
-    assert open(path, "rb").read() == good and notes.read_text() == "precious"
-    code, out, err = run_cli(capsys, "--resume", path, "--steps", "9")
-    assert code == 0 and "resumed at step 5" in out
-
-
-def test_divergence_names_step_and_keeps_last_finite_checkpoint(tmp_path):
-    path = str(tmp_path / "ck.npz")
-    with pytest.raises(train.Diverged, match=r"at step \d+.*smaller --lr.*last finite") as e:
-        train.train_run(dict(SMALL, lr=1e37, steps=50), save=path, save_every=1)
-    ck = train.load_checkpoint(path)
-    assert all(np.all(np.isfinite(v)) for v in ck["params"].values())
-
-
-def _bad_values(action):
-    """Values that must be refused for one option, from its type."""
-    if action.choices:
-        return ["bogus"]
-    t = action.type
-    if t is None or action.nargs == 0:
-        return []
-    name, allowed = getattr(t, "__name__", ""), getattr(t, "allowed", "")
-    if allowed.startswith("an integer"):          # cli.integer(lo)
-        return ["abc", "1.5", "-1", ""]
-    if allowed.startswith("a finite number"):     # cli.number(lo)
-        return ["abc", "-1", "nan", "inf"]
-    if name == "int_list":
-        return ["abc", "0", "5,-3", ""]
-    if name == "shard_spec":
-        return ["2/2", "a/b", "1"]
-    if name == "model_list":
-        return ["cnn", ""]
-    return []
-
-
-def _subcommand(name):
-    """The parser of `sweep.py NAME`."""
-    ap = sweep.sweep_parser()
-    return next(a for a in ap._actions if a.__class__.__name__ == "_SubParsersAction").choices[name]
-
-
-@pytest.mark.parametrize("command", ["train", "sweep", "bench"])
-def test_every_option_refuses_bad_values_in_one_line(command, capsys, tmp_path):
-    """Walk every option of every command: a bad value gives exit 2 and one line on stderr."""
-    parser = {"train": train.train_parser, "sweep": sweep.sweep_parser,
-              "bench": lambda: _subcommand("bench")}[command]()
-    prefix = [] if command == "train" else [command]
-    tried = 0
-    for action in parser._actions:
-        if not action.option_strings or action.dest == "help":
-            continue
-        for bad in _bad_values(action):
-            code, out, err = run_cli(capsys, *prefix, action.option_strings[0], bad,
-                                     "--out" if command == "sweep" else "--json",
-                                     str(tmp_path / "x"))
-            assert code == 2, (action.dest, bad, out, err)
-            assert len(err.strip().splitlines()) == 1 and "error" in err, (action.dest, bad, err)
-            assert "Traceback" not in err
-            tried += 1
-    assert tried >= 10
-    # values that each pass alone but not together, and an impossible memory demand
-    if command != "bench":
-        for argv, msg in [(["--s", "200"], "larger than"), (["--heads", "7"], "must divide"),
-                          (["--task", "majority", "--s", "2"], "odd")]:
-            code, out, err = run_cli(capsys, *prefix, *argv, "--out" if command == "sweep"
-                                     else "--json", str(tmp_path / "x"))
-            assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
-    if command == "train":
-        for argv, msg in [(["--T", "100000000"], "GiB"), (["--batch", "900"], "larger than --m")]:
-            code, out, err = run_cli(capsys, *argv)
-            assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
-
-
-def test_public_functions_raise_valueerror():
-    cfg = attn.default_config(T=4, d=4, heads=1)
-    p = attn.init_params(cfg, np.random.default_rng(0))
-    for X, msg in [([[0, 1, 0, 1]], r"array \[batch, T\]"), (np.zeros((0, 4), np.uint8),
-                   "at least one"), (np.zeros(4, np.uint8), r"array \[batch, T\]")]:
-        with pytest.raises(ValueError, match=msg):
-            attn.model_forward(p, cfg, X)
-    for bad in (2, -1, 0.5):
-        X = np.zeros((3, 4))
-        X[1, 2] = bad
-        with pytest.raises(ValueError, match="bits 0 and 1 only"):
-            attn.model_forward(p, cfg, X)
-    big = attn.default_config(T=30000, d=64, heads=16)
-    pb = {k: np.zeros((30000 if k == "E_pos" else 1, 1), np.float32) for k in ("E_pos",)}
-    with pytest.raises(ValueError, match="GiB of activations"):
-        attn.model_forward(pb, big, np.zeros((100, 30000), np.uint8), "full")
-    with pytest.raises(ValueError, match="GiB"):
-        train.train_run(dict(T=10**9, m=10))
-    for bad, msg in [(dict(task="xor"), "task must be one of"), (dict(model="cnn"), "model must"),
-                     (dict(stepz=3), "unknown option"), (dict(lr=-1.0), "lr must be"),
-                     (dict(batch=-5), "batch must be"), (dict(batch=900), "larger than m=40"),
-                     (dict(log_every=-1), "log_every must"), (dict(T=5.0), "T must be"),
-                     (dict(s=50), "s=50 is larger than T=12"), (dict(heads=5), "heads=5"),
-                     (dict(model="mlp", mlp=0), "mlp=0"), (dict(T=10**7, m=10**4), "GiB")]:
-        with pytest.raises(ValueError, match=msg) as err:
-            train.train_run(dict(SMALL, **bad))
-        assert "--" not in str(err.value), err.value    # a Python caller typed no flags
-
-
-@pytest.mark.parametrize("module", ["attn", "data"])
-def test_file_works_alone_in_an_empty_folder(module, tmp_path):
-    """Vendoring: attn.py alone, or data.py alone, imports and runs with numpy only."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    shutil.copy(os.path.join(here, module + ".py"), tmp_path)
-    code = {"attn": "import numpy as np, attn\n"
-                    "cfg = attn.default_config(T=10, d=8, heads=2, mlp=4)\n"
-                    "p = attn.init_params(cfg, np.random.default_rng(0))\n"
-                    "X = np.random.default_rng(1).integers(0, 2, (3, 10))\n"
-                    "loss, g, z = attn.loss_and_grads(p, cfg, X, np.array([0, 1, 1]))\n"
-                    "assert set(g) == set(p) and z.shape == (3,)\nprint('ok', float(loss))\n",
-            "data": "import numpy as np, data\n"
-                    "t = data.make_task('and', 20, 3, np.random.default_rng(0))\n"
-                    "X, y = t.sample(50, np.random.default_rng(1))\n"
-                    "assert X.shape == (50, 20) and y.shape == (50,)\nprint('ok')\n"}[module]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    r = subprocess.run([sys.executable, "-E", "-c", code], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr
-    assert set(os.listdir(tmp_path)) - {"__pycache__"} == {module + ".py"}
-
-
-def test_resume_refuses_another_configuration(tmp_path):
-    path = str(tmp_path / "ck.npz")
-    train.train_run(SMALL, save=path)
-    ck = train.load_checkpoint(path)
-    with pytest.raises(ValueError, match="another configuration: seed=2"):
-        train.train_run(dict(SMALL, seed=3, steps=40), resume=ck)
-
-
-# issue 23: the last mile of trust (each test tries several variants of one fault family)
-
-def test_no_output_replaces_a_file_that_is_not_its_own(tmp_path, capsys):
-    """Family 1: every path the project writes passes one check (cli.claim_output): free, or
-    already this command's own kind of output. A checkpoint is never replaced by a --json, nor
-    another run's checkpoint by train_run(save=...)."""
-    ck = str(tmp_path / "x.npz")
-    code, out, err = run_cli(capsys, *TINY, "--save", ck, "--json", ck)
-    assert code == 2 and "same file" in err and len(err.strip().splitlines()) == 1
-    assert not os.path.exists(ck)
-    assert run_cli(capsys, *TINY, "--save", ck)[0] == 0
-    good = open(ck, "rb").read()
-    notes, other, empty, fifo = (tmp_path / n for n in ("notes.txt", "o.json", "e.json", "fifo"))
-    notes.write_text("precious")
-    other.write_text('{"a": 1}')
-    empty.write_text("")
-    os.mkfifo(fifo)
-    for target, msg in [(ck, "not a JSON summary"), (notes, "not a JSON summary"),
-                        (other, "not a JSON summary"), (empty, "not a JSON summary"),
-                        (fifo, "not a regular file"), (tmp_path, "is a folder")]:
-        code, out, err = run_cli(capsys, *TINY, "--json", str(target))
-        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (target, err)
-        assert "Traceback" not in err and not out
-    assert open(ck, "rb").read() == good and train.load_checkpoint(ck)["step"] == 5
-    assert (notes.read_text(), other.read_text(), empty.read_text()) == ("precious", '{"a": 1}', "")
-    summary = tmp_path / "r.json"                    # a summary is replaced by a new summary
-    assert run_cli(capsys, *TINY, "--json", str(summary))[0] == 0
-    assert run_cli(capsys, *TINY, "--seed", "1", "--json", str(summary))[0] == 0
-    assert json.loads(summary.read_text())["seed"] == 1
-    for target, msg in [(ck, "already holds a checkpoint at step 5"),    # Python: the same rule
-                        (str(notes), "not a checkpoint of this run"),
-                        (str(summary), "not a checkpoint of this run"), (str(tmp_path), "folder")]:
-        with pytest.raises(ValueError, match=msg):
-            train.train_run(SMALL, save=target)
-    with pytest.raises(TypeError, match="save must be a file path"):
-        train.train_run(SMALL, save=5)
-    assert open(ck, "rb").read() == good and notes.read_text() == "precious"
-    mine = str(tmp_path / "mine.npz")                # its own checkpoint: continued, so replaced
-    with pytest.raises(train.Interrupted):
-        train.train_run(SMALL, save=mine, stop_after=7)
-    train.train_run(SMALL, save=mine, resume=train.load_checkpoint(mine))
-    assert train.load_checkpoint(mine)["step"] == SMALL["steps"]
-    table, readme, photo = tmp_path / "t.md", tmp_path / "README.md", tmp_path / "photo.png"
-    table.write_text("| model | T | m50 |\n")
-    readme.write_text("# my notes\n")
-    photo.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
-    assert cli.claim_output(str(table), "table") == str(table)
-    for path, kind, msg in [(readme, "table", "not a table"), (photo, "plot", "not a plot"),
-                            (summary, "critical", "not a sweep report's critical.json"),
-                            (readme, "limits", "not a cache of statistical limits")]:
-        with pytest.raises(ValueError, match=msg):
-            cli.claim_output(str(path), kind, "--out")
 
 
 def test_crafted_checkpoints_are_one_line_naming_the_file_and_the_field(tmp_path, capsys):
@@ -1278,6 +1371,129 @@ def test_crafted_checkpoints_are_one_line_naming_the_file_and_the_field(tmp_path
             train.train_run(dict(SMALL, T=12, m=40, n_test=100, steps=9), resume=resume)
 
 
+def test_damaged_files_are_one_line(tmp_path, capsys, smoke_ref):
+    path = str(tmp_path / "ck.npz")
+    assert run_cli(capsys, *TINY, "--save", path)[0] == 0
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    for key, value in [("param/W_Q", np.zeros((3, 3), np.float32)),
+                       ("adam_v/E_pos", np.full(arrays["adam_v/E_pos"].shape, np.nan, np.float32)),
+                       ("step", np.array(-4)), ("rng_order", np.array('{"state": 1}'))]:
+        bad = str(tmp_path / "bad.npz")
+        np.savez(bad, **dict(arrays, **{key: value}))
+        code, out, err = run_cli(capsys, "--resume", bad, "--steps", "9")
+        assert code in (1, 2) and "damaged" in err and "Traceback" not in err, (key, err)
+        assert len(err.strip().splitlines()) == 1
+    csv_path = _copy(smoke_ref, tmp_path / "s") / "runs.csv"
+    lines = csv_path.read_text().splitlines(keepends=True)
+    csv_path.write_text("".join(lines[:3]) + lines[3].replace(",transformer,", ",transformr,", 1)
+                        .replace("transformer,", "transformr,", 1) + "".join(lines[4:]))
+    with pytest.raises(SystemExit, match="^2$"):
+        _sweep(tmp_path / "s", "--report")
+    err = capsys.readouterr().err
+    assert "runs.csv line 4" in err and len(err.strip().splitlines()) == 1
+
+
+def test_divergence_names_step_and_keeps_last_finite_checkpoint(tmp_path):
+    path = str(tmp_path / "ck.npz")
+    with pytest.raises(train.Diverged, match=r"at step \d+.*smaller --lr.*last finite") as e:
+        train.train_run(dict(SMALL, lr=1e37, steps=50), save=path, save_every=1)
+    ck = train.load_checkpoint(path)
+    assert all(np.all(np.isfinite(v)) for v in ck["params"].values())
+    assert ck["step"] == int(re.search(r"at step (\d+)", str(e.value))[1]) - 1
+
+
+def test_rerun_never_overwrites_a_checkpoint(tmp_path, capsys):
+    path = str(tmp_path / "ck.npz")
+    assert run_cli(capsys, *TINY, "--save", path)[0] == 0
+    good = open(path, "rb").read()
+    for extra in ([], ["--T", "13"]):          # the same command again, or another configuration
+        code, out, err = run_cli(capsys, *TINY, *extra, "--save", path)
+        assert code == 2 and "already holds a checkpoint at step 5" in err, err
+        assert len(err.strip().splitlines()) == 1
+    assert open(path, "rb").read() == good
+
+
+def test_cli_checkpoint_errors_leave_files_alone(tmp_path, capsys):
+    path = str(tmp_path / "ck.npz")
+    base = ["--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4", "--n-test", "100",
+            "--log-every", "0"]
+    code, out, err = run_cli(capsys, *base, "--steps", "5", "--save", path)
+    assert code == 0 and "checkpoint" in out
+    good = open(path, "rb").read()
+    (tmp_path / "trunc.npz").write_bytes(good[:100])
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious")
+    for argv, msg in [(["--resume", str(tmp_path / "trunc.npz")], "not a readable checkpoint"),
+                      (["--resume", path, "--T", "13"], "another configuration: --T 13"),
+                      (["--resume", path, "--steps", "4"], "already at step 5"),
+                      (["--resume", str(notes)], "not a readable checkpoint"),
+                      (base + ["--save", str(notes)], "refusing to overwrite")]:
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert open(path, "rb").read() == good and notes.read_text() == "precious"
+    code, out, err = run_cli(capsys, "--resume", path, "--steps", "9")
+    assert code == 0 and "resumed at step 5" in out
+
+
+def test_writes_that_fail_are_one_line_and_keep_the_last_checkpoint(tmp_path, capsys,
+                                                                    monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for target, msg in [(str(blocker / "ck.npz"), "does not exist"),
+                        (str(tmp_path), "not a checkpoint")]:
+        code, out, err = run_cli(capsys, *TINY, "--save", target)
+        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
+    (tmp_path / "ck.npz.tmp.npz").mkdir()                     # a leftover in the way
+    code, out, err = run_cli(capsys, *TINY, "--save", str(tmp_path / "ck.npz"))
+    assert code == 2 and "in the way" in err
+    good = str(tmp_path / "good.npz")
+    assert run_cli(capsys, *TINY, "--save", good)[0] == 0
+    before = open(good, "rb").read()
+
+    def full_disk(path, **arrays):
+        open(path, "wb").write(b"half")
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(np, "savez", full_disk)
+    code, out, err = run_cli(capsys, "--resume", good, "--steps", "8")
+    assert code == 1 and "No space left" in err and len(err.strip().splitlines()) == 1
+    assert open(good, "rb").read() == before and not os.path.exists(good + ".tmp.npz")
+    code, out, err = run_cli(capsys, "sweep", "--preset", "smoke", "--workers", "1", "--out",
+                             str(blocker / "sub"))
+    assert code == 2 and "cannot create the folder" in err
+
+
+# ---------------- the Python API and the command line ------------------------------------------
+
+def test_public_functions_raise_valueerror():
+    cfg = attn.default_config(T=4, d=4, heads=1)
+    p = attn.init_params(cfg, np.random.default_rng(0))
+    for X, msg in [([[0, 1, 0, 1]], r"array \[batch, T\]"), (np.zeros((0, 4), np.uint8),
+                   "at least one"), (np.zeros(4, np.uint8), r"array \[batch, T\]")]:
+        with pytest.raises(ValueError, match=msg):
+            attn.model_forward(p, cfg, X)
+    for bad in (2, -1, 0.5):
+        X = np.zeros((3, 4))
+        X[1, 2] = bad
+        with pytest.raises(ValueError, match="bits 0 and 1 only"):
+            attn.model_forward(p, cfg, X)
+    big = attn.default_config(T=30000, d=64, heads=16)
+    pb = {k: np.zeros((30000 if k == "E_pos" else 1, 1), np.float32) for k in ("E_pos",)}
+    with pytest.raises(ValueError, match="GiB of activations"):
+        attn.model_forward(pb, big, np.zeros((100, 30000), np.uint8), "full")
+    with pytest.raises(ValueError, match="GiB"):
+        train.train_run(dict(T=10**9, m=10))
+    for bad, msg in [(dict(task="xor"), "task must be one of"), (dict(model="cnn"), "model must"),
+                     (dict(stepz=3), "unknown option"), (dict(lr=-1.0), "lr must be"),
+                     (dict(batch=-5), "batch must be"), (dict(batch=900), "larger than m=40"),
+                     (dict(log_every=-1), "log_every must"), (dict(T=5.0), "T must be"),
+                     (dict(s=50), "s=50 is larger than T=12"), (dict(heads=5), "heads=5"),
+                     (dict(model="mlp", mlp=0), "mlp=0"), (dict(T=10**7, m=10**4), "GiB")]:
+        with pytest.raises(ValueError, match=msg) as err:
+            train.train_run(dict(SMALL, **bad))
+        assert "--" not in str(err.value), err.value    # a Python caller typed no flags
+
+
 def test_python_api_names_the_argument_for_every_wrong_input(tmp_path):
     """Families 5 and 8: ValueError or TypeError naming the argument, never an IndexError,
     KeyError or AttributeError from inside, and never a silent result (save_every=-1)."""
@@ -1307,6 +1523,17 @@ def test_python_api_names_the_argument_for_every_wrong_input(tmp_path):
             call()
     assert not os.path.exists(tmp_path / "a.npz")
     assert train.draw_run(dict(SMALL))[1][0].shape == (SMALL["m"], SMALL["T"])  # defaults filled
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--d", "2000000", "--heads", "1"], "GiB"), (["--mlp", "3000000000"], "GiB"),
+    (["--model", "mlp", "--mlp", "1000000000", "--T", "1000"], "GiB"),
+    (["sweep", "--Ts", "100", "--d", "2000000", "--heads", "1"], "GiB"),
+    (["bench", "--Ts", "100000000"], "GiB"), (["bench", "--m", "1000000000"], "GiB")])
+def test_sizes_that_do_not_fit_are_one_line_before_anything_runs(argv, msg, capsys, tmp_path):
+    code, out, err = run_cli(capsys, *argv, *(["--out", str(tmp_path)] if argv[0] == "sweep"
+                                               else []))
+    assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_path, capsys,
@@ -1365,35 +1592,33 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     assert sorted(os.listdir(tmp_path)) == ["ck.npz", "py.npz"]    # no summary, no temporary
 
 
-def test_ctrl_c_while_a_command_starts_is_one_line(tmp_path, capsys, monkeypatch):
-    """Family 5: Ctrl-C while a command imports numpy or builds its parser is one line and exit
-    status 130 (Ctrl-C before Python has run the script's first line is Python's own)."""
-    hook = ("import os, signal, sys, runpy\n"
-            "class Hook:\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name == 'numpy':\n"
-            "            os.kill(os.getpid(), signal.SIGINT)\n"
-            "sys.meta_path.insert(0, Hook())\n"
-            "sys.argv = sys.argv[1:]\n"
-            "runpy.run_path(sys.argv[0], run_name='__main__')\n")
-    for argv in (["train.py", "--steps", "5"], ["sweep.py", "limit"], ["sweep.py", "--help"]):
-        r = subprocess.run([sys.executable, "-c", hook, *argv], cwd=HERE, capture_output=True,
-                           text=True, timeout=60)
-        assert r.returncode == 130 and "Traceback" not in r.stderr, (argv, r.stderr)
-        assert r.stderr.strip().splitlines() == [f"{argv[0]}: interrupted while starting; "
-                                                 f"nothing was run"]
+def test_progress_reaches_a_pipe_while_the_run_goes_on():
+    p = _python("train.py", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
+                "--steps", "1000000", "--log-every", "10")
+    try:
+        lines = [p.stdout.readline() for _ in range(2)]
+        assert p.poll() is None and lines[1].lstrip().startswith("step"), lines
+    finally:
+        p.kill()
+        p.communicate()
 
-    def ctrl_c(*args, **kw):
-        raise KeyboardInterrupt
-    monkeypatch.setattr(train, "train_parser", ctrl_c)
-    assert cli.one_line_errors("train.py", train.main, []) == 130
-    assert capsys.readouterr().err.strip() == "train.py: interrupted"
+
+def test_sigterm_saves_like_ctrl_c(tmp_path):
+    path = str(tmp_path / "ck.npz")
+    p = _python("train.py", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
+                "--steps", "1000000", "--log-every", "10", "--save", path)
+    p.stdout.readline(), p.stdout.readline()
+    p.terminate()
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and "checkpoint saved" in err and "Traceback" not in err
+    assert train.load_checkpoint(path)["step"] >= 1
 
 
 # ===============================================================================================
-# sweep.py
+# stats.py: the estimator (searches, success curves, the seed bootstrap, m*, laws)
+# ===============================================================================================
 
-# ------------------------------------------------------------------ the sweep ------------------
+# ---------------- the searches and m* by the majority rule -------------------------------------
 
 def test_bisect_finds_the_grid_walks_m_star():
     """Per-seed bisection gives the same m*(T) as walking the whole grid, when success is
@@ -1440,8 +1665,6 @@ def test_critical_sizes_majority_rule():
     st = stats.critical_sizes(part, {"transformer": grid}, "grid")[("transformer", 5)]
     assert st["unfinished"] == 1 and st["censored"] == 0 and st["n_seeds"] == 3
     assert st["m_star"] == 30
-    b, a, r2 = stats.fit_line([1, 2, 3], [3, 5, 7])
-    assert abs(a - 1) < 1e-12 and abs(b - 2) < 1e-12 and abs(r2 - 1) < 1e-12
 
 
 def test_majority_mstar_interval_resamples_the_seeds():
@@ -1487,293 +1710,21 @@ def test_majority_mstar_interval_resamples_the_seeds():
     np.testing.assert_array_equal(st["m_star_boot"], first)
 
 
-def _sweep(out, *extra):
-    return sweep.main(["--preset", "smoke", "--workers", "1", "--out", str(out),
-                       *extra])
+def test_majority_mstar_hand_made():
+    rows = ([(100, s, 10.0, 0) for s in range(4)]                      # 0/4
+            + [(100, 0, 20.0, 1)] + [(100, s, 20.0, 0) for s in (1, 2, 3)]  # 1/4
+            + [(100, 0, 40.0, 0), (100, 1, 40.0, 1)]                     # 1/2: seed 0 regresses
+            + [(100, s, 80.0, int(s > 0)) for s in range(4)])            # 3/4
+    assert stats.majority_mstar(rows, [5.0, 10.0, 20.0, 40.0, 80.0]) == 40.0   # 5: no runs, skipped
+    assert stats.majority_mstar(rows) == 40.0
+    assert stats.majority_mstar(rows, [80.0, 10.0]) == 80.0                   # 40 not in the grid
+    assert stats.majority_mstar(rows, [80.0, 40.0, 10.0]) == 40.0    # walked up, not in list order
+    assert stats.majority_mstar(rows, [5.0, 10.0, 20.0]) == math.inf
+    dict_rows = [dict(T=t, seed=s, m=m, success=o) for t, s, m, o in rows]
+    assert stats.majority_mstar(dict_rows) == 40.0
 
 
-@pytest.fixture(scope="session")
-def smoke_ref(tmp_path_factory):
-    """The smoke sweep, run once for the session: tests read it, or copy it (_copy) to change it."""
-    out = tmp_path_factory.mktemp("smoke-ref")
-    assert _sweep(out) == 0
-    return out
-
-
-def _copy(folder, dest):
-    shutil.copytree(folder, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".lock"))
-    return dest
-
-
-def _rows(path):
-    rows = folder.read_rows([path])
-    return sorted((r["model"], r["T"], r["seed"], r["m"], r["test_acc"]) for r in rows)
-
-
-def test_sweep_resumes_and_shards_merge(tmp_path, capsys, smoke_ref):
-    full = smoke_ref
-    ref_rows, ref_table = _rows(full / "runs.csv"), (full / "table.md").read_text()
-    assert len(ref_rows) > 8
-
-    # interrupted: keep the header and 5 finished rows, and a row torn mid-write
-    part = tmp_path / "part"
-    part.mkdir()
-    lines = (full / "runs.csv").read_text().splitlines(keepends=True)
-    (part / "runs.csv").write_text("".join(lines[:6]) + lines[6][:12])
-    (part / "sweep.json").write_text((full / "sweep.json").read_text())
-    capsys.readouterr()
-    assert _sweep(part) == 0
-    out = capsys.readouterr().out
-    assert "5 runs already saved" in out
-    assert f"sweep: {len(ref_rows) - 5} runs in" in out           # nothing finished is redone
-    assert _rows(part / "runs.csv") == ref_rows
-    assert (part / "table.md").read_text() == ref_table
-
-    # two shards, as on two machines, merged by --report
-    shards = tmp_path / "shards"
-    assert _sweep(shards, "--shard", "0/2") == 0
-    assert _sweep(shards, "--shard", "1/2") == 0
-    assert _sweep(shards, "--report") == 0
-    merged = sorted(_rows(shards / "runs-shard-0-of-2.csv") + _rows(shards / "runs-shard-1-of-2.csv"))
-    assert merged == ref_rows
-    assert (shards / "table.md").read_text() == ref_table
-
-
-def test_sweep_refuses_other_options_in_same_folder(tmp_path, capsys, smoke_ref):
-    _copy(smoke_ref, tmp_path)
-    with pytest.raises(SystemExit) as e:
-        _sweep(tmp_path, "--lr", "0.01")
-    assert e.value.code == 2
-    err = capsys.readouterr().err
-    assert "other options" in err and len(err.strip().splitlines()) == 1
-
-
-def test_baseline_mlp_gradients():
-    rng = np.random.default_rng(11)
-    p = attn.baseline_init(7, 5, rng, "float64", std=0.7)
-    for k in p:
-        p[k] += 0.3 * rng.standard_normal(p[k].shape)
-    X = rng.integers(0, 2, (6, 7))
-    dz = rng.standard_normal(6)
-    g = attn.baseline_backward(dz, attn.baseline_forward(p, X)[1])
-    for k in p:
-        check(f"baseline {k}", g[k], lambda: attn.baseline_forward(p, X)[0] @ dz, p[k])
-
-
-def test_sweep_folder_keeps_one_protocol(tmp_path, capsys):
-    assert _sweep(tmp_path, "--steps", "40") == 0
-    meta = (tmp_path / "sweep.json").read_text()
-    assert '"steps": 40' in meta                           # an explicit option beats the preset
-    for extra, msg in [(["--steps", "41"], "other options"), (["--search", "grid"], "other search"),
-                       (["--grid-ratio", "1.2"], "another m grid")]:
-        with pytest.raises(SystemExit) as e:
-            _sweep(tmp_path, "--steps", "40", *extra)
-        assert e.value.code == 2 and msg in capsys.readouterr().err
-    assert (tmp_path / "sweep.json").read_text() == meta   # nothing was overwritten
-    (tmp_path / "sweep.json").write_text("{broken")
-    with pytest.raises(SystemExit):
-        _sweep(tmp_path, "--steps", "40")
-    assert "not a sweep description" in capsys.readouterr().err
-
-
-# issue 23: the last mile of trust (each test tries several variants of one fault family)
-
-def _edit_row(line, header, **fields):
-    cells = line.rstrip("\r\n").split(",")
-    for k, v in fields.items():
-        cells[header.index(k)] = v
-    return ",".join(cells) + "\r\n"
-
-
-def _refused(folder_path, capsys, *extra):
-    """The one line (exit 2) a sweep or report of the folder stops with."""
-    with pytest.raises(SystemExit) as e:
-        _sweep(folder_path, *extra)
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and len(err.strip().splitlines()) == 1, err
-    return err
-
-
-def test_rows_must_agree_with_themselves_each_other_and_their_sweep_json(tmp_path, capsys,
-                                                                         smoke_ref):
-    """Family 3: one row validator (folder.check_rows, folder.check_meta) for resume, merge and
-    report: a contradiction stops with one line naming the file and line; a torn row in the
-    middle of a file is named in a warning; a run recorded twice alike counts once."""
-    ref_table = (smoke_ref / "table.md").read_text()
-    lines = (smoke_ref / "runs.csv").read_text().splitlines(keepends=True)
-    header = lines[0].rstrip("\r\n").split(",")
-    success = [ln.split(",")[header.index("success")] for ln in lines]
-    ok, fail = success.index("1", 1), success.index("0", 1)        # a success, a failure
-    variants = [(ok, dict(success="0"), "success 0 contradicts its test accuracy"),
-                (fail, dict(success="1", test_acc="nan"), "success 1 contradicts its test "
-                                                           "accuracy nan"),
-                (fail, dict(test_acc="1.0"), "success 0 contradicts its test accuracy 1.0"),
-                (fail, dict(test_acc="0.995"), "success 0 contradicts its test accuracy 0.995")]
-    f = _copy(smoke_ref, tmp_path / "f")
-    for i, fields, msg in variants:
-        (f / "runs.csv").write_text("".join(lines[:i] + [_edit_row(lines[i], header, **fields)]
-                                            + lines[i + 1:]))
-        where = f"runs.csv line {i + 1}"
-        for extra in (["--report"], []):                            # report, and resume
-            err = _refused(f, capsys, *extra)
-            assert msg in err and where in err, (fields, err)
-        code, _, err = run_cli(capsys, "sweep", "compare", str(f))
-        assert code == 2 and msg in err and where in err
-        with pytest.raises(ValueError, match=re.escape(where)):
-            folder.folder_runs(str(f))
-    flipped = _edit_row(lines[ok], header, success="0", test_acc="0.5")     # one run, twice
-    (f / "runs.csv").write_text("".join(lines) + flipped)
-    err = _refused(f, capsys, "--report")
-    assert "opposite outcomes" in err and f"line {ok + 1}" in err and f"line {len(lines) + 1}" in err
-    (f / "runs.csv").write_text("".join(lines) + lines[ok])         # the same outcome twice
-    shutil.copy(f / "runs.csv", f / "runs-shard-0-of-1.csv")        # and a copy of the file
-    assert _sweep(f, "--report") == 0 and (f / "table.md").read_text() == ref_table
-    os.remove(f / "runs-shard-0-of-1.csv")
-    torn = lines[:3] + [lines[3][:20] + "\r\n", "\x00" * 30 + "\r\n"] + lines[5:]
-    (f / "runs.csv").write_text("".join(torn) + lines[5][:10])      # and a torn last line
-    capsys.readouterr()
-    assert _sweep(f, "--report") == 0
-    err = capsys.readouterr().err
-    assert "runs.csv line 4: a torn row" in err and "runs.csv line 5: a torn row (NUL" in err
-    assert len(err.strip().splitlines()) == 2                       # the last one: silent
-    (f / "runs.csv").write_text("".join(lines))
-    meta = json.loads((smoke_ref / "sweep.json").read_text())
-    for edit, field in [(dict(options=dict(meta["options"], steps=151)), "sweep_id"),
-                        (dict(bar=0.5), "sweep_id"), (dict(plan=dict(meta["plan"], Ts="8")), "plan"),
-                        (dict(plan=dict(meta["plan"], seeds=0)), "plan"), (dict(plan=[1]), "plan"),
-                        (dict(grids={"transformer": [8, "x"]}), "grids"),
-                        (dict(options=dict(meta["options"], lr="0.001")), "options")]:
-        (f / "sweep.json").write_text(json.dumps(dict(meta, **edit)))
-        for extra in (["--report"], []):
-            err = _refused(f, capsys, *extra)
-            assert f"sweep.json: field '{field}'" in err, (edit, err)
-        code, _, err = run_cli(capsys, "sweep", "compare", str(f))
-        assert code == 2 and f"field '{field}'" in err
-    (f / "sweep.json").write_text(json.dumps(meta))
-    limits = json.loads((smoke_ref / "limits.json").read_text())
-    (f / "limits.json").write_text(json.dumps({k: dict(v, median="x") for k, v in limits.items()}))
-    assert _sweep(f, "--report") == 0 and (f / "table.md").read_text() == ref_table
-    assert json.loads((f / "limits.json").read_text()) == limits   # the damaged entry, redone
-    (f / "limits.json").write_text("[1, 2]")                        # not a cache: left alone
-    err = _refused(f, capsys, "--report")
-    assert "not a cache of statistical limits" in err and (f / "limits.json").read_text() == "[1, 2]"
-
-
-def test_a_report_never_writes_a_fingerprint_it_did_not_run(tmp_path, capsys):
-    """Family 7: --report writes no sweep.json; a folder without one (copied shard CSVs) is
-    reported with the options given, checked against the rows' own fingerprints."""
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    assert _sweep(empty, "--report") == 0 and not (empty / "sweep.json").exists()
-    a = tmp_path / "a"
-    for shard in ("0/2", "1/2"):
-        assert _sweep(a, "--steps", "140", "--shard", shard) == 0
-    assert _sweep(a, "--report") == 0
-    table = (a / "table.md").read_text()
-    copied = tmp_path / "copied"
-    copied.mkdir()
-    for name in ("runs-shard-0-of-2.csv", "runs-shard-1-of-2.csv"):
-        shutil.copy(a / name, copied)
-    for extra in ([], ["--steps", "150"], ["--bar", "0.9"]):        # not the options of the runs
-        err = _refused(copied, capsys, "--report", *extra)
-        assert "holds runs of another sweep" in err and "no sweep.json" in err
-        assert not (copied / "sweep.json").exists()
-    assert _sweep(copied, "--report", "--steps", "140") == 0
-    assert (copied / "table.md").read_text() == table and not (copied / "sweep.json").exists()
-    old = copied / "runs-shard-1-of-2.csv"                          # rows with no fingerprint
-    old.write_text("".join(ln.rsplit(",", 1)[0] + ",\r\n" if i else ln
-                           for i, ln in enumerate(old.read_text().splitlines(keepends=True))))
-    err = _refused(copied, capsys, "--report", "--steps", "140")
-    assert "runs-shard-1-of-2.csv line 2: a row without a fingerprint" in err
-    assert _sweep(empty, "--steps", "140", "--Ts", "8", "--seeds", "1") == 0   # not stuck
-
-
-def test_reports_never_replace_a_file_that_is_not_their_own(tmp_path, capsys, monkeypatch,
-                                                            smoke_ref):
-    """Family 1 for sweep.py's outputs (--out tables, --plot images, headline --out, limit
-    --out, a folder's table.md), and family 6: a full disk leaves no empty table and no
-    temporary behind, and its line names the path."""
-    runs, readme, photo = tmp_path / "runs.csv", tmp_path / "README.md", tmp_path / "photo.png"
-    runs.write_text((smoke_ref / "runs.csv").read_text())
-    readme.write_text("# my notes\n")
-    photo.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
-    lim = tmp_path / "lim"
-    lim.mkdir()
-    (lim / "limit.json").write_text('{"mine": 1}')
-    before = {p: p.read_bytes() for p in (runs, readme, photo, lim / "limit.json")}
-    for argv, msg in [(["compare", str(smoke_ref), "--out", str(runs)], "not a table"),
-                      (["width", str(smoke_ref), "--out", str(readme)], "not a table"),
-                      (["compare", str(smoke_ref), "--plot", str(photo)], "not a plot"),
-                      (["width", str(smoke_ref), "--plot", str(runs)], "not a plot"),
-                      (["compare", str(smoke_ref), "--out", str(tmp_path)], "is a folder"),
-                      (["compare", str(smoke_ref), "--out", str(readme), "--plot", str(readme)],
-                       "same file"),
-                      (["headline", "--d64", str(smoke_ref), "--d128", str(smoke_ref), "--out",
-                        str(readme)], "not a table"),
-                      (["limit", "--Ts", "10", "--seeds", "2", "--sets", "2", "--out", str(lim)],
-                       "not a limit.json")]:
-        code, out, err = run_cli(capsys, "sweep", *argv)
-        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
-    assert {p: p.read_bytes() for p in before} == before
-    f = _copy(smoke_ref, tmp_path / "f")
-    (f / "table.md").write_text("my notes\n")
-    assert "not a table" in _refused(f, capsys, "--report")
-    assert (f / "table.md").read_text() == "my notes\n"
-    out = tmp_path / "cmp.md"                                        # its own table: rewritten
-    for _ in range(2):
-        assert run_cli(capsys, "sweep", "compare", str(smoke_ref), "--out", str(out))[0] == 0
-    assert out.read_text().startswith("| protocol | T |")
-    f = _copy(smoke_ref, tmp_path / "g")
-    files = {p.name: p.read_bytes() for p in f.iterdir()}
-    monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(
-        OSError(28, "No space left on device")))
-    code = cli.one_line_errors("sweep.py", sweep.main, ["--out", str(f), "--report"])
-    code_cmp = cli.one_line_errors("sweep.py", sweep.main, ["compare", str(f), "--out",
-                                                             str(tmp_path / "new.md")])
-    monkeypatch.undo()
-    err = capsys.readouterr().err.strip().splitlines()
-    assert (code, code_cmp) == (1, 1) and len(err) == 2 and all("No space left" in e for e in err)
-    assert str(f) in err[0] and str(tmp_path / "new.md") in err[1]
-    assert {p.name: p.read_bytes() for p in f.iterdir()} == files   # no table, no temporary
-    assert not (tmp_path / "new.md").exists() and not list(tmp_path.glob("*.tmp*"))
-
-
-def test_every_command_is_one_line_on_ctrl_c_and_odd_values(tmp_path, capsys, monkeypatch,
-                                                           smoke_ref):
-    """Families 5 and 6 for sweep.py: every command's --help; Ctrl-C during a report, in limit
-    and in bench; values that start with '-'; sizes and --workers checked before anything."""
-    for command in sweep.COMMANDS:
-        code, out, err = run_cli(capsys, "sweep", command, "--help")
-        assert code == 0 and out.startswith(f"usage: sweep.py {command}") and not err
-
-    def ctrl_c(*args, **kw):
-        raise KeyboardInterrupt
-    f = _copy(smoke_ref, tmp_path / "f")
-    for module, name, argv, msg in [
-            (report, "folder_report", ["--out", str(f), "--report"], "during the report"),
-            (report, "statistical_limits", ["limit", "--Ts", "10", "--seeds", "2"], "interrupted"),
-            (sweep, "matmul_gflops", ["bench", "--Ts", "10", "--throughput", "10"], "interrupted"),
-            (sweep, "sweep_parser", ["--out", str(f)], "interrupted")]:
-        monkeypatch.setattr(module, name, ctrl_c)
-        code = cli.one_line_errors("sweep.py", sweep.main, argv)
-        err = capsys.readouterr().err
-        monkeypatch.undo()
-        assert code == 130 and msg in err and len(err.strip().splitlines()) == 1, (name, err)
-    for argv, msg in [(["--shard", "-1/2"], "needs 0 <= i < n, got '-1/2'"),
-                      (["--Ts", "-5,3"], "integers >= 1, got '-5,3'"),
-                      (["--bar", "-.5"], "--bar"),
-                      (["--workers", "1000000"], "between 1 and"),
-                      (["--Ts", "10", "--val", "100000000"], "GiB"),
-                      (["limit", "--Ts", "1000000000"], "--Ts 1000000000"),
-                      (["limit", "--Ts", "100000", "--ms", "100000000"], "--ms 100000000")]:
-        extra = [] if argv[0] == "limit" else ["--out", str(tmp_path / "x")]
-        code, out, err = run_cli(capsys, "sweep", *argv, *extra)
-        assert code == 2 and msg in err and "expected one argument" not in err, (argv, err)
-        assert len(err.strip().splitlines()) == 1
-    assert not (tmp_path / "x").exists()
-
-
-# the estimator (success curves, bootstrap over seeds, scaling fits)
+# ---------------- the success curve and the seed bootstrap: recovery and coverage --------------
 
 M50_TRUE, B_TRUE = 80.0, 4.0
 M90_TRUE = M50_TRUE * math.exp(math.log(9.0) / B_TRUE)     # no random effect: 138.6
@@ -1794,10 +1745,6 @@ def ci_ok(lo, hi, true):
     """The coverage criterion: the CI holds the truth AND is informative, i.e. it excludes both
     2x and 0.5x the truth (an estimator that ignores m, with a CI of [small, inf], fails)."""
     return lo <= true <= hi and true / 2 < lo and hi < 2 * true
-
-
-# ----------------------------------------------------------------------------------------------
-# recovery and coverage
 
 
 def test_m50_coverage_with_seed_random_effects():
@@ -1887,9 +1834,7 @@ def test_the_bootstrap_does_not_depend_on_the_order_of_the_rows():
     assert stats.parse_rows(csv_like)["seed"].tolist() == [2, 1, 0]
 
 
-# ----------------------------------------------------------------------------------------------
-# separation, censoring, tiny data: finite or inf with a flag, never NaN, never a warning
-
+# ---------------- separation, censoring, tiny data: finite or inf with a flag, never NaN -------
 
 def _no_nan(est):
     for k, v in est.items():
@@ -1959,25 +1904,16 @@ def test_m_at_scalar_and_vector():
     assert out[3] == 0.0
 
 
-# ----------------------------------------------------------------------------------------------
-# the paper-comparison statistic
+# ---------------- laws across T: lines, scaling fits, departures, paired ratios ----------------
 
+def test_fit_line_recovers_a_line():
+    x = np.linspace(0.0, 5.0, 11)
+    a, b, r2 = stats.fit_line(x, 2.5 * x - 1.0)
+    assert abs(a - 2.5) < 1e-12 and abs(b + 1.0) < 1e-12 and abs(r2 - 1.0) < 1e-12
+    b, a, r2 = stats.fit_line([1, 2, 3], [3, 5, 7])                   # (slope, intercept, R^2)
+    assert abs(a - 1) < 1e-12 and abs(b - 2) < 1e-12 and abs(r2 - 1) < 1e-12
+    assert stats.fit_line(x, np.sin(7 * x))[2] < 0.5                  # not a line: low R^2
 
-def test_majority_mstar_hand_made():
-    rows = ([(100, s, 10.0, 0) for s in range(4)]                      # 0/4
-            + [(100, 0, 20.0, 1)] + [(100, s, 20.0, 0) for s in (1, 2, 3)]  # 1/4
-            + [(100, 0, 40.0, 0), (100, 1, 40.0, 1)]                     # 1/2: seed 0 regresses
-            + [(100, s, 80.0, int(s > 0)) for s in range(4)])            # 3/4
-    assert stats.majority_mstar(rows, [5.0, 10.0, 20.0, 40.0, 80.0]) == 40.0   # 5: no runs, skipped
-    assert stats.majority_mstar(rows) == 40.0
-    assert stats.majority_mstar(rows, [80.0, 10.0]) == 80.0                   # 40 not in the grid
-    assert stats.majority_mstar(rows, [5.0, 10.0, 20.0]) == math.inf
-    dict_rows = [dict(T=t, seed=s, m=m, success=o) for t, s, m, o in rows]
-    assert stats.majority_mstar(dict_rows) == 40.0
-
-
-# ----------------------------------------------------------------------------------------------
-# scaling fits across T
 
 T_GRID = np.array([10.0, 20, 50, 100, 200, 500, 1000])
 
@@ -2018,9 +1954,47 @@ def test_scaling_power_law_exact_and_dropped_replicates():
     assert (f["log_b_lo"], f["log_b_hi"]) == (-math.inf, math.inf)
 
 
-# ----------------------------------------------------------------------------------------------
-# input checks: one-line ValueErrors naming the bad value
+def test_log_departure_finds_where_a_curve_leaves_its_small_T_log_law():
+    T = np.array([10, 30, 100, 300, 1000, 3000])
+    on_law = 20 + 10 * np.log(T)
+    rng = np.random.default_rng(0)
+    noise = np.exp(0.05 * rng.standard_normal((T.size, 500)))     # replicates, independent per T
+    # on the law everywhere: no departure, every ratio's CI covers 1
+    dep = stats.log_departure(T, on_law, on_law[:, None] * noise, fit_below=100)
+    assert dep["departs"] is None and abs(dep["b"] - 10) < 1e-9 and abs(dep["a"] - 20) < 1e-9
+    assert all(lo < 1 < hi for _, lo, hi in dep["ratios"].values())
+    assert sorted(dep["ratios"]) == [300, 1000, 3000]
+    # doubled from T = 1000 on: departs there, not at 300, and the ratio is 2
+    bent = on_law * np.where(T >= 1000, 2.0, 1.0)
+    dep = stats.log_departure(T, bent, bent[:, None] * noise, fit_below=100)
+    assert dep["departs"] == 1000 and abs(dep["ratios"][1000][0] - 2) < 1e-9
+    assert dep["ratios"][1000][1] > 1.5
+    # an m50 above every m tried (inf) is above the law; fewer than 2 T in the fit range is refused
+    inf_boot = bent[:, None] * noise
+    inf_boot[-1] = np.inf
+    assert stats.log_departure(T, bent, inf_boot, 100)["ratios"][3000][1:] == (np.inf, np.inf)
+    with pytest.raises(ValueError, match="at least 2 T"):
+        stats.log_departure(T, bent, bent[:, None] * noise, fit_below=10)
 
+
+def test_paired_ratio_cancels_the_seeds_shared_luck():
+    # protocol b is protocol a with every m doubled: the same seeds, the same outcomes
+    rng = np.random.default_rng(3)
+    rows_a = []
+    for seed in range(12):
+        crit = 40 * np.exp(0.4 * rng.standard_normal())
+        for m in (20, 30, 45, 60, 90, 130):
+            rows_a.append(dict(T=100, seed=seed, m=m, success=float(m >= crit)))
+    rows_b = [dict(r, m=2 * r["m"]) for r in rows_a]
+    a, b = stats.success_estimates(rows_a), stats.success_estimates(rows_b)
+    ratio, lo, hi = stats.paired_ratio(b, a)
+    assert abs(ratio - 2) < 1e-6 and abs(lo - 2) < 1e-6 and abs(hi - 2) < 1e-6
+    # unpaired (another bootstrap draw of the seeds) the same ratio is uncertain
+    _, lo_u, hi_u = stats.paired_ratio(stats.success_estimates(rows_b, seed=1), a)
+    assert hi_u - lo_u > 0.2
+
+
+# ---------------- input checks: one-line ValueErrors naming the bad value ----------------------
 
 @pytest.mark.parametrize("call, match", [
     (lambda: stats.fit_success_curve([10.0, -1.0], [0, 1]), "m must be positive"),
@@ -2041,17 +2015,749 @@ def test_value_errors(call, match):
 
 
 # ===============================================================================================
-# theory.py
+# folder.py: a results folder (rows, the fingerprint, sweep.json, the lock)
+# ===============================================================================================
 
-# ------------------------------------------------------------------ theory.py: every [theorem check]
+def _edit_row(line, header, **fields):
+    cells = line.rstrip("\r\n").split(",")
+    for k, v in fields.items():
+        cells[header.index(k)] = v
+    return ",".join(cells) + "\r\n"
 
-def _build(name, T, s, seed=0):
-    task = data.make_task(name, T, s, np.random.default_rng([T, s, seed]))
-    p, cfg, info = theory.build_sparse_head(task, np.random.default_rng([T, s, seed, 1]))
-    return task, p, cfg, info
+
+def test_rows_must_agree_with_themselves_each_other_and_their_sweep_json(tmp_path, capsys,
+                                                                         smoke_ref, monkeypatch):
+    """Family 3: one row validator (folder.check_rows, folder.check_meta) for resume, merge and
+    report: a contradiction stops with one line naming the file and line; a torn row in the
+    middle of a file is named in a warning; a run recorded twice alike counts once."""
+    ref_table = (smoke_ref / "table.md").read_text()
+    lines = (smoke_ref / "runs.csv").read_text().splitlines(keepends=True)
+    header = lines[0].rstrip("\r\n").split(",")
+    success = [ln.split(",")[header.index("success")] for ln in lines]
+    ok, fail = success.index("1", 1), success.index("0", 1)        # a success, a failure
+    variants = [(ok, dict(success="0"), "success 0 contradicts its test accuracy"),
+                (fail, dict(success="1", test_acc="nan"), "success 1 contradicts its test "
+                                                           "accuracy nan"),
+                (fail, dict(test_acc="1.0"), "success 0 contradicts its test accuracy 1.0"),
+                (fail, dict(test_acc="0.995"), "success 0 contradicts its test accuracy 0.995")]
+    f = _copy(smoke_ref, tmp_path / "f")
+    for i, fields, msg in variants:
+        (f / "runs.csv").write_text("".join(lines[:i] + [_edit_row(lines[i], header, **fields)]
+                                            + lines[i + 1:]))
+        where = f"runs.csv line {i + 1}"
+        for extra in (["--report"], []):                            # report, and resume
+            err = _refused(f, capsys, *extra)
+            assert msg in err and where in err, (fields, err)
+        code, _, err = run_cli(capsys, "sweep", "compare", str(f))
+        assert code == 2 and msg in err and where in err
+        with pytest.raises(ValueError, match=re.escape(where)):
+            folder.folder_runs(str(f))
+    flipped = _edit_row(lines[ok], header, success="0", test_acc="0.5")     # one run, twice
+    (f / "runs.csv").write_text("".join(lines) + flipped)
+    err = _refused(f, capsys, "--report")
+    assert "opposite outcomes" in err and f"line {ok + 1}" in err and f"line {len(lines) + 1}" in err
+    (f / "runs.csv").write_text("".join(lines) + lines[ok])         # the same outcome twice
+    shutil.copy(f / "runs.csv", f / "runs-shard-0-of-1.csv")        # and a copy of the file
+    assert _sweep(f, "--report") == 0 and (f / "table.md").read_text() == ref_table
+    os.remove(f / "runs-shard-0-of-1.csv")
+    torn = lines[:3] + [lines[3][:20] + "\r\n", "\x00" * 30 + "\r\n"] + lines[5:]
+    (f / "runs.csv").write_text("".join(torn) + lines[5][:10])      # and a torn last line
+    capsys.readouterr()
+    assert _sweep(f, "--report") == 0
+    err = capsys.readouterr().err
+    assert "runs.csv line 4: a torn row" in err and "runs.csv line 5: a torn row (NUL" in err
+    assert len(err.strip().splitlines()) == 2                       # the last one: silent
+    (f / "runs.csv").write_text("".join(lines))
+    meta = json.loads((smoke_ref / "sweep.json").read_text())
+    for edit, field in [(dict(options=dict(meta["options"], steps=151)), "sweep_id"),
+                        (dict(bar=0.5), "sweep_id"), (dict(plan=dict(meta["plan"], Ts="8")), "plan"),
+                        (dict(plan=dict(meta["plan"], seeds=0)), "plan"), (dict(plan=[1]), "plan"),
+                        (dict(grids={"transformer": [8, "x"]}), "grids"),
+                        (dict(options=dict(meta["options"], lr="0.001")), "options")]:
+        (f / "sweep.json").write_text(json.dumps(dict(meta, **edit)))
+        for extra in (["--report"], []):
+            err = _refused(f, capsys, *extra)
+            assert f"sweep.json: field '{field}'" in err, (edit, err)
+        code, _, err = run_cli(capsys, "sweep", "compare", str(f))
+        assert code == 2 and f"field '{field}'" in err
+    (f / "sweep.json").write_text(json.dumps(meta))
+    limits = json.loads((smoke_ref / "limits.json").read_text())
+    (f / "limits.json").write_text(json.dumps({k: dict(v, median="x") for k, v in limits.items()}))
+    monkeypatch.setattr(report, "_LIMITS", {})      # else the process's own cache answers first
+    assert _sweep(f, "--report") == 0 and (f / "table.md").read_text() == ref_table
+    assert json.loads((f / "limits.json").read_text()) == limits   # the damaged entry, redone
+    (f / "limits.json").write_text("[1, 2]")                        # not a cache: left alone
+    err = _refused(f, capsys, "--report")
+    assert "not a cache of statistical limits" in err and (f / "limits.json").read_text() == "[1, 2]"
 
 
-# ---------------------------------------------------------------- 1. capacity ----------------
+def test_fingerprint_survives_new_options_at_their_defaults():
+    meta = dict(options=dict(task="and", steps=1000, lr=1e-3), bar=0.99, search="bisect")
+    more = dict(meta, options=dict(meta["options"], dropout=0.0, clip=0.0, optimizer="adam"))
+    assert folder.sweep_fingerprint(meta) == folder.sweep_fingerprint(more)
+    assert folder.sweep_fingerprint(meta) != folder.sweep_fingerprint(
+        dict(meta, options=dict(meta["options"], steps=500)))
+
+
+def test_old_headers_are_continued_aside_and_mixed_rows_refused(tmp_path, capsys, smoke_ref):
+    _copy(smoke_ref, tmp_path)
+    path = tmp_path / "runs.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    old_cols = lines[0].rstrip("\n").split(",")[:12]                # an older, shorter header
+    path.write_text(",".join(old_cols) + "\n" + "".join(
+        ",".join(ln.rstrip("\n").split(",")[:12]) + "\n" for ln in lines[1:5]))
+    old = path.read_text()
+    assert _sweep(tmp_path) == 0                                     # resumes into a new file
+    assert (tmp_path / "runs-part2.csv").exists()
+    assert path.read_text() == old                                   # the old file untouched
+    with open(path, "a") as f:                                       # a longer row under it
+        f.write(lines[5])
+    with pytest.raises(ValueError, match="more fields than the header"):
+        folder.read_rows([str(path)])
+    empty = tmp_path / "e"
+    empty.mkdir()
+    (empty / "runs.csv").write_text("model,ta")                      # a header torn mid-write
+    assert _sweep(empty) == 0
+
+
+def test_a_second_sweep_into_a_busy_folder_stops_at_once(tmp_path, capsys):
+    held = folder.lock_folder(str(tmp_path))              # as if another sweep were running
+    try:
+        with pytest.raises(SystemExit, match="^2$"):
+            _sweep(tmp_path)
+        assert "in use by another sweep" in capsys.readouterr().err
+        assert not (tmp_path / "runs.csv").exists()
+    finally:
+        held.close()
+    assert _sweep(tmp_path) == 0                         # released: the folder works again
+
+
+def test_one_folder_runs_one_sweep_whatever_the_shard(tmp_path, capsys):
+    """A shard beside the whole sweep, shards of two splits, or two shards of one split: the
+    second to start into a folder stops at once, before it writes a row."""
+    for first, second in [((0, 1), "0/2"), ((0, 2), "0/3"), ((0, 2), "1/2"), ((1, 3), "1/3")]:
+        held = folder.lock_folder(str(tmp_path), first)
+        try:
+            with pytest.raises(SystemExit, match="^2$"):
+                _sweep(tmp_path, "--shard", second)
+            err = capsys.readouterr().err
+            assert "in use by another sweep" in err
+            assert f"shard {first[0]}/{first[1]}" in err
+            assert not list(tmp_path.glob("runs*.csv"))
+        finally:
+            held.close()
+
+
+# ===============================================================================================
+# sweep.py: the experiment (a sweep, its worker processes, its subcommands)
+# ===============================================================================================
+
+# ---------------- a sweep: resume, shards and their merge, one protocol per folder -------------
+
+def test_sweep_resumes_and_shards_merge(tmp_path, capsys, smoke_ref):
+    full = smoke_ref
+    ref_rows, ref_table = _rows(full / "runs.csv"), (full / "table.md").read_text()
+    assert len(ref_rows) > 8
+
+    # interrupted: keep the header and 5 finished rows, and a row torn mid-write
+    part = tmp_path / "part"
+    part.mkdir()
+    lines = (full / "runs.csv").read_text().splitlines(keepends=True)
+    (part / "runs.csv").write_text("".join(lines[:6]) + lines[6][:12])
+    (part / "sweep.json").write_text((full / "sweep.json").read_text())
+    capsys.readouterr()
+    assert _sweep(part) == 0
+    out = capsys.readouterr().out
+    assert "5 runs already saved" in out
+    assert f"sweep: {len(ref_rows) - 5} runs in" in out           # nothing finished is redone
+    assert _rows(part / "runs.csv") == ref_rows
+    assert (part / "table.md").read_text() == ref_table
+
+    # two shards, as on two machines, merged by --report
+    shards = tmp_path / "shards"
+    assert _sweep(shards, "--shard", "0/2") == 0
+    assert _sweep(shards, "--shard", "1/2") == 0
+    assert _sweep(shards, "--report") == 0
+    merged = sorted(_rows(shards / "runs-shard-0-of-2.csv") + _rows(shards / "runs-shard-1-of-2.csv"))
+    assert merged == ref_rows
+    assert (shards / "table.md").read_text() == ref_table
+
+
+def test_merge_refuses_another_protocol_and_reports_missing_shards(tmp_path, capsys):
+    a, b, merged = tmp_path / "a", tmp_path / "b", tmp_path / "merged"
+    assert _sweep(a, "--shard", "0/2") == 0
+    assert _sweep(b, "--shard", "1/2", "--steps", "140") == 0     # a mistyped shard
+    merged.mkdir()
+    shutil.copy(a / "runs-shard-0-of-2.csv", merged)
+    capsys.readouterr()
+    assert _sweep(merged, "--report", "--seeds", "2") == 0        # one shard only: said so
+    out = capsys.readouterr().out
+    assert "2 of 4 searches are missing or unfinished" in out
+    assert (merged / "table.md").read_text().startswith("INCOMPLETE: 2 searches")
+    shutil.copy(b / "runs-shard-1-of-2.csv", merged)
+    with pytest.raises(SystemExit, match="^2$"):
+        _sweep(merged, "--report", "--seeds", "2")
+    err = capsys.readouterr().err
+    assert "holds runs of another sweep" in err
+
+
+def test_sweep_refuses_other_options_in_same_folder(tmp_path, capsys, smoke_ref):
+    _copy(smoke_ref, tmp_path)
+    with pytest.raises(SystemExit, match="^2$"):
+        _sweep(tmp_path, "--lr", "0.01")
+    err = capsys.readouterr().err
+    assert "other options" in err and len(err.strip().splitlines()) == 1
+
+
+def test_sweep_folder_keeps_one_protocol(tmp_path, capsys):
+    assert _sweep(tmp_path, "--steps", "40") == 0
+    meta = (tmp_path / "sweep.json").read_text()
+    assert '"steps": 40' in meta                           # an explicit option beats the preset
+    for extra, msg in [(["--steps", "41"], "other options"), (["--search", "grid"], "other search"),
+                       (["--grid-ratio", "1.2"], "another m grid")]:
+        with pytest.raises(SystemExit, match="^2$"):
+            _sweep(tmp_path, "--steps", "40", *extra)
+        assert msg in capsys.readouterr().err
+    assert (tmp_path / "sweep.json").read_text() == meta   # nothing was overwritten
+    (tmp_path / "sweep.json").write_text("{broken")
+    with pytest.raises(SystemExit, match="^2$"):
+        _sweep(tmp_path, "--steps", "40")
+    assert "not a sweep description" in capsys.readouterr().err
+
+
+def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch, smoke_ref):
+    real, calls = sweep._sweep_worker, [0]
+    path = tmp_path / "runs.csv"
+
+    def worker(runs):
+        calls[0] += 1
+        if calls[0] == 3:                       # as `git checkout` would: a new file, old content
+            header = path.read_text().splitlines(keepends=True)[:2]
+            (tmp_path / "old.csv").write_text("".join(header))
+            os.replace(tmp_path / "old.csv", path)
+        return real(runs)
+    monkeypatch.setattr(sweep, "_sweep_worker", worker)
+    assert _sweep(tmp_path) == 0
+    assert calls[0] > 3                             # replaced mid-sweep, with stacks still to run
+    assert _rows(path) == _rows(smoke_ref / "runs.csv")
+
+
+# ---------------- worker processes -------------------------------------------------------------
+
+def test_a_failing_run_is_the_same_one_line_under_workers_1(tmp_path, capsys, monkeypatch):
+    def boom(runs):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(train, "train_stack", boom)
+    assert _sweep(tmp_path) == 1
+    err = capsys.readouterr().err
+    assert "failed: RuntimeError: boom" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_sweep_leaves_no_worker_behind(tmp_path):
+    p = _python("sweep.py", "--preset", "smoke", "--Ts", "400", "--seeds", "4", "--steps",
+                "100000", "--workers", "2", "--out", str(tmp_path))
+    try:
+        assert p.stdout.readline().startswith("sweep:")
+        time.sleep(1.5)
+        children = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == p.pid]
+        assert children
+    finally:
+        p.kill()                                          # SIGKILL: no handler runs in the parent
+        p.communicate()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(os.path.exists(f"/proc/{c}") and _ppid(c) != 0
+                                         and not _zombie(c) for c in children):
+        time.sleep(0.2)
+    assert not [c for c in children if os.path.exists(f"/proc/{c}") and not _zombie(c)]
+
+
+def _ppid(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+# ---------------- the subcommands (compare, width, limit); every command's --help and Ctrl-C ----
+
+def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
+    _copy(smoke_ref, tmp_path / "a")
+    assert _sweep(tmp_path / "b", "--protocol", "steps-500", "--steps", "100") == 0
+    out = str(tmp_path / "cmp.md")
+    assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", out]) == 0
+    table = open(out).read()
+    assert "| ours | 8 |" in table and "| steps-500 | 16 |" in table and "memorised" in table
+    assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--out", out]) == 0
+    assert table.count("| ours |") * 2 == open(out).read().count("| ours |")
+    assert open(out).read().count("1.00 [1.00, 1.00]") == 2 * table.count("| ours |")  # paired
+    assert sweep.main(["compare", str(tmp_path / "a"), "--seeds", "1", "--Ts", "16", "--out",
+                       out]) == 0
+    table = open(out).read()
+    assert "| ours | 16 |" in table and "| ours | 8 |" not in table and "| 1 |" in table
+    code, _, err = run_cli(capsys, "sweep", "compare", str(tmp_path / "nowhere"))
+    assert code == 2 and "no folder" in err
+
+
+def test_width_study_pools_a_width_and_puts_widths_side_by_side(tmp_path, capsys, smoke_ref):
+    assert _sweep(tmp_path / "a24", "--Ts", "24") == 0            # smoke_ref's sweep, one more T
+    assert _sweep(tmp_path / "b", "--Ts", "8,16,24", "--protocol", "d-32", "--steps", "40") == 0
+    out = tmp_path / "width.md"
+    assert sweep.main(["width", str(tmp_path / "b"), str(smoke_ref), str(tmp_path / "a24"),
+                       "--fit-below", "16", "--out", str(out)]) == 0
+    table = out.read_text()
+    assert table.index("| 32 | 8 |") < table.index("| 64 | 8 |")       # sorted by width
+    assert "| 64 | 24 |" in table and "| 64 | 16 | " in table            # pooled: 3 T at d = 64
+    assert "d_p = ceil(16 s ln T)" in table and "| 24 | 153 | " in table  # 16 * 3 * ln 24
+    assert sweep.main(["width", str(tmp_path / "b"), "--Ts", "8,16", "--out", str(out)]) == 0
+    assert "| 32 | 24 |" not in out.read_text()
+    cut = _copy(tmp_path / "b", tmp_path / "cut")                  # an interrupted sweep at T = 24
+    lines = (cut / "runs.csv").read_text().splitlines(keepends=True)
+    last = max(i for i, ln in enumerate(lines) if ",3,24," in ln)      # a search's last run
+    (cut / "runs.csv").write_text("".join(lines[:last] + lines[last + 1:]))
+    assert sweep.main(["width", str(cut), "--out", str(out)]) == 0
+    table = out.read_text()
+    assert "| 32 | 24 |" not in table and "T = 24: 1 of 2 seeds' searches unfinished" in table
+    code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), str(smoke_ref))
+    assert code == 2 and "both hold the run" in err
+    other = _copy(smoke_ref, tmp_path / "lr")             # another protocol: options, rows and
+    meta = json.loads((other / "sweep.json").read_text())                   # fingerprints agree
+    old_id, meta["options"]["lr"] = meta["sweep_id"], 0.01
+    meta["sweep_id"] = folder.sweep_fingerprint(meta)
+    (other / "sweep.json").write_text(json.dumps(meta))
+    (other / "runs.csv").write_text((other / "runs.csv").read_text().replace(old_id,
+                                                                              meta["sweep_id"]))
+    code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), str(other))
+    assert code == 2 and "other options" in err
+    code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), "--fit-below", "8")
+    assert code == 2 and "at least 2 T" in err
+
+
+def test_limit_command_writes_a_table_and_json(tmp_path, capsys):
+    assert sweep.main(["limit", "--Ts", "10,40", "--ms", "5,30", "--seeds", "8", "--sets", "20",
+                       "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "limit.json").read_text())["rows"]
+    assert [r["T"] for r in rows] == [10, 40]
+    assert all(r["q05"] <= r["median"] <= r["q95"] for r in rows)
+    assert rows[0]["p_ambiguous"]["5"] >= rows[0]["p_ambiguous"]["30"]
+    code, _, err = run_cli(capsys, "sweep", "limit", "--Ts", "2", "--s", "3")
+    assert code == 2 and "larger than the smallest T" in err
+
+
+def test_every_command_is_one_line_on_ctrl_c_and_odd_values(tmp_path, capsys, monkeypatch,
+                                                           smoke_ref):
+    """Families 5 and 6 for sweep.py: every command's --help; Ctrl-C during a report, in limit
+    and in bench; values that start with '-'; sizes and --workers checked before anything."""
+    for command in sweep.COMMANDS:
+        code, out, err = run_cli(capsys, "sweep", command, "--help")
+        assert code == 0 and out.startswith(f"usage: sweep.py {command}") and not err
+
+    def ctrl_c(*args, **kw):
+        raise KeyboardInterrupt
+    f = _copy(smoke_ref, tmp_path / "f")
+    for module, name, argv, msg in [
+            (report, "folder_report", ["--out", str(f), "--report"], "during the report"),
+            (report, "statistical_limits", ["limit", "--Ts", "10", "--seeds", "2"], "interrupted"),
+            (sweep, "matmul_gflops", ["bench", "--Ts", "10", "--throughput", "10"], "interrupted"),
+            (sweep, "sweep_parser", ["--out", str(f)], "interrupted")]:
+        monkeypatch.setattr(module, name, ctrl_c)
+        code = cli.one_line_errors("sweep.py", sweep.main, argv)
+        err = capsys.readouterr().err
+        monkeypatch.undo()
+        assert code == 130 and msg in err and len(err.strip().splitlines()) == 1, (name, err)
+    for argv, msg in [(["--shard", "-1/2"], "needs 0 <= i < n, got '-1/2'"),
+                      (["--Ts", "-5,3"], "integers >= 1, got '-5,3'"),
+                      (["--bar", "-.5"], "--bar"),
+                      (["--workers", "1000000"], "between 1 and"),
+                      (["--Ts", "10", "--val", "100000000"], "GiB"),
+                      (["limit", "--Ts", "1000000000"], "--Ts 1000000000"),
+                      (["limit", "--Ts", "100000", "--ms", "100000000"], "--ms 100000000")]:
+        extra = [] if argv[0] == "limit" else ["--out", str(tmp_path / "x")]
+        code, out, err = run_cli(capsys, "sweep", *argv, *extra)
+        assert code == 2 and msg in err and "expected one argument" not in err, (argv, err)
+        assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+
+
+# ===============================================================================================
+# report.py: a folder's table, critical.json and plot (--report), and every output
+# ===============================================================================================
+
+def test_report_keeps_every_model_and_never_rewrites_sweep_json(tmp_path, capsys):
+    assert _sweep(tmp_path, "--models", "transformer,mlp") == 0
+    table = (tmp_path / "table.md").read_text()
+    meta = (tmp_path / "sweep.json").read_text()
+    assert "| mlp |" in table
+    os.remove(tmp_path / "table.md")                      # so that the report must write it
+    assert _sweep(tmp_path, "--report") == 0              # no --models: all of the folder's
+    assert (tmp_path / "table.md").read_text() == table
+    assert (tmp_path / "sweep.json").read_text() == meta
+    assert _sweep(tmp_path, "--report", "--Ts", "999") == 0   # nothing there: nothing written
+    assert (tmp_path / "table.md").read_text() == table
+
+
+def test_report_reads_the_folders_own_protocol_and_grid(tmp_path, capsys):
+    assert _sweep(tmp_path, "--protocol", "steps-500", "--steps", "120", "--grid-max", "40") == 0
+    table = (tmp_path / "table.md").read_text()
+    os.remove(tmp_path / "table.md")                       # so that the report must write it
+    assert sweep.main(["--out", str(tmp_path), "--report"]) == 0     # nothing retyped
+    assert (tmp_path / "table.md").read_text() == table
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="^2$"):                      # a typed clash is refused
+        sweep.main(["--out", str(tmp_path), "--report", "--steps", "99"])
+    assert "other options" in capsys.readouterr().err
+
+
+def test_a_report_never_writes_a_fingerprint_it_did_not_run(tmp_path, capsys):
+    """Family 7: --report writes no sweep.json; a folder without one (copied shard CSVs) is
+    reported with the options given, checked against the rows' own fingerprints."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _sweep(empty, "--report") == 0 and not (empty / "sweep.json").exists()
+    a = tmp_path / "a"
+    for shard in ("0/2", "1/2"):
+        assert _sweep(a, "--steps", "140", "--shard", shard) == 0
+    assert _sweep(a, "--report") == 0
+    table = (a / "table.md").read_text()
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    for name in ("runs-shard-0-of-2.csv", "runs-shard-1-of-2.csv"):
+        shutil.copy(a / name, copied)
+    for extra in ([], ["--steps", "150"], ["--bar", "0.9"]):        # not the options of the runs
+        err = _refused(copied, capsys, "--report", *extra)
+        assert "holds runs of another sweep" in err and "no sweep.json" in err
+        assert not (copied / "sweep.json").exists()
+    assert _sweep(copied, "--report", "--steps", "140") == 0
+    assert (copied / "table.md").read_text() == table and not (copied / "sweep.json").exists()
+    old = copied / "runs-shard-1-of-2.csv"                          # rows with no fingerprint
+    old.write_text("".join(ln.rsplit(",", 1)[0] + ",\r\n" if i else ln
+                           for i, ln in enumerate(old.read_text().splitlines(keepends=True))))
+    err = _refused(copied, capsys, "--report", "--steps", "140")
+    assert "runs-shard-1-of-2.csv line 2: a row without a fingerprint" in err
+    assert _sweep(empty, "--steps", "140", "--Ts", "8", "--seeds", "1") == 0   # not stuck
+
+
+def test_reports_never_replace_a_file_that_is_not_their_own(tmp_path, capsys, monkeypatch,
+                                                            smoke_ref):
+    """Family 1 for sweep.py's outputs (--out tables, --plot images, headline --out, limit
+    --out, a folder's table.md), and family 6: a full disk leaves no empty table and no
+    temporary behind, and its line names the path."""
+    runs, readme, photo = tmp_path / "runs.csv", tmp_path / "README.md", tmp_path / "photo.png"
+    runs.write_text((smoke_ref / "runs.csv").read_text())
+    readme.write_text("# my notes\n")
+    photo.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    lim = tmp_path / "lim"
+    lim.mkdir()
+    (lim / "limit.json").write_text('{"mine": 1}')
+    before = {p: p.read_bytes() for p in (runs, readme, photo, lim / "limit.json")}
+    for argv, msg in [(["compare", str(smoke_ref), "--out", str(runs)], "not a table"),
+                      (["width", str(smoke_ref), "--out", str(readme)], "not a table"),
+                      (["compare", str(smoke_ref), "--plot", str(photo)], "not a plot"),
+                      (["width", str(smoke_ref), "--plot", str(runs)], "not a plot"),
+                      (["compare", str(smoke_ref), "--out", str(tmp_path)], "is a folder"),
+                      (["compare", str(smoke_ref), "--out", str(readme), "--plot", str(readme)],
+                       "same file"),
+                      (["headline", "--d64", str(smoke_ref), "--d128", str(smoke_ref), "--out",
+                        str(readme)], "not a table"),
+                      (["limit", "--Ts", "10", "--seeds", "2", "--sets", "2", "--out", str(lim)],
+                       "not a limit.json")]:
+        code, out, err = run_cli(capsys, "sweep", *argv)
+        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert {p: p.read_bytes() for p in before} == before
+    f = _copy(smoke_ref, tmp_path / "f")
+    (f / "table.md").write_text("my notes\n")
+    assert "not a table" in _refused(f, capsys, "--report")
+    assert (f / "table.md").read_text() == "my notes\n"
+    out = tmp_path / "cmp.md"                                        # its own table: rewritten
+    for _ in range(2):
+        assert run_cli(capsys, "sweep", "compare", str(smoke_ref), "--out", str(out))[0] == 0
+    assert out.read_text().startswith("| protocol | T |")
+    f = _copy(smoke_ref, tmp_path / "g")
+    files = {p.name: p.read_bytes() for p in f.iterdir()}
+    monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(
+        OSError(28, "No space left on device")))
+    code = cli.one_line_errors("sweep.py", sweep.main, ["--out", str(f), "--report"])
+    code_cmp = cli.one_line_errors("sweep.py", sweep.main, ["compare", str(f), "--out",
+                                                             str(tmp_path / "new.md")])
+    monkeypatch.undo()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (code, code_cmp) == (1, 1) and len(err) == 2 and all("No space left" in e for e in err)
+    assert str(f) in err[0] and str(tmp_path / "new.md") in err[1]
+    assert {p.name: p.read_bytes() for p in f.iterdir()} == files   # no table, no temporary
+    assert not (tmp_path / "new.md").exists() and not list(tmp_path.glob("*.tmp*"))
+
+
+# ===============================================================================================
+# cli.py: what every command promises (option values, one line, Ctrl-C, files)
+# ===============================================================================================
+
+def _bad_values(action):
+    """Values that must be refused for one option, from its type."""
+    if action.choices:
+        return ["bogus"]
+    t = action.type
+    if t is None or action.nargs == 0:
+        return []
+    name, allowed = getattr(t, "__name__", ""), getattr(t, "allowed", "")
+    if allowed.startswith("an integer"):          # cli.integer(lo)
+        return ["abc", "1.5", "-1", ""]
+    if allowed.startswith("a finite number"):     # cli.number(lo)
+        return ["abc", "-1", "nan", "inf"]
+    if name == "int_list":
+        return ["abc", "0", "5,-3", ""]
+    if name == "shard_spec":
+        return ["2/2", "a/b", "1"]
+    if name == "model_list":
+        return ["cnn", ""]
+    return []
+
+
+def _subcommand(name):
+    """The parser of `sweep.py NAME`."""
+    ap = sweep.sweep_parser()
+    return next(a for a in ap._actions if a.__class__.__name__ == "_SubParsersAction").choices[name]
+
+
+@pytest.mark.parametrize("command", ["train", "sweep", "bench"])
+def test_every_option_refuses_bad_values_in_one_line(command, capsys, tmp_path):
+    """Walk every option of every command: a bad value gives exit 2 and one line on stderr."""
+    parser = {"train": train.train_parser, "sweep": sweep.sweep_parser,
+              "bench": lambda: _subcommand("bench")}[command]()
+    prefix = [] if command == "train" else [command]
+    tried = 0
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        for bad in _bad_values(action):
+            code, out, err = run_cli(capsys, *prefix, action.option_strings[0], bad,
+                                     "--out" if command == "sweep" else "--json",
+                                     str(tmp_path / "x"))
+            assert code == 2, (action.dest, bad, out, err)
+            assert len(err.strip().splitlines()) == 1 and "error" in err, (action.dest, bad, err)
+            assert f"argument {'/'.join(action.option_strings)}:" in err, (action.dest, bad, err)
+            assert "Traceback" not in err
+            tried += 1
+    assert tried >= 10
+    # values that each pass alone but not together, and an impossible memory demand
+    if command != "bench":
+        for argv, msg in [(["--s", "200"], "larger than"), (["--heads", "7"], "must divide"),
+                          (["--task", "majority", "--s", "2"], "odd")]:
+            code, out, err = run_cli(capsys, *prefix, *argv, "--out" if command == "sweep"
+                                     else "--json", str(tmp_path / "x"))
+            assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
+    if command == "train":
+        for argv, msg in [(["--T", "100000000"], "GiB"), (["--batch", "900"], "larger than --m")]:
+            code, out, err = run_cli(capsys, *argv)
+            assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+@pytest.mark.parametrize("argv", [["sweep", "--model", "mlp"], ["sweep", "--seed", "3"],
+                                  ["--ste", "5"], ["bench", "--T", "100"]])
+def test_no_option_is_taken_by_its_prefix(argv, capsys):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and "unrecognized arguments" in err and not out
+
+
+def test_ctrl_c_while_a_command_starts_is_one_line(tmp_path, capsys, monkeypatch):
+    """Family 5: Ctrl-C while a command imports numpy or builds its parser is one line and exit
+    status 130 (Ctrl-C before Python has run the script's first line is Python's own)."""
+    hook = ("import os, signal, sys, runpy\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # as in a terminal, even
+            "class Hook:\n"                                  # when pytest runs with SIGINT ignored
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'numpy':\n"
+            "            os.kill(os.getpid(), signal.SIGINT)\n"
+            "sys.meta_path.insert(0, Hook())\n"
+            "sys.argv = sys.argv[1:]\n"
+            "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    for argv in (["train.py", "--steps", "5"], ["sweep.py", "limit"], ["sweep.py", "--help"]):
+        r = subprocess.run([sys.executable, "-c", hook, *argv], cwd=HERE, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 130 and "Traceback" not in r.stderr, (argv, r.stderr)
+        assert r.stderr.strip().splitlines() == [f"{argv[0]}: interrupted while starting; "
+                                                 f"nothing was run"]
+
+    def ctrl_c(*args, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(train, "train_parser", ctrl_c)
+    assert cli.one_line_errors("train.py", train.main, []) == 130
+    assert capsys.readouterr().err.strip() == "train.py: interrupted"
+
+
+def test_no_output_replaces_a_file_that_is_not_its_own(tmp_path, capsys):
+    """Family 1: every path the project writes passes one check (cli.claim_output): free, or
+    already this command's own kind of output. A checkpoint is never replaced by a --json, nor
+    another run's checkpoint by train_run(save=...)."""
+    ck = str(tmp_path / "x.npz")
+    code, out, err = run_cli(capsys, *TINY, "--save", ck, "--json", ck)
+    assert code == 2 and "same file" in err and len(err.strip().splitlines()) == 1
+    assert not os.path.exists(ck)
+    assert run_cli(capsys, *TINY, "--save", ck)[0] == 0
+    good = open(ck, "rb").read()
+    notes, other, empty, fifo = (tmp_path / n for n in ("notes.txt", "o.json", "e.json", "fifo"))
+    notes.write_text("precious")
+    other.write_text('{"a": 1}')
+    empty.write_text("")
+    os.mkfifo(fifo)
+    for target, msg in [(ck, "not a JSON summary"), (notes, "not a JSON summary"),
+                        (other, "not a JSON summary"), (empty, "not a JSON summary"),
+                        (fifo, "not a regular file"), (tmp_path, "is a folder")]:
+        code, out, err = run_cli(capsys, *TINY, "--json", str(target))
+        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (target, err)
+        assert "Traceback" not in err and not out
+    assert open(ck, "rb").read() == good and train.load_checkpoint(ck)["step"] == 5
+    assert (notes.read_text(), other.read_text(), empty.read_text()) == ("precious", '{"a": 1}', "")
+    summary = tmp_path / "r.json"                    # a summary is replaced by a new summary
+    assert run_cli(capsys, *TINY, "--json", str(summary))[0] == 0
+    assert run_cli(capsys, *TINY, "--seed", "1", "--json", str(summary))[0] == 0
+    assert json.loads(summary.read_text())["seed"] == 1
+    for target, msg in [(ck, "already holds a checkpoint at step 5"),    # Python: the same rule
+                        (str(notes), "not a checkpoint of this run"),
+                        (str(summary), "not a checkpoint of this run"), (str(tmp_path), "folder")]:
+        with pytest.raises(ValueError, match=msg):
+            train.train_run(SMALL, save=target)
+    with pytest.raises(TypeError, match="save must be a file path"):
+        train.train_run(SMALL, save=5)
+    assert open(ck, "rb").read() == good and notes.read_text() == "precious"
+    mine = str(tmp_path / "mine.npz")                # its own checkpoint: continued, so replaced
+    with pytest.raises(train.Interrupted, match="interrupted after step 7; checkpoint"):
+        train.train_run(SMALL, save=mine, stop_after=7)
+    train.train_run(SMALL, save=mine, resume=train.load_checkpoint(mine))
+    assert train.load_checkpoint(mine)["step"] == SMALL["steps"]
+    table, readme, photo = tmp_path / "t.md", tmp_path / "README.md", tmp_path / "photo.png"
+    table.write_text("| model | T | m50 |\n")
+    readme.write_text("# my notes\n")
+    photo.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    assert cli.claim_output(str(table), "table") == str(table)
+    for path, kind, msg in [(readme, "table", "not a table"), (photo, "plot", "not a plot"),
+                            (summary, "critical", "not a sweep report's critical.json"),
+                            (readme, "limits", "not a cache of statistical limits")]:
+        with pytest.raises(ValueError, match=msg):
+            cli.claim_output(str(path), kind, "--out")
+
+
+def test_json_output_is_strict_json(tmp_path, capsys):
+    out = str(tmp_path / "r.json")
+    assert run_cli(capsys, *TINY, "--model", "mlp", "--json", out)[0] == 0  # attn_on_S is nan
+    text = open(out).read()
+    json_strict = json.loads(text, parse_constant=lambda c: pytest.fail(c))
+    assert json_strict["attn_on_S"] is None
+
+
+# ===============================================================================================
+# steps.py: training steps to success (its monitor, FirstHit, on train_stack)
+# ===============================================================================================
+
+def test_a_monitor_only_watches_and_stops_a_stack_when_every_run_reaches_the_bar():
+    runs = [dict(SMALL, task="parity", s=2, T=10, m=400, steps=400, d=16, heads=4, mlp=16, seed=s)
+            for s in (0, 1)]
+    watch = steps.FirstHit(10, 2)
+    seen = train.train_stack(runs, monitor=watch)
+    plain = train.train_stack(runs)
+    ran = seen[0]["steps_run"]
+    assert (watch.first > 0).all() and ran == watch.first.max() < 400 and ran % 10 == 0
+    assert all(s["steps_run"] == ran for s in seen) and plain[0]["steps_run"] == 400
+    for a, b in zip(seen, plain, strict=True):   # the same training, cut where it stopped
+        assert a["losses"] == b["losses"][:ran]
+    never = steps.FirstHit(10, 2)
+    never.__class__ = type("Never", (steps.FirstHit,), {"__call__": lambda self, *a: False})
+    assert train.train_stack(runs, monitor=never)[0]["steps_run"] == 400
+
+
+# ===============================================================================================
+# theory.py: every [theorem check] of the theory report, and its command line
+# ===============================================================================================
+
+# ---------------- 0. the numerical helpers: numerical_gradient, numerical_jacobian, rel_error ----
+
+def cubic(x):  # f(X) = sum(X^3) + X[0, 1] X[1, 2]; X [2, 3]
+    return float((x ** 3).sum() + x[0, 1] * x[1, 2])
+
+
+def cubic_grad(x):  # -> [2, 3]
+    g = 3 * x ** 2
+    g[0, 1] += x[1, 2]
+    g[1, 2] += x[0, 1]
+    return g
+
+
+def test_numerical_gradient_matches_a_known_gradient_on_a_2x3_array():
+    x = np.random.default_rng(0).standard_normal((2, 3)) + 0.5
+    before = x.copy()
+    g = theory.numerical_gradient(cubic, x)
+    assert g.shape == (2, 3) and g.dtype == np.float64
+    assert theory.rel_error(g, cubic_grad(x)) < 1e-8
+    assert np.array_equal(x, before)                   # every element restored exactly
+
+
+def test_numerical_gradient_can_fail():
+    x = np.random.default_rng(1).standard_normal((2, 3)) + 0.5
+    wrong = 3 * x ** 2                                  # forgets the cross term X[0,1] X[1,2]
+    assert theory.rel_error(theory.numerical_gradient(cubic, x), wrong) > 1e-2
+
+
+def test_numerical_gradient_sees_x_through_a_closure():
+    x = np.array([[1.0, 2.0], [3.0, 4.0]])
+    params = {"x": x}                                   # f reads x elsewhere, ignores its argument
+    g = theory.numerical_gradient(lambda _: float((params["x"] ** 2).sum()), x)
+    assert theory.rel_error(g, 2 * x) < 1e-9
+
+
+def test_numerical_gradient_restores_x_when_f_raises():
+    x = np.zeros(3)
+
+    def boom(v):
+        raise RuntimeError("f failed")
+    with pytest.raises(RuntimeError, match="f failed"):
+        theory.numerical_gradient(boom, x)
+    assert np.array_equal(x, np.zeros(3))
+
+
+def test_numerical_jacobian_shape_and_values():
+    x = np.random.default_rng(2).standard_normal((2, 3))
+    M = np.random.default_rng(3).standard_normal((4, 2, 3))
+    J = theory.numerical_jacobian(lambda v: np.tensordot(M, v, axes=2), x)   # [4] -> [4, 2, 3]
+    assert J.shape == (4, 2, 3) and theory.rel_error(J, M) < 1e-9
+    v = np.array([1.0, -2.0, 0.5])
+    J = theory.numerical_jacobian(lambda u: 2 * u ** 2, v)                    # [k, d] for 1-D
+    assert J.shape == (3, 3) and theory.rel_error(J, np.diag(4 * v)) < 1e-9
+
+
+def test_rel_error_known_values():
+    assert theory.rel_error(np.ones((2, 2)), np.ones((2, 2))) == 0.0
+    assert theory.rel_error([3.0, 4.0], [0.0, 0.0]) == 1.0            # 5 / max(5, 0)
+    assert theory.rel_error([1.0, 0.0], [-1.0, 0.0]) == 2.0           # the largest possible
+    assert abs(theory.rel_error([3.0, 4.0], [3.0, 4.5]) - 0.5 / np.hypot(3, 4.5)) < 1e-15
+    assert theory.rel_error(0.0, 0.0) == 0.0                           # 0 / 1e-300
+    assert np.isnan(theory.rel_error([np.nan], [1.0]))                 # `< tol` then fails
+    # L2 over all entries, not the max-abs ratio: (3, 4) vs (3, 0) is 4/5, not 4/4
+    assert abs(theory.rel_error([3.0, 4.0], [3.0, 0.0]) - 0.8) < 1e-15
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: theory.numerical_gradient(cubic, [[1.0, 2.0]]), "float64 numpy array"),
+    (lambda: theory.numerical_gradient(cubic, np.ones((2, 3), np.float32)), "float32"),
+    (lambda: theory.numerical_gradient(cubic, np.ones((2, 3)), h=0), "h must be"),
+    (lambda: theory.numerical_gradient(lambda v: v, np.ones(3)), r"scalar, got shape \(3,\)"),
+    (lambda: theory.rel_error(np.ones(3), np.ones(4)), r"\(3,\) and \(4,\)"),
+    (lambda: stats.fit_line([1.0, 1.0], [2.0, 3.0]), "distinct"),
+])
+def test_helpers_refuse_bad_input_in_one_line(call, message):
+    with pytest.raises(ValueError, match=message) as e:
+        call()
+    assert "\n" not in str(e.value)
+
+
+# ---------------- 1. capacity ------------------------------------------------------------------
 
 def test_softmax_lipschitz_at_most_2_and_search_reaches_near_1():
     r = theory.softmax_lipschitz_search(np.random.default_rng(0), n_random=1200, n_climb=150)
@@ -2097,14 +2803,36 @@ def test_bound_grows_like_log_T_and_halfspaces_like_T():
     assert theory.generalization_gap(C, d, m - 5, 100) > 0.1
 
 
-def test_trained_params_norms_finite_and_C_positive():
-    cfg = attn.default_config(T=12, d=16, heads=4, mlp=8)
-    p = attn.init_params(cfg, np.random.default_rng(1))
-    C = theory.covering_constant(theory.norm_measures(p, cfg))
-    assert np.isfinite(C) and C > 0
+def test_training_sharpens_attention_norms_and_grows_the_covering_constant():
+    """Part 1 on a model that learned (3-sparse AND at T = 20, 200 steps), against the run's own
+    init: to single out S the attention must sharpen, so the largest |W_QK|_2 grows several-fold,
+    the Lipschitz factor after attention grows, and the covering constant C (which multiplies
+    them) grows by more than 10x; B_X stays near sqrt(d + 1) (LN1 puts tokens on the sphere of
+    radius sqrt(d)); every measure is finite."""
+    opts = dict(T=20, m=200, steps=200, n_test=1000, seed=1, log_every=0)
+    trained = train.train_run(opts, log=None)
+    assert trained["test_acc"] >= 0.99                           # it has learned S
+    o, cfg = train.validate_options(opts), trained["cfg"]
+    init = train.build_model(o, train.draw_run(o)[3])[0]         # the run's own initial params
+    nm0, nm = theory.norm_measures(init, cfg), theory.norm_measures(trained["params"], cfg)
+    for k in ("qk_spec", "qk_21", "qk_fro", "v_spec", "v_21", "o_spec"):
+        assert len(nm[k]) == cfg["heads"] and np.all(np.isfinite(nm[k])), k
+        assert nm[k] != nm0[k], k                                 # training moved every head
+    assert max(nm["qk_spec"]) > 3 * max(nm0["qk_spec"])
+    assert nm["L_after"] > 2 * nm0["L_after"]
+    for m in (nm0, nm):
+        assert abs(m["B_X"] / math.sqrt(cfg["d"] + 1) - 1) < 0.05
+    C0, C = theory.covering_constant(nm0), theory.covering_constant(nm)
+    assert np.isfinite(C) and C > 10 * C0 > 0
 
 
-# ---------------------------------------------------------------- 2. construction ------------
+# ---------------- 2. sparse variable creation: the hand-built head -----------------------------
+
+def _build(name, T, s, seed=0):
+    task = data.make_task(name, T, s, np.random.default_rng([T, s, seed]))
+    p, cfg, info = theory.build_sparse_head(task, np.random.default_rng([T, s, seed, 1]))
+    return task, p, cfg, info
+
 
 @pytest.mark.parametrize("T,s", [(10, 1), (10, 5), (100, 3), (1000, 4), (10000, 2)])
 def test_construction_exact(T, s):
@@ -2155,7 +2883,7 @@ def test_junta_decoder_grows_faster_than_parity():
     assert junta[1] / junta[0] > 2 * parity[1] / parity[0]
 
 
-# ---------------------------------------------------------------- 3. probabilistic reading ----
+# ---------------- 3. the probabilistic reading -------------------------------------------------
 
 def test_lse_gradient_is_attention():
     g = theory.check_lse_gradient(np.random.default_rng(11))
@@ -2194,33 +2922,7 @@ def test_infonce_gradient_is_attention_readout():
     assert r["rel_err"] < 1e-7 and r["grad_norm"] > 0.05
 
 
-# ---------------------------------------------------------------- 4. GF(2) learner ------------
-
-def test_gf2_learner_recovers_support():
-    for T in (15, 200):
-        m0, ok, unique_before = data.gf2_sample_need(T, 3, np.random.default_rng(T))
-        assert ok and not unique_before
-        assert T <= m0 <= T + 30
-
-
-def test_gf2_solve_matches_mod2_products():
-    rng = np.random.default_rng(16)
-    X = (rng.random((90, 70)) < 0.5).astype(np.uint8)
-    w = (rng.random(70) < 0.3).astype(np.uint8)
-    y = (X.astype(int) @ w % 2).astype(np.uint8)
-    assert np.array_equal(data.gf2_solve(X, y), w)
-    assert data.gf2_solve(X[:40], y[:40]) is None                # rank < T: not unique
-    Xd = np.vstack([X, X[:1]])                                     # a duplicated row, flipped label
-    assert data.gf2_solve(Xd, np.append(y, 1 - y[0])) is None    # inconsistent
-    assert data.gf2_first_full_rank(X) >= 70
-
-
-def test_log2_binomial_matches_paper_numbers():
-    assert abs(data.log2_binomial(100, 3) - 17.3) < 0.05
-    assert abs(data.log2_binomial(1100, 3) - 27.7) < 0.05
-
-
-# ---------------------------------------------------------------- bad arguments ---------------
+# ---------------- bad arguments ----------------------------------------------------------------
 
 @pytest.mark.parametrize("call,match", [
     (lambda: theory.softmax_l1_linf_ratio(np.zeros(3), np.zeros(3)), "differ"),
@@ -2239,100 +2941,7 @@ def test_bad_arguments_raise_one_line_value_error(call, match):
     assert "\n" not in str(e.value)
 
 
-# the shared numerical helpers and the command line
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-# ------------------------------------------------------------------ numerical_gradient --------
-
-def cubic(x):  # f(X) = sum(X^3) + X[0, 1] X[1, 2]; X [2, 3]
-    return float((x ** 3).sum() + x[0, 1] * x[1, 2])
-
-
-def cubic_grad(x):  # -> [2, 3]
-    g = 3 * x ** 2
-    g[0, 1] += x[1, 2]
-    g[1, 2] += x[0, 1]
-    return g
-
-
-def test_numerical_gradient_matches_a_known_gradient_on_a_2x3_array():
-    x = np.random.default_rng(0).standard_normal((2, 3)) + 0.5
-    before = x.copy()
-    g = theory.numerical_gradient(cubic, x)
-    assert g.shape == (2, 3) and g.dtype == np.float64
-    assert theory.rel_error(g, cubic_grad(x)) < 1e-8
-    assert np.array_equal(x, before)                   # every element restored exactly
-
-
-def test_numerical_gradient_can_fail():
-    x = np.random.default_rng(1).standard_normal((2, 3)) + 0.5
-    wrong = 3 * x ** 2                                  # forgets the cross term X[0,1] X[1,2]
-    assert theory.rel_error(theory.numerical_gradient(cubic, x), wrong) > 1e-2
-
-
-def test_numerical_gradient_sees_x_through_a_closure():
-    x = np.array([[1.0, 2.0], [3.0, 4.0]])
-    params = {"x": x}                                   # f reads x elsewhere, ignores its argument
-    g = theory.numerical_gradient(lambda _: float((params["x"] ** 2).sum()), x)
-    assert theory.rel_error(g, 2 * x) < 1e-9
-
-
-def test_numerical_gradient_restores_x_when_f_raises():
-    x = np.zeros(3)
-
-    def boom(v):
-        raise RuntimeError("f failed")
-    with pytest.raises(RuntimeError):
-        theory.numerical_gradient(boom, x)
-    assert np.array_equal(x, np.zeros(3))
-
-
-def test_numerical_jacobian_shape_and_values():
-    x = np.random.default_rng(2).standard_normal((2, 3))
-    M = np.random.default_rng(3).standard_normal((4, 2, 3))
-    J = theory.numerical_jacobian(lambda v: np.tensordot(M, v, axes=2), x)   # [4] -> [4, 2, 3]
-    assert J.shape == (4, 2, 3) and theory.rel_error(J, M) < 1e-9
-    v = np.ones(3)
-    assert theory.numerical_jacobian(lambda u: 2 * u, v).shape == (3, 3)      # [k, d] for 1-D
-
-
-@pytest.mark.parametrize("call, message", [
-    (lambda: theory.numerical_gradient(cubic, [[1.0, 2.0]]), "float64 numpy array"),
-    (lambda: theory.numerical_gradient(cubic, np.ones((2, 3), np.float32)), "float32"),
-    (lambda: theory.numerical_gradient(cubic, np.ones((2, 3)), h=0), "h must be"),
-    (lambda: theory.numerical_gradient(lambda v: v, np.ones(3)), r"scalar, got shape \(3,\)"),
-    (lambda: theory.rel_error(np.ones(3), np.ones(4)), r"\(3,\) and \(4,\)"),
-    (lambda: stats.fit_line([1.0, 1.0], [2.0, 3.0]), "distinct"),
-])
-def test_helpers_refuse_bad_input_in_one_line(call, message):
-    with pytest.raises(ValueError, match=message) as e:
-        call()
-    assert "\n" not in str(e.value)
-
-
-# ------------------------------------------------------------------ rel_error, fit_line -------
-
-def test_rel_error_known_values():
-    assert theory.rel_error(np.ones((2, 2)), np.ones((2, 2))) == 0.0
-    assert theory.rel_error([3.0, 4.0], [0.0, 0.0]) == 1.0            # 5 / max(5, 0)
-    assert theory.rel_error([1.0, 0.0], [-1.0, 0.0]) == 2.0           # the largest possible
-    assert abs(theory.rel_error([3.0, 4.0], [3.0, 4.5]) - 0.5 / np.hypot(3, 4.5)) < 1e-15
-    assert theory.rel_error(0.0, 0.0) == 0.0                           # 0 / 1e-300
-    assert np.isnan(theory.rel_error([np.nan], [1.0]))                 # `< tol` then fails
-    # L2 over all entries, not the max-abs ratio: (3, 4) vs (3, 0) is 4/5, not 4/4
-    assert abs(theory.rel_error([3.0, 4.0], [3.0, 0.0]) - 0.8) < 1e-15
-
-
-def test_fit_line_recovers_a_line():
-    x = np.linspace(0.0, 5.0, 11)
-    a, b, r2 = stats.fit_line(x, 2.5 * x - 1.0)
-    assert abs(a - 2.5) < 1e-12 and abs(b + 1.0) < 1e-12 and abs(r2 - 1.0) < 1e-12
-    assert stats.fit_line(x, np.sin(7 * x))[2] < 0.5                  # not a line: low R^2
-
-
-# ------------------------------------------------------------------ the command line ----------
+# ---------------- the command line -------------------------------------------------------------
 
 def run_theory(*args):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
@@ -2357,546 +2966,3 @@ def test_unknown_argument_is_one_line_and_exit_2(args):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("theory.py: error:"), r.stderr
     assert args[0] in lines[0]
-
-
-# ------------------------------------------------------------------ faults a new user meets ----
-# One test per family: rerun over a checkpoint, abbreviations, reports that drop rows, merges of
-# other protocols or missing shards, two sweeps in one folder, progress under redirection,
-# SIGTERM/SIGKILL, tracebacks (memory, writes, damaged files, --workers 1), the Python API, JSON.
-
-TINY = ["--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4", "--n-test", "100",
-        "--log-every", "0", "--steps", "5"]
-
-
-def test_rerun_never_overwrites_a_checkpoint(tmp_path, capsys):
-    path = str(tmp_path / "ck.npz")
-    assert run_cli(capsys, *TINY, "--save", path)[0] == 0
-    good = open(path, "rb").read()
-    for extra in ([], ["--T", "13"]):          # the same command again, or another configuration
-        code, out, err = run_cli(capsys, *TINY, *extra, "--save", path)
-        assert code == 2 and "already holds a checkpoint at step 5" in err, err
-        assert len(err.strip().splitlines()) == 1
-    assert open(path, "rb").read() == good
-
-
-@pytest.mark.parametrize("argv", [["sweep", "--model", "mlp"], ["sweep", "--seed", "3"],
-                                  ["--ste", "5"], ["bench", "--T", "100"]])
-def test_no_option_is_taken_by_its_prefix(argv, capsys):
-    code, out, err = run_cli(capsys, *argv)
-    assert code == 2 and "unrecognized arguments" in err and not out
-
-
-def test_report_keeps_every_model_and_never_rewrites_sweep_json(tmp_path, capsys):
-    assert _sweep(tmp_path, "--models", "transformer,mlp") == 0
-    table = (tmp_path / "table.md").read_text()
-    meta = (tmp_path / "sweep.json").read_text()
-    assert "| mlp |" in table
-    assert _sweep(tmp_path, "--report") == 0              # no --models: all of the folder's
-    assert (tmp_path / "table.md").read_text() == table
-    assert (tmp_path / "sweep.json").read_text() == meta
-    assert _sweep(tmp_path, "--report", "--Ts", "999") == 0   # nothing there: nothing written
-    assert (tmp_path / "table.md").read_text() == table
-
-
-def test_merge_refuses_another_protocol_and_reports_missing_shards(tmp_path, capsys):
-    a, b, merged = tmp_path / "a", tmp_path / "b", tmp_path / "merged"
-    assert _sweep(a, "--shard", "0/2") == 0
-    assert _sweep(b, "--shard", "1/2", "--steps", "140") == 0     # a mistyped shard
-    merged.mkdir()
-    shutil.copy(a / "runs-shard-0-of-2.csv", merged)
-    capsys.readouterr()
-    assert _sweep(merged, "--report", "--seeds", "2") == 0        # one shard only: said so
-    out = capsys.readouterr().out
-    assert "2 of 4 searches are missing or unfinished" in out
-    assert (merged / "table.md").read_text().startswith("INCOMPLETE: 2 searches")
-    shutil.copy(b / "runs-shard-1-of-2.csv", merged)
-    with pytest.raises(SystemExit) as e:
-        _sweep(merged, "--report", "--seeds", "2")
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and "holds runs of another sweep" in err
-
-
-def test_a_second_sweep_into_a_busy_folder_stops_at_once(tmp_path, capsys):
-    held = folder.lock_folder(str(tmp_path))              # as if another sweep were running
-    try:
-        with pytest.raises(SystemExit) as e:
-            _sweep(tmp_path)
-        assert e.value.code == 2 and "in use by another sweep" in capsys.readouterr().err
-        assert not (tmp_path / "runs.csv").exists()
-    finally:
-        held.close()
-    assert _sweep(tmp_path) == 0                         # released: the folder works again
-
-
-def _python(*args, **kw):
-    here = os.path.dirname(os.path.abspath(__file__))
-    return subprocess.Popen([sys.executable, *args], cwd=here, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
-
-
-def test_progress_reaches_a_pipe_while_the_run_goes_on():
-    p = _python("train.py", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
-                "--steps", "1000000", "--log-every", "10")
-    try:
-        lines = [p.stdout.readline() for _ in range(2)]
-        assert p.poll() is None and lines[1].lstrip().startswith("step"), lines
-    finally:
-        p.kill()
-        p.communicate()
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_a_killed_sweep_leaves_no_worker_behind(tmp_path):
-    p = _python("sweep.py", "--preset", "smoke", "--Ts", "400", "--seeds", "4", "--steps",
-                "100000", "--workers", "2", "--out", str(tmp_path))
-    try:
-        assert p.stdout.readline().startswith("sweep:")
-        time.sleep(1.5)
-        children = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == p.pid]
-        assert children
-    finally:
-        p.kill()                                          # SIGKILL: no handler runs in the parent
-        p.communicate()
-    deadline = time.time() + 10
-    while time.time() < deadline and any(os.path.exists(f"/proc/{c}") and _ppid(c) != 0
-                                         and not _zombie(c) for c in children):
-        time.sleep(0.2)
-    assert not [c for c in children if os.path.exists(f"/proc/{c}") and not _zombie(c)]
-
-
-def _ppid(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def _zombie(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
-def test_sigterm_saves_like_ctrl_c(tmp_path):
-    path = str(tmp_path / "ck.npz")
-    p = _python("train.py", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
-                "--steps", "1000000", "--log-every", "10", "--save", path)
-    p.stdout.readline(), p.stdout.readline()
-    p.terminate()
-    out, err = p.communicate(timeout=30)
-    assert p.returncode == 130 and "checkpoint saved" in err and "Traceback" not in err
-    assert train.load_checkpoint(path)["step"] >= 1
-
-
-@pytest.mark.parametrize("argv, msg", [
-    (["--d", "2000000", "--heads", "1"], "GiB"), (["--mlp", "3000000000"], "GiB"),
-    (["--model", "mlp", "--mlp", "1000000000", "--T", "1000"], "GiB"),
-    (["sweep", "--Ts", "100", "--d", "2000000", "--heads", "1"], "GiB"),
-    (["bench", "--Ts", "100000000"], "GiB"), (["bench", "--m", "1000000000"], "GiB")])
-def test_sizes_that_do_not_fit_are_one_line_before_anything_runs(argv, msg, capsys, tmp_path):
-    code, out, err = run_cli(capsys, *argv, *(["--out", str(tmp_path)] if argv[0] == "sweep"
-                                               else []))
-    assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
-
-
-def test_accuracy_is_computed_in_chunks(monkeypatch):
-    whole = train.train_run(SMALL)
-    monkeypatch.setattr(train, "EVAL_CHUNK", 7)
-    seen = []
-    real = attn.model_forward
-    monkeypatch.setattr(attn, "model_forward", lambda p, c, X, *a: seen.append(len(X)) or
-                        real(p, c, X, *a))
-    chunked = train.train_run(SMALL)
-    assert max(seen[-30:]) <= 7 + 200 and chunked["test_acc"] == whole["test_acc"]
-    assert chunked["train_acc"] == whole["train_acc"]
-
-
-def test_writes_that_fail_are_one_line_and_keep_the_last_checkpoint(tmp_path, capsys,
-                                                                    monkeypatch):
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    for target, msg in [(str(blocker / "ck.npz"), "does not exist"),
-                        (str(tmp_path), "not a checkpoint")]:
-        code, out, err = run_cli(capsys, *TINY, "--save", target)
-        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
-    (tmp_path / "ck.npz.tmp.npz").mkdir()                     # a leftover in the way
-    code, out, err = run_cli(capsys, *TINY, "--save", str(tmp_path / "ck.npz"))
-    assert code == 2 and "in the way" in err
-    good = str(tmp_path / "good.npz")
-    assert run_cli(capsys, *TINY, "--save", good)[0] == 0
-    before = open(good, "rb").read()
-
-    def full_disk(path, **arrays):
-        open(path, "wb").write(b"half")
-        raise OSError(28, "No space left on device")
-    monkeypatch.setattr(np, "savez", full_disk)
-    code, out, err = run_cli(capsys, "--resume", good, "--steps", "8")
-    assert code == 1 and "No space left" in err and len(err.strip().splitlines()) == 1
-    assert open(good, "rb").read() == before and not os.path.exists(good + ".tmp.npz")
-    code, out, err = run_cli(capsys, "sweep", "--preset", "smoke", "--workers", "1", "--out",
-                             str(blocker / "sub"))
-    assert code == 2 and "cannot create the folder" in err
-
-
-def test_damaged_files_are_one_line(tmp_path, capsys, smoke_ref):
-    path = str(tmp_path / "ck.npz")
-    assert run_cli(capsys, *TINY, "--save", path)[0] == 0
-    with np.load(path) as z:
-        arrays = {k: z[k] for k in z.files}
-    for key, value in [("param/W_Q", np.zeros((3, 3), np.float32)),
-                       ("adam_v/E_pos", np.full(arrays["adam_v/E_pos"].shape, np.nan, np.float32)),
-                       ("step", np.array(-4)), ("rng_order", np.array('{"state": 1}'))]:
-        bad = str(tmp_path / "bad.npz")
-        np.savez(bad, **dict(arrays, **{key: value}))
-        code, out, err = run_cli(capsys, "--resume", bad, "--steps", "9")
-        assert code in (1, 2) and "damaged" in err and "Traceback" not in err, (key, err)
-        assert len(err.strip().splitlines()) == 1
-    csv_path = _copy(smoke_ref, tmp_path / "s") / "runs.csv"
-    lines = csv_path.read_text().splitlines(keepends=True)
-    csv_path.write_text("".join(lines[:3]) + lines[3].replace(",transformer,", ",transformr,", 1)
-                        .replace("transformer,", "transformr,", 1) + "".join(lines[4:]))
-    with pytest.raises(SystemExit) as e:
-        _sweep(tmp_path / "s", "--report")
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and "line 4" in err and len(err.strip().splitlines()) == 1
-
-
-def test_a_failing_run_is_the_same_one_line_under_workers_1(tmp_path, capsys, monkeypatch):
-    def boom(runs):
-        raise RuntimeError("boom")
-    monkeypatch.setattr(train, "train_stack", boom)
-    assert _sweep(tmp_path) == 1
-    err = capsys.readouterr().err
-    assert "failed: RuntimeError: boom" in err and len(err.strip().splitlines()) == 1
-
-
-def test_python_api_refuses_what_it_cannot_use():
-    rng = np.random.default_rng(0)
-    pb = attn.baseline_init(6, 4, rng)
-    for X in (np.full((3, 6), 2), np.zeros((3, 5)), np.zeros(6)):
-        with pytest.raises(ValueError, match="bits|T=6"):
-            attn.baseline_forward(pb, X)
-    cfg = attn.default_config(T=6, d=8, heads=2, mlp=4)
-    p = attn.init_params(cfg, rng)
-    X = rng.integers(0, 2, (5, 6))
-    for other in (dict(mlp=8), dict(ln=False), dict(d=16, heads=2), dict(dtype="float64")):
-        with pytest.raises(ValueError):
-            attn.loss_and_grads(p, attn.default_config(T=6, **dict(dict(d=8, heads=2, mlp=4),
-                                                                  **other)), X, np.ones(5))
-    for y in (np.array([-1, 1, 1, 1, 1]), np.array([1.0]), np.array([0, 1, np.nan, 0, 1])):
-        with pytest.raises(ValueError):
-            attn.loss_and_grads(p, cfg, X, y)
-
-
-def test_json_output_is_strict_json(tmp_path, capsys):
-    out = str(tmp_path / "r.json")
-    assert run_cli(capsys, *TINY, "--model", "mlp", "--json", out)[0] == 0  # attn_on_S is nan
-    text = open(out).read()
-    json_strict = __import__("json").loads(text, parse_constant=lambda c: pytest.fail(c))
-    assert json_strict["attn_on_S"] is None
-
-
-# ------------------------------------------------------------------ training protocols ---------
-
-def test_early_stopping_keeps_the_best_validation_step_and_never_looks_at_the_test_set(
-        monkeypatch):
-    opts = dict(SMALL, steps=60, val=150, val_every=10, n_test=321)
-    seen = []                          # (training steps so far, rows) of every forward pass
-    steps = [0]
-    real_lg, real_fw = attn.loss_and_grads, attn.model_forward
-    monkeypatch.setattr(attn, "loss_and_grads",
-                        lambda *a, **k: steps.__setitem__(0, steps[0] + 1) or real_lg(*a, **k))
-    monkeypatch.setattr(attn, "model_forward",
-                        lambda p, c, X, *a: seen.append((steps[0], len(X))) or real_fw(p, c, X, *a))
-    r = train.train_run(opts)
-    assert all(n == opts["steps"] for n, rows in seen if rows == 321)      # test: only at the end
-    assert any(rows == 150 and n < opts["steps"] for n, rows in seen)     # validation: during
-    b = r["best_step"]
-    assert b % 10 == 0 and 10 <= b <= 60
-    monkeypatch.undo()
-    plain = train.train_run(dict(SMALL, steps=b, n_test=321))   # the same run stopped at b
-    assert all(np.array_equal(plain["params"][k], r["params"][k]) for k in r["params"])
-    assert plain["test_acc"] == r["test_acc"]
-    other = train.train_run(dict(opts, n_test=77))              # another test set: same choice
-    assert other["best_step"] == b
-
-
-def test_adamw_step_against_a_hand_computed_one():
-    rng = np.random.default_rng(0)
-    p = {"W_Q": rng.standard_normal((3, 2)), "b_Q": rng.standard_normal(2)}
-    g = {"W_Q": rng.standard_normal((3, 2)), "b_Q": rng.standard_normal(2)}
-    p0 = {k: v.copy() for k, v in p.items()}
-    lr, wd, b1, b2, eps = 0.01, 0.1, 0.9, 0.95, 1e-8
-    state = train.adam_init(p, decay="matrices")
-    train.adam_step(p, g, state, lr, wd, b1=b1, b2=b2, decoupled=True)
-    for k in p:                       # torch.optim.AdamW's first step, by hand
-        decayed = p0[k] * (1 - lr * wd) if k == "W_Q" else p0[k]
-        m, v = (1 - b1) * g[k], (1 - b2) * g[k] ** 2
-        expect = decayed - lr * (m / (1 - b1)) / (np.sqrt(v / (1 - b2)) + eps)
-        assert np.allclose(p[k], expect, rtol=1e-12, atol=1e-15), k
-    q = {k: v.copy() for k, v in p0.items()}          # coupled (L2) decay differs
-    state = train.adam_init(q)
-    train.adam_step(q, g, state, lr, wd, b1=b1, b2=b2)
-    assert not np.allclose(q["W_Q"], p["W_Q"])
-
-
-def test_clipping_scales_each_runs_gradient_to_the_norm():
-    rng = np.random.default_rng(1)
-    g = {"a": rng.standard_normal((3, 4, 5)), "b": rng.standard_normal((3, 2))}
-    g["a"][1] *= 1e-3                                   # run 1 is already below the norm
-    g["b"][1] *= 1e-3
-    before = {k: v.copy() for k, v in g.items()}
-    norms = train.clip_gradients(g, 1.0, runs=3)
-    after = np.sqrt(sum((v.reshape(3, -1) ** 2).sum(1) for v in g.values()))
-    assert np.allclose(after[[0, 2]], 1.0 / (1 + 1e-6 / norms[[0, 2]]), rtol=1e-9)
-    assert np.array_equal(g["a"][1], before["a"][1]) and np.array_equal(g["b"][1], before["b"][1])
-    one = {k: v[0].copy() for k, v in before.items()}
-    assert np.isclose(train.clip_gradients(one, 1.0), norms[0])
-    assert all(np.allclose(one[k], g[k][0]) for k in one)
-
-
-def test_stacked_runs_follow_the_new_options_like_single_runs():
-    opts = dict(SMALL, steps=40, dtype="float64", optimizer="adamw", wd=0.1, decay="matrices",
-                clip=0.5, beta2=0.95, val=60, val_every=10)
-    runs = [dict(opts, seed=s) for s in (3, 4)]
-    stacked = train.train_stack(runs)
-    for o, st in zip(runs, stacked):
-        alone = train.train_run(o)
-        assert st["best_step"] == alone["best_step"] and st["test_acc"] == alone["test_acc"]
-        assert np.allclose(st["losses"], alone["losses"], rtol=1e-9)
-
-
-def test_dropout_training_is_seeded_and_runs_one_at_a_time():
-    opts = dict(SMALL, steps=20, dropout=0.1)
-    a, b = train.train_run(opts), train.train_run(opts)
-    assert a["losses"] == b["losses"]                           # masks come from the seed
-    assert a["losses"] != train.train_run(dict(SMALL, steps=20))["losses"]
-    with pytest.raises(ValueError, match="one at a time"):
-        train.train_stack([opts, dict(opts, seed=5)])
-    with pytest.raises(ValueError, match="Transformer only"):
-        train.train_run(dict(opts, model="mlp"))
-
-
-def test_position_overlap_known_values():
-    E = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0], [1.0, 1.0]])
-    assert np.isclose(train.position_overlap(E, np.array([0])), 1.0)       # 2 is 0's twin
-    assert np.isclose(train.position_overlap(E, np.array([1])), 2 ** -0.5)
-    assert np.isnan(train.position_overlap(E, np.arange(4)))
-
-
-def test_paired_ratio_cancels_the_seeds_shared_luck():
-    # protocol b is protocol a with every m doubled: the same seeds, the same outcomes
-    rng = np.random.default_rng(3)
-    rows_a = []
-    for seed in range(12):
-        crit = 40 * np.exp(0.4 * rng.standard_normal())
-        for m in (20, 30, 45, 60, 90, 130):
-            rows_a.append(dict(T=100, seed=seed, m=m, success=float(m >= crit)))
-    rows_b = [dict(r, m=2 * r["m"]) for r in rows_a]
-    a, b = stats.success_estimates(rows_a), stats.success_estimates(rows_b)
-    ratio, lo, hi = stats.paired_ratio(b, a)
-    assert abs(ratio - 2) < 1e-6 and abs(lo - 2) < 1e-6 and abs(hi - 2) < 1e-6
-    # unpaired (another bootstrap draw of the seeds) the same ratio is uncertain
-    _, lo_u, hi_u = stats.paired_ratio(stats.success_estimates(rows_b, seed=1), a)
-    assert hi_u - lo_u > 0.2
-
-
-def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
-    _copy(smoke_ref, tmp_path / "a")
-    assert _sweep(tmp_path / "b", "--protocol", "steps-500", "--steps", "100") == 0
-    out = str(tmp_path / "cmp.md")
-    assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", out]) == 0
-    table = open(out).read()
-    assert "| ours | 8 |" in table and "| steps-500 | 16 |" in table and "memorised" in table
-    assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--out", out]) == 0
-    assert table.count("| ours |") * 2 == open(out).read().count("| ours |")
-    assert open(out).read().count("1.00 [1.00, 1.00]") == 2 * table.count("| ours |")  # paired
-    assert sweep.main(["compare", str(tmp_path / "a"), "--seeds", "1", "--Ts", "16", "--out",
-                       out]) == 0
-    table = open(out).read()
-    assert "| ours | 16 |" in table and "| ours | 8 |" not in table and "| 1 |" in table
-    code, _, err = run_cli(capsys, "sweep", "compare", str(tmp_path / "nowhere"))
-    assert code == 2 and "no folder" in err
-
-
-def test_log_departure_finds_where_a_curve_leaves_its_small_T_log_law():
-    T = np.array([10, 30, 100, 300, 1000, 3000])
-    on_law = 20 + 10 * np.log(T)
-    rng = np.random.default_rng(0)
-    noise = np.exp(0.05 * rng.standard_normal((T.size, 500)))     # replicates, independent per T
-    # on the law everywhere: no departure, every ratio's CI covers 1
-    dep = stats.log_departure(T, on_law, on_law[:, None] * noise, fit_below=100)
-    assert dep["departs"] is None and abs(dep["b"] - 10) < 1e-9 and abs(dep["a"] - 20) < 1e-9
-    assert all(lo < 1 < hi for _, lo, hi in dep["ratios"].values())
-    assert sorted(dep["ratios"]) == [300, 1000, 3000]
-    # doubled from T = 1000 on: departs there, not at 300, and the ratio is 2
-    bent = on_law * np.where(T >= 1000, 2.0, 1.0)
-    dep = stats.log_departure(T, bent, bent[:, None] * noise, fit_below=100)
-    assert dep["departs"] == 1000 and abs(dep["ratios"][1000][0] - 2) < 1e-9
-    assert dep["ratios"][1000][1] > 1.5
-    # an m50 above every m tried (inf) is above the law; fewer than 2 T in the fit range is refused
-    inf_boot = bent[:, None] * noise
-    inf_boot[-1] = np.inf
-    assert stats.log_departure(T, bent, inf_boot, 100)["ratios"][3000][1:] == (np.inf, np.inf)
-    with pytest.raises(ValueError, match="at least 2 T"):
-        stats.log_departure(T, bent, bent[:, None] * noise, fit_below=10)
-
-
-def test_width_study_pools_a_width_and_puts_widths_side_by_side(tmp_path, capsys, smoke_ref):
-    assert _sweep(tmp_path / "a24", "--Ts", "24") == 0            # smoke_ref's sweep, one more T
-    assert _sweep(tmp_path / "b", "--Ts", "8,16,24", "--protocol", "d-32", "--steps", "40") == 0
-    out = tmp_path / "width.md"
-    assert sweep.main(["width", str(tmp_path / "b"), str(smoke_ref), str(tmp_path / "a24"),
-                       "--fit-below", "16", "--out", str(out)]) == 0
-    table = out.read_text()
-    assert table.index("| 32 | 8 |") < table.index("| 64 | 8 |")       # sorted by width
-    assert "| 64 | 24 |" in table and "| 64 | 16 | " in table            # pooled: 3 T at d = 64
-    assert "d_p = ceil(16 s ln T)" in table and "| 24 | 153 | " in table  # 16 * 3 * ln 24
-    assert sweep.main(["width", str(tmp_path / "b"), "--Ts", "8,16", "--out", str(out)]) == 0
-    assert "| 32 | 24 |" not in out.read_text()
-    cut = _copy(tmp_path / "b", tmp_path / "cut")                  # an interrupted sweep at T = 24
-    lines = (cut / "runs.csv").read_text().splitlines(keepends=True)
-    last = max(i for i, ln in enumerate(lines) if ",3,24," in ln)      # a search's last run
-    (cut / "runs.csv").write_text("".join(lines[:last] + lines[last + 1:]))
-    assert sweep.main(["width", str(cut), "--out", str(out)]) == 0
-    table = out.read_text()
-    assert "| 32 | 24 |" not in table and "T = 24: 1 of 2 seeds' searches unfinished" in table
-    code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), str(smoke_ref))
-    assert code == 2 and "both hold the run" in err
-    other = _copy(smoke_ref, tmp_path / "lr")             # another protocol: options, rows and
-    meta = __import__("json").loads((other / "sweep.json").read_text())     # fingerprints agree
-    old_id, meta["options"]["lr"] = meta["sweep_id"], 0.01
-    meta["sweep_id"] = folder.sweep_fingerprint(meta)
-    (other / "sweep.json").write_text(__import__("json").dumps(meta))
-    (other / "runs.csv").write_text((other / "runs.csv").read_text().replace(old_id,
-                                                                              meta["sweep_id"]))
-    code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), str(other))
-    assert code == 2 and "other options" in err
-    code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), "--fit-below", "8")
-    assert code == 2 and "at least 2 T" in err
-
-
-def test_report_reads_the_folders_own_protocol_and_grid(tmp_path, capsys):
-    assert _sweep(tmp_path, "--protocol", "steps-500", "--steps", "120", "--grid-max", "40") == 0
-    table = (tmp_path / "table.md").read_text()
-    assert sweep.main(["--out", str(tmp_path), "--report"]) == 0     # nothing retyped
-    assert (tmp_path / "table.md").read_text() == table
-    with pytest.raises(SystemExit):                                   # a typed clash is refused
-        sweep.main(["--out", str(tmp_path), "--report", "--steps", "99"])
-
-
-def test_fingerprint_survives_new_options_at_their_defaults():
-    meta = dict(options=dict(task="and", steps=1000, lr=1e-3), bar=0.99, search="bisect")
-    more = dict(meta, options=dict(meta["options"], dropout=0.0, clip=0.0, optimizer="adam"))
-    assert folder.sweep_fingerprint(meta) == folder.sweep_fingerprint(more)
-    assert folder.sweep_fingerprint(meta) != folder.sweep_fingerprint(
-        dict(meta, options=dict(meta["options"], steps=500)))
-
-
-def test_old_headers_are_continued_aside_and_mixed_rows_refused(tmp_path, capsys, smoke_ref):
-    _copy(smoke_ref, tmp_path)
-    path = tmp_path / "runs.csv"
-    lines = path.read_text().splitlines(keepends=True)
-    old_cols = lines[0].rstrip("\n").split(",")[:12]                # an older, shorter header
-    path.write_text(",".join(old_cols) + "\n" + "".join(
-        ",".join(ln.rstrip("\n").split(",")[:12]) + "\n" for ln in lines[1:5]))
-    assert _sweep(tmp_path) == 0                                     # resumes into a new file
-    assert (tmp_path / "runs-part2.csv").exists()
-    assert path.read_text().splitlines()[0] == ",".join(old_cols)    # the old file untouched
-    with open(path, "a") as f:                                       # a longer row under it
-        f.write(lines[5])
-    with pytest.raises(ValueError, match="more fields than the header"):
-        folder.read_rows([str(path)])
-    empty = tmp_path / "e"
-    empty.mkdir()
-    (empty / "runs.csv").write_text("model,ta")                      # a header torn mid-write
-    assert _sweep(empty) == 0
-
-
-def test_one_folder_runs_one_sweep_whatever_the_shard(tmp_path, capsys):
-    """A shard beside the whole sweep, shards of two splits, or two shards of one split: the
-    second to start into a folder stops at once, before it writes a row."""
-    for first, second in [((0, 1), "0/2"), ((0, 2), "0/3"), ((0, 2), "1/2"), ((1, 3), "1/3")]:
-        held = folder.lock_folder(str(tmp_path), first)
-        try:
-            with pytest.raises(SystemExit) as e:
-                _sweep(tmp_path, "--shard", second)
-            err = capsys.readouterr().err
-            assert e.value.code == 2 and "in use by another sweep" in err
-            assert f"shard {first[0]}/{first[1]}" in err
-            assert not list(tmp_path.glob("runs*.csv"))
-        finally:
-            held.close()
-
-
-def test_kept_two_versions_give_the_same_step_and_are_checked():
-    cfg = attn.default_config(T=9, d=8, heads=2, mlp=4)
-    p = attn.init_params(cfg, np.random.default_rng(0))
-    X = np.random.default_rng(1).integers(0, 2, (6, 9)).astype(np.float32)
-    y = np.arange(6) % 2
-    a = attn.loss_and_grads(p, cfg, X, y)
-    b = attn.loss_and_grads(p, cfg, X, y, versions=attn.two_versions(X, np.float32))
-    assert a[0] == b[0] and all(np.array_equal(a[1][k], b[1][k]) for k in p)
-    with pytest.raises(ValueError, match="versions must be"):
-        attn.loss_and_grads(p, cfg, X, y, versions=np.zeros((6, 9), np.float32))
-
-
-def test_limit_command_writes_a_table_and_json(tmp_path, capsys):
-    assert sweep.main(["limit", "--Ts", "10,40", "--ms", "5,30", "--seeds", "8", "--sets", "20",
-                       "--out", str(tmp_path)]) == 0
-    rows = __import__("json").loads((tmp_path / "limit.json").read_text())["rows"]
-    assert [r["T"] for r in rows] == [10, 40]
-    assert all(r["q05"] <= r["median"] <= r["q95"] for r in rows)
-    assert rows[0]["p_ambiguous"]["5"] >= rows[0]["p_ambiguous"]["30"]
-    code, _, err = run_cli(capsys, "sweep", "limit", "--Ts", "2", "--s", "3")
-    assert code == 2 and "larger than the smallest T" in err
-
-
-def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch, smoke_ref):
-    real, calls = sweep._sweep_worker, [0]
-    path = tmp_path / "runs.csv"
-
-    def worker(runs):
-        calls[0] += 1
-        if calls[0] == 3:                       # as `git checkout` would: a new file, old content
-            header = path.read_text().splitlines(keepends=True)[:2]
-            (tmp_path / "old.csv").write_text("".join(header))
-            os.replace(tmp_path / "old.csv", path)
-        return real(runs)
-    monkeypatch.setattr(sweep, "_sweep_worker", worker)
-    assert _sweep(tmp_path) == 0
-    assert _rows(path) == _rows(smoke_ref / "runs.csv")
-
-
-def test_zero_positional_init_changes_only_the_positions_and_stacks_like_single_runs():
-    a = attn.init_params(attn.default_config(T=20), np.random.default_rng(3))
-    b = attn.init_params(attn.default_config(T=20, pos_init="zero"), np.random.default_rng(3))
-    assert not b["E_pos"].any() and a["E_pos"].any()
-    assert all(np.array_equal(a[k], b[k]) for k in a if k != "E_pos")
-    runs = [dict(SMALL, steps=30, dtype="float64", pos_init="zero", seed=s) for s in (3, 4)]
-    for o, st in zip(runs, train.train_stack(runs)):
-        assert np.allclose(st["losses"], train.train_run(o)["losses"], rtol=1e-9)
-    with pytest.raises(ValueError, match="pos_init must be one of normal, zero, got 'ones'"):
-        attn.default_config(pos_init="ones")
-    with pytest.raises(ValueError, match="pos_init"):
-        train.validate_options(dict(pos_init="ones"))
-
-
-def test_a_monitor_only_watches_and_stops_a_stack_when_every_run_reaches_the_bar():
-    import steps
-    runs = [dict(SMALL, task="parity", s=2, T=10, m=400, steps=400, d=16, heads=4, mlp=16, seed=s)
-            for s in (0, 1)]
-    watch = steps.FirstHit(10, 2)
-    seen = train.train_stack(runs, monitor=watch)
-    plain = train.train_stack(runs)
-    ran = seen[0]["steps_run"]
-    assert (watch.first > 0).all() and ran == watch.first.max() < 400 and ran % 10 == 0
-    assert all(s["steps_run"] == ran for s in seen) and plain[0]["steps_run"] == 400
-    for a, b in zip(seen, plain):          # the same training, cut at the step it stopped
-        assert a["losses"] == b["losses"][:ran]
-    never = steps.FirstHit(10, 2)
-    never.__class__ = type("Never", (steps.FirstHit,), {"__call__": lambda self, *a: False})
-    assert train.train_stack(runs, monitor=never)[0]["steps_run"] == 400
