@@ -74,6 +74,23 @@ def keep_freed_memory():
         return False
 
 
+def worker_start(parent=None):
+    """A worker process's start-up (ProcessPoolExecutor's initializer): ignore Ctrl-C, which a
+    terminal sends to the whole process group while the parent handles it (saves, reports, stops
+    its workers), and, given the parent's pid, exit as soon as that parent is gone (killed, even
+    by SIGKILL, which no handler sees) instead of training on for nobody."""
+    import signal
+    import threading
+    import time
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent is not None:
+        def watch():
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os._exit(1)
+        threading.Thread(target=watch, daemon=True).start()
+
+
 # ---------------------------------------------------------------- option values ----------------
 
 class BadValue(ValueError, argparse.ArgumentTypeError):

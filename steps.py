@@ -146,7 +146,8 @@ def run_all(a, out, base):
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
         if fresh:
             writer.writeheader()
-        pool = ProcessPoolExecutor(a.workers, mp_context=mp.get_context("spawn"))
+        pool = ProcessPoolExecutor(a.workers, mp_context=mp.get_context("spawn"),
+                                   initializer=cli.worker_start, initargs=(os.getpid(),))
         try:
             pending = {}
             while stacks or pending:

@@ -459,23 +459,6 @@ def _raise_terminated(signum, frame):
     raise Terminated()
 
 
-def _watch_parent(parent):
-    """Worker start-up: exit when the sweep that started this worker is gone (killed, even by
-    SIGKILL, which no handler sees), instead of training on for nobody."""
-    def watch():
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(1)
-    threading.Thread(target=watch, daemon=True).start()
-    _ignore_ctrl_c()
-
-
-def _ignore_ctrl_c():
-    """Worker start-up: Ctrl-C in a terminal reaches every process of the group; the parent
-    handles it (saves, reports, stops its workers), so a worker must not print a traceback."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _sweep_worker(runs):
     """A stack of training runs of the sweep, in a worker process: the CSV rows they produce.
     Transformer runs train as one stack (train.train_stack; the sweep stacks only runs with the
@@ -626,7 +609,7 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
     if a.workers > 1:
         cli.set_blas_threads()          # one BLAS thread per worker: the pool is the parallelism
         pool = ProcessPoolExecutor(a.workers, mp_context=mp.get_context("spawn"),
-                                   initializer=_watch_parent, initargs=(os.getpid(),))
+                                   initializer=cli.worker_start, initargs=(os.getpid(),))
 
     def finish(probes, rows):
         """Record a stack's rows and queue each search's next probe."""
@@ -806,7 +789,7 @@ def sweep_throughput(T, R, steps, full_steps, workers, repeats=3, d=64):
     of `repeats` timings, since a shared machine's speed wanders by 20% from one to the next."""
     walls = []
     ex = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"),
-                             initializer=_ignore_ctrl_c)   # Ctrl-C: the parent stops them
+                             initializer=cli.worker_start)   # Ctrl-C: the parent stops them
     try:
         list(ex.map(_throughput_worker, [(T, R, 2, 0, d)] * workers))      # start-up and warm-up
         for _ in range(repeats):

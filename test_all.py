@@ -2254,11 +2254,15 @@ def test_a_failing_run_is_the_same_one_line_under_workers_1(tmp_path, capsys, mo
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_a_killed_sweep_leaves_no_worker_behind(tmp_path):
-    p = _python("sweep.py", "--preset", "smoke", "--Ts", "400", "--seeds", "4", "--steps",
-                "100000", "--workers", "2", "--out", str(tmp_path))
+@pytest.mark.parametrize("command", ["sweep.py", "steps.py"])
+def test_a_killed_sweep_leaves_no_worker_behind(tmp_path, command):
+    args = (["--preset", "smoke", "--Ts", "400", "--seeds", "4", "--steps", "100000"]
+            if command == "sweep.py" else
+            ["--Ts", "400", "--seeds", "4", "--stack", "2", "--budget", "100000", "--m", "50",
+             "--d", "8", "--heads", "2", "--mlp", "4"])
+    p = _python(command, *args, "--workers", "2", "--out", str(tmp_path))
     try:
-        assert p.stdout.readline().startswith("sweep:")
+        assert p.stdout.readline().startswith(command[:-3] + ":")
         time.sleep(1.5)
         children = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == p.pid]
         assert children
