@@ -488,8 +488,11 @@ def width_curves(folders, n_seeds=None, fit_below=100, Ts=None):
         est, scaling = success_table(rows, ["transformer"])
         by_T = {int(T): r for T, r in split_by_T(rows).items()}
         e = [est[("transformer", T)] for T in sorted(by_T)]
-        dep = log_departure(sorted(by_T), [x["m50"] for x in e], [x["m50_boot"] for x in e],
-                            fit_below)
+        if sum(T <= fit_below for T in by_T) >= 2:
+            dep = log_departure(sorted(by_T), [x["m50"] for x in e], [x["m50_boot"] for x in e],
+                                fit_below)
+        else:                   # a screen at large T only: no small-T law to depart from
+            dep = dict(a=math.nan, b=math.nan, ratios={}, departs=None, law=False)
         curves.append(dict(d=d, heads=opts["heads"], s=opts["s"], task=opts["task"],
                            name=", ".join(pool["names"]), est=dict(zip(sorted(by_T), e)),
                            dep=dep, fit=scaling.get("transformer"), runs=by_T))
@@ -511,7 +514,8 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
     notes = []
     for c in curves:
         for T, e in c["est"].items():
-            ratio = _ratio(c["dep"]["ratios"][T]) if T in c["dep"]["ratios"] else "(fit range)"
+            ratio = (_ratio(c["dep"]["ratios"][T]) if T in c["dep"]["ratios"] else
+                     "(fit range)" if T <= fit_below else "(no small-T law)")
             lines.append(f"| {c['d']} | {T} | {_ci(e, 'm50')} | {_ci(e, 'm90')} | "
                          f"{e['n_seeds']} | {ratio} | {_split_medians(c['runs'][T], 'attn_on_S')}"
                          f" | {_split_medians(c['runs'][T], 'pos_overlap')} | "
@@ -521,9 +525,11 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
                  f"law with 95% confidence)" if dep["departs"] else
                  f"no departure up to T = {max(c['est'])}" if dep["ratios"] else
                  "no T beyond the fit range")
+        law = (f"small-T law m50 = {dep['a']:.1f} + {dep['b']:.1f} ln T over T <= "
+               f"{fit_below:g}; {where}" if dep.get("law", True) else
+               f"no small-T law (fewer than 2 T <= {fit_below:g} run)")
         notes.append(f"d = {c['d']} ({c['name']}, {c['heads']} heads of {c['d'] // c['heads']}): "
-                     f"small-T law m50 = {dep['a']:.1f} + {dep['b']:.1f} ln T over T <= "
-                     f"{fit_below:g}; {where}" + (
+                     f"{law}" + (
                          f"; over all T: m50 ~ a + b ln T, b = {f['log_b']:.1f} "
                          f"[{f['log_b_lo']:.1f}, {f['log_b_hi']:.1f}]; m50 ~ a T^k, k = "
                          f"{f['pow_k']:.2f} [{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}]; AIC(ln T) - "
@@ -537,6 +543,8 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
                 return "not run"
             if T <= fit_below:
                 return "fit range"
+            if T not in c["dep"]["ratios"]:
+                return "no small-T law"
             return "above it" if c["dep"]["ratios"][T][1] > 1 else "consistent with it"
         need.append(f"| {T} | {construction_width(T, curves[0]['s'])} | " +
                     " | ".join(state(c) for c in curves) + " |")

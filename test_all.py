@@ -2312,6 +2312,17 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
     assert code == 2 and "no folder" in err
 
 
+def test_a_width_screened_at_large_T_only_has_no_law_and_is_said_so(smoke_ref, tmp_path):
+    """A screen of a new width runs at large T only: the table shows it, naming the missing law,
+    instead of failing on the small-T fit it cannot make."""
+    table, curves = report.width_table([str(smoke_ref)], log=lambda line: None, fit_below=4)
+    assert [c["dep"]["ratios"] for c in curves] == [{}]
+    assert table.count("(no small-T law)") == 2 and "| no small-T law |" in table
+    assert "no small-T law (fewer than 2 T <= 4 run)" in table
+    table, curves = report.width_table([str(smoke_ref)], log=lambda line: None, fit_below=16)
+    assert "(fit range)" in table and "no small-T law" not in table
+
+
 def test_width_study_pools_a_width_and_puts_widths_side_by_side(tmp_path, capsys, smoke_ref):
     assert _sweep(tmp_path / "a24", "--Ts", "24") == 0            # smoke_ref's sweep, one more T
     assert _sweep(tmp_path / "b", "--Ts", "8,16,24", "--protocol", "d-32", "--steps", "40") == 0
@@ -2342,8 +2353,8 @@ def test_width_study_pools_a_width_and_puts_widths_side_by_side(tmp_path, capsys
                                                                               meta["sweep_id"]))
     code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), str(other))
     assert code == 2 and "other options" in err
-    code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), "--fit-below", "8")
-    assert code == 2 and "at least 2 T" in err
+    code, out, _ = run_cli(capsys, "sweep", "width", str(smoke_ref), "--fit-below", "8")
+    assert code == 0 and "no small-T law (fewer than 2 T <= 8 run)" in out
 
 
 def test_limit_command_writes_a_table_and_json(tmp_path, capsys):
