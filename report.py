@@ -118,6 +118,52 @@ def _limit(lim):
     show = lambda v: f"{v:.0f}" if np.isfinite(v) else "inf"
     return f"{show(lim['median'])} [{show(lim['q05'])}, {show(lim['q95'])}]"
 
+def limit_command(a, fail):
+    """`sweep.py limit`: per T, the statistical limit and the probability that a random training
+    set of m samples leaves more than one hypothesis; a is the parsed command line, fail(text)
+    ends the command with one line."""
+    if a.s > min(a.Ts):
+        fail(f"--s {a.s} is larger than the smallest T {min(a.Ts)}")
+    for T in a.Ts:                           # sizes, before anything is allocated
+        try:
+            data.check_sample_size(max(a.ms), T)
+        except ValueError as e:
+            fail(f"--Ts {T} with --ms {max(a.ms)}: {e}")
+    if a.out:                                # the files it writes: free, or its own kind
+        if os.path.exists(a.out) and not os.path.isdir(a.out):
+            fail(f"--out {a.out} is a file; give a folder")
+        try:
+            os.makedirs(a.out, exist_ok=True)
+            claim_outputs([(os.path.join(a.out, "table.md"), "table", "--out"),
+                           (os.path.join(a.out, "limit.json"), "limit", "--out")])
+        except OSError as e:
+            fail(f"--out {a.out}: cannot create the folder ({e.strerror})")
+        except ValueError as e:
+            fail(str(e))
+    t0 = time.perf_counter()
+    lines = ["| T | first m that identifies S: median [5%, 95%] | "
+             + " | ".join(f"P(ambiguous), m = {m}" for m in a.ms) + " |",
+             "|---|---|" + "---|" * len(a.ms)]
+    out = []
+    for T in a.Ts:
+        lim = statistical_limits(a.task, a.s, [T], a.seeds).get(T)
+        if lim is None:
+            fail(f"counting {a.task} hypotheses at T={T} is not affordable; use smaller T")
+        rng = np.random.default_rng(1000 + T)
+        task = data.make_task(a.task, T, a.s, rng)
+        probs = [data.ambiguity_probability(task, m, rng, a.sets) for m in a.ms]
+        out.append(dict(T=T, **lim, p_ambiguous=dict(zip(a.ms, probs))))
+        lines.append(f"| {T} | {_limit(lim)} | " + " | ".join(f"{p:.3f}" for p in probs) + " |")
+        print(lines[-1] if len(lines) > 3 else "\n".join(lines), flush=True)
+    print(f"({a.seeds} streams and {a.sets} sets per T, {a.task} s={a.s}; "
+          f"{time.perf_counter() - t0:.0f} s)")
+    if a.out:
+        write_text(os.path.join(a.out, "table.md"), "\n".join(lines) + "\n")
+        write_json(os.path.join(a.out, "limit.json"), dict(task=a.task, s=a.s, seeds=a.seeds,
+                                                           sets=a.sets, rows=out))
+    return 0
+
+
 # ---------------------------------------------------------------- one folder: its table and plot
 
 def success_table(rows, models):
@@ -596,52 +642,6 @@ def width_plot(curves, path, limits=None):
     ax.legend(fontsize=8)
     bx.legend(fontsize=7)
     return _save(plt, fig, path)
-
-
-def limit_command(a, fail):
-    """`sweep.py limit`: per T, the statistical limit and the probability that a random training
-    set of m samples leaves more than one hypothesis; a is the parsed command line, fail(text)
-    ends the command with one line."""
-    if a.s > min(a.Ts):
-        fail(f"--s {a.s} is larger than the smallest T {min(a.Ts)}")
-    for T in a.Ts:                           # sizes, before anything is allocated
-        try:
-            data.check_sample_size(max(a.ms), T)
-        except ValueError as e:
-            fail(f"--Ts {T} with --ms {max(a.ms)}: {e}")
-    if a.out:                                # the files it writes: free, or its own kind
-        if os.path.exists(a.out) and not os.path.isdir(a.out):
-            fail(f"--out {a.out} is a file; give a folder")
-        try:
-            os.makedirs(a.out, exist_ok=True)
-            claim_outputs([(os.path.join(a.out, "table.md"), "table", "--out"),
-                           (os.path.join(a.out, "limit.json"), "limit", "--out")])
-        except OSError as e:
-            fail(f"--out {a.out}: cannot create the folder ({e.strerror})")
-        except ValueError as e:
-            fail(str(e))
-    t0 = time.perf_counter()
-    lines = ["| T | first m that identifies S: median [5%, 95%] | "
-             + " | ".join(f"P(ambiguous), m = {m}" for m in a.ms) + " |",
-             "|---|---|" + "---|" * len(a.ms)]
-    out = []
-    for T in a.Ts:
-        lim = statistical_limits(a.task, a.s, [T], a.seeds).get(T)
-        if lim is None:
-            fail(f"counting {a.task} hypotheses at T={T} is not affordable; use smaller T")
-        rng = np.random.default_rng(1000 + T)
-        task = data.make_task(a.task, T, a.s, rng)
-        probs = [data.ambiguity_probability(task, m, rng, a.sets) for m in a.ms]
-        out.append(dict(T=T, **lim, p_ambiguous=dict(zip(a.ms, probs))))
-        lines.append(f"| {T} | {_limit(lim)} | " + " | ".join(f"{p:.3f}" for p in probs) + " |")
-        print(lines[-1] if len(lines) > 3 else "\n".join(lines), flush=True)
-    print(f"({a.seeds} streams and {a.sets} sets per T, {a.task} s={a.s}; "
-          f"{time.perf_counter() - t0:.0f} s)")
-    if a.out:
-        write_text(os.path.join(a.out, "table.md"), "\n".join(lines) + "\n")
-        write_json(os.path.join(a.out, "limit.json"), dict(task=a.task, s=a.s, seeds=a.seeds,
-                                                           sets=a.sets, rows=out))
-    return 0
 
 
 # ---------------------------------------------------------------- the commands over folders ----
