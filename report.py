@@ -708,15 +708,18 @@ def _folder_estimates(folders):
     return {T: (est[("transformer", T)], st) for (_, T), st in stats.items()}, pool["opts"]
 
 
-def headline_table(d64, d128):
+def headline_table(d64, d128, plot=None):
     """The README's table: per T, the paper's m* and bar, ours at d = 64 (folders d64) and at
     d = 128 (folders d128), m50 and majority m* each with its 95% interval (bootstrap over seeds),
-    and the statistical limit (median [5%, 95%] over seeds' streams). -> markdown."""
+    and the statistical limit (median [5%, 95%] over seeds' streams). -> markdown. plot: also
+    draw m* per width, the paper's points and the limit into this image (with matplotlib)."""
     a, opts = _folder_estimates(d64)
     b, _ = _folder_estimates(d128)
     Ts = sorted(set(a) | set(b))
     limits = statistical_limits(opts["task"], opts["s"], Ts,
                                 cache=os.path.join(d64[0], "limits.json"))
+    if plot:
+        headline_plot({64: a, 128: b}, limits, plot)
     m = lambda x, key: _ci(dict(m=x[key], m_lo=x[key + "_lo"], m_hi=x[key + "_hi"]), "m")
     cell = lambda at, T, key, i: m(at[T][i], key) if T in at else "-"
     lines = ["| T | the paper's m* [bar] | d = 64: m50 | d = 64: m* | d = 128: m50 | "
@@ -734,6 +737,33 @@ def headline_table(d64, d128):
             f"{', '.join(d64)} (d = 64); {', '.join(d128)} (d = 128).\n")
 
 
+def headline_plot(widths, limits, path):
+    """m* (majority) with its 95% interval against T for each width {d: {T: (est, st)}}, the
+    paper's figure with its bars, and the statistical limit; None without matplotlib."""
+    plt = _pyplot("rerun")
+    if plt is None:
+        return None
+    fig, ax = plt.subplots(figsize=(6.6, 4.3))
+    for (d, at), mark in zip(sorted(widths.items()), ("o-", "s-")):
+        Ts = sorted(at)
+        ms = np.array([at[T][1]["m_star"] for T in Ts])
+        err = np.abs(np.array([[at[T][1]["m_star_lo"] for T in Ts],
+                               [at[T][1]["m_star_hi"] for T in Ts]]) - ms)
+        ax.errorbar(Ts, ms, yerr=np.where(np.isfinite(err), err, 0), fmt=mark, capsize=3, ms=4,
+                    label=f"ours, d = {d}: m* (half of the seeds succeed), 95% CI")
+    Tp = sorted(PAPER_MSTAR)
+    ax.errorbar(Tp, [PAPER_MSTAR[t] for t in Tp],
+                yerr=np.abs(np.array([PAPER_BAR[t] for t in Tp]).T - [PAPER_MSTAR[t] for t in Tp]),
+                fmt="^", color="k", ms=4, capsize=2, label="the paper's figure")
+    Tl = sorted(limits)
+    ax.plot(Tl, [limits[t]["median"] for t in Tl], ":", color="gray",
+            label="statistical limit: one hypothesis left (median)")
+    ax.set(xscale="log", xlabel="T, bits in the input (log scale)",
+           ylabel="training samples needed", title="3-sparse AND: samples needed against T")
+    ax.legend(fontsize=7.5)
+    return _save(plt, fig, path)
+
+
 BEGIN, END = "<!-- begin results/headline.md -->", "<!-- end results/headline.md -->"
 
 
@@ -743,8 +773,8 @@ def headline_command(a, fail):
         if not os.path.isdir(f):
             fail(f"no folder {f}")
     try:
-        claim_outputs([(a.out, "table", "--out")])
-        table = headline_table([a.d64], a.d128)
+        claim_outputs([(a.out, "table", "--out"), (a.plot, "plot", "--plot")])
+        table = headline_table([a.d64], a.d128, a.plot)
     except ValueError as e:
         fail(str(e))
     write_text(a.out, table)

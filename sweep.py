@@ -240,6 +240,8 @@ def add_headline_command(sub):
                    help="folder(s) of d = 128, pooled (default %(default)s)")
     c.add_argument("--out", default="results/headline.md", help="default %(default)s")
     c.add_argument("--readme", default="README.md", help="default %(default)s")
+    c.add_argument("--plot", help="also draw m* per width, the paper's points and the limit into "
+                                  "this image (needs matplotlib), e.g. results/headline.png")
     c.set_defaults(run=report.headline_command, parser=c)
 
 

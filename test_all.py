@@ -2312,6 +2312,25 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
     assert code == 2 and "no folder" in err
 
 
+def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, tmp_path,
+                                                                     capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\nbefore\n" + report.BEGIN + "\nold\n" + report.END + "\nafter\n")
+    out = tmp_path / "headline.md"
+    args = ["headline", "--d64", str(smoke_ref), "--d128", str(smoke_ref), "--out", str(out),
+            "--readme", str(readme)]
+    assert sweep.main(args) == 0
+    table = out.read_text()
+    assert table.startswith("| T | the paper's m* [bar] |") and "| 8 | - | " in table
+    assert readme.read_text() == ("# x\nbefore\n" + report.BEGIN + "\n" + table + report.END
+                                  + "\nafter\n")
+    assert sweep.main(args) == 0 and readme.read_text().count("| 16 | - |") == 1   # idempotent
+    readme.write_text("no markers\n")
+    assert sweep.main(args) == 0 and readme.read_text() == "no markers\n"
+    code, _, err = run_cli(capsys, "sweep", "headline", "--d64", str(tmp_path / "none"))
+    assert code == 2 and "no folder" in err
+
+
 def test_a_width_screened_at_large_T_only_has_no_law_and_is_said_so(smoke_ref, tmp_path):
     """A screen of a new width runs at large T only: the table shows it, naming the missing law,
     instead of failing on the small-T fit it cannot make."""
