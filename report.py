@@ -14,6 +14,7 @@ the width study, the headline table.
 import json
 import math
 import os
+import re
 import time
 
 import numpy as np
@@ -782,13 +783,57 @@ def headline_command(a, fail):
     if os.path.exists(a.readme):
         with open(a.readme) as f:
             text = f.read()
-        if BEGIN in text and END in text.split(BEGIN, 1)[1]:
-            head, rest = text.split(BEGIN, 1)
-            write_text(a.readme, head + BEGIN + "\n" + table + END + rest.split(END, 1)[1])
+        new = paste_tables(text, {"results/headline.md": table})
+        if new != text:
+            write_text(a.readme, new)
             print(f"saved {a.out}; pasted into {a.readme}")
             return 0
     print(f"saved {a.out}")
     return 0
+
+
+# ---------------------------------------------------------------- pages that copy tables -------
+# A results page never retypes a table: it copies the file a command wrote between the lines
+# "<!-- begin PATH -->" and "<!-- end PATH -->" (PATH from the repository's root), and
+# `sweep.py pages` copies every such file again.
+
+MARKED = re.compile(r"(<!-- begin (\S+) -->\n)(.*?)(<!-- end \2 -->)", re.S)
+
+
+def paste_tables(text, files):
+    """text with the block of each marked PATH replaced by files[PATH] (blocks of other paths are
+    left as they are)."""
+    return MARKED.sub(lambda m: m.group(1) + files[m.group(2)] + m.group(4)
+                      if m.group(2) in files else m.group(0), text)
+
+
+def marked_files(text):
+    """The PATHs of a page's marked blocks, in order."""
+    return [m.group(2) for m in MARKED.finditer(text)]
+
+
+def pages_command(a, fail):
+    """`sweep.py pages PAGE ...`: copy each marked file into its block again; --check only says
+    which blocks differ from their files (exit 1 if any)."""
+    stale = []
+    for page in a.pages:
+        try:
+            with open(page) as f:
+                text = f.read()
+            files = {}
+            for path in marked_files(text):
+                with open(path) as f:
+                    files[path] = f.read()
+        except OSError as e:
+            fail(f"cannot read {e.filename}: {e.strerror}")
+        new = paste_tables(text, files)
+        if new != text:
+            stale.append(page)
+            if not a.check:
+                write_text(page, new)
+        print(f"{page}: {len(files)} tables, {'differs from its files' if new != text else 'as its files'}"
+              + ("" if a.check or new == text else "; copied again"))
+    return 1 if a.check and stale else 0
 
 
 # ---------------------------------------------------------------- other Boolean families -------

@@ -8,6 +8,7 @@
     python sweep.py families DIR DIR ...   other tasks and sparsities side by side
     python sweep.py limit                  the statistical limit per T, no training
     python sweep.py headline               the front page's table, from the committed folders
+    python sweep.py pages PAGE ...         copy the tables results pages show from their files
     python sweep.py bench                  time per training step, GFLOP/s beside numpy's matmul
 
 For each T and seed, training runs (train.train_stack) at training-set sizes m on a grid say
@@ -100,7 +101,7 @@ def shard_spec(text):
     return i, n
 
 
-COMMANDS = ("compare", "width", "families", "limit", "headline", "bench")
+COMMANDS = ("compare", "width", "families", "limit", "headline", "pages", "bench")
 
 
 def sweep_parser(commands=True):
@@ -159,6 +160,7 @@ def sweep_parser(commands=True):
     add_families_command(sub)
     add_limit_command(sub)
     add_headline_command(sub)
+    add_pages_command(sub)
     add_bench_command(sub)
     return ap
 
@@ -243,6 +245,18 @@ def add_headline_command(sub):
     c.add_argument("--plot", help="also draw m* per width, the paper's points and the limit into "
                                   "this image (needs matplotlib), e.g. results/headline.png")
     c.set_defaults(run=report.headline_command, parser=c)
+
+
+def add_pages_command(sub):
+    c = sub.add_parser("pages", help="copy the tables results pages show from their files again",
+                       description=(
+        "A results page copies each table from the file a command wrote, between the lines "
+        "'<!-- begin PATH -->' and '<!-- end PATH -->'; this copies every such file into its "
+        "block again (run from the repository's root)."))
+    c.add_argument("pages", nargs="+", help="markdown pages, e.g. README.md results/*/README.md")
+    c.add_argument("--check", action="store_true",
+                   help="change nothing; exit 1 if a block differs from its file")
+    c.set_defaults(run=report.pages_command, parser=c)
 
 
 def main(argv=None):

@@ -14,6 +14,7 @@ A test that cannot fail is a defect, so: every pytest.raises names the error it 
 a gradient check refuses a numerical gradient of ~0 and a backward pass that returns fewer
 gradients than it has inputs; a loop over results checks that there were results.
 """
+import glob
 import itertools
 import json
 import math
@@ -2329,6 +2330,32 @@ def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, 
     assert sweep.main(args) == 0 and readme.read_text() == "no markers\n"
     code, _, err = run_cli(capsys, "sweep", "headline", "--d64", str(tmp_path / "none"))
     assert code == 2 and "no folder" in err
+
+
+def test_results_pages_show_their_tables_as_the_files_the_commands_wrote(tmp_path, capsys):
+    """Every table a committed page copies between its markers is, byte for byte, the file a
+    command wrote (a retyped or stale table fails here); `sweep.py pages` copies them again."""
+    pages = ["README.md"] + sorted(os.path.relpath(p, HERE) for p in
+                                   glob.glob(os.path.join(HERE, "results", "**", "README.md"),
+                                             recursive=True))
+    cwd = os.getcwd()
+    os.chdir(HERE)
+    try:
+        assert run_cli(capsys, "sweep", "pages", "--check", *pages)[0] == 0
+    finally:
+        os.chdir(cwd)
+    assert sum(len(report.marked_files(open(os.path.join(HERE, p)).read())) for p in pages) >= 8
+    os.chdir(tmp_path)
+    try:
+        (tmp_path / "t.md").write_text("| a |\n")
+        page = tmp_path / "page.md"
+        page.write_text("x\n<!-- begin t.md -->\n| retyped |\n<!-- end t.md -->\ny\n")
+        code, out, _ = run_cli(capsys, "sweep", "pages", "--check", "page.md")
+        assert code == 1 and "differs from its files" in out
+        assert run_cli(capsys, "sweep", "pages", "page.md")[0] == 0
+        assert page.read_text() == "x\n<!-- begin t.md -->\n| a |\n<!-- end t.md -->\ny\n"
+    finally:
+        os.chdir(cwd)
 
 
 def test_a_width_screened_at_large_T_only_has_no_law_and_is_said_so(smoke_ref, tmp_path):
