@@ -394,9 +394,12 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None):
              "CPU min |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     fits, entries, first = [], [], {}
-    for i, folder in enumerate(folders):
-        meta, rows = folder_rows(folder, n_seeds, Ts)
-        name = meta.get("protocol", os.path.basename(folder.rstrip("/")))
+    metas = [folder_rows(folder, n_seeds, Ts) for folder in folders]
+    names = [meta.get("protocol", os.path.basename(f.rstrip("/"))) for f, (meta, _) in
+             zip(folders, metas)]
+    for i, (folder, (meta, rows)) in enumerate(zip(folders, metas)):
+        name = names[i] if names.count(names[i]) == 1 else \
+            f"{names[i]} ({os.path.basename(folder.rstrip('/'))})"   # e.g. ours at another d
         est, scaling = success_table(rows, ["transformer"])
         for T, runs in sorted(split_by_T(rows).items(), key=lambda kv: int(kv[0])):
             e = est[("transformer", int(T))]
