@@ -53,7 +53,7 @@ LIMIT_SEEDS = 200     # streams per T for the statistical limit (about 1 s at T 
 _LIMITS = {}          # "task|s|T|n_seeds" -> the limit's dict, for the life of the process
 
 
-def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None):
+def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=True):
     """Per T, the statistical limit of the task (no training): over seeds 0..n_seeds-1, the
     smallest m at which seed's own training stream (the rows an iid run of that seed trains on)
     leaves exactly one compatible s-sparse hypothesis (data.first_identifying_m). -> {T: dict(
@@ -62,7 +62,8 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None):
     file of earlier answers (they depend on nothing else), so a report does not redo them; this
     process also keeps every answer it has computed or read (_LIMITS). A cache entry that is not
     a limit is computed again and rewritten; a cache file that is not a cache of limits
-    (cli.claim_output) is neither read nor replaced, with a warning."""
+    (cli.claim_output) is neither read nor replaced, with a warning. compute=False: answer from
+    the caches only (a limit found by enumeration can take many minutes per T)."""
     out, known = {}, {}
     if cache:
         try:
@@ -78,6 +79,8 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None):
         hit = _LIMITS.get(key) or _cached_limit(known.get(key), n_seeds)
         if hit:
             out[T] = known[key] = _LIMITS[key] = hit
+            continue
+        if not compute:
             continue
         firsts = []
         try:
@@ -869,11 +872,16 @@ def family_cells(folder):
                         for (_, T), st in stats.items()}
 
 
+STRUCTURED = ("and", "or", "parity")   # tasks whose hypotheses data.py counts without enumeration
+
+
 def families_table(folders, log=print):
     """One table over sweep folders of different tasks or sparsities: per (task, s, T), m50 and
     the majority m* with 95% intervals, the share of seeds that succeed at the largest m tried
     (where a family is not solved within the grid, this, not an extrapolated m50, is its
-    result), the statistical limit, P(label = 1) on draws, and the CPU minutes; then per family
+    result), the statistical limit (for majority and juntas only where the folder's limits.json
+    holds it: their count enumerates every support, many minutes per T), P(label = 1) on draws,
+    and the CPU minutes; then per family
     the fits of m50 and m* against ln T, T and T^k where at least 3 T are determined."""
     lines = ["| task | s | T | seeds | m50 [95% CI] | m* (majority) [95% CI] | seeds that succeed "
              "by the largest m tried | statistical limit [5%, 95%] | P(label = 1) on draws | "
@@ -882,14 +890,16 @@ def families_table(folders, log=print):
     for f in folders:
         opts, grid, cells = family_cells(f)
         task, s = opts["task"], opts["s"]
-        limits = statistical_limits(task, s, sorted(cells), cache=os.path.join(f, "limits.json"))
+        limits = statistical_limits(task, s, sorted(cells), cache=os.path.join(f, "limits.json"),
+                                    compute=task in STRUCTURED)
+        none = "not affordable" if task in STRUCTURED else "not computed"
         for T, (e, st, runs) in sorted(cells.items()):
             p, se = label_balance(task, s, T)
             solved = st["n_seeds"] - st["censored"]
             ms = _ci(dict(m=st["m_star"], m_lo=st["m_star_lo"], m_hi=st["m_star_hi"]), "m")
             lines.append(f"| {task} | {s} | {T} | {st['n_seeds']} | {_ci(e, 'm50')} | {ms} | "
                          f"{solved} of {st['n_seeds']} (m <= {grid[-1]}) | "
-                         f"{_limit(limits.get(T)) or 'not affordable'} | {p:.3f} +- {se:.3f} | "
+                         f"{_limit(limits.get(T)) or none} | {p:.3f} +- {se:.3f} | "
                          f"{_cpu_minutes(runs):.1f} |")
         for what, key in (("m50", "m50"), ("m*", "m_star")):
             pts = [(T, c[0] if key == "m50" else c[1]) for T, c in sorted(cells.items())]
