@@ -2313,6 +2313,19 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
     assert code == 2 and "no folder" in err
 
 
+def test_families_table_puts_tasks_side_by_side_with_label_balance(smoke_ref, tmp_path):
+    out = tmp_path / "families.md"
+    assert sweep.main(["families", str(smoke_ref), "--out", str(out)]) == 0
+    table = out.read_text()
+    rows = [ln for ln in table.splitlines() if ln.startswith("| and | 3 |")]
+    assert [ln.split(" | ")[2] for ln in rows] == ["8", "16"]
+    balance = [float(ln.split(" | ")[8].split(" +- ")[0]) for ln in rows]
+    assert all(abs(p - 0.5) < 0.02 for p in balance)          # data.py balances the labels
+    assert "m50 determined at" in table and "no fit" in table    # two T: no law is fitted
+    p, se = report.label_balance("majority", 3, 20, n_seeds=2, n=500)
+    assert abs(p - 0.5) < 5 * se + 1e-9 and 0 < se < 0.05
+
+
 def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, tmp_path,
                                                                      capsys):
     readme = tmp_path / "README.md"
