@@ -2303,7 +2303,7 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
     table = open(out).read()
     assert "| ours | 8 |" in table and "| steps-500 | 16 |" in table and "memorised" in table
     assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--out", out]) == 0
-    assert table.count("| ours |") * 2 == open(out).read().count("| ours |")
+    assert table.count("| ours |") * 2 == open(out).read().count("| ours (a) |")  # one name
     assert open(out).read().count("1.00 [1.00, 1.00]") == 2 * table.count("| ours |")  # paired
     assert sweep.main(["compare", str(tmp_path / "a"), "--seeds", "1", "--Ts", "16", "--out",
                        out]) == 0
