@@ -165,15 +165,22 @@ def sweep_parser(commands=True):
     return ap
 
 
+def folder_args(c, folders_help, seeds_help=None):
+    """The arguments of a command over finished folders: the folders, --out, and (with
+    seeds_help) the --seeds and --Ts filters."""
+    c.add_argument("folders", nargs="+", help=folders_help)
+    c.add_argument("--out", help="also write the table to this markdown file")
+    if seeds_help:
+        c.add_argument("--seeds", type=integer(1), help=seeds_help)
+        c.add_argument("--Ts", type=int_list, help="only these T")
+
+
 def add_compare_command(sub):
     c = sub.add_parser("compare", help="one table over sweeps of different protocols",
                        description=(
         "One table over sweep folders, one protocol each (e.g. results/paper-range-ours "
         "results/paper-range-paper-data): m50, m90, memorisation, attention on S, CPU time."))
-    c.add_argument("folders", nargs="+", help="sweep output folders")
-    c.add_argument("--out", help="also write the table to this markdown file")
-    c.add_argument("--seeds", type=integer(1), help="only seeds 0..N-1 (the same in every folder)")
-    c.add_argument("--Ts", type=int_list, help="only these T")
+    folder_args(c, "sweep output folders", "only seeds 0..N-1 (the same in every folder)")
     c.add_argument("--plot", help="also draw m50 [95%% CI] per protocol and T into this image "
                                   "(needs matplotlib)")
     c.set_defaults(run=report.compare_command, parser=c)
@@ -186,13 +193,10 @@ def add_width_command(sub):
         "and m90 per d and T, where each d's curve leaves the log law it follows at small T, the "
         "positional overlap of S, and the construction's width d_p beside the widths that stay "
         "on their law."))
-    c.add_argument("folders", nargs="+", help="sweep output folders; those of one width are "
-                                              "pooled (same options, different runs)")
-    c.add_argument("--seeds", type=integer(1), help="only seeds 0..N-1")
-    c.add_argument("--Ts", type=int_list, help="only these T")
+    folder_args(c, "sweep output folders; those of one width are pooled (same options, "
+                   "different runs)", "only seeds 0..N-1")
     c.add_argument("--fit-below", dest="fit_below", type=number(0, strict=True), default=100,
                    help="the small-T log law is fitted over T <= this (default %(default)s)")
-    c.add_argument("--out", help="also write the table to this markdown file")
     c.add_argument("--plot", help="also draw the curves into this image (needs matplotlib)")
     c.set_defaults(run=report.width_command, parser=c)
 
@@ -204,8 +208,7 @@ def add_families_command(sub):
         "and T, m50 and majority m* with 95%% intervals, the seeds that succeed by the largest m "
         "tried, the statistical limit, P(label = 1) on draws, CPU time; the fits against ln T, "
         "T and T^k per family where at least 3 T are determined."))
-    c.add_argument("folders", nargs="+", help="sweep output folders, one task and s each")
-    c.add_argument("--out", help="also write the table to this markdown file")
+    folder_args(c, "sweep output folders, one task and s each")
     c.set_defaults(run=report.families_command, parser=c)
 
 
