@@ -706,12 +706,10 @@ def run_bytes(o):
     item = np.dtype(o["dtype"]).itemsize
     data_bytes = (o["m"] + o["n_test"] + o["val"]) * o["T"] * (1 + item + 8)
     B = max(min(o["batch"] or o["m"], o["m"]), min(EVAL_CHUNK, o["m"] + o["n_test"]))
+    n_par = sum(math.prod(shape) for shape in param_shapes(o).values())
     if o["model"] == "transformer":
-        cfg = model_config(o)
-        n_par = sum(math.prod(shape) for shape, _ in attn.param_shapes(cfg).values())
-        act = attn.activation_bytes(cfg, B, "fast")
+        act = attn.activation_bytes(model_config(o), B, "fast")
     else:
-        n_par = o["T"] * o["mlp"] + 2 * o["mlp"] + 1
         act = 6 * B * (o["T"] + o["mlp"]) * item
     return data_bytes + 4 * n_par * item + act
 
