@@ -609,8 +609,10 @@ def fast_attention_forward(p, cfg, X, versions=None):
     Every term of Z is positive, so nothing cancels (writing Z with e1 - e0 would lose all
     precision when one version's weight is huge). M = max(s_c, max_t min(s0[t], s1[t])) is a
     lower bound on every sample's max score, so Z >= 1. If some score exceeds M by more than
-    SAFE_EXP (exp could overflow), fall back to the reference path "cls", run by run. The keys
-    meet only the one query, so the scores are rn @ (W_K q) per head: no [2T+1, d] key matrix.
+    SAFE_EXP (exp could overflow), a float32 stack reruns this in float64, whose exp reaches ten
+    times further (wide_attention_forward), and past that the reference path "cls" takes over,
+    run by run. The keys meet only the one query, so the scores are rn @ (W_K q) per head: no
+    [2T+1, d] key matrix.
     """
     R, B, T = X.shape
     d, H = cfg["d"], cfg["heads"]
@@ -628,6 +630,8 @@ def fast_attention_forward(p, cfg, X, versions=None):
     M = np.maximum(np.minimum(s[:, :T], s[:, T:2 * T]).max(1), s[:, 2 * T])   # [R, H]
     s -= M[:, None]
     if s.max() > SAFE_EXP[s.dtype]:
+        if s.dtype == np.float32 and s.max() <= SAFE_EXP[np.dtype("float64")]:
+            return wide_attention_forward(p, cfg, X)
         return stack_attention_forward(p, cfg, X)
     V, c_v = fast_linear_forward(rn, p["W_V"], p["b_V"])             # [R, 2T+1, d]
     E_EV = np.empty((R, 2 * T + 1, H + d), s.dtype)   # [E | E * V] per row: one product for both
@@ -685,6 +689,20 @@ def fast_attention_backward(dy, p, cfg, cache):
     return g
 
 
+def wide_attention_forward(p, cfg, X):
+    """The fast path's first fallback, for a float32 stack whose scores spread past float32's exp:
+    the same shortcut in float64, result rounded to float32. Exact like the fast path and about
+    twice its cost, where the reference path costs O(B T d^2) a step. -> [R, B, d]."""
+    p64 = {k: v.astype(np.float64) for k, v in p.items()}
+    y, inner = fast_attention_forward(p64, cfg, X)    # past float64's range it falls back again
+    return y.astype(np.float32), dict(path="fast-in-float64", p=p64, inner=inner)
+
+
+def wide_attention_backward(dy, p, cfg, cache):
+    g = attention_backward(dy.astype(np.float64), cache["p"], cfg, cache["inner"])
+    return {k: v.astype(np.float32) for k, v in g.items()}
+
+
 def stack_attention_forward(p, cfg, X):
     """The fast path's exact fallback: the reference path "cls", run by run. -> [R, B, d]."""
     outs, caches = zip(*(plain_attention_forward({k: v[r] for k, v in p.items()}, cfg, X[r], "cls")
@@ -696,6 +714,13 @@ def stack_attention_backward(dy, p, cfg, cache):
     grads = [plain_attention_backward(dy[r], {k: v[r] for k, v in p.items()}, cfg, c)
              for r, c in enumerate(cache["runs"])]
     return {k: np.stack([g[k] for g in grads]) for k in grads[0]}
+
+
+def attention_backward(dy, p, cfg, cache):
+    """Backward of fast_attention_forward, on whichever path its forward took."""
+    backward = {"fast": fast_attention_backward, "fast-in-float64": wide_attention_backward,
+                "stack-of-cls": stack_attention_backward}[cache["path"]]
+    return backward(dy, p, cfg, cache)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -733,9 +758,7 @@ def fast_backward(dz, p, cfg, cache):  # dz [R, B] (or [B] for one run) -> gradi
     if cfg["mlp"]:                                                   # forward: h = h + MLP(LN2(h))
         dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = fast_mlp_backward(dh, cache["mlp"])
         dh = dh + _stack_ln_backward(g, cfg, "ln2", dhn, cache["ln2"])
-    backward = (fast_attention_backward if cache["attn"]["path"] == "fast"
-                else stack_attention_backward)                       # forward: h = cls + attn
-    g.update(backward(dh, p, cfg, cache["attn"]))
+    g.update(attention_backward(dh, p, cfg, cache["attn"]))          # forward: h = cls + attn
     g["cls"] = g["cls"] + dh.sum(-2)
     return g
 
@@ -748,6 +771,8 @@ def cls_attention_mean(p, cfg, X):
     """
     _check_inputs(p, cfg, X, stack=False)
     _, cache = fast_attention_forward({k: v[None] for k, v in p.items()}, cfg, X[None])
+    if cache["path"] == "fast-in-float64":
+        cache = cache["inner"]
     if cache["path"] != "fast":                         # the fallback already holds the weights
         return cache["runs"][0]["attn"]["A"].mean(axis=(0, 1))
     Xb, E, Z = cache["Xb"][0], cache["E"][0], cache["Z"][0]

@@ -391,23 +391,50 @@ def test_fast_path_float32_when_one_version_dominates():
     assert np.all(np.isfinite(z)) and rel_error(z, ref) < 1e-5, (z, ref)
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_fast_path_fallback_on_huge_scores(dtype):
-    """Scores far apart force the fast path onto its exact fallback; results stay equal."""
+@pytest.mark.parametrize("dtype, factor, path", [("float32", 20.0, "fast-in-float64"),
+                                                  ("float32", 60.0, "stack-of-cls"),
+                                                  ("float64", 60.0, "stack-of-cls")])
+def test_fast_path_fallbacks_on_huge_scores(dtype, factor, path):
+    """Scores far apart force the fast path onto a fallback: float32 first reruns the shortcut in
+    float64, and past float64's range the reference path takes over. In a stack of two runs, one
+    with huge scores, both runs keep their logits and gradients, in the stack's dtype."""
     cfg = attn.default_config(T=9, d=4, heads=1, mlp=0, ln=False, dtype=dtype)
-    p = {k: v.astype(dtype) for k, v in moved_params(cfg, 9).items()}
-    p["W_Q"] *= 60.0
-    p["W_K"] *= 60.0
-    X = np.random.default_rng(10).integers(0, 2, (5, 9))
-    z_full, c_full = attn.model_forward(p, cfg, X, "full")
+    runs = [{k: v.astype(dtype) for k, v in moved_params(cfg, seed).items()} for seed in (9, 3)]
+    runs[0]["W_Q"] *= factor
+    runs[0]["W_K"] *= factor
+    p = {k: np.stack([r[k] for r in runs]) for k in runs[0]}
+    X = np.random.default_rng(10).integers(0, 2, (2, 5, 9))
     z_fast, c_fast = attn.model_forward(p, cfg, X, "fast")
-    assert c_fast["attn"]["path"] == "stack-of-cls"                    # the fallback was taken
-    tol = 1e-12 if dtype == "float64" else 1e-5
-    assert np.all(np.isfinite(z_fast)) and rel_error(z_fast, z_full) < tol
-    dz = np.random.default_rng(11).standard_normal(5).astype(dtype)   # random upstream gradient
-    g_full = attn.model_backward(dz, p, cfg, c_full)
+    assert c_fast["attn"]["path"] == path                             # the fallback was taken
+    dz = np.random.default_rng(11).standard_normal((2, 5)).astype(dtype)  # random upstream grad
     g_fast = attn.model_backward(dz, p, cfg, c_fast)
-    assert all(rel_error(g_fast[k], g_full[k]) < 100 * tol for k in p if k != "b_K")
+    assert z_fast.dtype == dtype and all(g.dtype == dtype for g in g_fast.values())
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    ref = "float64" if path == "fast-in-float64" else dtype  # float32's full path is off by 2% on
+    cfg_ref = dict(cfg, dtype=ref)                            # W_Q there: the float64 rerun is not
+    for r, run in enumerate(runs):
+        run = {k: v.astype(ref) for k, v in run.items()}
+        z_full, c_full = attn.model_forward(run, cfg_ref, X[r], "full")
+        g_full = attn.model_backward(dz[r].astype(ref), run, cfg_ref, c_full)
+        assert np.all(np.isfinite(z_fast[r])) and rel_error(z_fast[r], z_full) < tol
+        assert all(rel_error(g_fast[k][r], g_full[k]) < 100 * tol for k in run if k != "b_K")
+
+
+@pytest.mark.parametrize("factor, path", [(1.0, "fast"), (20.0, "fast-in-float64"),
+                                           (60.0, "stack-of-cls")])
+def test_cls_attention_mean_is_the_reference_weights_on_every_path(factor, path):
+    """The attention on S that train.py reports: the [CLS] row of softmax attention, averaged over
+    samples and heads, whichever path the shortcut takes."""
+    cfg = attn.default_config(T=9, d=4, heads=2, mlp=0, ln=False, dtype="float32")
+    p = {k: v.astype("float32") for k, v in moved_params(cfg, 9).items()}
+    p["W_Q"] *= factor
+    p["W_K"] *= factor
+    X = np.random.default_rng(10).integers(0, 2, (5, 9))
+    _, cache = attn.fast_attention_forward({k: v[None] for k, v in p.items()}, cfg, X[None])
+    assert cache["path"] == path
+    p64, cfg64 = {k: v.astype("float64") for k, v in p.items()}, dict(cfg, dtype="float64")
+    A = attn.model_forward(p64, cfg64, X, "cls")[1]["attn"]["attn"]["A"]   # [B, H, T + 1]
+    assert rel_error(attn.cls_attention_mean(p, cfg, X), A.mean(axis=(0, 1))) < 1e-5
 
 
 def test_kept_two_versions_give_the_same_step_and_are_checked():
