@@ -5,6 +5,7 @@
     python sweep.py width DIR DIR ...       widths side by side, and where each leaves its log law
     python sweep.py limit                   the statistical limit per T (no training)
     python sweep.py headline                the front page's table, from the committed folders
+    python sweep.py families DIR DIR ...    tasks and sparsities side by side, across T and s
 
 Every number comes from stats.py (the estimator) applied to the rows of folder.py; plots need
 matplotlib and are skipped with a one-line hint without it. The file reads top to bottom: the
@@ -23,8 +24,8 @@ import data
 import train
 from cli import claim_outputs, replace_atomically, write_json, write_text
 from folder import folder_rows, full_options
-from stats import (N_BOOT, critical_sizes, fit_line, log_departure, paired_ratio, scaling_fits,
-                   seed_outcome, split_by_T, success_estimates)
+from stats import (N_BOOT, critical_sizes, fit_line, growth_in_s, log_departure, paired_ratio,
+                   scaling_fits, seed_outcome, split_by_T, success_estimates)
 
 # ---------------------------------------------------------------- the paper's figure -----------
 # "Transformer, 3-way AND": the critical sample size m* per T, read off the published image to
@@ -886,10 +887,11 @@ def families_table(folders, log=print):
     lines = ["| task | s | T | seeds | m50 [95% CI] | m* (majority) [95% CI] | seeds that succeed "
              "by the largest m tried | statistical limit [5%, 95%] | P(label = 1) on draws | "
              "CPU min |", "|---|---|---|---|---|---|---|---|---|---|"]
-    fits = []
+    fits, by_family = [], {}
     for f in folders:
         opts, grid, cells = family_cells(f)
         task, s = opts["task"], opts["s"]
+        by_family[(task, s)] = (grid, cells)
         limits = statistical_limits(task, s, sorted(cells), cache=os.path.join(f, "limits.json"),
                                     compute=task in STRUCTURED)
         none = "not affordable" if task in STRUCTURED else "not computed"
@@ -913,9 +915,41 @@ def families_table(folders, log=print):
             else:
                 fits.append(f"{task} s = {s}: {what} determined at {len(pts)} T only "
                             f"({', '.join(str(T) for T, _ in pts) or 'none'}): no fit")
+    fits += growth_lines(by_family)
     for line in lines + [""] + fits:
         log(line)
     return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n", None
+
+
+def growth_lines(by_family):
+    """Per task and T held at 2 or more s: how m50 grows with s (stats.growth_in_s), on the s
+    whose m50 is determined, naming the s left out. by_family {(task, s): (grid, cells)}."""
+    out = []
+    for task in sorted({task for task, _ in by_family}):
+        ss = sorted(s for t, s in by_family if t == task)
+        for T in sorted({T for s in ss for T in by_family[(task, s)][1]}):
+            have = [(s, by_family[(task, s)]) for s in ss if T in by_family[(task, s)][1]]
+            if len(have) < 2:
+                continue
+            ok = [(s, cells[T][0]) for s, (_, cells) in have if 0 < cells[T][0]["m50"] < np.inf]
+            out_of = [f"{s} (above m = {grid[-1]})" for s, (grid, cells) in have
+                      if not 0 < cells[T][0]["m50"] < np.inf]
+            head = (f"{task} at T = {T}, m50 across s = {', '.join(str(s) for s, _ in ok)}"
+                    + (f" (left out: s = {', '.join(out_of)})" if out_of else "") + ": ")
+            if len(ok) < 3:
+                out.append(head + f"{len(ok)} s determined: no fit")
+                continue
+            g = growth_in_s(np.array([s for s, _ in ok]), np.array([e["m50"] for _, e in ok]),
+                            np.array([e["m50_boot"] for _, e in ok]))
+            better = ("no resample kept" if g["p_power_better"] is None else
+                      f"the power law fits better in {100 * g['p_power_better']:.0f}% of "
+                      f"bootstrap resamples")
+            out.append(head + f"m50 ~ a s^k, k = {g['pow_k']:.2f} [{g['pow_k_lo']:.2f}, "
+                       f"{g['pow_k_hi']:.2f}];  m50 ~ a b^s, b = {g['exp_b']:.2f} "
+                       f"[{g['exp_b_lo']:.2f}, {g['exp_b_hi']:.2f}];  AIC(power) - AIC(exp) = "
+                       f"{g['daic']:.1f} [{g['daic_lo']:.1f}, {g['daic_hi']:.1f}], {better} "
+                       f"(95% CIs, bootstrap over seeds)")
+    return out
 
 
 def families_command(a, fail):

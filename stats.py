@@ -12,9 +12,10 @@ value. It reads top to bottom:
      drawn seed together (bootstrap_over_seeds, success_estimates).
   5. m* by the majority rule, the paper's statistic: the smallest grid m at which at least half of
      the seeds succeed (critical_sizes for the sweep's searches, majority_mstar for plain rows).
-  6. laws across T: least-squares lines (fit_line), m50(T) against ln T, T and T^k with paired
-     bootstrap intervals and AIC (scaling_fits), where a curve leaves the log law it follows at
-     small T (log_departure), and paired ratios of two protocols on the same seeds (paired_ratio).
+  6. laws across T and s: least-squares lines (fit_line), m50(T) against ln T, T and T^k with
+     paired bootstrap intervals and AIC (scaling_fits), m50(s) as a power law or an exponential
+     (growth_in_s), where a curve leaves the log law it follows at small T (log_departure), and
+     paired ratios of two protocols on the same seeds (paired_ratio).
 
 Why pooled runs and not each seed's first success: success is not monotone in m within a seed (a
 seed can fail above its first success), so m50 comes from one logistic fit over every run of a T.
@@ -465,7 +466,7 @@ def majority_mstar(rows, grid=None):
             return float(m)
     return math.inf
 
-# ---------------------------------------------------------------- 6. laws across T
+# ---------------------------------------------------------------- 6. laws across T and s
 
 def fit_line(x, y):  # [n], [n] -> (slope, intercept, R^2)
     """Least squares y ~ slope * x + intercept, n >= 2 finite points, x not constant.
@@ -555,6 +556,56 @@ def scaling_fits(T, m50, m50_boot):
     out.update(log_a=point["log"][1], lin_a=point["lin"][1], pow_a=math.exp(point["pow"][1]),
                log_r2=point["log"][2], lin_r2=point["lin"][2], pow_r2=point["pow"][2],
                p_log_better=float(np.mean(reps["daic"][ok] < 0)) if ok.any() else None)
+    return out
+
+
+def growth_in_s(s, m50, m50_boot):
+    """How m50 grows with the sparsity s at one T: a power law or an exponential, with
+    paired-bootstrap 95% CIs (the theory: weight norms poly(s) for symmetric functions, 2^O(s) for
+    arbitrary ones).
+
+    s [n] distinct sparsities, n >= 3; m50 [n] finite and > 0; m50_boot [n, B], independent
+    across s, replicate i paired across s (a replicate with a value that is not finite and
+    positive is dropped, counted). Both models fit ln m50 by least squares, so their AIC compare:
+    power  ln m = ln a + k ln s;  exponential  ln m = ln a + s ln b.  daic = AIC(power) -
+    AIC(exponential), negative favours the power law. -> dict: pow_k, exp_b, daic, each with
+    _lo and _hi; pow_a, exp_a, p_power_better (fraction of kept replicates with daic < 0, None if
+    none kept), n_s, n_boot, n_dropped."""
+    s = np.asarray(s, dtype=np.float64)
+    m50 = np.asarray(m50, dtype=np.float64)
+    if s.ndim != 1 or s.shape != m50.shape:
+        raise ValueError(f"s and m50 must be 1-D of the same length, got {s.shape}, {m50.shape}")
+    if not (np.isfinite(s).all() and (s > 0).all()) or np.unique(s).size != s.size or s.size < 3:
+        raise ValueError(f"s must hold >= 3 distinct positive finite values, got "
+                         f"[{', '.join(f'{v:g}' for v in s)}]")
+    bad = ~(np.isfinite(m50) & (m50 > 0))
+    if bad.any():
+        raise ValueError(f"m50 must be finite and > 0 at every s, got m50={m50[bad].tolist()} "
+                         f"at s=[{', '.join(f'{v:g}' for v in s[bad])}]")
+    boot = np.asarray(m50_boot, dtype=np.float64)
+    if boot.ndim != 2 or boot.shape[0] != s.size or boot.shape[1] < 1:
+        raise ValueError(f"m50_boot must have shape [n_s={s.size}, B >= 1], got {boot.shape}")
+    with np.errstate(invalid="ignore"):
+        keep = (np.isfinite(boot) & (boot > 0)).all(0)
+
+    def fits(Y):                                   # Y [n, B] > 0 -> (k, ln a, ln b, ln a', daic)
+        n, lY = s.size, np.log(Y)
+        (k, c_pow), (lb, c_exp) = np.polyfit(np.log(s), lY, 1), np.polyfit(s, lY, 1)
+        rss = [np.maximum(((lY - (sl * x[:, None] + c)) ** 2).sum(0), np.finfo(float).tiny)
+               for sl, c, x in ((k, c_pow, np.log(s)), (lb, c_exp, s))]
+        return k, c_pow, lb, c_exp, n * np.log(rss[0] / n) - n * np.log(rss[1] / n)
+
+    k, c_pow, lb, c_exp, daic = (float(v[0]) for v in fits(m50[:, None]))
+    out = dict(pow_k=k, pow_a=math.exp(c_pow), exp_b=math.exp(lb), exp_a=math.exp(c_exp),
+               daic=daic, n_s=int(s.size), n_boot=int(boot.shape[1]),
+               n_dropped=int(boot.shape[1] - keep.sum()), p_power_better=None)
+    for name in ("pow_k", "exp_b", "daic"):
+        out[name + "_lo"], out[name + "_hi"] = -math.inf, math.inf
+    if keep.any():
+        rk, _, rlb, _, rd = fits(boot[:, keep])
+        for name, v in (("pow_k", rk), ("exp_b", np.exp(rlb)), ("daic", rd)):
+            out[name + "_lo"], out[name + "_hi"] = percentile_ci(v)
+        out["p_power_better"] = float(np.mean(rd < 0))
     return out
 
 

@@ -2005,6 +2005,37 @@ def test_log_departure_finds_where_a_curve_leaves_its_small_T_log_law():
         stats.log_departure(T, bent, bent[:, None] * noise, fit_below=10)
 
 
+@pytest.mark.parametrize("law, power_wins", [(lambda s: 12.0 * s ** 1.5, True),
+                                              (lambda s: 6.0 * 2.5 ** s, False)])
+def test_growth_in_s_tells_a_power_law_from_an_exponential(law, power_wins):
+    s = np.arange(1, 6)
+    rng = np.random.default_rng(4)
+    point = law(s) * np.exp(0.03 * rng.standard_normal(s.size))
+    boot = point[:, None] * np.exp(0.03 * rng.standard_normal((s.size, 800)))
+    g = stats.growth_in_s(s, point, boot)
+    if power_wins:
+        assert g["pow_k_lo"] <= 1.5 <= g["pow_k_hi"] and g["daic_hi"] < 0
+        assert g["p_power_better"] > 0.95
+    else:
+        assert g["exp_b_lo"] <= 2.5 <= g["exp_b_hi"] and g["daic_lo"] > 0
+        assert g["p_power_better"] < 0.05
+    assert g["n_s"] == 5 and g["n_dropped"] == 0
+
+
+def test_growth_in_s_drops_undetermined_replicates_and_refuses_bad_input():
+    s, m = np.array([1, 2, 3]), np.array([10.0, 20.0, 40.0])
+    boot = np.repeat(m[:, None], 10, 1)
+    boot[2, :4] = np.inf                             # an m50 above every m tried
+    g = stats.growth_in_s(s, m, boot)
+    assert g["n_dropped"] == 4 and g["exp_b"] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match=r"s must hold >= 3 distinct.*\[1, 2\]"):
+        stats.growth_in_s(s[:2], m[:2], boot[:2])
+    with pytest.raises(ValueError, match=r"m50 must be finite and > 0.*s=\[3\]"):
+        stats.growth_in_s(s, np.array([10.0, 20.0, np.inf]), boot)
+    with pytest.raises(ValueError, match=r"m50_boot must have shape \[n_s=3, B >= 1\]"):
+        stats.growth_in_s(s, m, boot[:2])
+
+
 def test_paired_ratio_cancels_the_seeds_shared_luck():
     # protocol b is protocol a with every m doubled: the same seeds, the same outcomes
     rng = np.random.default_rng(3)
@@ -2351,6 +2382,22 @@ def test_families_table_puts_tasks_side_by_side_with_label_balance(smoke_ref, tm
     assert "m50 determined at" in table and "no fit" in table    # two T: no law is fitted
     p, se = report.label_balance("majority", 3, 20, n_seeds=2, n=500)
     assert abs(p - 0.5) < 5 * se + 1e-9 and 0 < se < 0.05
+
+
+def test_families_fit_m50_across_s_and_name_the_s_left_out():
+    """growth_lines on synthetic searches: m50 = 10 s^2 for s = 1..4, and s = 5 never solved."""
+    rng, grid, by_family = np.random.default_rng(5), [5, 10, 20, 40, 80, 160, 320], {}
+    for s in range(1, 6):
+        rows = [dict(T=100, seed=seed, m=m, success=float(s < 5 and m >= crit))
+                for seed in range(12) for crit in [10 * s ** 2 * np.exp(0.2 * rng.standard_normal())]
+                for m in grid]
+        by_family[("and", s)] = (grid, {100: (stats.success_estimates(rows), None, rows)})
+    by_family[("or", 3)] = by_family[("and", 3)]                    # one s only: no line
+    [line] = report.growth_lines(by_family)
+    assert line.startswith("and at T = 100, m50 across s = 1, 2, 3, 4 (left out: s = 5 "
+                           "(above m = 320)): m50 ~ a s^k, k = ")
+    k, lo, hi = map(float, re.match(r".*k = ([\d.]+) \[([\d.]+), ([\d.]+)\]", line).groups())
+    assert lo <= 2 <= hi and abs(k - 2) < 0.3
 
 
 def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, tmp_path,
