@@ -2,6 +2,7 @@
 
     python steps.py --task parity --s 2 --out results/parity/s-2      steps to 0.99, T = 10..100
     python steps.py --out DIR --report                                 the table and plot again
+    python steps.py --out DIR --report --against REF                   steps paired with REF's
 
 Statistics are not computation. Sparse parity is statistically cheap (a few times s log T samples
 identify S, and Gaussian elimination over GF(2) needs about T), but Barak et al. (2022, "Hidden
@@ -192,6 +193,61 @@ def median_steps(rows, n_boot=2000, seed=0):
     return float(np.median(v)), lo, hi, boot
 
 
+def paired_medians(rows, ref, n_boot=2000, seed=0):
+    """Median steps of `rows` over those of `ref` (one T each) on the seeds both hold, with a
+    paired 95% seed-bootstrap interval: replicate i draws the same seeds for both, so the interval
+    carries the difference between the two settings, not the seeds' luck. Censored = inf; a
+    replicate whose ratio is undefined (inf / inf) is dropped.
+    -> (median, median of ref, ratio, lo, hi, n_seeds)."""
+    steps = lambda r: np.inf if r["censored"] else r["steps_to_bar"]
+    seeds = sorted({r["seed"] for r in rows} & {r["seed"] for r in ref})
+    if not seeds:
+        raise ValueError("the two folders share no seed at this T: nothing to pair")
+    a = np.array([steps(next(r for r in rows if r["seed"] == sd)) for sd in seeds], float)
+    b = np.array([steps(next(r for r in ref if r["seed"] == sd)) for sd in seeds], float)
+    idx = np.random.default_rng(seed).integers(0, len(seeds), (n_boot, len(seeds)))
+    with np.errstate(invalid="ignore"):
+        ratios = np.median(a[idx], axis=1) / np.median(b[idx], axis=1)
+        point = np.median(a) / np.median(b)
+    ratios = ratios[~np.isnan(ratios)]
+    lo, hi = percentile_ci(ratios) if ratios.size else (np.nan, np.nan)
+    return float(np.median(a)), float(np.median(b)), float(point), lo, hi, len(seeds)
+
+
+def against_table(out, ref):
+    """OUT/against.md: per T both folders hold, the median steps of each on their shared seeds and
+    the ratio OUT / REF with its paired interval (paired_medians), then the options in which the
+    two differ (the check that twice the training samples leave the steps unchanged)."""
+    path = os.path.join(out, "against.md")
+    cli.claim_output(path, "table", "the comparison table")
+    metas, dones = [], []
+    for f in (out, ref):
+        try:
+            with open(os.path.join(f, "steps.json")) as fh:
+                metas.append(json.load(fh))
+        except (OSError, ValueError):
+            raise ValueError(f"{f} holds no readable steps.json: not a steps.py folder") from None
+        dones.append(read_done(os.path.join(f, "steps.csv")))
+    (oa, ob), (da, db) = (m["options"] for m in metas), dones
+    differ = [f"{k} {oa.get(k)} here, {ob.get(k)} there" for k in OPTIONS if oa.get(k) != ob.get(k)]
+    Ts = sorted({T for T, _ in da} & {T for T, _ in db})
+    if not Ts:
+        raise ValueError(f"{out} and {ref} share no T: nothing to compare")
+    show = lambda v: "inf" if not np.isfinite(v) else f"{v:.0f}"
+    lines = ["| T | paired seeds | median steps here | median steps there | ratio here / there "
+             "[paired 95% CI] |", "|---|---|---|---|---|"]
+    for T in Ts:
+        ma, mb, r, lo, hi, n = paired_medians([v for (TT, _), v in da.items() if TT == T],
+                                              [v for (TT, _), v in db.items() if TT == T])
+        lines.append(f"| {T} | {n} | {show(ma)} | {show(mb)} | {r:.2f} [{lo:.2f}, {hi:.2f}] |")
+    lines += ["", f"- here: {out}; there: {ref}; options that differ: "
+                  f"{'; '.join(differ) or 'none'}"]
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    cli.write_text(path, text)
+    print(f"saved {path}")
+
+
 def gf2_samples(task, s, T, n_seeds=20):
     """Median over n_seeds draws of the samples the GF(2) learner needs (data.gf2_sample_need);
     None for a task that is not parity."""
@@ -288,6 +344,9 @@ def parser():
                     help="processes (default %(default)s)")
     ap.add_argument("--stack", type=integer(1), default=10, help="runs per stack (default 10)")
     ap.add_argument("--report", action="store_true", help="only the table and plot")
+    ap.add_argument("--against", metavar="DIR",
+                    help="also write OUT/against.md: the median steps paired on seeds with those "
+                         "of another steps.py folder (e.g. the same runs with half the samples)")
     train.add_options(ap, OPTIONS, defaults=dict(task="parity", s=2, m=2000, n_test=1000))
     return ap
 
@@ -321,6 +380,8 @@ def main(argv=None):
         meta = json.load(f)
     try:
         steps_report(a.out, meta)
+        if a.against:
+            against_table(a.out, a.against)
     except ValueError as e:
         ap.error(str(e))
     return 0

@@ -55,6 +55,8 @@ def run_cli(capsys, *argv):
     main = train.main
     if argv and argv[0] in ("sweep", "bench"):
         main, argv = sweep.main, argv[1:] if argv[0] == "sweep" else argv
+    elif argv and argv[0] == "steps":
+        main, argv = steps.main, argv[1:]
     try:
         code = main(list(argv))
     except SystemExit as e:
@@ -2819,6 +2821,37 @@ def test_a_monitor_only_watches_and_stops_a_stack_when_every_run_reaches_the_bar
     never = steps.FirstHit(10, 2)
     never.__class__ = type("Never", (steps.FirstHit,), {"__call__": lambda self, *a: False})
     assert train.train_stack(runs, monitor=never)[0]["steps_run"] == 400
+
+
+def test_paired_medians_carry_the_settings_difference_not_the_seeds_luck():
+    rng = np.random.default_rng(6)
+    ref = [dict(seed=sd, steps_to_bar=int(rng.integers(50, 5000)), censored=0) for sd in range(12)]
+    twice = [dict(r, steps_to_bar=2 * r["steps_to_bar"]) for r in ref]
+    assert steps.paired_medians(twice, ref)[2:] == (2.0, 2.0, 2.0, 12)   # exact: seeds paired
+    censored = [dict(r, censored=1, steps_to_bar=None) if r["seed"] < 7 else r for r in twice]
+    ma, _, ratio, lo, hi, _ = steps.paired_medians(censored, ref)
+    assert ma == ratio == hi == np.inf and lo > 2                    # most censored: above
+    assert steps.paired_medians(twice[:5], ref)[-1] == 5             # only the shared seeds
+    with pytest.raises(ValueError, match="share no seed"):
+        steps.paired_medians(twice[:3], ref[5:])
+
+
+def test_steps_command_runs_resumes_and_pairs_two_folders(tmp_path, capsys):
+    tiny = ["--s", "2", "--Ts", "6,8", "--seeds", "2", "--budget", "300", "--d", "16",
+            "--heads", "4", "--mlp", "16", "--workers", "1", "--n-test", "200"]
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    assert steps.main(tiny + ["--m", "200", "--out", a]) == 0
+    assert steps.main(tiny + ["--m", "400", "--out", b, "--against", a]) == 0
+    table = (tmp_path / "b" / "against.md").read_text()
+    assert "options that differ: m 400 here, 200 there" in table
+    assert [ln.split(" | ")[:2] for ln in table.splitlines() if ln.startswith("| 6 ") or
+            ln.startswith("| 8 ")] == [["| 6", "2"], ["| 8", "2"]]
+    before = (tmp_path / "a" / "steps.csv").read_text()
+    assert steps.main(tiny + ["--m", "200", "--out", a]) == 0          # resumes: nothing to run
+    assert (tmp_path / "a" / "steps.csv").read_text() == before
+    code, _, err = run_cli(capsys, "steps", "--out", b, "--report", "--against",
+                           str(tmp_path / "nowhere"))
+    assert code == 2 and "holds no readable steps.json" in err and len(err.splitlines()) == 1
 
 
 # ===============================================================================================
