@@ -914,7 +914,9 @@ def families_table(folders, log=print):
                             + f" over T in {pts[0][0]}..{pts[-1][0]}")
             else:
                 fits.append(f"{task} s = {s}: {what} determined at {len(pts)} T only "
-                            f"({', '.join(str(T) for T, _ in pts) or 'none'}): no fit")
+                            f"({', '.join(str(T) for T, _ in pts) or 'none'}): no fit across T")
+                if what == "m*" and fits[-2] == fits[-1].replace("m*", "m50", 1):
+                    fits[-2:] = [fits[-2].replace("m50", "m50 and m*", 1)]   # one line for both
     fits += growth_lines(by_family)
     for line in lines + [""] + fits:
         log(line)
