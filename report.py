@@ -858,10 +858,11 @@ def label_balance(task, s, T, n_seeds=20, n=2000):
     return float(y.mean()), float(y.std() / math.sqrt(y.size))
 
 
-def family_cells(folder):
+def family_cells(folder, n_seeds=None, Ts=None):
     """One folder (one task and s): per T, the success estimates, the majority m* and the
-    search's outcome per seed. -> (opts, {T: (estimates, critical_sizes entry, rows)})."""
-    meta, rows = folder_rows(folder)
+    search's outcome per seed (only seeds 0..n_seeds-1 and the T in Ts, when given).
+    -> (opts, grid, {T: (estimates, critical_sizes entry, rows)})."""
+    meta, rows = folder_rows(folder, n_seeds, Ts)
     opts = full_options(meta.get("options", {}))
     grid = meta.get("grids", {}).get("transformer")
     if not grid:
@@ -876,7 +877,7 @@ def family_cells(folder):
 STRUCTURED = ("and", "or", "parity")   # tasks whose hypotheses data.py counts without enumeration
 
 
-def families_table(folders, log=print):
+def families_table(folders, log=print, n_seeds=None, Ts=None):
     """One table over sweep folders of different tasks or sparsities: per (task, s, T), m50 and
     the majority m* with 95% intervals, the share of seeds that succeed at the largest m tried
     (where a family is not solved within the grid, this, not an extrapolated m50, is its
@@ -889,7 +890,7 @@ def families_table(folders, log=print):
              "CPU min |", "|---|---|---|---|---|---|---|---|---|---|"]
     fits, by_family = [], {}
     for f in folders:
-        opts, grid, cells = family_cells(f)
+        opts, grid, cells = family_cells(f, n_seeds, Ts)
         task, s = opts["task"], opts["s"]
         by_family[(task, s)] = (grid, cells)
         limits = statistical_limits(task, s, sorted(cells), cache=os.path.join(f, "limits.json"),
@@ -956,5 +957,5 @@ def growth_lines(by_family):
 
 def families_command(a, fail):
     """`sweep.py families DIR DIR ...`: families_table into --out."""
-    over_folders(a, fail, lambda: families_table(a.folders))
+    over_folders(a, fail, lambda: families_table(a.folders, n_seeds=a.seeds, Ts=a.Ts))
     return 0

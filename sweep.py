@@ -207,8 +207,9 @@ def add_families_command(sub):
         "Sweep folders of different tasks or sparsities s (results/families/*): per task, s "
         "and T, m50 and majority m* with 95%% intervals, the seeds that succeed by the largest m "
         "tried, the statistical limit, P(label = 1) on draws, CPU time; the fits against ln T, "
-        "T and T^k per family where at least 3 T are determined."))
-    folder_args(c, "sweep output folders, one task and s each")
+        "T and T^k per family where at least 3 T are determined, and against s (power law or "
+        "exponential) per task and T where at least 3 s are."))
+    folder_args(c, "sweep output folders, one task and s each", "only seeds 0..N-1")
     c.set_defaults(run=report.families_command, parser=c)
 
 

@@ -2382,6 +2382,10 @@ def test_families_table_puts_tasks_side_by_side_with_label_balance(smoke_ref, tm
     balance = [float(ln.split(" | ")[8].split(" +- ")[0]) for ln in rows]
     assert all(abs(p - 0.5) < 0.02 for p in balance)          # data.py balances the labels
     assert "m50 and m* determined at 2 T only (8, 16): no fit across T" in table   # 2 T: no law
+    assert sweep.main(["families", str(smoke_ref), "--Ts", "16", "--seeds", "1", "--out",
+                       str(out)]) == 0
+    assert [ln.split(" | ")[2:4] for ln in out.read_text().splitlines()
+            if ln.startswith("| and |")] == [["16", "1"]]
     p, se = report.label_balance("majority", 3, 20, n_seeds=2, n=500)
     assert abs(p - 0.5) < 5 * se + 1e-9 and 0 < se < 0.05
 
