@@ -608,11 +608,12 @@ def fast_attention_forward(p, cfg, X, versions=None):
         o = N / Z,  exactly the [CLS] row of softmax attention: one (B, 2T) @ (2T, H + d) product.
     Every term of Z is positive, so nothing cancels (writing Z with e1 - e0 would lose all
     precision when one version's weight is huge). M = max(s_c, max_t min(s0[t], s1[t])) is a
-    lower bound on every sample's max score, so Z >= 1. If some score exceeds M by more than
-    SAFE_EXP (exp could overflow), a float32 stack reruns this in float64, whose exp reaches ten
-    times further (wide_attention_forward), and past that the reference path "cls" takes over,
-    run by run. The keys meet only the one query, so the scores are rn @ (W_K q) per head: no
-    [2T+1, d] key matrix.
+    lower bound on every sample's max score, so Z >= 1. If some score of a run exceeds M by more
+    than SAFE_EXP (exp could overflow), that run falls back (split_attention_forward): in float32
+    it reruns this in float64, whose exp reaches ten times further, and past that the reference
+    path "cls" takes over. The other runs of the stack stay here, so a run's numbers never depend
+    on its stackmates. The keys meet only the one query, so the scores are rn @ (W_K q) per head:
+    no [2T+1, d] key matrix.
     """
     R, B, T = X.shape
     d, H = cfg["d"], cfg["heads"]
@@ -629,10 +630,9 @@ def fast_attention_forward(p, cfg, X, versions=None):
     s = (rn @ u + row_sum(p["b_K"].reshape(R, H, e) * qh)[:, None]) * scale  # [R, 2T+1, H]
     M = np.maximum(np.minimum(s[:, :T], s[:, T:2 * T]).max(1), s[:, 2 * T])   # [R, H]
     s -= M[:, None]
-    if s.max() > SAFE_EXP[s.dtype]:
-        if s.dtype == np.float32 and s.max() <= SAFE_EXP[np.dtype("float64")]:
-            return wide_attention_forward(p, cfg, X)
-        return stack_attention_forward(p, cfg, X)
+    top = s.reshape(R, -1).max(1)                                     # [R]: each run's spread
+    if top.max() > SAFE_EXP[s.dtype]:
+        return split_attention_forward(p, cfg, X, versions, top)
     V, c_v = fast_linear_forward(rn, p["W_V"], p["b_V"])             # [R, 2T+1, d]
     E_EV = np.empty((R, 2 * T + 1, H + d), s.dtype)   # [E | E * V] per row: one product for both
     E = np.exp(s, out=E_EV[..., :H])
@@ -689,6 +689,43 @@ def fast_attention_backward(dy, p, cfg, cache):
     return g
 
 
+def split_attention_forward(p, cfg, X, versions, top):
+    """The fast path's fallbacks, run by run: top [R] is each run's largest shifted score. Runs
+    within SAFE_EXP stay on the fast path, float32 runs within float64's SAFE_EXP rerun it in
+    float64 (wide_attention_forward), the rest take the reference path (stack_attention_forward);
+    each group is computed as a stack of its own, so every run gets exactly the numbers it gets
+    alone. -> [R, B, d], and the groups' caches."""
+    f64 = SAFE_EXP[np.dtype("float64")]
+    safe = top <= SAFE_EXP[top.dtype]
+    wide = ~safe & (top <= f64) if top.dtype == np.float32 else np.zeros_like(safe)
+    groups = [(idx, forward) for idx, forward in (
+        (np.flatnonzero(safe), lambda q, x, v: fast_attention_forward(q, cfg, x, v)),
+        (np.flatnonzero(wide), lambda q, x, v: wide_attention_forward(q, cfg, x)),
+        (np.flatnonzero(~safe & ~wide), lambda q, x, v: stack_attention_forward(q, cfg, x)))
+        if idx.size]
+    parts, y = [], None
+    for idx, forward in groups:
+        y_g, c_g = forward({k: v[idx] for k, v in p.items()}, X[idx],
+                           None if versions is None else versions[idx])
+        if len(groups) == 1:
+            return y_g, c_g
+        if y is None:
+            y = np.empty((X.shape[0],) + y_g.shape[1:], y_g.dtype)
+        y[idx] = y_g
+        parts.append((idx, c_g))
+    return y, dict(path="split", parts=parts)
+
+
+def split_attention_backward(dy, p, cfg, cache):
+    g = {}
+    for idx, c in cache["parts"]:
+        for k, v in attention_backward(dy[idx], {k: v[idx] for k, v in p.items()}, cfg, c).items():
+            if k not in g:
+                g[k] = np.empty((dy.shape[0],) + v.shape[1:], v.dtype)
+            g[k][idx] = v
+    return g
+
+
 def wide_attention_forward(p, cfg, X):
     """The fast path's first fallback, for a float32 stack whose scores spread past float32's exp:
     the same shortcut in float64, result rounded to float32. Exact like the fast path and about
@@ -719,7 +756,8 @@ def stack_attention_backward(dy, p, cfg, cache):
 def attention_backward(dy, p, cfg, cache):
     """Backward of fast_attention_forward, on whichever path its forward took."""
     backward = {"fast": fast_attention_backward, "fast-in-float64": wide_attention_backward,
-                "stack-of-cls": stack_attention_backward}[cache["path"]]
+                "stack-of-cls": stack_attention_backward, "split": split_attention_backward
+                }[cache["path"]]
     return backward(dy, p, cfg, cache)
 
 
