@@ -883,8 +883,8 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
     (where a family is not solved within the grid, this, not an extrapolated m50, is its
     result), the statistical limit (for majority and juntas only where the folder's limits.json
     holds it: their count enumerates every support, many minutes per T), P(label = 1) on draws,
-    and the CPU minutes; then per family
-    the fits of m50 and m* against ln T, T and T^k where at least 3 T are determined."""
+    and the CPU minutes; then per family the fits of m50 and m* against ln T, T and T^k where at
+    least 3 T are determined, and per task and T the growth of m50 with s (growth_lines)."""
     lines = ["| task | s | T | seeds | m50 [95% CI] | m* (majority) [95% CI] | seeds that succeed "
              "by the largest m tried | statistical limit [5%, 95%] | P(label = 1) on draws | "
              "CPU min |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -892,7 +892,10 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
     for f in folders:
         opts, grid, cells = family_cells(f, n_seeds, Ts)
         task, s = opts["task"], opts["s"]
-        by_family[(task, s)] = (grid, cells)
+        if (task, s) in by_family:
+            raise ValueError(f"{f} and {by_family[(task, s)][2]} both hold {task} with s = {s}: "
+                             f"give one folder per task and s")
+        by_family[(task, s)] = (grid, cells, f)
         limits = statistical_limits(task, s, sorted(cells), cache=os.path.join(f, "limits.json"),
                                     compute=task in STRUCTURED)
         none = "not affordable" if task in STRUCTURED else "not computed"
@@ -906,7 +909,7 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
                          f"{_cpu_minutes(runs):.1f} |")
         for what, key in (("m50", "m50"), ("m*", "m_star")):
             pts = [(T, c[0] if key == "m50" else c[1]) for T, c in sorted(cells.items())]
-            pts = [(T, x) for T, x in pts if 0 < x[key] < np.inf]
+            pts = [(T, x) for T, x in pts if grid[0] <= x[key] <= grid[-1]]  # not extrapolated
             if len(pts) >= 3:
                 boot = "m50_boot" if key == "m50" else "m_star_boot"
                 fit = scaling_fits(np.array([T for T, _ in pts]), np.array([x[key] for _, x in pts]),
@@ -914,7 +917,7 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
                 fits.append(_fits_line(f"{task} s = {s}: ", what, fit)
                             + f" over T in {pts[0][0]}..{pts[-1][0]}")
             else:
-                fits.append(f"{task} s = {s}: {what} determined at {len(pts)} T only "
+                fits.append(f"{task} s = {s}: {what} within the m tried at {len(pts)} T only "
                             f"({', '.join(str(T) for T, _ in pts) or 'none'}): no fit across T")
                 if what == "m*" and fits[-2] == fits[-1].replace("m*", "m50", 1):
                     fits[-2:] = [fits[-2].replace("m50", "m50 and m*", 1)]   # one line for both
@@ -926,32 +929,40 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
 
 def growth_lines(by_family):
     """Per task and T held at 2 or more s: how m50 grows with s (stats.growth_in_s), on the s
-    whose m50 is determined, naming the s left out. by_family {(task, s): (grid, cells)}."""
+    whose m50 lies within the m tried, naming the s left out (an m50 extrapolated beyond the grid
+    is not a result). by_family {(task, s): (grid, cells, folder)}."""
     out = []
     for task in sorted({task for task, _ in by_family}):
         ss = sorted(s for t, s in by_family if t == task)
         for T in sorted({T for s in ss for T in by_family[(task, s)][1]}):
-            have = [(s, by_family[(task, s)]) for s in ss if T in by_family[(task, s)][1]]
+            have = [(s,) + by_family[(task, s)][:2] for s in ss if T in by_family[(task, s)][1]]
             if len(have) < 2:
                 continue
-            ok = [(s, cells[T][0]) for s, (_, cells) in have if 0 < cells[T][0]["m50"] < np.inf]
-            out_of = [f"{s} (above m = {grid[-1]})" for s, (grid, cells) in have
-                      if not 0 < cells[T][0]["m50"] < np.inf]
+            ok, left = [], []
+            for s, grid, cells in have:
+                e = cells[T][0]
+                if e["m50"] > grid[-1]:
+                    left.append(f"{s} (m50 above the largest m tried, {grid[-1]})")
+                elif e["m50"] < grid[0]:
+                    left.append(f"{s} (m50 below the smallest m tried, {grid[0]})")
+                else:
+                    ok.append((s, e))
             head = (f"{task} at T = {T}, m50 across s = {', '.join(str(s) for s, _ in ok)}"
-                    + (f" (left out: s = {', '.join(out_of)})" if out_of else "") + ": ")
+                    + (f" (left out: s = {'; '.join(left)})" if left else "") + ": ")
             if len(ok) < 3:
-                out.append(head + f"{len(ok)} s determined: no fit")
+                out.append(head + f"{len(ok)} s within the grid: no fit")
                 continue
             g = growth_in_s(np.array([s for s, _ in ok]), np.array([e["m50"] for _, e in ok]),
                             np.array([e["m50_boot"] for _, e in ok]))
             better = ("no resample kept" if g["p_power_better"] is None else
-                      f"the power law fits better in {100 * g['p_power_better']:.0f}% of "
-                      f"bootstrap resamples")
+                      f"the power law fits better in {100 * g['p_power_better']:.0f}% of the "
+                      f"kept bootstrap resamples")
             out.append(head + f"m50 ~ a s^k, k = {g['pow_k']:.2f} [{g['pow_k_lo']:.2f}, "
                        f"{g['pow_k_hi']:.2f}];  m50 ~ a b^s, b = {g['exp_b']:.2f} "
                        f"[{g['exp_b_lo']:.2f}, {g['exp_b_hi']:.2f}];  AIC(power) - AIC(exp) = "
                        f"{g['daic']:.1f} [{g['daic_lo']:.1f}, {g['daic_hi']:.1f}], {better} "
-                       f"(95% CIs, bootstrap over seeds)")
+                       f"(95% CIs, bootstrap over seeds; {g['n_dropped']} of {g['n_boot']} "
+                       f"resamples without a fit, counted against both bounds)")
     return out
 
 

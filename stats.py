@@ -564,9 +564,12 @@ def growth_in_s(s, m50, m50_boot):
     paired-bootstrap 95% CIs (the theory: weight norms poly(s) for symmetric functions, 2^O(s) for
     arbitrary ones).
 
-    s [n] distinct sparsities, n >= 3; m50 [n] finite and > 0; m50_boot [n, B], independent
-    across s, replicate i paired across s (a replicate with a value that is not finite and
-    positive is dropped, counted). Both models fit ln m50 by least squares, so their AIC compare:
+    s [n] distinct sparsities, n >= 3 (with 3, each model keeps one residual degree of freedom:
+    read its AIC with care); m50 [n] finite and > 0; m50_boot [n, B], independent across s
+    (replicate i resamples seed indices i at every s: paired where the folders hold the same
+    seeds). A replicate with a value that is not finite and positive (an m50 above the grid) has
+    no fit: it is dropped and counted against both bounds, so a bound is +-inf once more than 2.5%
+    of the replicates are dropped. Both models fit ln m50 by least squares, so their AIC compare:
     power  ln m = ln a + k ln s;  exponential  ln m = ln a + s ln b.  daic = AIC(power) -
     AIC(exponential), negative favours the power law. -> dict: pow_k, exp_b, daic, each with
     _lo and _hi; pow_a, exp_a, p_power_better (fraction of kept replicates with daic < 0, None if
@@ -582,7 +585,11 @@ def growth_in_s(s, m50, m50_boot):
     if bad.any():
         raise ValueError(f"m50 must be finite and > 0 at every s, got m50={m50[bad].tolist()} "
                          f"at s=[{', '.join(f'{v:g}' for v in s[bad])}]")
-    boot = np.asarray(m50_boot, dtype=np.float64)
+    try:
+        boot = np.asarray(m50_boot, dtype=np.float64)
+    except ValueError:
+        raise ValueError("m50_boot must be [n_s, B]: every s needs the same number B of "
+                         "replicates") from None
     if boot.ndim != 2 or boot.shape[0] != s.size or boot.shape[1] < 1:
         raise ValueError(f"m50_boot must have shape [n_s={s.size}, B >= 1], got {boot.shape}")
     with np.errstate(invalid="ignore"):
@@ -603,8 +610,10 @@ def growth_in_s(s, m50, m50_boot):
         out[name + "_lo"], out[name + "_hi"] = -math.inf, math.inf
     if keep.any():
         rk, _, rlb, _, rd = fits(boot[:, keep])
+        n_out = out["n_dropped"]
         for name, v in (("pow_k", rk), ("exp_b", np.exp(rlb)), ("daic", rd)):
-            out[name + "_lo"], out[name + "_hi"] = percentile_ci(v)
+            out[name + "_lo"] = percentile_ci(np.append(v, np.full(n_out, -np.inf)))[0]
+            out[name + "_hi"] = percentile_ci(np.append(v, np.full(n_out, np.inf)))[1]
         out["p_power_better"] = float(np.mean(rd < 0))
     return out
 

@@ -193,43 +193,61 @@ def median_steps(rows, n_boot=2000, seed=0):
     return float(np.median(v)), lo, hi, boot
 
 
-def paired_medians(rows, ref, n_boot=2000, seed=0):
+def paired_medians(rows, ref, n_boot=2000, seed=0, budget=None):
     """Median steps of `rows` over those of `ref` (one T each) on the seeds both hold, with a
     paired 95% seed-bootstrap interval: replicate i draws the same seeds for both, so the interval
-    carries the difference between the two settings, not the seeds' luck. Censored = inf; a
-    replicate whose ratio is undefined (inf / inf) is dropped.
-    -> (median, median of ref, ratio, lo, hi, n_seeds)."""
-    steps = lambda r: np.inf if r["censored"] else r["steps_to_bar"]
-    seeds = sorted({r["seed"] for r in rows} & {r["seed"] for r in ref})
+    carries the difference between the two settings, not the seeds' luck. Censored = inf, and with
+    `budget` a run that needed more steps counts as censored too (two budgets compared at the
+    smaller). The ratio is None where both medians are inf (undefined), and so are replicates
+    whose ratio is undefined: they are dropped. -> (median, median of ref, ratio, lo, hi,
+    n_seeds)."""
+    def steps(r):
+        late = budget is not None and r["steps_to_bar"] is not None and r["steps_to_bar"] > budget
+        return np.inf if r["censored"] or late else r["steps_to_bar"]
+    here, there = {r["seed"]: r for r in rows}, {r["seed"]: r for r in ref}
+    seeds = sorted(set(here) & set(there))
     if not seeds:
         raise ValueError("the two folders share no seed at this T: nothing to pair")
-    a = np.array([steps(next(r for r in rows if r["seed"] == sd)) for sd in seeds], float)
-    b = np.array([steps(next(r for r in ref if r["seed"] == sd)) for sd in seeds], float)
+    a = np.array([steps(here[sd]) for sd in seeds], float)
+    b = np.array([steps(there[sd]) for sd in seeds], float)
     idx = np.random.default_rng(seed).integers(0, len(seeds), (n_boot, len(seeds)))
     with np.errstate(invalid="ignore"):
         ratios = np.median(a[idx], axis=1) / np.median(b[idx], axis=1)
         point = np.median(a) / np.median(b)
     ratios = ratios[~np.isnan(ratios)]
-    lo, hi = percentile_ci(ratios) if ratios.size else (np.nan, np.nan)
-    return float(np.median(a)), float(np.median(b)), float(point), lo, hi, len(seeds)
+    lo, hi = percentile_ci(ratios) if ratios.size and not np.isnan(point) else (None, None)
+    return (float(np.median(a)), float(np.median(b)), None if np.isnan(point) else float(point),
+            lo, hi, len(seeds))
+
+
+def read_steps_meta(out):
+    """OUT/steps.json as a dict with its options, or a one-line ValueError."""
+    try:
+        with open(os.path.join(out, "steps.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        meta = None
+    if not (isinstance(meta, dict) and isinstance(meta.get("options"), dict)):
+        raise ValueError(f"{out} holds no readable steps.json with options: not a steps.py "
+                         f"folder")
+    return meta
 
 
 def against_table(out, ref):
     """OUT/against.md: per T both folders hold, the median steps of each on their shared seeds and
-    the ratio OUT / REF with its paired interval (paired_medians), then the options in which the
-    two differ (the check that twice the training samples leave the steps unchanged)."""
+    the ratio OUT / REF with its paired interval (paired_medians; where the budgets differ, both
+    are censored at the smaller), then the settings in which the two differ (the check that
+    twice the training samples leave the steps unchanged)."""
     path = os.path.join(out, "against.md")
     cli.claim_output(path, "table", "the comparison table")
-    metas, dones = [], []
-    for f in (out, ref):
-        try:
-            with open(os.path.join(f, "steps.json")) as fh:
-                metas.append(json.load(fh))
-        except (OSError, ValueError):
-            raise ValueError(f"{f} holds no readable steps.json: not a steps.py folder") from None
-        dones.append(read_done(os.path.join(f, "steps.csv")))
-    (oa, ob), (da, db) = (m["options"] for m in metas), dones
-    differ = [f"{k} {oa.get(k)} here, {ob.get(k)} there" for k in OPTIONS if oa.get(k) != ob.get(k)]
+    (ma_, mb_), (da, db) = ((read_steps_meta(f) for f in (out, ref)),
+                            (read_done(os.path.join(f, "steps.csv")) for f in (out, ref)))
+    settings = lambda m: dict(m["options"], budget=m.get("budget"), every=m.get("every"))
+    oa, ob = settings(ma_), settings(mb_)
+    differ = [f"{k} {oa.get(k)} here, {ob.get(k)} there" for k in OPTIONS + ("budget", "every")
+              if oa.get(k) != ob.get(k)]
+    budgets = [b for b in (oa["budget"], ob["budget"]) if isinstance(b, int)]
+    budget = min(budgets) if len(budgets) == 2 and budgets[0] != budgets[1] else None
     Ts = sorted({T for T, _ in da} & {T for T, _ in db})
     if not Ts:
         raise ValueError(f"{out} and {ref} share no T: nothing to compare")
@@ -237,11 +255,18 @@ def against_table(out, ref):
     lines = ["| T | paired seeds | median steps here | median steps there | ratio here / there "
              "[paired 95% CI] |", "|---|---|---|---|---|"]
     for T in Ts:
-        ma, mb, r, lo, hi, n = paired_medians([v for (TT, _), v in da.items() if TT == T],
-                                              [v for (TT, _), v in db.items() if TT == T])
-        lines.append(f"| {T} | {n} | {show(ma)} | {show(mb)} | {r:.2f} [{lo:.2f}, {hi:.2f}] |")
-    lines += ["", f"- here: {out}; there: {ref}; options that differ: "
-                  f"{'; '.join(differ) or 'none'}"]
+        try:
+            ma, mb, r, lo, hi, n = paired_medians([v for (TT, _), v in da.items() if TT == T],
+                                                  [v for (TT, _), v in db.items() if TT == T],
+                                                  budget=budget)
+        except ValueError as e:
+            raise ValueError(f"T = {T}: {e}") from None
+        ratio = "undefined (both above the budget)" if r is None else (
+            f"{r:.2f} [{lo:.2f}, {hi:.2f}]")
+        lines.append(f"| {T} | {n} | {show(ma)} | {show(mb)} | {ratio} |")
+    lines += ["", f"- here: {out}; there: {ref}; settings that differ: "
+                  f"{'; '.join(differ) or 'none'}"
+              + (f"; both censored at the smaller budget, {budget} steps" if budget else "")]
     text = "\n".join(lines) + "\n"
     print(text, end="")
     cli.write_text(path, text)
@@ -367,6 +392,8 @@ def main(argv=None):
     meta = dict(options={k: base[k] for k in OPTIONS}, budget=a.budget, every=a.every,
                 Ts=a.Ts, seeds=a.seeds, machines=[folder.machine()])
     try:
+        if a.against:
+            read_steps_meta(a.against)          # a typo shows now, not after the runs
         os.makedirs(a.out, exist_ok=True)
         if not a.report:
             check_folder(a.out, meta)
