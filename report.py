@@ -54,6 +54,9 @@ LIMIT_SEEDS = 200     # streams per T for the statistical limit (about 1 s at T 
 _LIMITS = {}          # "task|s|T|n_seeds" -> the limit's dict, for the life of the process
 
 
+STRUCTURED = ("and", "or", "parity")   # tasks whose hypotheses data.py counts without enumeration
+
+
 def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=True):
     """Per T, the statistical limit of the task (no training): over seeds 0..n_seeds-1, the
     smallest m at which seed's own training stream (the rows an iid run of that seed trains on)
@@ -344,9 +347,17 @@ def folder_report(out, rows, grids, a, protocol, missing):
           f"fresh samples after {a.steps} steps, {a.search} search on a grid of ratio "
           f"{a.grid_ratio}, protocol {protocol}:")
     est, scaling = success_table(rows, sorted({k[0] for k in stats}))
-    limits = statistical_limits(a.task, a.s, sorted({k[1] for k in stats}),
-                                cache=os.path.join(out, "limits.json"))
+    Ts = sorted({k[1] for k in stats})
+    limits = statistical_limits(a.task, a.s, Ts, cache=os.path.join(out, "limits.json"),
+                                compute=a.task in STRUCTURED)   # majority, junta: enumeration
     table = sweep_table(stats, comparable, est, scaling, limits=limits)
+    if a.task not in STRUCTURED and set(Ts) - set(limits):
+        note = (f"statistical limit not computed at T = "
+                f"{', '.join(str(T) for T in Ts if T not in limits)}: for {a.task} it enumerates "
+                f"every support, many minutes per T (python sweep.py limit --task {a.task} "
+                f"--s {a.s} --Ts ...)")
+        print(note)
+        table += "\n" + note + "\n"
     if missing:
         shown = ", ".join(f"{mo} T={T} seed {sd}" for mo, T, sd in missing[:6])
         table = (f"INCOMPLETE: {len(missing)} searches missing or unfinished "
@@ -872,9 +883,6 @@ def family_cells(folder, n_seeds=None, Ts=None):
     by_T = split_by_T(rows)
     return opts, grid, {T: (est[("transformer", T)], st, by_T[float(T)])
                         for (_, T), st in stats.items()}
-
-
-STRUCTURED = ("and", "or", "parity")   # tasks whose hypotheses data.py counts without enumeration
 
 
 def families_table(folders, log=print, n_seeds=None, Ts=None):

@@ -2437,6 +2437,18 @@ def test_families_table_puts_tasks_side_by_side_with_label_balance(smoke_ref, tm
     assert abs(p - 0.5) < 5 * se + 1e-9 and 0 < se < 0.05
 
 
+def test_a_junta_sweep_reports_without_enumerating_its_limit(tmp_path, monkeypatch):
+    """A sweep's own report never starts the enumeration that counts a junta's (or majority's)
+    hypotheses: at T = 1000 it ran for more than ten minutes after the runs had finished."""
+    def never(*a, **k):
+        raise AssertionError("the limit was enumerated")
+    monkeypatch.setattr(data, "first_identifying_m", never)
+    assert _sweep(tmp_path / "j", "--task", "junta", "--s", "2", "--Ts", "8", "--seeds", "1",
+                  "--steps", "10") == 0
+    assert "statistical limit not computed at T = 8: for junta" in (tmp_path / "j" /
+                                                                    "table.md").read_text()
+
+
 def test_families_fit_m50_across_s_and_name_the_s_left_out():
     """growth_lines on synthetic searches: m50 = 10 s^2 for s = 2..5 is fitted; s = 1 (every run
     succeeds) and s = 6 (m50 extrapolated past the grid) are named and left out."""
