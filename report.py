@@ -748,12 +748,22 @@ def headline_table(d64, d128, plot=None):
         lines.append(f"| {T} | {paper} | {cell(a, T, 'm50', 0)} | {cell(a, T, 'm_star', 1)} | "
                      f"{cell(b, T, 'm50', 0)} | {cell(b, T, 'm_star', 1)} | "
                      f"{_limit(limits.get(T))} |")
-    seeds = lambda at: sorted({at[T][1]["n_seeds"] for T in at})
     return ("\n".join(lines) + f"\n\nm50: where a logistic fit of success against ln m crosses "
             f"1/2; m*: the smallest m at which half of the seeds succeed (the paper's statistic); "
-            f"[95% intervals], bootstrap over seeds ({'/'.join(map(str, seeds(a)))} seeds at "
-            f"d = 64, {'/'.join(map(str, seeds(b)))} at d = 128). Folders: "
-            f"{', '.join(d64)} (d = 64); {', '.join(d128)} (d = 128).\n")
+            f"[95% intervals], bootstrap over seeds ({_seed_counts(a)} at d = 64, "
+            f"{_seed_counts(b)} at d = 128). Folders: {', '.join(d64)} (d = 64); "
+            f"{', '.join(d128)} (d = 128).\n")
+
+
+def _seed_counts(at):
+    """'30 seeds', or '20 seeds, 10 at T = 10000' where some T hold fewer or more."""
+    n = {T: at[T][1]["n_seeds"] for T in sorted(at)}
+    usual = max(set(n.values()), key=lambda k: (list(n.values()).count(k), k))
+    odd = {}
+    for T, k in n.items():
+        if k != usual:
+            odd.setdefault(k, []).append(str(T))
+    return f"{usual} seeds" + "".join(f", {k} at T = {', '.join(Ts)}" for k, Ts in odd.items())
 
 
 def headline_plot(widths, limits, path):
