@@ -55,6 +55,7 @@ _LIMITS = {}          # "task|s|T|n_seeds" -> the limit's dict, for the life of 
 
 
 STRUCTURED = ("and", "or", "parity")   # tasks whose hypotheses data.py counts without enumeration
+CHEAP_SUPPORTS = 1000   # C(T, s) up to this: enumerating every support takes about a second
 
 
 def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=True):
@@ -67,7 +68,8 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
     process also keeps every answer it has computed or read (_LIMITS). A cache entry that is not
     a limit is computed again and rewritten; a cache file that is not a cache of limits
     (cli.claim_output) is neither read nor replaced, with a warning. compute=False: answer from
-    the caches only (a limit found by enumeration can take many minutes per T)."""
+    the caches only (a limit found by enumeration can take many minutes per T), except where
+    there are at most CHEAP_SUPPORTS supports to enumerate."""
     out, known = {}, {}
     if cache:
         try:
@@ -84,7 +86,7 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
         if hit:
             out[T] = known[key] = _LIMITS[key] = hit
             continue
-        if not compute:
+        if not compute and math.comb(T, s) > CHEAP_SUPPORTS:
             continue
         firsts = []
         try:

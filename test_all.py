@@ -2443,10 +2443,13 @@ def test_a_junta_sweep_reports_without_enumerating_its_limit(tmp_path, monkeypat
     def never(*a, **k):
         raise AssertionError("the limit was enumerated")
     monkeypatch.setattr(data, "first_identifying_m", never)
-    assert _sweep(tmp_path / "j", "--task", "junta", "--s", "2", "--Ts", "8", "--seeds", "1",
-                  "--steps", "10") == 0
-    assert "statistical limit not computed at T = 8: for junta" in (tmp_path / "j" /
-                                                                    "table.md").read_text()
+    assert _sweep(tmp_path / "j", "--task", "junta", "--s", "4", "--Ts", "16", "--seeds", "1",
+                  "--steps", "10") == 0                        # C(16, 4) = 1820 supports
+    assert "statistical limit not computed at T = 16: for junta" in (tmp_path / "j" /
+                                                                     "table.md").read_text()
+    monkeypatch.undo()                                         # C(8, 1) = 8: counted, quickly
+    lim = report.statistical_limits("junta", 1, [8], compute=False)
+    assert set(lim) == {8} and 1 <= lim[8]["median"] <= 8
 
 
 def test_families_fit_m50_across_s_and_name_the_s_left_out():
