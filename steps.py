@@ -309,7 +309,7 @@ def steps_report(out, meta):
     text = "\n".join(lines) + "\n\n" + fit + "\n"
     print(text, end="")
     cli.write_text(os.path.join(out, "table.md"), text)
-    png = steps_plot(out, med, o)
+    png = steps_plot(out, med, o, meta["budget"])
     print(f"saved {out}/table.md" + (f", {png}" if png else ""))
 
 
@@ -329,7 +329,7 @@ def steps_fit(med):
             f"{int((~ok).sum())} dropped for a censored median)")
 
 
-def steps_plot(out, med, o):
+def steps_plot(out, med, o, budget):
     plt = report._pyplot("rerun with --report")
     if plt is None:
         return None
@@ -338,6 +338,10 @@ def steps_plot(out, med, o):
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
     Ts = sorted(med)
     ax.plot(Ts, [med[T][0] for T in Ts], "o-", label="median steps to 0.99")
+    above = [T for T in Ts if not np.isfinite(med[T][0])]
+    if above:                                   # a censored median: drawn at the budget, not left out
+        ax.plot(above, [budget] * len(above), "^", color="C3",
+                label=f"median above the budget ({budget} steps)")
     ax.set(xscale="log", yscale="log", xlabel="T (log scale)", ylabel="steps (log scale)",
            title=f"{o['s']}-sparse {o['task']}: steps until test accuracy 0.99")
     for key in sorted(curves, key=lambda k: tuple(int(v) for v in k.split("|"))):
