@@ -948,9 +948,10 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
 
 
 def growth_lines(by_family):
-    """Per task and T held at 2 or more s: how m50 grows with s (stats.growth_in_s), on the s
-    whose m50 lies within the m tried, naming the s left out (an m50 extrapolated beyond the grid
-    is not a result). by_family {(task, s): (grid, cells, folder)}."""
+    """Per task and T held at 2 or more s: how m50 and the majority m* grow with s
+    (stats.growth_in_s), on the s whose value lies within the m tried, naming the s left out (an
+    m50 extrapolated beyond the grid is not a result). by_family {(task, s): (grid, cells,
+    folder)}, cells {T: (success estimates, critical_sizes entry, rows)}."""
     out = []
     for task in sorted({task for task, _ in by_family}):
         ss = sorted(s for t, s in by_family if t == task)
@@ -958,32 +959,37 @@ def growth_lines(by_family):
             have = [(s,) + by_family[(task, s)][:2] for s in ss if T in by_family[(task, s)][1]]
             if len(have) < 2:
                 continue
-            ok, left = [], []
-            for s, grid, cells in have:
-                e = cells[T][0]
-                if e["m50"] > grid[-1]:
-                    left.append(f"{s} (m50 above the largest m tried, {grid[-1]})")
-                elif e["m50"] < grid[0]:
-                    left.append(f"{s} (m50 below the smallest m tried, {grid[0]})")
-                else:
-                    ok.append((s, e))
-            head = (f"{task} at T = {T}, m50 across s = {', '.join(str(s) for s, _ in ok)}"
-                    + (f" (left out: s = {'; '.join(left)})" if left else "") + ": ")
-            if len(ok) < 3:
-                out.append(head + f"{len(ok)} s within the grid: no fit")
-                continue
-            g = growth_in_s(np.array([s for s, _ in ok]), np.array([e["m50"] for _, e in ok]),
-                            np.array([e["m50_boot"] for _, e in ok]))
-            better = ("no resample kept" if g["p_power_better"] is None else
-                      f"the power law fits better in {100 * g['p_power_better']:.0f}% of the "
-                      f"kept bootstrap resamples")
-            out.append(head + f"m50 ~ a s^k, k = {g['pow_k']:.2f} [{g['pow_k_lo']:.2f}, "
-                       f"{g['pow_k_hi']:.2f}];  m50 ~ a b^s, b = {g['exp_b']:.2f} "
-                       f"[{g['exp_b_lo']:.2f}, {g['exp_b_hi']:.2f}];  AIC(power) - AIC(exp) = "
-                       f"{g['daic']:.1f} [{g['daic_lo']:.1f}, {g['daic_hi']:.1f}], {better} "
-                       f"(95% CIs, bootstrap over seeds; {g['n_dropped']} of {g['n_boot']} "
-                       f"resamples without a fit, counted against both bounds)")
+            for what, i, key in (("m50", 0, "m50"), ("m*", 1, "m_star")):
+                out.append(_growth_line(task, T, what, [(s, grid, cells[T][i]) for s, grid, cells
+                                                        in have], key))
     return out
+
+
+def _growth_line(task, T, what, have, key):
+    """One line of growth_lines: `what` (m50 or m*) across s at one T; have [(s, grid, entry)]."""
+    ok, left = [], []
+    for s, grid, e in have:
+        if e[key] > grid[-1]:
+            left.append(f"{s} ({what} above the largest m tried, {grid[-1]})")
+        elif e[key] < grid[0]:
+            left.append(f"{s} ({what} below the smallest m tried, {grid[0]})")
+        else:
+            ok.append((s, e))
+    head = (f"{task} at T = {T}, {what} across s = {', '.join(str(s) for s, _ in ok)}"
+            + (f" (left out: s = {'; '.join(left)})" if left else "") + ": ")
+    if len(ok) < 3:
+        return head + f"{len(ok)} s within the grid: no fit"
+    g = growth_in_s(np.array([s for s, _ in ok]), np.array([e[key] for _, e in ok]),
+                    np.array([e[key + "_boot"] for _, e in ok]))
+    better = ("no resample kept" if g["p_power_better"] is None else
+              f"the power law fits better in {100 * g['p_power_better']:.0f}% of the kept "
+              f"bootstrap resamples")
+    return head + (f"{what} ~ a s^k, k = {g['pow_k']:.2f} [{g['pow_k_lo']:.2f}, "
+                   f"{g['pow_k_hi']:.2f}];  {what} ~ a b^s, b = {g['exp_b']:.2f} "
+                   f"[{g['exp_b_lo']:.2f}, {g['exp_b_hi']:.2f}];  AIC(power) - AIC(exp) = "
+                   f"{g['daic']:.1f} [{g['daic_lo']:.1f}, {g['daic_hi']:.1f}], {better} "
+                   f"(95% CIs, bootstrap over seeds; {g['n_dropped']} of {g['n_boot']} "
+                   f"resamples without a fit, counted against both bounds)")
 
 
 def families_command(a, fail):

@@ -2460,9 +2460,14 @@ def test_families_fit_m50_across_s_and_name_the_s_left_out():
         rows = [dict(T=100, seed=seed, m=m, success=float(m >= crit)) for seed in range(12)
                 for crit in [(1 if s == 1 else 10 * s ** 2) * np.exp(0.2 * rng.standard_normal())]
                 for m in grid]
-        by_family[("and", s)] = (grid, {100: (stats.success_estimates(rows), None, rows)}, "f")
+        m_star = 10.0 * s ** 2                   # the m* line: exactly 10 s^2, 360 past the grid
+        entry = dict(m_star=m_star, m_star_boot=np.full(50, m_star))
+        by_family[("and", s)] = (grid, {100: (stats.success_estimates(rows), entry, rows)}, "f")
     by_family[("or", 3)] = by_family[("and", 3)]                    # one s only: no line
-    [line] = report.growth_lines(by_family)
+    line, line_mstar = report.growth_lines(by_family)
+    assert line_mstar.startswith("and at T = 100, m* across s = 1, 2, 3, 4, 5 (left out: s = 6 "
+                                 "(m* above the largest m tried, 320)): m* ~ a s^k, k = 2.00 "
+                                 "[2.00, 2.00]")
     assert line.startswith("and at T = 100, m50 across s = 2, 3, 4, 5 (left out: s = 1 (m50 "
                            "below the smallest m tried, 5); 6 (m50 above the largest m tried, "
                            "320)): m50 ~ a s^k, k = ")
