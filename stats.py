@@ -505,6 +505,34 @@ def _three_fits(T, Y):
     return out
 
 
+def _check_curve(name, x, m50, m50_boot):
+    """The checks scaling_fits and growth_in_s share: x [n] (T or s) >= 3 distinct positive values,
+    m50 [n] finite and > 0, m50_boot [n, B]. -> (x, m50, boot as float arrays, keep [B]: the
+    replicates whose every value is finite and > 0)."""
+    x = np.asarray(x, dtype=np.float64)
+    m50 = np.asarray(m50, dtype=np.float64)
+    show = lambda v: f"[{', '.join(f'{u:g}' for u in v)}]"
+    if x.ndim != 1 or x.shape != m50.shape:
+        raise ValueError(f"{name} and m50 must be 1-D of the same length, got {x.shape}, "
+                         f"{m50.shape}")
+    if not (np.isfinite(x).all() and (x > 0).all()) or np.unique(x).size != x.size or x.size < 3:
+        raise ValueError(f"{name} must hold >= 3 distinct positive finite values, got {show(x)}")
+    bad = ~(np.isfinite(m50) & (m50 > 0))
+    if bad.any():
+        raise ValueError(f"m50 must be finite and > 0 at every {name}, got m50={m50[bad].tolist()} "
+                         f"at {name}={show(x[bad])}")
+    try:
+        boot = np.asarray(m50_boot, dtype=np.float64)
+    except ValueError:
+        raise ValueError(f"m50_boot must be [n_{name}, B]: every {name} needs the same number B "
+                         f"of replicates") from None
+    if boot.ndim != 2 or boot.shape[0] != x.size or boot.shape[1] < 1:
+        raise ValueError(f"m50_boot must have shape [n_{name}={x.size}, B >= 1], got {boot.shape}")
+    with np.errstate(invalid="ignore"):
+        keep = (np.isfinite(boot) & (boot > 0)).all(0)
+    return x, m50, boot, keep
+
+
 def scaling_fits(T, m50, m50_boot):
     """Fits of m50(T) across T with paired-bootstrap 95% CIs.
 
@@ -520,25 +548,7 @@ def scaling_fits(T, m50, m50_boot):
     lin_a, pow_a (point estimates; pow_a = a of a T^k), log_r2, lin_r2, pow_r2,
     p_log_better (fraction of kept replicates with daic < 0; None if none kept), n_T, n_boot,
     n_dropped. CIs are (-inf, inf) if every replicate was dropped."""
-    T = np.asarray(T, dtype=np.float64)
-    m50 = np.asarray(m50, dtype=np.float64)
-    if T.ndim != 1 or T.shape != m50.shape:
-        raise ValueError(f"T and m50 must be 1-D of the same length, got {T.shape}, {m50.shape}")
-    if not (np.isfinite(T).all() and (T > 0).all()) or np.unique(T).size != T.size or T.size < 3:
-        raise ValueError(f"T must hold >= 3 distinct positive finite values, got {T.tolist()}")
-    bad = ~(np.isfinite(m50) & (m50 > 0))
-    if bad.any():
-        raise ValueError(f"m50 must be finite and > 0 at every T, got m50={m50[bad].tolist()} "
-                         f"at T={T[bad].tolist()}")
-    try:
-        boot = np.asarray(m50_boot, dtype=np.float64)
-    except ValueError:
-        raise ValueError("m50_boot must be [n_T, B]: every T needs the same number B of "
-                         "replicates") from None
-    if boot.ndim != 2 or boot.shape[0] != T.size or boot.shape[1] < 1:
-        raise ValueError(f"m50_boot must have shape [n_T={T.size}, B >= 1], got {boot.shape}")
-    with np.errstate(invalid="ignore"):
-        keep = (np.isfinite(boot) & (boot > 0)).all(0)
+    T, m50, boot, keep = _check_curve("T", T, m50, m50_boot)
     point = {k: np.ravel(v) if k == "daic" else tuple(float(u[0]) for u in v)
              for k, v in _three_fits(T, m50[:, None]).items()}
     pick = {"log_b": lambda f: f["log"][0], "lin_b": lambda f: f["lin"][0],
@@ -574,26 +584,7 @@ def growth_in_s(s, m50, m50_boot):
     AIC(exponential), negative favours the power law. -> dict: pow_k, exp_b, daic, each with
     _lo and _hi; pow_a, exp_a, p_power_better (fraction of kept replicates with daic < 0, None if
     none kept), n_s, n_boot, n_dropped."""
-    s = np.asarray(s, dtype=np.float64)
-    m50 = np.asarray(m50, dtype=np.float64)
-    if s.ndim != 1 or s.shape != m50.shape:
-        raise ValueError(f"s and m50 must be 1-D of the same length, got {s.shape}, {m50.shape}")
-    if not (np.isfinite(s).all() and (s > 0).all()) or np.unique(s).size != s.size or s.size < 3:
-        raise ValueError(f"s must hold >= 3 distinct positive finite values, got "
-                         f"[{', '.join(f'{v:g}' for v in s)}]")
-    bad = ~(np.isfinite(m50) & (m50 > 0))
-    if bad.any():
-        raise ValueError(f"m50 must be finite and > 0 at every s, got m50={m50[bad].tolist()} "
-                         f"at s=[{', '.join(f'{v:g}' for v in s[bad])}]")
-    try:
-        boot = np.asarray(m50_boot, dtype=np.float64)
-    except ValueError:
-        raise ValueError("m50_boot must be [n_s, B]: every s needs the same number B of "
-                         "replicates") from None
-    if boot.ndim != 2 or boot.shape[0] != s.size or boot.shape[1] < 1:
-        raise ValueError(f"m50_boot must have shape [n_s={s.size}, B >= 1], got {boot.shape}")
-    with np.errstate(invalid="ignore"):
-        keep = (np.isfinite(boot) & (boot > 0)).all(0)
+    s, m50, boot, keep = _check_curve("s", s, m50, m50_boot)
 
     def fits(Y):                                   # Y [n, B] > 0 -> (k, ln a, ln b, ln a', daic)
         n, lY = s.size, np.log(Y)
