@@ -2112,7 +2112,7 @@ def test_paired_ratio_cancels_the_seeds_shared_luck():
     (lambda: stats.parse_rows([{"T": 10, "seed": 0, "m": 5}]), "lacks key 'success'"),
     (lambda: stats.scaling_fits([10, 20], [1, 2], [[1], [2]]), "at least|>= 3"),
     (lambda: stats.scaling_fits([10, 20, 40], [1, np.inf, 2], np.ones((3, 4))),
-     r"m50=\[inf\] at T=\[20.0\]"),
+     r"m50=\[inf\] at T=\[20\]"),
     (lambda: stats.scaling_fits([10, 20, 40], [1, 2, 3], np.ones((2, 4))), r"shape \[n_T=3"),
 ])
 def test_value_errors(call, match):
