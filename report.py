@@ -752,8 +752,8 @@ def headline_table(d64, d128, plot=None):
                      f"{_limit(limits.get(T))} |")
     return ("\n".join(lines) + f"\n\nm50: where a logistic fit of success against ln m crosses "
             f"1/2; m*: the smallest m at which half of the seeds succeed (the paper's statistic); "
-            f"[95% intervals], bootstrap over seeds ({_seed_counts(a)} at d = 64, "
-            f"{_seed_counts(b)} at d = 128). Folders: {', '.join(d64)} (d = 64); "
+            f"[95% intervals], bootstrap over seeds (d = 64: {_seed_counts(a)}; d = 128: "
+            f"{_seed_counts(b)}). Folders: {', '.join(d64)} (d = 64); "
             f"{', '.join(d128)} (d = 128).\n")
 
 
