@@ -201,23 +201,21 @@ def paired_medians(rows, ref, n_boot=2000, seed=0, budget=None):
     smaller). The ratio is None where both medians are inf (undefined), and so are replicates
     whose ratio is undefined: they are dropped. -> (median, median of ref, ratio, lo, hi,
     n_seeds)."""
-    def steps(r):
+    def censored_at_budget(r):
         late = budget is not None and r["steps_to_bar"] is not None and r["steps_to_bar"] > budget
-        return np.inf if r["censored"] or late else r["steps_to_bar"]
+        return dict(r, censored=1) if late else r
     here, there = {r["seed"]: r for r in rows}, {r["seed"]: r for r in ref}
     seeds = sorted(set(here) & set(there))
     if not seeds:
         raise ValueError("the two folders share no seed at this T: nothing to pair")
-    a = np.array([steps(here[sd]) for sd in seeds], float)
-    b = np.array([steps(there[sd]) for sd in seeds], float)
-    idx = np.random.default_rng(seed).integers(0, len(seeds), (n_boot, len(seeds)))
+    # the same bootstrap seed over the same seed list: replicate i resamples the same seeds in both
+    (ma, _, _, ba), (mb, _, _, bb) = (median_steps([censored_at_budget(side[sd]) for sd in seeds],
+                                                   n_boot, seed) for side in (here, there))
     with np.errstate(invalid="ignore"):
-        ratios = np.median(a[idx], axis=1) / np.median(b[idx], axis=1)
-        point = np.median(a) / np.median(b)
+        ratios, point = ba / bb, ma / mb
     ratios = ratios[~np.isnan(ratios)]
     lo, hi = percentile_ci(ratios) if ratios.size and not np.isnan(point) else (None, None)
-    return (float(np.median(a)), float(np.median(b)), None if np.isnan(point) else float(point),
-            lo, hi, len(seeds))
+    return ma, mb, None if np.isnan(point) else float(point), lo, hi, len(seeds)
 
 
 def read_steps_meta(out):
@@ -407,10 +405,8 @@ def main(argv=None):
         code = run_all(a, a.out, base)
         if code:
             return code
-    with open(os.path.join(a.out, "steps.json")) as f:
-        meta = json.load(f)
     try:
-        steps_report(a.out, meta)
+        steps_report(a.out, read_steps_meta(a.out))
         if a.against:
             against_table(a.out, a.against)
     except ValueError as e:
