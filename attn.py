@@ -475,8 +475,8 @@ def cls_attention(p, cfg, X):
 
 # ==============================================================================================
 # 2. THE FAST PATH: training's code. The model's parameters carry a leading run axis R (one run
-#    is a stack of one); the baseline MLP at the end runs on the same tuned ops. Its arithmetic
-#    is frozen (the same operations in the same order), so that runs repeat bit for bit.
+#    is a stack of one); baseline.py's MLP runs on the same tuned ops. Its arithmetic is frozen
+#    (the same operations in the same order), so that runs repeat bit for bit.
 # ==============================================================================================
 
 # ---------------------------------------------------------------------------------------------
@@ -820,35 +820,9 @@ def cls_attention_mean(p, cfg, X):
     return A.mean(1) / B
 
 
-# ---------------------------------------------------------------------------------------------
-# the baseline without attention: an MLP on the T bits (a rotation-invariant learner)
-
-def baseline_init(T, hidden, rng, dtype="float32", std=0.02):
-    """logit = act(x W_1 + b_1) W_2 + b_2 on the raw bits x [T]: W_1 [T, hidden], W_2 [hidden, 1].
-
-    Same init as the Transformer: weights N(0, std^2), biases 0.
-    """
-    dt = _check_baseline_init(T, hidden, rng, dtype, std)
-    return dict(W_1=(std * rng.standard_normal((T, hidden))).astype(dt), b_1=np.zeros(hidden, dt),
-                W_2=(std * rng.standard_normal((hidden, 1))).astype(dt), b_2=np.zeros(1, dt))
-
-
-def baseline_forward(p, X, act="gelu"):  # [B, T] bits -> logits [B]
-    _check_baseline_forward(p, X, act)
-    z, cache = fast_mlp_forward(X.astype(p["W_1"].dtype, copy=False), p["W_1"], p["b_1"],
-                                p["W_2"], p["b_2"], act)
-    return z[:, 0], cache
-
-
-def baseline_backward(dz, cache):
-    _check_dz(dz, cache, baseline=True)
-    _, dW_1, db_1, dW_2, db_2 = fast_mlp_backward(dz[:, None], cache, need_dx=False)  # bits: no dX
-    return dict(W_1=dW_1, b_1=db_1, W_2=dW_2, b_2=db_2)
-
-
 # ==============================================================================================
 # 3. THE CHECKS: configuration, parameters, inputs and memory; general helpers first. The
-#    per-step ones (model_forward, loss_and_grads, the baseline's forward and backward) read
+#    per-step ones (model_forward, loss_and_grads, model_backward, and baseline.py's) read
 #    types, shapes and dtypes, and the values of the batch only (X, y, weights), never those of
 #    the parameters: each costs far less than a step. A message is built only to refuse.
 # ==============================================================================================
@@ -983,7 +957,7 @@ def check_config(cfg):
 
 
 def _check_draw(rng, std):
-    """An init's generator and standard deviation (init_params and baseline_init)."""
+    """An init's generator and standard deviation (init_params and baseline.init)."""
     _check_rng(rng)
     _check_number("std", std, _REALS, 0, math.inf,
                   "a finite number >= 0 (the init's standard deviation)")
@@ -1039,14 +1013,11 @@ def activation_bytes(cfg, B, path, R=1):
     return R * n * item
 
 
-def _check_x(X, path="fast", stack=True, T=None):
+def _check_x(X, path="fast", stack=True):
     """X's type, rank and dtype: bits [batch, T], or [runs, batch, T] on path "fast" where `stack`.
-    T given (the baseline): exactly T columns and one example at least. Its values: _check_01."""
-    if T is None:
-        form = "[batch, T]" + (" (or [runs, batch, T] on path 'fast')" if stack else "")
-        ok = lambda s: len(s) == 2 or (len(s) == 3 and stack and path == "fast")
-    else:
-        form, ok = f"[batch >= 1, T={T}]", lambda s: len(s) == 2 and s[1] == T and s[0] >= 1
+    Its values: _check_01."""
+    form = "[batch, T]" + (" (or [runs, batch, T] on path 'fast')" if stack else "")
+    ok = lambda s: len(s) == 2 or (len(s) == 3 and stack and path == "fast")
     _check_array("X", X, "biuf", ok, f"a numpy array {form} of bits (dtype bool, integer or float)")
 
 
@@ -1106,48 +1077,10 @@ def _check_loss_inputs(z, y, weights):
     _check_targets(y, weights, z.shape)
 
 
-def _check_dz(dz, cache, baseline=False):
-    """model_backward's dz (baseline_backward's): a number per logit of the forward call that made
-    `cache`, which must be one that model_forward (baseline_forward) returned."""
-    if baseline and isinstance(cache, tuple) and len(cache) == 4 and isinstance(cache[0], tuple):
-        want = cache[0][0].shape[:1]                                 # the cache's X [B, T]
-    elif not baseline and isinstance(cache, dict) and cache.get("path") in PATHS and "f" in cache:
-        want = cache["f"].shape[1 if cache.get("single") else 0:-1]
-    else:
-        raise WrongType(f"cache must be the cache that {'baseline' if baseline else 'model'}"
-                        f"_forward returned, got {_got(cache)}")
+def _check_dz(dz, cache):
+    """model_backward's dz: a number per logit of the forward call that made `cache`, which must be
+    one that model_forward returned."""
+    if not (isinstance(cache, dict) and cache.get("path") in PATHS and "f" in cache):
+        raise WrongType(f"cache must be the cache that model_forward returned, got {_got(cache)}")
+    want = cache["f"].shape[1 if cache.get("single") else 0:-1]
     _check_array("dz", dz, "biuf", want, "a numpy array of numbers in the logits' shape {shape}")
-
-
-# ---------------------------------------------------------------------------------------------
-# the baseline's arguments
-
-def _check_baseline_init(T, hidden, rng, dtype, std):
-    """baseline_init's arguments and the memory of its parameters; -> the dtype."""
-    _check_int("T", T, 1)
-    _check_int("hidden", hidden, 1)
-    dt = _float_dtype("dtype", dtype)
-    _check_draw(rng, std)
-    _check_memory((T + 2) * hidden * (dt.itemsize + 8), f"a baseline of T={T} and {hidden} hidden "
-                  f"units", "for its parameters", "use a smaller T or fewer hidden units")
-    return dt
-
-
-def _check_baseline_forward(p, X, act):
-    """The baseline's parameters as baseline_init gives them (W_1 [T, k], b_1 [k], W_2 [k, 1],
-    b_2 [1], all of one float dtype), its activation and its bits X [batch >= 1, T]."""
-    keys = ("W_1", "b_1", "W_2", "b_2")
-    if not isinstance(p, dict):
-        raise WrongType(f"params must be a dict {list(keys)} from baseline_init, got {_got(p)}")
-    if set(p) != set(keys):
-        raise ValueError(f"params must have exactly the keys {list(keys)} of baseline_init, got "
-                         f"{sorted(p, key=str)}")
-    W_1 = p["W_1"]
-    _check_array("param W_1", W_1, FLOAT_DTYPES, lambda s: len(s) == 2 and min(s) >= 1,
-                 "a numpy array [T, hidden] of float32 or float64")
-    what = f"a numpy array of shape {{shape}} (hidden={W_1.shape[1]}) in W_1's dtype {W_1.dtype}"
-    for name, shape in (("b_1", W_1.shape[1:]), ("W_2", W_1.shape[1:] + (1,)), ("b_2", (1,))):
-        _check_array("param " + name, p[name], (W_1.dtype,), shape, what)
-    _check_choice("act", act, ACTIVATIONS)
-    _check_x(X, T=W_1.shape[0])
-    _check_01("X", X, "bits")

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 import attn
+import baseline
 import data
 import theory
 import cli
@@ -293,14 +294,14 @@ def test_grad_dropout_op_and_whole_model_with_dropout():
 
 def test_baseline_mlp_gradients():
     rng = np.random.default_rng(11)
-    p = attn.baseline_init(7, 5, rng, "float64", std=0.7)
+    p = baseline.init(7, 5, rng, "float64", std=0.7)
     for k in p:
         p[k] += 0.3 * rng.standard_normal(p[k].shape)
     X = rng.integers(0, 2, (6, 7))
     dz = rng.standard_normal(6)
-    g = attn.baseline_backward(dz, attn.baseline_forward(p, X)[1])
+    g = baseline.backward(dz, baseline.forward(p, X)[1])
     for k in p:
-        check(f"baseline {k}", g[k], lambda: attn.baseline_forward(p, X)[0] @ dz, p[k])
+        check(f"baseline {k}", g[k], lambda: baseline.forward(p, X)[0] @ dz, p[k])
 
 
 # ---------------- the fast path computes what the reference computes ---------------------------
@@ -572,7 +573,7 @@ def test_api_takes_numpy_arrays_and_generators_only():
     """Issue 23: X as a list (or a tuple, a scalar) is refused by name everywhere, never read by
     numpy deep inside; rng must be a numpy Generator (5, a seed string, None where required)."""
     cfg, p, X, y = _api_case()
-    pb = attn.baseline_init(4, 3, np.random.default_rng(0))
+    pb = baseline.init(4, 3, np.random.default_rng(0))
     for bad in (X.tolist(), tuple(map(tuple, X)), 7, None):
         _refused_in_one_line(r"X must be a numpy array \[batch",
                              lambda: attn.model_forward(p, cfg, bad),
@@ -580,13 +581,13 @@ def test_api_takes_numpy_arrays_and_generators_only():
                              lambda: attn.loss_and_grads(p, cfg, bad, y, "cls"),
                              lambda: attn.cls_attention(p, cfg, bad),
                              lambda: attn.cls_attention_mean(p, cfg, bad),
-                             lambda: attn.baseline_forward(pb, bad),
+                             lambda: baseline.forward(pb, bad),
                              lambda: attn.two_versions(bad, np.float32), kind=TypeError)
     for bad in (X.astype(complex), X.astype(str), X.astype(object)):
         _refused_in_one_line(r"X must be a numpy array .* of bits \(dtype bool, integer or float\), got an",
                              lambda: attn.model_forward(p, cfg, bad, "cls"),
                              lambda: attn.loss_and_grads(p, cfg, bad, y),
-                             lambda: attn.baseline_forward(pb, bad))
+                             lambda: baseline.forward(pb, bad))
     _refused_in_one_line(r"X must be a numpy array \[batch, T\] of bits .*, got an array of shape "
                          r"\(1, 3, 4\)", lambda: attn.cls_attention_mean(p, cfg, X[None]),
                          lambda: attn.cls_attention(p, cfg, X[None]))
@@ -596,14 +597,14 @@ def test_api_takes_numpy_arrays_and_generators_only():
     for bad in (5, "seed", np.random.RandomState(0), [1, 2]):
         _refused_in_one_line(r"rng must be a numpy Generator such as np\.random\.default_rng",
                              lambda: attn.init_params(cfg, bad),
-                             lambda: attn.baseline_init(4, 3, bad),
+                             lambda: baseline.init(4, 3, bad),
                              lambda: attn.loss_and_grads(p, cfg_d, X, y, "cls", rng=bad),
                              lambda: attn.model_forward(p, cfg_d, X, "cls", rng=bad),
                              lambda: attn.model_forward(p, cfg, X, rng=bad),
                              lambda: attn.dropout_forward(np.ones(3), 0.5, bad), kind=TypeError)
     _refused_in_one_line(r"rng must be a numpy Generator .*, got None",
                          lambda: attn.init_params(cfg, None),
-                         lambda: attn.baseline_init(4, 3, None))
+                         lambda: baseline.init(4, 3, None))
     for bad in (1.0, -0.1, float("nan"), "0.1"):
         _refused_in_one_line(r"dropout p must be a probability in \[0, 1\)",
                              lambda: attn.dropout_forward(np.ones(3), bad, None),
@@ -701,48 +702,48 @@ def test_loss_refuses_bad_weights_labels_and_logits():
 
 
 def test_baseline_refuses_unusable_hidden_sizes_dtypes_and_arguments():
-    """Issue 23: baseline_init with 0 hidden units or an integer dtype returned parameters that
+    """Issue 23: baseline.init with 0 hidden units or an integer dtype returned parameters that
     no step could use; now every argument is named, and the forward and backward check theirs."""
     rng = np.random.default_rng(0)
     for bad in (0, -3):
         _refused_in_one_line(f"hidden must be an integer >= 1, got {bad}",
-                             lambda: attn.baseline_init(4, bad, rng))
+                             lambda: baseline.init(4, bad, rng))
     for bad in (2.5, "4", True, None):
         _refused_in_one_line("hidden must be an integer >= 1",
-                             lambda: attn.baseline_init(4, bad, rng), kind=TypeError)
+                             lambda: baseline.init(4, bad, rng), kind=TypeError)
     for bad in (0, -1, 4.0):
-        _refused_in_one_line("T must be an integer >= 1", lambda: attn.baseline_init(bad, 3, rng))
+        _refused_in_one_line("T must be an integer >= 1", lambda: baseline.init(bad, 3, rng))
     for bad in ("int32", np.int64, "float16", None, "bogus", "complex128"):
         _refused_in_one_line("dtype must be 'float32' or 'float64'",
-                             lambda: attn.baseline_init(4, 3, rng, bad))
+                             lambda: baseline.init(4, 3, rng, bad))
     for bad in (-0.1, float("nan"), float("inf"), "0.02", None):
         _refused_in_one_line(r"std must be a finite number >= 0",
-                             lambda: attn.baseline_init(4, 3, rng, std=bad),
+                             lambda: baseline.init(4, 3, rng, std=bad),
                              lambda: attn.init_params(attn.default_config(T=4, d=4, heads=1),
                                                       rng, std=bad))
-    _refused_in_one_line("GiB for its parameters", lambda: attn.baseline_init(10**6, 10**6, rng),
+    _refused_in_one_line("GiB for its parameters", lambda: baseline.init(10**6, 10**6, rng),
                          lambda: attn.init_params(attn.default_config(T=10**10), rng))
-    a = attn.baseline_init(4, 3, np.random.default_rng(1), np.float64)    # a numpy type, as before
-    b = attn.baseline_init(4, 3, np.random.default_rng(1), "float64")
+    a = baseline.init(4, 3, np.random.default_rng(1), np.float64)    # a numpy type, as before
+    b = baseline.init(4, 3, np.random.default_rng(1), "float64")
     assert all(np.array_equal(a[k], b[k]) and a[k].dtype == np.float64 for k in a)
     X = np.array([[0, 1, 0, 1], [1, 1, 0, 0]], np.uint8)
-    z, cache = attn.baseline_forward(a, X)
-    _refused_in_one_line("act must be one of", lambda: attn.baseline_forward(a, X, act="tanh"),
-                         lambda: attn.baseline_forward(a, X, act=["relu"]))
+    z, cache = baseline.forward(a, X)
+    _refused_in_one_line("act must be one of", lambda: baseline.forward(a, X, act="tanh"),
+                         lambda: baseline.forward(a, X, act=["relu"]))
     _refused_in_one_line(r"param W_1 must be .* of float32 or float64, got .* dtype int64",
-                         lambda: attn.baseline_forward({k: v.astype(np.int64)
+                         lambda: baseline.forward({k: v.astype(np.int64)
                                                         for k, v in a.items()}, X))
     _refused_in_one_line(r"param b_2 must be .* in W_1's dtype float64, got .* dtype float32",
-                         lambda: attn.baseline_forward(dict(a, b_2=a["b_2"].astype(np.float32)), X))
+                         lambda: baseline.forward(dict(a, b_2=a["b_2"].astype(np.float32)), X))
     _refused_in_one_line(r"params must have exactly the keys \['W_1', 'b_1', 'W_2', 'b_2'\]",
-                         lambda: attn.baseline_forward({k: a[k] for k in a if k != "b_2"}, X),
-                         lambda: attn.baseline_forward(dict(a, W_3=a["W_2"]), X))
+                         lambda: baseline.forward({k: a[k] for k in a if k != "b_2"}, X),
+                         lambda: baseline.forward(dict(a, W_3=a["W_2"]), X))
     _refused_in_one_line(r"param W_2 must be a numpy array of shape \(3, 1\)",
-                         lambda: attn.baseline_forward(dict(a, W_2=a["W_2"][:2]), X))
+                         lambda: baseline.forward(dict(a, W_2=a["W_2"][:2]), X))
     _refused_in_one_line(r"dz must be a numpy array of numbers in the logits' shape \(2,\)",
-                         lambda: attn.baseline_backward(np.ones(3), cache),
-                         lambda: attn.baseline_backward(np.ones((2, 1)), cache),
-                         lambda: attn.baseline_backward([1.0, 1.0], cache))
+                         lambda: baseline.backward(np.ones(3), cache),
+                         lambda: baseline.backward(np.ones((2, 1)), cache),
+                         lambda: baseline.backward([1.0, 1.0], cache))
 
 
 def test_backward_and_kept_versions_name_mismatched_shapes():
@@ -773,12 +774,12 @@ def test_backward_and_kept_versions_name_mismatched_shapes():
 
 def test_python_api_refuses_what_it_cannot_use():
     rng = np.random.default_rng(0)
-    pb = attn.baseline_init(6, 4, rng)
+    pb = baseline.init(6, 4, rng)
     for X, msg in [(np.full((3, 6), 2), "X must hold bits 0 and 1 only, got 2"),
                    (np.zeros((3, 5)), r"X must be a numpy array \[batch >= 1, T=6\] .* \(3, 5\)"),
                    (np.zeros(6), r"X must be a numpy array \[batch >= 1, T=6\] .* \(6,\)")]:
         with pytest.raises(ValueError, match=msg):
-            attn.baseline_forward(pb, X)
+            baseline.forward(pb, X)
     cfg = attn.default_config(T=6, d=8, heads=2, mlp=4)
     p = attn.init_params(cfg, rng)
     X = rng.integers(0, 2, (5, 6))
@@ -796,12 +797,17 @@ def test_python_api_refuses_what_it_cannot_use():
             attn.loss_and_grads(p, cfg, X, y)
 
 
-# ---------------- copied alone: attn.py (and data.py) need numpy only --------------------------
+# ---------------- copied alone: attn.py and data.py need numpy only, baseline.py attn.py too ----
 
-@pytest.mark.parametrize("module", ["attn", "data"])
+COPIED_WITH = {"attn": ["attn"], "data": ["data"], "baseline": ["baseline", "attn"]}
+
+
+@pytest.mark.parametrize("module", ["attn", "data", "baseline"])
 def test_file_works_alone_in_an_empty_folder(module, tmp_path):
-    """Vendoring: attn.py alone, or data.py alone, imports and runs with numpy only."""
-    shutil.copy(os.path.join(HERE, module + ".py"), tmp_path)
+    """Vendoring: attn.py alone, data.py alone, or baseline.py with attn.py, imports and runs with
+    numpy only."""
+    for name in COPIED_WITH[module]:
+        shutil.copy(os.path.join(HERE, name + ".py"), tmp_path)
     code = {"attn": "import numpy as np, attn\n"
                     "cfg = attn.default_config(T=10, d=8, heads=2, mlp=4)\n"
                     "p = attn.init_params(cfg, np.random.default_rng(0))\n"
@@ -811,12 +817,18 @@ def test_file_works_alone_in_an_empty_folder(module, tmp_path):
             "data": "import numpy as np, data\n"
                     "t = data.make_task('and', 20, 3, np.random.default_rng(0))\n"
                     "X, y = t.sample(50, np.random.default_rng(1))\n"
-                    "assert X.shape == (50, 20) and y.shape == (50,)\nprint('ok')\n"}[module]
+                    "assert X.shape == (50, 20) and y.shape == (50,)\nprint('ok')\n",
+            "baseline": "import numpy as np, baseline\n"
+                        "p = baseline.init(10, 4, np.random.default_rng(0), 'float64')\n"
+                        "X = np.random.default_rng(1).integers(0, 2, (3, 10))\n"
+                        "z, cache = baseline.forward(p, X)\n"
+                        "g = baseline.backward(np.ones(3), cache)\n"
+                        "assert set(g) == set(p) and z.shape == (3,)\nprint('ok')\n"}[module]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     r = subprocess.run([sys.executable, "-E", "-c", code], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr
-    assert set(os.listdir(tmp_path)) - {"__pycache__"} == {module + ".py"}
+    assert set(os.listdir(tmp_path)) - {"__pycache__"} == {n + ".py" for n in COPIED_WITH[module]}
 
 
 # ===============================================================================================

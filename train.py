@@ -32,6 +32,7 @@ from cli import BadValue, choice, integer, number
 import numpy as np
 
 import attn
+import baseline
 import data
 
 
@@ -164,13 +165,13 @@ def model_config(o):
 def build_model(o, rng):
     """(params, loss_and_grads(params, X, y), logits(params, X), cfg) for model o["model"]."""
     if o["model"] == "mlp":
-        params = attn.baseline_init(o["T"], o["mlp"], rng, o["dtype"])
+        params = baseline.init(o["T"], o["mlp"], rng, o["dtype"])
 
         def loss_and_grads(p, X, y):
-            z, cache = attn.baseline_forward(p, X)
+            z, cache = baseline.forward(p, X)
             loss, c_loss = attn.logistic_forward(z, y)
-            return loss, attn.baseline_backward(attn.logistic_backward(1.0, c_loss), cache)
-        return params, loss_and_grads, lambda p, X: attn.baseline_forward(p, X)[0], None
+            return loss, baseline.backward(attn.logistic_backward(1.0, c_loss), cache)
+        return params, loss_and_grads, lambda p, X: baseline.forward(p, X)[0], None
     cfg = model_config(o)
     if o["dropout"]:                # per-sample masks: the plain [CLS] path, masks from stream 7
         r_drop = seeds_for(o["seed"]).dropout
