@@ -398,13 +398,15 @@ def _cpu_minutes(runs):
     return np.nansum([float(r["seconds"]) for r in runs]) / 60
 
 
-def compare_table(folders, log=print, n_seeds=None, Ts=None):
+def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None):
     """One table over sweep folders (one protocol each): per folder and T, m50 and m90 with 95%
     CIs, m50 over the first folder's with a paired CI (paired_ratio; only where both hold the same
     seeds), the paper's m*, the share of failed runs that fit their training set perfectly
     (memorised without generalising), the median [CLS] attention on S and positional overlap of S
     in successes and failures, and the CPU minutes its runs took; then each folder's slope of m50
-    against ln T with its CI. Returns (markdown, entries): entries [(name, T, estimates)]."""
+    against ln T with its CI. Returns (markdown, entries): entries [(name, T, estimates)].
+    A folder is named by its protocol, and also by its folder where that is ambiguous or where its
+    options are not the protocol's (`protocols`: name -> options it changes from train.py's)."""
     lines = ["| protocol | T | m50 [95% CI] | m50 / first [paired 95% CI] | m90 [95% CI] | "
              "seeds | m* (paper) | failures that memorised | attention on S: successes / "
              "failures (median) | positional overlap of S: successes / failures (median) | "
@@ -415,7 +417,10 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None):
     names = [meta.get("protocol", os.path.basename(f.rstrip("/"))) for f, (meta, _) in
              zip(folders, metas)]
     for i, (folder, (meta, rows)) in enumerate(zip(folders, metas)):
-        name = names[i] if names.count(names[i]) == 1 else \
+        own = dict(train.DEFAULTS, **(protocols or {}).get(names[i], {}))
+        changed = protocols is not None and names[i] in protocols and any(
+            own[k] != v for k, v in full_options(meta["options"]).items() if k in own)
+        name = names[i] if names.count(names[i]) == 1 and not changed else \
             f"{names[i]} ({os.path.basename(folder.rstrip('/'))})"   # e.g. ours at another d
         est, scaling = success_table(rows, ["transformer"])
         for T, runs in sorted(split_by_T(rows).items(), key=lambda kv: int(kv[0])):
@@ -693,7 +698,7 @@ def over_folders(a, fail, make, also=()):
 def compare_command(a, fail):
     """`sweep.py compare DIR DIR ...`: compare_table, and compare_plot with --plot."""
     table, entries = over_folders(a, fail, lambda: compare_table(a.folders, n_seeds=a.seeds,
-                                                                 Ts=a.Ts))
+                                                                 Ts=a.Ts, protocols=a.protocols))
     if a.plot:
         compare_plot(entries, a.plot, "m50 and its 95% CI (bootstrap over seeds); dashed: "
                      f"{entries[0][0]}; red: the paper's m* and bar")

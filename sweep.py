@@ -183,7 +183,7 @@ def add_compare_command(sub):
     folder_args(c, "sweep output folders", "only seeds 0..N-1 (the same in every folder)")
     c.add_argument("--plot", help="also draw m50 [95%% CI] per protocol and T into this image "
                                   "(needs matplotlib)")
-    c.set_defaults(run=report.compare_command, parser=c)
+    c.set_defaults(run=report.compare_command, parser=c, protocols=PROTOCOLS)
 
 
 def add_width_command(sub):

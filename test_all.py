@@ -2417,15 +2417,23 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
     assert _sweep(tmp_path / "b", "--protocol", "steps-500", "--steps", "100") == 0
     out = str(tmp_path / "cmp.md")
     assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", out]) == 0
-    table = open(out).read()
-    assert "| ours | 8 |" in table and "| steps-500 | 16 |" in table and "memorised" in table
+    table = open(out).read()                 # neither runs its protocol as named: the smoke preset
+    assert "| ours (a) | 8 |" in table and "| steps-500 (b) | 16 |" in table   # and --steps 100
+    assert "memorised" in table and "| ours |" not in table and "| steps-500 |" not in table
+    smoke = dict(steps=150, n_test=500)      # a protocol that is the smoke preset: named alone
+    md, _ = report.compare_table([str(tmp_path / "a"), str(tmp_path / "b")], log=lambda *_: None,
+                                 protocols={"ours": smoke, "steps-500": dict(smoke, steps=100)})
+    assert "| ours | 8 |" in md and "| steps-500 | 16 |" in md
     assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--out", out]) == 0
-    assert table.count("| ours |") * 2 == open(out).read().count("| ours (a) |")  # one name
-    assert open(out).read().count("1.00 [1.00, 1.00]") == 2 * table.count("| ours |")  # paired
+    assert table.count("| ours (a) |") * 2 == open(out).read().count("| ours (a) |")
+    assert open(out).read().count("1.00 [1.00, 1.00]") == 2 * table.count("| ours (a) |")  # paired
+    md, _ = report.compare_table([str(tmp_path / "a")] * 2, log=lambda *_: None,
+                                 protocols={"ours": smoke})
+    assert "| ours |" not in md and md.count("| ours (a) |") == 2 * table.count("| ours (a) |")
     assert sweep.main(["compare", str(tmp_path / "a"), "--seeds", "1", "--Ts", "16", "--out",
-                       out]) == 0
+                       out]) == 0             # the smoke preset is not ours: named by folder
     table = open(out).read()
-    assert "| ours | 16 |" in table and "| ours | 8 |" not in table and "| 1 |" in table
+    assert "| ours (a) | 16 |" in table and "| ours (a) | 8 |" not in table and "| 1 |" in table
     code, _, err = run_cli(capsys, "sweep", "compare", str(tmp_path / "nowhere"))
     assert code == 2 and "no folder" in err
 
