@@ -578,7 +578,8 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
     the median [CLS] attention on S and positional overlap of S in successes and failures, and
     the CPU minutes; per d, the small-T law, the T where the curve departs from it, and the fits
     over all T; then per T, the construction's d_p beside each width's standing against its law
-    (above it: that T's ratio interval lies above 1). -> (markdown, curves)."""
+    (above it: that T's ratio interval lies above 1), the width that keeps the law and the first
+    such width scaled like ln T (width_edges). -> (markdown, curves)."""
     curves, left_out = width_curves(folders, n_seeds, fit_below, Ts)
     lines = ["| d | T | m50 [95% CI] | m90 [95% CI] | seeds | m50 / small-T log law [95% CI] | "
              "attention on S: successes / failures (median) | positional overlap of S: "
@@ -608,32 +609,63 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
                          f"AIC(T) = {f['daic']:.1f} [{f['daic_lo']:.1f}, {f['daic_hi']:.1f}], ln T "
                          f"better in {100 * f['p_log_better']:.0f}% of resamples" if f else ""))
     need = ["| T | construction's d_p = ceil(16 s ln T) | " +
-            " | ".join(f"d = {c['d']}" for c in curves) + " |", "|---|---|" + "---|" * len(curves)]
-    for T in sorted({T for c in curves for T in c["est"]}):
-        def state(c):            # where this width's curve stands at T against its small-T law
-            if T not in c["est"]:
-                return "not run"
-            if T <= fit_below:
-                return "fit range"
-            if T not in c["dep"]["ratios"]:
-                return "no small-T law"
-            return "above it" if c["dep"]["ratios"][T][1] > 1 else "consistent with it"
-        need.append(f"| {T} | {construction_width(T, curves[0]['s'])} | " +
-                    " | ".join(state(c) for c in curves) + " |")
+            " | ".join(f"d = {c['d']}" for c in curves) + " | width that keeps the law | "
+            "the first edge scaled like ln T |", "|---|---|" + "---|" * (len(curves) + 2)]
+    for e in width_edges(curves, fit_below):
+        lo, hi = e["edge"] or (None, None)
+        where = ("-" if e["edge"] is None else f"{lo} < d <= {hi}" if lo and hi else
+                 f"d <= {hi}" if hi else f"d > {lo}")
+        need.append(f"| {e['T']} | {e['d_p']} | " + " | ".join(e["states"]) + f" | {where} | "
+                    f"{'-' if e['ln_T'] is None else e['ln_T']} |")
     notes += left_out
     for line in lines + [""] + notes + [""] + need:
         log(line)
     return "\n".join(lines + [""] + ["- " + n for n in notes] + [""] + need) + "\n", curves
 
 
-def width_plot(curves, path, limits=None):
+def width_edges(curves, fit_below=100):
+    """Per T, where the width that keeps the log law lies (the issue's departure test), curves
+    sorted by d. Each width's state against its small-T law: "above it" (the ratio's interval
+    lies above 1), "consistent with it", "fit range", "not run" or "no small-T law". The edge is
+    (lo, hi): hi the narrowest width consistent with its law, lo the widest narrower one above its
+    law (None: no such width); None in the fit range. ln_T: the first edge's hi scaled by
+    ln T / ln T0, the width the edge would reach if it grew like ln T (as the construction's
+    d_p does). -> [dict(T, d_p, states, edge, ln_T)]."""
+    out, first = [], None
+    for T in sorted({T for c in curves for T in c["est"]}):
+        states, judged = [], []
+        for c in curves:
+            if T not in c["est"]:
+                states.append("not run")
+            elif T <= fit_below or T not in c["dep"]["ratios"]:
+                states.append("fit range" if T <= fit_below else "no small-T law")
+            else:
+                above = c["dep"]["ratios"][T][1] > 1
+                states.append("above it" if above else "consistent with it")
+                judged.append((c["d"], not above))
+        keeps = [d for d, ok in judged if ok]
+        hi = min(keeps) if keeps else None
+        below = [d for d, ok in judged if not ok and (hi is None or d < hi)]
+        edge = (max(below) if below else None, hi) if judged else None
+        if first is None and hi is not None:
+            first = (T, hi)
+        out.append(dict(T=T, d_p=construction_width(T, curves[0]["s"]), states=states, edge=edge,
+                        ln_T=round(first[1] * math.log(T) / math.log(first[0])) if first else None))
+    return out
+
+
+def width_plot(curves, path, limits=None, fit_below=100):
     """Left: m50 against T per width, 95% CIs as bands, the small-T log law extrapolated (thin
-    dashed), the paper's points with their bars and the statistical limit. Right: the median
-    positional overlap of S in successes (solid) and failures (dashed). None without matplotlib."""
+    dashed), the paper's points with their bars and the statistical limit. Middle: the width that
+    keeps the law against T (width_edges: a bar from the widest width above its law to the
+    narrowest that keeps it), the construction's d_p and the first edge scaled like ln T. Right:
+    the median positional overlap of S in successes (solid) and failures (dashed). None without
+    matplotlib."""
     plt = _pyplot("rerun")
     if plt is None:
         return None
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.4))
+    fig, (ax, cx, bx) = plt.subplots(1, 3, figsize=(16, 4.4))
+    edge_panel(cx, curves, width_edges(curves, fit_below))
     top = 4 * max(e["m50"] for c in curves for e in c["est"].values() if np.isfinite(e["m50"]))
     for c, color in zip(curves, plt.rcParams["axes.prop_cycle"].by_key()["color"]):
         Ts = sorted(c["est"])
@@ -668,6 +700,45 @@ def width_plot(curves, path, limits=None):
     ax.legend(fontsize=8)
     bx.legend(fontsize=7)
     return _save(plt, fig, path)
+
+
+def edge_panel(ax, curves, edges):
+    """width_plot's middle panel: per T past the fit range, the width that keeps the small-T law
+    (a bar from the widest width above its law, open circle, to the narrowest that keeps it,
+    filled; an arrow where no width tried keeps it), the widths tried (grey lines), the
+    construction's d_p = ceil(16 s ln T) and the first edge scaled like ln T."""
+    for c in curves:
+        ax.axhline(c["d"], color="0.85", lw=0.8, zorder=0)
+    judged = [e for e in edges if e["edge"]]
+    for e in judged:
+        lo, hi = e["edge"]
+        if hi is not None:
+            ax.plot([e["T"]], [hi], "o", color="tab:blue", ms=6)
+        if lo is not None:
+            ax.plot([e["T"]], [lo], "o", mfc="none", color="tab:blue", ms=6)
+            ax.annotate("", (e["T"], hi if hi is not None else 2 * lo), (e["T"], lo),
+                        arrowprops=dict(arrowstyle="-" if hi is not None else "->",
+                                        color="tab:blue"))
+    Ts = sorted({T for c in curves for T in c["est"]})
+    grid = np.geomspace(min(Ts), max(Ts), 60)
+    ax.plot(grid, [construction_width(T, curves[0]["s"]) for T in grid], "-", color="tab:red",
+            label="construction's d_p = ceil(16 s ln T)")
+    if judged and judged[0]["ln_T"] is not None:
+        T0 = judged[0]["T"]
+        g = grid[grid >= T0]
+        ax.plot(g, judged[0]["edge"][1] * np.log(g) / np.log(T0), "--", color="tab:blue", lw=1,
+                label=f"first edge scaled like ln T (from T = {T0})")
+    ax.plot([], [], "o-", color="tab:blue", label="width that keeps the law: narrowest (filled),\n"
+            "widest above it (open)")
+    ax.set(xscale="log", yscale="log", xlabel="T (log scale)", ylabel="width d (log scale)",
+           title="the width that keeps the small-T log law\n(departure test; grey: widths tried)")
+    ticks = sorted({c["d"] for c in curves} | {256, 384})
+    ax.set_yticks(ticks)
+    ax.set_yticklabels([str(t) for t in ticks])
+    ax.minorticks_off()
+    ax.set_xscale("log")
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=7, loc="upper left")
 
 
 # ---------------------------------------------------------------- the commands over folders ----
@@ -714,7 +785,7 @@ def width_command(a, fail):
     if a.plot:
         Ts = sorted({T for c in curves for T in c["est"]})
         limits = statistical_limits(curves[0]["task"], curves[0]["s"], Ts, cache=cache)
-        width_plot(curves, a.plot, limits)
+        width_plot(curves, a.plot, limits, a.fit_below)
     return 0
 
 

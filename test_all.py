@@ -2585,6 +2585,27 @@ def test_width_study_pools_a_width_and_puts_widths_side_by_side(tmp_path, capsys
     assert code == 0 and "no small-T law (fewer than 2 T <= 8 run)" in out
 
 
+def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
+    """Synthetic curves: at T = 300 d = 64 is above its law and 80 keeps it (64 < d <= 80); at
+    T = 1000 every width tried is above it (d > 128); at T = 3000 all keep it (d <= 64); the first
+    edge, 80 at T = 300, scaled like ln T; the fit range and a width not run say so."""
+    def curve(d, above):
+        ratios = {T: (1.5, 1.2, 2.0) if a else (0.9, 0.7, 1.1) for T, a in above.items()}
+        return dict(d=d, s=3, est={T: {} for T in [10, 30] + list(above)},
+                    dep=dict(ratios=ratios))
+    curves = [curve(64, {300: True, 1000: True, 3000: False}),
+              curve(80, {300: False, 1000: True, 3000: False}),
+              curve(128, {300: False, 1000: True})]
+    edges = {e["T"]: e for e in report.width_edges(curves, fit_below=100)}
+    assert edges[10]["edge"] is None and edges[10]["states"] == ["fit range"] * 3
+    assert edges[300]["edge"] == (64, 80) and edges[300]["states"][:2] == ["above it",
+                                                                            "consistent with it"]
+    assert edges[1000]["edge"] == (128, None) and edges[3000]["edge"] == (None, 64)
+    assert edges[3000]["states"][2] == "not run" and edges[10]["ln_T"] is None
+    assert edges[300]["ln_T"] == 80 and edges[3000]["ln_T"] == round(80 * np.log(3000) / np.log(300))
+    assert edges[300]["d_p"] == report.construction_width(300, 3) == 274
+
+
 def test_limit_command_writes_a_table_and_json(tmp_path, capsys):
     assert sweep.main(["limit", "--Ts", "10,40", "--ms", "5,30", "--seeds", "8", "--sets", "20",
                        "--out", str(tmp_path)]) == 0
