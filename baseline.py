@@ -6,8 +6,9 @@ The paper sets it beside the Transformer: an MLP on the bits is rotation invaria
 find the s bits that matter without seeing of the order of T samples, where the Transformer's
 attention needs of the order of log T. train.py trains it with `--model mlp`.
 
-It runs on attn.py's tuned MLP ops (fast_mlp_forward and fast_mlp_backward, checked there against
-the textbook ops) and uses attn.py's argument checks, so it needs attn.py and numpy; copy both.
+It runs on attn.py's tuned MLP ops (fast_mlp_forward and fast_mlp_backward, which test_all.py
+checks against the textbook ops) and uses attn.py's argument checks, so it needs attn.py and
+numpy; copy both.
 Shapes: B batch, T bits, k = hidden units.
 """
 import numpy as np
@@ -48,8 +49,9 @@ def _check_init(T, hidden, rng, dtype, std):
     attn._check_int("hidden", hidden, 1)
     dt = attn._float_dtype("dtype", dtype)
     attn._check_draw(rng, std)
-    attn._check_memory((T + 2) * hidden * (dt.itemsize + 8), f"a baseline of T={T} and {hidden} "
-                       f"hidden units", "for its parameters", "use a smaller T or fewer hidden units")
+    attn._check_memory((T + 2) * hidden * (dt.itemsize + 8),
+                       f"a baseline of T={T} and {hidden} hidden units", "for its parameters",
+                       "use a smaller T or fewer hidden units")
     return dt
 
 
@@ -77,6 +79,7 @@ def _check_forward(p, X, act):
 def _check_dz(dz, cache):
     """dz: a number per logit of the forward call that made `cache`, which forward returned."""
     if not (isinstance(cache, tuple) and len(cache) == 4 and isinstance(cache[0], tuple)):
-        raise WrongType(f"cache must be the cache that baseline.forward returned, got {_got(cache)}")
+        raise WrongType(f"cache must be the cache that baseline.forward returned, got "
+                        f"{_got(cache)}")
     want = cache[0][0].shape[:1]                                      # the cache's X [B, T]
     _check_array("dz", dz, "biuf", want, "a numpy array of numbers in the logits' shape {shape}")

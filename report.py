@@ -418,8 +418,9 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None):
              zip(folders, metas)]
     for i, (folder, (meta, rows)) in enumerate(zip(folders, metas)):
         own = dict(train.DEFAULTS, **(protocols or {}).get(names[i], {}))
-        changed = protocols is not None and names[i] in protocols and any(
-            own[k] != v for k, v in full_options(meta["options"]).items() if k in own)
+        opts = full_options(meta.get("options", {}))
+        changed = protocols is not None and "protocol" in meta and (
+            names[i] not in protocols or any(own[k] != v for k, v in opts.items() if k in own))
         name = names[i] if names.count(names[i]) == 1 and not changed else \
             f"{names[i]} ({os.path.basename(folder.rstrip('/'))})"   # e.g. ours at another d
         est, scaling = success_table(rows, ["transformer"])
@@ -578,8 +579,8 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
     the median [CLS] attention on S and positional overlap of S in successes and failures, and
     the CPU minutes; per d, the small-T law, the T where the curve departs from it, and the fits
     over all T; then per T, the construction's d_p beside each width's standing against its law
-    (above it: that T's ratio interval lies above 1), the width that keeps the law and the first
-    such width scaled like ln T (width_edges). -> (markdown, curves)."""
+    (above it: that T's ratio interval lies above 1), the narrowest width not detected above its
+    law and the first such width scaled like ln T (width_edges). -> (markdown, curves)."""
     curves, left_out = width_curves(folders, n_seeds, fit_below, Ts)
     lines = ["| d | T | m50 [95% CI] | m90 [95% CI] | seeds | m50 / small-T log law [95% CI] | "
              "attention on S: successes / failures (median) | positional overlap of S: "
@@ -609,8 +610,9 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
                          f"AIC(T) = {f['daic']:.1f} [{f['daic_lo']:.1f}, {f['daic_hi']:.1f}], ln T "
                          f"better in {100 * f['p_log_better']:.0f}% of resamples" if f else ""))
     need = ["| T | construction's d_p = ceil(16 s ln T) | " +
-            " | ".join(f"d = {c['d']}" for c in curves) + " | width that keeps the law | "
-            "the first edge scaled like ln T |", "|---|---|" + "---|" * (len(curves) + 2)]
+            " | ".join(f"d = {c['d']}" for c in curves) + " | narrowest width not detected above "
+            "its law | the first such width scaled like ln T |",
+            "|---|---|" + "---|" * (len(curves) + 2)]
     for e in width_edges(curves, fit_below):
         lo, hi = e["edge"] or (None, None)
         where = ("-" if e["edge"] is None else f"{lo} < d <= {hi}" if lo and hi else
@@ -624,11 +626,12 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
 
 
 def width_edges(curves, fit_below=100):
-    """Per T, where the width that keeps the log law lies (the issue's departure test), curves
+    """Per T, where the width the log law needs lies by the departure test, curves
     sorted by d. Each width's state against its small-T law: "above it" (the ratio's interval
-    lies above 1), "consistent with it", "fit range", "not run" or "no small-T law". The edge is
-    (lo, hi): hi the narrowest width consistent with its law, lo the widest narrower one above its
-    law (None: no such width); None in the fit range. ln_T: the first edge's hi scaled by
+    lies above 1), "consistent with it" (not detected above it: a wide interval says little),
+    "fit range", "not run" or "no small-T law". The edge is (lo, hi): hi the narrowest width
+    consistent with its law, lo the widest narrower one above its law (None: no such width); None
+    where no width is judged. ln_T: the first edge's hi scaled by
     ln T / ln T0, the width the edge would reach if it grew like ln T (as the construction's
     d_p does). -> [dict(T, d_p, states, edge, ln_T)]."""
     out, first = [], None
@@ -656,11 +659,9 @@ def width_edges(curves, fit_below=100):
 
 def width_plot(curves, path, limits=None, fit_below=100):
     """Left: m50 against T per width, 95% CIs as bands, the small-T log law extrapolated (thin
-    dashed), the paper's points with their bars and the statistical limit. Middle: the width that
-    keeps the law against T (width_edges: a bar from the widest width above its law to the
-    narrowest that keeps it), the construction's d_p and the first edge scaled like ln T. Right:
-    the median positional overlap of S in successes (solid) and failures (dashed). None without
-    matplotlib."""
+    dashed), the paper's points with their bars and the statistical limit. Middle: edge_panel.
+    Right: the median positional overlap of S in successes (solid) and failures (dashed). None
+    without matplotlib."""
     plt = _pyplot("rerun")
     if plt is None:
         return None
@@ -703,13 +704,14 @@ def width_plot(curves, path, limits=None, fit_below=100):
 
 
 def edge_panel(ax, curves, edges):
-    """width_plot's middle panel: per T past the fit range, the width that keeps the small-T law
-    (a bar from the widest width above its law, open circle, to the narrowest that keeps it,
-    filled; an arrow where no width tried keeps it), the widths tried (grey lines), the
-    construction's d_p = ceil(16 s ln T) and the first edge scaled like ln T."""
+    """width_plot's middle panel, width_edges against T: a bar from the widest width above its law
+    (open circle) to the narrowest not detected above it (filled; an arrow up where every width
+    tried is above it), the widths tried (grey lines), the construction's d_p = ceil(16 s ln T)
+    and the first such narrowest width scaled like ln T."""
     for c in curves:
         ax.axhline(c["d"], color="0.85", lw=0.8, zorder=0)
     judged = [e for e in edges if e["edge"]]
+    first = next((e for e in judged if e["edge"][1] is not None), None)   # where ln_T starts
     for e in judged:
         lo, hi = e["edge"]
         if hi is not None:
@@ -723,15 +725,16 @@ def edge_panel(ax, curves, edges):
     grid = np.geomspace(min(Ts), max(Ts), 60)
     ax.plot(grid, [construction_width(T, curves[0]["s"]) for T in grid], "-", color="tab:red",
             label="construction's d_p = ceil(16 s ln T)")
-    if judged and judged[0]["ln_T"] is not None:
-        T0 = judged[0]["T"]
+    if first is not None:
+        T0 = first["T"]
         g = grid[grid >= T0]
-        ax.plot(g, judged[0]["edge"][1] * np.log(g) / np.log(T0), "--", color="tab:blue", lw=1,
-                label=f"first edge scaled like ln T (from T = {T0})")
-    ax.plot([], [], "o-", color="tab:blue", label="width that keeps the law: narrowest (filled),\n"
-            "widest above it (open)")
+        ax.plot(g, first["edge"][1] * np.log(g) / np.log(T0), "--", color="tab:blue", lw=1,
+                label=f"first such width scaled like ln T (from T = {T0})")
+    ax.plot([], [], "o-", color="tab:blue", label="narrowest width not detected above its law\n"
+            "(filled), widest above it (open)")
     ax.set(xscale="log", yscale="log", xlabel="T (log scale)", ylabel="width d (log scale)",
-           title="the width that keeps the small-T log law\n(departure test; grey: widths tried)")
+           title="the narrowest width not detected above its small-T log law\n"
+                 "(departure test: a wide interval is not a departure; grey: widths tried)")
     ticks = sorted({c["d"] for c in curves} | {256, 384})
     ax.set_yticks(ticks)
     ax.set_yticklabels([str(t) for t in ticks])

@@ -2604,6 +2604,36 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
     assert edges[3000]["states"][2] == "not run" and edges[10]["ln_T"] is None
     assert edges[300]["ln_T"] == 80 and edges[3000]["ln_T"] == round(80 * np.log(3000) / np.log(300))
     assert edges[300]["d_p"] == report.construction_width(300, 3) == 274
+    odd = [curve(64, {300: False, 1000: True}), curve(80, {300: True, 1000: False}),
+           dict(curve(96, {}), est={10: {}, 30: {}, 300: {}}, dep=dict(ratios={}))]
+    edges = {e["T"]: e for e in report.width_edges(odd, fit_below=100)}
+    assert edges[300]["edge"] == (None, 64)          # a wider width above it does not bound it
+    assert edges[300]["states"][2] == "no small-T law" and edges[1000]["edge"] == (64, 80)
+    late = [curve(64, {300: True, 1000: False})]     # the first judged T keeps no width
+    edges = report.width_edges(late, fit_below=100)
+    assert [e["ln_T"] for e in edges] == [None, None, None, 64]
+
+    class Axes:                                      # edge_panel without matplotlib: its calls
+        def __init__(self):
+            self.lines = []
+
+        def plot(self, x, y, *a, **k):
+            self.lines.append((list(x), list(y), k.get("label")))
+
+        def __getattr__(self, name):              # set, legend, title.set_fontsize, ...
+            return Axes.Any()
+
+        class Any:
+            def __call__(self, *a, **k):
+                return None
+
+            def __getattr__(self, name):
+                return self
+    ax = Axes()
+    report.edge_panel(ax, late, edges)
+    scaled = [ln for ln in ax.lines if ln[2] and "scaled like ln T (from T = 1000)" in ln[2]]
+    assert len(scaled) == 1 and scaled[0][1][0] == pytest.approx(64)   # starts at T = 1000's 64
+    assert [ln[1] for ln in ax.lines if ln[0] == [1000] and not ln[2]] == [[64]]   # filled marker
 
 
 def test_limit_command_writes_a_table_and_json(tmp_path, capsys):
