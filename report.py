@@ -24,8 +24,8 @@ import data
 import train
 from cli import claim_outputs, replace_atomically, write_json, write_text
 from folder import folder_rows, full_options
-from stats import (N_BOOT, critical_sizes, fit_line, growth_in_s, log_departure, paired_ratio,
-                   scaling_fits, seed_outcome, split_by_T, success_estimates)
+from stats import (N_BOOT, critical_sizes, fit_line, growth_in_s, log_departure, paired_growth,
+                   paired_ratio, scaling_fits, seed_outcome, split_by_T, success_estimates)
 
 # ---------------------------------------------------------------- the paper's figure -----------
 # "Transformer, 3-way AND": the critical sample size m* per T, read off the published image to
@@ -398,7 +398,7 @@ def _cpu_minutes(runs):
     return np.nansum([float(r["seconds"]) for r in runs]) / 60
 
 
-def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None):
+def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, growth_from=None):
     """One table over sweep folders (one protocol each): per folder and T, m50 and m90 with 95%
     CIs, m50 over the first folder's with a paired CI (paired_ratio; only where both hold the same
     seeds), the paper's m*, the share of failed runs that fit their training set perfectly
@@ -406,14 +406,20 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None):
     in successes and failures, and the CPU minutes its runs took; then each folder's slope of m50
     against ln T with its CI. Returns (markdown, entries): entries [(name, T, estimates)].
     A folder is named by its protocol, and also by its folder where that is ambiguous or where its
-    options are not the protocol's (`protocols`: name -> options it changes from train.py's)."""
+    options are not the protocol's (`protocols`: name -> options it changes from train.py's).
+    growth_from=T0: also, per folder after the first and T > T0, its paired ratio at T over its
+    paired ratio at T0 (stats.paired_growth), where both folders hold the same seeds at both T."""
     lines = ["| protocol | T | m50 [95% CI] | m50 / first [paired 95% CI] | m90 [95% CI] | "
              "seeds | m* (paper) | failures that memorised | attention on S: successes / "
              "failures (median) | positional overlap of S: successes / failures (median) | "
              "CPU min |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    fits, entries, first = [], [], {}
+    fits, entries, first, growth = [], [], {}, []
     metas = [folder_rows(folder, n_seeds, Ts) for folder in folders]
+    if growth_from is not None and not any(int(r["T"]) == growth_from for _, rows in metas
+                                           for r in rows):
+        raise ValueError(f"--growth-from {growth_from}: no folder holds T = {growth_from}; T here: "
+                         f"{sorted({int(r['T']) for _, rows in metas for r in rows})}")
     names = [meta.get("protocol", os.path.basename(f.rstrip("/"))) for f, (meta, _) in
              zip(folders, metas)]
     for i, (folder, (meta, rows)) in enumerate(zip(folders, metas)):
@@ -424,11 +430,13 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None):
         name = names[i] if names.count(names[i]) == 1 and not changed else \
             f"{names[i]} ({os.path.basename(folder.rstrip('/'))})"   # e.g. ours at another d
         est, scaling = success_table(rows, ["transformer"])
+        own = {}
         for T, runs in sorted(split_by_T(rows).items(), key=lambda kv: int(kv[0])):
             e = est[("transformer", int(T))]
             seeds = sorted({int(r["seed"]) for r in runs})
             if i == 0:
                 first[int(T)] = (seeds, e)
+            own[int(T)] = (seeds, e)
             ref = first.get(int(T))
             ratio = _ratio(paired_ratio(e, ref[1])) if ref and ref[0] == seeds else "-"
             entries.append((name, int(T), e))
@@ -440,14 +448,29 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None):
                          f"{f' ({len(fail) - len(known)} not recorded)' if len(known) < len(fail) else ''}"
                          f" | {_split_medians(runs, 'attn_on_S')} | "
                          f"{_split_medians(runs, 'pos_overlap')} | {_cpu_minutes(runs):.1f} |")
+        if growth_from is not None and i > 0:
+            growth.append(_gap_growth_line(name, own, first, growth_from))
         f = scaling.get("transformer")
         if f:
             fits.append(f"{name}: m50 ~ a + b ln T, b = {f['log_b']:.1f} [{f['log_b_lo']:.1f}, "
                         f"{f['log_b_hi']:.1f}]; m50 ~ a T^k, k = {f['pow_k']:.2f} "
                         f"[{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}]")
-    for line in lines + [""] + fits:
+    for line in lines + [""] + fits + growth:
         log(line)
-    return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n", entries
+    return "\n".join(lines + [""] + ["- " + f for f in fits + growth]) + "\n", entries
+
+
+def _gap_growth_line(name, own, first, T0):
+    """compare_table's line of one folder's paired ratio at each T > T0 over its value at T0."""
+    base = own.get(T0), first.get(T0)
+    if None in base or base[0][0] != base[1][0]:
+        return f"{name}: m50 / first at T over at T = {T0}: not paired (T = {T0} missing or " \
+               f"other seeds)"
+    parts = [f"T = {T}: {_ratio(paired_growth(e, first[T][1], base[0][1], base[1][1]))}"
+             for T, (seeds, e) in sorted(own.items()) if T > T0 and T in first and
+             seeds == first[T][0] == base[0][0]]
+    return (f"{name}: (m50 / first) at T over the same at T = {T0}, paired 95% CI: " +
+            ("; ".join(parts) if parts else "no larger T with the same seeds"))
 
 
 def compare_plot(entries, path, title):
@@ -771,8 +794,8 @@ def over_folders(a, fail, make, also=()):
 
 def compare_command(a, fail):
     """`sweep.py compare DIR DIR ...`: compare_table, and compare_plot with --plot."""
-    table, entries = over_folders(a, fail, lambda: compare_table(a.folders, n_seeds=a.seeds,
-                                                                 Ts=a.Ts, protocols=a.protocols))
+    table, entries = over_folders(a, fail, lambda: compare_table(
+        a.folders, n_seeds=a.seeds, Ts=a.Ts, protocols=a.protocols, growth_from=a.growth_from))
     if a.plot:
         compare_plot(entries, a.plot, "m50 and its 95% CI (bootstrap over seeds); dashed: "
                      f"{entries[0][0]}; red: the paper's m* and bar")

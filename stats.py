@@ -656,6 +656,21 @@ def log_departure(T, m50, m50_boot, fit_below):
     return dict(a=float(a), b=float(b), ratios=ratios, departs=departs)
 
 
+def paired_growth(e, ref, e0, ref0):
+    """How a paired ratio changes with T: (m50 / ref's m50) at one T over the same at T0, with a
+    95% bootstrap CI. All four are success_estimates of the same seeds with the same n_boot and
+    bootstrap seed, so replicate i resamples the same seeds at both T and in both folders: a
+    constant offset between the two (one width needing 1.2 times the other's samples at every T)
+    cancels, and an interval above 1 says the first loses ground as T grows. Replicates whose
+    value is undefined are dropped. -> (growth, lo, hi)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = (np.asarray(e["m50_boot"]) / np.asarray(ref["m50_boot"])) / (
+            np.asarray(e0["m50_boot"]) / np.asarray(ref0["m50_boot"]))
+        point = (e["m50"] / ref["m50"]) / (e0["m50"] / ref0["m50"])
+    q = q[~np.isnan(q)]
+    return (float(point),) + (percentile_ci(q) if q.size else (math.nan, math.nan))
+
+
 def paired_ratio(e, ref):
     """m50 of one protocol over a reference's at one T, with a paired 95% bootstrap CI.
 

@@ -183,6 +183,9 @@ def add_compare_command(sub):
     folder_args(c, "sweep output folders", "only seeds 0..N-1 (the same in every folder)")
     c.add_argument("--plot", help="also draw m50 [95%% CI] per protocol and T into this image "
                                   "(needs matplotlib)")
+    c.add_argument("--growth-from", type=integer(1), metavar="T0",
+                   help="also each folder's m50 over the first folder's at every T > T0, divided "
+                        "by the same at T0, with a paired CI: does the gap grow with T?")
     c.set_defaults(run=report.compare_command, parser=c, protocols=PROTOCOLS)
 
 

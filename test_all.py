@@ -2112,6 +2112,25 @@ def test_paired_ratio_cancels_the_seeds_shared_luck():
     assert hi_u - lo_u > 0.2
 
 
+def test_paired_growth_cancels_a_constant_offset_and_sees_a_growing_gap():
+    """b needs 1.5 times a's m at T0 (an offset) and 3 times at T: growth 2, exactly, since every
+    replicate resamples the same seeds; the same offset at both T gives 1; unpaired, it wobbles."""
+    rng = np.random.default_rng(4)
+    base = []
+    for seed in range(12):
+        crit = 40 * np.exp(0.4 * rng.standard_normal())
+        for m in (20, 30, 45, 60, 90, 130):
+            base.append(dict(T=100, seed=seed, m=m, success=float(m >= crit)))
+    scaled = lambda k: stats.success_estimates([dict(r, m=k * r["m"]) for r in base])
+    a = stats.success_estimates(base)
+    g, lo, hi = stats.paired_growth(scaled(3.0), a, scaled(1.5), a)
+    assert (g, lo, hi) == pytest.approx((2, 2, 2))
+    assert stats.paired_growth(scaled(1.5), a, scaled(1.5), a) == pytest.approx((1, 1, 1))
+    other = stats.success_estimates([dict(r, m=3 * r["m"]) for r in base], seed=1)
+    _, lo_u, hi_u = stats.paired_growth(other, a, scaled(1.5), a)
+    assert hi_u - lo_u > 0.2
+
+
 # ---------------- input checks: one-line ValueErrors naming the bad value ----------------------
 
 @pytest.mark.parametrize("call, match", [
@@ -2436,6 +2455,19 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
     assert "| ours (a) | 16 |" in table and "| ours (a) | 8 |" not in table and "| 1 |" in table
     code, _, err = run_cli(capsys, "sweep", "compare", str(tmp_path / "nowhere"))
     assert code == 2 and "no folder" in err
+    assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--growth-from", "8",
+                       "--out", out]) == 0                  # itself: no gap, none growing
+    assert "- ours (a): (m50 / first) at T over the same at T = 8, paired 95% CI: T = 16: " \
+           "1.00 [1.00, 1.00]" in open(out).read()
+    c = _copy(tmp_path / "a", tmp_path / "c")              # c: a without its T = 8 runs
+    (c / "runs.csv").write_text("".join(ln for ln in (c / "runs.csv").read_text().splitlines(
+        keepends=True) if ln.split(",")[3] != "8"))            # column 3 is T
+    assert sweep.main(["compare", str(tmp_path / "a"), str(c), "--growth-from", "8",
+                       "--out", out]) == 0
+    assert "ours (c): m50 / first at T over at T = 8: not paired (T = 8 missing or other " \
+           "seeds)" in open(out).read() and "| ours (c) | 8 |" not in open(out).read()
+    code, _, err = run_cli(capsys, "sweep", "compare", str(tmp_path / "a"), "--growth-from", "9")
+    assert code == 2 and "--growth-from 9: no folder holds T = 9; T here: [8, 16]" in err
 
 
 def test_families_table_puts_tasks_side_by_side_with_label_balance(smoke_ref, tmp_path, capsys):
