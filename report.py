@@ -634,13 +634,13 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
                          f"better in {100 * f['p_log_better']:.0f}% of resamples" if f else ""))
     need = ["| T | construction's d_p = ceil(16 s ln T) | " +
             " | ".join(f"d = {c['d']}" for c in curves) + " | narrowest width not detected above "
-            "its law | the first such width scaled like ln T |",
-            "|---|---|" + "---|" * (len(curves) + 2)]
+            f"its law | ... nor losing ground to d = {curves[-1]['d']} (paired) | the first such "
+            "width scaled like ln T |", "|---|---|" + "---|" * (len(curves) + 3)]
+    where = lambda b: ("-" if b is None else f"{b[0]} < d <= {b[1]}" if b[0] and b[1] else
+                       f"d <= {b[1]}" if b[1] else f"d > {b[0]}")
     for e in width_edges(curves, fit_below):
-        lo, hi = e["edge"] or (None, None)
-        where = ("-" if e["edge"] is None else f"{lo} < d <= {hi}" if lo and hi else
-                 f"d <= {hi}" if hi else f"d > {lo}")
-        need.append(f"| {e['T']} | {e['d_p']} | " + " | ".join(e["states"]) + f" | {where} | "
+        need.append(f"| {e['T']} | {e['d_p']} | " + " | ".join(e["states"]) + f" | "
+                    f"{where(e['edge'])} | {where(e['paired'])} | "
                     f"{'-' if e['ln_T'] is None else e['ln_T']} |")
     notes += left_out
     for line in lines + [""] + notes + [""] + need:
@@ -649,15 +649,19 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
 
 
 def width_edges(curves, fit_below=100):
-    """Per T, where the width the log law needs lies by the departure test, curves
-    sorted by d. Each width's state against its small-T law: "above it" (the ratio's interval
-    lies above 1), "consistent with it" (not detected above it: a wide interval says little),
-    "fit range", "not run" or "no small-T law". The edge is (lo, hi): hi the narrowest width
-    consistent with its law, lo the widest narrower one above its law (None: no such width); None
-    where no width is judged. ln_T: the first edge's hi scaled by
-    ln T / ln T0, the width the edge would reach if it grew like ln T (as the construction's
-    d_p does). -> [dict(T, d_p, states, edge, ln_T)]."""
-    out, first = [], None
+    """Per T, where the width the log law needs lies, curves sorted by d (the widest last). Each
+    width's state against its small-T law: "above it" (the ratio's interval lies above 1),
+    "consistent with it" (not detected above it: a wide interval says little), "fit range", "not
+    run" or "no small-T law"; and, paired with the widest width on the same seeds, "; loses ground
+    to d = W" where its m50 over the widest's at T, divided by the same at T0 (the largest T of
+    the fit range; stats.paired_growth), lies above 1 with 95% confidence. An edge is (lo, hi): hi
+    the narrowest width that passes, lo the widest narrower one that fails (None: no such width);
+    None where no width is judged. "edge": the departure test alone; "paired": a width must also
+    not lose ground. ln_T: the first departure edge's hi scaled by ln T / ln T0, the width the edge
+    would reach if it grew like ln T (as the construction's d_p does).
+    -> [dict(T, d_p, states, edge, paired, ln_T)]."""
+    widest, out, first = curves[-1], [], None
+    small = [t for t in widest["est"] if t <= fit_below]
     for T in sorted({T for c in curves for T in c["est"]}):
         states, judged = [], []
         for c in curves:
@@ -667,17 +671,43 @@ def width_edges(curves, fit_below=100):
                 states.append("fit range" if T <= fit_below else "no small-T law")
             else:
                 above = c["dep"]["ratios"][T][1] > 1
-                states.append("above it" if above else "consistent with it")
-                judged.append((c["d"], not above))
-        keeps = [d for d, ok in judged if ok]
-        hi = min(keeps) if keeps else None
-        below = [d for d, ok in judged if not ok and (hi is None or d < hi)]
-        edge = (max(below) if below else None, hi) if judged else None
-        if first is None and hi is not None:
-            first = (T, hi)
-        out.append(dict(T=T, d_p=construction_width(T, curves[0]["s"]), states=states, edge=edge,
+                lost = c is not widest and _loses_ground(c, widest, T, small)
+                states.append(("above it" if above else "consistent with it") +
+                              (f"; loses ground to d = {widest['d']}" if lost else ""))
+                judged.append((c["d"], not above, not above and not lost))
+        if first is None and any(ok for _, ok, _ in judged):
+            first = (T, min(d for d, ok, _ in judged if ok))
+        out.append(dict(T=T, d_p=construction_width(T, curves[0]["s"]), states=states,
+                        edge=_edge([(d, ok) for d, ok, _ in judged]),
+                        paired=_edge([(d, ok) for d, _, ok in judged]),
                         ln_T=round(first[1] * math.log(T) / math.log(first[0])) if first else None))
     return out
+
+
+def _edge(judged):
+    """(widest failing width below the narrowest passing one, narrowest passing one) of [(d, ok)];
+    None when nothing is judged."""
+    if not judged:
+        return None
+    keeps = [d for d, ok in judged if ok]
+    hi = min(keeps) if keeps else None
+    below = [d for d, ok in judged if not ok and (hi is None or d < hi)]
+    return (max(below) if below else None, hi)
+
+
+def _seeds(runs):
+    return sorted({int(r["seed"]) for r in runs})
+
+
+def _loses_ground(c, widest, T, small):
+    """Whether width c's m50 over the widest's at T, over the same at the largest small T both
+    hold with the same seeds, lies above 1 with 95% confidence (stats.paired_growth)."""
+    T0s = [t for t in small if t in c["est"] and "runs" in c and _seeds(c["runs"][t]) ==
+           _seeds(widest["runs"][t])]
+    if not T0s or T not in widest["est"] or _seeds(c["runs"][T]) != _seeds(widest["runs"][T]):
+        return False
+    T0 = max(T0s)
+    return paired_growth(c["est"][T], widest["est"][T], c["est"][T0], widest["est"][T0])[1] > 1
 
 
 def width_plot(curves, path, limits=None, fit_below=100):
@@ -744,6 +774,17 @@ def edge_panel(ax, curves, edges):
             ax.annotate("", (e["T"], hi if hi is not None else 2 * lo), (e["T"], lo),
                         arrowprops=dict(arrowstyle="-" if hi is not None else "->",
                                         color="tab:blue"))
+    for e in edges:                                  # the paired edge, set a little to the right
+        if e["paired"] and e["paired"] != e["edge"]:
+            lo, hi = e["paired"]
+            x = e["T"] * 1.15
+            for y, mfc in ((hi, "tab:orange"), (lo, "none")):
+                if y is not None:
+                    ax.plot([x], [y], "s", mfc=mfc, color="tab:orange", ms=6)
+            if lo is not None:
+                ax.annotate("", (x, hi if hi is not None else 2 * lo), (x, lo),
+                            arrowprops=dict(arrowstyle="-" if hi is not None else "->",
+                                            color="tab:orange"))
     Ts = sorted({T for c in curves for T in c["est"]})
     grid = np.geomspace(min(Ts), max(Ts), 60)
     ax.plot(grid, [construction_width(T, curves[0]["s"]) for T in grid], "-", color="tab:red",
@@ -755,9 +796,12 @@ def edge_panel(ax, curves, edges):
                 label=f"first such width scaled like ln T (from T = {T0})")
     ax.plot([], [], "o-", color="tab:blue", label="narrowest width not detected above its law\n"
             "(filled), widest above it (open)")
+    if any(e["paired"] and e["paired"] != e["edge"] for e in edges):
+        ax.plot([], [], "s-", color="tab:orange", label=f"where that differs: nor losing ground "
+                f"to d = {curves[-1]['d']}\n(paired on seeds)")
     ax.set(xscale="log", yscale="log", xlabel="T (log scale)", ylabel="width d (log scale)",
-           title="the narrowest width not detected above its small-T log law\n"
-                 "(departure test: a wide interval is not a departure; grey: widths tried)")
+           title="the width the small-T log law needs (grey: widths tried)\nblue: departure "
+                 "test (a wide interval is not a departure); orange: also paired")
     ticks = sorted({c["d"] for c in curves} | {256, 384})
     ax.set_yticks(ticks)
     ax.set_yticklabels([str(t) for t in ticks])

@@ -2645,6 +2645,21 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
     edges = report.width_edges(late, fit_below=100)
     assert [e["ln_T"] for e in edges] == [None, None, None, 64]
 
+    rng = np.random.default_rng(4)                   # paired: 80 loses ground, 96 keeps its offset
+    base = [dict(T=100, seed=sd, m=m, success=float(m >= 40 * np.exp(0.4 * z)))
+            for sd, z in enumerate(rng.standard_normal(12)) for m in (20, 30, 45, 60, 90, 130)]
+
+    def paired(d, k100, k3000):
+        rows = {T: [dict(r, T=T, m=k * r["m"]) for r in base] for T, k in ((100, k100),
+                                                                           (3000, k3000))}
+        return dict(d=d, s=3, est={T: stats.success_estimates(r) for T, r in rows.items()},
+                    runs=rows, dep=dict(ratios={3000: (0.9, 0.7, 1.1)}))
+    curves = [paired(80, 1.5, 3.0), paired(96, 1.5, 1.5), paired(128, 1.0, 1.0)]
+    e = report.width_edges(curves, fit_below=100)[-1]
+    assert e["states"] == ["consistent with it; loses ground to d = 128", "consistent with it",
+                           "consistent with it"]
+    assert e["edge"] == (None, 80) and e["paired"] == (80, 96)
+
     class Axes:                                      # edge_panel without matplotlib: its calls
         def __init__(self):
             self.lines = []
