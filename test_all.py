@@ -2095,14 +2095,17 @@ def test_growth_in_s_drops_undetermined_replicates_and_refuses_bad_input():
         stats.growth_in_s(s, m, boot[:2])
 
 
+def _seed_rows(rng_seed, T=100):
+    """Runs of 12 seeds at six m each, seed i succeeding from a log-normal critical m on."""
+    rng = np.random.default_rng(rng_seed)
+    return [dict(T=T, seed=seed, m=m, success=float(m >= crit))
+            for seed, crit in enumerate(40 * np.exp(0.4 * rng.standard_normal(12)))
+            for m in (20, 30, 45, 60, 90, 130)]
+
+
 def test_paired_ratio_cancels_the_seeds_shared_luck():
     # protocol b is protocol a with every m doubled: the same seeds, the same outcomes
-    rng = np.random.default_rng(3)
-    rows_a = []
-    for seed in range(12):
-        crit = 40 * np.exp(0.4 * rng.standard_normal())
-        for m in (20, 30, 45, 60, 90, 130):
-            rows_a.append(dict(T=100, seed=seed, m=m, success=float(m >= crit)))
+    rows_a = _seed_rows(3)
     rows_b = [dict(r, m=2 * r["m"]) for r in rows_a]
     a, b = stats.success_estimates(rows_a), stats.success_estimates(rows_b)
     ratio, lo, hi = stats.paired_ratio(b, a)
@@ -2115,12 +2118,7 @@ def test_paired_ratio_cancels_the_seeds_shared_luck():
 def test_paired_growth_cancels_a_constant_offset_and_sees_a_growing_gap():
     """b needs 1.5 times a's m at T0 (an offset) and 3 times at T: growth 2, exactly, since every
     replicate resamples the same seeds; the same offset at both T gives 1; unpaired, it wobbles."""
-    rng = np.random.default_rng(4)
-    base = []
-    for seed in range(12):
-        crit = 40 * np.exp(0.4 * rng.standard_normal())
-        for m in (20, 30, 45, 60, 90, 130):
-            base.append(dict(T=100, seed=seed, m=m, success=float(m >= crit)))
+    base = _seed_rows(4)
     scaled = lambda k: stats.success_estimates([dict(r, m=k * r["m"]) for r in base])
     a = stats.success_estimates(base)
     g, lo, hi = stats.paired_growth(scaled(3.0), a, scaled(1.5), a)
@@ -2645,9 +2643,7 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
     edges = report.width_edges(late, fit_below=100)
     assert [e["ln_T"] for e in edges] == [None, None, None, 64]
 
-    rng = np.random.default_rng(4)                   # paired: 80 loses ground, 96 keeps its offset
-    base = [dict(T=100, seed=sd, m=m, success=float(m >= 40 * np.exp(0.4 * z)))
-            for sd, z in enumerate(rng.standard_normal(12)) for m in (20, 30, 45, 60, 90, 130)]
+    base = _seed_rows(4)                             # paired: 80 loses ground, 96 keeps its offset
 
     def paired(d, k100, k3000):
         rows = {T: [dict(r, T=T, m=k * r["m"]) for r in base] for T, k in ((100, k100),
