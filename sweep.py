@@ -42,6 +42,7 @@ import numpy as np
 import attn
 import data
 import folder
+import families
 import report
 import train
 from stats import SEARCHES, m_grid, replay
@@ -213,7 +214,7 @@ def add_families_command(sub):
         "T and T^k per family where at least 3 T are determined, and against s (power law or "
         "exponential) per task and T where at least 3 s are."))
     folder_args(c, "sweep output folders, one task and s each", "only seeds 0..N-1")
-    c.set_defaults(run=report.families_command, parser=c)
+    c.set_defaults(run=families.families_command, parser=c)
 
 
 def add_limit_command(sub):

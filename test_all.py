@@ -31,6 +31,7 @@ import pytest
 import attn
 import baseline
 import data
+import families
 import theory
 import cli
 import folder
@@ -2483,7 +2484,7 @@ def test_families_table_puts_tasks_side_by_side_with_label_balance(smoke_ref, tm
             if ln.startswith("| and |")] == [["16", "1"]]
     code, _, err = run_cli(capsys, "sweep", "families", str(smoke_ref), str(smoke_ref))
     assert code == 2 and "both hold and with s = 3" in err and len(err.splitlines()) == 1
-    p, se = report.label_balance("majority", 3, 20, n_seeds=2, n=500)
+    p, se = families.label_balance("majority", 3, 20, n_seeds=2, n=500)
     assert abs(p - 0.5) < 5 * se + 1e-9 and 0 < se < 0.05
 
 
@@ -2514,7 +2515,7 @@ def test_families_fit_m50_across_s_and_name_the_s_left_out():
         entry = dict(m_star=m_star, m_star_boot=np.full(50, m_star))
         by_family[("and", s)] = (grid, {100: (stats.success_estimates(rows), entry, rows)}, "f")
     by_family[("or", 3)] = by_family[("and", 3)]                    # one s only: no line
-    line, line_mstar = report.growth_lines(by_family)
+    line, line_mstar = families.growth_lines(by_family)
     assert line_mstar.startswith("and at T = 100, m* across s = 1, 2, 3, 4, 5 (left out: s = 6 "
                                  "(m* above the largest m tried, 320)): m* ~ a s^k, k = 2.00 "
                                  "[2.00, 2.00]")

@@ -1,0 +1,147 @@
+"""families.py: other Boolean families beside 3-sparse AND (sweep.py families).
+
+One table over sweep folders of different tasks or sparsities s: m50 and the majority m* per
+(task, s, T) with their 95% intervals, the statistical limit, P(label = 1) measured on draws and
+the CPU time; the fits against T per family, and how m50 and m* grow with s at each T.
+"""
+import math
+import os
+
+import numpy as np
+
+import data
+import train
+from folder import folder_rows, full_options
+from report import (STRUCTURED, _ci, _cpu_minutes, _fits_line, _limit, over_folders,
+                    statistical_limits, success_table)
+from stats import critical_sizes, growth_in_s, scaling_fits, split_by_T
+
+
+def label_balance(task, s, T, n_seeds=20, n=2000):
+    """P(label = 1) measured on draws: n fresh samples from each of seeds 0..n_seeds-1's test
+    streams, the mean label and its binomial standard error. data.py chooses the bit probability
+    so that it is 1/2; this checks it on the data the runs saw."""
+    ys = []
+    for seed in range(n_seeds):
+        streams = train.seeds_for(seed)
+        t = data.make_task(task, T, s, streams.task)
+        ys.append(t.sample(n, streams.test)[1])
+    y = np.concatenate(ys).astype(float)
+    return float(y.mean()), float(y.std() / math.sqrt(y.size))
+
+
+def family_cells(folder, n_seeds=None, Ts=None):
+    """One folder (one task and s): per T, the success estimates, the majority m* and the
+    search's outcome per seed (only seeds 0..n_seeds-1 and the T in Ts, when given).
+    -> (opts, grid, {T: (estimates, critical_sizes entry, rows)})."""
+    meta, rows = folder_rows(folder, n_seeds, Ts)
+    opts = full_options(meta.get("options", {}))
+    grid = meta.get("grids", {}).get("transformer")
+    if not grid:
+        raise ValueError(f"{folder}: sweep.json has no transformer grid")
+    stats = critical_sizes(rows, {"transformer": grid}, meta.get("search", "bisect"))
+    est, _ = success_table(rows, ["transformer"])
+    by_T = split_by_T(rows)
+    return opts, grid, {T: (est[("transformer", T)], st, by_T[float(T)])
+                        for (_, T), st in stats.items()}
+
+
+def families_table(folders, log=print, n_seeds=None, Ts=None):
+    """One table over sweep folders of different tasks or sparsities: per (task, s, T), m50 and
+    the majority m* with 95% intervals, the share of seeds that succeed at the largest m tried
+    (where a family is not solved within the grid, this, not an extrapolated m50, is its
+    result), the statistical limit (for majority and juntas only where the folder's limits.json
+    holds it: their count enumerates every support, many minutes per T), P(label = 1) on draws,
+    and the CPU minutes; then per family the fits of m50 and m* against ln T, T and T^k where at
+    least 3 T are determined, and per task and T the growth of m50 with s (growth_lines)."""
+    lines = ["| task | s | T | seeds | m50 [95% CI] | m* (majority) [95% CI] | seeds that succeed "
+             "by the largest m tried | statistical limit [5%, 95%] | P(label = 1) on draws | "
+             "CPU min |", "|---|---|---|---|---|---|---|---|---|---|"]
+    fits, by_family = [], {}
+    for f in folders:
+        opts, grid, cells = family_cells(f, n_seeds, Ts)
+        task, s = opts["task"], opts["s"]
+        if (task, s) in by_family:
+            raise ValueError(f"{f} and {by_family[(task, s)][2]} both hold {task} with s = {s}: "
+                             f"give one folder per task and s")
+        by_family[(task, s)] = (grid, cells, f)
+        limits = statistical_limits(task, s, sorted(cells), cache=os.path.join(f, "limits.json"),
+                                    compute=task in STRUCTURED)
+        none = "not affordable" if task in STRUCTURED else "not computed"
+        for T, (e, st, runs) in sorted(cells.items()):
+            p, se = label_balance(task, s, T)
+            solved = st["n_seeds"] - st["censored"]
+            ms = _ci(dict(m=st["m_star"], m_lo=st["m_star_lo"], m_hi=st["m_star_hi"]), "m")
+            lines.append(f"| {task} | {s} | {T} | {st['n_seeds']} | {_ci(e, 'm50')} | {ms} | "
+                         f"{solved} of {st['n_seeds']} (m <= {grid[-1]}) | "
+                         f"{_limit(limits.get(T)) or none} | {p:.3f} +- {se:.3f} | "
+                         f"{_cpu_minutes(runs):.1f} |")
+        for what, key in (("m50", "m50"), ("m*", "m_star")):
+            pts = [(T, c[0] if key == "m50" else c[1]) for T, c in sorted(cells.items())]
+            pts = [(T, x) for T, x in pts if grid[0] <= x[key] <= grid[-1]]  # not extrapolated
+            if len(pts) >= 3:
+                boot = "m50_boot" if key == "m50" else "m_star_boot"
+                fit = scaling_fits(np.array([T for T, _ in pts]), np.array([x[key] for _, x in pts]),
+                                   np.array([x[boot] for _, x in pts]))
+                fits.append(_fits_line(f"{task} s = {s}: ", what, fit)
+                            + f" over T in {pts[0][0]}..{pts[-1][0]}")
+            else:
+                fits.append(f"{task} s = {s}: {what} within the m tried at {len(pts)} T only "
+                            f"({', '.join(str(T) for T, _ in pts) or 'none'}): no fit across T")
+                if what == "m*" and fits[-2] == fits[-1].replace("m*", "m50", 1):
+                    fits[-2:] = [fits[-2].replace("m50", "m50 and m*", 1)]   # one line for both
+    fits += growth_lines(by_family)
+    for line in lines + [""] + fits:
+        log(line)
+    return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n", None
+
+
+def growth_lines(by_family):
+    """Per task and T held at 2 or more s: how m50 and the majority m* grow with s
+    (stats.growth_in_s), on the s whose value lies within the m tried, naming the s left out (an
+    m50 extrapolated beyond the grid is not a result). by_family {(task, s): (grid, cells,
+    folder)}, cells {T: (success estimates, critical_sizes entry, rows)}."""
+    out = []
+    for task in sorted({task for task, _ in by_family}):
+        ss = sorted(s for t, s in by_family if t == task)
+        for T in sorted({T for s in ss for T in by_family[(task, s)][1]}):
+            have = [(s,) + by_family[(task, s)][:2] for s in ss if T in by_family[(task, s)][1]]
+            if len(have) < 2:
+                continue
+            for what, i, key in (("m50", 0, "m50"), ("m*", 1, "m_star")):
+                out.append(_growth_line(task, T, what, [(s, grid, cells[T][i]) for s, grid, cells
+                                                        in have], key))
+    return out
+
+
+def _growth_line(task, T, what, have, key):
+    """One line of growth_lines: `what` (m50 or m*) across s at one T; have [(s, grid, entry)]."""
+    ok, left = [], []
+    for s, grid, e in have:
+        if e[key] > grid[-1]:
+            left.append(f"{s} ({what} above the largest m tried, {grid[-1]})")
+        elif e[key] < grid[0]:
+            left.append(f"{s} ({what} below the smallest m tried, {grid[0]})")
+        else:
+            ok.append((s, e))
+    head = (f"{task} at T = {T}, {what} across s = {', '.join(str(s) for s, _ in ok)}"
+            + (f" (left out: s = {'; '.join(left)})" if left else "") + ": ")
+    if len(ok) < 3:
+        return head + f"{len(ok)} s within the grid: no fit"
+    g = growth_in_s(np.array([s for s, _ in ok]), np.array([e[key] for _, e in ok]),
+                    np.array([e[key + "_boot"] for _, e in ok]))
+    better = ("no resample kept" if g["p_power_better"] is None else
+              f"the power law fits better in {100 * g['p_power_better']:.0f}% of the kept "
+              f"bootstrap resamples")
+    return head + (f"{what} ~ a s^k, k = {g['pow_k']:.2f} [{g['pow_k_lo']:.2f}, "
+                   f"{g['pow_k_hi']:.2f}];  {what} ~ a b^s, b = {g['exp_b']:.2f} "
+                   f"[{g['exp_b_lo']:.2f}, {g['exp_b_hi']:.2f}];  AIC(power) - AIC(exp) = "
+                   f"{g['daic']:.1f} [{g['daic_lo']:.1f}, {g['daic_hi']:.1f}], {better} "
+                   f"(95% CIs, bootstrap over seeds; {g['n_dropped']} of {g['n_boot']} "
+                   f"resamples without a fit, counted against both bounds)")
+
+
+def families_command(a, fail):
+    """`sweep.py families DIR DIR ...`: families_table into --out."""
+    over_folders(a, fail, lambda: families_table(a.folders, n_seeds=a.seeds, Ts=a.Ts))
+    return 0
