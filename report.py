@@ -408,13 +408,15 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
     A folder is named by its protocol, and also by its folder where that is ambiguous or where its
     options are not the protocol's (`protocols`: name -> options it changes from train.py's).
     growth_from=T0: also, per folder after the first and T > T0, its paired ratio at T over its
-    paired ratio at T0 (stats.paired_growth), where both folders hold the same seeds at both T."""
+    paired ratio at T0 (stats.paired_growth), where both folders hold the same seeds at both T.
+    Last, for folders of the paper's task (3-sparse AND, bar 0.99), where the paper's m* falls
+    against the folder's majority m* interval at the paper's T (paper_position)."""
     lines = ["| protocol | T | m50 [95% CI] | m50 / first [paired 95% CI] | m90 [95% CI] | "
              "seeds | m* (paper) | failures that memorised | attention on S: successes / "
              "failures (median) | positional overlap of S: successes / failures (median) | "
              "CPU min |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    fits, entries, first, growth = [], [], {}, []
+    fits, entries, first, growth, paper = [], [], {}, [], []
     metas = [folder_rows(folder, n_seeds, Ts) for folder in folders]
     if growth_from is not None and not any(int(r["T"]) == growth_from for _, rows in metas
                                            for r in rows):
@@ -450,14 +452,38 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
                          f"{_split_medians(runs, 'pos_overlap')} | {_cpu_minutes(runs):.1f} |")
         if growth_from is not None and i > 0:
             growth.append(_gap_growth_line(name, own, first, growth_from))
+        if (opts.get("task"), opts.get("s"), meta.get("bar", 0.99)) == ("and", 3, 0.99):
+            grid = meta.get("grids", {}).get("transformer")
+            line = grid and paper_position(name, critical_sizes(
+                rows, {"transformer": grid}, meta.get("search", "bisect")))
+            paper += [line] if line else []
         f = scaling.get("transformer")
         if f:
             fits.append(f"{name}: m50 ~ a + b ln T, b = {f['log_b']:.1f} [{f['log_b_lo']:.1f}, "
                         f"{f['log_b_hi']:.1f}]; m50 ~ a T^k, k = {f['pow_k']:.2f} "
                         f"[{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}]")
-    for line in lines + [""] + fits + growth:
+    for line in lines + [""] + fits + growth + paper:
         log(line)
-    return "\n".join(lines + [""] + ["- " + f for f in fits + growth]) + "\n", entries
+    return "\n".join(lines + [""] + ["- " + f for f in fits + growth + paper]) + "\n", entries
+
+
+def paper_position(name, stats):
+    """Where the paper's m* (its figure, PAPER_MSTAR) falls against one folder's majority m*
+    interval (critical_sizes: {(model, T): entry}) at each T of the figure the folder holds:
+    inside it (bounds included), below it or above it. A line for compare_table, or None where
+    the folder holds none of the figure's T."""
+    where = {"inside": [], "below": [], "above": []}
+    for (_, T), st in sorted(stats.items()):
+        if T in PAPER_MSTAR:
+            p = PAPER_MSTAR[T]
+            where["below" if p < st["m_star_lo"] else "above" if p > st["m_star_hi"]
+                  else "inside"].append(T)
+    n = sum(map(len, where.values()))
+    if not n:
+        return None
+    parts = [f"{key} at T = {', '.join(map(str, Ts))}" for key, Ts in where.items() if Ts]
+    return (f"{name}: the paper's m* against this folder's majority m* interval (95%): "
+            f"{'; '.join(parts)}" + (f" (all {n} T)" if len(where["inside"]) == n else ""))
 
 
 def _gap_growth_line(name, own, first, T0):

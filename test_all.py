@@ -2469,6 +2469,30 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
     assert code == 2 and "--growth-from 9: no folder holds T = 9; T here: [8, 16]" in err
 
 
+def test_paper_position_places_the_papers_mstar_against_each_interval():
+    st = lambda lo, hi: dict(m_star_lo=lo, m_star_hi=hi)     # the paper: 50 at 100, 69.2 at 300
+    stats = {("transformer", 100): st(51, 68), ("transformer", 300): st(60, 69),
+             ("transformer", 500): st(70, 90), ("transformer", 8): st(1, 2)}   # 8: not in it
+    assert report.paper_position("p", stats) == (
+        "p: the paper's m* against this folder's majority m* interval (95%): inside at T = 500; "
+        "below at T = 100; above at T = 300")
+    assert report.paper_position("p", {("transformer", 100): st(50, 50)}).endswith(
+        "inside at T = 100 (all 1 T)")                         # the bounds count as inside
+    assert report.paper_position("p", {("transformer", 8): st(1, 2)}) is None
+
+
+def test_families_says_when_m50_is_not_located_rather_than_beyond_the_grid():
+    grid = [8, 16, 32]
+    e = lambda m50, b: dict(m50=m50, m50_lo=m50, m50_hi=m50, b=b)
+    falls, beyond, fine = e(math.inf, -0.5), e(math.inf, None), e(20.0, 1.0)
+    assert families._m50(falls) == "not located (success does not rise with m)"
+    assert families._m50(beyond) == "inf [inf, inf]" and families._m50(fine) == "20 [20, 20]"
+    line = families._growth_line("junta", 100, "m50", [(1, grid, fine), (2, grid, falls),
+                                                       (3, grid, beyond)], "m50")
+    assert "left out: s = 2 (m50 not located: pooled success does not rise with m); " \
+           "3 (m50 above the largest m tried, 32)" in line
+
+
 def test_families_table_puts_tasks_side_by_side_with_label_balance(smoke_ref, tmp_path, capsys):
     out = tmp_path / "families.md"
     assert sweep.main(["families", str(smoke_ref), "--out", str(out)]) == 0
