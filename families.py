@@ -46,6 +46,19 @@ def family_cells(folder, n_seeds=None, Ts=None):
                         for (_, T), st in stats.items()}
 
 
+def _unlocated(e):
+    """True when the pooled success curve falls or stays flat with m (slope b <= 0), so its
+    m50 is not located at all, rather than lying beyond the m tried: it happens when seeds as
+    unlike as a junta's truth tables pool their bisections (easy seeds run at small m and
+    succeed, hard ones at large m and fail)."""
+    return e.get("b") is not None and e["b"] <= 0
+
+
+def _m50(e):
+    """The table's m50 cell: the estimate with its 95% CI, or why there is none."""
+    return "not located (success does not rise with m)" if _unlocated(e) else _ci(e, "m50")
+
+
 def families_table(folders, log=print, n_seeds=None, Ts=None):
     """One table over sweep folders of different tasks or sparsities: per (task, s, T), m50 and
     the majority m* with 95% intervals, the share of seeds that succeed at the largest m tried
@@ -72,7 +85,7 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
             p, se = label_balance(task, s, T)
             solved = st["n_seeds"] - st["censored"]
             ms = _ci(dict(m=st["m_star"], m_lo=st["m_star_lo"], m_hi=st["m_star_hi"]), "m")
-            lines.append(f"| {task} | {s} | {T} | {st['n_seeds']} | {_ci(e, 'm50')} | {ms} | "
+            lines.append(f"| {task} | {s} | {T} | {st['n_seeds']} | {_m50(e)} | {ms} | "
                          f"{solved} of {st['n_seeds']} (m <= {grid[-1]}) | "
                          f"{_limit(limits.get(T)) or none} | {p:.3f} +- {se:.3f} | "
                          f"{_cpu_minutes(runs):.1f} |")
@@ -118,7 +131,9 @@ def _growth_line(task, T, what, have, key):
     """One line of growth_lines: `what` (m50 or m*) across s at one T; have [(s, grid, entry)]."""
     ok, left = [], []
     for s, grid, e in have:
-        if e[key] > grid[-1]:
+        if key == "m50" and _unlocated(e):
+            left.append(f"{s} (m50 not located: pooled success does not rise with m)")
+        elif e[key] > grid[-1]:
             left.append(f"{s} ({what} above the largest m tried, {grid[-1]})")
         elif e[key] < grid[0]:
             left.append(f"{s} ({what} below the smallest m tried, {grid[0]})")

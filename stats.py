@@ -538,9 +538,10 @@ def scaling_fits(T, m50, m50_boot):
 
     T [n] distinct positive context lengths, n >= 3; m50 [n] point estimates (finite, > 0);
     m50_boot [n, B] bootstrap replicates of m50 at each T (e.g. success_estimates(...)["m50_boot"]
-    for each T, same B). Replicates at different T are independent, so replicate i is paired
-    across T; a replicate with any non-finite or non-positive value, or one so large that its fits
-    overflow, is dropped (counted).
+    for each T, same B). Replicate i is paired across T: the callers draw every T's replicates
+    with the same generator seed (success_table, critical_sizes), so where the T hold the same
+    seeds, replicate i resamples the same seed labels at each T. A replicate with any non-finite
+    or non-positive value, or one so large that its fits overflow, is dropped (counted).
     Models (least squares, fit_line): log  m = a + b ln T;  lin  m = a + b T;
     pow  ln m = ln a + k ln T. daic = AIC(log) - AIC(lin) (Gaussian, n ln(RSS/n) + 2*2 each);
     negative favours the log model.
