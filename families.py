@@ -12,8 +12,8 @@ import numpy as np
 import data
 import train
 from folder import folder_rows, full_options
-from report import (STRUCTURED, _ci, _cpu_minutes, _fits_line, _limit, over_folders,
-                    statistical_limits, success_table)
+from report import (STRUCTURED, _ci, _cpu_minutes, _fits_line, _limit, _pyplot, _save,
+                    over_folders, statistical_limits, success_table)
 from stats import critical_sizes, growth_in_s, scaling_fits, split_by_T
 
 
@@ -77,9 +77,9 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
         if (task, s) in by_family:
             raise ValueError(f"{f} and {by_family[(task, s)][2]} both hold {task} with s = {s}: "
                              f"give one folder per task and s")
-        by_family[(task, s)] = (grid, cells, f)
         limits = statistical_limits(task, s, sorted(cells), cache=os.path.join(f, "limits.json"),
                                     compute=task in STRUCTURED)
+        by_family[(task, s)] = (grid, cells, f, limits)
         none = "not affordable" if task in STRUCTURED else "not computed"
         for T, (e, st, runs) in sorted(cells.items()):
             p, se = label_balance(task, s, T)
@@ -106,7 +106,7 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
     fits += growth_lines(by_family)
     for line in lines + [""] + fits:
         log(line)
-    return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n", None
+    return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n", by_family
 
 
 def growth_lines(by_family):
@@ -156,7 +156,85 @@ def _growth_line(task, T, what, have, key):
                    f"resamples without a fit, counted against both bounds)")
 
 
+def mstar_series(by_family):
+    """What families_plot draws, as numbers: per family (task, s) with two or more T, its majority
+    m* against T; per task with two or more s at one T, its m* against s. Each series is a dict:
+    label, axis ("T" or "s"), x, m* and its 95% CI (lo, hi), above (m* past the largest m tried,
+    top: drawn at top with a filled triangle), open_hi (the CI open above: an open triangle at
+    top), and for the T series the statistical limit's median
+    where it was computed (nan elsewhere)."""
+    def points(items):
+        x, y, lo, hi, above, open_hi = [], [], [], [], [], []
+        for key, grid, st in items:
+            x.append(key)
+            above.append(bool(st["m_star"] > grid[-1]))
+            open_hi.append(bool(st["m_star_hi"] > grid[-1]))
+            y.append(min(st["m_star"], grid[-1]))
+            lo.append(min(st["m_star_lo"], grid[-1]))
+            hi.append(min(st["m_star_hi"], grid[-1]))
+        return dict(x=x, mstar=y, lo=lo, hi=hi, above=above, open_hi=open_hi, top=grid[-1])
+    out = []
+    for (task, s), (grid, cells, _, limits) in sorted(by_family.items()):
+        if len(cells) >= 2:
+            Ts = sorted(cells)
+            out.append(dict(points([(T, grid, cells[T][1]) for T in Ts]), label=f"{task} s = {s}",
+                            axis="T", limit=[(limits.get(T) or {}).get("median", math.nan)
+                                             for T in Ts]))
+    for task in sorted({task for task, _ in by_family}):
+        ss = sorted(s for t, s in by_family if t == task)
+        for T in sorted({T for s in ss for T in by_family[(task, s)][1]}):
+            have = [s for s in ss if T in by_family[(task, s)][1]]
+            if len(have) >= 2:
+                out.append(dict(points([(s, by_family[(task, s)][0], by_family[(task, s)][1][T][1])
+                                        for s in have]), label=f"{task}, T = {T}", axis="s"))
+    return out
+
+
+def families_plot(series, path):
+    """m* against T per family (left, log-log, with the statistical limit dashed where computed)
+    and against s per task (right, log m), each with its 95% CI; the panels without series are
+    left out. None when matplotlib is missing."""
+    plt = _pyplot("rerun")
+    panels = [axis for axis in ("T", "s") if any(c["axis"] == axis for c in series)]
+    if plt is None or not panels:
+        return None
+    from matplotlib import ticker
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
+    for ax, axis in zip(axes[0], panels):
+        for i, c in enumerate(c for c in series if c["axis"] == axis):
+            color = f"C{i % 10}"
+            x, y = np.array(c["x"], float), np.array(c["mstar"])
+            ax.errorbar(x, y, yerr=[y - c["lo"], np.array(c["hi"]) - y], fmt="o-", ms=4,
+                        capsize=3, color=color, label=c["label"])
+            up, open_hi = np.array(c["above"]), np.array(c["open_hi"]) & ~np.array(c["above"])
+            ax.plot(x[up], y[up], "^", ms=9, color=color)           # past the largest m tried
+            ax.plot(x[open_hi], np.full(open_hi.sum(), c["top"]), "^", ms=9, mfc="none",
+                    color=color)                                    # its interval open above
+            if axis == "T" and np.isfinite(c["limit"]).any():
+                ax.plot(x, c["limit"], "--", color=color, lw=1)
+        ax.axhline(max(c["top"] for c in series), ls=":", color="gray", lw=1)
+        ax.set_xscale("log" if axis == "T" else "linear")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(ticker.FuncFormatter(
+            lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+        if axis == "s":
+            ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+        ax.set_xlabel("T (log scale)" if axis == "T" else "s (relevant bits)")
+        ax.set_ylabel("majority m* (log scale)")
+        ax.set_title("m* against T; dashed: statistical limit" if axis == "T" else
+                     "m* against s", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Majority m* with its 95% CI (bootstrap over seeds). Dotted: the largest m "
+                 "tried; filled triangle: m* above it; open triangle: CI open above", fontsize=9)
+    return _save(plt, fig, path)
+
+
 def families_command(a, fail):
-    """`sweep.py families DIR DIR ...`: families_table into --out."""
-    over_folders(a, fail, lambda: families_table(a.folders, n_seeds=a.seeds, Ts=a.Ts))
+    """`sweep.py families DIR DIR ...`: families_table into --out, families_plot with --plot."""
+    _, by_family = over_folders(a, fail, lambda: families_table(a.folders, n_seeds=a.seeds,
+                                                                 Ts=a.Ts))
+    if a.plot:
+        families_plot(mstar_series(by_family), a.plot)
     return 0

@@ -214,6 +214,8 @@ def add_families_command(sub):
         "T and T^k per family where at least 3 T are determined, and against s (power law or "
         "exponential) per task and T where at least 3 s are."))
     folder_args(c, "sweep output folders, one task and s each", "only seeds 0..N-1")
+    c.add_argument("--plot", help="also draw the majority m* against T per family and against s "
+                                  "per task into this image (needs matplotlib)")
     c.set_defaults(run=families.families_command, parser=c)
 
 

@@ -2481,6 +2481,22 @@ def test_paper_position_places_the_papers_mstar_against_each_interval():
     assert report.paper_position("p", {("transformer", 8): st(1, 2)}) is None
 
 
+def test_families_plot_series_hold_mstar_against_T_and_s(smoke_ref):
+    _, by_family = families.families_table([str(smoke_ref)], log=lambda *_: None)
+    (grid, cells, _, limits), = by_family.values()
+    (c,) = families.mstar_series(by_family)                 # one family, two T, one s: no s series
+    assert c["axis"] == "T" and c["label"] == "and s = 3" and c["x"] == [8, 16]
+    assert c["mstar"] == [cells[T][1]["m_star"] for T in (8, 16)]
+    assert all(lo <= m <= hi for lo, m, hi in zip(c["lo"], c["mstar"], c["hi"]))
+    assert c["limit"] == [limits[T]["median"] for T in (8, 16)]
+    st = dict(m_star=math.inf, m_star_lo=50.0, m_star_hi=math.inf)   # past the grid: at its end
+    two_s = {("junta", 1): ([8, 16], {100: (None, dict(st, m_star=9.0, m_star_hi=9.0))}, "", {}),
+             ("junta", 2): ([8, 16], {100: (None, st)}, "", {100: None})}
+    (c,) = families.mstar_series(two_s)
+    assert (c["axis"], c["label"], c["x"], c["mstar"], c["hi"], c["above"], c["open_hi"]) == (
+        "s", "junta, T = 100", [1, 2], [9.0, 16], [9.0, 16], [False, True], [False, True])
+
+
 def test_families_says_when_m50_is_not_located_rather_than_beyond_the_grid():
     grid = [8, 16, 32]
     e = lambda m50, b: dict(m50=m50, m50_lo=m50, m50_hi=m50, b=b)
