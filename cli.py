@@ -378,6 +378,8 @@ def _is_limits_cache(path):
     return isinstance(j, dict) and all(isinstance(v, dict) for v in j.values())
 
 
+PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")  # savefig's
+
 OUTPUT_KINDS = {   # kind: (what a file must be to be replaced, how to tell)
     "summary": ("a JSON summary of a run (train.py --json)", _is_summary),
     "table": ("a table this project wrote (a markdown table)", _is_table),
@@ -413,6 +415,10 @@ def claim_output(path, kind, what=None, ours=None):
     if not path:
         raise ValueError(f"{what} must be a file path, got an empty string")
     description, recognise = OUTPUT_KINDS[kind]
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    if kind == "plot" and ext not in PLOT_FORMATS:
+        raise ValueError(f"{what} {path}: the image's extension must be one of "
+                         f"{', '.join(PLOT_FORMATS)}, got {ext or 'none'!r}")
     if os.path.isdir(path):
         raise ValueError(f"{what} {path} is a folder, not {description}; give a file name")
     if os.path.lexists(path):

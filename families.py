@@ -2,7 +2,8 @@
 
 One table over sweep folders of different tasks or sparsities s: m50 and the majority m* per
 (task, s, T) with their 95% intervals, the statistical limit, P(label = 1) measured on draws and
-the CPU time; the fits against T per family, and how m50 and m* grow with s at each T.
+the CPU time; the fits against T per family, and how m50 and m* grow with s at each T; with
+--plot, m* against T per family and against s per task.
 """
 import math
 import os
@@ -63,10 +64,13 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
     """One table over sweep folders of different tasks or sparsities: per (task, s, T), m50 and
     the majority m* with 95% intervals, the share of seeds that succeed at the largest m tried
     (where a family is not solved within the grid, this, not an extrapolated m50, is its
-    result), the statistical limit (for majority and juntas only where the folder's limits.json
+    result; an m50 whose pooled success curve does not rise with m is "not located"), the
+    statistical limit (for majority and juntas only where the folder's limits.json
     holds it: their count enumerates every support, many minutes per T), P(label = 1) on draws,
     and the CPU minutes; then per family the fits of m50 and m* against ln T, T and T^k where at
-    least 3 T are determined, and per task and T the growth of m50 with s (growth_lines)."""
+    least 3 T are determined, and per task and T the growth of m50 with s (growth_lines).
+    Returns (markdown, by_family): {(task, s): (grid, cells, folder, limits)} with cells as
+    family_cells gives them and limits {T: statistical limit or None}."""
     lines = ["| task | s | T | seeds | m50 [95% CI] | m* (majority) [95% CI] | seeds that succeed "
              "by the largest m tried | statistical limit [5%, 95%] | P(label = 1) on draws | "
              "CPU min |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -99,8 +103,11 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
                 fits.append(_fits_line(f"{task} s = {s}: ", what, fit)
                             + f" over T in {pts[0][0]}..{pts[-1][0]}")
             else:
+                lost = [T for T, c in sorted(cells.items()) if key == "m50" and _unlocated(c[0])]
                 fits.append(f"{task} s = {s}: {what} within the m tried at {len(pts)} T only "
-                            f"({', '.join(str(T) for T, _ in pts) or 'none'}): no fit across T")
+                            f"({', '.join(str(T) for T, _ in pts) or 'none'}"
+                            + (f"; not located at T = {', '.join(map(str, lost))}" if lost else "")
+                            + "): no fit across T")
                 if what == "m*" and fits[-2] == fits[-1].replace("m*", "m50", 1):
                     fits[-2:] = [fits[-2].replace("m50", "m50 and m*", 1)]   # one line for both
     fits += growth_lines(by_family)
@@ -113,7 +120,7 @@ def growth_lines(by_family):
     """Per task and T held at 2 or more s: how m50 and the majority m* grow with s
     (stats.growth_in_s), on the s whose value lies within the m tried, naming the s left out (an
     m50 extrapolated beyond the grid is not a result). by_family {(task, s): (grid, cells,
-    folder)}, cells {T: (success estimates, critical_sizes entry, rows)}."""
+    folder, limits)}, cells {T: (success estimates, critical_sizes entry, rows)}."""
     out = []
     for task in sorted({task for task, _ in by_family}):
         ss = sorted(s for t, s in by_family if t == task)
@@ -158,21 +165,23 @@ def _growth_line(task, T, what, have, key):
 
 def mstar_series(by_family):
     """What families_plot draws, as numbers: per family (task, s) with two or more T, its majority
-    m* against T; per task with two or more s at one T, its m* against s. Each series is a dict:
-    label, axis ("T" or "s"), x, m* and its 95% CI (lo, hi), above (m* past the largest m tried,
+    m* against T; per task with two or more s at one T, its m* against s. Each series is a dict
+    of label, axis ("T" or "s") and lists with one value per point: x (T or s), top (the largest
+    m its folder tried), mstar, lo, hi (m* and its 95% CI, each clipped to top), above (m* past
     top: drawn at top with a filled triangle), open_hi (the CI open above: an open triangle at
-    top), and for the T series the statistical limit's median
-    where it was computed (nan elsewhere)."""
+    top); the T series also hold limit, the statistical limit's median where it was computed
+    (nan elsewhere)."""
     def points(items):
-        x, y, lo, hi, above, open_hi = [], [], [], [], [], []
+        x, y, lo, hi, above, open_hi, top = [], [], [], [], [], [], []
         for key, grid, st in items:
             x.append(key)
+            top.append(grid[-1])
             above.append(bool(st["m_star"] > grid[-1]))
             open_hi.append(bool(st["m_star_hi"] > grid[-1]))
             y.append(min(st["m_star"], grid[-1]))
             lo.append(min(st["m_star_lo"], grid[-1]))
             hi.append(min(st["m_star_hi"], grid[-1]))
-        return dict(x=x, mstar=y, lo=lo, hi=hi, above=above, open_hi=open_hi, top=grid[-1])
+        return dict(x=x, mstar=y, lo=lo, hi=hi, above=above, open_hi=open_hi, top=top)
     out = []
     for (task, s), (grid, cells, _, limits) in sorted(by_family.items()):
         if len(cells) >= 2:
@@ -194,9 +203,12 @@ def families_plot(series, path):
     """m* against T per family (left, log-log, with the statistical limit dashed where computed)
     and against s per task (right, log m), each with its 95% CI; the panels without series are
     left out. None when matplotlib is missing."""
-    plt = _pyplot("rerun")
     panels = [axis for axis in ("T", "s") if any(c["axis"] == axis for c in series)]
-    if plt is None or not panels:
+    if not panels:
+        print("no plot: no family holds two T and no task two s at one T")
+        return None
+    plt = _pyplot("rerun")
+    if plt is None:
         return None
     from matplotlib import ticker
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
@@ -208,11 +220,12 @@ def families_plot(series, path):
                         capsize=3, color=color, label=c["label"])
             up, open_hi = np.array(c["above"]), np.array(c["open_hi"]) & ~np.array(c["above"])
             ax.plot(x[up], y[up], "^", ms=9, color=color)           # past the largest m tried
-            ax.plot(x[open_hi], np.full(open_hi.sum(), c["top"]), "^", ms=9, mfc="none",
+            ax.plot(x[open_hi], np.array(c["top"])[open_hi], "^", ms=9, mfc="none",
                     color=color)                                    # its interval open above
             if axis == "T" and np.isfinite(c["limit"]).any():
                 ax.plot(x, c["limit"], "--", color=color, lw=1)
-        ax.axhline(max(c["top"] for c in series), ls=":", color="gray", lw=1)
+        for top in {t for c in series if c["axis"] == axis for t in c["top"]}:
+            ax.axhline(top, ls=":", color="gray", lw=1)
         ax.set_xscale("log" if axis == "T" else "linear")
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))

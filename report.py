@@ -41,6 +41,12 @@ PAPER_BAR = {100: (48.7, 51.3), 150: (48.3, 57.3), 200: (53.3, 62.1), 250: (51.1
              1000: (105.8, 116.2), 1100: (107.8, 119.1)}
 
 
+def asks_papers_question(task, s, bar):
+    """True when a sweep measures what the paper's figure does (3-sparse AND, success = test
+    accuracy 0.99), so its m* may be set beside PAPER_MSTAR."""
+    return (task, s, bar) == ("and", 3, 0.99)
+
+
 def paper_bar(T):
     """The figure's error bar at T as the table prints it ("48.7-51.3"), or '' off the figure."""
     return f"{PAPER_BAR[T][0]:.1f}-{PAPER_BAR[T][1]:.1f}" if T in PAPER_BAR else ""
@@ -343,7 +349,7 @@ def folder_report(out, rows, grids, a, protocol, missing):
     sweep's options (task, s, bar, n_test, steps, search, grid_ratio); missing: the searches asked
     for but not finished, [(model, T, seed)], named at the top of the table."""
     stats = critical_sizes(rows, grids, a.search)
-    comparable = a.task == "and" and a.s == 3 and a.bar == 0.99
+    comparable = asks_papers_question(a.task, a.s, a.bar)
     what = f"{a.s}-sparse {a.task.upper() if a.task in ('and', 'or') else a.task}"
     print(f"\ncritical sample size of {what}, success = test accuracy >= {a.bar} on {a.n_test} "
           f"fresh samples after {a.steps} steps, {a.search} search on a grid of ratio "
@@ -432,6 +438,7 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
         name = names[i] if names.count(names[i]) == 1 and not changed else \
             f"{names[i]} ({os.path.basename(folder.rstrip('/'))})"   # e.g. ours at another d
         est, scaling = success_table(rows, ["transformer"])
+        papers = asks_papers_question(opts["task"], opts["s"], meta.get("bar", 0.99))
         own = {}
         for T, runs in sorted(split_by_T(rows).items(), key=lambda kv: int(kv[0])):
             e = est[("transformer", int(T))]
@@ -446,13 +453,14 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
             known = [r for r in fail if np.isfinite(float(r["train_acc"]))]   # nan: not recorded
             memo = sum(float(r["train_acc"]) == 1.0 for r in known)
             lines.append(f"| {name} | {int(T)} | {_ci(e, 'm50')} | {ratio} | {_ci(e, 'm90')} | "
-                         f"{e['n_seeds']} | {PAPER_MSTAR.get(int(T), '-')} | {memo} of {len(known)}"
+                         f"{e['n_seeds']} | {PAPER_MSTAR.get(int(T), '-') if papers else '-'} | "
+                         f"{memo} of {len(known)}"
                          f"{f' ({len(fail) - len(known)} not recorded)' if len(known) < len(fail) else ''}"
                          f" | {_split_medians(runs, 'attn_on_S')} | "
                          f"{_split_medians(runs, 'pos_overlap')} | {_cpu_minutes(runs):.1f} |")
         if growth_from is not None and i > 0:
             growth.append(_gap_growth_line(name, own, first, growth_from))
-        if (opts.get("task"), opts.get("s"), meta.get("bar", 0.99)) == ("and", 3, 0.99):
+        if papers:
             grid = meta.get("grids", {}).get("transformer")
             line = grid and paper_position(name, critical_sizes(
                 rows, {"transformer": grid}, meta.get("search", "bisect")))
@@ -470,11 +478,15 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
 def paper_position(name, stats):
     """Where the paper's m* (its figure, PAPER_MSTAR) falls against one folder's majority m*
     interval (critical_sizes: {(model, T): entry}) at each T of the figure the folder holds:
-    inside it (bounds included), below it or above it. A line for compare_table, or None where
-    the folder holds none of the figure's T."""
-    where = {"inside": [], "below": [], "above": []}
+    inside it (bounds included), below it or above it; a T where no seed's search finished is named
+    apart. The line ends "(every paper T held)" when the paper's m* is inside at every one of the
+    figure's T the folder holds (which may be fewer than the figure's). A line for compare_table,
+    or None where the folder holds none of the figure's T."""
+    where = {"inside": [], "below": [], "above": [], "without a finished seed": []}
     for (_, T), st in sorted(stats.items()):
-        if T in PAPER_MSTAR:
+        if T in PAPER_MSTAR and not st["n_seeds"]:
+            where["without a finished seed"].append(T)
+        elif T in PAPER_MSTAR:
             p = PAPER_MSTAR[T]
             where["below" if p < st["m_star_lo"] else "above" if p > st["m_star_hi"]
                   else "inside"].append(T)
@@ -483,7 +495,8 @@ def paper_position(name, stats):
         return None
     parts = [f"{key} at T = {', '.join(map(str, Ts))}" for key, Ts in where.items() if Ts]
     return (f"{name}: the paper's m* against this folder's majority m* interval (95%): "
-            f"{'; '.join(parts)}" + (f" (all {n} T)" if len(where["inside"]) == n else ""))
+            f"{'; '.join(parts)}" + (" (every paper T held)" if len(where["inside"]) == n
+                                     else ""))
 
 
 def _gap_growth_line(name, own, first, T0):

@@ -2469,15 +2469,33 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
     assert code == 2 and "--growth-from 9: no folder holds T = 9; T here: [8, 16]" in err
 
 
+def test_compare_places_the_papers_mstar_only_for_the_papers_task(smoke_ref, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.setattr(report, "PAPER_MSTAR", {8: 1.0, 16: 1e6})   # the smoke sweep's T
+    md, _ = report.compare_table([str(smoke_ref)], log=lambda *_: None)
+    assert "majority m* interval (95%): below at T = 8; above at T = 16" in md
+    assert "| 8 | " in md and " | 1.0 | " in md                      # the paper's m* column
+    other = _copy(smoke_ref, tmp_path / "or")                          # the same runs, called OR
+    meta = json.loads((other / "sweep.json").read_text())
+    meta["options"]["task"] = "or"
+    old, meta["sweep_id"] = meta["sweep_id"], folder.sweep_fingerprint(meta)
+    (other / "sweep.json").write_text(json.dumps(meta))              # rows relabelled to match
+    (other / "runs.csv").write_text((other / "runs.csv").read_text().replace(old, meta["sweep_id"]))
+    md, _ = report.compare_table([str(other)], log=lambda *_: None)
+    assert "paper's m*" not in md and " | 1.0 | " not in md
+
+
 def test_paper_position_places_the_papers_mstar_against_each_interval():
-    st = lambda lo, hi: dict(m_star_lo=lo, m_star_hi=hi)     # the paper: 50 at 100, 69.2 at 300
+    st = lambda lo, hi: dict(m_star_lo=lo, m_star_hi=hi, n_seeds=5)  # paper: 50 at 100, 69.2 at 300
     stats = {("transformer", 100): st(51, 68), ("transformer", 300): st(60, 69),
              ("transformer", 500): st(70, 90), ("transformer", 8): st(1, 2)}   # 8: not in it
     assert report.paper_position("p", stats) == (
         "p: the paper's m* against this folder's majority m* interval (95%): inside at T = 500; "
         "below at T = 100; above at T = 300")
     assert report.paper_position("p", {("transformer", 100): st(50, 50)}).endswith(
-        "inside at T = 100 (all 1 T)")                         # the bounds count as inside
+        "inside at T = 100 (every paper T held)")
+    assert report.paper_position("p", {("transformer", 100): dict(
+        st(math.inf, math.inf), n_seeds=0)}).endswith("without a finished seed at T = 100")                         # the bounds count as inside
     assert report.paper_position("p", {("transformer", 8): st(1, 2)}) is None
 
 
@@ -2503,6 +2521,7 @@ def test_families_says_when_m50_is_not_located_rather_than_beyond_the_grid():
     falls, beyond, fine = e(math.inf, -0.5), e(math.inf, None), e(20.0, 1.0)
     assert families._m50(falls) == "not located (success does not rise with m)"
     assert families._m50(beyond) == "inf [inf, inf]" and families._m50(fine) == "20 [20, 20]"
+    assert families._m50(e(math.inf, 0.0)).startswith("not located")     # flat: not located
     line = families._growth_line("junta", 100, "m50", [(1, grid, fine), (2, grid, falls),
                                                        (3, grid, beyond)], "m50")
     assert "left out: s = 2 (m50 not located: pooled success does not rise with m); " \
@@ -3021,6 +3040,9 @@ def test_no_output_replaces_a_file_that_is_not_its_own(tmp_path, capsys):
                             (readme, "limits", "not a cache of statistical limits")]:
         with pytest.raises(ValueError, match=msg):
             cli.claim_output(str(path), kind, "--out")
+    with pytest.raises(ValueError, match=r"--plot .*x\.foo: the image's extension must be one of "
+                                         r"png, .*, got 'foo'"):
+        cli.claim_output(str(tmp_path / "x.foo"), "plot", "--plot")   # savefig would traceback
 
 
 def test_json_output_is_strict_json(tmp_path, capsys):
