@@ -415,10 +415,6 @@ def claim_output(path, kind, what=None, ours=None):
     if not path:
         raise ValueError(f"{what} must be a file path, got an empty string")
     description, recognise = OUTPUT_KINDS[kind]
-    ext = os.path.splitext(path)[1].lstrip(".").lower()
-    if kind == "plot" and ext not in PLOT_FORMATS:
-        raise ValueError(f"{what} {path}: the image's extension must be one of "
-                         f"{', '.join(PLOT_FORMATS)}, got {ext or 'none'!r}")
     if os.path.isdir(path):
         raise ValueError(f"{what} {path} is a folder, not {description}; give a file name")
     if os.path.lexists(path):
@@ -431,6 +427,10 @@ def claim_output(path, kind, what=None, ours=None):
         if verdict is not True:
             raise ValueError(f"{what} {path} exists and is not {description}; refusing to "
                              f"overwrite it (move it away or give another path)")
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    if kind == "plot" and ext not in PLOT_FORMATS:
+        raise ValueError(f"{what} {path}: the image's extension must be one of "
+                         f"{', '.join(PLOT_FORMATS)}, got {ext or 'none'!r}")
     problem = check_writable(path, what, (path + ".tmp.npz",) if kind == "checkpoint" else ())
     if problem:
         raise ValueError(problem)
