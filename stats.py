@@ -541,14 +541,17 @@ def scaling_fits(T, m50, m50_boot):
     for each T, same B). Replicate i is paired across T: the callers draw every T's replicates
     with the same generator seed (success_table, critical_sizes), so where the T hold the same
     seeds, replicate i resamples the same seed labels at each T. A replicate with any non-finite
-    or non-positive value, or one so large that its fits overflow, is dropped (counted).
+    or non-positive value (an m50 or m* above every m tried), or one so large that its fits
+    overflow, has no fit: it is dropped and counted against both bounds, so a bound is +-inf once
+    more than 2.5% of the replicates are dropped (an interval of the kept ones alone would be
+    conditional on the value lying within the grid).
     Models (least squares, fit_line): log  m = a + b ln T;  lin  m = a + b T;
     pow  ln m = ln a + k ln T. daic = AIC(log) - AIC(lin) (Gaussian, n ln(RSS/n) + 2*2 each);
     negative favours the log model.
     Returns a dict: for name in (log_b, lin_b, pow_k, daic): name, name_lo, name_hi; log_a,
     lin_a, pow_a (point estimates; pow_a = a of a T^k), log_r2, lin_r2, pow_r2,
     p_log_better (fraction of kept replicates with daic < 0; None if none kept), n_T, n_boot,
-    n_dropped. CIs are (-inf, inf) if every replicate was dropped."""
+    n_dropped."""
     T, m50, boot, keep = _check_curve("T", T, m50, m50_boot)
     point = {k: np.ravel(v) if k == "daic" else tuple(float(u[0]) for u in v)
              for k, v in _three_fits(T, m50[:, None]).items()}
@@ -560,10 +563,12 @@ def scaling_fits(T, m50, m50_boot):
             keep.any())                                    # replicates whose fits fail: dropped
     out = {"n_T": int(T.size), "n_boot": int(boot.shape[1]),
            "n_dropped": int(boot.shape[1] - ok.sum())}
+    n_out = out["n_dropped"]                   # counted against both bounds, as in growth_in_s
     for name, get in pick.items():
         out[name] = float(np.ravel(get(point))[0])
-        out[name + "_lo"], out[name + "_hi"] = (percentile_ci(get(reps)[ok]) if ok.any()
-                                                else (-math.inf, math.inf))
+        v = get(reps)[ok] if ok.any() else np.empty(0)
+        out[name + "_lo"] = percentile_ci(np.append(v, np.full(n_out, -np.inf)))[0]
+        out[name + "_hi"] = percentile_ci(np.append(v, np.full(n_out, np.inf)))[1]
     out.update(log_a=point["log"][1], lin_a=point["lin"][1], pow_a=math.exp(point["pow"][1]),
                log_r2=point["log"][2], lin_r2=point["lin"][2], pow_r2=point["pow"][2],
                p_log_better=float(np.mean(reps["daic"][ok] < 0)) if ok.any() else None)

@@ -2030,7 +2030,15 @@ def test_scaling_power_law_exact_and_dropped_replicates():
     boot[3, 20] = 1e200                      # finite, but its squares overflow: no usable fit
     f = stats.scaling_fits(T_GRID, y, boot)
     assert f["n_dropped"] == 21 and f["pow_k"] == pytest.approx(0.5)
-    assert f["pow_a"] == pytest.approx(3.0) and f["pow_k_lo"] == pytest.approx(0.5)
+    assert f["pow_a"] == pytest.approx(3.0)
+    assert (f["pow_k_lo"], f["pow_k_hi"]) == (-math.inf, math.inf)   # 21 of 50 count against both
+    boot = np.repeat(y[:, None], 1000, 1)
+    boot[2, :24] = np.inf                    # under 2.5% dropped: the bounds are the fits'
+    f = stats.scaling_fits(T_GRID, y, boot)
+    assert f["n_dropped"] == 24 and f["pow_k_lo"] == pytest.approx(0.5) == f["pow_k_hi"]
+    boot[2, :26] = np.inf                    # past 2.5%: both bounds open
+    f = stats.scaling_fits(T_GRID, y, boot)
+    assert (f["pow_k_lo"], f["pow_k_hi"]) == (-math.inf, math.inf)
     all_bad = np.full((T_GRID.size, 5), np.inf)
     f = stats.scaling_fits(T_GRID, y, all_bad)
     assert f["n_dropped"] == 5 and f["p_log_better"] is None
