@@ -103,7 +103,8 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
                 fits.append(_fits_line(f"{task} s = {s}: ", what, fit)
                             + f" over T in {pts[0][0]}..{pts[-1][0]}")
             else:
-                lost = [T for T, c in sorted(cells.items()) if key == "m50" and _unlocated(c[0])]
+                lost = [T for T, c in sorted(cells.items()) if _unlocated(c[0])] if key == "m50" \
+                    else []
                 fits.append(f"{task} s = {s}: {what} within the m tried at {len(pts)} T only "
                             f"({', '.join(str(T) for T, _ in pts) or 'none'}"
                             + (f"; not located at T = {', '.join(map(str, lost))}" if lost else "")
@@ -122,16 +123,22 @@ def growth_lines(by_family):
     m50 extrapolated beyond the grid is not a result). by_family {(task, s): (grid, cells,
     folder, limits)}, cells {T: (success estimates, critical_sizes entry, rows)}."""
     out = []
+    for task, T, ss in _s_at_each_T(by_family):
+        have = [(s,) + by_family[(task, s)][:2] for s in ss]
+        for what, i, key in (("m50", 0, "m50"), ("m*", 1, "m_star")):
+            out.append(_growth_line(task, T, what, [(s, grid, cells[T][i]) for s, grid, cells
+                                                    in have], key))
+    return out
+
+
+def _s_at_each_T(by_family):
+    """(task, T, [s]) for every task and T that by_family holds at two or more s, in order."""
     for task in sorted({task for task, _ in by_family}):
         ss = sorted(s for t, s in by_family if t == task)
         for T in sorted({T for s in ss for T in by_family[(task, s)][1]}):
-            have = [(s,) + by_family[(task, s)][:2] for s in ss if T in by_family[(task, s)][1]]
-            if len(have) < 2:
-                continue
-            for what, i, key in (("m50", 0, "m50"), ("m*", 1, "m_star")):
-                out.append(_growth_line(task, T, what, [(s, grid, cells[T][i]) for s, grid, cells
-                                                        in have], key))
-    return out
+            have = [s for s in ss if T in by_family[(task, s)][1]]
+            if len(have) >= 2:
+                yield task, T, have
 
 
 def _growth_line(task, T, what, have, key):
@@ -189,13 +196,9 @@ def mstar_series(by_family):
             out.append(dict(points([(T, grid, cells[T][1]) for T in Ts]), label=f"{task} s = {s}",
                             axis="T", limit=[(limits.get(T) or {}).get("median", math.nan)
                                              for T in Ts]))
-    for task in sorted({task for task, _ in by_family}):
-        ss = sorted(s for t, s in by_family if t == task)
-        for T in sorted({T for s in ss for T in by_family[(task, s)][1]}):
-            have = [s for s in ss if T in by_family[(task, s)][1]]
-            if len(have) >= 2:
-                out.append(dict(points([(s, by_family[(task, s)][0], by_family[(task, s)][1][T][1])
-                                        for s in have]), label=f"{task}, T = {T}", axis="s"))
+    for task, T, ss in _s_at_each_T(by_family):
+        out.append(dict(points([(s, by_family[(task, s)][0], by_family[(task, s)][1][T][1])
+                                for s in ss]), label=f"{task}, T = {T}", axis="s"))
     return out
 
 
