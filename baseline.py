@@ -6,17 +6,23 @@ The paper sets it beside the Transformer: an MLP on the bits is rotation invaria
 find the s bits that matter without seeing of the order of T samples, where the Transformer's
 attention needs of the order of log T. train.py trains it with `--model mlp`.
 
-It runs on attn.py's tuned MLP ops (fast_mlp_forward and fast_mlp_backward, which test_all.py
-checks against the textbook ops) and uses attn.py's argument checks, so it needs attn.py and
-numpy; copy both.
+It runs on fast.py's tuned MLP ops (mlp_forward and mlp_backward, which test_all.py checks
+against attn.py's textbook ops) and uses attn.py's argument checks, so it needs fast.py, attn.py
+and numpy; copy the three.
 Shapes: B batch, T bits, k = hidden units.
 """
 import numpy as np
 
 import attn
-from attn import WrongType, _check_array, _check_choice, _check_01, _got
+import fast
+from attn import WrongType, check_array, check_choice, check_01, describe
 
 KEYS = ("W_1", "b_1", "W_2", "b_2")
+
+
+def param_shapes(T, hidden):
+    """{name: shape} of the parameters, in init order."""
+    return dict(W_1=(T, hidden), b_1=(hidden,), W_2=(hidden, 1), b_2=(1,))
 
 
 def init(T, hidden, rng, dtype="float32", std=0.02):
@@ -29,14 +35,14 @@ def init(T, hidden, rng, dtype="float32", std=0.02):
 
 def forward(p, X, act="gelu"):  # [B, T] bits -> logits [B], cache
     _check_forward(p, X, act)
-    z, cache = attn.fast_mlp_forward(X.astype(p["W_1"].dtype, copy=False), p["W_1"], p["b_1"],
-                                     p["W_2"], p["b_2"], act)
+    z, cache = fast.mlp_forward(X.astype(p["W_1"].dtype, copy=False), p["W_1"], p["b_1"],
+                                p["W_2"], p["b_2"], act)
     return z[:, 0], cache
 
 
 def backward(dz, cache):  # dL/dlogits [B] -> gradients of the parameters, by name
     _check_dz(dz, cache)
-    _, dW_1, db_1, dW_2, db_2 = attn.fast_mlp_backward(dz[:, None], cache, need_dx=False)  # no dX
+    _, dW_1, db_1, dW_2, db_2 = fast.mlp_backward(dz[:, None], cache, need_dx=False)  # no dX
     return dict(W_1=dW_1, b_1=db_1, W_2=dW_2, b_2=db_2)
 
 
@@ -45,11 +51,13 @@ def backward(dz, cache):  # dL/dlogits [B] -> gradients of the parameters, by na
 
 def _check_init(T, hidden, rng, dtype, std):
     """init's arguments and the memory of its parameters; -> the dtype."""
-    attn._check_int("T", T, 1)
-    attn._check_int("hidden", hidden, 1)
-    dt = attn._float_dtype("dtype", dtype)
-    attn._check_draw(rng, std)
-    attn._check_memory((T + 2) * hidden * (dt.itemsize + 8),
+    attn.check_int("T", T, 1)
+    attn.check_int("hidden", hidden, 1)
+    dt = attn.float_dtype("dtype", dtype)
+    attn.check_rng(rng)
+    attn.check_number("std", std, attn.REALS, 0, float("inf"), "a finite number >= 0 (the init's "
+                      "standard deviation)")
+    attn.check_memory((T + 2) * hidden * (dt.itemsize + 8),
                        f"a baseline of T={T} and {hidden} hidden units", "for its parameters",
                        "use a smaller T or fewer hidden units")
     return dt
@@ -59,27 +67,27 @@ def _check_forward(p, X, act):
     """The parameters as init gives them (all of one float dtype), the activation and the bits
     X [batch >= 1, T]."""
     if not isinstance(p, dict):
-        raise WrongType(f"params must be a dict {list(KEYS)} from baseline.init, got {_got(p)}")
+        raise WrongType(f"params must be a dict {list(KEYS)} from baseline.init, got {describe(p)}")
     if set(p) != set(KEYS):
         raise ValueError(f"params must have exactly the keys {list(KEYS)} of baseline.init, got "
                          f"{sorted(p, key=str)}")
     W_1 = p["W_1"]
-    _check_array("param W_1", W_1, attn.FLOAT_DTYPES, lambda s: len(s) == 2 and min(s) >= 1,
+    check_array("param W_1", W_1, attn.FLOAT_DTYPES, lambda s: len(s) == 2 and min(s) >= 1,
                  "a numpy array [T, hidden] of float32 or float64")
     what = f"a numpy array of shape {{shape}} (hidden={W_1.shape[1]}) in W_1's dtype {W_1.dtype}"
     for name, shape in (("b_1", W_1.shape[1:]), ("W_2", W_1.shape[1:] + (1,)), ("b_2", (1,))):
-        _check_array("param " + name, p[name], (W_1.dtype,), shape, what)
-    _check_choice("act", act, attn.ACTIVATIONS)
+        check_array("param " + name, p[name], (W_1.dtype,), shape, what)
+    check_choice("act", act, attn.ACTIVATIONS)
     T = W_1.shape[0]
-    _check_array("X", X, "biuf", lambda s: len(s) == 2 and s[1] == T and s[0] >= 1,
+    check_array("X", X, "biuf", lambda s: len(s) == 2 and s[1] == T and s[0] >= 1,
                  f"a numpy array [batch >= 1, T={T}] of bits (dtype bool, integer or float)")
-    _check_01("X", X, "bits")
+    check_01("X", X, "bits")
 
 
 def _check_dz(dz, cache):
     """dz: a number per logit of the forward call that made `cache`, which forward returned."""
     if not (isinstance(cache, tuple) and len(cache) == 4 and isinstance(cache[0], tuple)):
         raise WrongType(f"cache must be the cache that baseline.forward returned, got "
-                        f"{_got(cache)}")
+                        f"{describe(cache)}")
     want = cache[0][0].shape[:1]                                      # the cache's X [B, T]
-    _check_array("dz", dz, "biuf", want, "a numpy array of numbers in the logits' shape {shape}")
+    check_array("dz", dz, "biuf", want, "a numpy array of numbers in the logits' shape {shape}")

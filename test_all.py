@@ -32,6 +32,7 @@ import attn
 import baseline
 import data
 import families
+import fast
 import theory
 import cli
 import folder
@@ -47,6 +48,24 @@ import train
 # ===============================================================================================
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+PATHS = ("fast", "cls", "full")   # fast.py's shortcut, attn.py's [CLS] row, attn.py's full layer
+
+
+def forward(p, cfg, X, path="fast"):
+    """The model's logits and cache on one of the three exact ways of computing it."""
+    return {"fast": fast.model_forward, "cls": attn.model_forward,
+            "full": attn.full_model_forward}[path](p, cfg, X)
+
+
+def backward(dz, p, cfg, cache):
+    """The backward of whichever forward made `cache`."""
+    return (fast if isinstance(cache, fast.ModelCache) else attn).model_backward(dz, p, cfg, cache)
+
+
+def loss_grads(p, cfg, X, y, path="fast", **kw):
+    return (fast if path == "fast" else attn).loss_and_grads(p, cfg, X, y, **kw)
 SMALL = dict(T=12, m=40, steps=30, seed=2, log_every=0, d=8, heads=2, mlp=4, n_test=200)
 TINY = ["--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4", "--n-test", "100",
         "--log-every", "0", "--steps", "5"]
@@ -158,8 +177,8 @@ def test_grad_layernorm():
     grads = attn.layernorm_backward(dy, attn.layernorm_forward(x, g, b)[1])
     check_each("layernorm", ("dx", "dg", "db"), grads, f, (x, g, b))
     g3, b3 = offcentre(rng, 3, 6), offcentre(rng, 3, 6)          # a stack of 3 runs: [R, d]
-    f = lambda: np.sum(attn.stack_layernorm_forward(x, g3, b3)[0] * dy)
-    grads = attn.stack_layernorm_backward(dy, attn.stack_layernorm_forward(x, g3, b3)[1])
+    f = lambda: np.sum(fast.layernorm_forward(x, g3, b3)[0] * dy)
+    grads = fast.layernorm_backward(dy, fast.layernorm_forward(x, g3, b3)[1])
     assert grads[1].shape == grads[2].shape == (3, 6)
     check_each("layernorm, stacked", ("dx", "dg", "db"), grads, f, (x, g3, b3))
 
@@ -218,10 +237,12 @@ def test_grad_attention(which):
     fwd, bwd = {"cls": (attn.attention_cls_forward, attn.attention_cls_backward),
                 "full": (attn.self_attention_forward, attn.self_attention_backward)}[which]
     dy = rng.standard_normal((B, d) if which == "cls" else (B, N, d))
-    f = lambda: np.sum(fwd(Xn, *args, H)[0] * dy)
-    grads = bwd(dy, fwd(Xn, *args, H)[1])
-    check(f"{which}-attention dX", grads[0], f, Xn)
-    for name, g, v in zip(attn.ATTN_KEYS, grads[1:], args, strict=True):
+    w = dict(zip(attn.ATTN_KEYS, args, strict=True))
+    f = lambda: np.sum(fwd(Xn, w, H)[0] * dy)
+    dX, gw = bwd(dy, fwd(Xn, w, H)[1])
+    assert set(gw) == set(attn.ATTN_KEYS)
+    check(f"{which}-attention dX", dX, f, Xn)
+    for name, g, v in zip(attn.ATTN_KEYS, [gw[k] for k in attn.ATTN_KEYS], args, strict=True):
         if name == "b_K":   # softmax is shift-invariant: the key bias has exactly zero gradient
             assert np.abs(g).max() < 1e-12
             assert np.abs(numeric_grad(f, v)).max() < 1e-7
@@ -248,17 +269,17 @@ MODEL_CFGS = {
 
 
 @pytest.mark.parametrize("name", MODEL_CFGS)
-@pytest.mark.parametrize("path", attn.PATHS)
+@pytest.mark.parametrize("path", PATHS)
 def test_grad_whole_model(name, path):
     cfg = attn.default_config(**MODEL_CFGS[name])
     p = moved_params(cfg, 5)
     rng = np.random.default_rng(6)
     X = rng.integers(0, 2, (3, cfg["T"]))
     dz = rng.standard_normal(3)
-    z, cache = attn.model_forward(p, cfg, X, path)
-    g = attn.model_backward(dz, p, cfg, cache)
+    z, cache = forward(p, cfg, X, path)
+    g = backward(dz, p, cfg, cache)
     assert set(g) == set(p)
-    f = lambda: attn.model_forward(p, cfg, X, path)[0] @ dz
+    f = lambda: forward(p, cfg, X, path)[0] @ dz
     for k in p:
         if k == "b_K":
             assert np.abs(g[k]).max() < 1e-12
@@ -279,18 +300,16 @@ def test_grad_dropout_op_and_whole_model_with_dropout():
     p = moved_params(cfg, 13)
     X = rng.integers(0, 2, (4, 6))
     dz = rng.standard_normal(4)
-    fwd = lambda: attn.model_forward(p, cfg, X, "cls", rng=np.random.default_rng(2))
+    fwd = lambda: attn.model_forward(p, cfg, X, rng=np.random.default_rng(2))
     z, cache = fwd()
-    z_off = attn.model_forward(p, cfg, X, "cls")[0]           # no rng: dropout off
+    z_off = forward(p, cfg, X, "cls")[0]           # no rng: dropout off
     assert not np.allclose(z, z_off)
-    assert np.allclose(z_off, attn.model_forward(p, cfg, X, "fast")[0])
-    g = attn.model_backward(dz, p, cfg, cache)
+    assert np.allclose(z_off, forward(p, cfg, X, "fast")[0])
+    g = backward(dz, p, cfg, cache)
     for k in p:
         if k == "b_K":
             continue
         check(f"model[dropout, cls] {k}", g[k], lambda: fwd()[0] @ dz, p[k])
-    with pytest.raises(ValueError, match="path 'cls' only"):
-        attn.model_forward(p, cfg, X, "fast", rng=np.random.default_rng(2))
 
 
 def test_baseline_mlp_gradients():
@@ -308,44 +327,44 @@ def test_baseline_mlp_gradients():
 # ---------------- the fast path computes what the reference computes ---------------------------
 
 def test_fast_ops_match_reference_ops():
-    """The path test of the tuned ops: each run of a stack through stack_layernorm, fast_linear and
-    fast_mlp agrees with the textbook op to rounding, forward and backward; and the stacked
-    fast_linear and fast_mlp pass their own central-difference checks."""
+    """The path test of the tuned ops: each run of a stack through fast.layernorm, fast.linear and
+    fast.mlp agrees with the textbook op to rounding, forward and backward; and the stacked
+    fast.linear and fast.mlp pass their own central-difference checks."""
     rng = np.random.default_rng(14)
     R, n, d, k = 3, 4, 6, 5
     x, dy = offcentre(rng, R, n, d), rng.standard_normal((R, n, d))
     g, b = offcentre(rng, R, d), offcentre(rng, R, d)                  # gain != 1, shift != 0
-    y, c = attn.stack_layernorm_forward(x, g, b)
-    grads = attn.stack_layernorm_backward(dy, c)
+    y, c = fast.layernorm_forward(x, g, b)
+    grads = fast.layernorm_backward(dy, c)
     W, bW, dyW = offcentre(rng, R, d, k), offcentre(rng, R, k), rng.standard_normal((R, n, k))
-    yl, cl = attn.fast_linear_forward(x, W, bW)
-    gl = attn.fast_linear_backward(dyW, cl)
+    yl, cl = fast.linear_forward(x, W, bW)
+    gl = fast.linear_backward(dyW, cl)
     ws = [offcentre(rng, R, d, k), offcentre(rng, R, k), offcentre(rng, R, k, d),
           offcentre(rng, R, d)]
-    ym, cm = attn.fast_mlp_forward(x, *ws)
-    gm = attn.fast_mlp_backward(dy, cm)
+    ym, cm = fast.mlp_forward(x, *ws)
+    gm = fast.mlp_backward(dy, cm)
     for r in range(R):
         y_r, c_r = attn.layernorm_forward(x[r], g[r], b[r])
         assert rel_error(y[r], y_r) < 1e-13
-        for fast, ref in zip(grads, attn.layernorm_backward(dy[r], c_r), strict=True):
-            assert rel_error(fast[r], ref) < 1e-13
+        for got, ref in zip(grads, attn.layernorm_backward(dy[r], c_r), strict=True):
+            assert rel_error(got[r], ref) < 1e-13
         yl_r, cl_r = attn.linear_forward(x[r], W[r], bW[r])
         assert rel_error(yl[r], yl_r) < 1e-13
-        for fast, ref in zip(gl, attn.linear_backward(dyW[r], cl_r), strict=True):
-            assert rel_error(fast[r], ref) < 1e-13
+        for got, ref in zip(gl, attn.linear_backward(dyW[r], cl_r), strict=True):
+            assert rel_error(got[r], ref) < 1e-13
         ym_r, cm_r = attn.mlp_forward(x[r], *[w[r] for w in ws])
         assert rel_error(ym[r], ym_r) < 1e-13
-        for fast, ref in zip(gm, attn.mlp_backward(dy[r], cm_r), strict=True):
-            assert rel_error(fast[r], ref) < 1e-13
+        for got, ref in zip(gm, attn.mlp_backward(dy[r], cm_r), strict=True):
+            assert rel_error(got[r], ref) < 1e-13
     x2, W2, b2 = offcentre(rng, 7, d), offcentre(rng, d, k), offcentre(rng, k)
     dy2 = rng.standard_normal((7, k))
-    for fast, ref in zip(attn.fast_linear_backward(dy2, attn.fast_linear_forward(x2, W2, b2)[1]),
+    for got, ref in zip(fast.linear_backward(dy2, fast.linear_forward(x2, W2, b2)[1]),
                          attn.linear_backward(dy2, attn.linear_forward(x2, W2, b2)[1]),
                          strict=True):
-        assert rel_error(fast, ref) < 1e-13                                # one run: 2-D weights
-    f = lambda: np.sum(attn.fast_linear_forward(x, W, bW)[0] * dyW)
+        assert rel_error(got, ref) < 1e-13                                # one run: 2-D weights
+    f = lambda: np.sum(fast.linear_forward(x, W, bW)[0] * dyW)
     check_each("fast linear, stacked", ("dx", "dW", "db"), gl, f, (x, W, bW))
-    f = lambda: np.sum(attn.fast_mlp_forward(x, *ws)[0] * dy)
+    f = lambda: np.sum(fast.mlp_forward(x, *ws)[0] * dy)
     check_each("fast mlp, stacked", ("x", "W_1", "b_1", "W_2", "b_2"), gm, f, [x] + ws)
 
 
@@ -359,9 +378,9 @@ def test_three_paths_agree(dtype):
     X = rng.integers(0, 2, (11, 37)).astype(np.uint8)
     dz = rng.standard_normal(11).astype(dtype)
     out = {}
-    for path in attn.PATHS:
-        z, c = attn.model_forward(p, cfg, X, path)
-        out[path] = (z, attn.model_backward(dz, p, cfg, c))
+    for path in PATHS:
+        z, c = forward(p, cfg, X, path)
+        out[path] = (z, backward(dz, p, cfg, c))
     tol = 1e-12 if dtype == "float64" else 2e-5
     for path in ("cls", "fast"):
         assert rel_error(out[path][0], out["full"][0]) < tol
@@ -387,11 +406,11 @@ def test_fast_path_float32_when_one_version_dominates():
     X = rng.integers(0, 2, (8, T)).astype(np.uint8)
     X[0], X[1], X[2, 1:] = 1, 1, 1
     X[1, 7] = 0
-    ref = attn.model_forward(p, cfg, X, "cls")[0]
+    ref = forward(p, cfg, X, "cls")[0]
     cfg32 = dict(cfg, dtype="float32")
     p32 = {k: v.astype("float32") for k, v in p.items()}
-    z, cache = attn.model_forward(p32, cfg32, X, "fast")
-    assert cache["attn"]["path"] == "fast"           # really on the fast path, not the fallback
+    z, cache = forward(p32, cfg32, X, "fast")
+    assert cache.attn.kind == "fast"           # really on the fast path, not the fallback
     assert np.all(np.isfinite(z)) and rel_error(z, ref) < 1e-5, (z, ref)
 
 
@@ -422,26 +441,26 @@ def grad_error(g, ref):
                max(np.linalg.norm(ref[k].astype(np.float64)), floor) for k in ref)
 
 
-@pytest.mark.parametrize("dtype, factor, path", [("float32", 10.0, "fast-in-float64"),
-                                                  ("float32", 20.0, "stack-of-cls"),
-                                                  ("float64", 20.0, "stack-of-cls")])
+@pytest.mark.parametrize("dtype, factor, path", [("float32", 10.0, "float64"),
+                                                  ("float32", 20.0, "reference"),
+                                                  ("float64", 20.0, "reference")])
 def test_fast_path_fallbacks_on_huge_scores(dtype, factor, path):
     """Scores far apart force the fast path onto a fallback: float32 first reruns the shortcut in
     float64, and past float64's range the reference path takes over. Both runs of the stack keep
     their logits and every gradient, in the stack's dtype."""
     cfg, runs, p, X, dz = fallback_stack(dtype, (factor, factor))
-    z_fast, c_fast = attn.model_forward(p, cfg, X, "fast")
-    assert c_fast["attn"]["path"] == path                             # the fallback was taken
-    g_fast = attn.model_backward(dz, p, cfg, c_fast)
+    z_fast, c_fast = forward(p, cfg, X, "fast")
+    assert c_fast.attn.kind == path                             # the fallback was taken
+    g_fast = backward(dz, p, cfg, c_fast)
     assert z_fast.dtype == dtype and all(g.dtype == dtype for g in g_fast.values())
     assert set(g_fast) == set(p)
     tol = 1e-12 if dtype == "float64" else 1e-5
-    ref = "float64" if path == "fast-in-float64" else dtype  # float32's full path is off by 2% on
+    ref = "float64" if path == "float64" else dtype  # float32's full path is off by 2% on
     cfg_ref = dict(cfg, dtype=ref)                            # W_Q there: the float64 rerun is not
     for r, run in enumerate(runs):
         run = {k: v.astype(ref) for k, v in run.items()}
-        z_full, c_full = attn.model_forward(run, cfg_ref, X[r], "full")
-        g_full = attn.model_backward(dz[r].astype(ref), run, cfg_ref, c_full)
+        z_full, c_full = forward(run, cfg_ref, X[r], "full")
+        g_full = backward(dz[r].astype(ref), run, cfg_ref, c_full)
         assert np.all(np.isfinite(z_fast[r])) and rel_error(z_fast[r], z_full) < tol
         assert grad_error({k: v[r] for k, v in g_fast.items()}, g_full) < 10 * tol
 
@@ -451,21 +470,21 @@ def test_each_run_of_a_stack_falls_back_alone():
     its own path and gets bit for bit the logits and gradients it gets as a stack of one, so a
     run's numbers never depend on its stackmates."""
     cfg, runs, p, X, dz = fallback_stack("float32", (1.0, 10.0, 20.0))
-    z, cache = attn.model_forward(p, cfg, X, "fast")
-    assert cache["attn"]["path"] == "split"
-    assert [c["path"] for _, c in cache["attn"]["parts"]] == ["fast", "fast-in-float64",
-                                                              "stack-of-cls"]
-    g = attn.model_backward(dz, p, cfg, cache)
+    z, cache = forward(p, cfg, X, "fast")
+    assert cache.attn.kind == "split"
+    assert [c.kind for _, c in cache.attn.parts] == ["fast", "float64",
+                                                              "reference"]
+    g = backward(dz, p, cfg, cache)
     for r, run in enumerate(runs):
         alone = {k: v[None] for k, v in run.items()}
-        z_r, c_r = attn.model_forward(alone, cfg, X[r:r + 1], "fast")
-        g_r = attn.model_backward(dz[r:r + 1], alone, cfg, c_r)
+        z_r, c_r = forward(alone, cfg, X[r:r + 1], "fast")
+        g_r = backward(dz[r:r + 1], alone, cfg, c_r)
         assert np.array_equal(z[r], z_r[0])
         assert all(np.array_equal(g[k][r], g_r[k][0]) for k in p), r
 
 
-@pytest.mark.parametrize("factor, path", [(1.0, "fast"), (20.0, "fast-in-float64"),
-                                           (60.0, "stack-of-cls")])
+@pytest.mark.parametrize("factor, path", [(1.0, "fast"), (20.0, "float64"),
+                                           (60.0, "reference")])
 def test_cls_attention_mean_is_the_reference_weights_on_every_path(factor, path):
     """The attention on S that train.py reports: the [CLS] row of softmax attention, averaged over
     samples and heads, whichever path the shortcut takes."""
@@ -474,11 +493,11 @@ def test_cls_attention_mean_is_the_reference_weights_on_every_path(factor, path)
     p["W_Q"] *= factor
     p["W_K"] *= factor
     X = np.random.default_rng(10).integers(0, 2, (5, 9))
-    _, cache = attn.fast_attention_forward({k: v[None] for k, v in p.items()}, cfg, X[None])
-    assert cache["path"] == path
+    _, cache = fast.attention_forward({k: v[None] for k, v in p.items()}, cfg, X[None])
+    assert cache.kind == path
     p64, cfg64 = {k: v.astype("float64") for k, v in p.items()}, dict(cfg, dtype="float64")
-    A = attn.model_forward(p64, cfg64, X, "cls")[1]["attn"]["attn"]["A"]   # [B, H, T + 1]
-    assert rel_error(attn.cls_attention_mean(p, cfg, X), A.mean(axis=(0, 1))) < 1e-5
+    A = forward(p64, cfg64, X, "cls")[1].head.attn.A   # [B, H, T + 1]
+    assert rel_error(fast.cls_attention_mean(p, cfg, X), A.mean(axis=(0, 1))) < 1e-5
 
 
 def test_kept_two_versions_give_the_same_step_and_are_checked():
@@ -486,12 +505,12 @@ def test_kept_two_versions_give_the_same_step_and_are_checked():
     p = attn.init_params(cfg, np.random.default_rng(0))
     X = np.random.default_rng(1).integers(0, 2, (6, 9)).astype(np.float32)
     y = np.arange(6) % 2
-    a = attn.loss_and_grads(p, cfg, X, y)
-    b = attn.loss_and_grads(p, cfg, X, y, versions=attn.two_versions(X, np.float32))
+    a = fast.loss_and_grads(p, cfg, X, y)
+    b = fast.loss_and_grads(p, cfg, X, y, versions=fast.two_versions(X, np.float32))
     assert a[0] == b[0] and all(np.array_equal(a[1][k], b[1][k]) for k in p)
     with pytest.raises(ValueError, match=r"versions must be .* of shape \(6, 18\) .*, got an "
                                          r"array of shape \(6, 9\)"):
-        attn.loss_and_grads(p, cfg, X, y, versions=np.zeros((6, 9), np.float32))
+        fast.loss_and_grads(p, cfg, X, y, versions=np.zeros((6, 9), np.float32))
 
 
 # ---------------- numerics and dtypes ----------------------------------------------------------
@@ -519,7 +538,7 @@ def test_stability_huge_logits_constant_rows_T1():
     cfg = attn.default_config(T=1, d=8, heads=2, mlp=4, dtype="float64")
     p = attn.init_params(cfg, np.random.default_rng(0))
     X = np.array([[0], [1]])
-    zs = [attn.model_forward(p, cfg, X, path)[0] for path in attn.PATHS]
+    zs = [forward(p, cfg, X, path)[0] for path in PATHS]
     assert np.all(np.isfinite(zs[0])) and np.allclose(zs[0], zs[1]) and np.allclose(zs[0], zs[2])
 
 
@@ -530,8 +549,8 @@ def test_dtype_preserved(dtype):
     assert all(v.dtype == np.dtype(dtype) for v in p.values())
     X = np.random.default_rng(1).integers(0, 2, (5, 12)).astype(np.uint8)
     y = np.random.default_rng(2).integers(0, 2, 5)
-    for path in attn.PATHS:
-        loss, g, z = attn.loss_and_grads(p, cfg, X, y, path)
+    for path in PATHS:
+        loss, g, z = loss_grads(p, cfg, X, y, path)
         assert z.dtype == np.dtype(dtype) and np.asarray(loss).dtype == np.dtype(dtype)
         assert all(g[k].dtype == np.dtype(dtype) and g[k].shape == p[k].shape for k in p), path
     state = train.adam_init(p)
@@ -549,10 +568,9 @@ def test_config_errors():
             attn.default_config(**bad)
     cfg = attn.default_config(T=5, d=4, heads=1)
     p = attn.init_params(cfg, np.random.default_rng(0))
-    with pytest.raises(ValueError, match="T=6 columns"):
-        attn.model_forward(p, cfg, np.zeros((2, 6), np.uint8))
-    with pytest.raises(ValueError, match="path must be"):
-        attn.model_forward(p, cfg, np.zeros((2, 5), np.uint8), path="fastest")
+    for path in PATHS:
+        with pytest.raises(ValueError, match="T=6 columns"):
+            forward(p, cfg, np.zeros((2, 6), np.uint8), path)
 
 
 def _refused_in_one_line(msg, *calls, kind=ValueError):
@@ -578,29 +596,31 @@ def test_api_takes_numpy_arrays_and_generators_only():
     for bad in (X.tolist(), tuple(map(tuple, X)), 7, None):
         _refused_in_one_line(r"X must be a numpy array \[batch",
                              lambda: attn.model_forward(p, cfg, bad),
+                             lambda: fast.model_forward(p, cfg, bad),
                              lambda: attn.loss_and_grads(p, cfg, bad, y),
-                             lambda: attn.loss_and_grads(p, cfg, bad, y, "cls"),
+                             lambda: fast.loss_and_grads(p, cfg, bad, y),
                              lambda: attn.cls_attention(p, cfg, bad),
-                             lambda: attn.cls_attention_mean(p, cfg, bad),
+                             lambda: fast.cls_attention_mean(p, cfg, bad),
                              lambda: baseline.forward(pb, bad),
-                             lambda: attn.two_versions(bad, np.float32), kind=TypeError)
+                             lambda: fast.two_versions(bad, np.float32), kind=TypeError)
     for bad in (X.astype(complex), X.astype(str), X.astype(object)):
         _refused_in_one_line(r"X must be a numpy array .* of bits \(dtype bool, integer or float\), got an",
-                             lambda: attn.model_forward(p, cfg, bad, "cls"),
+                             lambda: forward(p, cfg, bad, "cls"),
                              lambda: attn.loss_and_grads(p, cfg, bad, y),
+                             lambda: fast.loss_and_grads(p, cfg, bad, y),
                              lambda: baseline.forward(pb, bad))
     _refused_in_one_line(r"X must be a numpy array \[batch, T\] of bits .*, got an array of shape "
-                         r"\(1, 3, 4\)", lambda: attn.cls_attention_mean(p, cfg, X[None]),
+                         r"\(1, 3, 4\)", lambda: fast.cls_attention_mean(p, cfg, X[None]),
                          lambda: attn.cls_attention(p, cfg, X[None]))
     _refused_in_one_line("X must hold bits 0 and 1 only, got 2",
-                         lambda: attn.two_versions(X * 2, np.float32))
+                         lambda: fast.two_versions(X * 2, np.float32))
     cfg_d = attn.default_config(**dict(cfg, dropout=0.2))
     for bad in (5, "seed", np.random.RandomState(0), [1, 2]):
         _refused_in_one_line(r"rng must be a numpy Generator such as np\.random\.default_rng",
                              lambda: attn.init_params(cfg, bad),
                              lambda: baseline.init(4, 3, bad),
-                             lambda: attn.loss_and_grads(p, cfg_d, X, y, "cls", rng=bad),
-                             lambda: attn.model_forward(p, cfg_d, X, "cls", rng=bad),
+                             lambda: attn.loss_and_grads(p, cfg_d, X, y, rng=bad),
+                             lambda: attn.model_forward(p, cfg_d, X, rng=bad),
                              lambda: attn.model_forward(p, cfg, X, rng=bad),
                              lambda: attn.dropout_forward(np.ones(3), 0.5, bad), kind=TypeError)
     _refused_in_one_line(r"rng must be a numpy Generator .*, got None",
@@ -612,10 +632,8 @@ def test_api_takes_numpy_arrays_and_generators_only():
                              lambda: attn.dropout_forward(np.ones(3), bad, np.random.default_rng()))
     for bad in ([1], None, "params"):
         _refused_in_one_line("params must be a dict of arrays from init_params",
-                             lambda: attn.model_forward(bad, cfg, X), kind=TypeError)
-    _refused_in_one_line("path must be one of",
-                         lambda: attn.loss_and_grads(p, cfg, X, y, ["fast"]),
-                         lambda: attn.model_forward(p, cfg, X, np.array(["fast", "cls"])))
+                             lambda: attn.model_forward(bad, cfg, X),
+                             lambda: fast.model_forward(bad, cfg, X), kind=TypeError)
 
 
 def test_hand_made_config_names_missing_and_unknown_keys():
@@ -630,10 +648,11 @@ def test_hand_made_config_names_missing_and_unknown_keys():
                              lambda: attn.check_config(bad),
                              lambda: attn.init_params(bad, np.random.default_rng(0)),
                              lambda: attn.model_forward(p, bad, X),
-                             lambda: attn.model_forward(p, bad, X, "full"),
+                             lambda: forward(p, bad, X, "full"),
                              lambda: attn.loss_and_grads(p, bad, X, y),
+                             lambda: fast.loss_and_grads(p, bad, X, y),
                              lambda: attn.cls_attention(p, bad, X),
-                             lambda: attn.cls_attention_mean(p, bad, X))
+                             lambda: fast.cls_attention_mean(p, bad, X))
     for extra in (dict(depth=2), dict(layers=1, T2=3), {3: 1}):
         bad = {**cfg, **extra}
         _refused_in_one_line(r"unknown config key\(s\) .* in cfg; allowed: .*default_config",
@@ -666,7 +685,7 @@ def test_loss_refuses_bad_weights_labels_and_logits():
                 np.array([np.inf, 0.0, 0.0]), np.array([1, -1, 1])):
         _refused_in_one_line(r"weights must be finite and >= 0, got (nan|-0\.5|inf|-1)",
                              lambda: attn.loss_and_grads(p, cfg, X, y, weights=bad),
-                             lambda: attn.loss_and_grads(p, cfg, X, y, "cls", weights=bad),
+                             lambda: fast.loss_and_grads(p, cfg, X, y, weights=bad),
                              lambda: attn.logistic_forward(z, y, bad))
     for bad in (np.ones(2), np.ones((1, 3)), np.ones(()), np.ones((3, 1))):
         _refused_in_one_line(r"weights must be .* of shape \(3,\) \(one weight per example\)",
@@ -680,7 +699,7 @@ def test_loss_refuses_bad_weights_labels_and_logits():
     w = np.full((2, 3), 1 / 3)
     w[1, 2] = np.nan
     _refused_in_one_line("weights must be finite and >= 0, got nan",
-                         lambda: attn.loss_and_grads(P, cfg, np.stack([X, X]), np.stack([y, y]),
+                         lambda: fast.loss_and_grads(P, cfg, np.stack([X, X]), np.stack([y, y]),
                                                      weights=w))
     for bad in (np.array([0, 2, 1]), np.array([0.5, 1, 0]), np.array([np.nan, 0, 1]),
                 np.array([-1, 0, 1])):
@@ -752,25 +771,26 @@ def test_backward_and_kept_versions_name_mismatched_shapes():
     silently; kept versions given as a list, or in the other dtype (a silent upcast), were not
     named either."""
     cfg, p, X, y = _api_case()
-    for path in attn.PATHS:
-        z, cache = attn.model_forward(p, cfg, X, path)
+    for path in PATHS:
+        z, cache = forward(p, cfg, X, path)
         for bad in (np.ones(2), np.ones((3, 1)), np.ones(()), [1.0, 1.0, 1.0]):
             _refused_in_one_line(r"dz must be a numpy array of numbers in the logits' shape "
-                                 r"\(3,\)", lambda: attn.model_backward(bad, p, cfg, cache))
-        _refused_in_one_line("cache must be the cache that model_forward returned",
-                             lambda: attn.model_backward(np.ones(3), p, cfg, {}),
-                             lambda: attn.model_backward(np.ones(3), p, cfg, z))
+                                 r"\(3,\)", lambda: backward(bad, p, cfg, cache))
+        mod = fast if path == "fast" else attn
+        _refused_in_one_line(r"cache must be the cache that (fast\.)?model_forward returned",
+                             lambda: mod.model_backward(np.ones(3), p, cfg, {}),
+                             lambda: mod.model_backward(np.ones(3), p, cfg, z))
     Xf = X.astype(np.float32)
-    for bad in (attn.two_versions(Xf, np.float32).tolist(), 1.0):
+    for bad in (fast.two_versions(Xf, np.float32).tolist(), 1.0):
         _refused_in_one_line(r"versions must be None or two_versions\(X, dtype\)",
-                             lambda: attn.loss_and_grads(p, cfg, Xf, y, versions=bad),
+                             lambda: fast.loss_and_grads(p, cfg, Xf, y, versions=bad),
                              kind=TypeError)
     _refused_in_one_line(r"versions must be .* in the model's dtype float32, got .* dtype float64",
-                         lambda: attn.loss_and_grads(p, cfg, Xf, y,
-                                                     versions=attn.two_versions(Xf, np.float64)))
+                         lambda: fast.loss_and_grads(p, cfg, Xf, y,
+                                                     versions=fast.two_versions(Xf, np.float64)))
     for bad in (np.int32, "float16", None):
         _refused_in_one_line("dtype must be 'float32' or 'float64'",
-                             lambda: attn.two_versions(Xf, bad))
+                             lambda: fast.two_versions(Xf, bad))
 
 
 def test_python_api_refuses_what_it_cannot_use():
@@ -800,7 +820,7 @@ def test_python_api_refuses_what_it_cannot_use():
 
 # ---------------- copied alone: attn.py and data.py need numpy only, baseline.py attn.py too ----
 
-COPIED_WITH = {"attn": ["attn"], "data": ["data"], "baseline": ["baseline", "attn"]}
+COPIED_WITH = {"attn": ["attn"], "data": ["data"], "baseline": ["baseline", "attn", "fast"]}
 
 
 @pytest.mark.parametrize("module", ["attn", "data", "baseline"])
@@ -1231,10 +1251,10 @@ def test_accuracy_is_computed_in_chunks(monkeypatch):
     whole = train.train_run(SMALL)
     monkeypatch.setattr(train, "EVAL_CHUNK", 7)
     evaluating, seen = [], []                  # rows of every forward pass of the evaluation
-    real, real_summarise = attn.model_forward, train.summarise
+    real, real_summarise = fast.model_forward, train.summarise
     monkeypatch.setattr(train, "summarise",
                         lambda *a: evaluating.append(1) or real_summarise(*a))
-    monkeypatch.setattr(attn, "model_forward", lambda p, c, X, *a: (
+    monkeypatch.setattr(fast, "model_forward", lambda p, c, X, *a: (
         seen.append(len(X)) if evaluating else None) or real(p, c, X, *a))
     chunked = train.train_run(SMALL)
     assert seen and max(seen) <= 7 and sum(seen) == SMALL["m"] + SMALL["n_test"], seen
@@ -1283,10 +1303,10 @@ def test_early_stopping_keeps_the_best_validation_step_and_never_looks_at_the_te
     opts = dict(SMALL, steps=60, val=150, val_every=10, n_test=321)
     seen = []                          # (training steps so far, rows) of every forward pass
     steps = [0]
-    real_lg, real_fw = attn.loss_and_grads, attn.model_forward
-    monkeypatch.setattr(attn, "loss_and_grads",
+    real_lg, real_fw = fast.loss_and_grads, fast.model_forward
+    monkeypatch.setattr(fast, "loss_and_grads",
                         lambda *a, **k: steps.__setitem__(0, steps[0] + 1) or real_lg(*a, **k))
-    monkeypatch.setattr(attn, "model_forward",
+    monkeypatch.setattr(fast, "model_forward",
                         lambda p, c, X, *a: seen.append((steps[0], len(X))) or real_fw(p, c, X, *a))
     r = train.train_run(opts)
     test_passes = [n for n, rows in seen if rows == 321]
@@ -1563,7 +1583,7 @@ def test_public_functions_raise_valueerror():
     big = attn.default_config(T=30000, d=64, heads=16)
     pb = {k: np.zeros((30000 if k == "E_pos" else 1, 1), np.float32) for k in ("E_pos",)}
     with pytest.raises(ValueError, match="GiB of activations"):
-        attn.model_forward(pb, big, np.zeros((100, 30000), np.uint8), "full")
+        attn.full_model_forward(pb, big, np.zeros((100, 30000), np.uint8))
     with pytest.raises(ValueError, match="GiB"):
         train.train_run(dict(T=10**9, m=10))
     for bad, msg in [(dict(task="xor"), "task must be one of"), (dict(model="cnn"), "model must"),
@@ -3306,7 +3326,7 @@ def test_construction_exact_on_a_larger_junta():
 def test_construction_same_on_all_three_paths():
     task, p, cfg, info = _build("parity", 20, 3)
     X = task.sample(16, np.random.default_rng(3))[0]
-    z = [attn.model_forward(p, cfg, X, path)[0] for path in attn.PATHS]
+    z = [forward(p, cfg, X, path)[0] for path in PATHS]
     assert np.abs(z[0] - z[1]).max() < 1e-9 and np.abs(z[0] - z[2]).max() < 1e-9
     A = attn.cls_attention(p, cfg, X)[:, 0]
     assert np.allclose(A[:, task.S].sum(1), info["mass_on_S"], atol=1e-12)

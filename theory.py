@@ -38,6 +38,7 @@ import numpy as np
 
 import attn
 import data
+import fast
 import train
 from data import check_generator, check_int
 from report import construction_width
@@ -448,7 +449,8 @@ def check_construction(p, cfg, task, rng, n_fill=2, path="fast"):
     fills += [(rng.random((len(pats), task.T)) < 0.5).astype(np.uint8) for _ in range(n_fill)]
     X = np.concatenate(fills)
     X[:, task.S] = np.tile(pats, (len(fills), 1))
-    z = attn.model_forward(p, cfg, X, path)[0]
+    forward = dict(fast=fast.model_forward, cls=attn.model_forward, full=attn.full_model_forward)
+    z = forward[path](p, cfg, X)[0]
     signed = np.where(task.label(X) == 1, z, -z)
     return dict(n=len(X), wrong=int((signed <= 0).sum()), margin=float(signed.min()))
 
@@ -501,7 +503,8 @@ def head_as_lse_gradient(K, theta, beta=1.0):  # [n, d], [d] -> [d]
     W_Q = np.zeros((d + 1, d + 1))
     W_Q[d, :d] = beta * (d + 1) ** 0.5 * theta
     eye, zero = np.eye(d + 1), np.zeros(d + 1)
-    y, _ = attn.attention_cls_forward(Xn, W_Q, zero, eye, zero, eye, zero, eye, zero, heads=1)
+    y, _ = attn.attention_cls_forward(Xn, dict(W_Q=W_Q, b_Q=zero, W_K=eye, b_K=zero, W_V=eye,
+                                               b_V=zero, W_O=eye, b_O=zero), heads=1)
     return y[0, :d]
 
 
@@ -671,7 +674,8 @@ def demo_post_ln_collapse(rng, n=12, d=16, blocks=6):
     dist0 = np.linalg.norm(X[i] - X[j], axis=1).mean()
     out = []
     for _ in range(blocks):
-        Y, _ = attn.self_attention_forward(X[None], Wq, z, Wq, z, I, z, I, z, heads=1)
+        Y, _ = attn.self_attention_forward(X[None], dict(W_Q=Wq, b_Q=z, W_K=Wq, b_K=z, W_V=I,
+                                                          b_V=z, W_O=I, b_O=z), heads=1)
         X = layernorm_plain(X + Y[0])
         out.append(float(np.linalg.norm(X[i] - X[j], axis=1).mean() / dist0))
     return out
@@ -687,7 +691,7 @@ def measure_trained_block(p, cfg, X):
     f = {k: np.asarray(v, np.float64) for k, v in p.items()}
     x0, _ = attn.embed_forward(np.asarray(X, np.intp), f["E_tok"], f["E_pos"], f["cls"])
     xn, _ = attn.layernorm_forward(x0, f["ln1_g"], f["ln1_b"])
-    a, _ = attn.self_attention_forward(xn, *[f[k] for k in attn.ATTN_KEYS], cfg["heads"])
+    a, _ = attn.self_attention_forward(xn, f, cfg["heads"])
     y = x0 + a
     z, _ = attn.layernorm_forward(y, f["ln2_g"], f["ln2_b"])
     r_att, r_ln, r_all = (pairwise_ratios(u[0], v[0]) for u, v in ((x0, y), (y, z), (x0, z)))

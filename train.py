@@ -34,6 +34,7 @@ import numpy as np
 import attn
 import baseline
 import data
+import fast
 
 
 # ---------------------------------------------------------------- options (one table) ---------
@@ -176,12 +177,12 @@ def build_model(o, rng):
     if o["dropout"]:                # per-sample masks: the plain [CLS] path, masks from stream 7
         r_drop = seeds_for(o["seed"]).dropout
         return (attn.init_params(cfg, rng),
-                lambda p, X, y: attn.loss_and_grads(p, cfg, X, y, "cls", rng=r_drop)[:2],
-                lambda p, X: attn.model_forward(p, cfg, X)[0], cfg)
+                lambda p, X, y: attn.loss_and_grads(p, cfg, X, y, rng=r_drop)[:2],
+                lambda p, X: fast.model_forward(p, cfg, X)[0], cfg)
     return (attn.init_params(cfg, rng),
-            lambda p, X, y, versions=None: attn.loss_and_grads(p, cfg, X, y,
+            lambda p, X, y, versions=None: fast.loss_and_grads(p, cfg, X, y,
                                                                versions=versions)[:2],
-            lambda p, X: attn.model_forward(p, cfg, X)[0], cfg)
+            lambda p, X: fast.model_forward(p, cfg, X)[0], cfg)
 
 
 def accuracy(z, y):
@@ -195,7 +196,7 @@ def accuracy(z, y):
 
 def attention_on_support(params, cfg, X, S):
     """Mean over samples and heads of the [CLS] attention mass on S; and the mean weight [T]."""
-    A = attn.cls_attention_mean(params, cfg, X)[:-1]                     # [T]
+    A = fast.cls_attention_mean(params, cfg, X)[:-1]                     # [T]
     return float(A[S].sum()), A
 
 
@@ -260,7 +261,7 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
         losses = []
         fixed = {}                   # a full-batch run's bits never change: two versions once
         if cfg and not o["dropout"] and (not o["batch"] or o["batch"] >= o["m"]):
-            fixed = dict(versions=attn.two_versions(Xtr_f, Xtr_f.dtype))
+            fixed = dict(versions=fast.two_versions(Xtr_f, Xtr_f.dtype))
         # training loop (a blow-up is caught by check_finite, so numpy's overflow warnings are off)
         with StopRequests(enabled=bool(save)) as stop, np.errstate(over="ignore", invalid="ignore"):
             phase = "training"
@@ -642,17 +643,17 @@ def train_stack(runs, monitor=None):
         yv = np.stack([draw[5][1] for draw in draws])
         stopper = BestOnValidation(
             o, P, (Xv, yv), lambda p, Xs, ys: val_loss(np.concatenate(
-                [attn.model_forward(p, cfg, Xs[:, i:i + EVAL_CHUNK])[0]
+                [fast.model_forward(p, cfg, Xs[:, i:i + EVAL_CHUNK])[0]
                  for i in range(0, Xs.shape[1], EVAL_CHUNK)], axis=-1), ys), runs=R)
     losses = np.empty((o["steps"], R))
     t0 = time.perf_counter()
-    versions = None if o["batch"] else attn.two_versions(X, dt)     # full batch: built once
+    versions = None if o["batch"] else fast.two_versions(X, dt)     # full batch: built once
     watch = monitor and stack_tests(draws, cfg)
     ran = o["steps"]
     with np.errstate(over="ignore", invalid="ignore"):
         for step in range(1, o["steps"] + 1):
             Xb, yb, wb = stack_batch(X, y, w, opts, orders)
-            loss, grads, _ = attn.loss_and_grads(P, cfg, Xb, yb, weights=wb, versions=versions)
+            loss, grads, _ = fast.loss_and_grads(P, cfg, Xb, yb, weights=wb, versions=versions)
             losses[step - 1] = loss
             optimiser_step(P, grads, state, o, runs=R)
             if stopper:
@@ -671,7 +672,7 @@ def train_stack(runs, monitor=None):
             out.append(dict(diverged_result(x), losses=losses[:, r].tolist()))
             continue
         p = {k: v[r] for k, v in P.items()}
-        res = summarise(x, task, p, cfg, lambda p, Xs: attn.model_forward(p, cfg, Xs)[0], train,
+        res = summarise(x, task, p, cfg, lambda p, Xs: fast.model_forward(p, cfg, Xs)[0], train,
                         test, losses[:, r].tolist(), seconds)
         out.append(dict(res, diverged=False, steps_run=ran,
                         best_step=int(stopper.best_step[r]) if stopper else ran))
@@ -683,7 +684,7 @@ def stack_tests(draws, cfg):
     Xte = np.stack([draw[2][0] for draw in draws])                   # [R, n_test, T]
     yte = np.stack([draw[2][1] for draw in draws])                   # [R, n_test]
     return lambda P: np.mean((np.concatenate(
-        [attn.model_forward(P, cfg, Xte[:, i:i + EVAL_CHUNK])[0]
+        [fast.model_forward(P, cfg, Xte[:, i:i + EVAL_CHUNK])[0]
          for i in range(0, Xte.shape[1], EVAL_CHUNK)], axis=-1) > 0) == (yte > 0), axis=-1)
 
 
@@ -707,9 +708,9 @@ def run_bytes(o):
     item = np.dtype(o["dtype"]).itemsize
     data_bytes = (o["m"] + o["n_test"] + o["val"]) * o["T"] * (1 + item + 8)
     B = max(min(o["batch"] or o["m"], o["m"]), min(EVAL_CHUNK, o["m"] + o["n_test"]))
-    n_par = sum(math.prod(shape) for shape in param_shapes(o).values())
+    n_par = sum(math.prod(shape) for shape in run_shapes(o).values())
     if o["model"] == "transformer":
-        act = attn.activation_bytes(model_config(o), B, "fast")
+        act = fast.activation_bytes(model_config(o), B)
     else:
         act = 6 * B * (o["T"] + o["mlp"]) * item
     return data_bytes + 4 * n_par * item + act
@@ -717,7 +718,7 @@ def run_bytes(o):
 
 def check_run_memory(o, flag=py_flag):
     """ValueError (one line) if a run would not fit in memory, before anything is allocated."""
-    need, limit = run_bytes(o), MEMORY_BUDGET * attn.physical_memory()
+    need, limit = run_bytes(o), MEMORY_BUDGET * (attn.physical_memory() or math.inf)
     if need > limit:
         sizes = ", ".join(flag(k, o[k]) for k in ("T", "m", "n_test", "val", "d", "mlp")
                           if k != "val" or o["val"])
@@ -822,11 +823,11 @@ def _damaged(where, field, problem):
                       f"written by this train.py")
 
 
-def param_shapes(o):
-    """{name: shape} of the parameters of a run with options o (nothing is allocated)."""
+def run_shapes(o):
+    """{name: shape} of the parameters of the model a run with options o trains (no allocation)."""
     if o["model"] == "mlp":
-        return dict(W_1=(o["T"], o["mlp"]), b_1=(o["mlp"],), W_2=(o["mlp"], 1), b_2=(1,))
-    return {k: tuple(shape) for k, (shape, _) in attn.param_shapes(model_config(o)).items()}
+        return baseline.param_shapes(o["T"], o["mlp"])
+    return attn.param_shapes(model_config(o))
 
 
 def check_checkpoint(ck, where="resume"):
@@ -865,7 +866,7 @@ def check_checkpoint(ck, where="resume"):
         raise _damaged(where, "options", f"holds a bad value ({e})") from None
     if o["val"] or o["dropout"]:
         raise _damaged(where, "options", "ask for val or dropout, which train.py never saves")
-    shapes, dtype = param_shapes(o), np.dtype(o["dtype"])
+    shapes, dtype = run_shapes(o), np.dtype(o["dtype"])
     for part in ("params", "m", "v"):
         group = ck[part]
         if not isinstance(group, dict):
