@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 import data
+import hypotheses
 import train
 from cli import claim_outputs, replace_atomically, write_json, write_text
 from folder import folder_rows, full_options
@@ -60,14 +61,14 @@ LIMIT_SEEDS = 200     # streams per T for the statistical limit (about 1 s at T 
 _LIMITS = {}          # "task|s|T|n_seeds" -> the limit's dict, for the life of the process
 
 
-STRUCTURED = ("and", "or", "parity")   # tasks whose hypotheses data.py counts without enumeration
+STRUCTURED = ("and", "or", "parity")   # tasks whose hypotheses hypotheses.py counts without enumeration
 CHEAP_SUPPORTS = 1000   # C(T, s) up to this: enumerating every support takes about a second
 
 
 def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=True):
     """Per T, the statistical limit of the task (no training): over seeds 0..n_seeds-1, the
     smallest m at which seed's own training stream (the rows an iid run of that seed trains on)
-    leaves exactly one compatible s-sparse hypothesis (data.first_identifying_m). -> {T: dict(
+    leaves exactly one compatible s-sparse hypothesis (hypotheses.first_identifying_m). -> {T: dict(
     median, q05, q95)}, or {} for a task whose count is not affordable at these T. No learner of
     the class can do better than this on that stream; it is the floor beside m*. cache: a JSON
     file of earlier answers (they depend on nothing else), so a report does not redo them; this
@@ -99,7 +100,7 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
             for seed in range(n_seeds):
                 streams = train.seeds_for(seed)       # the streams an iid run of the seed uses
                 t = data.make_task(task, T, s, streams.task)
-                firsts.append(data.first_identifying_m(t, streams.train, 100000))
+                firsts.append(hypotheses.first_identifying_m(t, streams.train, 100000))
         except ValueError:
             continue                                  # not affordable at this T: left out
         v = np.array([np.inf if f is None else f for f in firsts], float)
@@ -167,7 +168,7 @@ def limit_command(a, fail):
             fail(f"counting {a.task} hypotheses at T={T} is not affordable; use smaller T")
         rng = np.random.default_rng(1000 + T)
         task = data.make_task(a.task, T, a.s, rng)
-        probs = [data.ambiguity_probability(task, m, rng, a.sets) for m in a.ms]
+        probs = [hypotheses.ambiguity_probability(task, m, rng, a.sets) for m in a.ms]
         out.append(dict(T=T, **lim, p_ambiguous=dict(zip(a.ms, probs))))
         lines.append(f"| {T} | {_limit(lim)} | " + " | ".join(f"{p:.3f}" for p in probs) + " |")
         print(lines[-1] if len(lines) > 3 else "\n".join(lines), flush=True)

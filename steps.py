@@ -15,7 +15,7 @@ not get there within --budget steps is censored: counted, never dropped (its ste
 Per T: the median steps over seeds with a 95% interval from a bootstrap over seeds (a censored run
 is +inf, so the median is finite only while fewer than half are censored), the fit steps ~ a T^k
 over the T whose median is finite (paired bootstrap replicates), and beside them the samples the
-GF(2) learner needs (data.gf2_first_full_rank on each seed's stream) and the statistical limit.
+GF(2) learner needs (hypotheses.gf2_first_full_rank on each seed's stream) and the statistical limit.
 
 Every run is one CSV row of OUT/steps.csv, written as its stack finishes; the same command resumes.
 OUT/curves.json keeps the test accuracy and loss at every check of seeds 0-2, for the plot of the
@@ -39,6 +39,7 @@ if __name__ == "__main__":
 import numpy as np
 
 import data
+import hypotheses
 import folder
 import report
 import train
@@ -272,11 +273,11 @@ def against_table(out, ref):
 
 
 def gf2_samples(task, s, T, n_seeds=20):
-    """Median over n_seeds draws of the samples the GF(2) learner needs (data.gf2_sample_need);
+    """Median over n_seeds draws of the samples the GF(2) learner needs (hypotheses.gf2_sample_need);
     None for a task that is not parity."""
     if task != "parity":
         return None
-    return float(np.median([data.gf2_sample_need(T, s, np.random.default_rng(seed))[0]
+    return float(np.median([hypotheses.gf2_sample_need(T, s, np.random.default_rng(seed))[0]
                             for seed in range(n_seeds)]))
 
 

@@ -1,7 +1,8 @@
 """test_all.py: every test of the project, in one file.  Run: python -m pytest -q test_all.py
 
-The sections follow the files, in this order: attn.py, data.py, train.py, stats.py, folder.py,
-sweep.py (with its subcommands), report.py, cli.py, steps.py, theory.py; each test sits in the
+The sections follow the files, in this order: attn.py and fast.py, data.py and hypotheses.py,
+train.py, stats.py, folder.py, sweep.py (with its subcommands), report.py, cli.py, steps.py,
+theory.py; each test sits in the
 section of the file whose behaviour it specifies. Helpers and fixtures that several sections use
 (small run options, run_cli, the session's smoke sweep smoke_ref) come first; a helper that one
 section uses opens that section.
@@ -31,6 +32,7 @@ import pytest
 import attn
 import baseline
 import data
+import hypotheses
 import families
 import fast
 import theory
@@ -853,7 +855,7 @@ def test_file_works_alone_in_an_empty_folder(module, tmp_path):
 
 
 # ===============================================================================================
-# data.py: sparse Boolean tasks, counts of compatible hypotheses, GF(2)
+# data.py and hypotheses.py: sparse Boolean tasks, counts of compatible hypotheses, GF(2)
 # ===============================================================================================
 
 # ---------------- tasks, labels and samples ----------------------------------------------------
@@ -956,9 +958,9 @@ def test_sample_sizes_are_checked_before_anything_is_allocated():
     with pytest.raises(ValueError, match="m=1000000 samples of T=1000000 bits"):
         wide.sample(10**6, rng)
     with pytest.raises(ValueError, match="samples of T=12 bits need about"):
-        data.ambiguity_probability(task, 10**12, rng, 3)
+        hypotheses.ambiguity_probability(task, 10**12, rng, 3)
     with pytest.raises(ValueError, match="samples of T=12 bits need about"):
-        data.sample_unambiguous(task, 10**12, rng)
+        hypotheses.sample_unambiguous(task, 10**12, rng)
     with pytest.raises(ValueError, match="rng must be a numpy Generator"):
         task.sample(10**13, 5)
     assert task.sample(3, rng)[0].shape == (3, 12)
@@ -1005,19 +1007,19 @@ def test_count_matches_brute_force_every_task():
     rng = np.random.default_rng(0)
     for name, s, X, y in random_sets(rng, 600):
         want = brute_count(name, s, X, y)
-        assert data.count_compatible(name, s, X, y) == want, (name, s, X.tolist(), y.tolist())
+        assert hypotheses.count_compatible(name, s, X, y) == want, (name, s, X.tolist(), y.tolist())
 
 
 def test_limit_is_min_of_count_and_limit():
     rng = np.random.default_rng(1)
     for name, s, X, y in random_sets(rng, 150):
-        full = data.count_compatible(name, s, X, y)
+        full = hypotheses.count_compatible(name, s, X, y)
         for limit in (1, 2, 3, 50):
-            assert data.count_compatible(name, s, X, y, limit=limit) == min(full, limit)
+            assert hypotheses.count_compatible(name, s, X, y, limit=limit) == min(full, limit)
     X, y = data.make_task("and", 8, 2, rng).sample(4, rng)
     for bad in (0, -1, 2.0, True):
         with pytest.raises(ValueError, match="limit must be"):
-            data.count_compatible("and", 2, X, y, limit=bad)
+            hypotheses.count_compatible("and", 2, X, y, limit=bad)
 
 
 def test_true_support_always_compatible_and_bools_accepted():
@@ -1025,8 +1027,8 @@ def test_true_support_always_compatible_and_bools_accepted():
     for name in data.TASKS:
         task = data.make_task(name, 10, 3, rng)
         X, y = task.sample(30, rng)
-        assert data.count_compatible(name, 3, X.astype(bool), y.astype(bool)) >= 1
-        assert data.count_compatible(name, 3, X.astype(float), y) == brute_count(name, 3, X, y)
+        assert hypotheses.count_compatible(name, 3, X.astype(bool), y.astype(bool)) >= 1
+        assert hypotheses.count_compatible(name, 3, X.astype(float), y) == brute_count(name, 3, X, y)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -1036,15 +1038,16 @@ def test_and_methods_agree_with_enumeration(seed, monkeypatch):
     rng = np.random.default_rng(seed)
     k, n, r = 25, 120, 3
     N = rng.random((k, n)) < rng.uniform(0.5, 0.65)  # True = 1: a column hits rows where False
-    want = data._count_enumerate(N, r, math.inf)
+    want = hypotheses.count_enumerate(N, r, math.inf)
     calls = []
-    original = data._count_hitting
-    monkeypatch.setattr(data, "_count_hitting", lambda *a: calls.append(1) or original(*a))
-    got = data._count_hitting(N, r, math.inf, data._Work("test"))
+    original = hypotheses.count_hitting
+    monkeypatch.setattr(hypotheses, "count_hitting", lambda *a: calls.append(1) or original(*a))
+    got = hypotheses.count_hitting(N, r, math.inf, hypotheses.Work("test"))
     assert got == want and len(calls) > 1, (got, want, len(calls))
-    assert data._count_hitting(N, r, 2, data._Work("test")) == min(want, 2)
+    assert hypotheses.count_hitting(N, r, 2, hypotheses.Work("test")) == min(want, 2)
     small = N[:12]
-    assert data._count_inclusion_exclusion(small, r) == data._count_enumerate(small, r, math.inf)
+    assert (hypotheses.count_inclusion_exclusion(small, r)
+            == hypotheses.count_enumerate(small, r, math.inf))
 
 
 def test_and_without_positives_at_large_T():
@@ -1059,8 +1062,8 @@ def test_and_without_positives_at_large_T():
         for U in itertools.combinations(range(6), size):
             common = int(X[list(U)].all(0).sum()) if U else T
             want += (-1) ** size * math.comb(common, s)
-    assert data.count_compatible("and", s, X, y) == want
-    assert data.count_compatible("or", s, 1 - X, 1 - y) == want      # OR by complement
+    assert hypotheses.count_compatible("and", s, X, y) == want
+    assert hypotheses.count_compatible("or", s, 1 - X, 1 - y) == want      # OR by complement
 
 
 def test_count_errors():
@@ -1074,12 +1077,12 @@ def test_count_errors():
                       (("and", 2, X, 2 * y), "y must hold bits 0/1"),
                       (("majority", 2, X, y), "odd s")]:
         with pytest.raises(ValueError, match=msg):
-            data.count_compatible(*args)
+            hypotheses.count_compatible(*args)
     Xb = (rng.random((20, 3000)) < 0.5).astype(np.uint8)
     with pytest.raises(ValueError, match="parity: exact count unaffordable at T=3000, s=3"):
-        data.count_compatible("parity", 3, Xb, Xb[:, 0])
+        hypotheses.count_compatible("parity", 3, Xb, Xb[:, 0])
     with pytest.raises(ValueError, match=r"majority: .*C\(T=3000, s=3\)"):
-        data.count_compatible("majority", 3, Xb, Xb[:, 0])
+        hypotheses.count_compatible("majority", 3, Xb, Xb[:, 0])
 
 
 def test_counting_cost_at_T_10000(capsys):
@@ -1088,10 +1091,10 @@ def test_counting_cost_at_T_10000(capsys):
     task = data.make_task("and", 10_000, 3, rng)
     X, y = task.sample(200, rng)
     t0 = time.perf_counter()
-    n = data.count_compatible("and", 3, X, y)
+    n = hypotheses.count_compatible("and", 3, X, y)
     dt = time.perf_counter() - t0
     t0 = time.perf_counter()
-    data.count_compatible("and", 3, X[:40], y[:40], limit=2)
+    hypotheses.count_compatible("and", 3, X[:40], y[:40], limit=2)
     dt40 = time.perf_counter() - t0
     with capsys.disabled():
         print(f"\n[count_compatible 'and' T=10^4 s=3: m=200 -> {n} in {1e3 * dt:.1f} ms; "
@@ -1104,17 +1107,17 @@ def test_counting_cost_at_T_10000(capsys):
 def test_sample_unambiguous_deterministic_and_unique():
     for name in ("and", "or", "parity", "majority"):
         task = data.make_task(name, 10, 3, np.random.default_rng(6))
-        X1, y1 = data.sample_unambiguous(task, 30, np.random.default_rng(7))
-        X2, y2 = data.sample_unambiguous(task, 30, np.random.default_rng(7))
+        X1, y1 = hypotheses.sample_unambiguous(task, 30, np.random.default_rng(7))
+        X2, y2 = hypotheses.sample_unambiguous(task, 30, np.random.default_rng(7))
         assert np.array_equal(X1, X2) and np.array_equal(y1, y2)
         assert X1.shape == (30, 10) and np.array_equal(task.label(X1), y1)
-        assert data.count_compatible(name, 3, X1, y1) == 1
+        assert hypotheses.count_compatible(name, 3, X1, y1) == 1
 
 
 def test_sample_unambiguous_gives_up_when_m_is_too_small():
     task = data.make_task("and", 50, 3, np.random.default_rng(8))
     with pytest.raises(ValueError, match=r"m=2 is too small to identify S at T=50 .*all 5 tries"):
-        data.sample_unambiguous(task, 2, np.random.default_rng(9), max_tries=5)
+        hypotheses.sample_unambiguous(task, 2, np.random.default_rng(9), max_tries=5)
 
 
 def test_plain_stream_is_prefix_stable():
@@ -1141,7 +1144,7 @@ def test_first_identifying_m_matches_prefix_scan():
         s = 3 if name in ("majority", "junta") else 1 + i % 3
         task = data.make_task(name, T, s, np.random.default_rng(100 + i))
         m_max = 40 if i < 10 else 8                       # some streams end ambiguous: None
-        got = data.first_identifying_m(task, np.random.default_rng(200 + i), m_max)
+        got = hypotheses.first_identifying_m(task, np.random.default_rng(200 + i), m_max)
         assert got == brute_first_m(task, 200 + i, m_max), (name, T, s)
 
 
@@ -1150,25 +1153,25 @@ def test_first_identifying_m_large_T_matches_linear_scan():
     count_compatible about every prefix in turn."""
     for name, seed in [("and", 0), ("and", 1), ("or", 2)]:
         task = data.make_task(name, 20_000, 3, np.random.default_rng(seed))
-        got = data.first_identifying_m(task, np.random.default_rng(seed + 10), 400)
+        got = hypotheses.first_identifying_m(task, np.random.default_rng(seed + 10), 400)
         X, y = task.sample(400, np.random.default_rng(seed + 10))
         want = next(m for m in range(1, 401)
-                    if data.count_compatible(name, 3, X[:m], y[:m], limit=2) == 1)
+                    if hypotheses.count_compatible(name, 3, X[:m], y[:m], limit=2) == 1)
         assert got == want
 
 
 def test_first_identifying_m_errors_and_trivial_case():
     task = data.make_task("and", 3, 3, np.random.default_rng(0))
-    assert data.first_identifying_m(task, np.random.default_rng(0), 5) == 0
+    assert hypotheses.first_identifying_m(task, np.random.default_rng(0), 5) == 0
     with pytest.raises(ValueError, match="m_max must be >= 1"):
-        data.first_identifying_m(task, np.random.default_rng(0), 0)
+        hypotheses.first_identifying_m(task, np.random.default_rng(0), 0)
     with pytest.raises(ValueError, match="task must be a SparseTask"):
-        data.first_identifying_m("and", np.random.default_rng(0), 5)
+        hypotheses.first_identifying_m("and", np.random.default_rng(0), 5)
 
 
 def test_ambiguity_probability_in_unit_interval_and_falls_with_m():
     task = data.make_task("and", 30, 2, np.random.default_rng(12))
-    p = [data.ambiguity_probability(task, m, np.random.default_rng(13), 60) for m in (4, 15, 60)]
+    p = [hypotheses.ambiguity_probability(task, m, np.random.default_rng(13), 60) for m in (4, 15, 60)]
     assert all(0.0 <= q <= 1.0 for q in p)
     assert p[0] >= p[1] >= p[2] and p[0] > p[2], p
     assert p[0] == 1.0 and p[2] < 0.1, p
@@ -1178,7 +1181,7 @@ def test_ambiguity_probability_in_unit_interval_and_falls_with_m():
 
 def test_gf2_learner_recovers_support():
     for T in (15, 200):
-        m0, ok, unique_before = data.gf2_sample_need(T, 3, np.random.default_rng(T))
+        m0, ok, unique_before = hypotheses.gf2_sample_need(T, 3, np.random.default_rng(T))
         assert ok and not unique_before
         assert T <= m0 <= T + 30
 
@@ -1188,16 +1191,16 @@ def test_gf2_solve_matches_mod2_products():
     X = (rng.random((90, 70)) < 0.5).astype(np.uint8)
     w = (rng.random(70) < 0.3).astype(np.uint8)
     y = (X.astype(int) @ w % 2).astype(np.uint8)
-    assert np.array_equal(data.gf2_solve(X, y), w)
-    assert data.gf2_solve(X[:40], y[:40]) is None                # rank < T: not unique
+    assert np.array_equal(hypotheses.gf2_solve(X, y), w)
+    assert hypotheses.gf2_solve(X[:40], y[:40]) is None                # rank < T: not unique
     Xd = np.vstack([X, X[:1]])                                     # a duplicated row, flipped label
-    assert data.gf2_solve(Xd, np.append(y, 1 - y[0])) is None    # inconsistent
-    assert data.gf2_first_full_rank(X) >= 70
+    assert hypotheses.gf2_solve(Xd, np.append(y, 1 - y[0])) is None    # inconsistent
+    assert hypotheses.gf2_first_full_rank(X) >= 70
 
 
 def test_log2_binomial_matches_paper_numbers():
-    assert abs(data.log2_binomial(100, 3) - 17.3) < 0.05
-    assert abs(data.log2_binomial(1100, 3) - 27.7) < 0.05
+    assert abs(hypotheses.log2_binomial(100, 3) - 17.3) < 0.05
+    assert abs(hypotheses.log2_binomial(1100, 3) - 27.7) < 0.05
 
 
 # ===============================================================================================
@@ -2580,7 +2583,7 @@ def test_a_junta_sweep_reports_without_enumerating_its_limit(tmp_path, monkeypat
     hypotheses: at T = 1000 it ran for more than ten minutes after the runs had finished."""
     def never(*a, **k):
         raise AssertionError("the limit was enumerated")
-    monkeypatch.setattr(data, "first_identifying_m", never)
+    monkeypatch.setattr(hypotheses, "first_identifying_m", never)
     assert _sweep(tmp_path / "j", "--task", "junta", "--s", "4", "--Ts", "16", "--seeds", "1",
                   "--steps", "10") == 0                        # C(16, 4) = 1820 supports
     assert "statistical limit not computed at T = 16: for junta" in (tmp_path / "j" /
@@ -3403,8 +3406,8 @@ def test_infonce_gradient_is_attention_readout():
     (lambda: theory.lse(np.zeros(3), beta=0), "beta"),
     (lambda: theory.build_sparse_head("and", np.random.default_rng(0)), "str"),
     (lambda: theory.positional_codes(10, 8, 42), "int"),
-    (lambda: data.gf2_solve(np.full((2, 2), 2), [0, 0]), "bits"),
-    (lambda: data.log2_binomial(3, 5), "s=5"),
+    (lambda: hypotheses.gf2_solve(np.full((2, 2), 2), [0, 0]), "bits"),
+    (lambda: hypotheses.log2_binomial(3, 5), "s=5"),
 ])
 def test_bad_arguments_raise_one_line_value_error(call, match):
     with pytest.raises(ValueError, match=match) as e:

@@ -15,14 +15,14 @@ through attn.py's own functions, so the theory speaks about the model train.py t
 convention y = x @ W + b). A leaf: only test_all.py imports it. Top to bottom:
   0. numerical_gradient, numerical_jacobian, rel_error: the project's one copy (test_all.py uses
      them); argument checks, fit_line, the GF(2) learner and the code width come from data.py,
-     stats.py and report.py.
+     hypotheses.py, stats.py and report.py.
   1. capacity [E, Section 3]: softmax's l_inf -> l_1 Lipschitz constant, norm measures of a
      parameter dict, the covering-number / generalization bound in its *reconstructed* shape.
   2. sparse variable creation [E, Section 4]: hand-built weights for attn.py's one-head model
      computing s-sparse AND, OR, parity, majority and any s-junta exactly.
   3. the probabilistic reading [S]: log-sum-exp gradient = attention, Hessian = covariance, tied
      residual attention expands, LayerNorm contracts, InfoNCE's gradient.
-  5. the report, with part 4: the GF(2) learner (data.gf2_sample_need) learns sparse parity from
+  5. the report, with part 4: the GF(2) learner (hypotheses.gf2_sample_need) learns sparse parity from
      about T samples, beside the log2 C(T, s) bits that name S.
 """
 import math
@@ -39,6 +39,7 @@ import numpy as np
 import attn
 import data
 import fast
+import hypotheses
 import train
 from data import check_generator, check_int
 from report import construction_width
@@ -1018,11 +1019,11 @@ def report_gf2(ctx):
         t0 = time.perf_counter()
         ms = []
         for _ in range(ctx["gf2_seeds"]):
-            m0, ok, unique_before = data.gf2_sample_need(T, 3, rng)
+            m0, ok, unique_before = hypotheses.gf2_sample_need(T, 3, rng)
             require(ok and not unique_before, f"GF(2) learner at T={T}: recovered={ok}")
             ms.append(m0)
         print(f"  {T:>7}  3   {' '.join(str(m) for m in ms):<26}  {np.mean(ms) - T:11.1f}   "
-              f"{data.log2_binomial(T, 3):11.1f}   {time.perf_counter() - t0:7.2f}")
+              f"{hypotheses.log2_binomial(T, 3):11.1f}   {time.perf_counter() - t0:7.2f}")
     say("", "  the learner needs about T + 2 samples: ~T, against the s log T bits that name S "
         "(it does not use sparsity)")
     print()

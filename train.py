@@ -34,6 +34,7 @@ import numpy as np
 import attn
 import baseline
 import data
+import hypotheses
 import fast
 
 
@@ -350,7 +351,7 @@ def draw_run(o):
     streams = seeds_for(o["seed"])
     task = data.make_task(o["task"], o["T"], o["s"], streams.task)
     if o["data"] == "unambiguous":                 # ValueError when m cannot identify S
-        Xtr, ytr = data.sample_unambiguous(task, o["m"], streams.train)
+        Xtr, ytr = hypotheses.sample_unambiguous(task, o["m"], streams.train)
     else:
         Xtr, ytr = task.sample(o["m"], streams.train)
     Xte, yte = task.sample(o["n_test"], streams.test)
