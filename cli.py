@@ -97,7 +97,7 @@ class BadValue(ValueError, argparse.ArgumentTypeError):
     """A bad option value: a ValueError in Python, a one-line usage error on the command line."""
 
 
-def _is_integer(v):
+def is_integer(v):
     return isinstance(v, numbers.Integral) and not isinstance(v, bool) and \
         type(v).__name__ != "bool_"
 
@@ -112,7 +112,7 @@ def integer(lo, hi=None):
                 v = int(v.strip())
             except ValueError:
                 raise BadValue(f"must be {allowed}, got {v!r}") from None
-        if not _is_integer(v) or v < lo or (hi is not None and v > hi):
+        if not is_integer(v) or v < lo or (hi is not None and v > hi):
             raise BadValue(f"must be {allowed}, got {v!r}")
         return int(v)
     parse.allowed = allowed
@@ -391,7 +391,7 @@ OUTPUT_KINDS = {   # kind: (what a file must be to be replaced, how to tell)
 }
 
 
-def _same_file(a, b):
+def same_file(a, b):
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -445,7 +445,7 @@ def claim_outputs(claims):
     for i, (p, _, w, *_) in enumerate(claims):
         for q, _, v, *_ in claims[:i]:
             if isinstance(p, (str, os.PathLike)) and isinstance(q, (str, os.PathLike)) and \
-                    _same_file(p, q):
+                    same_file(p, q):
                 raise ValueError(f"{v} and {w} are the same file {p}; give each output a path "
                                  f"of its own")
     for c in claims:

@@ -8,8 +8,10 @@ Training (Section 5, as reproductions read it): Adam with bias correction, lr 1e
 1e-4 *added to the gradient* (L2, as torch.optim.Adam does, not decoupled AdamW) on every
 parameter, full-batch logistic loss, 1000 steps, accuracy on fresh test samples.
 
-The file reads top to bottom: options (one table), the optimiser, one training run and its loop,
-checkpoints, the command line. Dimension names: B batch, T bits, d width.
+The file reads top to bottom: options (one table); one training run (train_run: its loop
+first, then the set-up, the loop's parts and the evaluation); a stack of runs (train_stack: the
+same step for R runs at once); the optimiser; memory; checkpoints; the command line.
+Dimension names: B batch, T bits, d width, R runs. `o` is always a run's option dict.
 """
 import sys
 
@@ -26,6 +28,7 @@ import math
 import os
 import signal
 import time
+import types
 
 from cli import BadValue, choice, integer, number
 
@@ -146,78 +149,6 @@ def validate_options(opts):
 
 # ---------------------------------------------------------------- one training run ------------
 
-Streams = collections.namedtuple("Streams", "task train test init order val dropout")
-
-
-def seeds_for(seed):
-    """The independent generators one seed fixes, by name: task (the support S), train (training
-    data), test (test data), init, order (minibatches), val (validation data), dropout (masks).
-    Each is a child of SeedSequence(seed) fixed by its index in that order, so a stream added
-    later (val, dropout) left every earlier run unchanged."""
-    seed = _api_int("seed", seed, 0)
-    return Streams(*(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(7)))
-
-
-def model_config(o):
-    """attn.py's config of the Transformer that options `o` train."""
-    return attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
-                               dtype=o["dtype"], dropout=o["dropout"], pos_init=o["pos_init"])
-
-
-def build_model(o, rng):
-    """(params, loss_and_grads(params, X, y), logits(params, X), cfg) for model o["model"]."""
-    if o["model"] == "mlp":
-        params = baseline.init(o["T"], o["mlp"], rng, o["dtype"])
-
-        def loss_and_grads(p, X, y):
-            z, cache = baseline.forward(p, X)
-            loss, c_loss = attn.logistic_forward(z, y)
-            return loss, baseline.backward(attn.logistic_backward(1.0, c_loss), cache)
-        return params, loss_and_grads, lambda p, X: baseline.forward(p, X)[0], None
-    cfg = model_config(o)
-    if o["dropout"]:                # per-sample masks: the plain [CLS] path, masks from stream 7
-        r_drop = seeds_for(o["seed"]).dropout
-        return (attn.init_params(cfg, rng),
-                lambda p, X, y: attn.loss_and_grads(p, cfg, X, y, rng=r_drop)[:2],
-                lambda p, X: fast.model_forward(p, cfg, X)[0], cfg)
-    return (attn.init_params(cfg, rng),
-            lambda p, X, y, versions=None: fast.loss_and_grads(p, cfg, X, y,
-                                                               versions=versions)[:2],
-            lambda p, X: fast.model_forward(p, cfg, X)[0], cfg)
-
-
-def accuracy(z, y):
-    """Share of logits z [n] on the side of their 0/1 labels y [n]."""
-    z, y = np.asarray(z, dtype=float), np.asarray(y, dtype=float)
-    if z.shape != y.shape or not z.size:
-        raise ValueError(f"z and y must be arrays of one non-empty shape, got {z.shape} and "
-                         f"{y.shape}")
-    return float(np.mean((z > 0) == (y > 0)))
-
-
-def attention_on_support(params, cfg, X, S):
-    """Mean over samples and heads of the [CLS] attention mass on S; and the mean weight [T]."""
-    A = fast.cls_attention_mean(params, cfg, X)[:-1]                     # [T]
-    return float(A[S].sum()), A
-
-
-class Interrupted(Exception):
-    """Training stopped by Ctrl-C or SIGTERM: at a step boundary (phase "training"), before step 1
-    ("start") or during the final evaluation ("evaluation"). .step is the step the checkpoint
-    .path holds (0: nothing saved yet), .phase where it stopped."""
-
-    def __init__(self, step, path, phase="training"):
-        where = {"training": f"after step {step}", "start": "before training",
-                 "evaluation": "during the final evaluation"}[phase]
-        super().__init__(f"interrupted {where}; checkpoint {path} at step {step}" if step else
-                         f"interrupted {where}; nothing was saved yet")
-        self.step, self.path, self.phase = step, path, phase
-
-
-class Diverged(Exception):
-    pass
-
-
 def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=None):
     """Train one model with options `opts` (keys of DEFAULTS); return a result dict.
 
@@ -231,9 +162,57 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
     loss raises Diverged and leaves the last (finite) checkpoint untouched. log: a function of
     one line, or None for none.
     """
+    o, save_every, stop_after, resume = check_run_call(opts, log, save, save_every, resume,
+                                                       stop_after)
+    kept = resume["step"] if resume and save and same_path(save, resume.get("path")) else 0
+    phase = "start"                  # where a Ctrl-C that is not caught at a step boundary came
+    try:
+        run = set_up_run(o, log, resume)
+        # the loop (a blow-up is caught by check_finite, so numpy's overflow warnings are off)
+        with StopRequests(bool(save), stop_after) as stop, np.errstate(over="ignore",
+                                                                       invalid="ignore"):
+            phase = "training"
+            for step in range(run.first, o["steps"] + 1):
+                loss = train_step(step, run.params, run.state, o, run.batch, run.loss_and_grads,
+                                  run.stopper, lambda z: check_finite(float(z), step, o, save))
+                run.losses.append(loss)
+                run.progress.log(step, loss)
+                stopping = stop.after(step)
+                if save and (stopping or step == o["steps"] or (save_every and
+                                                                step % save_every == 0)):
+                    if save_checkpoint(save, run.params, run.state, run.r_order, o, step):
+                        kept = step
+                if stopping:
+                    raise Interrupted(step, save)
+        phase = "evaluation"
+        return finish_run(o, run)
+    except KeyboardInterrupt:
+        if not save:
+            raise
+        raise Interrupted(kept, save, phase) from None
+
+
+def train_step(step, params, state, o, batch, loss_and_grads, stopper, take_loss, runs=None):
+    """One step, for a run and a stack alike: draw the batch, the loss and its gradients, hand the
+    loss to take_loss (a run refuses a non-finite one here, before the step), the optimiser's
+    step, and early stopping's check. -> what take_loss returned."""
+    Xb, yb, extra = batch()
+    loss, grads = loss_and_grads(params, Xb, yb, **extra)
+    loss = take_loss(loss)
+    optimiser_step(params, grads, state, o, runs)
+    if stopper:
+        stopper.check(step)
+    return loss
+
+
+# the set-up: checks, the seed's draws, the model, the optimiser, progress
+
+def check_run_call(opts, log, save, save_every, resume, stop_after):
+    """train_run's arguments, before anything runs -> (options, save_every, stop_after, the
+    checked checkpoint)."""
     o = validate_options(opts)
-    save_every = _api_int("save_every", save_every, 0)
-    stop_after = None if stop_after is None else _api_int("stop_after", stop_after, 1)
+    save_every = api_int("save_every", save_every, 0)
+    stop_after = None if stop_after is None else api_int("stop_after", stop_after, 1)
     if log is not None and not callable(log):
         raise TypeError(f"log must be a function of one line (e.g. print) or None, got "
                         f"{type(log).__name__}")
@@ -247,68 +226,203 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
         raise ValueError("early stopping (val) and dropout do not combine with checkpoints yet "
                          "(the best parameters and the mask generator are not saved); drop them "
                          "or save/resume")
-    kept = resume["step"] if resume and save and _same_path(save, resume.get("path")) else 0
-    phase = "start"                  # where a Ctrl-C that is not caught at a step boundary came
-    try:
-        task, (Xtr_f, ytr), (Xte_f, yte), r_init, r_order, val = draw_run(o)
-        params, loss_and_grads, logits, cfg = build_model(o, r_init)
-        ytr_f = ytr.astype(Xtr_f.dtype)
-        state = adam_init(params, o["decay"])
-        first = 1 if resume is None else restore(resume, o, params, state, r_order)
-        progress = Progress(log, o, params, cfg, logits, (Xtr_f, ytr), val or (Xte_f, yte),
-                            task.S, "val" if val else "test")
-        stopper = val and BestOnValidation(o, params, val,
-                                           lambda p, Xv, yv: val_loss(chunked(logits, p, Xv), yv))
-        losses = []
-        fixed = {}                   # a full-batch run's bits never change: two versions once
-        if cfg and not o["dropout"] and (not o["batch"] or o["batch"] >= o["m"]):
-            fixed = dict(versions=fast.two_versions(Xtr_f, Xtr_f.dtype))
-        # training loop (a blow-up is caught by check_finite, so numpy's overflow warnings are off)
-        with StopRequests(enabled=bool(save)) as stop, np.errstate(over="ignore", invalid="ignore"):
-            phase = "training"
-            for step in range(first, o["steps"] + 1):
-                Xb, yb = next_batch(Xtr_f, ytr_f, o["batch"], r_order)
-                loss, grads = loss_and_grads(params, Xb, yb, **fixed)
-                losses.append(check_finite(float(loss), step, o, save))
-                optimiser_step(params, grads, state, o)
-                if stopper:
-                    stopper.check(step)
-                progress.log(step, losses[-1])
-                stop.now |= step == stop_after
-                if save and (stop.now or step == o["steps"]
-                             or (save_every and step % save_every == 0)):
-                    if save_checkpoint(save, params, state, r_order, o, step):
-                        kept = step
-                if stop.now:
-                    raise Interrupted(step, save)
-        phase = "evaluation"
-        if stopper:
-            stopper.restore()
-        r = summarise(o, task, params, cfg, logits, (Xtr_f, ytr), (Xte_f, yte), losses,
-                      progress.seconds())
-    except KeyboardInterrupt:
-        if not save:
-            raise
-        raise Interrupted(kept, save, phase) from None
-    if not stopper:
+    return o, save_every, stop_after, resume
+
+
+def set_up_run(o, log, resume):
+    """Everything the loop needs, as attributes: the task, the data, the model (params,
+    loss_and_grads, logits, cfg), Adam's state, the first step, batch(), early stopping, the
+    progress line and the losses so far."""
+    task, (Xtr, ytr), test, r_init, r_order, val = draw_run(o)
+    params, loss_and_grads, logits, cfg = build_model(o, r_init)
+    ytr_f = ytr.astype(Xtr.dtype)
+    state = adam_init(params, o["decay"])
+    first = 1 if resume is None else restore(resume, o, params, state, r_order)
+    fixed = {}                       # a full-batch run's bits never change: two versions once
+    if cfg and not o["dropout"] and (not o["batch"] or o["batch"] >= o["m"]):
+        fixed = dict(versions=fast.two_versions(Xtr, Xtr.dtype))
+    stopper = val and BestOnValidation(o, params, val, lambda p, Xv, yv: val_loss(
+        chunked(logits, p, Xv), yv))
+    return types.SimpleNamespace(
+        task=task, train=(Xtr, ytr), test=test, params=params, loss_and_grads=loss_and_grads,
+        logits=logits, cfg=cfg, state=state, first=first, r_order=r_order, stopper=stopper,
+        batch=lambda: next_batch(Xtr, ytr_f, o["batch"], r_order) + (fixed,), losses=[],
+        progress=Progress(log, o, params, cfg, logits, (Xtr, ytr), val or test, task.S,
+                          "val" if val else "test"))
+
+
+def finish_run(o, run):
+    """The result of a trained run: early stopping's parameters put back, then the summary."""
+    if run.stopper:
+        run.stopper.restore()
+    r = summarise(o, run.task, run.params, run.cfg, run.logits, run.train, run.test, run.losses,
+                  run.progress.seconds())
+    if not run.stopper:
         return dict(r, best_step=o["steps"])
-    best = int(stopper.best_step[0])       # the training loss of the parameters kept
-    return dict(r, best_step=best, loss=losses[best - first] if best >= first else r["loss"])
+    best = int(run.stopper.best_step[0])       # the training loss of the parameters kept
+    return dict(r, best_step=best,
+                loss=run.losses[best - run.first] if best >= run.first else r["loss"])
 
 
-def _api_int(name, v, lo):
-    """v as an int >= lo, else ValueError naming the argument (a Python caller's keyword)."""
-    try:
-        return integer(lo)(v)
-    except BadValue as e:
-        raise ValueError(f"{name} {e}") from None
+Streams = collections.namedtuple("Streams", "task train test init order val dropout")
 
 
-def _same_path(a, b):
-    return a is not None and b is not None and cli._same_file(a, b)
+def seeds_for(seed):
+    """The independent generators one seed fixes, by name: task (the support S), train (training
+    data), test (test data), init, order (minibatches), val (validation data), dropout (masks).
+    Each is a child of SeedSequence(seed) fixed by its index in that order, so the seven streams
+    never change one another."""
+    seed = api_int("seed", seed, 0)
+    return Streams(*(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(7)))
+
+
+def draw_run(o):
+    """What the seed fixes, drawn from independent streams: the task (support S), the training
+    set (X [m, T] in the run's dtype, y [m] uint8), the test set, and the generators of the init
+    and of the minibatch order. o: options (validate_options fills in the defaults)."""
+    o = validate_options(o)
+    streams = seeds_for(o["seed"])
+    task = data.make_task(o["task"], o["T"], o["s"], streams.task)
+    if o["data"] == "unambiguous":                 # ValueError when m cannot identify S
+        Xtr, ytr = hypotheses.sample_unambiguous(task, o["m"], streams.train)
+    else:
+        Xtr, ytr = task.sample(o["m"], streams.train)
+    Xte, yte = task.sample(o["n_test"], streams.test)
+    dt = np.dtype(o["dtype"])
+    val = None
+    if o["val"]:
+        Xv, yv = task.sample(o["val"], streams.val)
+        val = (Xv.astype(dt), yv)
+    return task, (Xtr.astype(dt), ytr), (Xte.astype(dt), yte), streams.init, streams.order, val
+
+
+def model_config(o):
+    """attn.py's config of the Transformer that options `o` train."""
+    return attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
+                               dtype=o["dtype"], dropout=o["dropout"], pos_init=o["pos_init"])
+
+
+def build_model(o, rng):
+    """(params, loss_and_grads(params, X, y), logits(params, X), cfg) for model o["model"]: the
+    Transformer on fast.py (with dropout on attn.py's reference, per-sample masks from the
+    seed's dropout stream), or baseline.py's MLP (cfg None)."""
+    if o["model"] == "mlp":
+        params = baseline.init(o["T"], o["mlp"], rng, o["dtype"])
+
+        def loss_and_grads(p, X, y):
+            z, cache = baseline.forward(p, X)
+            loss, c_loss = attn.logistic_forward(z, y)
+            return loss, baseline.backward(attn.logistic_backward(1.0, c_loss), cache)
+        return params, loss_and_grads, lambda p, X: baseline.forward(p, X)[0], None
+    cfg = model_config(o)
+    if o["dropout"]:
+        r_drop = seeds_for(o["seed"]).dropout
+        return (attn.init_params(cfg, rng),
+                lambda p, X, y: attn.loss_and_grads(p, cfg, X, y, rng=r_drop)[:2],
+                lambda p, X: fast.model_forward(p, cfg, X)[0], cfg)
+    return (attn.init_params(cfg, rng),
+            lambda p, X, y, versions=None: fast.loss_and_grads(p, cfg, X, y,
+                                                               versions=versions)[:2],
+            lambda p, X: fast.model_forward(p, cfg, X)[0], cfg)
+
+
+# the loop's parts
+
+def next_batch(X, y, batch, rng):
+    """The whole training set (batch 0 or >= m), else `batch` rows drawn without replacement."""
+    for name, a in (("X", X), ("y", y)):
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"{name} must be a numpy array, got {type(a).__name__}")
+    if len(X) != len(y):
+        raise ValueError(f"X and y must have as many rows, got {len(X)} and {len(y)}")
+    batch = api_int("batch", batch, 0)
+    if not batch or batch >= len(X):
+        return X, y
+    data.check_generator(rng)
+    idx = rng.choice(len(X), size=batch, replace=False)
+    return X[idx], y[idx]
+
+
+def check_finite(loss, step, o, save):
+    """The loss, or Diverged naming the step (and the last finite checkpoint, if one exists)."""
+    if not np.isfinite(loss):
+        kept = f"; the last finite checkpoint is {save}" if save and os.path.exists(save) else ""
+        raise Diverged(f"loss is {loss} at step {step}: training diverged; try a smaller "
+                       f"{divergence_culprit(o)}{kept}")
+    return loss
+
+
+def divergence_culprit(o):
+    """The option a diverged run most likely owes it to, with its value: the weight decay when it
+    is strong enough to do it alone (with adamw, lr * wd >= 1: a decoupled step more than zeroes
+    every parameter; or wd so large that wd * p, squared in Adam's second moment, leaves the
+    dtype's range) and the learning rate is not itself >= 1; else the learning rate."""
+    wd, lr = o["wd"], o["lr"]
+    strong = wd and ((o["optimizer"] == "adamw" and lr * wd >= 1)
+                     or wd >= 1e-3 * math.sqrt(float(np.finfo(o["dtype"]).max)))
+    if strong and lr < 1:
+        return f"--wd (now {wd}, too strong for --lr {lr} in {o['dtype']})"
+    return f"--lr (now {lr})" + (f" or --wd (now {wd})" if strong else "")
+
+
+class StopRequests:
+    """Context: Ctrl-C (SIGINT) and SIGTERM are noted instead of killing the run, so the loop can
+    finish its step, save and stop: after(step) says whether to stop after this step (also when
+    step is `stop_after`, for tests). Off (signals act as usual) when enabled is False or outside
+    the main thread."""
+
+    def __init__(self, enabled=True, stop_after=None):
+        self.enabled, self.now, self.old, self.stop_after = enabled, False, {}, stop_after
+
+    def __enter__(self):
+        if self.enabled:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    self.old[sig] = signal.signal(sig, self._request)
+                except ValueError:                  # not the main thread
+                    pass
+        return self
+
+    def _request(self, signum, frame):
+        self.now = True
+
+    def after(self, step):
+        self.now |= step == self.stop_after
+        return self.now
+
+    def __exit__(self, *exc):
+        for sig, handler in self.old.items():
+            signal.signal(sig, handler)
+        return False
+
+
+class Progress:
+    """The progress line every log_every steps (and at step 1): loss, accuracies, [CLS] attention
+    mass on S, elapsed time. Flushed, so it shows under redirection too."""
+
+    def __init__(self, log, o, params, cfg, logits, train, test, S, label="test"):
+        self.say, self.every, self.params, self.cfg, self.logits = log, \
+            o["log_every"] if log else 0, params, cfg, logits
+        self.train, self.test, self.S, self.t0 = train, test, S, time.perf_counter()
+        self.label = label            # with early stopping, the validation set is shown instead
+
+    def seconds(self):
+        return time.perf_counter() - self.t0
+
+    def log(self, step, loss):
+        if not self.every or (step % self.every and step != 1):
+            return
+        tr = accuracy(self.logits(self.params, self.train[0]), self.train[1])
+        te = accuracy(self.logits(self.params, self.test[0]), self.test[1])
+        mass = (attention_on_support(self.params, self.cfg, self.test[0][:200], self.S)[0]
+                if self.cfg else np.nan)
+        self.say(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  {self.label} acc {te:.3f}  "
+                 f"attn on S {mass:.3f}  {self.seconds():6.1f}s")
 
 
 def val_loss(z, y):  # logits [..., n], labels [n] or [..., n] in {0, 1} -> mean logistic loss [...]
+    """Early stopping's measure, in float64 whatever the model's dtype (so a float32 run's choice
+    is not decided by rounding)."""
     return np.logaddexp(0.0, -(2.0 * np.asarray(y, np.float64) - 1.0) * z).mean(-1)
 
 
@@ -343,126 +457,28 @@ class BestOnValidation:
             v[...] = self.kept[k]
 
 
-def draw_run(o):
-    """What the seed fixes, drawn from independent streams: the task (support S), the training
-    set (X [m, T] in the run's dtype, y [m] uint8), the test set, and the generators of the init
-    and of the minibatch order. o: options (validate_options fills in the defaults)."""
-    o = validate_options(o)
-    streams = seeds_for(o["seed"])
-    task = data.make_task(o["task"], o["T"], o["s"], streams.task)
-    if o["data"] == "unambiguous":                 # ValueError when m cannot identify S
-        Xtr, ytr = hypotheses.sample_unambiguous(task, o["m"], streams.train)
-    else:
-        Xtr, ytr = task.sample(o["m"], streams.train)
-    Xte, yte = task.sample(o["n_test"], streams.test)
-    dt = np.dtype(o["dtype"])
-    val = None
-    if o["val"]:
-        Xv, yv = task.sample(o["val"], streams.val)
-        val = (Xv.astype(dt), yv)
-    return task, (Xtr.astype(dt), ytr), (Xte.astype(dt), yte), streams.init, streams.order, val
+# evaluation: accuracies and attention, on whole sets EVAL_CHUNK rows at a time
 
-
-def next_batch(X, y, batch, rng):
-    """The whole training set (batch 0 or >= m), else `batch` rows drawn without replacement."""
-    for name, a in (("X", X), ("y", y)):
-        if not isinstance(a, np.ndarray):
-            raise TypeError(f"{name} must be a numpy array, got {type(a).__name__}")
-    if len(X) != len(y):
-        raise ValueError(f"X and y must have as many rows, got {len(X)} and {len(y)}")
-    batch = _api_int("batch", batch, 0)
-    if not batch or batch >= len(X):
-        return X, y
-    data.check_generator(rng)
-    idx = rng.choice(len(X), size=batch, replace=False)
-    return X[idx], y[idx]
-
-
-def check_finite(loss, step, o, save):
-    """The loss, or Diverged naming the step (and the last finite checkpoint, if one exists)."""
-    if not np.isfinite(loss):
-        kept = f"; the last finite checkpoint is {save}" if save and os.path.exists(save) else ""
-        raise Diverged(f"loss is {loss} at step {step}: training diverged; try a smaller "
-                       f"{divergence_culprit(o)}{kept}")
-    return loss
-
-
-def divergence_culprit(o):
-    """The option a diverged run most likely owes it to, with its value: the weight decay when it
-    is strong enough to do it alone (with adamw, lr * wd >= 1: a decoupled step more than zeroes
-    every parameter; or wd so large that wd * p, squared in Adam's second moment, leaves the
-    dtype's range) and the learning rate is not itself >= 1; else the learning rate."""
-    wd, lr = o["wd"], o["lr"]
-    strong = wd and ((o["optimizer"] == "adamw" and lr * wd >= 1)
-                     or wd >= 1e-3 * math.sqrt(float(np.finfo(o["dtype"]).max)))
-    if strong and lr < 1:
-        return f"--wd (now {wd}, too strong for --lr {lr} in {o['dtype']})"
-    return f"--lr (now {lr})" + (f" or --wd (now {wd})" if strong else "")
-
-
-class StopRequests:
-    """Context: Ctrl-C (SIGINT) and SIGTERM set .now instead of killing the run, so the loop can
-    finish its step, save and stop. Off (signals act as usual) when enabled is False or outside
-    the main thread."""
-
-    def __init__(self, enabled=True):
-        self.enabled, self.now, self.old = enabled, False, {}
-
-    def __enter__(self):
-        if self.enabled:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                try:
-                    self.old[sig] = signal.signal(sig, self._request)
-                except ValueError:                  # not the main thread
-                    pass
-        return self
-
-    def _request(self, signum, frame):
-        self.now = True
-
-    def __exit__(self, *exc):
-        for sig, handler in self.old.items():
-            signal.signal(sig, handler)
-        return False
-
-
-class Progress:
-    """The progress line every log_every steps (and at step 1): loss, accuracies, [CLS] attention
-    mass on S, elapsed time. Flushed, so it shows under redirection too."""
-
-    def __init__(self, log, o, params, cfg, logits, train, test, S, label="test"):
-        self.say, self.every, self.params, self.cfg, self.logits = log, \
-            o["log_every"] if log else 0, params, cfg, logits
-        self.train, self.test, self.S, self.t0 = train, test, S, time.perf_counter()
-        self.label = label            # with early stopping, the validation set is shown instead
-
-    def seconds(self):
-        return time.perf_counter() - self.t0
-
-    def log(self, step, loss):
-        if not self.every or (step % self.every and step != 1):
-            return
-        tr = accuracy(self.logits(self.params, self.train[0]), self.train[1])
-        te = accuracy(self.logits(self.params, self.test[0]), self.test[1])
-        mass = (attention_on_support(self.params, self.cfg, self.test[0][:200], self.S)[0]
-                if self.cfg else np.nan)
-        self.say(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  {self.label} acc {te:.3f}  "
-                 f"attn on S {mass:.3f}  {self.seconds():6.1f}s")
-
-
-def diverged_result(o):
-    """The result of a run whose loss stopped being finite: a failed run, accuracies nan."""
-    return dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
-                train_acc=float("nan"), test_acc=float("nan"), attn_on_S=float("nan"),
-                steps=o["steps"], seconds=float("nan"), diverged=True, best_step=0,
-                pos_overlap=float("nan"))
-
-
-def chunked(logits, params, X):
+def chunked(logits, params, X):  # X [n, T] -> [n], or a stack's [R, n, T] -> [R, n]
     """logits(params, X) EVAL_CHUNK rows at a time: a final accuracy on 10^5 samples must not
     need the memory of a 10^5-row batch (and lose a finished run to it)."""
-    return np.concatenate([logits(params, X[i:i + EVAL_CHUNK])
-                           for i in range(0, len(X), EVAL_CHUNK)])
+    return np.concatenate([logits(params, X[..., i:i + EVAL_CHUNK, :])
+                           for i in range(0, X.shape[-2], EVAL_CHUNK)], axis=-1)
+
+
+def accuracy(z, y):
+    """Share of logits z [n] on the side of their 0/1 labels y [n]."""
+    z, y = np.asarray(z, dtype=float), np.asarray(y, dtype=float)
+    if z.shape != y.shape or not z.size:
+        raise ValueError(f"z and y must be arrays of one non-empty shape, got {z.shape} and "
+                         f"{y.shape}")
+    return float(np.mean((z > 0) == (y > 0)))
+
+
+def attention_on_support(params, cfg, X, S):
+    """Mean over samples and heads of the [CLS] attention mass on S; and the mean weight [T]."""
+    A = fast.cls_attention_mean(params, cfg, X)[:-1]                     # [T]
+    return float(A[S].sum()), A
 
 
 def summarise(o, task, params, cfg, logits, train, test, losses, seconds):
@@ -489,6 +505,155 @@ def position_overlap(E_pos, S):
     if not len(rest):
         return float("nan")
     return float((E[S] @ E[rest].T).max())
+
+
+def diverged_result(o):
+    """The result of a run whose loss stopped being finite: a failed run, accuracies nan."""
+    return dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
+                train_acc=float("nan"), test_acc=float("nan"), attn_on_S=float("nan"),
+                steps=o["steps"], seconds=float("nan"), diverged=True, best_step=0,
+                pos_overlap=float("nan"))
+
+
+class Interrupted(Exception):
+    """Training stopped by Ctrl-C or SIGTERM: at a step boundary (phase "training"), before step 1
+    ("start") or during the final evaluation ("evaluation"). .step is the step the checkpoint
+    .path holds (0: nothing saved yet), .phase where it stopped."""
+
+    def __init__(self, step, path, phase="training"):
+        where = {"training": f"after step {step}", "start": "before training",
+                 "evaluation": "during the final evaluation"}[phase]
+        super().__init__(f"interrupted {where}; checkpoint {path} at step {step}" if step else
+                         f"interrupted {where}; nothing was saved yet")
+        self.step, self.path, self.phase = step, path, phase
+
+
+class Diverged(Exception):
+    pass
+
+
+def api_int(name, v, lo):
+    """v as an int >= lo, else ValueError naming the argument (a Python caller's keyword)."""
+    try:
+        return integer(lo)(v)
+    except BadValue as e:
+        raise ValueError(f"{name} {e}") from None
+
+
+def same_path(a, b):
+    return a is not None and b is not None and cli.same_file(a, b)
+
+
+# ---------------------------------------------------------------- a stack of runs -------------
+# Runs that share T and the model (different seeds, or different m) train together: every
+# parameter gets a leading run axis, and each step is one set of batched array operations, so
+# numpy's per-call overhead is paid once for R runs. The runs stay independent: each run's
+# numbers are those of the same run alone, up to float rounding (test_stack_equals_single_runs).
+
+PER_RUN = ("m", "data", "seed")       # what the runs of one stack may differ in (and nothing else)
+STACK_KEYS = tuple(k for k in RUN_KEYS if k not in PER_RUN) + ("steps",)
+
+
+def train_stack(runs, monitor=None):
+    """Train the Transformer runs `runs` (option dicts that agree on STACK_KEYS) as one stack;
+    return one result dict per run, as train_run would. Shorter training sets are padded to the
+    longest with weight-0 samples. A run whose loss stops being finite is reported as diverged
+    (test_acc nan); the others go on unaffected.
+
+    monitor: None, or a callable with an int attribute `every`: every `every` steps it is called
+    as monitor(step, test_acc [R], loss [R]) with each run's accuracy on its own test set, and the
+    stack stops early when it returns True (each result's "steps_run" says where). The test set
+    then only watches; nothing is chosen by it."""
+    opts, o, R, cfg = check_stack(runs)
+    draws, P, batch = set_up_stack(opts, cfg)
+    state = adam_init(P, o["decay"])
+    stopper = None
+    if o["val"]:                                    # each run's own validation stream
+        val = tuple(np.stack([draw[5][i] for draw in draws]) for i in (0, 1))
+        stopper = BestOnValidation(o, P, val, lambda p, Xs, ys: val_loss(
+            chunked(lambda q, X: fast.model_forward(q, cfg, X)[0], p, Xs), ys), runs=R)
+    versions = None if o["batch"] else fast.two_versions(batch()[0], np.dtype(o["dtype"]))
+    loss_and_grads = lambda p, Xb, yb, weights: fast.loss_and_grads(
+        p, cfg, Xb, yb, weights=weights, versions=versions)[:2]
+    watch = monitor and stack_tests(draws, cfg)
+    losses, ran, t0 = np.empty((o["steps"], R)), o["steps"], time.perf_counter()
+    with np.errstate(over="ignore", invalid="ignore"):
+        for step in range(1, o["steps"] + 1):
+            losses[step - 1] = train_step(step, P, state, o, batch, loss_and_grads, stopper,
+                                          lambda loss: loss, runs=R)
+            if watch and step % monitor.every == 0 and monitor(step, watch(P), losses[step - 1]):
+                ran = step
+                break
+        if stopper:
+            stopper.restore()
+    return stack_results(opts, draws, P, cfg, losses[:ran], ran, stopper,
+                         (time.perf_counter() - t0) / R)
+
+
+def check_stack(runs):
+    """train_stack's runs, checked -> (their full options, the first's, R, the model's cfg)."""
+    if not isinstance(runs, (list, tuple)):
+        raise TypeError(f"runs must be a list of option dicts, got {type(runs).__name__}")
+    if not runs:
+        raise ValueError("runs must hold at least one option dict, got an empty list")
+    opts = [validate_options(o) for o in runs]
+    o = opts[0]
+    differ = [k for k in STACK_KEYS if any(x[k] != o[k] for x in opts)]
+    if differ or o["model"] != "transformer":
+        raise ValueError(f"a stack needs Transformer runs that agree on {', '.join(STACK_KEYS)}; "
+                         f"these differ on {differ or ['model']}")
+    if o["dropout"]:
+        raise ValueError("runs with dropout train on the plain path, one at a time: use "
+                         "train_run, not train_stack")
+    for x in opts:
+        check_run_memory(x)
+    return opts, o, len(opts), model_config(o)
+
+
+def set_up_stack(opts, cfg):
+    """Each run's draws, the stacked parameters [R, ...] and batch() -> (X, y, {weights}): the
+    padded training sets whole, or each run's own minibatch of `batch` rows."""
+    R, M, dt = len(opts), max(x["m"] for x in opts), np.dtype(opts[0]["dtype"])
+    X, y, w = np.zeros((R, M, opts[0]["T"]), bool), np.zeros((R, M), dt), np.zeros((R, M), dt)
+    draws, params = [draw_run(x) for x in opts], []
+    for r, (x, (_, (Xtr, ytr), _, r_init, _, _)) in enumerate(zip(opts, draws)):
+        X[r, :x["m"]], y[r, :x["m"]], w[r, :x["m"]] = Xtr, ytr, 1.0 / x["m"]
+        params.append(attn.init_params(cfg, r_init))
+    orders = [draw[4] for draw in draws]
+    P = {k: np.stack([p[k] for p in params]) for k in params[0]}
+    size = opts[0]["batch"]
+
+    def batch():
+        if not size:
+            return X, y, dict(weights=w)
+        idx = [rng.choice(x["m"], size=size, replace=False) for x, rng in zip(opts, orders)]
+        rows = np.arange(R)[:, None]
+        return X[rows, idx], y[rows, idx], dict(weights=np.full((R, size), 1.0 / size, X.dtype))
+    return draws, P, batch
+
+
+def stack_tests(draws, cfg):
+    """For a stack's monitor: a function P -> [R] accuracy of each run on its own test set."""
+    Xte = np.stack([draw[2][0] for draw in draws])                   # [R, n_test, T]
+    yte = np.stack([draw[2][1] for draw in draws])                   # [R, n_test]
+    logits = lambda q, X: fast.model_forward(q, cfg, X)[0]
+    return lambda P: np.mean((chunked(logits, P, Xte) > 0) == (yte > 0), axis=-1)
+
+
+def stack_results(opts, draws, P, cfg, losses, ran, stopper, seconds):
+    """One result dict per run of a trained stack (diverged runs as diverged_result)."""
+    finite = np.isfinite(losses).all(0)
+    out = []
+    for r, (x, (task, train, test, _, _, _)) in enumerate(zip(opts, draws)):
+        if not finite[r]:
+            out.append(dict(diverged_result(x), losses=losses[:, r].tolist()))
+            continue
+        p = {k: v[r] for k, v in P.items()}
+        res = summarise(x, task, p, cfg, lambda p, Xs: fast.model_forward(p, cfg, Xs)[0], train,
+                        test, losses[:, r].tolist(), seconds)
+        out.append(dict(res, diverged=False, steps_run=ran,
+                        best_step=int(stopper.best_step[r]) if stopper else ran))
+    return out
 
 
 # ---------------------------------------------------------------- the optimiser ---------------
@@ -591,113 +756,7 @@ def optimiser_step(params, grads, state, o, runs=None):
               decoupled=o["optimizer"] == "adamw")
 
 
-# ---------------------------------------------------------------- a stack of runs -------------
-# Runs that share T and the model (different seeds, or different m) train together: every
-# parameter gets a leading run axis, and each step is one set of batched array operations, so
-# numpy's per-call overhead is paid once for R runs. The runs stay independent: each run's
-# numbers are those of the same run alone, up to float rounding (test_stack_equals_single_runs).
-
-STACK_KEYS = ("model", "task", "T", "s", "n_test", "steps", "lr", "wd", "batch", "d", "heads",
-              "mlp", "dtype", "optimizer", "beta2", "decay", "clip", "dropout", "val",
-              "val_every", "pos_init")
-# (what the runs of one stack must share)
-
-
-def train_stack(runs, monitor=None):
-    """Train the Transformer runs `runs` (option dicts that agree on STACK_KEYS) as one stack;
-    return one result dict per run, as train_run would (without losses and params). Shorter
-    training sets are padded to the longest with weight-0 samples. A run whose loss stops being
-    finite is reported as diverged (test_acc nan); the others go on unaffected.
-
-    monitor: None, or a callable with an int attribute `every`: every `every` steps it is called
-    as monitor(step, test_acc [R], loss [R]) with each run's accuracy on its own test set, and the
-    stack stops early when it returns True (each result's "steps_run" says where). The test set
-    then only watches; nothing is chosen by it."""
-    if not isinstance(runs, (list, tuple)):
-        raise TypeError(f"runs must be a list of option dicts, got {type(runs).__name__}")
-    if not runs:
-        raise ValueError("runs must hold at least one option dict, got an empty list")
-    opts = [validate_options(o) for o in runs]
-    o = opts[0]
-    differ = [k for k in STACK_KEYS if any(x[k] != o[k] for x in opts)]
-    if differ or o["model"] != "transformer":
-        raise ValueError(f"a stack needs Transformer runs that agree on {', '.join(STACK_KEYS)}; "
-                         f"these differ on {differ or ['model']}")
-    if o["dropout"]:
-        raise ValueError("runs with dropout train on the plain path, one at a time: use "
-                         "train_run, not train_stack")
-    for x in opts:
-        check_run_memory(x)
-    R, M, dt = len(opts), max(x["m"] for x in opts), np.dtype(o["dtype"])
-    cfg = model_config(o)
-    X, y, w = np.zeros((R, M, o["T"]), bool), np.zeros((R, M), dt), np.zeros((R, M), dt)
-    draws, params = [draw_run(x) for x in opts], []
-    for r, (x, (_, (Xtr, ytr), _, r_init, _, _)) in enumerate(zip(opts, draws)):
-        X[r, :x["m"]], y[r, :x["m"]], w[r, :x["m"]] = Xtr, ytr, 1.0 / x["m"]
-        params.append(attn.init_params(cfg, r_init))
-    orders = [draw[4] for draw in draws]
-    P = {k: np.stack([p[k] for p in params]) for k in params[0]}
-    state = adam_init(P, o["decay"])
-    stopper = None
-    if o["val"]:                                    # each run's own validation stream
-        Xv = np.stack([draw[5][0] for draw in draws])
-        yv = np.stack([draw[5][1] for draw in draws])
-        stopper = BestOnValidation(
-            o, P, (Xv, yv), lambda p, Xs, ys: val_loss(np.concatenate(
-                [fast.model_forward(p, cfg, Xs[:, i:i + EVAL_CHUNK])[0]
-                 for i in range(0, Xs.shape[1], EVAL_CHUNK)], axis=-1), ys), runs=R)
-    losses = np.empty((o["steps"], R))
-    t0 = time.perf_counter()
-    versions = None if o["batch"] else fast.two_versions(X, dt)     # full batch: built once
-    watch = monitor and stack_tests(draws, cfg)
-    ran = o["steps"]
-    with np.errstate(over="ignore", invalid="ignore"):
-        for step in range(1, o["steps"] + 1):
-            Xb, yb, wb = stack_batch(X, y, w, opts, orders)
-            loss, grads, _ = fast.loss_and_grads(P, cfg, Xb, yb, weights=wb, versions=versions)
-            losses[step - 1] = loss
-            optimiser_step(P, grads, state, o, runs=R)
-            if stopper:
-                stopper.check(step)
-            if watch and step % monitor.every == 0 and monitor(step, watch(P), loss):
-                ran = step
-                break
-        if stopper:
-            stopper.restore()
-    losses = losses[:ran]
-    seconds = (time.perf_counter() - t0) / R
-    finite = np.isfinite(losses).all(0)
-    out = []
-    for r, (x, (task, train, test, _, _, _)) in enumerate(zip(opts, draws)):
-        if not finite[r]:
-            out.append(dict(diverged_result(x), losses=losses[:, r].tolist()))
-            continue
-        p = {k: v[r] for k, v in P.items()}
-        res = summarise(x, task, p, cfg, lambda p, Xs: fast.model_forward(p, cfg, Xs)[0], train,
-                        test, losses[:, r].tolist(), seconds)
-        out.append(dict(res, diverged=False, steps_run=ran,
-                        best_step=int(stopper.best_step[r]) if stopper else ran))
-    return out
-
-
-def stack_tests(draws, cfg):
-    """For a stack's monitor: a function P -> [R] accuracy of each run on its own test set."""
-    Xte = np.stack([draw[2][0] for draw in draws])                   # [R, n_test, T]
-    yte = np.stack([draw[2][1] for draw in draws])                   # [R, n_test]
-    return lambda P: np.mean((np.concatenate(
-        [fast.model_forward(P, cfg, Xte[:, i:i + EVAL_CHUNK])[0]
-         for i in range(0, Xte.shape[1], EVAL_CHUNK)], axis=-1) > 0) == (yte > 0), axis=-1)
-
-
-def stack_batch(X, y, w, opts, orders):
-    """The whole (padded) training sets, or each run's own minibatch of `batch` rows."""
-    batch = opts[0]["batch"]
-    if not batch:
-        return X, y, w
-    idx = [rng.choice(x["m"], size=batch, replace=False) for x, rng in zip(opts, orders)]
-    rows = np.arange(len(opts))[:, None]
-    return X[rows, idx], y[rows, idx], np.full((len(opts), batch), 1.0 / batch, X.dtype)
-
+# ---------------------------------------------------------------- memory ----------------------
 
 MEMORY_BUDGET = 0.5   # refuse runs that would take more than this share of physical memory
 EVAL_CHUNK = 4096     # accuracies are computed this many samples at a time
@@ -849,9 +908,9 @@ def check_checkpoint(ck, where="resume"):
         raise ValueError(f"{where}: field(s) {', '.join(missing)} missing: not a checkpoint dict "
                          f"from train.load_checkpoint")
     step, t = ck["step"], ck["t"]
-    if not cli._is_integer(step) or step < 1:
+    if not cli.is_integer(step) or step < 1:
         raise _damaged(where, "step", f"must be a positive integer, got {_show(step)}")
-    if not cli._is_integer(t) or t != step:
+    if not cli.is_integer(t) or t != step:
         raise _damaged(where, "adam_t", f"must be an integer equal to the step {step}, got "
                                         f"{_show(t)}")
     if not isinstance(ck["options"], dict):
@@ -902,7 +961,7 @@ def checkpoint_owner(resume_path, cli_style=True):
     """cli.claim_output's `ours` for a checkpoint path: only the file the run was resumed from
     may be replaced; another run's checkpoint is named with its step and how to continue it."""
     def ours(path):
-        if _same_path(path, resume_path):
+        if same_path(path, resume_path):
             return True
         try:
             step = load_checkpoint(path)["step"]
