@@ -1336,6 +1336,18 @@ def test_stacked_runs_follow_the_new_options_like_single_runs():
         assert np.allclose(st["losses"], alone["losses"], rtol=1e-9)
 
 
+@pytest.mark.parametrize("clip, wd", [(0.0, 0.0), (0.5, 0.0), (0.0, 0.1)])
+def test_stacked_minibatch_runs_take_the_mean_loss_like_single_runs(clip, wd):
+    """A stack of minibatch runs (minGPT's batch 64) weighs each sample of a batch 1/batch, as a
+    single run's mean loss does: the same losses, so clipping and weight decay act on the same
+    gradient (a sum would give batch times the gradient, clipped at 1/batch of its threshold)."""
+    opts = dict(SMALL, steps=20, dtype="float64", batch=16, clip=clip, wd=wd)
+    runs = [dict(opts, seed=s) for s in (3, 4)]
+    for o, st in zip(runs, train.train_stack(runs), strict=True):
+        alone = train.train_run(o)
+        assert np.allclose(st["losses"], alone["losses"], rtol=1e-9), (clip, wd)
+
+
 def test_dropout_training_is_seeded_and_runs_one_at_a_time():
     opts = dict(SMALL, steps=20, dropout=0.1)
     a, b = train.train_run(opts), train.train_run(opts)

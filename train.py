@@ -628,7 +628,7 @@ def set_up_stack(opts, cfg):
             return X, y, dict(weights=w)
         idx = [rng.choice(x["m"], size=size, replace=False) for x, rng in zip(opts, orders)]
         rows = np.arange(R)[:, None]
-        return X[rows, idx], y[rows, idx], dict(weights=np.full((R, size), 1.0 / size, X.dtype))
+        return X[rows, idx], y[rows, idx], dict(weights=np.full((R, size), 1.0 / size, dt))
     return draws, P, batch
 
 
