@@ -13,8 +13,8 @@ import numpy as np
 import data
 import train
 from folder import folder_rows, full_options
-from report import (STRUCTURED, _ci, _cpu_minutes, _fits_line, _limit, _pyplot, _save,
-                    over_folders, statistical_limits, success_table)
+from report import (STRUCTURED, ci_text, cpu_minutes, fits_line, limit_text, over_folders,
+                    pyplot_or_hint, save_figure, statistical_limits, success_table)
 from stats import critical_sizes, growth_in_s, scaling_fits, split_by_T
 
 
@@ -57,7 +57,7 @@ def _unlocated(e):
 
 def _m50(e):
     """The table's m50 cell: the estimate with its 95% CI, or why there is none."""
-    return "not located (success does not rise with m)" if _unlocated(e) else _ci(e, "m50")
+    return "not located (success does not rise with m)" if _unlocated(e) else ci_text(e, "m50")
 
 
 def families_table(folders, log=print, n_seeds=None, Ts=None):
@@ -88,11 +88,11 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
         for T, (e, st, runs) in sorted(cells.items()):
             p, se = label_balance(task, s, T)
             solved = st["n_seeds"] - st["censored"]
-            ms = _ci(dict(m=st["m_star"], m_lo=st["m_star_lo"], m_hi=st["m_star_hi"]), "m")
+            ms = ci_text(dict(m=st["m_star"], m_lo=st["m_star_lo"], m_hi=st["m_star_hi"]), "m")
             lines.append(f"| {task} | {s} | {T} | {st['n_seeds']} | {_m50(e)} | {ms} | "
                          f"{solved} of {st['n_seeds']} (m <= {grid[-1]}) | "
-                         f"{_limit(limits.get(T)) or none} | {p:.3f} +- {se:.3f} | "
-                         f"{_cpu_minutes(runs):.1f} |")
+                         f"{limit_text(limits.get(T)) or none} | {p:.3f} +- {se:.3f} | "
+                         f"{cpu_minutes(runs):.1f} |")
         for what, key in (("m50", "m50"), ("m*", "m_star")):
             pts = [(T, c[0] if key == "m50" else c[1]) for T, c in sorted(cells.items())]
             pts = [(T, x) for T, x in pts if grid[0] <= x[key] <= grid[-1]]  # not extrapolated
@@ -100,7 +100,7 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
                 boot = "m50_boot" if key == "m50" else "m_star_boot"
                 fit = scaling_fits(np.array([T for T, _ in pts]), np.array([x[key] for _, x in pts]),
                                    np.array([x[boot] for _, x in pts]))
-                fits.append(_fits_line(f"{task} s = {s}: ", what, fit)
+                fits.append(fits_line(f"{task} s = {s}: ", what, fit)
                             + f" over T in {pts[0][0]}..{pts[-1][0]}")
             else:
                 lost = [T for T, c in sorted(cells.items()) if _unlocated(c[0])] if key == "m50" \
@@ -210,7 +210,7 @@ def families_plot(series, path):
     if not panels:
         print("no plot: no family holds two T and no task two s at one T")
         return None
-    plt = _pyplot("rerun")
+    plt = pyplot_or_hint("rerun")
     if plt is None:
         return None
     from matplotlib import ticker
@@ -244,7 +244,7 @@ def families_plot(series, path):
         ax.legend(fontsize=7)
     fig.suptitle("Majority m* with its 95% CI (bootstrap over seeds). Dotted: the largest m "
                  "tried; filled triangle: m* above it; open triangle: CI open above", fontsize=9)
-    return _save(plt, fig, path)
+    return save_figure(plt, fig, path)
 
 
 def families_command(a, fail):

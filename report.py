@@ -129,7 +129,7 @@ def _cached_limit(entry, n_seeds):
     return out if out["q05"] <= out["median"] <= out["q95"] else None
 
 
-def _limit(lim):
+def limit_text(lim):
     if not lim:
         return ""
     show = lambda v: f"{v:.0f}" if np.isfinite(v) else "inf"
@@ -170,7 +170,7 @@ def limit_command(a, fail):
         task = data.make_task(a.task, T, a.s, rng)
         probs = [hypotheses.ambiguity_probability(task, m, rng, a.sets) for m in a.ms]
         out.append(dict(T=T, **lim, p_ambiguous=dict(zip(a.ms, probs))))
-        lines.append(f"| {T} | {_limit(lim)} | " + " | ".join(f"{p:.3f}" for p in probs) + " |")
+        lines.append(f"| {T} | {limit_text(lim)} | " + " | ".join(f"{p:.3f}" for p in probs) + " |")
         print(lines[-1] if len(lines) > 3 else "\n".join(lines), flush=True)
     print(f"({a.seeds} streams and {a.sets} sets per T, {a.task} s={a.s}; "
           f"{time.perf_counter() - t0:.0f} s)")
@@ -199,12 +199,12 @@ def success_table(rows, models):
     return est, fits
 
 
-def _ci(e, key):
+def ci_text(e, key):
     show = lambda v: "inf" if not np.isfinite(v) else f"{v:.0f}"
     return f"{show(e[key])} [{show(e[key + '_lo'])}, {show(e[key + '_hi'])}]"
 
 
-def _fits_line(head, what, f):
+def fits_line(head, what, f):
     """One line of scaling_fits' results for `what` (m50 or m*), with their 95% CIs."""
     return (f"{head}{what} ~ a + b ln T, b = {f['log_b']:.1f} [{f['log_b_lo']:.1f}, "
             f"{f['log_b_hi']:.1f}];  {what} ~ a + b T, b = {f['lin_b']:.4f} "
@@ -227,19 +227,19 @@ def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
              "|---|---|---|---|---|---|---|---|---|---|"]
     for (model, T), st in stats.items():
         e = est[(model, T)]
-        ms = _ci({"m": st["m_star"], "m_lo": st["m_star_lo"], "m_hi": st["m_star_hi"]}, "m")
+        ms = ci_text({"m": st["m_star"], "m_lo": st["m_star_lo"], "m_hi": st["m_star_hi"]}, "m")
         notes = ([f"{st['censored']} above grid"] if st["censored"] else []) + \
                 ([f"{st['unfinished']} unfinished"] if st["unfinished"] else [])
         show = paper_comparable and model == "transformer"
-        lines.append(f"| {model} | {T} | {_ci(e, 'm50')} | {_ci(e, 'm90')} | {ms} | "
+        lines.append(f"| {model} | {T} | {ci_text(e, 'm50')} | {ci_text(e, 'm90')} | {ms} | "
                      f"{st['mean']:.1f} +- {st['std']:.1f} "
                      f"[{st['lo']:.0f}, {st['hi']:.0f}]"
                      f"{' (' + ', '.join(notes) + ')' if notes else ''} | {st['n_seeds']} | "
                      f"{PAPER_MSTAR.get(T, '') if show else ''} | "
-                     f"{paper_bar(T) if show else ''} | {_limit(limits.get(T))} |")
+                     f"{paper_bar(T) if show else ''} | {limit_text(limits.get(T))} |")
     fits = []                       # m50 with bootstrap CIs first, then the majority-rule m*
     for model, f in scaling.items():
-        fits.append(_fits_line(f"{model}: ", "m50", f))
+        fits.append(fits_line(f"{model}: ", "m50", f))
     for model in sorted({k[0] for k in stats}):
         pts = sorted((T, st) for (mo, T), st in stats.items()
                      if mo == model and 0 < st["m_star"] < np.inf)
@@ -247,7 +247,7 @@ def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
             T_ = [T for T, _ in pts]
             f = scaling_fits(np.array(T_), np.array([st["m_star"] for _, st in pts]),
                              np.array([st["m_star_boot"] for _, st in pts]))
-            fits.append(_fits_line(f"{model}: ", "m*", f) + f" over T in {min(T_)}..{max(T_)}")
+            fits.append(fits_line(f"{model}: ", "m*", f) + f" over T in {min(T_)}..{max(T_)}")
     if paper_comparable:
         Tp = sorted(PAPER_MSTAR)
         b, a, r2 = fit_line(np.log(Tp), [PAPER_MSTAR[t] for t in Tp])
@@ -259,7 +259,7 @@ def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
     return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n"
 
 
-def _pyplot(then):
+def pyplot_or_hint(then):
     """matplotlib.pyplot on the file-only Agg backend; None, with a one-line hint ending in
     `then`, when matplotlib is not installed (plots are optional)."""
     try:
@@ -272,7 +272,7 @@ def _pyplot(then):
     return plt
 
 
-def _save(plt, fig, path):
+def save_figure(plt, fig, path):
     """The figure into `path`, whole or not at all (cli.replace_atomically)."""
     fig.tight_layout()
     try:
@@ -285,7 +285,7 @@ def _save(plt, fig, path):
 def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
     """m50 with its 95% CI per model against T (log scale), the majority-rule m*, the paper's
     points with their bars, and the statistical limit; None when matplotlib is missing."""
-    plt = _pyplot("rerun with --report to draw it from the saved runs")
+    plt = pyplot_or_hint("rerun with --report to draw it from the saved runs")
     if plt is None:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -338,7 +338,7 @@ def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
                             fontsize=7)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
-    return _save(plt, fig, path)
+    return save_figure(plt, fig, path)
 
 FOLDER_OUTPUTS = (("table.md", "table"), ("critical.json", "critical"), ("mstar.png", "plot"),
                   ("limits.json", "limits"))   # what folder_report writes into OUT, each its kind
@@ -401,7 +401,7 @@ def _split_medians(runs, key):
             f"{show(_median([r for r in runs if not r['success']], key))}")
 
 
-def _cpu_minutes(runs):
+def cpu_minutes(runs):
     return np.nansum([float(r["seconds"]) for r in runs]) / 60
 
 
@@ -453,12 +453,12 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
             fail = [r for r in runs if not r["success"]]
             known = [r for r in fail if np.isfinite(float(r["train_acc"]))]   # nan: not recorded
             memo = sum(float(r["train_acc"]) == 1.0 for r in known)
-            lines.append(f"| {name} | {int(T)} | {_ci(e, 'm50')} | {ratio} | {_ci(e, 'm90')} | "
+            lines.append(f"| {name} | {int(T)} | {ci_text(e, 'm50')} | {ratio} | {ci_text(e, 'm90')} | "
                          f"{e['n_seeds']} | {PAPER_MSTAR.get(int(T), '-') if papers else '-'} | "
                          f"{memo} of {len(known)}"
                          f"{f' ({len(fail) - len(known)} not recorded)' if len(known) < len(fail) else ''}"
                          f" | {_split_medians(runs, 'attn_on_S')} | "
-                         f"{_split_medians(runs, 'pos_overlap')} | {_cpu_minutes(runs):.1f} |")
+                         f"{_split_medians(runs, 'pos_overlap')} | {cpu_minutes(runs):.1f} |")
         if growth_from is not None and i > 0:
             growth.append(_gap_growth_line(name, own, first, growth_from))
         if papers:
@@ -516,7 +516,7 @@ def _gap_growth_line(name, own, first, T0):
 def compare_plot(entries, path, title):
     """One panel per T: each protocol's m50 with its 95% CI (log m axis), the first protocol's m50
     as a dashed line, the paper's m* (and its bar) as a red band. None when matplotlib is missing."""
-    plt = _pyplot("rerun")
+    plt = pyplot_or_hint("rerun")
     if plt is None:
         return None
     from matplotlib import ticker
@@ -553,7 +553,7 @@ def compare_plot(entries, path, title):
     axes[0][0].set_yticklabels(names, fontsize=8)
     axes[0][0].invert_yaxis()
     fig.suptitle(title, fontsize=10)
-    return _save(plt, fig, path)
+    return save_figure(plt, fig, path)
 
 # ---------------------------------------------------------------- the width study
 
@@ -653,10 +653,10 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
         for T, e in c["est"].items():
             ratio = (_ratio(c["dep"]["ratios"][T]) if T in c["dep"]["ratios"] else
                      "(fit range)" if T <= fit_below else "(no small-T law)")
-            lines.append(f"| {c['d']} | {T} | {_ci(e, 'm50')} | {_ci(e, 'm90')} | "
+            lines.append(f"| {c['d']} | {T} | {ci_text(e, 'm50')} | {ci_text(e, 'm90')} | "
                          f"{e['n_seeds']} | {ratio} | {_split_medians(c['runs'][T], 'attn_on_S')}"
                          f" | {_split_medians(c['runs'][T], 'pos_overlap')} | "
-                         f"{_cpu_minutes(c['runs'][T]):.1f} |")
+                         f"{cpu_minutes(c['runs'][T]):.1f} |")
         dep, f = c["dep"], c["fit"]
         where = (f"departs from it at T = {dep['departs']} (the first T whose m50 lies above the "
                  f"law with 95% confidence)" if dep["departs"] else
@@ -755,7 +755,7 @@ def width_plot(curves, path, limits=None, fit_below=100):
     dashed), the paper's points with their bars and the statistical limit. Middle: edge_panel.
     Right: the median positional overlap of S in successes (solid) and failures (dashed). None
     without matplotlib."""
-    plt = _pyplot("rerun")
+    plt = pyplot_or_hint("rerun")
     if plt is None:
         return None
     fig, (ax, cx, bx) = plt.subplots(1, 3, figsize=(16, 4.4))
@@ -793,7 +793,7 @@ def width_plot(curves, path, limits=None, fit_below=100):
     bx.title.set_fontsize(9)
     ax.legend(fontsize=8)
     bx.legend(fontsize=7)
-    return _save(plt, fig, path)
+    return save_figure(plt, fig, path)
 
 
 def edge_panel(ax, curves, edges):
@@ -927,7 +927,7 @@ def headline_table(d64, d128, plot=None):
                                 cache=os.path.join(d64[0], "limits.json"))
     if plot:
         headline_plot({64: a, 128: b}, limits, plot)
-    m = lambda x, key: _ci(dict(m=x[key], m_lo=x[key + "_lo"], m_hi=x[key + "_hi"]), "m")
+    m = lambda x, key: ci_text(dict(m=x[key], m_lo=x[key + "_lo"], m_hi=x[key + "_hi"]), "m")
     cell = lambda at, T, key, i: m(at[T][i], key) if T in at else "-"
     lines = ["| T | the paper's m* [bar] | d = 64: m50 | d = 64: m* | d = 128: m50 | "
              "d = 128: m* | statistical limit [5%, 95%] |", "|---|---|---|---|---|---|---|"]
@@ -935,7 +935,7 @@ def headline_table(d64, d128, plot=None):
         paper = f"{PAPER_MSTAR[T]} [{paper_bar(T)}]" if T in PAPER_MSTAR else "-"
         lines.append(f"| {T} | {paper} | {cell(a, T, 'm50', 0)} | {cell(a, T, 'm_star', 1)} | "
                      f"{cell(b, T, 'm50', 0)} | {cell(b, T, 'm_star', 1)} | "
-                     f"{_limit(limits.get(T))} |")
+                     f"{limit_text(limits.get(T))} |")
     return ("\n".join(lines) + f"\n\nm50: where a logistic fit of success against ln m crosses "
             f"1/2; m*: the smallest m at which half of the seeds succeed (the paper's statistic); "
             f"[95% intervals], bootstrap over seeds (d = 64: {_seed_counts(a)}; d = 128: "
@@ -957,7 +957,7 @@ def _seed_counts(at):
 def headline_plot(widths, limits, path):
     """m* (majority) with its 95% interval against T for each width {d: {T: (est, st)}}, the
     paper's figure with its bars, and the statistical limit; None without matplotlib."""
-    plt = _pyplot("rerun")
+    plt = pyplot_or_hint("rerun")
     if plt is None:
         return None
     fig, ax = plt.subplots(figsize=(6.6, 4.3))
@@ -978,7 +978,7 @@ def headline_plot(widths, limits, path):
     ax.set(xscale="log", xlabel="T, bits in the input (log scale)",
            ylabel="training samples needed", title="3-sparse AND: samples needed against T")
     ax.legend(fontsize=7.5)
-    return _save(plt, fig, path)
+    return save_figure(plt, fig, path)
 
 
 BEGIN, END = "<!-- begin results/headline.md -->", "<!-- end results/headline.md -->"

@@ -303,7 +303,7 @@ def steps_report(out, meta):
         g = gf2_samples(o["task"], o["s"], T)
         lines.append(f"| {T} | {len(rows)} | {sum(r['censored'] for r in rows)} | {show(m)} "
                      f"[{show(lo)}, {show(hi)}] | {'-' if g is None else show(g)} | "
-                     f"{report._limit(limits.get(T))} |")
+                     f"{report.limit_text(limits.get(T))} |")
     fit = steps_fit(med)
     text = "\n".join(lines) + "\n\n" + fit + "\n"
     print(text, end="")
@@ -329,7 +329,7 @@ def steps_fit(med):
 
 
 def steps_plot(out, med, o, budget):
-    plt = report._pyplot("rerun with --report")
+    plt = report.pyplot_or_hint("rerun with --report")
     if plt is None:
         return None
     curves_path = os.path.join(out, "curves.json")
@@ -351,7 +351,7 @@ def steps_plot(out, med, o, budget):
            title="the plateau and the jump (seed 0 at each T)")
     ax.legend(fontsize=8)
     bx.legend(fontsize=7)
-    return report._save(plt, fig, os.path.join(out, "steps.png"))
+    return report.save_figure(plt, fig, os.path.join(out, "steps.png"))
 
 
 # ---------------------------------------------------------------- the command line -------------
