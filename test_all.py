@@ -820,38 +820,65 @@ def test_python_api_refuses_what_it_cannot_use():
             attn.loss_and_grads(p, cfg, X, y)
 
 
-# ---------------- copied alone: attn.py and data.py need numpy only, baseline.py attn.py too ----
+# ---------------- copied alone: the README's snippets, each with only the files it names -------
 
-COPIED_WITH = {"attn": ["attn"], "data": ["data"], "baseline": ["baseline", "attn", "fast"]}
+def readme_snippets():
+    """(files, code) for each snippet of the README's "Copying a file" section: the files are the
+    `x.py` names on the bold line before the ```python block."""
+    text = open(os.path.join(HERE, "README.md"), encoding="utf-8").read()
+    section = text.split("## Copying a file into your project", 1)[1].split("\n## ", 1)[0]
+    found = re.findall(r"^\*\*(.+?)\*\*.*?\n```python\n(.*?)```", section, re.M | re.S)
+    return [(re.findall(r"`(\w+\.py)`", head), code) for head, code in found]
 
 
-@pytest.mark.parametrize("module", ["attn", "data", "baseline"])
-def test_file_works_alone_in_an_empty_folder(module, tmp_path):
-    """Vendoring: attn.py alone, data.py alone, or baseline.py with attn.py, imports and runs with
-    numpy only."""
-    for name in COPIED_WITH[module]:
-        shutil.copy(os.path.join(HERE, name + ".py"), tmp_path)
-    code = {"attn": "import numpy as np, attn\n"
-                    "cfg = attn.default_config(T=10, d=8, heads=2, mlp=4)\n"
-                    "p = attn.init_params(cfg, np.random.default_rng(0))\n"
-                    "X = np.random.default_rng(1).integers(0, 2, (3, 10))\n"
-                    "loss, g, z = attn.loss_and_grads(p, cfg, X, np.array([0, 1, 1]))\n"
-                    "assert set(g) == set(p) and z.shape == (3,)\nprint('ok', float(loss))\n",
-            "data": "import numpy as np, data\n"
-                    "t = data.make_task('and', 20, 3, np.random.default_rng(0))\n"
-                    "X, y = t.sample(50, np.random.default_rng(1))\n"
-                    "assert X.shape == (50, 20) and y.shape == (50,)\nprint('ok')\n",
-            "baseline": "import numpy as np, baseline\n"
-                        "p = baseline.init(10, 4, np.random.default_rng(0), 'float64')\n"
-                        "X = np.random.default_rng(1).integers(0, 2, (3, 10))\n"
-                        "z, cache = baseline.forward(p, X)\n"
-                        "g = baseline.backward(np.ones(3), cache)\n"
-                        "assert set(g) == set(p) and z.shape == (3,)\nprint('ok')\n"}[module]
+def run_alone(files, argv, tmp_path):
+    """Run python argv in an empty folder holding only `files` (copied from here), with nothing
+    of this checkout on the path."""
+    for name in files:
+        shutil.copy(os.path.join(HERE, name), tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    r = subprocess.run([sys.executable, "-E", "-c", code], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr
-    assert set(os.listdir(tmp_path)) - {"__pycache__"} == {n + ".py" for n in COPIED_WITH[module]}
+    return subprocess.run([sys.executable, "-E", *argv], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_readme_snippets_run_with_only_their_files(tmp_path):
+    """Vendoring as the README shows it: each snippet, verbatim, in an empty folder with only the
+    files its line names; every copyable file has one; a file it does not name is missing."""
+    snippets = readme_snippets()
+    assert {f for files, _ in snippets for f in files} >= {"attn.py", "data.py", "fast.py",
+                                                           "hypotheses.py", "baseline.py"}
+    for i, (files, code) in enumerate(snippets):
+        where = tmp_path / str(i)
+        where.mkdir()
+        r = run_alone(files, ["-c", code], where)
+        assert r.returncode == 0 and r.stdout.strip(), (files, r.stderr)
+    files, code = next(s for s in snippets if s[0] == ["attn.py", "fast.py"])
+    (tmp_path / "short").mkdir()
+    r = run_alone(["attn.py"], ["-c", code], tmp_path / "short")     # without fast.py: it fails
+    assert r.returncode == 1 and "No module named 'fast'" in r.stderr
+
+
+def test_attn_py_alone_proves_itself(tmp_path, monkeypatch):
+    """python attn.py in an empty folder: every backward against central differences, the worst
+    relative error printed and below 1e-6; and the check fails on a wrong backward (LayerNorm's
+    without its mean term, softmax's without its correction)."""
+    r = run_alone(["attn.py"], ["attn.py"], tmp_path)
+    worst = float(re.search(r"worst relative error (\S+) ", r.stdout).group(1))
+    assert r.returncode == 0 and worst < 1e-6, r.stdout + r.stderr
+    assert int(re.search(r"attn\.py: (\d+) gradients", r.stdout).group(1)) > 100
+    errors = attn.gradient_checks()
+    assert max(errors.values()) < 1e-6 and any(k.startswith("full model:") for k in errors)
+    assert {k.split(":")[0] for k in errors} >= {"layernorm", "linear", "softmax", "dropout",
+                                                 "gelu", "relu", "mlp", "embed", "logistic",
+                                                 "attention_cls", "self_attention", "model",
+                                                 "full model", "model, dropout"}
+    real = attn.layernorm_backward
+    monkeypatch.setattr(attn, "layernorm_backward", lambda dy, c: (
+        lambda dx, dg, db: (dx + c[1] * (dy * c[2]).mean(-1, keepdims=True), dg, db))(*real(dy, c)))
+    bad = attn.gradient_checks()
+    assert bad["layernorm: dx"] > 1e-3 and bad["model: dE_pos"] > 1e-3
+    monkeypatch.setattr(attn, "softmax_backward", lambda dA, A: A * dA)
+    assert attn.gradient_checks()["softmax: ds"] > 1e-3
 
 
 # ===============================================================================================
