@@ -186,8 +186,8 @@ def sweep_fingerprint(meta):
     share it, whatever shard or machine wrote them."""
     options = {k: v for k, v in meta["options"].items() if v != train.DEFAULTS.get(k, object())}
     key = json.dumps(dict(options=options, bar=meta["bar"], search=meta["search"]),
-                     sort_keys=True)             # an option added later, at its default, keeps
-    return hashlib.sha1(key.encode()).hexdigest()[:12]   # the fingerprint of older rows
+                     sort_keys=True)    # options at their default are left out, so a new option
+    return hashlib.sha1(key.encode()).hexdigest()[:12]   # at its default changes no fingerprint
 
 
 def check_one_sweep(rows, sweep_ids, out):

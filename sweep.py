@@ -796,11 +796,6 @@ def add_bench_command(sub):
     c.set_defaults(run=main_bench, parser=c)
 
 
-# Sweep throughput before stacked runs (commit 02b5d41: one run per task, 2 worker processes of
-# one BLAS thread, m = 100, 1000 steps), measured on this 2-core machine on 2026-11-30.
-THROUGHPUT_BEFORE = {100: 40.7, 1000: 13.6}
-
-
 def _throughput_worker(args):
     T, R, steps, seed, d = args
     cli.keep_freed_memory()
@@ -872,13 +867,13 @@ def main_bench(a, fail):
     d = a.d[0]
     print(f"\nsweep throughput at d = {d}, {workers} worker processes, stacks of at most {a.stack} "
           f"runs (m = 100, {a.steps} steps, float32), runs per minute (median of 3 timings):")
-    print(f"{'T':>6} {'stack':>6} {'before stacking':>16} {'now':>8} {'ratio':>6}")
+    print(f"{'T':>6} {'stack':>6} {'one at a time':>14} {'stacked':>8} {'ratio':>6}")
     for T in a.throughput:
         R = stack_size(T, a.stack, d, H)
-        now = sweep_throughput(T, R, min(a.tp_steps, a.steps), a.steps, workers, d=d)
-        old = THROUGHPUT_BEFORE.get(T) if a.steps == 1000 and d == 64 else None
-        print(f"{T:6d} {R:6d} {old if old else '':>16} {now:8.1f} "
-              f"{f'{now / old:5.1f}x' if old else '':>6}", flush=True)
+        steps = min(a.tp_steps, a.steps)
+        alone = sweep_throughput(T, 1, steps, a.steps, workers, d=d)    # measured now, alike
+        now = sweep_throughput(T, R, steps, a.steps, workers, d=d) if R > 1 else alone
+        print(f"{T:6d} {R:6d} {alone:14.1f} {now:8.1f} {now / alone:5.1f}x", flush=True)
     return 0
 
 
