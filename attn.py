@@ -536,17 +536,18 @@ def _check_model_call(p, cfg, X, full, rng):
     check_bits(X, cfg)
 
 
-def _ln_forward(p, cfg, name, x):  # [..., d] -> [..., d]
-    """LayerNorm `name` of p (gain p[name_g], shift p[name_b]), or the identity when ln is off."""
+def ln_forward(p, cfg, name, x, op=None):  # [..., d] -> [..., d]
+    """LayerNorm `name` of p (gain p[name_g], shift p[name_b]), or the identity when ln is off.
+    op: the LayerNorm to run (layernorm_forward; fast.py gives its own for a stack)."""
     if not cfg["ln"]:
         return x, None
-    return layernorm_forward(x, p[name + "_g"], p[name + "_b"])
+    return (op or layernorm_forward)(x, p[name + "_g"], p[name + "_b"])
 
 
-def _ln_backward(grads, cfg, name, dy, cache):  # stores grads[name_g], grads[name_b]; -> dx
+def ln_backward(grads, cfg, name, dy, cache, op=None):  # stores grads[name_g], [name_b]; -> dx
     if not cfg["ln"]:
         return dy
-    dx, grads[name + "_g"], grads[name + "_b"] = layernorm_backward(dy, cache)
+    dx, grads[name + "_g"], grads[name + "_b"] = (op or layernorm_backward)(dy, cache)
     return dx
 
 
@@ -562,7 +563,7 @@ def head_forward(p, cfg, X, full=False, rng=None):  # [B, T] bits -> Attn(LN1(X)
     if cfg["dropout"] and rng is not None:
         tok, m_emb = dropout_forward(x0[:, :-1], cfg["dropout"], rng)
         x0 = np.concatenate([tok, x0[:, -1:]], axis=1)
-    xn, c_ln1 = _ln_forward(p, cfg, "ln1", x0)
+    xn, c_ln1 = ln_forward(p, cfg, "ln1", x0)
     if not full:
         out, c_a = attention_cls_forward(xn, p, cfg["heads"], drop=(cfg["dropout"], rng))
     else:
@@ -578,7 +579,7 @@ def head_backward(dout, p, cfg, c):  # -> {E_tok, E_pos, cls, ln1_g, ln1_b, W_Q,
         dy = np.zeros((dout.shape[0], c.N, dout.shape[1]), dout.dtype)
         dy[:, -1] = dout
         dxn, g = self_attention_backward(dy, c.attn)
-    dx0 = _ln_backward(g, cfg, "ln1", dxn, c.ln1)   # forward: xn = LN1(x0)
+    dx0 = ln_backward(g, cfg, "ln1", dxn, c.ln1)   # forward: xn = LN1(x0)
     if c.m_emb is not None:                         # forward: tokens = dropout(tokens)
         dx0[:, :-1] *= c.m_emb
     g["E_tok"], g["E_pos"], g["cls"] = embed_backward(dx0, c.emb)
@@ -608,11 +609,11 @@ def _model_forward(p, cfg, X, full, rng):
     h = p["cls"] + attn                                              # residual at [CLS]
     c_ln2 = c_mlp = m_mlp = None
     if cfg["mlp"]:
-        hn, c_ln2 = _ln_forward(p, cfg, "ln2", h)
+        hn, c_ln2 = ln_forward(p, cfg, "ln2", h)
         m, c_mlp = mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
         m, m_mlp = dropout_forward(m, cfg["dropout"], rng)
         h = h + m                                                    # residual
-    f, c_lnf = _ln_forward(p, cfg, "lnf", h)
+    f, c_lnf = ln_forward(p, cfg, "lnf", h)
     return f @ p["w"] + p["b"], ModelCache(c_head, m_attn, c_ln2, c_mlp, m_mlp, c_lnf, f)
 
 
@@ -623,11 +624,11 @@ def model_backward(dz, p, cfg, c):  # dz [B] -> {name: gradient of sum(dz * logi
     check_array("dz", dz, "biuf", c.f.shape[:1], "a numpy array of numbers in the logits' shape "
                 "{shape}")
     g = dict(w=c.f.T @ dz, b=dz.sum(0, keepdims=True))               # forward: z = f @ w + b
-    dh = _ln_backward(g, cfg, "lnf", dz[:, None] * p["w"], c.lnf)    # forward: f = LNf(h)
+    dh = ln_backward(g, cfg, "lnf", dz[:, None] * p["w"], c.lnf)    # forward: f = LNf(h)
     if cfg["mlp"]:                                          # forward: h = h + drop(MLP(LN2(h)))
         dm = dropout_backward(dh, c.m_mlp)
         dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dm, c.mlp)
-        dh = dh + _ln_backward(g, cfg, "ln2", dhn, c.ln2)
+        dh = dh + ln_backward(g, cfg, "ln2", dhn, c.ln2)
     g.update(head_backward(dropout_backward(dh, c.m_attn), p, cfg, c.head))
     g["cls"] = g["cls"] + dh.sum(0)                         # forward: h = cls + drop(attn)
     return g

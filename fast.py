@@ -64,19 +64,6 @@ def layernorm_backward(dy, cache):  # [R, n, d] -> dx [R, n, d], dg [R, d], db [
     return dx, dg, db
 
 
-def _ln_forward(p, cfg, name, x):  # [R, n, d] -> [R, n, d]; the identity when ln is off
-    if not cfg["ln"]:
-        return x, None
-    return layernorm_forward(x, p[name + "_g"], p[name + "_b"])
-
-
-def _ln_backward(grads, cfg, name, dy, cache):  # stores grads[name_g], grads[name_b]; -> dx
-    if not cfg["ln"]:
-        return dy
-    dx, grads[name + "_g"], grads[name + "_b"] = layernorm_backward(dy, cache)
-    return dx
-
-
 def linear_forward(x, W, b):
     """y = x @ W + b, leading axes reshaped away so that each run is one BLAS product.
     A stack of R runs: x [R, ..., n], W [R, n, k], b [R, k]. One run: x [..., n], W [n, k], b [k]
@@ -171,7 +158,7 @@ def attention_forward(p, cfg, X, versions=None):
     rows = np.empty((R, 2 * T + 1, d), p["E_pos"].dtype)            # v0 rows | v1 rows | cls
     rows[:, :2 * T] = (p["E_tok"][:, :, None, :] + p["E_pos"][:, None]).reshape(R, 2 * T, d)
     rows[:, 2 * T] = p["cls"]
-    rn, c_ln1 = _ln_forward(p, cfg, "ln1", rows)
+    rn, c_ln1 = attn.ln_forward(p, cfg, "ln1", rows, layernorm_forward)
     q, c_q = linear_forward(rn[:, -1:], p["W_Q"], p["b_Q"])          # [R, 1, d]
     qh = q.reshape(R, H, e)
     # the keys are only ever dotted with the one query: fold it in, s = rn @ u + c  (no K)
@@ -227,7 +214,7 @@ def _shortcut_backward(dy, p, cfg, c):  # the backward of attention_forward's sh
     drn += ds @ c.u.transpose(0, 2, 1)
     drn_q, g["W_Q"], g["b_Q"] = linear_backward(dqh.reshape(R, 1, d), c.c_q)
     drn[:, -1:] += drn_q                     # forward: q = rn[-1] W_Q + b_Q
-    drows = _ln_backward(g, cfg, "ln1", drn, c.ln1)
+    drows = attn.ln_backward(g, cfg, "ln1", drn, c.ln1, layernorm_backward)
     d_rows_by_version = drows[:, :2 * T].reshape(R, 2, T, d)  # forward: rows = E_tok[v] + E_pos[t]
     g["E_tok"], g["E_pos"] = d_rows_by_version.sum(2), d_rows_by_version.sum(1)
     g["cls"] = drows[:, 2 * T]
@@ -358,10 +345,10 @@ def _forward(p, cfg, X, versions):
     h = p["cls"][:, None, :] + a                                     # residual at [CLS]
     c_ln2 = c_mlp = None
     if cfg["mlp"]:
-        hn, c_ln2 = _ln_forward(p, cfg, "ln2", h)
+        hn, c_ln2 = attn.ln_forward(p, cfg, "ln2", h, layernorm_forward)
         m, c_mlp = mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
         h = h + m                                                    # residual
-    f, c_lnf = _ln_forward(p, cfg, "lnf", h)
+    f, c_lnf = attn.ln_forward(p, cfg, "lnf", h, layernorm_forward)
     z = (f @ p["w"][:, :, None])[:, :, 0] + p["b"][:, :1]            # readout at [CLS]
     return z, ModelCache(c_attn, c_ln2, c_mlp, c_lnf, f, False)
 
@@ -383,10 +370,11 @@ def _backward(dz, p, cfg, c):
     g = {}
     g["w"] = (dz[:, None, :] @ c.f)[:, 0, :]                        # forward: z = f @ w + b
     g["b"] = dz.sum(-1)[:, None]
-    dh = _ln_backward(g, cfg, "lnf", dz[:, :, None] * p["w"][:, None, :], c.lnf)
+    dh = attn.ln_backward(g, cfg, "lnf", dz[:, :, None] * p["w"][:, None, :], c.lnf,
+                          layernorm_backward)
     if cfg["mlp"]:                                                   # forward: h = h + MLP(LN2(h))
         dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dh, c.mlp)
-        dh = dh + _ln_backward(g, cfg, "ln2", dhn, c.ln2)
+        dh = dh + attn.ln_backward(g, cfg, "ln2", dhn, c.ln2, layernorm_backward)
     g.update(attention_backward(dh, p, cfg, c.attn))                 # forward: h = cls + attn
     g["cls"] = g["cls"] + dh.sum(-2)
     return g
