@@ -450,3 +450,28 @@ def claim_outputs(claims):
                                  f"of its own")
     for c in claims:
         claim_output(*c)
+
+
+# ---------------------------------------------------------------- plots (optional) -------------
+
+def pyplot_or_hint(then):
+    """matplotlib.pyplot on the file-only Agg backend; None, with a one-line hint ending in
+    `then`, when matplotlib is not installed (plots are optional)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"no plot: matplotlib is not installed (pip install matplotlib, then {then})")
+        return None
+    return plt
+
+
+def save_figure(plt, fig, path):
+    """The figure into `path`, whole or not at all (cli.replace_atomically)."""
+    fig.tight_layout()
+    try:
+        replace_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120))
+    finally:
+        plt.close(fig)
+    return path

@@ -12,9 +12,10 @@ import numpy as np
 
 import data
 import train
+from cli import pyplot_or_hint, save_figure
 from folder import folder_rows, full_options
 from report import (STRUCTURED, ci_text, cpu_minutes, fits_line, limit_text, over_folders,
-                    pyplot_or_hint, save_figure, statistical_limits, success_table)
+                    statistical_limits, success_table)
 from stats import critical_sizes, growth_in_s, scaling_fits, split_by_T
 
 

@@ -23,7 +23,8 @@ import numpy as np
 import data
 import hypotheses
 import train
-from cli import claim_outputs, replace_atomically, write_json, write_text
+from cli import (claim_outputs, pyplot_or_hint, replace_atomically, save_figure, write_json,
+                 write_text)
 from folder import folder_rows, full_options
 from stats import (N_BOOT, critical_sizes, fit_line, log_departure, paired_growth, paired_ratio,
                    scaling_fits, seed_outcome, split_by_T, success_estimates)
@@ -257,29 +258,6 @@ def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
     for line in lines + [""] + fits:
         log(line)
     return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n"
-
-
-def pyplot_or_hint(then):
-    """matplotlib.pyplot on the file-only Agg backend; None, with a one-line hint ending in
-    `then`, when matplotlib is not installed (plots are optional)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"no plot: matplotlib is not installed (pip install matplotlib, then {then})")
-        return None
-    return plt
-
-
-def save_figure(plt, fig, path):
-    """The figure into `path`, whole or not at all (cli.replace_atomically)."""
-    fig.tight_layout()
-    try:
-        replace_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120))
-    finally:
-        plt.close(fig)
-    return path
 
 
 def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):

@@ -329,7 +329,7 @@ def steps_fit(med):
 
 
 def steps_plot(out, med, o, budget):
-    plt = report.pyplot_or_hint("rerun with --report")
+    plt = cli.pyplot_or_hint("rerun with --report")
     if plt is None:
         return None
     curves_path = os.path.join(out, "curves.json")
@@ -351,7 +351,7 @@ def steps_plot(out, med, o, budget):
            title="the plateau and the jump (seed 0 at each T)")
     ax.legend(fontsize=8)
     bx.legend(fontsize=7)
-    return report.save_figure(plt, fig, os.path.join(out, "steps.png"))
+    return cli.save_figure(plt, fig, os.path.join(out, "steps.png"))
 
 
 # ---------------------------------------------------------------- the command line -------------

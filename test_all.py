@@ -3123,6 +3123,53 @@ def test_json_output_is_strict_json(tmp_path, capsys):
     assert json_strict["attn_on_S"] is None
 
 
+def test_summary_says_what_the_last_step_hides_and_names_the_head_that_found_s(tmp_path,
+                                                                                capsys):
+    """The run's summary and JSON: the best accuracy at the logged steps and its step, the first
+    jump of the training loss after it fell below LOSS_LOW, and the head with the most [CLS]
+    attention on S; the outcome stays the last step's."""
+    class Logged:
+        label, logged = "test", [dict(step=1, acc=0.5), dict(step=3, acc=0.9), dict(step=5,
+                                                                                     acc=0.6)]
+    got = train.over_the_run([0.7, 0.005, 0.004, 0.5, 0.3], Logged, steps=5)
+    assert (got["best_logged_acc"], got["best_logged_step"]) == (0.9, 3)
+    assert (got["loss_low_step"], got["loss_jump_step"]) == (2, 4)
+    quiet = train.over_the_run([0.7, 0.05, 0.004, 0.009], type("L", (), dict(
+        label="val", logged=[])), steps=10)                      # resumed at step 7, no logging
+    assert quiet["loss_low_step"] == 9 and quiet["loss_jump_step"] is None
+    assert quiet["best_logged_step"] is None and np.isnan(quiet["best_logged_acc"])
+    A = np.full((7, 3), 0.1)
+    A[[1, 4], 2], A[[0, 5], 0] = 0.4, 0.3          # head 2 puts 0.8 on S = [1, 4], head 0 0.2
+    assert train.best_head(A, np.array([1, 4]))["best_head"] == 2
+    assert train.best_head(A, np.array([1, 4]))["best_head_top"] == [1, 4]
+    out = str(tmp_path / "r.json")
+    code, printed, _ = run_cli(capsys, *TINY, "--steps", "30", "--log-every", "10", "--json", out)
+    r = json.load(open(out))
+    assert code == 0 and "cls_attention" not in r and 0 <= r["best_head"] < 2
+    assert r["best_logged_step"] in (1, 10, 20, 30) and r["logged_on"] == "test"
+    assert r["best_logged_acc"] == max(e["acc"] for e in r["logged"]) >= r["logged"][-1]["acc"]
+    assert re.search(rf"head {r['best_head']} +attends most to \[", printed)
+    assert "averaged over the 2 heads" in printed and "at the logged steps" in printed
+
+
+def test_plot_option_draws_the_run(tmp_path, capsys, monkeypatch):
+    """--plot PATH: with matplotlib, one picture (claimed like every output: never over a file
+    that is not a plot); without it, one line saying so, and the run still reports."""
+    path = str(tmp_path / "run.png")
+    (tmp_path / "notes.png").write_text("my notes")
+    code, _, err = run_cli(capsys, *TINY, "--plot", str(tmp_path / "notes.png"))
+    assert code == 2 and "--plot" in err and (tmp_path / "notes.png").read_text() == "my notes"
+    monkeypatch.setattr(cli, "pyplot_or_hint", lambda then: print("no plot: matplotlib is not "
+                                                                  "installed") and None)
+    code, out, _ = run_cli(capsys, *TINY, "--plot", path)
+    assert code == 0 and "no plot" in out and "test accuracy" in out
+    assert not os.path.exists(path)
+    monkeypatch.undo()
+    pytest.importorskip("matplotlib")
+    code, out, _ = run_cli(capsys, *TINY, "--log-every", "2", "--plot", path)
+    assert code == 0 and f"plot: {path}" in out and cli.claim_output(path, "plot") == path
+
+
 # ===============================================================================================
 # steps.py: training steps to success (its monitor, FirstHit, on train_stack)
 # ===============================================================================================

@@ -257,6 +257,7 @@ def finish_run(o, run):
         run.stopper.restore()
     r = summarise(o, run.task, run.params, run.cfg, run.logits, run.train, run.test, run.losses,
                   run.progress.seconds())
+    r.update(over_the_run(run.losses, run.progress, o["steps"]))
     if not run.stopper:
         return dict(r, best_step=o["steps"])
     best = int(run.stopper.best_step[0])       # the training loss of the parameters kept
@@ -398,13 +399,15 @@ class StopRequests:
 
 class Progress:
     """The progress line every log_every steps (and at step 1): loss, accuracies, [CLS] attention
-    mass on S, elapsed time. Flushed, so it shows under redirection too."""
+    mass on S, elapsed time. Flushed, so it shows under redirection too. .logged keeps each line's
+    numbers (step, loss, train_acc, acc, attn_on_S) for the summary and the plot."""
 
     def __init__(self, log, o, params, cfg, logits, train, test, S, label="test"):
         self.say, self.every, self.params, self.cfg, self.logits = log, \
             o["log_every"] if log else 0, params, cfg, logits
         self.train, self.test, self.S, self.t0 = train, test, S, time.perf_counter()
         self.label = label            # with early stopping, the validation set is shown instead
+        self.logged = []
 
     def seconds(self):
         return time.perf_counter() - self.t0
@@ -416,6 +419,7 @@ class Progress:
         te = accuracy(self.logits(self.params, self.test[0]), self.test[1])
         mass = (attention_on_support(self.params, self.cfg, self.test[0][:200], self.S)[0]
                 if self.cfg else np.nan)
+        self.logged.append(dict(step=step, loss=loss, train_acc=tr, acc=te, attn_on_S=mass))
         self.say(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  {self.label} acc {te:.3f}  "
                  f"attn on S {mass:.3f}  {self.seconds():6.1f}s")
 
@@ -493,7 +497,39 @@ def summarise(o, task, params, cfg, logits, train, test, losses, seconds):
         mass, A = attention_on_support(params, cfg, test[0][:200], task.S)
         r.update(attn_on_S=mass, top_attended=np.sort(np.argsort(A)[::-1][:o["s"]]).tolist(),
                  pos_overlap=position_overlap(params["E_pos"], task.S))
+        r.update(best_head(fast.cls_attention_mean(params, cfg, test[0][:200], by_head=True),
+                           task.S))
     return r
+
+
+def best_head(A, S):  # A [T+1, H]: each head's mean [CLS] attention -> dict
+    """The head whose [CLS] attention puts the most mass on S, its mass there and its top s
+    positions; and A itself (cls_attention, [T+1, H], for the plot). Averaging over heads can
+    hide a head that found S behind heads that attend elsewhere."""
+    on_S = A[S].sum(0)                                                # [H]
+    h = int(np.argmax(on_S))
+    top = np.sort(np.argsort(A[:-1, h])[::-1][:len(S)]).tolist()
+    return dict(best_head=h, best_head_on_S=float(on_S[h]), best_head_top=top, cls_attention=A)
+
+
+LOSS_LOW = 0.01        # a training loss below this has fit its set; a jump is back above 10x this
+
+
+def over_the_run(losses, progress, steps):
+    """What the last step hides: the best accuracy at the logged steps (on the test set, or the
+    validation set with early stopping) and its step, and the first jump of the training loss
+    above 10 * LOSS_LOW after it had fallen below LOSS_LOW (steps of this session; None: none).
+    Nothing here chooses anything: the outcome stays the last step's."""
+    first = steps - len(losses) + 1
+    low = next((i for i, v in enumerate(losses) if v < LOSS_LOW), None)
+    jump = None if low is None else next((i for i, v in enumerate(losses[low:], low)
+                                          if v > 10 * LOSS_LOW), None)
+    best = max(progress.logged, key=lambda e: e["acc"], default=None)
+    return dict(logged=progress.logged, logged_on=progress.label,
+                best_logged_acc=best["acc"] if best else float("nan"),
+                best_logged_step=best["step"] if best else None,
+                loss_low_step=None if low is None else first + low,
+                loss_jump_step=None if jump is None else first + jump)
 
 
 def position_overlap(E_pos, S):
@@ -1019,6 +1055,9 @@ def train_parser():
         "'python sweep.py --help'."))
     add_options(ap, [name for name, *_ in OPTIONS])
     ap.add_argument("--json", metavar="PATH", help="also write the summary as JSON to PATH")
+    ap.add_argument("--plot", metavar="PATH", help="also draw the run (losses, accuracies, each "
+                    "head's [CLS] attention at the end, S marked) into PATH (.png, .pdf, .svg); "
+                    "needs matplotlib")
     ap.add_argument("--save", metavar="PATH", help="checkpoint (.npz) written every --save-every "
                     "steps, at the end and on Ctrl-C or SIGTERM")
     ap.add_argument("--save-every", dest="save_every", type=integer(1), default=100,
@@ -1036,8 +1075,8 @@ def main(argv=None):
     ap = train_parser()
     a = ap.parse_args(argv)
     opts = vars(a).copy()
-    out_json, save, save_every, resume = (opts.pop(k) for k in ("json", "save", "save_every",
-                                                                 "resume"))
+    out_json, plot, save, save_every, resume = (opts.pop(k) for k in (
+        "json", "plot", "save", "save_every", "resume"))
     opts.pop("threads")
     ckpt = None
     if resume:
@@ -1056,7 +1095,7 @@ def main(argv=None):
                      f"with --steps")
         save = save or resume
     try:                                      # never over a file that is not this run's own
-        cli.claim_outputs([(out_json, "summary", "--json"),
+        cli.claim_outputs([(out_json, "summary", "--json"), (plot, "plot", "--plot"),
                            (save, "checkpoint", "--save", checkpoint_owner(resume))])
     except ValueError as e:
         ap.error(str(e))
@@ -1094,9 +1133,53 @@ def main(argv=None):
         return 130
     print_summary(r, o, save)
     if out_json:
-        summary = {k: v for k, v in r.items() if k not in ("params", "cfg")}
+        summary = {k: v for k, v in r.items() if k not in ("params", "cfg", "cls_attention")}
         cli.write_json(out_json, summary)          # strict JSON: NaN is written as null
+    if plot:
+        plot_run(r, o, plot)
     return 0
+
+
+def plot_run(r, o, path):
+    """The run in one picture: the training loss at every step and the accuracies at the logged
+    steps; each head's mean [CLS] attention over the T positions at the end, S marked."""
+    plt = cli.pyplot_or_hint("rerun with --plot")
+    if plt is None:
+        return None
+    panels = 2 if r["cfg"] else 1
+    fig, axes = plt.subplots(panels, 1, figsize=(7.0, 3.2 * panels), squeeze=False)
+    ax = axes[0, 0]
+    steps = np.arange(r["steps"] - len(r["losses"]) + 1, r["steps"] + 1)
+    ax.semilogy(steps, np.maximum(r["losses"], 1e-12), color="0.3", lw=1, label="training loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    acc = ax.twinx()
+    for key, label, style in (("train_acc", "train accuracy", "b.-"),
+                              ("acc", f"{r['logged_on']} accuracy", "r.-")):
+        acc.plot([e["step"] for e in r["logged"]], [e[key] for e in r["logged"]], style, ms=4,
+                 label=label)
+    acc.set_ylim(0.4, 1.02)
+    acc.set_ylabel("accuracy (logged steps)")
+    acc.legend(loc="center right", fontsize=8)
+    ax.set_title(f"{o.model} on {o.task}, T={o.T}, s={o.s}, m={o.m}, seed={o.seed}: "
+                 f"test accuracy {r['test_acc']:.3f} at the end", fontsize=9)
+    if r["cfg"]:
+        ax = axes[1, 0]
+        A = r["cls_attention"][:-1]                                   # [T, H]; [CLS] left out
+        for h in range(A.shape[1]):
+            best = h == r["best_head"]
+            ax.plot(A[:, h], lw=1.6 if best else 0.6, color="C3" if best else "0.6",
+                    label=f"head {h} (most mass on S)" if best else None)
+        for t in r["S"]:
+            ax.axvline(t, color="C0", ls=":", lw=1)
+        ax.set_xlabel(f"position t (dotted: S = {r['S']})")
+        ax.set_ylabel("[CLS] attention")
+        ax.set_title(f"each head's [CLS] attention at the end, mean over {min(200, o.n_test)} "
+                     f"test samples", fontsize=9)
+        ax.legend(fontsize=8)
+    cli.save_figure(plt, fig, path)
+    print(f"plot: {path}")
+    return path
 
 
 def interrupted_message(e, o):
@@ -1125,9 +1208,18 @@ def print_summary(r, o, save):
               f"{o.val} validation samples (checked every {o.val_every} steps)")
     print(f"true support S         {r['S']}")
     if r["cfg"]:
-        print(f"[CLS] attends most to  {r['top_attended']}  "
-              f"({'found S' if r['top_attended'] == r['S'] else 'not S'}; attention mass on S "
+        print(f"[CLS] attends most to  {r['top_attended']}  (averaged over the {o.heads} heads: "
+              f"{'found S' if r['top_attended'] == r['S'] else 'not S'}; attention mass on S "
               f"{r['attn_on_S']:.3f}, uniform would be {o.s / (o.T + 1):.3f})")
+        print(f"head {r['best_head']:<2d} attends most to {r['best_head_top']}  (the head with the "
+              f"most mass on S, {r['best_head_on_S']:.3f}: "
+              f"{'found S' if r['best_head_top'] == r['S'] else 'not S'})")
+    if r["logged"]:
+        print(f"best {r['logged_on']} accuracy at the logged steps {r['best_logged_acc']:.4f} "
+              f"(step {r['best_logged_step']}); the run's outcome is its last step's")
+    if r["loss_jump_step"]:
+        print(f"the training loss fell below {LOSS_LOW} at step {r['loss_low_step']} and jumped "
+              f"above {10 * LOSS_LOW} at step {r['loss_jump_step']}")
     ran = len(r["losses"])
     print(f"{r['steps']} steps" + (f" ({ran} of them in this session)" if ran < r["steps"] else "")
           + f" in {r['seconds']:.1f} s" + (f"; checkpoint {save}" if save else ""), flush=True)
