@@ -3417,3 +3417,42 @@ def test_unknown_argument_is_one_line_and_exit_2(args):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("theory.py: error:"), r.stderr
     assert args[0] in lines[0]
+
+
+# ---- issue 31: claims and the front page
+
+def test_the_bootstrap_of_a_median_is_exact():
+    # every resample listed by hand (n^n of them) against the order-statistics formula, with ties
+    # and censored (+inf) values, for an odd and an even number of seeds
+    for n in (5, 6):
+        v = np.array([np.inf, 30.0, 10.0, 30.0, 70.0, 20.0][:n])
+        seen = {}
+        for idx in itertools.product(range(n), repeat=n):
+            m = float(np.median(v[list(idx)]))
+            seen[m] = seen.get(m, 0) + 1                 # counted, then divided: exact
+        support, p = stats.median_bootstrap(v)
+        assert sorted(seen) == list(support)
+        assert np.allclose([seen[x] / n ** n for x in support], p, rtol=0, atol=1e-14)
+        C, w = stats.seed_resamples(n)                   # the listed resamples agree with both
+        medians = stats.resample_medians(v, C)
+        assert np.allclose([w[medians == x].sum() for x in support], p, rtol=0, atol=1e-14)
+    x = np.random.default_rng(3).normal(size=999)       # equal weights: percentile_ci's rule
+    assert stats.weighted_percentile_ci(x, np.ones_like(x)) == stats.percentile_ci(x)
+    assert not stats.exact_resamples(20)                 # too many to list: drawn, equal weights
+    C, w = stats.seed_resamples(20, n_boot=50)
+    assert C.shape == (50, 20) and (C.sum(1) == 20).all() and np.allclose(w, 1 / 50)
+
+
+def test_parity_median_steps_at_T200_is_exact_not_a_cut_off_of_2000_resamples():
+    # 2,000 resamples put the 97.5% bound on 1,750, but the bootstrap median exceeds 1,750 with
+    # probability 3.3%: the exact bound is 2,850, and the committed table must say so
+    import csv
+    rows = list(csv.DictReader(open(os.path.join(HERE, "results/parity/s-2/steps.csv"))))
+    v = [np.inf if r["censored"] == "1" else float(r["steps_to_bar"]) for r in rows
+         if r["T"] == "200"]
+    support, p = stats.median_bootstrap(v)
+    assert abs(p[support > 1750].sum() - 0.0328) < 0.0005
+    assert stats.median_ci(v) == (475.0, 2850.0)
+    table = open(os.path.join(HERE, "results/parity/s-2/table.md")).read()
+    row = next(ln for ln in table.splitlines() if ln.startswith("| 200 |"))
+    assert "1360 [475, 2850]" in row and "1750" not in row
