@@ -2597,12 +2597,13 @@ def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, 
                                                                      capsys):
     readme = tmp_path / "README.md"
     readme.write_text("# x\nbefore\n" + report.BEGIN + "\nold\n" + report.END + "\nafter\n")
-    out = tmp_path / "headline.md"
-    args = ["headline", "--d64", str(smoke_ref), "--d128", str(smoke_ref), "--out", str(out),
+    out, wide = tmp_path / "headline.md", tmp_path / "d-128"
+    assert _sweep(wide, "--d", "128", "--seeds", "1") == 0           # --d128 must be at d = 128
+    args = ["headline", "--d64", str(smoke_ref), "--d128", str(wide), "--out", str(out),
             "--readme", str(readme)]
     assert sweep.main(args) == 0
     table = out.read_text()
-    assert table.startswith("| T | the paper's m* [bar] |") and "| 8 | - | " in table
+    assert table.startswith("| T | the paper's m* [its bar] |") and "| 8 | - | " in table
     assert readme.read_text() == ("# x\nbefore\n" + report.BEGIN + "\n" + table + report.END
                                   + "\nafter\n")
     assert sweep.main(args) == 0 and readme.read_text().count("| 16 | - |") == 1   # idempotent
@@ -3456,3 +3457,51 @@ def test_parity_median_steps_at_T200_is_exact_not_a_cut_off_of_2000_resamples():
     table = open(os.path.join(HERE, "results/parity/s-2/table.md")).read()
     row = next(ln for ln in table.splitlines() if ln.startswith("| 200 |"))
     assert "1360 [475, 2850]" in row and "1750" not in row
+
+
+def test_headline_refuses_a_folder_at_another_width_in_one_line(smoke_ref, tmp_path, capsys):
+    out = tmp_path / "headline.md"                            # the smoke sweep runs at d = 64
+    code, _, err = run_cli(capsys, "sweep", "headline", "--d64", str(smoke_ref), "--d128",
+                           str(smoke_ref), "--out", str(out), "--readme", str(tmp_path / "R.md"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and not out.exists()
+    assert f"{smoke_ref} holds runs at d = 64, not 128" in err and "--d128" in err
+    narrow = tmp_path / "d-32"
+    assert _sweep(narrow, "--d", "32", "--seeds", "1", "--Ts", "8") == 0
+    code, _, err = run_cli(capsys, "sweep", "headline", "--d64", str(narrow), "--out", str(out),
+                           "--readme", str(tmp_path / "R.md"))
+    assert code == 2 and f"{narrow} holds runs at d = 32, not 64" in err and "--d64" in err
+
+
+INTERVAL = re.compile(r"\[(-?(?:\d[\d,]*(?:\.\d+)?|inf)), (-?(?:\d[\d,]*(?:\.\d+)?|inf))\]")
+
+
+def _intervals(text):
+    """Every interval written [a, b] in a text, thousands separators dropped: {"[a, b]"}."""
+    return {f"[{a.replace(',', '')}, {b.replace(',', '')}]" for a, b in INTERVAL.findall(text)}
+
+
+def test_every_interval_on_the_front_page_is_one_a_results_file_holds():
+    held = set()
+    for ext in ("md", "json", "csv"):
+        for path in glob.glob(os.path.join(HERE, "results", "**", f"*.{ext}"), recursive=True):
+            if os.path.basename(path) != "README.md":      # a page is not where numbers come from
+                held |= _intervals(open(path).read())
+    page = open(os.path.join(HERE, "README.md")).read()
+    front = _intervals(re.sub(r"```.*?```", "", page, flags=re.S))   # code holds shapes, [300, 200]
+    assert len(front) >= 20                               # the table's and the verdict's
+    assert not front - held, f"intervals no results file holds: {sorted(front - held)}"
+    assert _intervals("1,360 [475, 2,850] and [-17.1, -3.7], [580, inf]") == {
+        "[475, 2850]", "[-17.1, -3.7]", "[580, inf]"}      # the pattern itself
+
+
+def test_the_verdict_is_at_most_six_short_bullets_each_with_an_interval_and_a_link():
+    page = open(os.path.join(HERE, "README.md")).read()
+    verdict = page[page.index("## Verdict"):]
+    verdict = verdict[:verdict.index("\n## ")]
+    bullets = re.findall(r"^- (.*?)(?=^- |\n\n|\Z)", verdict, re.S | re.M)
+    assert 1 <= len(bullets) <= 6
+    for b in bullets:
+        assert len(b.split()) <= 60, b
+        assert _intervals(b) and re.search(r"\]\((results/[^)]+README\.md)\)", b), b
+    assert page.index("## Run it") < page.index("## The answer") < page.index("## Verdict")
+    assert len(page[:page.index("## Run it")].split()) < 200      # the commands on the first screen
