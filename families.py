@@ -111,10 +111,32 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
                             + "): no fit across T")
                 if what == "m*" and fits[-2] == fits[-1].replace("m*", "m50", 1):
                     fits[-2:] = [fits[-2].replace("m50", "m50 and m*", 1)]   # one line for both
-    fits += growth_lines(by_family)
+    fits += growth_lines(by_family) + grid_edge_lines(by_family)
     for line in lines + [""] + fits:
         log(line)
     return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n", by_family
+
+
+def grid_edge_lines(by_family):
+    """Per cell whose m* lies within the m tried but whose 95% interval leaves them: the share of
+    resamples in which m* lies above the largest m tried (or below the smallest), so an interval
+    open at one end reads as what it is: an estimate that leaves the grid in some resamples.
+    Where m* is the largest m tried, a growth to it is a lower bound."""
+    out = []
+    for (task, s), (grid, cells, _, _) in sorted(by_family.items()):
+        for T, (_, st, _) in sorted(cells.items()):
+            if not grid[0] <= st["m_star"] <= grid[-1]:
+                continue
+            boot = np.asarray(st["m_star_boot"])
+            above, below = np.mean(boot > grid[-1]), np.mean(boot < grid[0])
+            if st["m_star_hi"] > grid[-1] or st["m_star_lo"] < grid[0]:
+                edge = (", the largest m tried, so a growth to it is a lower bound"
+                        if st["m_star"] == grid[-1] else "")
+                out.append(f"{task} s = {s}, T = {T}: m* = {st['m_star']:.0f}{edge}; m* lies "
+                           f"above the largest m tried ({grid[-1]}) in {above:.1%} of the "
+                           f"{boot.size} resamples"
+                           + (f" and below the smallest ({grid[0]}) in {below:.1%}" if below else ""))
+    return out
 
 
 def growth_lines(by_family):

@@ -3505,3 +3505,17 @@ def test_the_verdict_is_at_most_six_short_bullets_each_with_an_interval_and_a_li
         assert _intervals(b) and re.search(r"\]\((results/[^)]+README\.md)\)", b), b
     assert page.index("## Run it") < page.index("## The answer") < page.index("## Verdict")
     assert len(page[:page.index("## Run it")].split()) < 200      # the commands on the first screen
+
+
+def test_an_mstar_interval_open_at_the_grid_says_how_often_it_leaves_it():
+    grid = [8, 10, 580]
+    st = lambda m, lo, hi, boot: dict(m_star=m, m_star_lo=lo, m_star_hi=hi, m_star_boot=boot)
+    cells = {30: (None, st(10, 8, 10, [8, 10, 10, 10]), None),              # inside: no line
+             1000: (None, st(580, 10, math.inf, [580, math.inf, 10, 580]), None),
+             3000: (None, st(math.inf, 580, math.inf, [math.inf] * 4), None)}   # off the grid
+    (line,) = families.grid_edge_lines({("junta", 3): (grid, cells, "f", {})})
+    assert line == ("junta s = 3, T = 1000: m* = 580, the largest m tried, so a growth to it is a "
+                    "lower bound; m* lies above the largest m tried (580) in 25.0% of the 4 "
+                    "resamples")
+    fam = open(os.path.join(HERE, "results/families/families.md")).read()
+    assert "junta s = 3, T = 1000: m* = 580, the largest m tried" in fam and "in 24.3% of" in fam
