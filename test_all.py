@@ -3480,7 +3480,7 @@ def _intervals(text):
     return {f"[{a.replace(',', '')}, {b.replace(',', '')}]" for a, b in INTERVAL.findall(text)}
 
 
-def test_every_interval_on_the_front_page_is_one_a_results_file_holds():
+def test_every_interval_on_the_front_page_and_the_study_pages_is_one_a_results_file_holds():
     held = set()
     for ext in ("md", "json", "csv"):
         for path in glob.glob(os.path.join(HERE, "results", "**", f"*.{ext}"), recursive=True):
@@ -3490,6 +3490,9 @@ def test_every_interval_on_the_front_page_is_one_a_results_file_holds():
     front = _intervals(re.sub(r"```.*?```", "", page, flags=re.S))   # code holds shapes, [300, 200]
     assert len(front) >= 20                               # the table's and the verdict's
     assert not front - held, f"intervals no results file holds: {sorted(front - held)}"
+    for path in glob.glob(os.path.join(HERE, "results", "**", "README.md"), recursive=True):
+        study = _intervals(re.sub(r"```.*?```", "", open(path).read(), flags=re.S))
+        assert not study - held, f"{path}: intervals no results file holds: {sorted(study - held)}"
     assert _intervals("1,360 [475, 2,850] and [-17.1, -3.7], [580, inf]") == {
         "[475, 2850]", "[-17.1, -3.7]", "[580, inf]"}      # the pattern itself
 
