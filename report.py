@@ -373,7 +373,8 @@ def folder_report(out, rows, grids, a, protocol, missing):
     write_text(os.path.join(out, "table.md"), table)
     write_json(os.path.join(out, "critical.json"),
                [{k: v for k, v in dict(st, **est[key], limit=limits.get(key[1])).items()
-                 if not k.endswith("_boot")} for key, st in stats.items()])
+                 if not k.endswith("_boot") and k != "m_star_above"}     # the JSON keeps its fields
+                for key, st in stats.items()])
     png = sweep_plot(stats, os.path.join(out, "mstar.png"),
                      f"{what}: samples to reach test accuracy >= {a.bar}", comparable, est=est,
                      limits=limits)

@@ -379,15 +379,36 @@ def median_bootstrap(values):
     return support, np.array([prob[x] for x in support])
 
 
-def median_ci(values, lo=2.5, hi=97.5):
-    """95% percentile interval of the bootstrap median of `values`, computed exactly
-    (median_bootstrap) -> (lo, hi) floats: the bound at q is the smallest median whose bootstrap
-    probability of lying at or below it reaches q%, the same rule percentile_ci applies to drawn
-    resamples, with no resampling error."""
-    support, p = median_bootstrap(values)
+def order_statistic_bootstrap(values, k):
+    """The exact bootstrap distribution of the k-th smallest (1-based) of n values resampled with
+    replacement -> (support [j], probabilities [j]), the support the distinct values, sorted.
+    The k-th smallest draw is at most v exactly when k or more of the n draws are, so
+    P(X_(k) <= v) = P(Binomial(n, F(v)) >= k), F(v) the share of the values at most v. Majority
+    m* after bisection is such a statistic: the ceil(n/2)-th smallest critical m of the seeds."""
+    v = np.sort(np.asarray(values, dtype=np.float64).ravel())
+    n = v.size
+    if n == 0 or np.isnan(v).any() or not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n NaN-free values, got k = {k} and {n} values")
+    support = np.unique(v)
+    at_most = lambda x: float(np.sum(v <= x)) / n
+    cdf = np.array([sum(math.comb(n, j) * at_most(x) ** j * (1 - at_most(x)) ** (n - j)
+                        for j in range(k, n + 1)) for x in support])
+    return support, np.diff(np.concatenate([[0.0], cdf]))
+
+
+def distribution_ci(support, p, lo=2.5, hi=97.5):
+    """95% percentile interval of an exact bootstrap distribution (support sorted, p its
+    probabilities) -> (lo, hi) floats: the bound at q is the smallest value whose probability of
+    lying at or below it reaches q%, the rule percentile_ci applies to drawn resamples."""
     cdf = np.cumsum(p)
     at = lambda q: float(support[min(int(np.searchsorted(cdf, q / 100.0 - 1e-12)), support.size - 1)])
     return at(lo), at(hi)
+
+
+def median_ci(values, lo=2.5, hi=97.5):
+    """95% percentile interval of the bootstrap median of `values`, computed exactly
+    (median_bootstrap, distribution_ci): no resampling error."""
+    return distribution_ci(*median_bootstrap(values), lo, hi)
 
 
 def exact_resamples(n_seeds):
@@ -515,9 +536,13 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
     at m itself when the whole grid was run (--search grid), and as #{seeds: critical <= m} after
     bisection, which takes success to be monotone in m. Real runs are not perfectly monotone
     (a seed can fail above its first success), so the two can differ.
-    m_star_lo, m_star_hi: its 95% interval from the seed bootstrap of success_estimates (the same
-    n_boot = 2000 resamples of the finished seeds, _seed_counts with seed 0), m* recomputed by
-    the same rule on each resample; m_star_boot holds the replicates (for scaling_fits).
+    m_star_lo, m_star_hi: its 95% interval from a bootstrap over the finished seeds. After
+    bisection m* is the ceil(n/2)-th smallest critical m, so the interval is exact
+    (order_statistic_bootstrap: no resampling error), and so is m_star_above, the bootstrap
+    probability that m* lies above the grid; for a grid walk both come from the drawn resamples.
+    m_star_boot holds the seed bootstrap of success_estimates (the same n_boot = 2000 resamples,
+    _seed_counts with seed 0), m* recomputed by the same rule on each, for scaling_fits, which
+    pairs them across T.
     """
     by = {}
     for r in rows:
@@ -545,8 +570,12 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
         mstar, boot = float(boot[0]), boot[1:]
         finite = crit[np.isfinite(crit)]
         lo, hi = percentile_ci(boot)
+        above = float(np.mean(np.isinf(boot)))
+        if search != "grid" and n:   # the ceil(n/2)-th smallest critical m: its exact bootstrap
+            support, p = order_statistic_bootstrap(crit, math.ceil(n / 2))
+            (lo, hi), above = distribution_ci(support, p), float(p[np.isinf(support)].sum())
         out[(model, T)] = dict(model=model, T=T, n_seeds=n, m_star=mstar, m_star_lo=lo,
-                               m_star_hi=hi, m_star_boot=boot,
+                               m_star_hi=hi, m_star_boot=boot, m_star_above=above,
                                unfinished=len(outcomes) - n,
                                mean=float(finite.mean()) if len(finite) else np.inf,
                                std=float(finite.std(ddof=1)) if len(finite) > 1 else 0.0,

@@ -1751,9 +1751,10 @@ def test_critical_sizes_majority_rule():
 
 
 def test_majority_mstar_interval_resamples_the_seeds():
-    """m* (majority) gets a 95% interval from the same seed bootstrap as m50: replicate i draws
-    the seeds _seed_counts draws, and m* of those seeds, recomputed one resample at a time by the
-    rule itself, is the replicate. Under bisection, m* is the ceil(n/2)-th smallest critical m."""
+    """m* (majority) gets replicates from the same seed bootstrap as m50: replicate i draws the
+    seeds _seed_counts draws, and m* of those seeds, recomputed one resample at a time by the rule
+    itself, is the replicate. Under bisection, m* is the ceil(n/2)-th smallest critical m, so its
+    95% interval is computed exactly from order statistics instead of from the replicates."""
     grid = [float(m) for m in stats.m_grid(8, 600)]
     rng = np.random.default_rng(4)
     thresholds = np.exp(rng.normal(np.log(80), 0.6, size=15))
@@ -1777,7 +1778,10 @@ def test_majority_mstar_interval_resamples_the_seeds():
     C = stats._seed_counts(np.random.default_rng(0), 15, 2000)
     boot = [np.sort(np.repeat(crit, C[i].astype(int)))[7] for i in range(2000)]
     np.testing.assert_array_equal(st["m_star_boot"], boot)
-    assert (st["m_star_lo"], st["m_star_hi"]) == stats.percentile_ci(np.array(boot))
+    # the interval itself is exact: the bootstrap of the 8th smallest (order_statistic_bootstrap),
+    # here (56, 208) where these 2,000 drawn resamples give (82, 122): P(m* <= 56) is 0.0255
+    assert (st["m_star_lo"], st["m_star_hi"]) == stats.distribution_ci(
+        *stats.order_statistic_bootstrap(crit, 8)) == (56.0, 208.0)
     assert st["m_star_lo"] < st["m_star"] < st["m_star_hi"] < 600
     # every seed alike: no spread; walking the grid counts successes at m, resampled the same way
     st = stats.critical_sizes(bisected([50] * 6), {"transformer": grid}, "bisect")[
@@ -3512,13 +3516,41 @@ def test_the_verdict_is_at_most_six_short_bullets_each_with_an_interval_and_a_li
 
 def test_an_mstar_interval_open_at_the_grid_says_how_often_it_leaves_it():
     grid = [8, 10, 580]
-    st = lambda m, lo, hi, boot: dict(m_star=m, m_star_lo=lo, m_star_hi=hi, m_star_boot=boot)
-    cells = {30: (None, st(10, 8, 10, [8, 10, 10, 10]), None),              # inside: no line
-             1000: (None, st(580, 10, math.inf, [580, math.inf, 10, 580]), None),
-             3000: (None, st(math.inf, 580, math.inf, [math.inf] * 4), None)}   # off the grid
+    st = lambda m, lo, hi, above: dict(m_star=m, m_star_lo=lo, m_star_hi=hi, m_star_above=above)
+    cells = {30: (None, st(10, 8, 10, 0.0), None),                          # inside: no line
+             1000: (None, st(580, 10, math.inf, 0.25), None),
+             3000: (None, st(math.inf, 580, math.inf, 1.0), None)}          # off the grid
     (line,) = families.grid_edge_lines({("junta", 3): (grid, cells, "f", {})})
     assert line == ("junta s = 3, T = 1000: m* = 580, the largest m tried, so a growth to it is a "
-                    "lower bound; m* lies above the largest m tried (580) in 25.0% of the 4 "
-                    "resamples")
+                    "lower bound; m* lies above the largest m tried (580) with bootstrap "
+                    "probability 0.250")
+    # the 3-junta at T = 1000: 9 of 20 seeds never succeed, so m* (the 10th smallest critical m)
+    # is above the grid exactly when fewer than 10 of 20 draws are among the 11 that succeed
+    p = sum(math.comb(20, j) * 0.55 ** j * 0.45 ** (20 - j) for j in range(10))
     fam = open(os.path.join(HERE, "results/families/families.md")).read()
-    assert "junta s = 3, T = 1000: m* = 580, the largest m tried" in fam and "in 24.3% of" in fam
+    assert f"junta s = 3, T = 1000: m* = 580, the largest m tried" in fam
+    assert f"with bootstrap probability {p:.3f}" in fam and f"{p:.3f}" == "0.249"
+
+
+def test_majority_mstar_after_bisection_has_an_exact_interval():
+    # m* after bisection is the ceil(n/2)-th smallest critical m: its bootstrap distribution from
+    # binomial tails, against every resample listed (n = 5, 6), ties and seeds above the grid
+    for crit in ([np.inf, 30.0, 10.0, 30.0, 70.0], [np.inf, 30.0, 10.0, 30.0, 70.0, np.inf]):
+        n, k = len(crit), math.ceil(len(crit) / 2)
+        C, w = stats.seed_resamples(n)
+        kth = np.array([np.sort(np.repeat(crit, c.astype(int)))[k - 1] for c in C])
+        support, p = stats.order_statistic_bootstrap(crit, k)
+        assert np.allclose([w[kth == x].sum() for x in support], p, rtol=0, atol=1e-12)
+    grid = stats.m_grid(8, 600)
+    rng = np.random.default_rng(4)
+    rows = [dict(model="transformer", T=100, seed=sd, m=m, success=m >= th)
+            for sd, th in enumerate(rng.choice(grid[:40], 15).tolist() + [10_000] * 3)
+            for m in grid]                                   # every m run: bisection replays it
+    st = stats.critical_sizes(rows, {"transformer": grid}, "bisect")[("transformer", 100)]
+    support, p = stats.order_statistic_bootstrap(st["per_seed"], 9)
+    assert (st["m_star_lo"], st["m_star_hi"]) == stats.distribution_ci(support, p)
+    assert st["m_star_above"] == pytest.approx(p[np.isinf(support)].sum(), abs=1e-15)
+    # the one committed interval the drawn resamples had wrong: 50 seeds at T = 1100
+    table = open(os.path.join(HERE, "results/paper-range-ours/table.md")).read()
+    row = next(ln for ln in table.splitlines() if ln.startswith("| transformer | 1100 |"))
+    assert "| 134 [110, 208] |" in row
