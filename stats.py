@@ -9,7 +9,9 @@ value. It reads top to bottom:
   3. the success curve: P(success | m) = sigmoid(a + b ln m) fitted to all runs of one T pooled
      (fit_success_curve); m50 and m90 where it crosses 0.5 and 0.9 (m_at).
   4. the bootstrap over seeds: 95% percentile intervals from resampling SEEDS, all runs of a
-     drawn seed together (bootstrap_over_seeds, success_estimates).
+     drawn seed together (bootstrap_over_seeds, success_estimates); exact where that is cheap:
+     a median or an order statistic of the seeds (median_bootstrap, order_statistic_bootstrap),
+     or every resample of up to 11 seeds listed with its probability (seed_resamples).
   5. m* by the majority rule, the paper's statistic: the smallest grid m at which at least half of
      the seeds succeed (critical_sizes for the sweep's searches, majority_mstar for plain rows).
   6. laws across T and s: least-squares lines (fit_line), m50(T) against ln T, T and T^k with
@@ -340,41 +342,37 @@ def percentile_ci(samples, lo=2.5, hi=97.5):
 
 def median_bootstrap(values):
     """The exact bootstrap distribution of the median of n values resampled with replacement,
-    from order statistics instead of random resamples -> (support [k], probabilities [k]), the
+    from order statistics instead of random resamples -> (support [j], probabilities [j]), the
     support sorted and its values distinct. values: [n] floats, may hold +inf (a censored run).
 
-    The median is np.median's: the middle order statistic for odd n, the mean of the two middle
-    ones for even n. Sort the values v_1 <= ... <= v_n and let C_p be how many of the n draws land
-    on positions 1..p; C_p ~ Binomial(n, p/n), and given C_p the remaining draws fall uniformly on
-    positions p+1..n. With k = n // 2 (even n), the two middle order statistics are
-    (v_p, v_q), p < q, exactly when C_{p-1} < k, C_p = k = C_{q-1} and C_q > k; both are v_p
-    when C_{p-1} < k < C_p. Each event is a sum of binomial terms, O(n^3) in all, so the bound
-    carries no Monte Carlo error: tied values are merged at the end."""
+    The median is np.median's: for odd n the middle order statistic (order_statistic_bootstrap),
+    for even n the mean of the two middle ones. Sort the values v_1 <= ... <= v_n and let C_p be
+    how many of the n draws land on positions 1..p; C_p ~ Binomial(n, p/n), and given C_p the
+    remaining draws fall uniformly on positions p+1..n. With k = n / 2, the two middle order
+    statistics are (v_p, v_q), p < q, exactly when C_{p-1} < k, C_p = k = C_{q-1} and C_q > k;
+    both are v_p when C_{p-1} < k < C_p. Each event is a sum of binomial terms, O(n^3) in all, so
+    the bound carries no Monte Carlo error; tied values are merged at the end."""
     v = np.sort(np.asarray(values, dtype=np.float64).ravel())
     n = v.size
     if n == 0 or np.isnan(v).any() or (v == -np.inf).any():
         raise ValueError(f"values must be non-empty, NaN-free and > -inf, got {v.size} values")
+    if n % 2:
+        return order_statistic_bootstrap(v, (n + 1) // 2)
     binom = lambda N, p, j: math.comb(N, j) * p ** j * (1.0 - p) ** (N - j)
     before = lambda p, a: binom(n, (p - 1) / n, a)          # P(C_{p-1} = a), positions 1-based
     on_p = lambda p, a, j: binom(n - a, 1.0 / (n - p + 1), j)   # P(N_p = j | C_{p-1} = a)
-    prob = {}
+    k, prob = n // 2, {}
     add = lambda x, w: prob.__setitem__(x, prob.get(x, 0.0) + w)
-    if n % 2:                                                # P(X_(k) = v_p) = P(C_{p-1} < k <= C_p)
-        k = (n + 1) // 2
-        for p in range(1, n + 1):
-            add(v[p - 1], sum(before(p, a) * sum(on_p(p, a, j) for j in range(k - a, n - a + 1))
-                              for a in range(k)))
-    else:
-        k = n // 2
-        for p in range(1, n + 1):
-            add(v[p - 1], sum(before(p, a) * sum(on_p(p, a, j) for j in range(k + 1 - a, n - a + 1))
-                              for a in range(k)))
-            if p == n:
-                continue
-            at_k = sum(before(p, a) * on_p(p, a, k - a) for a in range(k))    # C_{p-1} < k = C_p
-            for q in range(p + 1, n + 1):                    # none on p+1..q-1, one or more on q
-                gap = ((n - q + 1) / (n - p)) ** (n - k) * (1.0 - ((n - q) / (n - q + 1)) ** (n - k))
-                add((v[p - 1] + v[q - 1]) / 2.0, at_k * gap)
+    for p in range(1, n + 1):
+        add(v[p - 1], sum(before(p, a) * sum(on_p(p, a, j) for j in range(k + 1 - a, n - a + 1))
+                          for a in range(k)))                # C_{p-1} < k < C_p
+        if p == n:
+            continue
+        at_k = sum(before(p, a) * on_p(p, a, k - a) for a in range(k))    # C_{p-1} < k = C_p
+        for q in range(p + 1, n + 1):                        # none on p+1..q-1, one or more on q
+            none = ((n - q + 1) / (n - p)) ** (n - k)
+            some = 1.0 - ((n - q) / (n - q + 1)) ** (n - k)
+            add((v[p - 1] + v[q - 1]) / 2.0, at_k * none * some)
     support = np.array(sorted(prob))
     return support, np.array([prob[x] for x in support])
 
@@ -401,8 +399,8 @@ def distribution_ci(support, p, lo=2.5, hi=97.5):
     probabilities) -> (lo, hi) floats: the bound at q is the smallest value whose probability of
     lying at or below it reaches q%, the rule percentile_ci applies to drawn resamples."""
     cdf = np.cumsum(p)
-    at = lambda q: float(support[min(int(np.searchsorted(cdf, q / 100.0 - 1e-12)), support.size - 1)])
-    return at(lo), at(hi)
+    at = lambda q: min(int(np.searchsorted(cdf, q / 100.0 - 1e-12)), support.size - 1)
+    return float(support[at(lo)]), float(support[at(hi)])
 
 
 def median_ci(values, lo=2.5, hi=97.5):
@@ -431,8 +429,8 @@ def seed_resamples(n_seeds, n_boot=N_BOOT, rng=None, exact=True):
         return _seed_counts(rng, n, n_boot), np.full(n_boot, 1.0 / n_boot)
     bars = np.array(list(itertools.combinations(range(2 * n - 1), n - 1)), dtype=np.int64)
     bars = bars.reshape(-1, n - 1)                 # stars and bars: n - 1 bars among 2n - 1 slots
-    edges = np.hstack([np.full((bars.shape[0], 1), -1), bars, np.full((bars.shape[0], 1), 2 * n - 1)])
-    C = np.diff(edges, axis=1) - 1                 # [K, n] counts, each row sums to n
+    ends = np.ones((bars.shape[0], 1), dtype=np.int64)
+    C = np.diff(np.hstack([-ends, bars, (2 * n - 1) * ends]), axis=1) - 1   # [K, n], rows sum to n
     lgam = np.array([math.lgamma(c + 1) for c in range(n + 1)])
     w = np.exp(math.lgamma(n + 1) - lgam[C].sum(1) - n * math.log(n))
     return C.astype(float), w / w.sum()
@@ -458,9 +456,7 @@ def weighted_percentile_ci(samples, weights, lo=2.5, hi=97.5):
         raise ValueError(f"samples and weights must be non-empty, NaN-free and alike in size, got "
                          f"{x.size} samples and {w.size} weights")
     order = np.argsort(x, kind="stable")
-    cdf = np.cumsum(w[order]) / w.sum()
-    at = lambda q: float(x[order][min(int(np.searchsorted(cdf, q / 100.0 - 1e-12)), x.size - 1)])
-    return at(lo), at(hi)
+    return distribution_ci(x[order], w[order] / w.sum(), lo, hi)
 
 
 def _seed_counts(rng, n_seeds, n_boot):
