@@ -112,10 +112,28 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
                             + "): no fit across T")
                 if what == "m*" and fits[-2] == fits[-1].replace("m*", "m50", 1):
                     fits[-2:] = [fits[-2].replace("m50", "m50 and m*", 1)]   # one line for both
-    fits += growth_lines(by_family)
+    fits += growth_lines(by_family) + grid_edge_lines(by_family)
     for line in lines + [""] + fits:
         log(line)
     return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n", by_family
+
+
+def grid_edge_lines(by_family):
+    """Per cell whose m* lies within the m tried but whose 95% interval leaves them: the bootstrap
+    probability that m* lies above the largest m tried (exact after bisection: critical_sizes'
+    m_star_above), so an interval open at one end reads as what it is, an estimate that leaves
+    the grid in some resamples. Where m* is the largest m tried, a growth to it is a lower
+    bound."""
+    out = []
+    for (task, s), (grid, cells, _, _) in sorted(by_family.items()):
+        for T, (_, st, _) in sorted(cells.items()):
+            if grid[0] <= st["m_star"] <= grid[-1] and st["m_star_hi"] > grid[-1]:
+                edge = (", the largest m tried, so a growth to it is a lower bound"
+                        if st["m_star"] == grid[-1] else "")
+                out.append(f"{task} s = {s}, T = {T}: m* = {st['m_star']:.0f}{edge}; m* lies "
+                           f"above the largest m tried ({grid[-1]}) with bootstrap probability "
+                           f"{st['m_star_above']:.3f}")
+    return out
 
 
 def growth_lines(by_family):

@@ -352,7 +352,8 @@ def folder_report(out, rows, grids, a, protocol, missing):
     write_text(os.path.join(out, "table.md"), table)
     write_json(os.path.join(out, "critical.json"),
                [{k: v for k, v in dict(st, **est[key], limit=limits.get(key[1])).items()
-                 if not k.endswith("_boot")} for key, st in stats.items()])
+                 if not k.endswith("_boot") and k != "m_star_above"}     # the JSON keeps its fields
+                for key, st in stats.items()])
     png = sweep_plot(stats, os.path.join(out, "mstar.png"),
                      f"{what}: samples to reach test accuracy >= {a.bar}", comparable, est=est,
                      limits=limits)
@@ -879,9 +880,14 @@ def width_command(a, fail):
 
 # ---------------------------------------------------------------- the front page's table -------
 
-def _folder_estimates(folders):
+def _folder_estimates(folders, d=None, flag=None):
     """{T: (success_estimates, critical_sizes entry)} of the Transformer runs pooled over folders
-    of one protocol, with the grid and search of the first folder's sweep.json."""
+    of one protocol, with the grid and search of the first folder's sweep.json. With d, a folder
+    whose runs are at another width is refused in one line naming it, its width and flag."""
+    for f in folders if d is not None else ():
+        (width,) = pool_by_width([f]) or (None,)
+        if width != d:
+            raise ValueError(f"{f} holds runs at d = {width}, not {d}: not a folder for {flag}")
     pools = pool_by_width(folders)
     if len(pools) != 1:
         raise ValueError(f"{', '.join(folders)}: expected folders of one width, got d in "
@@ -894,31 +900,42 @@ def _folder_estimates(folders):
 
 
 def headline_table(d64, d128, plot=None):
-    """The README's table: per T, the paper's m* and bar, ours at d = 64 (folders d64) and at
-    d = 128 (folders d128), m50 and majority m* each with its 95% interval (bootstrap over seeds),
-    and the statistical limit (median [5%, 95%] over seeds' streams). -> markdown. plot: also
-    draw m* per width, the paper's points and the limit into this image (with matplotlib)."""
-    a, opts = _folder_estimates(d64)
-    b, _ = _folder_estimates(d128)
+    """The README's table: per T, the paper's m* with its figure's bar, our majority m* with its
+    95% interval (bootstrap over seeds) at d = 64 (folders d64) and at d = 128 (folders d128), and
+    the statistical limit (the median over streams), each column one statistic, every interval
+    written [lo, hi]; under it, where each column comes from. -> markdown. A folder whose runs
+    are not at the width of its flag is refused (ValueError). plot: also draw m* per width, the
+    paper's points and the limit into this image (with matplotlib)."""
+    a, opts = _folder_estimates(d64, 64, "--d64")
+    b, _ = _folder_estimates(d128, 128, "--d128")
     Ts = sorted(set(a) | set(b))
-    limits = statistical_limits(opts["task"], opts["s"], Ts,
-                                cache=os.path.join(d64[0], "limits.json"))
+    cache = os.path.join(d64[0], "limits.json")
+    limits = statistical_limits(opts["task"], opts["s"], Ts, cache=cache)
     if plot:
         headline_plot({64: a, 128: b}, limits, plot)
-    m = lambda x, key: ci_text(dict(m=x[key], m_lo=x[key + "_lo"], m_hi=x[key + "_hi"]), "m")
-    cell = lambda at, T, key, i: m(at[T][i], key) if T in at else "-"
-    lines = ["| T | the paper's m* [bar] | d = 64: m50 | d = 64: m* | d = 128: m50 | "
-             "d = 128: m* | statistical limit [5%, 95%] |", "|---|---|---|---|---|---|---|"]
+    m = lambda x: ci_text(dict(m=x["m_star"], m_lo=x["m_star_lo"], m_hi=x["m_star_hi"]), "m")
+    cell = lambda at, T: m(at[T][1]) if T in at else "-"
+    lines = ["| T | the paper's m* [its bar] | ours, d = 64: m* [95% CI] | ours, d = 128: m* "
+             "[95% CI] | statistical limit |", "|---|---|---|---|---|"]
     for T in Ts:
-        paper = f"{PAPER_MSTAR[T]} [{paper_bar(T)}]" if T in PAPER_MSTAR else "-"
-        lines.append(f"| {T} | {paper} | {cell(a, T, 'm50', 0)} | {cell(a, T, 'm_star', 1)} | "
-                     f"{cell(b, T, 'm50', 0)} | {cell(b, T, 'm_star', 1)} | "
-                     f"{limit_text(limits.get(T))} |")
-    return ("\n".join(lines) + f"\n\nm50: where a logistic fit of success against ln m crosses "
-            f"1/2; m*: the smallest m at which half of the seeds succeed (the paper's statistic); "
-            f"[95% intervals], bootstrap over seeds (d = 64: {_seed_counts(a)}; d = 128: "
-            f"{_seed_counts(b)}). Folders: {', '.join(d64)} (d = 64); "
-            f"{', '.join(d128)} (d = 128).\n")
+        paper = (f"{PAPER_MSTAR[T]} [{PAPER_BAR[T][0]:.1f}, {PAPER_BAR[T][1]:.1f}]"
+                 if T in PAPER_MSTAR else "-")
+        lim = f"{limits[T]['median']:.0f}" if limits.get(T) else "-"
+        lines.append(f"| {T} | {paper} | {cell(a, T)} | {cell(b, T)} | {lim} |")
+    return ("\n".join(lines) + "\n\n"
+            "m*: the smallest training set at which at least half of the seeds reach test accuracy "
+            "0.99 (the paper's statistic), with its 95% interval from a bootstrap over seeds. "
+            "Where each column comes from:\n\n"
+            "- the paper's m*: read off its figure (`report.PAPER_MSTAR`), with the error bar the "
+            "figure draws (`report.PAPER_BAR`);\n"
+            f"- d = 64: {', '.join(d64)}/table.md ({_seed_counts(a)});\n"
+            f"- d = 128: {', '.join(d128)}/table.md ({_seed_counts(b)});\n"
+            f"- the statistical limit: the fewest samples that leave one hypothesis consistent, "
+            f"the median over {LIMIT_SEEDS} random streams ({cache}; its 5-95% spread is in "
+            f"the folders' tables).\n\n"
+            "The folders' tables also give m50, where a logistic fit of success against ln m "
+            "crosses 1/2; at d = 64 and T >= 3000 it is far above m*, because there the share of "
+            "successes stops rising with m (a plateau the fit cannot follow).\n")
 
 
 def _seed_counts(at):

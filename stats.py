@@ -9,7 +9,9 @@ value. It reads top to bottom:
   3. the success curve: P(success | m) = sigmoid(a + b ln m) fitted to all runs of one T pooled
      (fit_success_curve); m50 and m90 where it crosses 0.5 and 0.9 (m_at).
   4. the bootstrap over seeds: 95% percentile intervals from resampling SEEDS, all runs of a
-     drawn seed together (bootstrap_over_seeds, success_estimates).
+     drawn seed together (bootstrap_over_seeds, success_estimates); exact where that is cheap:
+     a median or an order statistic of the seeds (median_bootstrap, order_statistic_bootstrap),
+     or every resample of up to 11 seeds listed with its probability (seed_resamples).
   5. m* by the majority rule, the paper's statistic: the smallest grid m at which at least half of
      the seeds succeed (critical_sizes for the sweep's searches, majority_mstar for plain rows).
   6. laws across T and s: least-squares lines (fit_line), m50(T) against ln T, T and T^k with
@@ -40,6 +42,7 @@ Seeds are indexed by their sorted labels (parse_rows), so an interval does not d
 of the rows, and resample i draws the same seeds in any two sets of rows that hold them: that is
 what pairs two protocols or two widths in paired_ratio.
 """
+import itertools
 import math
 
 import numpy as np
@@ -47,6 +50,7 @@ import numpy as np
 N_BOOT = 2000     # bootstrap resamples of the seeds behind every interval in a table
 RIDGE = 1e-3      # ridge strength on (centred intercept, slope); see the module docstring
 MAX_ITER = 100    # Newton iterations cap (typical fits converge in 5-30)
+EXACT_RESAMPLES = 400_000   # list every resample of the seeds up to this many (seed_resamples)
 NEWTON_TOL = 1e-10   # Newton stops when every step is below NEWTON_TOL * (1 + |parameter|)
 
 
@@ -336,6 +340,125 @@ def percentile_ci(samples, lo=2.5, hi=97.5):
     return float(v[k[0]]), float(v[k[1]])
 
 
+def median_bootstrap(values):
+    """The exact bootstrap distribution of the median of n values resampled with replacement,
+    from order statistics instead of random resamples -> (support [j], probabilities [j]), the
+    support sorted and its values distinct. values: [n] floats, may hold +inf (a censored run).
+
+    The median is np.median's: for odd n the middle order statistic (order_statistic_bootstrap),
+    for even n the mean of the two middle ones. Sort the values v_1 <= ... <= v_n and let C_p be
+    how many of the n draws land on positions 1..p; C_p ~ Binomial(n, p/n), and given C_p the
+    remaining draws fall uniformly on positions p+1..n. With k = n / 2, the two middle order
+    statistics are (v_p, v_q), p < q, exactly when C_{p-1} < k, C_p = k = C_{q-1} and C_q > k;
+    both are v_p when C_{p-1} < k < C_p. Each event is a sum of binomial terms, O(n^3) in all, so
+    the bound carries no Monte Carlo error; tied values are merged at the end."""
+    v = np.sort(np.asarray(values, dtype=np.float64).ravel())
+    n = v.size
+    if n == 0 or np.isnan(v).any() or (v == -np.inf).any():
+        raise ValueError(f"values must be non-empty, NaN-free and > -inf, got {v.size} values")
+    if n % 2:
+        return order_statistic_bootstrap(v, (n + 1) // 2)
+    binom = lambda N, p, j: math.comb(N, j) * p ** j * (1.0 - p) ** (N - j)
+    before = lambda p, a: binom(n, (p - 1) / n, a)          # P(C_{p-1} = a), positions 1-based
+    on_p = lambda p, a, j: binom(n - a, 1.0 / (n - p + 1), j)   # P(N_p = j | C_{p-1} = a)
+    k, prob = n // 2, {}
+    add = lambda x, w: prob.__setitem__(x, prob.get(x, 0.0) + w)
+    for p in range(1, n + 1):
+        add(v[p - 1], sum(before(p, a) * sum(on_p(p, a, j) for j in range(k + 1 - a, n - a + 1))
+                          for a in range(k)))                # C_{p-1} < k < C_p
+        if p == n:
+            continue
+        at_k = sum(before(p, a) * on_p(p, a, k - a) for a in range(k))    # C_{p-1} < k = C_p
+        for q in range(p + 1, n + 1):                        # none on p+1..q-1, one or more on q
+            none = ((n - q + 1) / (n - p)) ** (n - k)
+            some = 1.0 - ((n - q) / (n - q + 1)) ** (n - k)
+            add((v[p - 1] + v[q - 1]) / 2.0, at_k * none * some)
+    support = np.array(sorted(prob))
+    return support, np.array([prob[x] for x in support])
+
+
+def order_statistic_bootstrap(values, k):
+    """The exact bootstrap distribution of the k-th smallest (1-based) of n values resampled with
+    replacement -> (support [j], probabilities [j]), the support the distinct values, sorted.
+    The k-th smallest draw is at most v exactly when k or more of the n draws are, so
+    P(X_(k) <= v) = P(Binomial(n, F(v)) >= k), F(v) the share of the values at most v. Majority
+    m* after bisection is such a statistic: the ceil(n/2)-th smallest critical m of the seeds."""
+    v = np.sort(np.asarray(values, dtype=np.float64).ravel())
+    n = v.size
+    if n == 0 or np.isnan(v).any() or not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n NaN-free values, got k = {k} and {n} values")
+    support = np.unique(v)
+    at_most = lambda x: float(np.sum(v <= x)) / n
+    cdf = np.array([sum(math.comb(n, j) * at_most(x) ** j * (1 - at_most(x)) ** (n - j)
+                        for j in range(k, n + 1)) for x in support])
+    return support, np.diff(np.concatenate([[0.0], cdf]))
+
+
+def distribution_ci(support, p, lo=2.5, hi=97.5):
+    """95% percentile interval of an exact bootstrap distribution (support sorted, p its
+    probabilities) -> (lo, hi) floats: the bound at q is the smallest value whose probability of
+    lying at or below it reaches q%, the rule percentile_ci applies to drawn resamples."""
+    cdf = np.cumsum(p)
+    at = lambda q: min(int(np.searchsorted(cdf, q / 100.0 - 1e-12)), support.size - 1)
+    return float(support[at(lo)]), float(support[at(hi)])
+
+
+def median_ci(values, lo=2.5, hi=97.5):
+    """95% percentile interval of the bootstrap median of `values`, computed exactly
+    (median_bootstrap, distribution_ci): no resampling error."""
+    return distribution_ci(*median_bootstrap(values), lo, hi)
+
+
+def exact_resamples(n_seeds):
+    """True when every resample of n_seeds seeds can be listed (seed_resamples): the multisets
+    of n draws from n seeds number C(2n - 1, n), 92,378 for 10 seeds, 352,716 for 11."""
+    return math.comb(2 * n_seeds - 1, n_seeds) <= EXACT_RESAMPLES
+
+
+def seed_resamples(n_seeds, n_boot=N_BOOT, rng=None, exact=True):
+    """The resamples of n_seeds seeds as counts and probabilities -> (C [K, n_seeds], w [K]).
+
+    Where exact_resamples(n_seeds) (and exact), every multiset of n draws with its multinomial
+    probability n! / (prod c_i! n^n): a statistic of the resample then has its bootstrap
+    distribution exactly, with no Monte Carlo error, and any two calls list the same resamples in
+    the same order (so statistics stay paired across T or across folders). Otherwise n_boot
+    random resamples (rng, default np.random.default_rng(0)) of weight 1 / n_boot each."""
+    n = n_seeds
+    if not (exact and exact_resamples(n)):
+        rng = np.random.default_rng(0) if rng is None else rng
+        return _seed_counts(rng, n, n_boot), np.full(n_boot, 1.0 / n_boot)
+    bars = np.array(list(itertools.combinations(range(2 * n - 1), n - 1)), dtype=np.int64)
+    bars = bars.reshape(-1, n - 1)                 # stars and bars: n - 1 bars among 2n - 1 slots
+    ends = np.ones((bars.shape[0], 1), dtype=np.int64)
+    C = np.diff(np.hstack([-ends, bars, (2 * n - 1) * ends]), axis=1) - 1   # [K, n], rows sum to n
+    lgam = np.array([math.lgamma(c + 1) for c in range(n + 1)])
+    w = np.exp(math.lgamma(n + 1) - lgam[C].sum(1) - n * math.log(n))
+    return C.astype(float), w / w.sum()
+
+
+def resample_medians(values, C):
+    """np.median of each resample given by counts C [K, n] over values [n] (may hold +inf) ->
+    [K]: the middle order statistic, or the mean of the two for an even number of draws."""
+    v = np.asarray(values, dtype=np.float64)
+    order = np.argsort(v, kind="stable")
+    cum = np.cumsum(np.asarray(C)[:, order], axis=1)       # draws at or below each sorted value
+    n = int(round(cum[0, -1]))
+    at = lambda k: v[order][np.argmax(cum >= k, axis=1)]   # the k-th order statistic (1-based)
+    return at((n + 1) // 2) if n % 2 else (at(n // 2) + at(n // 2 + 1)) / 2.0
+
+
+def weighted_percentile_ci(samples, weights, lo=2.5, hi=97.5):
+    """percentile_ci for samples [K] with probabilities weights [K] (renormalised to sum 1): the
+    bound at q is the smallest sample whose cumulative probability reaches q%. With equal weights
+    it is percentile_ci's order statistic."""
+    x, w = np.asarray(samples, dtype=np.float64).ravel(), np.asarray(weights, np.float64).ravel()
+    if x.size == 0 or x.size != w.size or np.isnan(x).any() or (w < 0).any() or w.sum() <= 0:
+        raise ValueError(f"samples and weights must be non-empty, NaN-free and alike in size, got "
+                         f"{x.size} samples and {w.size} weights")
+    order = np.argsort(x, kind="stable")
+    return distribution_ci(x[order], w[order] / w.sum(), lo, hi)
+
+
 def _seed_counts(rng, n_seeds, n_boot):
     """[n_boot, n_seeds] multiplicity of each seed in each resample of n_seeds seeds."""
     idx = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
@@ -409,9 +532,13 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
     at m itself when the whole grid was run (--search grid), and as #{seeds: critical <= m} after
     bisection, which takes success to be monotone in m. Real runs are not perfectly monotone
     (a seed can fail above its first success), so the two can differ.
-    m_star_lo, m_star_hi: its 95% interval from the seed bootstrap of success_estimates (the same
-    n_boot = 2000 resamples of the finished seeds, _seed_counts with seed 0), m* recomputed by
-    the same rule on each resample; m_star_boot holds the replicates (for scaling_fits).
+    m_star_lo, m_star_hi: its 95% interval from a bootstrap over the finished seeds. After
+    bisection m* is the ceil(n/2)-th smallest critical m, so the interval is exact
+    (order_statistic_bootstrap: no resampling error), and so is m_star_above, the bootstrap
+    probability that m* lies above the grid; for a grid walk both come from the drawn resamples.
+    m_star_boot holds the seed bootstrap of success_estimates (the same n_boot = 2000 resamples,
+    _seed_counts with seed 0), m* recomputed by the same rule on each, for scaling_fits, which
+    pairs them across T.
     """
     by = {}
     for r in rows:
@@ -439,8 +566,12 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
         mstar, boot = float(boot[0]), boot[1:]
         finite = crit[np.isfinite(crit)]
         lo, hi = percentile_ci(boot)
+        above = float(np.mean(np.isinf(boot)))
+        if search != "grid" and n:   # the ceil(n/2)-th smallest critical m: its exact bootstrap
+            support, p = order_statistic_bootstrap(crit, math.ceil(n / 2))
+            (lo, hi), above = distribution_ci(support, p), float(p[np.isinf(support)].sum())
         out[(model, T)] = dict(model=model, T=T, n_seeds=n, m_star=mstar, m_star_lo=lo,
-                               m_star_hi=hi, m_star_boot=boot,
+                               m_star_hi=hi, m_star_boot=boot, m_star_above=above,
                                unfinished=len(outcomes) - n,
                                mean=float(finite.mean()) if len(finite) else np.inf,
                                std=float(finite.std(ddof=1)) if len(finite) > 1 else 0.0,

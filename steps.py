@@ -43,7 +43,8 @@ import hypotheses
 import folder
 import report
 import train
-from stats import fit_line, percentile_ci
+from stats import (exact_resamples, fit_line, median_ci, resample_medians, seed_resamples,
+                   weighted_percentile_ci)
 
 FIELDS = ("task", "s", "T", "m", "seed", "steps_to_bar", "censored", "budget", "every",
           "final_test_acc", "seconds")
@@ -184,14 +185,16 @@ def run_all(a, out, base):
 
 # ---------------------------------------------------------------- the report -------------------
 
-def median_steps(rows, n_boot=2000, seed=0):
-    """Median steps over seeds (censored = inf) with a 95% seed-bootstrap interval, and the
-    [n_boot] replicates (for the fit across T)."""
+def median_steps(rows, n_boot=2000, seed=0, exact=True):
+    """Median steps over seeds (censored = inf) with its 95% seed-bootstrap interval computed
+    exactly from order statistics (stats.median_ci: no resampling error), and the median of every
+    resample of the seeds with its probability (stats.seed_resamples: all of them where they can
+    be listed, else n_boot drawn) -> (median, lo, hi, boot [K], weights [K]), for the fit across
+    T and the paired ratios."""
     v = np.array([np.inf if r["censored"] else r["steps_to_bar"] for r in rows], float)
-    rng = np.random.default_rng(seed)
-    boot = np.median(v[rng.integers(0, v.size, (n_boot, v.size))], axis=1)
-    lo, hi = percentile_ci(boot)
-    return float(np.median(v)), lo, hi, boot
+    lo, hi = median_ci(v)
+    C, w = seed_resamples(v.size, n_boot, np.random.default_rng(seed), exact=exact)
+    return float(np.median(v)), lo, hi, resample_medians(v, C), w
 
 
 def paired_medians(rows, ref, n_boot=2000, seed=0, budget=None):
@@ -210,12 +213,14 @@ def paired_medians(rows, ref, n_boot=2000, seed=0, budget=None):
     if not seeds:
         raise ValueError("the two folders share no seed at this T: nothing to pair")
     # the same bootstrap seed over the same seed list: replicate i resamples the same seeds in both
-    (ma, _, _, ba), (mb, _, _, bb) = (median_steps([censored_at_budget(side[sd]) for sd in seeds],
-                                                   n_boot, seed) for side in (here, there))
+    (ma, _, _, ba, w), (mb, _, _, bb, _) = (
+        median_steps([censored_at_budget(side[sd]) for sd in seeds], n_boot, seed)
+        for side in (here, there))
     with np.errstate(invalid="ignore"):
         ratios, point = ba / bb, ma / mb
-    ratios = ratios[~np.isnan(ratios)]
-    lo, hi = percentile_ci(ratios) if ratios.size and not np.isnan(point) else (None, None)
+    keep = ~np.isnan(ratios)
+    lo, hi = (weighted_percentile_ci(ratios[keep], w[keep]) if keep.any() and not np.isnan(point)
+              else (None, None))
     return ma, mb, None if np.isnan(point) else float(point), lo, hi, len(seeds)
 
 
@@ -295,16 +300,21 @@ def steps_report(out, meta):
     lines = [f"| T | runs | censored (> budget) | median steps to {BAR} [95% CI] | GF(2) samples "
              f"(median) | statistical limit [5%, 95%] |", "|---|---|---|---|---|---|"]
     med = {}
+    same_seeds = len({tuple(sd for (TT, sd) in done if TT == T) for T in Ts}) == 1   # exact pairing
     for T in Ts:
         rows = [r for (TT, _), r in sorted(done.items()) if TT == T]
-        m, lo, hi, boot = median_steps(rows)
-        med[T] = (m, boot)
+        m, lo, hi, boot, w = median_steps(rows, exact=same_seeds)
+        med[T] = (m, boot, w)
         show = lambda v: "inf" if not np.isfinite(v) else f"{v:.0f}"
         g = gf2_samples(o["task"], o["s"], T)
         lines.append(f"| {T} | {len(rows)} | {sum(r['censored'] for r in rows)} | {show(m)} "
                      f"[{show(lo)}, {show(hi)}] | {'-' if g is None else show(g)} | "
                      f"{report.limit_text(limits.get(T))} |")
-    fit = steps_fit(med)
+    listed = same_seeds and exact_resamples(len(rows))
+    finite = [T for T in Ts if np.isfinite(med[T][0])]
+    # the exponent depends on the range of T it is fitted over: the fit up to each T, then all
+    fit = "\n".join(steps_fit({T: med[T] for T in Ts if T <= top}, listed)
+                    for top in finite[2:-1] + finite[-1:])
     text = "\n".join(lines) + "\n\n" + fit + "\n"
     print(text, end="")
     cli.write_text(os.path.join(out, "table.md"), text)
@@ -312,20 +322,25 @@ def steps_report(out, meta):
     print(f"saved {out}/table.md" + (f", {png}" if png else ""))
 
 
-def steps_fit(med):
-    """steps ~ a T^k over the T whose median is finite, with a paired bootstrap interval on k."""
-    Ts = [T for T, (m, _) in sorted(med.items()) if np.isfinite(m)]
+def steps_fit(med, listed=False):
+    """steps ~ a T^k over the T whose median is finite, with a paired bootstrap interval on k: the
+    same resample of the seeds at every T (all of them, each with its probability, where they
+    can be listed; see median_steps)."""
+    Ts = [T for T, (m, _, _) in sorted(med.items()) if np.isfinite(m)]
     if len(Ts) < 2:
         return "- fewer than 2 T with a finite median: no fit"
     k, c, r2 = fit_line(np.log(Ts), np.log([med[T][0] for T in Ts]))
-    B = np.log(np.array([med[T][1] for T in Ts]))                       # [n_T, n_boot]
+    B = np.log(np.array([med[T][1] for T in Ts]))                       # [n_T, K]
+    w = med[Ts[0]][2]
     ok = np.isfinite(B).all(0)
     x = np.log(Ts) - np.mean(np.log(Ts))
     ks = (x @ B[:, ok]) / (x @ x)
-    lo, hi = percentile_ci(ks) if ks.size else (np.nan, np.nan)
+    lo, hi = weighted_percentile_ci(ks, w[ok]) if ks.size else (np.nan, np.nan)
+    how = (f"all {w.size} resamples of the seeds, each with its probability" if listed else
+           f"{w.size} seed-bootstrap replicates")
     return (f"- steps ~ a T^k over T = {Ts[0]}..{Ts[-1]}: k = {k:.2f} [{lo:.2f}, {hi:.2f}] "
-            f"(R^2 {r2:.3f}; 95% CI from {int(ok.sum())} paired seed-bootstrap replicates, "
-            f"{int((~ok).sum())} dropped for a censored median)")
+            f"(R^2 {r2:.3f}; 95% CI from {how}, paired across T; "
+            f"{w[~ok].sum() / w.sum():.1%} of their probability dropped for a censored median)")
 
 
 def steps_plot(out, med, o, budget):

@@ -243,14 +243,16 @@ def add_limit_command(sub):
 def add_headline_command(sub):
     c = sub.add_parser("headline", help="the front page's table, from the committed folders",
                        description=(
-        "The README's short table: per T, the paper's m*, ours at d = 64 and d = 128 (m50 and "
-        "majority m* with 95%% intervals) and the statistical limit; written to --out and pasted "
+        "The README's short table: per T, the paper's m*, our majority m* with its 95%% "
+        "interval at d = 64 and at d = 128, and the statistical limit; written to --out and pasted "
         "between the markers '<!-- begin results/headline.md -->' and '<!-- end "
         "results/headline.md -->' of --readme when that file has them."))
-    c.add_argument("--d64", default="results/extended", help="folder of d = 64 (default "
+    c.add_argument("--d64", default="results/extended", help="folder of runs at d = 64; one at "
+                                                            "another width is refused (default "
                                                             "%(default)s)")
     c.add_argument("--d128", nargs="+", default=["results/width/d-128"],
-                   help="folder(s) of d = 128, pooled (default %(default)s)")
+                   help="folder(s) of runs at d = 128, pooled; one at another width is refused "
+                        "(default %(default)s)")
     c.add_argument("--out", default="results/headline.md", help="default %(default)s")
     c.add_argument("--readme", default="README.md", help="default %(default)s")
     c.add_argument("--plot", help="also draw m* per width, the paper's points and the limit into "

@@ -1813,9 +1813,10 @@ def test_critical_sizes_majority_rule():
 
 
 def test_majority_mstar_interval_resamples_the_seeds():
-    """m* (majority) gets a 95% interval from the same seed bootstrap as m50: replicate i draws
-    the seeds _seed_counts draws, and m* of those seeds, recomputed one resample at a time by the
-    rule itself, is the replicate. Under bisection, m* is the ceil(n/2)-th smallest critical m."""
+    """m* (majority) gets replicates from the same seed bootstrap as m50: replicate i draws the
+    seeds _seed_counts draws, and m* of those seeds, recomputed one resample at a time by the rule
+    itself, is the replicate. Under bisection, m* is the ceil(n/2)-th smallest critical m, so its
+    95% interval is computed exactly from order statistics instead of from the replicates."""
     grid = [float(m) for m in stats.m_grid(8, 600)]
     rng = np.random.default_rng(4)
     thresholds = np.exp(rng.normal(np.log(80), 0.6, size=15))
@@ -1839,7 +1840,10 @@ def test_majority_mstar_interval_resamples_the_seeds():
     C = stats._seed_counts(np.random.default_rng(0), 15, 2000)
     boot = [np.sort(np.repeat(crit, C[i].astype(int)))[7] for i in range(2000)]
     np.testing.assert_array_equal(st["m_star_boot"], boot)
-    assert (st["m_star_lo"], st["m_star_hi"]) == stats.percentile_ci(np.array(boot))
+    # the interval itself is exact: the bootstrap of the 8th smallest (order_statistic_bootstrap),
+    # here (56, 208) where these 2,000 drawn resamples give (82, 122): P(m* <= 56) is 0.0255
+    assert (st["m_star_lo"], st["m_star_hi"]) == stats.distribution_ci(
+        *stats.order_statistic_bootstrap(crit, 8)) == (56.0, 208.0)
     assert st["m_star_lo"] < st["m_star"] < st["m_star_hi"] < 600
     # every seed alike: no spread; walking the grid counts successes at m, resampled the same way
     st = stats.critical_sizes(bisected([50] * 6), {"transformer": grid}, "bisect")[
@@ -2659,12 +2663,13 @@ def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, 
                                                                      capsys):
     readme = tmp_path / "README.md"
     readme.write_text("# x\nbefore\n" + report.BEGIN + "\nold\n" + report.END + "\nafter\n")
-    out = tmp_path / "headline.md"
-    args = ["headline", "--d64", str(smoke_ref), "--d128", str(smoke_ref), "--out", str(out),
+    out, wide = tmp_path / "headline.md", tmp_path / "d-128"
+    assert _sweep(wide, "--d", "128", "--seeds", "1") == 0           # --d128 must be at d = 128
+    args = ["headline", "--d64", str(smoke_ref), "--d128", str(wide), "--out", str(out),
             "--readme", str(readme)]
     assert sweep.main(args) == 0
     table = out.read_text()
-    assert table.startswith("| T | the paper's m* [bar] |") and "| 8 | - | " in table
+    assert table.startswith("| T | the paper's m* [its bar] |") and "| 8 | - | " in table
     assert readme.read_text() == ("# x\nbefore\n" + report.BEGIN + "\n" + table + report.END
                                   + "\nafter\n")
     assert sweep.main(args) == 0 and readme.read_text().count("| 16 | - |") == 1   # idempotent
@@ -3148,8 +3153,8 @@ def test_summary_says_what_the_last_step_hides_and_names_the_head_that_found_s(t
     assert code == 0 and "cls_attention" not in r and 0 <= r["best_head"] < 2
     assert r["best_logged_step"] in (1, 10, 20, 30) and r["logged_on"] == "test"
     assert r["best_logged_acc"] == max(e["acc"] for e in r["logged"]) >= r["logged"][-1]["acc"]
-    assert re.search(rf"head {r['best_head']} +attends most to \[", printed)
-    assert "averaged over the 2 heads" in printed and "at the logged steps" in printed
+    assert f"head {r['best_head']} of 2 attends most to  [" in printed
+    assert "(mean over 2 heads: " in printed and "at the logged steps" in printed
 
 
 def test_plot_option_draws_the_run(tmp_path, capsys, monkeypatch):
@@ -3526,3 +3531,135 @@ def test_unknown_argument_is_one_line_and_exit_2(args):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("theory.py: error:"), r.stderr
     assert args[0] in lines[0]
+
+
+# ---- issue 31: claims and the front page
+
+def test_the_bootstrap_of_a_median_is_exact():
+    # every resample listed by hand (n^n of them) against the order-statistics formula, with ties
+    # and censored (+inf) values, for an odd and an even number of seeds
+    for n in (5, 6):
+        v = np.array([np.inf, 30.0, 10.0, 30.0, 70.0, 20.0][:n])
+        seen = {}
+        for idx in itertools.product(range(n), repeat=n):
+            m = float(np.median(v[list(idx)]))
+            seen[m] = seen.get(m, 0) + 1                 # counted, then divided: exact
+        support, p = stats.median_bootstrap(v)
+        assert sorted(seen) == list(support)
+        assert np.allclose([seen[x] / n ** n for x in support], p, rtol=0, atol=1e-14)
+        C, w = stats.seed_resamples(n)                   # the listed resamples agree with both
+        medians = stats.resample_medians(v, C)
+        assert np.allclose([w[medians == x].sum() for x in support], p, rtol=0, atol=1e-14)
+    x = np.random.default_rng(3).normal(size=999)       # equal weights: percentile_ci's rule
+    assert stats.weighted_percentile_ci(x, np.ones_like(x)) == stats.percentile_ci(x)
+    assert not stats.exact_resamples(20)                 # too many to list: drawn, equal weights
+    C, w = stats.seed_resamples(20, n_boot=50)
+    assert C.shape == (50, 20) and (C.sum(1) == 20).all() and np.allclose(w, 1 / 50)
+
+
+def test_parity_median_steps_at_T200_is_exact_not_a_cut_off_of_2000_resamples():
+    # 2,000 resamples put the 97.5% bound on 1,750, but the bootstrap median exceeds 1,750 with
+    # probability 3.3%: the exact bound is 2,850, and the committed table must say so
+    import csv
+    rows = list(csv.DictReader(open(os.path.join(HERE, "results/parity/s-2/steps.csv"))))
+    v = [np.inf if r["censored"] == "1" else float(r["steps_to_bar"]) for r in rows
+         if r["T"] == "200"]
+    support, p = stats.median_bootstrap(v)
+    assert abs(p[support > 1750].sum() - 0.0328) < 0.0005
+    assert stats.median_ci(v) == (475.0, 2850.0)
+    table = open(os.path.join(HERE, "results/parity/s-2/table.md")).read()
+    row = next(ln for ln in table.splitlines() if ln.startswith("| 200 |"))
+    assert "1360 [475, 2850]" in row and "1750" not in row
+
+
+def test_headline_refuses_a_folder_at_another_width_in_one_line(smoke_ref, tmp_path, capsys):
+    out = tmp_path / "headline.md"                            # the smoke sweep runs at d = 64
+    code, _, err = run_cli(capsys, "sweep", "headline", "--d64", str(smoke_ref), "--d128",
+                           str(smoke_ref), "--out", str(out), "--readme", str(tmp_path / "R.md"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and not out.exists()
+    assert f"{smoke_ref} holds runs at d = 64, not 128" in err and "--d128" in err
+    narrow = tmp_path / "d-32"
+    assert _sweep(narrow, "--d", "32", "--seeds", "1", "--Ts", "8") == 0
+    code, _, err = run_cli(capsys, "sweep", "headline", "--d64", str(narrow), "--out", str(out),
+                           "--readme", str(tmp_path / "R.md"))
+    assert code == 2 and f"{narrow} holds runs at d = 32, not 64" in err and "--d64" in err
+
+
+INTERVAL = re.compile(r"\[(-?(?:\d[\d,]*(?:\.\d+)?|inf)), (-?(?:\d[\d,]*(?:\.\d+)?|inf))\]")
+
+
+def _intervals(text):
+    """Every interval written [a, b] in a text, thousands separators dropped: {"[a, b]"}."""
+    return {f"[{a.replace(',', '')}, {b.replace(',', '')}]" for a, b in INTERVAL.findall(text)}
+
+
+def test_every_interval_on_the_front_page_and_the_study_pages_is_one_a_results_file_holds():
+    held = set()
+    for ext in ("md", "json", "csv"):
+        for path in glob.glob(os.path.join(HERE, "results", "**", f"*.{ext}"), recursive=True):
+            if os.path.basename(path) != "README.md":      # a page is not where numbers come from
+                held |= _intervals(open(path).read())
+    page = open(os.path.join(HERE, "README.md")).read()
+    front = _intervals(re.sub(r"```.*?```", "", page, flags=re.S))   # code holds shapes, [300, 200]
+    assert len(front) >= 20                               # the table's and the verdict's
+    assert not front - held, f"intervals no results file holds: {sorted(front - held)}"
+    for path in glob.glob(os.path.join(HERE, "results", "**", "README.md"), recursive=True):
+        study = _intervals(re.sub(r"```.*?```", "", open(path).read(), flags=re.S))
+        assert not study - held, f"{path}: intervals no results file holds: {sorted(study - held)}"
+    assert _intervals("1,360 [475, 2,850] and [-17.1, -3.7], [580, inf]") == {
+        "[475, 2850]", "[-17.1, -3.7]", "[580, inf]"}      # the pattern itself
+
+
+def test_the_verdict_is_at_most_six_short_bullets_each_with_an_interval_and_a_link():
+    page = open(os.path.join(HERE, "README.md")).read()
+    verdict = page[page.index("## Verdict"):]
+    verdict = verdict[:verdict.index("\n## ")]
+    bullets = re.findall(r"^- (.*?)(?=^- |\n\n|\Z)", verdict, re.S | re.M)
+    assert 1 <= len(bullets) <= 6
+    for b in bullets:
+        assert len(b.split()) <= 60, b
+        assert _intervals(b) and re.search(r"\]\((results/[^)]+README\.md)\)", b), b
+    assert page.index("## Run it") < page.index("## The answer") < page.index("## Verdict")
+    assert len(page[:page.index("## Run it")].split()) < 200      # the commands on the first screen
+
+
+def test_an_mstar_interval_open_at_the_grid_says_how_often_it_leaves_it():
+    grid = [8, 10, 580]
+    st = lambda m, lo, hi, above: dict(m_star=m, m_star_lo=lo, m_star_hi=hi, m_star_above=above)
+    cells = {30: (None, st(10, 8, 10, 0.0), None),                          # inside: no line
+             1000: (None, st(580, 10, math.inf, 0.25), None),
+             3000: (None, st(math.inf, 580, math.inf, 1.0), None)}          # off the grid
+    (line,) = families.grid_edge_lines({("junta", 3): (grid, cells, "f", {})})
+    assert line == ("junta s = 3, T = 1000: m* = 580, the largest m tried, so a growth to it is a "
+                    "lower bound; m* lies above the largest m tried (580) with bootstrap "
+                    "probability 0.250")
+    # the 3-junta at T = 1000: 9 of 20 seeds never succeed, so m* (the 10th smallest critical m)
+    # is above the grid exactly when fewer than 10 of 20 draws are among the 11 that succeed
+    p = sum(math.comb(20, j) * 0.55 ** j * 0.45 ** (20 - j) for j in range(10))
+    fam = open(os.path.join(HERE, "results/families/families.md")).read()
+    assert f"junta s = 3, T = 1000: m* = 580, the largest m tried" in fam
+    assert f"with bootstrap probability {p:.3f}" in fam and f"{p:.3f}" == "0.249"
+
+
+def test_majority_mstar_after_bisection_has_an_exact_interval():
+    # m* after bisection is the ceil(n/2)-th smallest critical m: its bootstrap distribution from
+    # binomial tails, against every resample listed (n = 5, 6), ties and seeds above the grid
+    for crit in ([np.inf, 30.0, 10.0, 30.0, 70.0], [np.inf, 30.0, 10.0, 30.0, 70.0, np.inf]):
+        n, k = len(crit), math.ceil(len(crit) / 2)
+        C, w = stats.seed_resamples(n)
+        kth = np.array([np.sort(np.repeat(crit, c.astype(int)))[k - 1] for c in C])
+        support, p = stats.order_statistic_bootstrap(crit, k)
+        assert np.allclose([w[kth == x].sum() for x in support], p, rtol=0, atol=1e-12)
+    grid = stats.m_grid(8, 600)
+    rng = np.random.default_rng(4)
+    rows = [dict(model="transformer", T=100, seed=sd, m=m, success=m >= th)
+            for sd, th in enumerate(rng.choice(grid[:40], 15).tolist() + [10_000] * 3)
+            for m in grid]                                   # every m run: bisection replays it
+    st = stats.critical_sizes(rows, {"transformer": grid}, "bisect")[("transformer", 100)]
+    support, p = stats.order_statistic_bootstrap(st["per_seed"], 9)
+    assert (st["m_star_lo"], st["m_star_hi"]) == stats.distribution_ci(support, p)
+    assert st["m_star_above"] == pytest.approx(p[np.isinf(support)].sum(), abs=1e-15)
+    # the one committed interval the drawn resamples had wrong: 50 seeds at T = 1100
+    table = open(os.path.join(HERE, "results/paper-range-ours/table.md")).read()
+    row = next(ln for ln in table.splitlines() if ln.startswith("| transformer | 1100 |"))
+    assert "| 134 [110, 208] |" in row

@@ -1208,11 +1208,11 @@ def print_summary(r, o, save):
               f"{o.val} validation samples (checked every {o.val_every} steps)")
     print(f"true support S         {r['S']}")
     if r["cfg"]:
-        print(f"[CLS] attends most to  {r['top_attended']}  (averaged over the {o.heads} heads: "
-              f"{'found S' if r['top_attended'] == r['S'] else 'not S'}; attention mass on S "
-              f"{r['attn_on_S']:.3f}, uniform would be {o.s / (o.T + 1):.3f})")
-        print(f"head {r['best_head']:<2d} attends most to {r['best_head_top']}  (the head with the "
-              f"most mass on S, {r['best_head_on_S']:.3f}: "
+        print(f"[CLS] attends most to  {r['top_attended']}  (mean over {o.heads} heads: "
+              f"{'found S' if r['top_attended'] == r['S'] else 'not S'}; mass on S "
+              f"{r['attn_on_S']:.3f}, uniform {o.s / (o.T + 1):.3f})")
+        print(f"head {r['best_head']} of {o.heads} attends most to  {r['best_head_top']}  (the most "
+              f"mass on S, {r['best_head_on_S']:.3f}: "
               f"{'found S' if r['best_head_top'] == r['S'] else 'not S'})")
     if r["logged"]:
         print(f"best {r['logged_on']} accuracy at the logged steps {r['best_logged_acc']:.4f} "
