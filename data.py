@@ -47,7 +47,7 @@ def check_int(name, v, lo, hi=None):
 def check_generator(rng):
     """rng itself when it is a numpy Generator, else a one-line ValueError."""
     if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a numpy Generator (np.random.default_rng(seed)), "
+        raise ValueError(f"rng must be a numpy Generator such as np.random.default_rng(seed), "
                          f"got {type(rng).__name__}")
     return rng
 

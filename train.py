@@ -424,10 +424,10 @@ class Progress:
                  f"attn on S {mass:.3f}  {self.seconds():6.1f}s")
 
 
-def val_loss(z, y):  # logits [..., n], labels [n] or [..., n] in {0, 1} -> mean logistic loss [...]
-    """Early stopping's measure, in float64 whatever the model's dtype (so a float32 run's choice
-    is not decided by rounding)."""
-    return np.logaddexp(0.0, -(2.0 * np.asarray(y, np.float64) - 1.0) * z).mean(-1)
+def val_loss(z, y):  # logits [..., n], labels [..., n] in {0, 1} -> mean logistic loss [...]
+    """Early stopping's measure: attn.logistic_forward in float64 whatever the model's dtype (so a
+    float32 run's choice is not decided by rounding)."""
+    return attn.logistic_forward(z.astype(np.float64), y)[0]
 
 
 class BestOnValidation:
