@@ -56,7 +56,7 @@ def _unlocated(e):
     return e.get("b") is not None and e["b"] <= 0
 
 
-def _m50(e):
+def m50_text(e):
     """The table's m50 cell: the estimate with its 95% CI, or why there is none."""
     return "not located (success does not rise with m)" if _unlocated(e) else ci_text(e, "m50")
 
@@ -90,7 +90,7 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
             p, se = label_balance(task, s, T)
             solved = st["n_seeds"] - st["censored"]
             ms = ci_text(dict(m=st["m_star"], m_lo=st["m_star_lo"], m_hi=st["m_star_hi"]), "m")
-            lines.append(f"| {task} | {s} | {T} | {st['n_seeds']} | {_m50(e)} | {ms} | "
+            lines.append(f"| {task} | {s} | {T} | {st['n_seeds']} | {m50_text(e)} | {ms} | "
                          f"{solved} of {st['n_seeds']} (m <= {grid[-1]}) | "
                          f"{limit_text(limits.get(T)) or none} | {p:.3f} +- {se:.3f} | "
                          f"{cpu_minutes(runs):.1f} |")
@@ -145,7 +145,7 @@ def growth_lines(by_family):
     for task, T, ss in _s_at_each_T(by_family):
         have = [(s,) + by_family[(task, s)][:2] for s in ss]
         for what, i, key in (("m50", 0, "m50"), ("m*", 1, "m_star")):
-            out.append(_growth_line(task, T, what, [(s, grid, cells[T][i]) for s, grid, cells
+            out.append(growth_line(task, T, what, [(s, grid, cells[T][i]) for s, grid, cells
                                                     in have], key))
     return out
 
@@ -160,7 +160,7 @@ def _s_at_each_T(by_family):
                 yield task, T, have
 
 
-def _growth_line(task, T, what, have, key):
+def growth_line(task, T, what, have, key):
     """One line of growth_lines: `what` (m50 or m*) across s at one T; have [(s, grid, entry)]."""
     ok, left = [], []
     for s, grid, e in have:

@@ -190,7 +190,7 @@ def _one_T(rows):
 
 # ---------------------------------------------------------------- 3. the success curve: P(success | m) = sigmoid(a + b ln m)
 
-def _sigmoid(z):
+def sigmoid(z):
     return 0.5 * (1.0 + np.tanh(0.5 * z))   # no overflow for any finite z
 
 
@@ -215,7 +215,7 @@ def _fit_binomial(x, N, Y, lam=RIDGE, max_iter=MAX_ITER):
     it = 0
     for it in range(1, max_iter + 1):
         Na, Ya, aa, ba = N[active], Y[active], a[active], b[active]
-        p = _sigmoid(aa[:, None] + ba[:, None] * x)
+        p = sigmoid(aa[:, None] + ba[:, None] * x)
         r, w = Ya - Na * p, Na * p * (1.0 - p)
         ga = r.sum(1) - lam * aa                # gradient and (negative) Hessian, per data set
         gb = (r * x).sum(1) - lam * ba
@@ -426,7 +426,7 @@ def seed_resamples(n_seeds, n_boot=N_BOOT, rng=None, exact=True):
     n = n_seeds
     if not (exact and exact_resamples(n)):
         rng = np.random.default_rng(0) if rng is None else rng
-        return _seed_counts(rng, n, n_boot), np.full(n_boot, 1.0 / n_boot)
+        return seed_counts(rng, n, n_boot), np.full(n_boot, 1.0 / n_boot)
     bars = np.array(list(itertools.combinations(range(2 * n - 1), n - 1)), dtype=np.int64)
     bars = bars.reshape(-1, n - 1)                 # stars and bars: n - 1 bars among 2n - 1 slots
     ends = np.ones((bars.shape[0], 1), dtype=np.int64)
@@ -459,7 +459,7 @@ def weighted_percentile_ci(samples, weights, lo=2.5, hi=97.5):
     return distribution_ci(x[order], w[order] / w.sum(), lo, hi)
 
 
-def _seed_counts(rng, n_seeds, n_boot):
+def seed_counts(rng, n_seeds, n_boot):
     """[n_boot, n_seeds] multiplicity of each seed in each resample of n_seeds seeds."""
     idx = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
     flat = (idx + n_seeds * np.arange(n_boot)[:, None]).ravel()
@@ -488,7 +488,7 @@ def bootstrap_over_seeds(rows, stat=default_stat, n_boot=1000, rng=None):
     cell = d["seed"] * u.size + inv             # (seed, m) cell of each run
     runs = np.bincount(cell, minlength=S * u.size).reshape(S, u.size).astype(float)  # per cell
     wins = np.bincount(cell, weights=d["success"], minlength=S * u.size).reshape(S, u.size)
-    C = _seed_counts(rng, S, n_boot)
+    C = seed_counts(rng, S, n_boot)
     N, Y = C @ runs, C @ wins                   # [n_boot, n_m]
     c = np.log(d["m"]).mean()
     ac, b, _ = _fit_binomial(np.log(u) - c, N, Y)
@@ -537,7 +537,7 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
     (order_statistic_bootstrap: no resampling error), and so is m_star_above, the bootstrap
     probability that m* lies above the grid; for a grid walk both come from the drawn resamples.
     m_star_boot holds the seed bootstrap of success_estimates (the same n_boot = 2000 resamples,
-    _seed_counts with seed 0), m* recomputed by the same rule on each, for scaling_fits, which
+    seed_counts with seed 0), m* recomputed by the same rule on each, for scaling_fits, which
     pairs them across T.
     """
     by = {}
@@ -560,7 +560,7 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
         # the drawn seeds' successes reach half of the n drawn
         boot = np.full(1 + N_BOOT, np.inf)
         if n:
-            C = np.vstack([np.ones(n), _seed_counts(np.random.default_rng(0), n, N_BOOT)])
+            C = np.vstack([np.ones(n), seed_counts(np.random.default_rng(0), n, N_BOOT)])
             half = (C @ wins) >= n / 2                              # [1 + N_BOOT, n_grid]
             boot[half.any(1)] = np.asarray(grid, dtype=float)[np.argmax(half, 1)[half.any(1)]]
         mstar, boot = float(boot[0]), boot[1:]

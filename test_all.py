@@ -1837,7 +1837,7 @@ def test_majority_mstar_interval_resamples_the_seeds():
     st = stats.critical_sizes(rows, {"transformer": grid}, "bisect")[("transformer", 100)]
     crit = np.array(st["per_seed"])
     assert st["m_star"] == np.sort(crit)[7]                           # ceil(15 / 2) = 8th
-    C = stats._seed_counts(np.random.default_rng(0), 15, 2000)
+    C = stats.seed_counts(np.random.default_rng(0), 15, 2000)
     boot = [np.sort(np.repeat(crit, C[i].astype(int)))[7] for i in range(2000)]
     np.testing.assert_array_equal(st["m_star_boot"], boot)
     # the interval itself is exact: the bootstrap of the 8th smallest (order_statistic_bootstrap),
@@ -1852,7 +1852,7 @@ def test_majority_mstar_interval_resamples_the_seeds():
     walk = [dict(model="transformer", T=5, seed=s, m=m, success=m >= th)
             for s, th in enumerate([20, 30, 40, 99]) for m in (10, 20, 30, 40)]
     st = stats.critical_sizes(walk, {"transformer": [10, 20, 30, 40]}, "grid")[("transformer", 5)]
-    C = stats._seed_counts(np.random.default_rng(0), 4, 2000)
+    C = stats.seed_counts(np.random.default_rng(0), 4, 2000)
     wins = np.array([[m >= th for m in (10, 20, 30, 40)] for th in (20, 30, 40, 99)], float)
     first = [next((m for m, w in zip((10, 20, 30, 40), C[i] @ wins) if w >= 2), np.inf)
              for i in range(2000)]
@@ -1940,20 +1940,20 @@ def test_the_coverage_check_fails_for_estimators_that_ignore_m_or_are_biased():
 def test_point_fit_recovers_parameters_and_is_a_stationary_point():
     rng = np.random.default_rng(5)
     m = np.exp(rng.uniform(np.log(10), np.log(400), 20000))
-    y = (rng.random(m.size) < stats._sigmoid(B_TRUE * (np.log(m) - math.log(M50_TRUE)))) * 1.0
+    y = (rng.random(m.size) < stats.sigmoid(B_TRUE * (np.log(m) - math.log(M50_TRUE)))) * 1.0
     a, b = stats.fit_success_curve(m, y)
     assert abs(b - B_TRUE) < 0.2 and abs(stats.m_at(0.5, a, b) / M50_TRUE - 1) < 0.03
     # gradient of the penalised log-likelihood (centred parametrisation) is zero
     x = np.log(m) - np.log(m).mean()
     ac = a + b * np.log(m).mean()
-    r = y - stats._sigmoid(ac + b * x)
+    r = y - stats.sigmoid(ac + b * x)
     assert abs(r.sum() - stats.RIDGE * ac) < 1e-6 and abs((r * x).sum() - stats.RIDGE * b) < 1e-6
 
 
 def test_vectorised_bootstrap_matches_refitting_each_resample():
     rows = synth_rows(np.random.default_rng(3), n_seeds=12)
     ci, samples = stats.bootstrap_over_seeds(rows, n_boot=20, rng=np.random.default_rng(7))
-    C = stats._seed_counts(np.random.default_rng(7), 12, 20)     # the same draws
+    C = stats.seed_counts(np.random.default_rng(7), 12, 20)     # the same draws
     for i in range(20):
         res = [r for r in rows for _ in range(int(C[i, r[1]]))]
         a, b = stats.fit_success_curve([r[2] for r in res], [r[3] for r in res])
@@ -2593,10 +2593,10 @@ def test_families_says_when_m50_is_not_located_rather_than_beyond_the_grid():
     grid = [8, 16, 32]
     e = lambda m50, b: dict(m50=m50, m50_lo=m50, m50_hi=m50, b=b)
     falls, beyond, fine = e(math.inf, -0.5), e(math.inf, None), e(20.0, 1.0)
-    assert families._m50(falls) == "not located (success does not rise with m)"
-    assert families._m50(beyond) == "inf [inf, inf]" and families._m50(fine) == "20 [20, 20]"
-    assert families._m50(e(math.inf, 0.0)).startswith("not located")     # flat: not located
-    line = families._growth_line("junta", 100, "m50", [(1, grid, fine), (2, grid, falls),
+    assert families.m50_text(falls) == "not located (success does not rise with m)"
+    assert families.m50_text(beyond) == "inf [inf, inf]" and families.m50_text(fine) == "20 [20, 20]"
+    assert families.m50_text(e(math.inf, 0.0)).startswith("not located")     # flat: not located
+    line = families.growth_line("junta", 100, "m50", [(1, grid, fine), (2, grid, falls),
                                                        (3, grid, beyond)], "m50")
     assert "left out: s = 2 (m50 not located: pooled success does not rise with m); " \
            "3 (m50 above the largest m tried, 32)" in line
