@@ -488,7 +488,7 @@ def _raise_terminated(signum, frame):
     raise Terminated()
 
 
-def _sweep_worker(runs):
+def sweep_worker(runs):
     """A stack of training runs of the sweep, in a worker process: the CSV rows they produce.
     Transformer runs train as one stack (train.train_stack; the sweep stacks only runs with the
     same T and m, whose results are bit for bit those of the runs alone); MLP runs one by one. A
@@ -689,14 +689,14 @@ def drive(searches, pool, workers, finish, options_of, stack_of, dropout):
             probes = take_stack(searches.queue, stack_of, dropout)
             if pool is None:                 # the same one-line report as from a pool
                 try:
-                    rows = _sweep_worker(options_of(probes))
+                    rows = sweep_worker(options_of(probes))
                 except (KeyboardInterrupt, Terminated):
                     raise
                 except Exception as e:
                     raise RunFailed(_failed(probes, e)) from None
                 finish(probes, rows)
             else:
-                pending[pool.submit(_sweep_worker, options_of(probes))] = probes
+                pending[pool.submit(sweep_worker, options_of(probes))] = probes
         if pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in sorted(finished, key=lambda f: f.exception() is not None):

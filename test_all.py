@@ -858,6 +858,34 @@ def test_readme_snippets_run_with_only_their_files(tmp_path):
     assert r.returncode == 1 and "No module named 'fast'" in r.stderr
 
 
+def test_attn_py_is_the_reference_alone_and_no_module_uses_anothers_private_names():
+    """attn.py imports numpy and the standard library only; its model functions take no path
+    switch (the fast path is fast.py's); no project file imports or reads another's _name."""
+    import ast
+    import inspect
+    project = {os.path.basename(f)[:-3] for f in glob.glob(os.path.join(HERE, "*.py"))}
+    tree = ast.parse(open(os.path.join(HERE, "attn.py"), encoding="utf-8").read())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                for a in n.names} | {n.module.split(".")[0] for n in ast.walk(tree)
+                                     if isinstance(n, ast.ImportFrom)}
+    assert imported <= {"collections", "math", "os", "reprlib", "numpy"}, imported
+    for f in (attn.model_forward, attn.full_model_forward, attn.model_backward,
+              attn.loss_and_grads, attn.cls_attention, fast.model_forward, fast.loss_and_grads):
+        assert "path" not in inspect.signature(f).parameters, f.__name__
+    offences = []
+    for path in sorted(glob.glob(os.path.join(HERE, "*.py"))):
+        name = os.path.basename(path)[:-3]
+        for n in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            if isinstance(n, ast.ImportFrom) and n.module in project - {name}:
+                offences += [f"{name}: from {n.module} import {a.name}" for a in n.names
+                             if a.name.startswith("_")]
+            if (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                    and n.value.id in project - {name} and n.attr.startswith("_")
+                    and not n.attr.startswith("__")):
+                offences.append(f"{name}: {n.value.id}.{n.attr}")
+    assert not offences, offences
+
+
 def test_attn_py_alone_proves_itself(tmp_path, monkeypatch):
     """python attn.py in an empty folder: every backward against central differences, the worst
     relative error printed and below 1e-6; and the check fails on a wrong backward (LayerNorm's
@@ -2436,7 +2464,7 @@ def test_sweep_folder_keeps_one_protocol(tmp_path, capsys):
 
 
 def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch, smoke_ref):
-    real, calls = sweep._sweep_worker, [0]
+    real, calls = sweep.sweep_worker, [0]
     path = tmp_path / "runs.csv"
 
     def worker(runs):
@@ -2446,7 +2474,7 @@ def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch
             (tmp_path / "old.csv").write_text("".join(header))
             os.replace(tmp_path / "old.csv", path)
         return real(runs)
-    monkeypatch.setattr(sweep, "_sweep_worker", worker)
+    monkeypatch.setattr(sweep, "sweep_worker", worker)
     assert _sweep(tmp_path) == 0
     assert calls[0] > 3                             # replaced mid-sweep, with stacks still to run
     assert _rows(path) == _rows(smoke_ref / "runs.csv")
