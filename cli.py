@@ -18,6 +18,7 @@ import math
 import numbers
 import os
 import signal
+import stat
 import sys
 
 # ---------------------------------------------------------------- threads and memory -----------
@@ -78,17 +79,61 @@ def worker_start(parent=None):
     """A worker process's start-up (ProcessPoolExecutor's initializer): ignore Ctrl-C, which a
     terminal sends to the whole process group while the parent handles it (saves, reports, stops
     its workers), and, given the parent's pid, exit as soon as that parent is gone (killed, even
-    by SIGKILL, which no handler sees) instead of training on for nobody."""
+    by SIGKILL or SIGTERM, which no handler of the parent may see) instead of training on for
+    nobody. A worker of worker_pool starts with Ctrl-C blocked, so one pressed while it imports
+    numpy is dropped here, never a traceback."""
     import signal
     import threading
     import time
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})   # a pending one: dropped
     if parent is not None:
         def watch():
             while os.getppid() == parent:
                 time.sleep(1.0)
             os._exit(1)
         threading.Thread(target=watch, daemon=True).start()
+
+
+class _SigintHeld:
+    """Ctrl-C held back (blocked, not lost) in this thread while a worker is started: the new
+    process inherits the block and starts with Ctrl-C held until worker_start ignores it; in this
+    process a press in between is delivered when the block ends (CPython's resource tracker
+    starts its process the same way)."""
+
+    def __enter__(self):
+        self.old = None
+        if hasattr(signal, "pthread_sigmask"):
+            self.old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
+
+
+def worker_pool(workers):
+    """The one pool of worker processes of every command (sweeps, steps.py, the bench): `workers`
+    fresh interpreters (spawn: no copy of the parent's state) that start with Ctrl-C held
+    (_SigintHeld) and then ignore it (worker_start), and that exit within a second of their
+    parent's death, however it died (SIGKILL, SIGTERM, a crash). pool.stop() terminates the
+    workers still running and returns at once (Ctrl-C, SIGTERM or a failed run: nothing is left
+    running for nobody)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    class WorkerPool(ProcessPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):      # workers start here, on demand
+            with _SigintHeld():
+                return super().submit(fn, *args, **kwargs)
+
+        def stop(self):
+            for proc in list((getattr(self, "_processes", None) or {}).values()):
+                proc.terminate()
+            self.shutdown(wait=False, cancel_futures=True)
+
+    return WorkerPool(workers, mp_context=mp.get_context("spawn"), initializer=worker_start,
+                      initargs=(os.getpid(),))
 
 
 # ---------------------------------------------------------------- option values ----------------
@@ -198,16 +243,23 @@ def explicit_options(ap, argv):
 
 def _interrupted_while_starting(prog):
     def handler(signum, frame):
-        print(f"\n{prog}: interrupted while starting; nothing was run", file=sys.stderr)
-        raise SystemExit(130)
+        # os._exit, not SystemExit: an exception raised here lands in whatever code was running
+        # (an import's own `except BaseException:`, a finalizer) and can be swallowed, and the
+        # command would then run on after saying it would not. Nothing has run: nothing to save.
+        try:
+            sys.stderr.write(f"\n{prog}: interrupted while starting; nothing was run\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(130)
     return handler
 
 
 def quiet_interrupts(prog):
     """Called first thing under a command's `if __name__ == "__main__"`: Ctrl-C while the command
-    is still starting (importing numpy, building its parser) is one line and exit status 130,
-    not a traceback from inside an import. one_line_errors hands Ctrl-C back to Python (as
-    KeyboardInterrupt) once main runs, where each command says what was kept."""
+    is still starting (importing numpy, building its parser) is one line and exit status 130 at
+    once, never a traceback from inside an import and never swallowed by the code it lands in.
+    one_line_errors hands Ctrl-C back to Python (as KeyboardInterrupt) once main runs, where each
+    command says what was kept."""
     try:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not when ignored
             signal.signal(signal.SIGINT, _interrupted_while_starting(prog))
@@ -235,8 +287,8 @@ def one_line_errors(prog, main, argv=None):
         print(f"{prog}: cannot access{where}: {e.strerror or e}", file=sys.stderr)
     except MemoryError as e:
         what = f" ({e})" if str(e) else ""
-        print(f"{prog}: out of memory{what}; use smaller sizes (T, m, n_test, d, mlp) or fewer "
-              f"workers", file=sys.stderr)
+        print(f"{prog}: out of memory{what}; use smaller sizes (T, m, n_test, d, mlp, --seeds) "
+              f"or fewer workers", file=sys.stderr)
     return 1
 
 
@@ -319,6 +371,54 @@ def check_writable(path, what, temporaries=()):
         if not existed:
             os.remove(target)
     return None
+
+
+TEXT_MOST = 16 << 20     # bytes: far above any page, table or cache the project reads
+
+
+def read_text_file(path, what, root=None, most=TEXT_MOST):
+    """The one way to read a file the project did not write itself just now (a page and the
+    files its markers name, a --readme, a cache, a folder's JSON): `path` must be a regular file
+    (not a folder, device or pipe: /dev/zero never ends) of at most `most` bytes, holding UTF-8
+    text without NUL bytes; with `root`, `path` must also be relative and stay inside root after
+    every symlink and `..` (a page may copy files of its repository, never /etc/hostname).
+    Otherwise a ValueError, one line naming `what` and the path. -> the text, with newlines
+    read as text mode reads them."""
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"{what}: not a file path: {path!r}")
+    full = path
+    if root is not None:
+        top = os.path.realpath(root)
+        full = os.path.join(top, path)
+        if os.path.isabs(path):
+            raise ValueError(f"{what} {path}: an absolute path; only files inside the "
+                             f"repository ({top}) may be read, named relative to it")
+        if os.path.commonpath([os.path.realpath(full), top]) != top:
+            raise ValueError(f"{what} {path}: outside the repository ({top}); only files "
+                             f"inside it may be read")
+    try:
+        st = os.stat(full)
+    except OSError as e:
+        raise ValueError(f"{what} {path}: cannot read it ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{what} {path} is not a regular file (a folder, device or pipe); "
+                         f"refusing to read it")
+    try:
+        with open(full, "rb") as f:
+            data = f.read(most + 1)
+    except OSError as e:
+        raise ValueError(f"{what} {path}: cannot read it ({e.strerror})") from None
+    if len(data) > most:
+        raise ValueError(f"{what} {path} is larger than {most} bytes; not a text file this "
+                         f"project reads")
+    if b"\x00" in data:
+        raise ValueError(f"{what} {path} is not a text file (it holds NUL bytes: binary?)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{what} {path} is not UTF-8 text (byte {e.start} is not: binary?)") \
+            from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 # What each kind of output may replace: only a file that is already that kind of output, which
