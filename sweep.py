@@ -260,7 +260,8 @@ def add_pages_command(sub):
                        description=(
         "A results page copies each table from the file a command wrote, between the lines "
         "'<!-- begin PATH -->' and '<!-- end PATH -->'; this copies every such file into its "
-        "block again (run from the repository's root)."))
+        "block again (run from the repository's root: only regular text files inside it are "
+        "read, and markers that do not pair up are an error)."))
     c.add_argument("pages", nargs="+", help="markdown pages, e.g. README.md results/*/README.md")
     c.add_argument("--check", action="store_true",
                    help="change nothing; exit 1 if a block differs from its file")
