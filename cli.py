@@ -1,7 +1,7 @@
 """cli.py: what the project's commands share: BLAS threads, option values, one-line errors, files.
 
-train.py, sweep.py and theory.py are commands; they promise the same things to the person typing
-them, and this file is where those promises are kept once:
+train.py, sweep.py, steps.py and theory.py are commands; they promise the same things to the
+person typing them, and this file is where those promises are kept once:
   - numpy's BLAS runs on one thread unless asked otherwise (set before numpy is first imported);
   - a bad option value is one line that names the value and what is allowed, never a traceback
     (integer, number, choice, int_list; OneLineParser; one_line_errors);
@@ -9,17 +9,58 @@ them, and this file is where those promises are kept once:
     never over a file that is not the command's own kind of output (claim_output: the one check
     of every path the project writes);
   - Ctrl-C is one line and exit status 130, from the first line a command runs
-    (quiet_interrupts, one_line_errors).
+    (quiet_interrupts, installed while this file is imported by a command beside it, before its
+    other imports; one_line_errors), and workers never print a traceback for it (worker_pool).
 Standard library only, so that the thread setting can run before numpy is imported.
 """
-import argparse
-import json
-import math
-import numbers
 import os
 import signal
-import stat
 import sys
+
+# ---------------------------------------------------------------- Ctrl-C while starting ---------
+# First in this file, before its own imports: a command's first line is `import cli`, and Ctrl-C
+# during that import is the command's too.
+
+def _interrupted_while_starting(prog):
+    def handler(signum, frame):
+        # os._exit, not SystemExit: an exception raised here lands in whatever code was running
+        # (an import's own `except BaseException:`, a finalizer) and can be swallowed, and the
+        # command would then run on after saying it would not. Nothing has run: nothing to save.
+        try:
+            sys.stderr.write(f"\n{prog}: interrupted while starting; nothing was run\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(130)
+    return handler
+
+
+def quiet_interrupts(prog):
+    """Ctrl-C while the command `prog` is still starting (importing cli's own modules and numpy,
+    building its parser) is one line and exit status 130 at once, never a traceback from inside
+    an import and never swallowed by the code it lands in. Installed while this file is imported
+    by one of ENTRY_POINTS beside it, and called again (a no-op then) under each command's
+    `if __name__ == "__main__"`, which says so where a reader looks. one_line_errors hands Ctrl-C
+    back to Python (as KeyboardInterrupt) once main runs, where each command says what was
+    kept."""
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not when ignored
+            signal.signal(signal.SIGINT, _interrupted_while_starting(prog))
+    except ValueError:                       # not the main thread: leave signals alone
+        pass
+
+
+ENTRY_POINTS = ("train.py", "sweep.py", "steps.py", "theory.py")    # the project's entry points
+_main = getattr(sys.modules.get("__main__"), "__file__", None) or ""
+if (os.path.basename(_main) in ENTRY_POINTS
+        and os.path.dirname(os.path.abspath(_main)) == os.path.dirname(os.path.abspath(__file__))):
+    quiet_interrupts(os.path.basename(_main))     # a command beside this file is starting: its
+                                                  # own call under __main__ then finds it done
+
+import argparse  # noqa: E402  (after the guard: Ctrl-C while these load is one line too)
+import json  # noqa: E402
+import math  # noqa: E402
+import numbers  # noqa: E402
+import stat  # noqa: E402
 
 # ---------------------------------------------------------------- threads and memory -----------
 
@@ -239,32 +280,6 @@ def explicit_options(ap, argv):
                     dict(action="store", type=action.type, choices=action.choices))
             ap2.add_argument(*action.option_strings, dest=action.dest, default=marker, **kind)
     return {k for k, v in vars(ap2.parse_args(argv)).items() if v is not marker}
-
-
-def _interrupted_while_starting(prog):
-    def handler(signum, frame):
-        # os._exit, not SystemExit: an exception raised here lands in whatever code was running
-        # (an import's own `except BaseException:`, a finalizer) and can be swallowed, and the
-        # command would then run on after saying it would not. Nothing has run: nothing to save.
-        try:
-            sys.stderr.write(f"\n{prog}: interrupted while starting; nothing was run\n")
-            sys.stderr.flush()
-        finally:
-            os._exit(130)
-    return handler
-
-
-def quiet_interrupts(prog):
-    """Called first thing under a command's `if __name__ == "__main__"`: Ctrl-C while the command
-    is still starting (importing numpy, building its parser) is one line and exit status 130 at
-    once, never a traceback from inside an import and never swallowed by the code it lands in.
-    one_line_errors hands Ctrl-C back to Python (as KeyboardInterrupt) once main runs, where each
-    command says what was kept."""
-    try:
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not when ignored
-            signal.signal(signal.SIGINT, _interrupted_while_starting(prog))
-    except ValueError:                       # not the main thread: leave signals alone
-        pass
 
 
 def one_line_errors(prog, main, argv=None):
