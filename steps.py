@@ -183,10 +183,11 @@ def read_curves(out):
 
 
 def run_all(a, out, base, done=None, curves=None):
-    """Every (T, seed) not yet in OUT/steps.csv, as stacks over seeds on a pool of workers; each
-    stack's rows are written as it finishes (folder.RowWriter: a torn last line cut away first,
-    every write flushed and synced). done, curves: the folder's runs and curves when the caller
-    has read them (read_done, read_curves)."""
+    """Every (T, seed) not yet in OUT/steps.csv, as stacks over seeds on a pool of workers (in this
+    process when --workers is 1, as in a sweep); each stack's rows are written as it finishes
+    (folder.RowWriter: a torn last line cut away first, every write flushed and synced). done,
+    curves: the folder's runs and curves when the caller has read them (read_done,
+    read_curves)."""
     path = os.path.join(out, "steps.csv")
     done = read_done(path) if done is None else done
     curves = read_curves(out) if curves is None else curves
@@ -202,17 +203,21 @@ def run_all(a, out, base, done=None, curves=None):
           f"{writer.path}", flush=True)
     curves_path = os.path.join(out, "curves.json")
     t0, n = time.perf_counter(), 0
-    pool = cli.worker_pool(a.workers)
+    pool = cli.worker_pool(a.workers) if a.workers > 1 else None    # 1: in this process
     try:
         pending = {}
         while stacks or pending:
-            while stacks and len(pending) < a.workers:
+            while pool and stacks and len(pending) < a.workers:
                 runs = stacks.pop(0)
                 pending[pool.submit(run_stack, runs, a.every)] = runs
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                pending.pop(fut)
-                rows, c = fut.result()
+            if pool:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    del pending[fut]
+                results = [fut.result() for fut in finished]
+            else:
+                results = [run_stack(stacks.pop(0), a.every)]
+            for rows, c in results:
                 for row in rows:
                     writer.write(row)
                 curves.update(c)
@@ -228,7 +233,8 @@ def run_all(a, out, base, done=None, curves=None):
               f"same command to resume", file=sys.stderr)
         return 130
     finally:
-        pool.stop()                 # running workers are stopped, not left to run for nobody
+        if pool:                    # running workers are stopped, not left to run for nobody
+            pool.stop()
         writer.close()
     return 0
 
