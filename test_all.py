@@ -3604,7 +3604,7 @@ def test_pages_read_only_text_files_of_the_repository(tmp_path, capsys):
     os.symlink(tmp_path / "outside.md", repo / "link.md")
     (repo / "adir").mkdir()
     os.mkfifo(repo / "fifo.md")
-    (repo / "big.md").write_bytes(b"x" * (cli.TEXT_MOST + 1))
+    (repo / "big.md").write_bytes(b"x" * ((16 << 20) + 1))         # the bound: 16 MiB
     (repo / "bin.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
     (repo / "marked.md").write_text("<!-- begin t.md -->\n| a |\n<!-- end t.md -->\n")
     block = lambda path: f"<!-- begin {path} -->\nold\n<!-- end {path} -->\n"
