@@ -309,7 +309,8 @@ def main_sweep(ap, a, argv):
         lock = folder.lock_folder(out, a.shard, f"a report, pid {os.getpid()}" if a.report
                                   else None)
     except ValueError as e:
-        ap.error(str(e))
+        ap.error(str(e) + ("; for a table of a running sweep, copy its runs*.csv and sweep.json "
+                           "into another folder and --report that" if a.report else ""))
     try:
         try:                 # the report's files: free, or this report's own (cli.claim_output)
             cli.claim_outputs([(os.path.join(out, name), kind, "--out")
