@@ -1,13 +1,15 @@
-"""folder.py: a sweep's results folder on disk: its CSV rows, its sweep.json and its lock.
+"""folder.py: a results folder on disk, a sweep's or steps.py's: its CSV rows, its description
+(sweep.json, steps.json) and its lock. Every command that writes runs into a folder stands on it.
 
 A folder holds one experiment: every run is one row of OUT/runs*.csv (written and flushed as it
 finishes, so an interrupted sweep loses nothing), and OUT/sweep.json records the options, the m
 grids, the search, the success bar, the plan (models, T, seeds) and the machines, with a
 fingerprint of what defines the experiment (sweep_fingerprint) that every row carries too. Shards
-write CSVs of their own into one folder; reports read them all.
+write CSVs of their own into one folder; reports read them all. steps.py's folder is the same
+kind: OUT/steps.csv (STEPS_ROWS) read, written and checked by the same functions.
 
-The file reads top to bottom: the rows (fields, reading, appending), the fingerprint and the
-checks that rows belong to one sweep, sweep.json, the lock, the machine.
+The file reads top to bottom: the rows (fields, reading, the one validator, appending), the
+fingerprint and the checks that rows belong to one sweep, sweep.json, the lock, the machine.
 """
 import csv
 import glob
@@ -171,7 +173,7 @@ def _sweep_row_in(r, meta, bar):
         return None
     o = full_options(meta["options"])
     for k in ("task", "s", "steps"):
-        if str(r[k]) != str(o[k]):
+        if (r[k] if k == "task" else int(r[k])) != o[k]:
             return (f"{k} {r[k]} is not the folder's {k} {o[k]} (sweep.json); the row was edited "
                     f"or belongs to another sweep")
     grid = meta.get("grids", {}).get(r["model"])
@@ -189,7 +191,7 @@ def _steps_row_in(r, meta, bar=None):
     want = dict(task=meta["options"]["task"], s=meta["options"]["s"], m=meta["options"]["m"],
                 budget=meta["budget"], every=meta["every"])
     for k, v in want.items():
-        if str(r[k]) != str(v):
+        if r[k] != v:                              # read_rows typed the row (_steps_row)
             return (f"{k} {r[k]} is not the folder's {k} {v} (steps.json); the row was edited "
                     f"or belongs to another folder")
     return None
