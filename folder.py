@@ -22,6 +22,7 @@ import sys
 
 import numpy as np
 
+import cli
 import train
 from stats import SEARCHES, seed_outcome
 
@@ -462,10 +463,9 @@ def read_meta(folder):
     path = os.path.join(folder, "sweep.json")
     if not os.path.lexists(path):
         return {}
-    try:
-        with open(path) as f:
-            meta = json.load(f)
-    except (OSError, ValueError) as e:
+    try:                             # a FIFO, a device or a huge file: refused, not read
+        meta = json.loads(cli.read_text_file(path, "sweep.json"))
+    except ValueError as e:
         raise ValueError(f"{path} is not a sweep description ({type(e).__name__}: damaged?); "
                          f"use another --out, or restore it") from None
     return check_meta(meta, path)
