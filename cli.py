@@ -1,7 +1,7 @@
 """cli.py: what the project's commands share: BLAS threads, option values, one-line errors, files.
 
-train.py, sweep.py and theory.py are commands; they promise the same things to the person typing
-them, and this file is where those promises are kept once:
+train.py, sweep.py, steps.py and theory.py are commands; they promise the same things to the
+person typing them, and this file is where those promises are kept once:
   - numpy's BLAS runs on one thread unless asked otherwise (set before numpy is first imported);
   - a bad option value is one line that names the value and what is allowed, never a traceback
     (integer, number, choice, int_list; OneLineParser; one_line_errors);
@@ -9,16 +9,58 @@ them, and this file is where those promises are kept once:
     never over a file that is not the command's own kind of output (claim_output: the one check
     of every path the project writes);
   - Ctrl-C is one line and exit status 130, from the first line a command runs
-    (quiet_interrupts, one_line_errors).
+    (quiet_interrupts, installed while this file is imported by a command beside it, before its
+    other imports; one_line_errors), and workers never print a traceback for it (worker_pool).
 Standard library only, so that the thread setting can run before numpy is imported.
 """
-import argparse
-import json
-import math
-import numbers
 import os
 import signal
 import sys
+
+# ---------------------------------------------------------------- Ctrl-C while starting ---------
+# First in this file, before its own imports: a command's first line is `import cli`, and Ctrl-C
+# during that import is the command's too.
+
+def _interrupted_while_starting(prog):
+    def handler(signum, frame):
+        # os._exit, not SystemExit: an exception raised here lands in whatever code was running
+        # (an import's own `except BaseException:`, a finalizer) and can be swallowed, and the
+        # command would then run on after saying it would not. Nothing has run: nothing to save.
+        try:
+            sys.stderr.write(f"\n{prog}: interrupted while starting; nothing was run\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(130)
+    return handler
+
+
+def quiet_interrupts(prog):
+    """Ctrl-C while the command `prog` is still starting (importing cli's own modules and numpy,
+    building its parser) is one line and exit status 130 at once, never a traceback from inside
+    an import and never swallowed by the code it lands in. Installed while this file is imported
+    by one of ENTRY_POINTS beside it, and called again (a no-op then) under each command's
+    `if __name__ == "__main__"`, which says so where a reader looks. one_line_errors hands Ctrl-C
+    back to Python (as KeyboardInterrupt) once main runs, where each command says what was
+    kept."""
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not when ignored
+            signal.signal(signal.SIGINT, _interrupted_while_starting(prog))
+    except ValueError:                       # not the main thread: leave signals alone
+        pass
+
+
+ENTRY_POINTS = ("train.py", "sweep.py", "steps.py", "theory.py")    # the project's entry points
+_main = getattr(sys.modules.get("__main__"), "__file__", None) or ""
+if (os.path.basename(_main) in ENTRY_POINTS
+        and os.path.dirname(os.path.abspath(_main)) == os.path.dirname(os.path.abspath(__file__))):
+    quiet_interrupts(os.path.basename(_main))     # a command beside this file is starting: its
+                                                  # own call under __main__ then finds it done
+
+import argparse  # noqa: E402  (after the guard: Ctrl-C while these load is one line too)
+import json  # noqa: E402
+import math  # noqa: E402
+import numbers  # noqa: E402
+import stat  # noqa: E402
 
 # ---------------------------------------------------------------- threads and memory -----------
 
@@ -78,17 +120,61 @@ def worker_start(parent=None):
     """A worker process's start-up (ProcessPoolExecutor's initializer): ignore Ctrl-C, which a
     terminal sends to the whole process group while the parent handles it (saves, reports, stops
     its workers), and, given the parent's pid, exit as soon as that parent is gone (killed, even
-    by SIGKILL, which no handler sees) instead of training on for nobody."""
+    by SIGKILL or SIGTERM, which no handler of the parent may see) instead of training on for
+    nobody. A worker of worker_pool starts with Ctrl-C blocked, so one pressed while it imports
+    numpy is dropped here, never a traceback."""
     import signal
     import threading
     import time
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})   # a pending one: dropped
     if parent is not None:
         def watch():
             while os.getppid() == parent:
                 time.sleep(1.0)
             os._exit(1)
         threading.Thread(target=watch, daemon=True).start()
+
+
+class _SigintHeld:
+    """Ctrl-C held back (blocked, not lost) in this thread while a worker is started: the new
+    process inherits the block and starts with Ctrl-C held until worker_start ignores it; in this
+    process a press in between is delivered when the block ends (CPython's resource tracker
+    starts its process the same way)."""
+
+    def __enter__(self):
+        self.old = None
+        if hasattr(signal, "pthread_sigmask"):
+            self.old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
+
+
+def worker_pool(workers):
+    """The one pool of worker processes of every command (sweeps, steps.py, the bench): `workers`
+    fresh interpreters (spawn: no copy of the parent's state) that start with Ctrl-C held
+    (_SigintHeld) and then ignore it (worker_start), and that exit within a second of their
+    parent's death, however it died (SIGKILL, SIGTERM, a crash). pool.stop() terminates the
+    workers still running and returns at once (Ctrl-C, SIGTERM or a failed run: nothing is left
+    running for nobody)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    class WorkerPool(ProcessPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):      # workers start here, on demand
+            with _SigintHeld():
+                return super().submit(fn, *args, **kwargs)
+
+        def stop(self):
+            for proc in list((getattr(self, "_processes", None) or {}).values()):
+                proc.terminate()
+            self.shutdown(wait=False, cancel_futures=True)
+
+    return WorkerPool(workers, mp_context=mp.get_context("spawn"), initializer=worker_start,
+                      initargs=(os.getpid(),))
 
 
 # ---------------------------------------------------------------- option values ----------------
@@ -196,25 +282,6 @@ def explicit_options(ap, argv):
     return {k for k, v in vars(ap2.parse_args(argv)).items() if v is not marker}
 
 
-def _interrupted_while_starting(prog):
-    def handler(signum, frame):
-        print(f"\n{prog}: interrupted while starting; nothing was run", file=sys.stderr)
-        raise SystemExit(130)
-    return handler
-
-
-def quiet_interrupts(prog):
-    """Called first thing under a command's `if __name__ == "__main__"`: Ctrl-C while the command
-    is still starting (importing numpy, building its parser) is one line and exit status 130,
-    not a traceback from inside an import. one_line_errors hands Ctrl-C back to Python (as
-    KeyboardInterrupt) once main runs, where each command says what was kept."""
-    try:
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not when ignored
-            signal.signal(signal.SIGINT, _interrupted_while_starting(prog))
-    except ValueError:                       # not the main thread: leave signals alone
-        pass
-
-
 def one_line_errors(prog, main, argv=None):
     """Run a command's main; a file that cannot be written or read (OSError: read-only folder,
     full disk, ...) or memory that runs out becomes one line naming what failed, exit code 1;
@@ -235,8 +302,8 @@ def one_line_errors(prog, main, argv=None):
         print(f"{prog}: cannot access{where}: {e.strerror or e}", file=sys.stderr)
     except MemoryError as e:
         what = f" ({e})" if str(e) else ""
-        print(f"{prog}: out of memory{what}; use smaller sizes (T, m, n_test, d, mlp) or fewer "
-              f"workers", file=sys.stderr)
+        print(f"{prog}: out of memory{what}; use smaller sizes (T, m, n_test, d, mlp, --seeds) "
+              f"or fewer workers", file=sys.stderr)
     return 1
 
 
@@ -319,6 +386,54 @@ def check_writable(path, what, temporaries=()):
         if not existed:
             os.remove(target)
     return None
+
+
+TEXT_MOST = 16 << 20     # bytes: far above any page, table or cache the project reads
+
+
+def read_text_file(path, what, root=None, most=TEXT_MOST):
+    """The one way to read a file the project did not write itself just now (a page and the
+    files its markers name, a --readme, a cache, a folder's JSON): `path` must be a regular file
+    (not a folder, device or pipe: /dev/zero never ends) of at most `most` bytes, holding UTF-8
+    text without NUL bytes; with `root`, `path` must also be relative and stay inside root after
+    every symlink and `..` (a page may copy files of its repository, never /etc/hostname).
+    Otherwise a ValueError, one line naming `what` and the path. -> the text, with newlines
+    read as text mode reads them."""
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"{what}: not a file path: {path!r}")
+    full = path
+    if root is not None:
+        top = os.path.realpath(root)
+        full = os.path.join(top, path)
+        if os.path.isabs(path):
+            raise ValueError(f"{what} {path}: an absolute path; only files inside the "
+                             f"repository ({top}) may be read, named relative to it")
+        if os.path.commonpath([os.path.realpath(full), top]) != top:
+            raise ValueError(f"{what} {path}: outside the repository ({top}); only files "
+                             f"inside it may be read")
+    try:
+        st = os.stat(full)
+    except OSError as e:
+        raise ValueError(f"{what} {path}: cannot read it ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{what} {path} is not a regular file (a folder, device or pipe); "
+                         f"refusing to read it")
+    try:
+        with open(full, "rb") as f:
+            data = f.read(most + 1)
+    except OSError as e:
+        raise ValueError(f"{what} {path}: cannot read it ({e.strerror})") from None
+    if len(data) > most:
+        raise ValueError(f"{what} {path} is larger than {most} bytes; not a text file this "
+                         f"project reads")
+    if b"\x00" in data:
+        raise ValueError(f"{what} {path} is not a text file (it holds NUL bytes: binary?)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{what} {path} is not UTF-8 text (byte {e.start} is not: binary?)") \
+            from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 # What each kind of output may replace: only a file that is already that kind of output, which

@@ -1,13 +1,15 @@
-"""folder.py: a sweep's results folder on disk: its CSV rows, its sweep.json and its lock.
+"""folder.py: a results folder on disk, a sweep's or steps.py's: its CSV rows, its description
+(sweep.json, steps.json) and its lock. Every command that writes runs into a folder stands on it.
 
 A folder holds one experiment: every run is one row of OUT/runs*.csv (written and flushed as it
 finishes, so an interrupted sweep loses nothing), and OUT/sweep.json records the options, the m
 grids, the search, the success bar, the plan (models, T, seeds) and the machines, with a
 fingerprint of what defines the experiment (sweep_fingerprint) that every row carries too. Shards
-write CSVs of their own into one folder; reports read them all.
+write CSVs of their own into one folder; reports read them all. steps.py's folder is the same
+kind: OUT/steps.csv (STEPS_ROWS) read, written and checked by the same functions.
 
-The file reads top to bottom: the rows (fields, reading, appending), the fingerprint and the
-checks that rows belong to one sweep, sweep.json, the lock, the machine.
+The file reads top to bottom: the rows (fields, reading, the one validator, appending), the
+fingerprint and the checks that rows belong to one sweep, sweep.json, the lock, the machine.
 """
 import csv
 import glob
@@ -15,10 +17,12 @@ import hashlib
 import json
 import os
 import platform
+import re
 import sys
 
 import numpy as np
 
+import cli
 import train
 from stats import SEARCHES, seed_outcome
 
@@ -30,13 +34,85 @@ OPTIONAL_FIELDS = ("best_step", "pos_overlap", "sweep_id")   # older rows lack t
 # row, so that CSVs merged from shards or machines are checked to be one experiment.
 ROW_TYPES = dict(T=int, m=int, seed=int, s=int, steps=int, test_acc=float, train_acc=float,
                  attn_on_S=float, seconds=float)
+# steps.py's rows (OUT/steps.csv): one run each, the first checked step at which its test accuracy
+# reached the bar, or censored (steps_to_bar blank) when it did not within its budget.
+STEPS_FIELDS = ("task", "s", "T", "m", "seed", "steps_to_bar", "censored", "budget", "every",
+                "final_test_acc", "seconds")
 
 
-def read_rows(paths, warn=None):
-    """The finished runs in CSV files, each row with "line" ("FILE line N") added. A row that is
-    complete but wrong inside (a number that is not one, an accuracy outside [0, 1], a model or
-    success flag we never write) is a ValueError naming the file and line: a damaged results file
-    must not turn into a quietly different table. A torn row (too few fields, or NUL bytes, as a
+class BadRow(ValueError):
+    """A complete row that is wrong inside, or contradicts its folder; the message says how."""
+
+
+def _sweep_row(r):
+    """A sweep row, typed as reports read it (success a bool; optional fields defaulted)."""
+    try:
+        for k, kind in ROW_TYPES.items():
+            kind(r[k])
+        ok = (r["model"] in MODELS and r["success"] in ("0", "1") and int(r["T"]) >= 1
+              and int(r["m"]) >= 1 and int(r["seed"]) >= 0 and int(r["s"]) >= 1
+              and all(0 <= float(r[k]) <= 1 for k in ("test_acc", "train_acc")
+                      if r[k].strip().lower() != "nan"))
+    except (ValueError, TypeError):
+        ok = False
+    if not ok:
+        bad = {k: r[k] for k in ("model", "T", "m", "seed", "test_acc", "success")}
+        raise BadRow(f"not a valid run row {bad}")
+    r["success"] = r["success"] == "1"
+    r.setdefault("sweep_id", "")
+    r.setdefault("best_step", r["steps"])
+    r.setdefault("pos_overlap", "nan")
+    return r
+
+
+def _steps_row(r):
+    """A steps.py row, typed (ints, steps_to_bar None when censored), and checked against its own
+    numbers: censored 1 exactly when steps_to_bar is blank, and a first hit is a checked step
+    (a multiple of every) within the budget."""
+    try:
+        t = {k: int(r[k]) for k in ("s", "T", "m", "seed", "censored", "budget", "every")}
+        hit = int(r["steps_to_bar"]) if r["steps_to_bar"].strip() else None
+        acc, seconds = float(r["final_test_acc"]), float(r["seconds"])
+        ok = (r["task"] and min(t["s"], t["T"], t["m"], t["budget"], t["every"]) >= 1
+              and t["seed"] >= 0 and t["censored"] in (0, 1) and seconds >= 0
+              and (acc != acc or 0 <= acc <= 1))
+    except (ValueError, TypeError, AttributeError):
+        ok = False
+    if not ok:
+        raise BadRow(f"not a valid steps row {dict((k, r.get(k)) for k in STEPS_FIELDS)}")
+    if t["censored"] != (hit is None):
+        raise BadRow(f"censored {t['censored']} contradicts its steps_to_bar "
+                     f"{r['steps_to_bar'] or '(blank)'} (censored 1 exactly when no step reached "
+                     f"the bar)")
+    if hit is not None and not (t["every"] <= hit <= t["budget"] and hit % t["every"] == 0):
+        raise BadRow(f"steps_to_bar {hit} is not a checked step (a multiple of every = "
+                     f"{t['every']} up to the budget {t['budget']})")
+    return dict(r, **t, steps_to_bar=hit)
+
+
+# What each kind of results CSV holds: its columns (those older files may lack), the columns a
+# finished row always fills (blank: torn), how a row is typed and checked alone (raises BadRow),
+# which run it records (two rows of one run must agree) and its outcome.
+SWEEP_ROWS = dict(fields=ROW_FIELDS, optional=OPTIONAL_FIELDS, filled=("seconds", "success"),
+                  parse=_sweep_row, what="a sweep CSV",
+                  run=lambda r: (r["model"], int(r["T"]), int(r["seed"]), int(r["m"])),
+                  outcome=lambda r: bool(r["success"]),
+                  name=lambda k: f"{k[0]} T={k[1]} seed={k[2]} m={k[3]}",
+                  show=lambda v: f"success {int(v)}")
+STEPS_ROWS = dict(fields=STEPS_FIELDS, optional=(), filled=("seconds", "censored"),
+                  parse=_steps_row, what="a steps.py CSV",
+                  run=lambda r: (int(r["T"]), int(r["seed"])),
+                  outcome=lambda r: r["steps_to_bar"],
+                  name=lambda k: f"T={k[0]} seed={k[1]}",
+                  show=lambda v: "censored" if v is None else f"{v} steps")
+
+
+def read_rows(paths, warn=None, kind=SWEEP_ROWS):
+    """The finished runs in CSV files of one kind (SWEEP_ROWS: runs*.csv, STEPS_ROWS: steps.csv),
+    each row with "line" ("FILE line N") added. A row that is complete but wrong inside (a number
+    that is not one, an accuracy outside [0, 1], a model or flag we never write, numbers that
+    contradict each other) is a ValueError naming the file and line: a damaged results file must
+    not turn into a quietly different table. A torn row (too few fields, or NUL bytes, as a
     crash leaves) is skipped: silently when it is the file's last line (a run killed
     mid-write), and with a warning naming the file and line anywhere else (`warn`, a function of
     one line; default: print to stderr), since something else damaged the file there."""
@@ -50,9 +126,9 @@ def read_rows(paths, warn=None):
             continue
         last = len(lines) if text.endswith("\n") else None    # else a torn tail follows
         header = next(csv.reader([lines[0]]), [])
-        missing = [k for k in ROW_FIELDS if k not in OPTIONAL_FIELDS and k not in header]
+        missing = [k for k in kind["fields"] if k not in kind["optional"] and k not in header]
         if missing:
-            raise ValueError(f"{path}: not a sweep CSV (no column {', '.join(missing)})")
+            raise ValueError(f"{path}: not {kind['what']} (no column {', '.join(missing)})")
         for line, text_line in enumerate(lines[1:], start=2):
             torn = "NUL bytes" if "\x00" in text_line else None
             if not torn:
@@ -64,7 +140,7 @@ def read_rows(paths, warn=None):
                                      f"fields than the header has columns (rows appended under "
                                      f"another header?)")
                 r = dict(zip(header, fields))
-                if len(fields) < len(header) or "" in (r.get("seconds"), r.get("success")):
+                if len(fields) < len(header) or "" in (r.get(k) for k in kind["filled"]):
                     torn = f"{len(fields)} of {len(header)} fields"
             if torn:
                 if line != last:
@@ -72,87 +148,172 @@ def read_rows(paths, warn=None):
                          f"was damaged there")
                 continue
             try:
-                for k, kind in ROW_TYPES.items():
-                    kind(r[k])
-                if r["model"] not in ("transformer", "mlp") or r["success"] not in ("0", "1"):
-                    raise ValueError
-                if int(r["T"]) < 1 or int(r["m"]) < 1 or int(r["seed"]) < 0:
-                    raise ValueError
-                if any(not 0 <= float(r[k]) <= 1 for k in ("test_acc", "train_acc")
-                       if r[k].strip().lower() != "nan"):
-                    raise ValueError
-            except (ValueError, TypeError):
-                bad = {k: r[k] for k in ("model", "T", "m", "seed", "test_acc", "success")}
-                raise ValueError(f"{path} line {line}: not a valid run row {bad}") from None
-            r["success"] = r["success"] == "1"
-            r.setdefault("sweep_id", "")
-            r.setdefault("best_step", r["steps"])
-            r.setdefault("pos_overlap", "nan")
+                r = kind["parse"](r)
+            except BadRow as e:
+                raise ValueError(f"{path} line {line}: {e}") from None
             r["line"] = f"{path} line {line}"
             rows.append(r)
     return rows
 
 
-def check_rows(rows, bar=None):
-    """The one row validator, used by resume, merge and report (folder_runs): rows must agree
-    with themselves and with each other, or ValueError names the file and line.
-      - A row's success flag must be its test accuracy against the folder's `bar` (success 1:
-        test_acc >= bar; success 0: below it, or nan, a diverged run). Without a bar, the
-        contradictions no bar in (0, 1] allows: success 1 with accuracy nan or 0, success 0
-        with accuracy 1.
-      - Two rows of one run (model, T, seed, m) with opposite outcomes are refused. The same run
-        recorded twice with the same outcome (a shard's CSV copied in twice) counts once: the
-        first row read is kept, the others dropped.
+def _sweep_row_in(r, meta, bar):
+    """What makes a sweep row contradict its folder (None when nothing does): its success flag
+    against its test accuracy under `bar` (without a bar, the contradictions no bar in (0, 1]
+    allows: success 1 with accuracy nan or 0, success 0 with accuracy 1); and, with the folder's
+    sweep.json `meta`, its task, s and step count against the sweep's options and its m against
+    the folder's grid of its model."""
+    acc, ok = float(r["test_acc"]), bool(r["success"])
+    if bar is not None:
+        bad, rule = ok != (acc >= bar), f"the folder's bar is test accuracy >= {bar}"
+    else:
+        bad, rule = (ok and not acc > 0) or (not ok and acc >= 1), "no bar in (0, 1] gives that"
+    if bad:
+        return (f"success {int(ok)} contradicts its test accuracy {r['test_acc']} ({rule}); the "
+                f"row was edited or belongs to another sweep")
+    if not meta:
+        return None
+    o = full_options(meta["options"])
+    for k in ("task", "s", "steps"):
+        if (r[k] if k == "task" else int(r[k])) != o[k]:
+            return (f"{k} {r[k]} is not the folder's {k} {o[k]} (sweep.json); the row was edited "
+                    f"or belongs to another sweep")
+    grid = meta.get("grids", {}).get(r["model"])
+    if grid and int(r["m"]) not in grid:
+        return (f"m {r['m']} is not on the folder's {r['model']} grid (sweep.json: {grid[0]}.."
+                f"{grid[-1]}, {len(grid)} sizes); the row was edited or belongs to another sweep")
+    return None
+
+
+def _steps_row_in(r, meta, bar=None):
+    """What makes a steps row contradict its folder's steps.json `meta` (None when nothing
+    does): the task, s and m of its options, its budget and check interval."""
+    if not meta:
+        return None
+    want = dict(task=meta["options"]["task"], s=meta["options"]["s"], m=meta["options"]["m"],
+                budget=meta["budget"], every=meta["every"])
+    for k, v in want.items():
+        if r[k] != v:                              # read_rows typed the row (_steps_row)
+            return (f"{k} {r[k]} is not the folder's {k} {v} (steps.json); the row was edited "
+                    f"or belongs to another folder")
+    return None
+
+
+def _sizes_searched(grid, saved):
+    """Every m a bisection over `grid` may run, given the outcomes saved {m: success}: its path
+    through the saved runs, and at a size not saved (a row lost to a torn line, or a search not
+    finished) both ways on (at most about 2^7 paths)."""
+    seen = set()
+
+    def walk(answers):
+        gen = SEARCHES["bisect"](grid)
+        try:
+            m = next(gen)
+            for answer in answers:
+                m = gen.send(answer)
+            while True:
+                seen.add(m)
+                if m not in saved:
+                    walk(answers + [True])
+                    walk(answers + [False])
+                    return
+                answers = answers + [saved[m]]
+                m = gen.send(saved[m])
+        except StopIteration:
+            return
+    walk([])
+    return seen
+
+
+def _sweep_rows_searched(rows, meta):
+    """The first row (and what is wrong) at an m its seed's bisection never runs: replaying the
+    folder's search (sweep.json: search, grids) over the seed's runs, every m they hold must be
+    on its path (_sizes_searched). A bisection runs about 7 sizes of its grid; a row at another
+    size was edited or belongs elsewhere, and would move m50 and m* without a word. None when
+    every row can be a probe (a grid walk runs every size)."""
+    if not meta or meta.get("search") != "bisect":
+        return None
+    by_seed = {}
+    for r in rows:
+        by_seed.setdefault((r["model"], int(r["T"]), int(r["seed"])), []).append(r)
+    for (model, T, seed), runs in by_seed.items():
+        grid = meta.get("grids", {}).get(model)
+        if not grid:
+            continue
+        searched = _sizes_searched(grid, {int(r["m"]): bool(r["success"]) for r in runs})
+        stray = next((r for r in runs if int(r["m"]) not in searched), None)
+        if stray:
+            return stray, (f"m {stray['m']} is not a size the folder's bisect search runs for "
+                           f"{model} T={T} seed={seed} (its grid in sweep.json, given that "
+                           f"seed's other runs); the row was edited or belongs to another sweep")
+    return None
+
+
+SWEEP_ROWS["agrees"], STEPS_ROWS["agrees"] = _sweep_row_in, _steps_row_in
+SWEEP_ROWS["together"], STEPS_ROWS["together"] = _sweep_rows_searched, lambda rows, meta: None
+
+
+def check_rows(rows, bar=None, meta=None, kind=SWEEP_ROWS):
+    """The one row validator, used by resume, merge and report of sweeps (folder_runs) and of
+    steps.py: rows must agree with themselves, with their folder and with each other, or
+    ValueError names the file and line.
+      - A row must agree with its folder's description `meta` (sweep.json, steps.json) and a
+        sweep row with the folder's `bar` (kind["agrees"]: task, s, step count or budget, grid).
+      - Two rows of one run with different outcomes are refused. The same run recorded twice
+        with the same outcome (a shard's CSV copied in twice) counts once: the first row read is
+        kept, the others dropped.
+      - The runs of one seed must be the sizes its search runs (kind["together"]: a sweep's
+        bisection replayed over its grid).
     -> the rows, each run once."""
     kept, seen = [], {}
     for r in rows:
-        acc, ok = float(r["test_acc"]), bool(r["success"])
         where = r.get("line", "a row")
-        if bar is not None:
-            bad = ok != (acc >= bar)                      # nan >= bar is False: a failure
-            rule = f"the folder's bar is test accuracy >= {bar}"
-        else:
-            bad = (ok and not acc > 0) or (not ok and acc >= 1)
-            rule = "no bar in (0, 1] gives that"
-        if bad:
-            raise ValueError(f"{where}: success {int(ok)} contradicts its test accuracy "
-                             f"{r['test_acc']} ({rule}); the row was edited or belongs to "
-                             f"another sweep")
-        key = (r["model"], int(r["T"]), int(r["seed"]), int(r["m"]))
+        problem = kind["agrees"](r, meta, bar)
+        if problem:
+            raise ValueError(f"{where}: {problem}")
+        key = kind["run"](r)
         if key in seen:
             first = seen[key]
-            if bool(first["success"]) != ok:
+            a, b = kind["outcome"](r), kind["outcome"](first)
+            if a != b:
                 raise ValueError(f"{where} and {first.get('line', 'another row')} record the run "
-                                 f"{key[0]} T={key[1]} seed={key[2]} m={key[3]} with opposite "
-                                 f"outcomes (success {int(ok)} and {int(bool(first['success']))})"
-                                 f"; keep the right one")
+                                 f"{kind['name'](key)} with opposite outcomes ({kind['show'](a)} "
+                                 f"and {kind['show'](b)}); keep the right one")
             continue
         seen[key] = r
         kept.append(r)
+    stray = kind["together"](kept, meta)
+    if stray:
+        raise ValueError(f"{stray[0].get('line', 'a row')}: {stray[1]}")
     return kept
 
 
 def csv_header(path):
     """The column names of a CSV's first complete line, or None when it has none yet."""
-    with open(path, newline="") as f:
+    with open(path, newline="", errors="replace") as f:
         first = f.readline()
     return next(csv.reader([first])) if first.endswith("\n") else None
 
 
-def open_csv(path):
+def open_csv(path, fields=ROW_FIELDS):
     """(file, writer, fresh): `path` opened for appending rows, a header written first when the
     file is missing or has no complete header line yet. A header that cannot be written (a full
-    disk) leaves no empty file behind, and the OSError names the file."""
+    disk) leaves no file behind, and the OSError names the file."""
     fresh = not os.path.exists(path) or csv_header(path) is None
     fh = open(path, "w" if fresh else "a", newline="")
-    writer = csv.DictWriter(fh, fieldnames=ROW_FIELDS)
+    writer = csv.DictWriter(fh, fieldnames=fields)
     if fresh:
         try:
             writer.writeheader()
             fh.flush()
         except OSError as e:
-            fh.close()
-            os.remove(path)
+            try:
+                fh.close()                   # flushes again, and fails again: still closed
+            except OSError:
+                pass
+            try:
+                os.remove(path)
+            except OSError:
+                pass
             raise OSError(e.errno, e.strerror or str(e), path) from None
     return fh, writer, fresh
 
@@ -165,6 +326,59 @@ def drop_torn_tail(path):
         text = f.read()
         if text and not text.endswith(b"\n"):
             f.truncate(text.rfind(b"\n") + 1)
+
+class RowWriter:
+    """This session's CSV of runs of one kind (SWEEP_ROWS, STEPS_ROWS): each row written, flushed
+    and synced as it finishes, after a torn last line (a crash mid-write) is cut away, never
+    appended to; a file under another header (an older version's) is never touched but
+    continued aside (runs-part2.csv). If something replaces or removes the file under the
+    command (a `git checkout` of a tracked results file did once: every later row went to a
+    deleted file), the file is reopened and this session's rows it no longer holds are written
+    back. Every OSError (a full disk) names the file."""
+
+    def __init__(self, path, kind=SWEEP_ROWS):
+        self.kind = kind
+        drop_torn_tail(path)
+        k = 1
+        while os.path.exists(path) and csv_header(path) not in (None, list(kind["fields"])):
+            k += 1                 # written by an older version: never touched, continued aside
+            path = re.sub(r"(-part\d+)?\.csv$", f"-part{k}.csv", path)
+            drop_torn_tail(path)
+        self.path, self.rows = path, []
+        self.fh, self.writer, _ = open_csv(path, kind["fields"])
+
+    def write(self, row):
+        try:
+            self._still_ours()
+            self.writer.writerow(row)
+            self.fh.flush()
+            os.fsync(self.fh.fileno())
+        except OSError as e:                # a full disk: one line that names the file
+            raise OSError(e.errno, e.strerror or str(e), self.path) from None
+        self.rows.append(row)
+
+    def _still_ours(self):
+        try:
+            if os.stat(self.path).st_ino == os.fstat(self.fh.fileno()).st_ino:
+                return
+        except OSError:                            # removed
+            pass
+        self.close()
+        drop_torn_tail(self.path)
+        self.fh, self.writer, fresh = open_csv(self.path, self.kind["fields"])
+        key = self.kind["run"]
+        on_disk = {key(r) for r in ([] if fresh else read_rows([self.path], kind=self.kind))}
+        back = [r for r in self.rows if key(r) not in on_disk]
+        self.writer.writerows(back)
+        print(f"warning: {self.path} was replaced or removed while this command wrote to it; "
+              f"reopened it and wrote back {len(back)} rows of this session", flush=True)
+
+    def close(self):
+        try:
+            self.fh.close()
+        except OSError as e:
+            raise OSError(e.errno, e.strerror or str(e), self.path) from None
+
 
 # ---------------------------------------------------------------- one sweep per folder
 
@@ -217,6 +431,21 @@ def check_one_sweep(rows, sweep_ids, out):
                             f"--steps/--bar/--protocol options? Keep one sweep per folder"))
 
 
+MAX_SEARCHES = 10 ** 6   # (model, T, seed) searches one folder may plan: far beyond any study,
+                         # far below what a list of them costs in memory
+
+
+def check_plan_size(n_models, n_Ts, n_seeds):
+    """A ValueError naming --seeds (or --Ts) when a plan of n_models x n_Ts x n_seeds searches is
+    larger than MAX_SEARCHES: checked before any list of jobs is built from it."""
+    total = n_models * n_Ts * n_seeds
+    if total > MAX_SEARCHES:
+        culprit = f"--seeds {n_seeds}" if n_seeds >= n_Ts else f"--Ts (with {n_Ts} values)"
+        raise ValueError(f"{culprit}: {n_models} model(s) x {n_Ts} T x {n_seeds} seeds is "
+                         f"{total} searches, more than the {MAX_SEARCHES} one folder may plan; "
+                         f"give fewer seeds or T")
+
+
 def missing_searches(rows, models, Ts, n_seeds, grids, search):
     """The (model, T, seed) searches asked for that are not finished in `rows`: absent (a
     missing shard) or stopped half way (an interrupted run)."""
@@ -234,10 +463,9 @@ def read_meta(folder):
     path = os.path.join(folder, "sweep.json")
     if not os.path.lexists(path):
         return {}
-    try:
-        with open(path) as f:
-            meta = json.load(f)
-    except (OSError, ValueError) as e:
+    try:                             # a FIFO, a device or a huge file: refused, not read
+        meta = json.loads(cli.read_text_file(path, "sweep.json"))
+    except ValueError as e:
         raise ValueError(f"{path} is not a sweep description ({type(e).__name__}: damaged?); "
                          f"use another --out, or restore it") from None
     return check_meta(meta, path)
@@ -301,22 +529,22 @@ def check_meta(meta, path="sweep.json"):
 MODELS = ("transformer", "mlp")
 
 
-def csv_paths(folder):
-    """The folder's runs*.csv files, in name order."""
-    return sorted(glob.glob(os.path.join(folder, "runs*.csv")))
+def csv_paths(folder, stem="runs"):
+    """The folder's runs*.csv files (stem "steps": steps*.csv), in name order."""
+    return sorted(glob.glob(os.path.join(glob.escape(folder), f"{stem}*.csv")))
 
 
-def folder_runs(folder, bar=None, sweep_ids=None, warn=None):
+def folder_runs(folder, bar=None, sweep_ids=None, warn=None, meta=None):
     """Every finished run in the folder's runs*.csv files (read_rows; warn: its warnings), checked:
     with sweep_ids, every row with a fingerprint carries one of them (check_one_sweep); then
-    check_rows under `bar` (default: the bar of the folder's sweep.json, when there is one).
+    check_rows against the folder's sweep.json (`meta`, default: read from the folder; its task,
+    s, steps and grids) and under `bar` (default: the bar of that sweep.json, when there is one).
     Each run once."""
     rows = read_rows(csv_paths(folder), warn)
     if sweep_ids is not None:
         check_one_sweep(rows, sweep_ids, folder)
-    if bar is None:
-        bar = read_meta(folder).get("bar")
-    return check_rows(rows, bar)
+    meta = read_meta(folder) if meta is None else meta
+    return check_rows(rows, meta.get("bar") if bar is None else bar, meta)
 
 
 def folder_rows(folder, n_seeds=None, Ts=None):
@@ -326,40 +554,53 @@ def folder_rows(folder, n_seeds=None, Ts=None):
     order."""
     meta = read_meta(folder)
     ids = {meta["sweep_id"]} if meta.get("sweep_id") else None
-    rows = [r for r in folder_runs(folder, meta.get("bar"), ids)
-            if r["model"] == "transformer" and (n_seeds is None or int(r["seed"]) < n_seeds)
+    found = [r for r in folder_runs(folder, meta.get("bar"), ids, meta=meta)
+             if r["model"] == "transformer"]
+    rows = [r for r in found if (n_seeds is None or int(r["seed"]) < n_seeds)
             and (Ts is None or int(r["T"]) in Ts)]
     if not rows:
+        held = sorted({int(r["T"]) for r in found})
+        if Ts is not None and found and not set(Ts) & set(held):
+            raise ValueError(f"{folder}: no Transformer runs at T = {', '.join(map(str, Ts))} "
+                             f"(--Ts); it holds T = {', '.join(map(str, held))}")
         raise ValueError(f"{folder}: no Transformer runs (runs*.csv)")
     return meta, rows
 
 
 # ---------------------------------------------------------------- the lock and the machine
 
-def lock_folder(out, shard=(0, 1)):
+def lock_folder(out, shard=(0, 1), holder=None):
     """Hold an exclusive lock on OUT/.lock for this process's life, whatever the shard: one folder
-    runs one sweep at a time, so a second sweep, a shard beside the whole sweep, or shards of
-    different splits (0/2 and 0/3) can never run the same searches twice and write duplicate rows.
-    A busy folder is a ValueError naming the process that holds it. The lock is the kernel's
-    (flock), so a killed sweep never leaves a stale one. Where fcntl does not exist (Windows)
-    there is no lock; None is returned. Shards that run at the same time write to folders of
-    their own; copy their runs-shard-*.csv into one folder and report it."""
+    runs one command at a time (a sweep, a steps.py run, a report), so a second sweep, a shard
+    beside the whole sweep, or shards of different splits (0/2 and 0/3) can never run the same
+    searches twice and write duplicate rows, and a report never writes between a sweep's rows
+    and its final report. A busy folder is a ValueError naming the process that holds it
+    (`holder`, default: this pid and shard). The lock is the kernel's (flock), so a killed sweep
+    never leaves a stale one. Where fcntl does not exist (Windows) there is no lock; None is
+    returned. Shards that run at the same time write to folders of their own; copy their
+    runs-shard-*.csv into one folder and report it."""
     try:
         import fcntl
     except ImportError:
         return None
-    fh = open(os.path.join(out, ".lock"), "a+")
+    path = os.path.join(out, ".lock")
+    try:
+        fh = open(path, "a+")
+    except OSError as e:
+        raise ValueError(f"{out}: cannot lock the folder ({path}: {e.strerror}); a command "
+                         f"that writes into a folder needs it writable") from None
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         fh.seek(0)
-        holder = fh.read().strip() or "another process"
+        held = fh.read().strip() or "another process"
         fh.close()
-        raise ValueError(f"{out} is in use by another sweep ({holder}); one sweep runs in a folder "
-                         f"at a time: wait for it, or use another --out") from None
+        raise ValueError(f"{out} is in use by another sweep, steps.py run or report ({held}); "
+                         f"one command writes into a folder at a time: wait for it, or use "
+                         f"another --out") from None
     fh.seek(0)
     fh.truncate()
-    fh.write(f"pid {os.getpid()}, shard {shard[0]}/{shard[1]}")
+    fh.write(holder or f"pid {os.getpid()}, shard {shard[0]}/{shard[1]}")
     fh.flush()
     return fh
 

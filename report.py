@@ -23,8 +23,8 @@ import numpy as np
 import data
 import hypotheses
 import train
-from cli import (claim_outputs, pyplot_or_hint, replace_atomically, save_figure, write_json,
-                 write_text)
+from cli import (claim_outputs, pyplot_or_hint, read_text_file, replace_atomically,
+                 save_figure, write_json, write_text)
 from folder import folder_rows, full_options
 from stats import (N_BOOT, critical_sizes, fit_line, log_departure, paired_growth, paired_ratio,
                    scaling_fits, seed_outcome, split_by_T, success_estimates)
@@ -59,6 +59,7 @@ def paper_bar(T):
 # ---------------------------------------------------------------- the statistical limit
 
 LIMIT_SEEDS = 200     # streams per T for the statistical limit (about 1 s at T = 10^4)
+LIMIT_M_MAX = 100000  # the longest prefix of a stream searched; beyond it the limit is inf
 _LIMITS = {}          # "task|s|T|n_seeds" -> the limit's dict, for the life of the process
 
 
@@ -83,14 +84,15 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
         try:
             claim_outputs([(cache, "limits", "the cache")])
             if os.path.exists(cache):
-                with open(cache) as f:
-                    known = json.load(f)
+                known = json.loads(read_text_file(cache, "the cache"))
+                if not isinstance(known, dict):
+                    raise ValueError(f"the cache {cache} is not a cache of limits")
         except (OSError, ValueError) as e:
             print(f"warning: {e}; the limits are computed without it")
             cache, known = None, {}
     for T in Ts:
         key = f"{task}|{s}|{T}|{n_seeds}"
-        hit = _LIMITS.get(key) or _cached_limit(known.get(key), n_seeds)
+        hit = _LIMITS.get(key) or cached_limit(known.get(key), n_seeds, T, s)
         if hit:
             out[T] = known[key] = _LIMITS[key] = hit
             continue
@@ -101,7 +103,7 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
             for seed in range(n_seeds):
                 streams = train.seeds_for(seed)       # the streams an iid run of the seed uses
                 t = data.make_task(task, T, s, streams.task)
-                firsts.append(hypotheses.first_identifying_m(t, streams.train, 100000))
+                firsts.append(hypotheses.first_identifying_m(t, streams.train, LIMIT_M_MAX))
         except ValueError:
             continue                                  # not affordable at this T: left out
         v = np.array([np.inf if f is None else f for f in firsts], float)
@@ -113,17 +115,20 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
     return out
 
 
-def _cached_limit(entry, n_seeds):
+def cached_limit(entry, n_seeds, T=None, s=None):
     """A limits.json entry as statistical_limits returns it (null, how strict JSON writes inf,
-    read back as inf), or None when it is not one (damaged: computed again)."""
+    read back as inf), or None when it is not one (damaged or impossible: computed again). A
+    limit is a number of samples: each of median, q05 and q95 is inf or a whole number from 1
+    (0 only when T = s) to LIMIT_M_MAX, in that order."""
     if not isinstance(entry, dict) or entry.get("n_seeds") != n_seeds:
         return None
-    out = {}
+    out, least = {}, 0 if T is None or T == s else 1
     for k in ("median", "q05", "q95"):
         v = entry.get(k, "missing")
         if v is None:
             v = math.inf
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or math.isnan(v) or v < 0:
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or math.isnan(v) or (
+                math.isfinite(v) and not (v == int(v) and least <= v <= LIMIT_M_MAX)):
             return None
         out[k] = float(v)
     out["n_seeds"] = n_seeds
@@ -986,14 +991,15 @@ def headline_command(a, fail):
             fail(f"no folder {f}")
     try:
         claim_outputs([(a.out, "table", "--out"), (a.plot, "plot", "--plot")])
+        text = read_text_file(a.readme, "--readme") if os.path.lexists(a.readme) else None
+        if text is not None:                                  # pages' reading and markers
+            check_markers(text, a.readme)
         table = headline_table([a.d64], a.d128, a.plot)
     except ValueError as e:
         fail(str(e))
     write_text(a.out, table)
     print(table, end="")
-    if os.path.exists(a.readme):
-        with open(a.readme) as f:
-            text = f.read()
+    if text is not None:
         new = paste_tables(text, {"results/headline.md": table})
         if new != text:
             write_text(a.readme, new)
@@ -1008,7 +1014,8 @@ def headline_command(a, fail):
 # "<!-- begin PATH -->" and "<!-- end PATH -->" (PATH from the repository's root), and
 # `sweep.py pages` copies every such file again.
 
-MARKED = re.compile(r"(<!-- begin (\S+) -->\n)(.*?)(<!-- end \2 -->)", re.S)
+MARKED = re.compile(r"(?m)^(<!-- begin (\S+) -->\n)(.*?)^(<!-- end \2 -->)$", re.S)
+MARKER = re.compile(r"<!-- (begin|end) (\S+) -->")      # a marker line, whole
 
 
 def paste_tables(text, files):
@@ -1023,21 +1030,62 @@ def marked_files(text):
     return [m.group(2) for m in MARKED.finditer(text)]
 
 
+def check_markers(text, page):
+    """ValueError, one line naming the page and line, unless its marker lines pair up: each
+    `<!-- begin PATH -->` line is followed by its `<!-- end PATH -->` line before any other
+    marker line (a missing, misspelt or crossed end marker would leave a block never copied)."""
+    block = None                                  # (line, PATH) of the open block
+    for n, line in enumerate(text.split("\n"), start=1):
+        m = MARKER.fullmatch(line)
+        if not m:
+            continue
+        kind, path = m.groups()
+        if kind == "begin" and block:
+            raise ValueError(f"{page} line {n}: a begin marker for {path} inside the block of "
+                             f"{block[1]} (line {block[0]}), whose end marker is missing")
+        if kind == "end" and (not block or block[1] != path):
+            raise ValueError(f"{page} line {n}: an end marker for {path} without its begin "
+                             f"marker" + (f" (the open block is {block[1]}, line {block[0]})"
+                                          if block else ""))
+        block = (n, path) if kind == "begin" else None
+    if block:
+        raise ValueError(f"{page} line {block[0]}: the begin marker for {block[1]} has no end "
+                         f"marker '<!-- end {block[1]} -->'")
+
+
+def page_files(page, text, root):
+    """{PATH: text} of the files a page's blocks copy, each read as a file the project did not
+    write (cli.read_text_file: inside `root`, the repository, a regular text file of bounded
+    size). A page never copies itself or a file that holds markers (it would nest deeper on
+    every copy): ValueError, one line."""
+    check_markers(text, page)
+    files = {}
+    for path in marked_files(text):
+        where = f"{page}: the block file"
+        body = read_text_file(path, where, root=root)
+        if os.path.realpath(os.path.join(root, path)) == os.path.realpath(page):
+            raise ValueError(f"{where} {path} is the page itself; a block copies another file")
+        if any(MARKER.fullmatch(line) for line in body.split("\n")):
+            raise ValueError(f"{where} {path} holds marker lines itself; copying it would nest "
+                             f"blocks deeper on every run")
+        files[path] = body
+    return files
+
+
 def pages_command(a, fail):
     """`sweep.py pages PAGE ...`: copy each marked file into its block again; --check only says
-    which blocks differ from their files (exit 1 if any)."""
-    stale = []
-    for page in a.pages:
-        try:
-            with open(page) as f:
-                text = f.read()
-            files = {}
-            for path in marked_files(text):
-                with open(path) as f:
-                    files[path] = f.read()
-        except OSError as e:
-            fail(f"cannot read {e.filename}: {e.strerror}")
-        new = paste_tables(text, files)
+    which blocks differ from their files (exit 1 if any). Every page and file is read and checked
+    first (page_files; markers that do not pair up are an error, with --check too), so a problem
+    is one line and no page is written."""
+    root, stale, plan = os.getcwd(), [], []
+    try:
+        for page in a.pages:
+            text = read_text_file(page, "page")
+            files = page_files(page, text, root)
+            plan.append((page, text, files, paste_tables(text, files)))
+    except ValueError as e:
+        fail(str(e))
+    for page, text, files, new in plan:
         if new != text:
             stale.append(page)
             if not a.check:

@@ -44,6 +44,7 @@ what pairs two protocols or two widths in paired_ratio.
 """
 import itertools
 import math
+import numbers
 
 import numpy as np
 
@@ -51,6 +52,7 @@ N_BOOT = 2000     # bootstrap resamples of the seeds behind every interval in a 
 RIDGE = 1e-3      # ridge strength on (centred intercept, slope); see the module docstring
 MAX_ITER = 100    # Newton iterations cap (typical fits converge in 5-30)
 EXACT_RESAMPLES = 400_000   # list every resample of the seeds up to this many (seed_resamples)
+MAX_GRID = 100000  # sizes in one m grid at most (checked before the grid is built)
 NEWTON_TOL = 1e-10   # Newton stops when every step is below NEWTON_TOL * (1 + |parameter|)
 
 
@@ -58,7 +60,20 @@ NEWTON_TOL = 1e-10   # Newton stops when every step is below NEWTON_TOL * (1 + |
 
 def m_grid(lo, hi, ratio=1.05):
     """Integers from lo to hi, each about `ratio` times the last (every integer while that is
-    finer): the candidate training-set sizes."""
+    finer): the candidate training-set sizes. lo and hi are integers with 1 <= lo <= hi (no
+    bool), ratio a finite real number > 1; anything else is a one-line ValueError."""
+    whole = lambda v: (isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)))
+    if not (whole(lo) and whole(hi) and 1 <= lo <= hi):
+        raise ValueError(f"m_grid: lo and hi must be integers with 1 <= lo <= hi, got lo={lo!r}, "
+                         f"hi={hi!r}")
+    if not (isinstance(ratio, numbers.Real) and not isinstance(ratio, (bool, np.bool_))
+            and math.isfinite(ratio) and ratio > 1):
+        raise ValueError(f"m_grid: ratio must be a finite number > 1, got {ratio!r}")
+    step_one = min(hi, max(lo, 1 / (ratio - 1)))        # every integer up to here, then ratio
+    size = step_one - lo + math.log(hi / step_one) / math.log(ratio)
+    if size > MAX_GRID:
+        raise ValueError(f"m_grid: lo={lo}, hi={hi}, ratio={ratio!r} make about {size:.3g} sizes, "
+                         f"more than {MAX_GRID}; use a larger ratio or a smaller range")
     g, m = [], float(lo)
     while round(m) <= hi:
         if not g or round(m) > g[-1]:

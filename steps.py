@@ -18,23 +18,27 @@ over the T whose median is finite (paired bootstrap replicates), and beside them
 GF(2) learner needs (hypotheses.gf2_first_full_rank on each seed's stream) and the statistical limit.
 
 Every run is one CSV row of OUT/steps.csv, written as its stack finishes; the same command resumes.
+The folder is folder.py's, as a sweep's is: one command at a time under its lock, a torn row cut
+away before a resume appends, every row checked by the one validator against itself and steps.json.
 OUT/curves.json keeps the test accuracy and loss at every check of seeds 0-2, for the plot of the
 plateau and the jump. The optimiser is train.py's (Adam, full batch, the experiment's defaults)
 unless options say otherwise; steps.json records every option.
 """
-import csv
-import json
-import multiprocessing as mp
-import os
 import sys
-import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-import cli
-from cli import OneLineParser, int_list, integer
+import cli                      # standard library only: Ctrl-C from the first line
 
 if __name__ == "__main__":
-    cli.set_blas_threads()
+    cli.quiet_interrupts("steps.py")    # Ctrl-C while starting: one line, exit 130
+    cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
+
+import json
+import os
+import re
+import time
+from concurrent.futures import FIRST_COMPLETED, wait
+
+from cli import OneLineParser, int_list, integer
 
 import numpy as np
 
@@ -46,8 +50,7 @@ import train
 from stats import (exact_resamples, fit_line, median_ci, resample_medians, seed_resamples,
                    weighted_percentile_ci)
 
-FIELDS = ("task", "s", "T", "m", "seed", "steps_to_bar", "censored", "budget", "every",
-          "final_test_acc", "seconds")
+FIELDS = folder.STEPS_FIELDS       # one CSV row per run (folder.py reads, checks and writes it)
 OPTIONS = ("task", "s", "m", "lr", "wd", "batch", "d", "heads", "mlp", "dtype", "optimizer",
            "beta2", "decay", "clip", "n_test")
 CURVE_SEEDS = 3          # seeds whose whole curves are kept for the plot
@@ -92,46 +95,104 @@ def run_stack(runs, every):
 
 # ---------------------------------------------------------------- the runs on disk --------------
 
-def read_done(path):
-    """{(T, seed): row} of the finished runs in OUT/steps.csv (a torn last line is skipped)."""
-    if not os.path.exists(path):
-        return {}
-    with open(path, newline="") as f:
-        text = f.read()
-    done = {}
-    for line, r in enumerate(csv.DictReader(text[:text.rfind("\n") + 1].splitlines()), start=2):
-        try:
-            done[(int(r["T"]), int(r["seed"]))] = dict(
-                r, T=int(r["T"]), seed=int(r["seed"]), censored=int(r["censored"]),
-                steps_to_bar=int(r["steps_to_bar"]) if r["steps_to_bar"] else None,
-                budget=int(r["budget"]))
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"{path} line {line}: not a steps row {r}") from None
-    return done
+def read_done(path, meta=None):
+    """{(T, seed): row} of the finished runs in the steps CSVs of the folder of `path`
+    (OUT/steps.csv, and steps-part*.csv continued aside from an older header), each read and
+    checked by folder.py's one reader and validator (folder.read_rows, folder.check_rows): a
+    torn or NUL row is skipped (with a warning unless it is a file's last line); a row that
+    contradicts itself (a censored flag against its steps_to_bar), its folder's steps.json
+    `meta` (task, s, m, budget, every) or another row of the same run is one line naming the
+    file and line."""
+    out = os.path.dirname(path) or "."
+    paths = [p for p in folder.csv_paths(out, "steps") if os.path.isfile(p)]
+    rows = folder.check_rows(folder.read_rows(paths, kind=folder.STEPS_ROWS), meta=meta,
+                             kind=folder.STEPS_ROWS)
+    return {(r["T"], r["seed"]): r for r in rows}
+
+
+def read_steps_meta(out):
+    """OUT/steps.json as a dict, every field checked (options: train.py's values, budget and every
+    integers >= 1, Ts integers >= 1, seeds an integer >= 1), or a one-line ValueError naming the
+    file and the field."""
+    path = os.path.join(out, "steps.json")
+    try:
+        meta = json.loads(cli.read_text_file(path, "steps.json"))
+    except ValueError:
+        meta = None
+    if not (isinstance(meta, dict) and isinstance(meta.get("options"), dict)):
+        raise ValueError(f"{out} holds no readable steps.json with options: not a steps.py "
+                         f"folder")
+    positive = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1
+    problems = [f"options has {k} = {meta['options'].get(k)!r}" for k in OPTIONS
+                if not _is_value_of(k, meta["options"].get(k))]
+    problems += [f"{k} = {meta.get(k)!r} is not an integer >= 1" for k in ("budget", "every",
+                                                                            "seeds")
+                 if not positive(meta.get(k))]
+    if not (isinstance(meta.get("Ts"), list) and all(map(positive, meta["Ts"]))):
+        problems.append(f"Ts = {meta.get('Ts')!r:.60} is not a list of integers >= 1")
+    if problems:
+        raise ValueError(f"{path}: {problems[0]}; not a steps.json steps.py wrote (edited or "
+                         f"damaged?)")
+    return meta
+
+
+def _is_value_of(k, v):
+    """Whether v is a value train.py takes for option k (of the same kind as its default)."""
+    try:
+        return (isinstance(v, str) == isinstance(train.DEFAULTS[k], str)
+                and not isinstance(v, bool) and train.PARSE[k](v) == v)
+    except (ValueError, TypeError, KeyError):
+        return False
 
 
 def check_folder(out, meta):
-    """The folder's steps.json must record the same options and budget, or none yet."""
-    path = os.path.join(out, "steps.json")
-    if os.path.exists(path):
-        try:
-            with open(path) as f:
-                old = json.load(f)
-        except ValueError:
-            raise ValueError(f"{path} is not JSON (damaged?); use another --out") from None
+    """The folder's steps.json must record the same options and budget, or none yet; then the
+    merged description (Ts and seeds of every run) is written."""
+    if os.path.lexists(os.path.join(out, "steps.json")):
+        old = read_steps_meta(out)
         for k in ("options", "budget", "every"):
             if old.get(k) != meta[k]:
                 raise ValueError(f"{out} holds runs with other {k} ({old.get(k)}, not "
                                  f"{meta[k]}); use another --out or the same options")
-        meta["Ts"] = sorted(set(old.get("Ts", [])) | set(meta["Ts"]))
-        meta["seeds"] = max(old.get("seeds", 0), meta["seeds"])
-    cli.write_json(path, meta)
+        meta["Ts"] = sorted(set(old["Ts"]) | set(meta["Ts"]))
+        meta["seeds"] = max(old["seeds"], meta["seeds"])
+        meta["machines"] = old.get("machines", []) + [
+            m for m in meta["machines"] if m not in old.get("machines", [])]
+    cli.write_json(os.path.join(out, "steps.json"), meta)
 
 
-def run_all(a, out, base):
-    """Every (T, seed) not yet in OUT/steps.csv, as stacks over seeds on a pool of workers."""
+def read_curves(out):
+    """OUT/curves.json: {"T|seed": {step, test_acc, loss: lists of one length}}, {} when there is
+    none yet, or a one-line ValueError naming the file (damaged: restore it, or remove it and
+    lose the curves of the plot)."""
+    path = os.path.join(out, "curves.json")
+    if not os.path.lexists(path):
+        return {}
+    try:
+        curves = json.loads(cli.read_text_file(path, "curves.json", most=256 << 20))
+        ok = isinstance(curves, dict) and all(
+            re.fullmatch(r"\d+\|\d+", key) and isinstance(c, dict)
+            and all(isinstance(c.get(k), list) for k in ("step", "test_acc", "loss"))
+            and len(c["step"]) == len(c["test_acc"]) == len(c["loss"])
+            for key, c in curves.items())
+    except ValueError as e:
+        raise ValueError(f"{path} is not the curves steps.py writes ({e}); restore it, or "
+                         f"remove it (the plot then lacks those curves)") from None
+    if not ok:
+        raise ValueError(f"{path} is not the curves steps.py writes (damaged or edited?); "
+                         f"restore it, or remove it (the plot then lacks those curves)")
+    return curves
+
+
+def run_all(a, out, base, done=None, curves=None):
+    """Every (T, seed) not yet in OUT/steps.csv, as stacks over seeds on a pool of workers (in this
+    process when --workers is 1, as in a sweep); each stack's rows are written as it finishes
+    (folder.RowWriter: a torn last line cut away first, every write flushed and synced). done,
+    curves: the folder's runs and curves when the caller has read them (read_done,
+    read_curves)."""
     path = os.path.join(out, "steps.csv")
-    done = read_done(path)
+    done = read_done(path) if done is None else done
+    curves = read_curves(out) if curves is None else curves
     todo = [(T, seed) for T in a.Ts for seed in range(a.seeds) if (T, seed) not in done]
     stacks = []
     for T in a.Ts:
@@ -139,47 +200,44 @@ def run_all(a, out, base):
         R = max(1, min(a.stack, len(seeds)))
         stacks += [[dict(base, T=T, seed=sd) for sd in seeds[i:i + R]]
                    for i in range(0, len(seeds), R)]
+    writer = folder.RowWriter(path, folder.STEPS_ROWS)
     print(f"steps: {len(todo)} runs to do in {len(stacks)} stacks, {len(done)} saved; writing "
-          f"{path}", flush=True)
+          f"{writer.path}", flush=True)
     curves_path = os.path.join(out, "curves.json")
-    curves = json.load(open(curves_path)) if os.path.exists(curves_path) else {}
-    fresh = not os.path.exists(path)
     t0, n = time.perf_counter(), 0
-    with open(path, "a", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIELDS)
-        if fresh:
-            writer.writeheader()
-        pool = ProcessPoolExecutor(a.workers, mp_context=mp.get_context("spawn"),
-                                   initializer=cli.worker_start, initargs=(os.getpid(),))
-        try:
-            pending = {}
-            while stacks or pending:
-                while stacks and len(pending) < a.workers:
-                    runs = stacks.pop(0)
-                    pending[pool.submit(run_stack, runs, a.every)] = runs
+    pool = cli.worker_pool(a.workers) if a.workers > 1 else None    # 1: in this process
+    try:
+        pending = {}
+        while stacks or pending:
+            while pool and stacks and len(pending) < a.workers:
+                runs = stacks.pop(0)
+                pending[pool.submit(run_stack, runs, a.every)] = runs
+            if pool:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    pending.pop(fut)
-                    rows, c = fut.result()
-                    writer.writerows(rows)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                    curves.update(c)
-                    cli.write_json(curves_path, curves)
-                    n += len(rows)
-                    r = rows[0]
-                    print(f"[{n:4d}/{len(todo)}] T={r['T']:<5d} seeds "
-                          f"{','.join(str(x['seed']) for x in rows)}: steps to {BAR} "
-                          f"{[x['steps_to_bar'] or '>' + str(x['budget']) for x in rows]}  "
-                          f"elapsed {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
-        except KeyboardInterrupt:
-            print(f"\ninterrupted: {n} runs of this session are saved in {path}; rerun the same "
-                  f"command to resume", file=sys.stderr)
-            return 130
-        finally:
-            for proc in list(getattr(pool, "_processes", {}).values()):
-                proc.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
+                    del pending[fut]
+                results = [fut.result() for fut in finished]
+            else:
+                results = [run_stack(stacks.pop(0), a.every)]
+            for rows, c in results:
+                for row in rows:
+                    writer.write(row)
+                curves.update(c)
+                cli.write_json(curves_path, curves)
+                n += len(rows)
+                r = rows[0]
+                print(f"[{n:4d}/{len(todo)}] T={r['T']:<5d} seeds "
+                      f"{','.join(str(x['seed']) for x in rows)}: steps to {BAR} "
+                      f"{[x['steps_to_bar'] or '>' + str(x['budget']) for x in rows]}  "
+                      f"elapsed {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: {n} runs of this session are saved in {writer.path}; rerun the "
+              f"same command to resume", file=sys.stderr)
+        return 130
+    finally:
+        if pool:                    # running workers are stopped, not left to run for nobody
+            pool.stop()
+        writer.close()
     return 0
 
 
@@ -224,19 +282,6 @@ def paired_medians(rows, ref, n_boot=2000, seed=0, budget=None):
     return ma, mb, None if np.isnan(point) else float(point), lo, hi, len(seeds)
 
 
-def read_steps_meta(out):
-    """OUT/steps.json as a dict with its options, or a one-line ValueError."""
-    try:
-        with open(os.path.join(out, "steps.json")) as f:
-            meta = json.load(f)
-    except (OSError, ValueError):
-        meta = None
-    if not (isinstance(meta, dict) and isinstance(meta.get("options"), dict)):
-        raise ValueError(f"{out} holds no readable steps.json with options: not a steps.py "
-                         f"folder")
-    return meta
-
-
 def against_table(out, ref):
     """OUT/against.md: per T both folders hold, the median steps of each on their shared seeds and
     the ratio OUT / REF with its paired interval (paired_medians; where the budgets differ, both
@@ -244,8 +289,8 @@ def against_table(out, ref):
     twice the training samples leave the steps unchanged)."""
     path = os.path.join(out, "against.md")
     cli.claim_output(path, "table", "the comparison table")
-    (ma_, mb_), (da, db) = ((read_steps_meta(f) for f in (out, ref)),
-                            (read_done(os.path.join(f, "steps.csv")) for f in (out, ref)))
+    ma_, mb_ = read_steps_meta(out), read_steps_meta(ref)
+    da, db = (read_done(os.path.join(f, "steps.csv"), m) for f, m in ((out, ma_), (ref, mb_)))
     settings = lambda m: dict(m["options"], budget=m.get("budget"), every=m.get("every"))
     oa, ob = settings(ma_), settings(mb_)
     differ = [f"{k} {oa.get(k)} here, {ob.get(k)} there" for k in OPTIONS + ("budget", "every")
@@ -292,7 +337,8 @@ def steps_report(out, meta):
     replaces a file that is not a table or a plot (cli.claim_outputs)."""
     cli.claim_outputs([(os.path.join(out, "table.md"), "table", "the table"),
                        (os.path.join(out, "steps.png"), "plot", "the plot")])
-    done = read_done(os.path.join(out, "steps.csv"))
+    done = read_done(os.path.join(out, "steps.csv"), meta)
+    curves = read_curves(out)              # damaged: one line now, not after the table
     o = meta["options"]
     Ts = sorted({T for T, _ in done})
     limits = report.statistical_limits(o["task"], o["s"], Ts,
@@ -318,7 +364,7 @@ def steps_report(out, meta):
     text = "\n".join(lines) + "\n\n" + fit + "\n"
     print(text, end="")
     cli.write_text(os.path.join(out, "table.md"), text)
-    png = steps_plot(out, med, o, meta["budget"])
+    png = steps_plot(out, med, o, meta["budget"], curves)
     print(f"saved {out}/table.md" + (f", {png}" if png else ""))
 
 
@@ -343,12 +389,11 @@ def steps_fit(med, listed=False):
             f"{w[~ok].sum() / w.sum():.1%} of their probability dropped for a censored median)")
 
 
-def steps_plot(out, med, o, budget):
+def steps_plot(out, med, o, budget, curves=None):
     plt = cli.pyplot_or_hint("rerun with --report")
     if plt is None:
         return None
-    curves_path = os.path.join(out, "curves.json")
-    curves = json.load(open(curves_path)) if os.path.exists(curves_path) else {}
+    curves = read_curves(out) if curves is None else curves
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
     Ts = sorted(med)
     ax.plot(Ts, [med[T][0] for T in Ts], "o-", label="median steps to 0.99")
@@ -400,6 +445,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     base = dict({k: getattr(a, k) for k in OPTIONS}, steps=a.budget, log_every=0)
     try:
+        folder.check_plan_size(1, len(a.Ts), a.seeds)
         base = dict(train.validate_options(dict(base, T=max(a.Ts))), seed=0)
         train.check_run_memory(dict(base, T=max(a.Ts)), train.cli_flag)
     except ValueError as e:
@@ -409,25 +455,35 @@ def main(argv=None):
     base.pop("T")
     meta = dict(options={k: base[k] for k in OPTIONS}, budget=a.budget, every=a.every,
                 Ts=a.Ts, seeds=a.seeds, machines=[folder.machine()])
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        ap.error(f"--out {a.out} is a file; give a folder")
+    lock = None
     try:
-        if a.against:
-            read_steps_meta(a.against)          # a typo shows now, not after the runs
-        os.makedirs(a.out, exist_ok=True)
+        try:
+            if a.against:
+                read_steps_meta(a.against)          # a typo shows now, not after the runs
+            os.makedirs(a.out, exist_ok=True)
+            lock = folder.lock_folder(a.out, holder=f"steps.py, pid {os.getpid()}")
+            if not a.report:                      # the folder's own runs, checked, first
+                check_folder(a.out, meta)
+                done = read_done(os.path.join(a.out, "steps.csv"), read_steps_meta(a.out))
+                curves = read_curves(a.out)
+        except ValueError as e:
+            ap.error(str(e))
         if not a.report:
-            check_folder(a.out, meta)
-    except ValueError as e:
-        ap.error(str(e))
-    if not a.report:
-        code = run_all(a, a.out, base)
-        if code:
-            return code
-    try:
-        steps_report(a.out, read_steps_meta(a.out))
-        if a.against:
-            against_table(a.out, a.against)
-    except ValueError as e:
-        ap.error(str(e))
-    return 0
+            code = run_all(a, a.out, base, done, curves)
+            if code:
+                return code
+        try:
+            steps_report(a.out, read_steps_meta(a.out))
+            if a.against:
+                against_table(a.out, a.against)
+        except ValueError as e:
+            ap.error(str(e))
+        return 0
+    finally:
+        if lock:
+            lock.close()
 
 
 if __name__ == "__main__":

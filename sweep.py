@@ -27,13 +27,11 @@ if __name__ == "__main__":
     cli.quiet_interrupts("sweep.py")    # Ctrl-C while starting: one line, exit 130
     cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
 
-import multiprocessing as mp
 import os
-import re
 import signal
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, wait
 
 from cli import OneLineParser, int_list, integer, number
 
@@ -265,7 +263,8 @@ def add_pages_command(sub):
                        description=(
         "A results page copies each table from the file a command wrote, between the lines "
         "'<!-- begin PATH -->' and '<!-- end PATH -->'; this copies every such file into its "
-        "block again (run from the repository's root)."))
+        "block again (run from the repository's root: only regular text files inside it are "
+        "read, and markers that do not pair up are an error)."))
     c.add_argument("pages", nargs="+", help="markdown pages, e.g. README.md results/*/README.md")
     c.add_argument("--check", action="store_true",
                    help="change nothing; exit 1 if a block differs from its file")
@@ -309,10 +308,12 @@ def main_sweep(ap, a, argv):
         os.makedirs(out, exist_ok=True)
     except OSError as e:
         ap.error(f"--out {out}: cannot create the folder ({e.strerror})")
-    try:
-        lock = None if a.report else folder.lock_folder(out, a.shard)
+    try:                 # a report too: it never writes between a sweep's rows and its report
+        lock = folder.lock_folder(out, a.shard, f"a report, pid {os.getpid()}" if a.report
+                                  else None)
     except ValueError as e:
-        ap.error(str(e))
+        ap.error(str(e) + ("; for a table of a running sweep, copy its runs*.csv and sweep.json "
+                           "into another folder and --report that" if a.report else ""))
     try:
         try:                 # the report's files: free, or this report's own (cli.claim_output)
             cli.claim_outputs([(os.path.join(out, name), kind, "--out")
@@ -352,6 +353,10 @@ def sweep_options(ap, a, argv):
     a.models = a.models or ["transformer"]
     Ts = a.Ts or preset["T"]
     n_seeds = a.seeds or preset["seeds"]
+    try:                                  # before any list of searches is built from them
+        folder.check_plan_size(len(a.models), len(Ts), n_seeds)
+    except ValueError as e:
+        ap.error(str(e))
     for key in folder.MODEL_OPTIONS:
         if getattr(a, key) is None:
             setattr(a, key, PROTOCOLS[a.protocol].get(key, preset.get(key, train.DEFAULTS[key])))
@@ -380,8 +385,8 @@ def sweep_grids(ap, a, argv, Ts, grids_of_folder=None):
             600 if model == "transformer" else min(20000, 30 * max(Ts)))
         if hi < a.grid_min:
             ap.error(f"--grid-max {hi} is below --grid-min {a.grid_min}")
-        grids[model] = m_grid(a.grid_min, hi, a.grid_ratio)
         try:
+            grids[model] = m_grid(a.grid_min, hi, a.grid_ratio)
             train.check_run_memory(dict(train.DEFAULTS, model=model, T=max(Ts),
                                         m=grids[model][-1], n_test=a.n_test, dtype=a.dtype, d=a.d,
                                         heads=a.heads, mlp=a.mlp, val=a.val),
@@ -547,51 +552,7 @@ def take_stack(queue, most, dropout=False):
     return probes
 
 
-class RowWriter:
-    """This session's CSV of runs: each row written, flushed and synced as it finishes. If
-    something replaces or removes the file under the sweep (a `git checkout` of a tracked results
-    file did once: every later row went to a deleted file), the file is reopened and this
-    session's rows it no longer holds are written back."""
-
-    def __init__(self, path):
-        folder.drop_torn_tail(path)
-        k = 1
-        while os.path.exists(path) and folder.csv_header(path) not in (None,
-                                                                        list(folder.ROW_FIELDS)):
-            k += 1                 # written by an older version: never touched, continued aside
-            path = re.sub(r"(-part\d+)?\.csv$", f"-part{k}.csv", path)
-            folder.drop_torn_tail(path)
-        self.path, self.rows = path, []
-        self.fh, self.writer, _ = folder.open_csv(path)
-
-    def write(self, row):
-        try:
-            self._still_ours()
-            self.writer.writerow(row)
-            self.fh.flush()
-            os.fsync(self.fh.fileno())
-        except OSError as e:                # a full disk: one line that names the file
-            raise OSError(e.errno, e.strerror or str(e), self.path) from None
-        self.rows.append(row)
-
-    def _still_ours(self):
-        try:
-            if os.stat(self.path).st_ino == os.fstat(self.fh.fileno()).st_ino:
-                return
-        except OSError:                            # removed
-            pass
-        self.fh.close()
-        folder.drop_torn_tail(self.path)
-        self.fh, self.writer, fresh = folder.open_csv(self.path)
-        key = lambda r: (r["model"], int(r["T"]), int(r["seed"]), int(r["m"]))
-        on_disk = {key(r) for r in ([] if fresh else folder.read_rows([self.path]))}
-        back = [r for r in self.rows if key(r) not in on_disk]
-        self.writer.writerows(back)
-        print(f"warning: {self.path} was replaced or removed while this sweep wrote to it; "
-              f"reopened it and wrote back {len(back)} rows of this session", flush=True)
-
-    def close(self):
-        self.fh.close()
+RowWriter = folder.RowWriter     # a sweep's CSV of runs (folder.py)
 
 
 class Searches:
@@ -637,8 +598,7 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
     pool = None
     if a.workers > 1:
         cli.set_blas_threads()          # one BLAS thread per worker: the pool is the parallelism
-        pool = ProcessPoolExecutor(a.workers, mp_context=mp.get_context("spawn"),
-                                   initializer=cli.worker_start, initargs=(os.getpid(),))
+        pool = cli.worker_pool(a.workers)
 
     def finish(probes, rows):
         """Record a stack's rows and queue each search's next probe."""
@@ -670,11 +630,9 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
-        out.close()
         if pool:                  # running workers are stopped, not left to finish for nobody
-            for proc in list(getattr(pool, "_processes", {}).values()):
-                proc.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.stop()
+        out.close()
     print(f"sweep: {progress.n_run} runs in {progress.minutes():.1f} min")
     return 0
 
@@ -812,8 +770,7 @@ def sweep_throughput(T, R, steps, full_steps, workers, repeats=3, d=64):
     (m = 100): timed on `steps` steps and scaled (setup and evaluation included once); the median
     of `repeats` timings, since a shared machine's speed wanders by 20% from one to the next."""
     walls = []
-    ex = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"),
-                             initializer=cli.worker_start)   # Ctrl-C: the parent stops them
+    ex = cli.worker_pool(workers)     # they exit when this process is gone, even by SIGKILL
     try:
         list(ex.map(_throughput_worker, [(T, R, 2, 0, d)] * workers))      # start-up and warm-up
         for _ in range(repeats):
@@ -821,9 +778,7 @@ def sweep_throughput(T, R, steps, full_steps, workers, repeats=3, d=64):
             list(ex.map(_throughput_worker, [(T, R, steps, 10 * i, d) for i in range(workers)]))
             walls.append(time.perf_counter() - t)
     except BaseException:               # Ctrl-C, SIGTERM: stop the workers, not wait for them
-        for proc in list(getattr(ex, "_processes", {}).values()):
-            proc.terminate()
-        ex.shutdown(wait=False, cancel_futures=True)
+        ex.stop()
         raise
     ex.shutdown()
     return 60 * workers * R / (float(np.median(walls)) * full_steps / steps)
@@ -870,12 +825,21 @@ def main_bench(a, fail):
     print(f"\nsweep throughput at d = {d}, {workers} worker processes, stacks of at most {a.stack} "
           f"runs (m = 100, {a.steps} steps, float32), runs per minute (median of 3 timings):")
     print(f"{'T':>6} {'stack':>6} {'one at a time':>14} {'stacked':>8} {'ratio':>6}")
-    for T in a.throughput:
-        R = stack_size(T, a.stack, d, H)
-        steps = min(a.tp_steps, a.steps)
-        alone = sweep_throughput(T, 1, steps, a.steps, workers, d=d)    # measured now, alike
-        now = sweep_throughput(T, R, steps, a.steps, workers, d=d) if R > 1 else alone
-        print(f"{T:6d} {R:6d} {alone:14.1f} {now:8.1f} {now / alone:5.1f}x", flush=True)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
+    try:                  # SIGTERM as Ctrl-C: the workers are stopped, then one line
+        for T in a.throughput:
+            R = stack_size(T, a.stack, d, H)
+            steps = min(a.tp_steps, a.steps)
+            alone = sweep_throughput(T, 1, steps, a.steps, workers, d=d)    # measured now, alike
+            now = sweep_throughput(T, R, steps, a.steps, workers, d=d) if R > 1 else alone
+            print(f"{T:6d} {R:6d} {alone:14.1f} {now:8.1f} {now / alone:5.1f}x", flush=True)
+    except Terminated:
+        print("\nsweep.py bench: terminated (SIGTERM); its workers are stopped", file=sys.stderr)
+        return 143
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     return 0
 
 

@@ -2582,7 +2582,8 @@ def test_compare_places_the_papers_mstar_only_for_the_papers_task(smoke_ref, tmp
     meta["options"]["task"] = "or"
     old, meta["sweep_id"] = meta["sweep_id"], folder.sweep_fingerprint(meta)
     (other / "sweep.json").write_text(json.dumps(meta))              # rows relabelled to match
-    (other / "runs.csv").write_text((other / "runs.csv").read_text().replace(old, meta["sweep_id"]))
+    (other / "runs.csv").write_text((other / "runs.csv").read_text().replace(old, meta["sweep_id"])
+                                    .replace("transformer,and,", "transformer,or,"))
     md, _ = report.compare_table([str(other)], log=lambda *_: None)
     assert "paper's m*" not in md and " | 1.0 | " not in md
 
@@ -2982,7 +2983,7 @@ def test_reports_never_replace_a_file_that_is_not_their_own(tmp_path, capsys, mo
         assert run_cli(capsys, "sweep", "compare", str(smoke_ref), "--out", str(out))[0] == 0
     assert out.read_text().startswith("| protocol | T |")
     f = _copy(smoke_ref, tmp_path / "g")
-    files = {p.name: p.read_bytes() for p in f.iterdir()}
+    files = {p.name: p.read_bytes() for p in f.iterdir() if p.name != ".lock"}   # the report's
     monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(
         OSError(28, "No space left on device")))
     code = cli.one_line_errors("sweep.py", sweep.main, ["--out", str(f), "--report"])
@@ -2992,7 +2993,8 @@ def test_reports_never_replace_a_file_that_is_not_their_own(tmp_path, capsys, mo
     err = capsys.readouterr().err.strip().splitlines()
     assert (code, code_cmp) == (1, 1) and len(err) == 2 and all("No space left" in e for e in err)
     assert str(f) in err[0] and str(tmp_path / "new.md") in err[1]
-    assert {p.name: p.read_bytes() for p in f.iterdir()} == files   # no table, no temporary
+    assert {p.name: p.read_bytes() for p in f.iterdir()
+            if p.name != ".lock"} == files                          # no table, no temporary
     assert not (tmp_path / "new.md").exists() and not list(tmp_path.glob("*.tmp*"))
 
 
@@ -3691,3 +3693,435 @@ def test_majority_mstar_after_bisection_has_an_exact_interval():
     table = open(os.path.join(HERE, "results/paper-range-ours/table.md")).read()
     row = next(ln for ln in table.splitlines() if ln.startswith("| transformer | 1100 |"))
     assert "| 134 [110, 208] |" in row
+# ---- issue 32: one harness
+# Every command and folder on the project's one way of doing each thing: folder.py's folder type
+# (lock, header, torn and NUL rows, resume, the one row validator) for steps.py too; one reader of
+# files the project did not write (cli.read_text_file) for pages, --readme and caches; the report
+# under the folder's lock; one start-up guard (cli.quiet_interrupts) and one worker pool
+# (cli.worker_pool); sizes checked before anything is built.
+import signal  # noqa: E402  (signals for this block's tests; the imports above are shared)
+
+STEPS_TINY = ["--task", "parity", "--s", "1", "--Ts", "4,6", "--seeds", "3", "--budget", "60",
+              "--every", "10", "--d", "8", "--heads", "2", "--mlp", "4", "--workers", "1",
+              "--n-test", "100", "--m", "60", "--stack", "3", "--lr", "0.01"]
+
+
+@pytest.fixture(scope="module")
+def steps_ref(tmp_path_factory):
+    """A finished steps.py folder (s = 1 parity, T = 4 and 6, 3 seeds: hits and a censored run)."""
+    out = tmp_path_factory.mktemp("steps-ref")
+    assert steps.main(STEPS_TINY + ["--out", str(out)]) == 0
+    return out
+
+
+def _outcomes(out):
+    return {k: (r["censored"], r["steps_to_bar"])
+            for k, r in steps.read_done(os.path.join(str(out), "steps.csv")).items()}
+
+
+def _one_line(code, err, *words):
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in err, (w, err)
+
+
+def test_steps_folder_resumes_after_any_crash_without_gluing_rows(steps_ref, tmp_path, capsys):
+    """A torn last row (SIGKILL mid-write), an empty steps.csv, NUL bytes mid-file or at the end:
+    the same command resumes into a file every later run reads, with the same outcomes."""
+    ref = (steps_ref / "steps.csv").read_text()
+    lines = ref.splitlines(keepends=True)
+    assert {c for c, _ in _outcomes(steps_ref).values()} == {0, 1}      # hits and a censored run
+    variants = {"torn last row": ref[:-9], "empty": "",
+                "NUL row mid-file": "".join(lines[:3]) + "\x00" * 40 + "\n" + "".join(lines[4:]),
+                "NUL tail": ref[:-9] + "\x00" * 64}
+    for name, text in variants.items():
+        f = _copy(steps_ref, tmp_path / name.replace(" ", "-"))
+        (f / "steps.csv").write_text(text)
+        code, _, err = run_cli(capsys, "steps", *STEPS_TINY, "--out", str(f))
+        assert code == 0 and "Traceback" not in err, (name, err)
+        assert _outcomes(f) == _outcomes(steps_ref), name
+        body = (f / "steps.csv").read_text()
+        assert body.startswith(lines[0]) and body.endswith("\n"), name
+        assert all(len(ln.split(",")) == len(steps.FIELDS) for ln in body.splitlines()
+                   if "\x00" not in ln), name                          # no row glued onto another
+        assert run_cli(capsys, "steps", *STEPS_TINY, "--out", str(f), "--report")[0] == 0, name
+
+
+def test_steps_rows_and_files_that_contradict_their_folder_are_one_line(steps_ref, tmp_path,
+                                                                        capsys):
+    """The one row validator for steps.py's rows: a flipped censored flag, a step that is not a
+    checked one, a row of another task, s, m, budget or check interval, one run twice with two
+    outcomes; and a steps.json or curves.json that is not what steps.py writes: one line naming
+    the file (and line), exit 2, for a resume and a report alike."""
+    lines = (steps_ref / "steps.csv").read_text().splitlines(keepends=True)
+    header = lines[0].rstrip("\r\n").split(",")
+    cens = [ln.split(",")[header.index("censored")] for ln in lines]
+    hit, miss = cens.index("0", 1), cens.index("1", 1)
+    rows = [(hit, dict(censored="1"), "censored 1 contradicts its steps_to_bar"),
+            (miss, dict(censored="0"), "censored 0 contradicts its steps_to_bar (blank)"),
+            (miss, dict(censored="0", steps_to_bar="20"), None),          # a hit: a censored
+            (hit, dict(steps_to_bar="25"), "not a checked step"),         # run is duplicated
+            (hit, dict(steps_to_bar="70"), "not a checked step"),
+            (hit, dict(task="and"), "task and is not the folder's task parity"),
+            (hit, dict(s="2"), "s 2 is not the folder's s 1"),
+            (hit, dict(m="120"), "m 120 is not the folder's m 60"),
+            (hit, dict(budget="100"), "budget 100 is not the folder's budget 60"),
+            (hit, dict(every="20"), "every 20 is not the folder's every 10")]
+    f = _copy(steps_ref, tmp_path / "f")
+    for i, fields, msg in rows:
+        edited = _edit_row(lines[i], header, **fields)
+        if msg is None:                                   # the same run, another outcome, twice
+            (f / "steps.csv").write_text("".join(lines) + edited)
+            msg, i = "opposite outcomes", len(lines)
+        else:
+            (f / "steps.csv").write_text("".join(lines[:i] + [edited] + lines[i + 1:]))
+        for extra in (["--report"], []):
+            code, _, err = run_cli(capsys, "steps", *STEPS_TINY, "--out", str(f), *extra)
+            _one_line(code, err, msg, f"steps.csv line {i + 1}")
+    (f / "steps.csv").write_text("".join(lines))
+    meta = (steps_ref / "steps.json").read_text()
+    for text, msg in [("[1, 2]", "holds no readable steps.json"),
+                      (meta.replace('"budget": 60', '"budget": "x"'), "budget = 'x'"),
+                      (meta.replace('"seeds": 3', '"seeds": true'), "seeds = True"),
+                      (meta.replace('"Ts": [', '"Ts": [0, '), "Ts = "),
+                      ("\xff\xfe binary", "holds no readable steps.json")]:
+        (f / "steps.json").write_text(text, errors="surrogateescape")
+        for extra in (["--report"], []):
+            code, _, err = run_cli(capsys, "steps", *STEPS_TINY, "--out", str(f), *extra)
+            _one_line(code, err, msg)
+    (f / "steps.json").write_text(meta)
+    for text in ("{", "[1]", '{"4|0": [1]}', '{"x": {"step": [], "test_acc": [], "loss": []}}',
+                 '{"4|0": {"step": [1], "test_acc": [], "loss": []}}'):
+        (f / "curves.json").write_text(text)
+        for extra in (["--report"], []):
+            code, _, err = run_cli(capsys, "steps", *STEPS_TINY, "--out", str(f), *extra)
+            _one_line(code, err, "curves.json is not the curves steps.py writes")
+    (f / "curves.json").write_bytes(b"\xff\x00\x01")
+    code, _, err = run_cli(capsys, "steps", *STEPS_TINY, "--out", str(f))
+    _one_line(code, err, "curves.json")
+
+
+def test_steps_and_reports_take_the_folders_one_lock(steps_ref, smoke_ref, tmp_path, capsys):
+    """A steps.py run, a steps.py report and a sweep's report never write into a folder that
+    another command holds: each stops at once, in one line naming the holder, changing nothing."""
+    f = _copy(steps_ref, tmp_path / "steps")
+    g = _copy(smoke_ref, tmp_path / "sweep")
+    before = {p: p.read_bytes() for d in (f, g) for p in d.iterdir() if p.name != ".lock"}
+    for d, argv in [(f, ["steps", *STEPS_TINY, "--out", str(f)]),
+                    (f, ["steps", *STEPS_TINY, "--out", str(f), "--report"]),
+                    (f, ["steps", *STEPS_TINY, "--Ts", "4,6,8", "--out", str(f)]),
+                    (g, ["sweep", "--out", str(g), "--report"]),
+                    (g, ["sweep", "--preset", "smoke", "--workers", "1", "--out", str(g)])]:
+        held = folder.lock_folder(str(d), (1, 3))
+        try:
+            code, _, err = run_cli(capsys, *argv)
+        finally:
+            held.close()
+        _one_line(code, err, "is in use by another", "shard 1/3")
+        assert {p: p.read_bytes() for dd in (f, g) for p in dd.iterdir()
+                if p.name != ".lock"} == before, argv
+    assert run_cli(capsys, "sweep", "--out", str(g), "--report")[0] == 0   # free again
+
+
+def test_sweep_rows_that_contradict_their_folder_are_one_line(smoke_ref, tmp_path, capsys):
+    """Rows without a fingerprint are trusted to their folder's sweep.json, so they must agree
+    with it: a row of another task, s or step count, an m off the folder's grid, or an m on the
+    grid that the seed's bisection never runs (the issue's T = 16 row moved from m 26 to 17,
+    which moved m90) stops report, resume and compare with one line naming the file and line."""
+    lines = (smoke_ref / "runs.csv").read_text().splitlines(keepends=True)
+    header = lines[0].rstrip("\r\n").split(",")
+    meta = json.loads((smoke_ref / "sweep.json").read_text())
+    grid = meta["grids"]["transformer"]
+    i = next(k for k, ln in enumerate(lines) if k and ln.split(",")[header.index("T")] == "16")
+    m = int(lines[i].split(",")[header.index("m")])
+    off = next(v for v in range(grid[0], grid[-1]) if v not in grid)
+    probe = 17                        # on the grid; the issue's edit of the first T = 16 row
+    assert m == 26 and probe in grid
+    f = _copy(smoke_ref, tmp_path / "f")
+    for fields, msg in [(dict(task="or"), "task or is not the folder's task and"),
+                        (dict(s="4"), "s 4 is not the folder's s 3"),
+                        (dict(steps="151"), "steps 151 is not the folder's steps 150"),
+                        (dict(m=str(off)), f"m {off} is not on the folder's transformer grid"),
+                        (dict(m=str(probe)), f"m {probe} is not a size the folder's bisect "
+                                             f"search runs")]:
+        edited = _edit_row(lines[i], header, sweep_id="", **fields)
+        (f / "runs.csv").write_text("".join(lines[:i] + [edited] + lines[i + 1:]))
+        for extra in (["--report"], []):
+            err = _refused(f, capsys, *extra)
+            assert msg in err and f"runs.csv line {i + 1}" in err, (fields, err)
+        code, _, err = run_cli(capsys, "sweep", "compare", str(f))
+        _one_line(code, err, msg)
+    code, _, err = run_cli(capsys, "sweep", "families", str(smoke_ref), "--Ts", "7")
+    _one_line(code, err, "T = 7", "it holds T = 8, 16")
+
+
+def _in(folder_path, capsys, *argv):
+    cwd = os.getcwd()
+    os.chdir(folder_path)
+    try:
+        return run_cli(capsys, "sweep", *argv)
+    finally:
+        os.chdir(cwd)
+
+
+def test_pages_read_only_text_files_of_the_repository(tmp_path, capsys):
+    """`sweep.py pages` copies only regular text files inside the repository (the folder it runs
+    in) of bounded size; anything else (an absolute path, `..`, a symlink out, a folder, a FIFO,
+    a huge or binary file, a binary page, the page itself, a file holding markers, markers that
+    do not pair up, with --check too) is one line naming it, and no page is written."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "t.md").write_text("| a |\n")
+    (tmp_path / "outside.md").write_text("| secret |\n")
+    os.symlink(tmp_path / "outside.md", repo / "link.md")
+    (repo / "adir").mkdir()
+    os.mkfifo(repo / "fifo.md")
+    (repo / "big.md").write_bytes(b"x" * ((16 << 20) + 1))         # the bound: 16 MiB
+    (repo / "bin.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (repo / "marked.md").write_text("<!-- begin t.md -->\n| a |\n<!-- end t.md -->\n")
+    block = lambda path: f"<!-- begin {path} -->\nold\n<!-- end {path} -->\n"
+    variants = [(block("/etc/hostname"), "an absolute path"),
+                (block("../outside.md"), "outside the repository"),
+                (block("link.md"), "outside the repository"),
+                (block("adir"), "not a regular file"), (block("fifo.md"), "not a regular file"),
+                (block("big.md"), "larger than"), (block("bin.md"), "not a text file"),
+                (block("page.md"), "is the page itself"),
+                (block("marked.md"), "holds marker lines itself"),
+                ("<!-- begin t.md -->\nold\n", "has no end marker"),
+                ("<!-- begin t.md -->\nold\n<!-- end t.m -->\n", "without its begin marker"),
+                ("old\n<!-- end t.md -->\n", "without its begin marker"),
+                ("<!-- begin t.md -->\n<!-- begin x.md -->\n<!-- end t.md -->\n", "inside the "
+                                                                                  "block of")]
+    page = repo / "page.md"
+    for text, msg in variants:
+        page.write_text("x\n" + text + "y\n")
+        for check in (["--check"], []):
+            code, out, err = _in(repo, capsys, "pages", *check, "page.md")
+            _one_line(code, err, msg, "page.md")
+            assert page.read_text() == "x\n" + text + "y\n" and out == "", (text, err)
+    page.write_bytes(b"\xff\xfe<!-- begin t.md -->\n")                       # a binary page
+    code, _, err = _in(repo, capsys, "pages", "page.md")
+    _one_line(code, err, "page page.md is not UTF-8 text")
+    good = repo / "good.md"
+    good.write_text("x\n" + block("t.md"))
+    page.write_text(block("/etc/hostname"))                         # a bad page after a good one:
+    code, _, err = _in(repo, capsys, "pages", "good.md", "page.md")  # nothing written at all
+    _one_line(code, err, "/etc/hostname")
+    assert "old" in good.read_text()
+    assert _in(repo, capsys, "pages", "good.md")[0] == 0 and good.read_text() == (
+        "x\n<!-- begin t.md -->\n| a |\n<!-- end t.md -->\n")
+
+
+def test_headline_reads_its_readme_as_pages_do(smoke_ref, tmp_path, capsys):
+    """A binary --readme, or one whose headline markers do not pair up (a broken, missing or
+    crossed end marker), is one line, and neither the README nor --out is written."""
+    out, readme, wide = tmp_path / "headline.md", tmp_path / "README.md", tmp_path / "wide"
+    assert _sweep(wide, "--d", "128", "--seeds", "1") == 0           # --d128 must be at d = 128
+    args = ["headline", "--d64", str(smoke_ref), "--d128", str(wide), "--out", str(out),
+            "--readme", str(readme)]
+    for text, msg in [(b"\xff\xfe\x00binary", "not a text file"),
+                      (b"\x89PNG\r\n\x1a\n", "not UTF-8 text"),
+                      ((report.BEGIN + "\nold\n<!-- end results/headline.m -->\n").encode(),
+                       "without its begin marker"),
+                      ((report.BEGIN + "\nold\n").encode(), "has no end marker"),
+                      ((report.END + "\nold\n" + report.BEGIN + "\n").encode(),
+                       "without its begin marker")]:
+        readme.write_bytes(text)
+        code, _, err = run_cli(capsys, "sweep", *args)
+        _one_line(code, err, msg, "README.md")
+        assert readme.read_bytes() == text and not out.exists()
+    readme.write_text(report.BEGIN + "\nOLD TABLE\n" + report.END + "\n")
+    assert run_cli(capsys, "sweep", *args)[0] == 0 and "OLD TABLE" not in readme.read_text()
+
+
+_HOOK = ("import os, signal, sys, runpy\n"
+         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"   # as in a terminal
+         "AT, SWALLOW = sys.argv[1], sys.argv[2] == 'swallow'\n"
+         "class Hook:\n"
+         "    def find_spec(self, name, path=None, target=None):\n"
+         "        if name == AT:\n"
+         "            sys.meta_path.remove(self)\n"
+         "            try:\n"                  # code that swallows what lands in it, as some do
+         "                os.kill(os.getpid(), signal.SIGINT)\n"
+         "                sum(range(10 ** 5))\n"
+         "            except BaseException:\n"
+         "                if not SWALLOW:\n"
+         "                    raise\n"
+         "sys.meta_path.insert(0, Hook())\n"
+         "sys.argv = sys.argv[3:]\n"
+         "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+
+
+def test_ctrl_c_at_start_up_is_one_line_and_never_swallowed():
+    """Ctrl-C while any command starts (in its first line, `import cli`; importing numpy or its
+    own modules), even where the code it lands in swallows exceptions: one line, exit status 130,
+    nothing run (it used to print the line and then run on to exit 0, or give a traceback:
+    steps.py, theory.py, and every command during `import cli`)."""
+    commands = [["steps.py", "--out", "nowhere-32"], ["theory.py"], ["train.py", "--steps", "5"],
+                ["sweep.py", "limit"], ["sweep.py", "headline", "--out", "nowhere-32.md"]]
+    points = [("argparse", "raise"), ("numpy", "swallow"), ("attn", "raise"), ("attn", "swallow")]
+    for argv, (at, mode) in itertools.product(commands, points):
+        if (at, mode) == ("attn", "raise") and argv[0] != "theory.py":
+            continue                                  # once after numpy is enough
+        r = subprocess.run([sys.executable, "-c", _HOOK, at, mode, *argv], cwd=HERE,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 130, (argv, at, mode, r.returncode, r.stderr[-500:])
+        assert r.stderr.strip().splitlines() == [f"{argv[0]}: interrupted while starting; "
+                                                 f"nothing was run"], (argv, at, mode)
+        assert r.stdout == ""
+    assert not os.path.exists(os.path.join(HERE, "nowhere-32"))
+
+
+def test_workers_start_with_ctrl_c_held_and_ignore_it(capfd):
+    """Every command's workers come from cli.worker_pool: Ctrl-C reaching a worker while it starts
+    (the terminal sends it to the whole process group) is dropped, never a traceback or a dead
+    worker; the worker then answers its task."""
+    for delay in (0.0, 0.05, 0.3):
+        pool = cli.worker_pool(1)
+        try:
+            fut = pool.submit(os.getpid)
+            (pid,) = list(pool._processes)
+            time.sleep(delay)
+            os.kill(pid, signal.SIGINT)
+            assert fut.result(timeout=60) == pid
+            assert pool.submit(signal.getsignal, signal.SIGINT).result(timeout=60) == \
+                signal.SIG_IGN
+        finally:
+            pool.stop()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_bench_leaves_no_worker_behind(how):
+    """SIGTERM or SIGKILL during `sweep.py bench`'s throughput part: its workers are gone within
+    seconds (they watch their parent); SIGTERM is one line and exit status 143."""
+    p = _python("sweep.py", "bench", "--Ts", "8", "--d", "16", "--m", "8", "--steps", "100000",
+                "--tp-steps", "100000", "--throughput", "100", "--stack", "2")
+    try:
+        for line in p.stdout:
+            if line.startswith("sweep throughput"):
+                break
+        children, deadline = [], time.time() + 60
+        while time.time() < deadline and len(children) < 2:
+            time.sleep(0.3)
+            children = [int(d) for d in os.listdir("/proc") if d.isdigit()
+                        and _ppid(int(d)) == p.pid and b"resource_tracker" not in
+                        open(f"/proc/{d}/cmdline", "rb").read()]
+        assert children
+        time.sleep(1.0)
+        p.send_signal(how)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(os.path.exists(f"/proc/{c}") and not _zombie(c)
+                                         for c in children):
+        time.sleep(0.2)
+    assert not [c for c in children if os.path.exists(f"/proc/{c}") and not _zombie(c)]
+    if how == signal.SIGTERM:
+        assert p.returncode == 143 and err.strip().splitlines() == [
+            "sweep.py bench: terminated (SIGTERM); its workers are stopped"], err
+
+
+def test_sizes_are_checked_before_anything_is_built(smoke_ref, tmp_path, capsys, monkeypatch):
+    """--seeds 1000000000 (sweep, its report, steps.py) is one line naming --seeds before a list
+    of searches is built; so is a grid too fine to build."""
+    def built(*args, **kw):
+        raise AssertionError("a list of searches was built before the sizes were checked")
+    monkeypatch.setattr(sweep, "run_searches", built)
+    monkeypatch.setattr(folder, "missing_searches", built)
+    monkeypatch.setattr(steps, "run_all", built)
+    f = _copy(smoke_ref, tmp_path / "f")
+    for argv in (["sweep", "--preset", "smoke", "--workers", "1", "--out", str(tmp_path / "n"),
+                  "--seeds", "1000000000"],
+                 ["sweep", "--out", str(f), "--report", "--seeds", "1000000000"],
+                 ["sweep", "--out", str(f), "--report", "--models", "transformer,mlp",
+                  "--Ts", "8,16,32", "--seeds", "200000"],
+                 ["steps", *STEPS_TINY, "--out", str(tmp_path / "s"), "--seeds", "1000000000"]):
+        code, _, err = run_cli(capsys, *argv)
+        _one_line(code, err, f"--seeds {argv[-1]}")
+    code, _, err = run_cli(capsys, "sweep", "--preset", "smoke", "--out", str(tmp_path / "g"),
+                           "--grid-ratio", "1.0000001", "--grid-max", "1000000000")
+    _one_line(code, err, "m_grid", "sizes")
+    assert not (tmp_path / "n").exists() and not (tmp_path / "g" / "runs.csv").exists()
+
+
+class _FullDisk:
+    """A file on a disk that fills after `room` writes: that write fails with ENOSPC, and so does
+    every flush and the close after it (what the buffered data meets on a full disk)."""
+
+    def __init__(self, f, room):
+        self.f, self.room, self.full = f, room, False
+
+    def write(self, text):
+        if self.room <= 0:
+            self.full = True
+            raise OSError(28, "No space left on device")
+        self.room -= 1
+        return self.f.write(text)
+
+    def flush(self):
+        if self.full:
+            raise OSError(28, "No space left on device")
+        return self.f.flush()
+
+    def close(self):
+        self.f.close()
+        if self.full:
+            raise OSError(28, "No space left on device")
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
+def test_a_full_disk_names_the_file_and_leaves_no_empty_csv(tmp_path, capsys, monkeypatch,
+                                                            steps_ref):
+    """Disk full while a sweep or steps.py writes its CSV's header or first row: one line naming
+    the CSV's path, exit status 1, and no empty CSV left behind."""
+    real = open
+    for room, command, name in [(0, "sweep", "runs.csv"), (1, "sweep", "runs.csv"),
+                                (0, "steps", "steps.csv"), (1, "steps", "steps.csv")]:
+        out = tmp_path / f"{command}-{room}"
+        def full(path, mode="r", *args, room=room, **kw):       # CSVs opened to write: full
+            f = real(path, mode, *args, **kw)
+            return _FullDisk(f, room) if str(path).endswith(".csv") and mode in "wa" else f
+        monkeypatch.setattr(folder, "open", full, raising=False)
+        argv = (["--preset", "smoke", "--workers", "1", "--out", str(out)] if command == "sweep"
+                else STEPS_TINY + ["--out", str(out)])
+        capsys.readouterr()
+        code = cli.one_line_errors(f"{command}.py", sweep.main if command == "sweep"
+                                   else steps.main, argv)
+        err = capsys.readouterr().err
+        assert code == 1 and err.strip().splitlines() == [
+            f"{command}.py: cannot access {out / name}: No space left on device"], err
+        assert not (out / name).exists() or (out / name).read_text().count("\n") == 1
+        monkeypatch.undo()
+
+
+def test_m_grid_and_limit_caches_refuse_impossible_values(smoke_ref, tmp_path, monkeypatch):
+    """stats.m_grid refuses complex, bool, inf and nan in one line; a limits.json entry that is
+    no number of samples (99999 [0, 1e300], a fraction, beyond the search) is computed again, not
+    shown, and a cache that is not a readable text file is not read."""
+    for args in [(8, 600, 1j), (True, 600), (8, True), (np.bool_(True), 600), (8, math.inf),
+                 (8, 600, math.inf), (8, 600, math.nan), (8, 600, 1), (8, 600, True), (8.5, 600),
+                 (0, 600), (600, 8), ("8", 600)]:
+        with pytest.raises(ValueError, match="^m_grid: .* got "):
+            stats.m_grid(*args)
+    assert stats.m_grid(np.int64(8), 13, np.float32(1.5)) == [8, 12]
+    f = _copy(smoke_ref, tmp_path / "f")
+    ref_table, limits = (smoke_ref / "table.md").read_text(), json.loads(
+        (smoke_ref / "limits.json").read_text())
+    for bad in (dict(median=99999, q05=0, q95=1e300), dict(median=7.5, q05=3, q95=9),
+                dict(median=7, q05=3, q95=200000), dict(median=7, q05=0, q95=9)):
+        assert report.cached_limit(dict(bad, n_seeds=200), 200, 16, 3) is None, bad
+    assert report.cached_limit(dict(median=7, q05=3, q95=None, n_seeds=200), 200, 16, 3) == \
+        dict(median=7.0, q05=3.0, q95=math.inf, n_seeds=200)
+    assert report.cached_limit(dict(median=0, q05=0, q95=0, n_seeds=200), 200, 3, 3)  # T = s
+    (f / "limits.json").write_text(json.dumps({k: dict(v, median=99999, q05=0, q95=1e300)
+                                               for k, v in limits.items()}))
+    monkeypatch.setattr(report, "_LIMITS", {})
+    assert _sweep(f, "--report") == 0 and "99999" not in (f / "table.md").read_text()
+    assert (f / "table.md").read_text() == ref_table
+    assert json.loads((f / "limits.json").read_text()) == limits

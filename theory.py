@@ -32,6 +32,7 @@ import time
 import cli
 
 if __name__ == "__main__":
+    cli.quiet_interrupts("theory.py")    # Ctrl-C while starting: one line, exit 130
     cli.set_blas_threads()     # the report's matrices are small: one BLAS thread (see cli.py)
 
 import numpy as np
