@@ -1457,6 +1457,20 @@ def test_resume_is_exact(tmp_path, batch):
     assert straight["loss"] == resumed["loss"]
 
 
+def test_a_plain_resume_trains_to_the_length_of_the_run_that_saved(tmp_path, capsys):
+    """--resume with no --steps goes on to the saved run's own length (not the default 1000);
+    a typed --steps still wins."""
+    path = str(tmp_path / "ck.npz")
+    with pytest.raises(train.Interrupted):
+        train.train_run(dict(SMALL, steps=20), save=path, stop_after=7)
+    assert train.load_checkpoint(path)["run_steps"] == 20
+    code, out, _ = run_cli(capsys, "--resume", path, "--log-every", "0")
+    assert code == 0 and "(resumed at step 7)" in out and "\n20 steps (13 of them in this " \
+        "session)" in out, out
+    code, out, _ = run_cli(capsys, "--resume", path, "--steps", "25", "--log-every", "0")
+    assert code == 0 and "\n25 steps (5 of them in this session)" in out, out
+
+
 def test_resume_refuses_another_configuration(tmp_path):
     path = str(tmp_path / "ck.npz")
     train.train_run(SMALL, save=path)

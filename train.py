@@ -839,7 +839,8 @@ def save_checkpoint(path, params, state, rng_order, opts, step):
         return False
     arrays = {"format": np.array(CKPT_FORMAT), "step": np.array(step),
               "adam_t": np.array(state["t"]),
-              "options": np.array(json.dumps({k: opts[k] for k in RUN_KEYS})),
+              "options": np.array(json.dumps(dict({k: opts[k] for k in RUN_KEYS},
+                                                  steps=opts["steps"]))),
               "rng_order": np.array(json.dumps(rng_order.bit_generator.state))}
     for k in params:
         arrays["param/" + k] = params[k]
@@ -934,7 +935,8 @@ def check_checkpoint(ck, where="resume"):
     and both Adam moments present, of the options' dtype and shapes, finite (the second moment
     >= 0), no other; a minibatch generator state numpy's PCG64 accepts. ValueError (TypeError for
     a ck that is not a dict), one line naming `where` and the field; returns ck with the options
-    reduced to RUN_KEYS and the numbers as ints."""
+    reduced to RUN_KEYS, the numbers as ints, and run_steps: the length of the run that wrote it
+    (None for a file that does not say)."""
     if not isinstance(ck, dict):
         raise TypeError(f"{where} must be a checkpoint dict from train.load_checkpoint, got "
                         f"{type(ck).__name__}")
@@ -991,7 +993,8 @@ def check_checkpoint(ck, where="resume"):
     except Exception:              # TypeError, ValueError, KeyError, OverflowError, ...
         raise _damaged(where, "rng_order", "is not a state numpy's PCG64 generator "
                                            "accepts") from None
-    return dict(ck, options={k: o[k] for k in RUN_KEYS}, step=int(step), t=int(t))
+    return dict(ck, options={k: o[k] for k in RUN_KEYS}, step=int(step), t=int(t),
+                run_steps=o["steps"] if "steps" in ck["options"] else None)
 
 
 def checkpoint_owner(resume_path, cli_style=True):
@@ -1062,8 +1065,9 @@ def train_parser():
                     "steps, at the end and on Ctrl-C or SIGTERM")
     ap.add_argument("--save-every", dest="save_every", type=integer(1), default=100,
                     help="steps between checkpoints (default %(default)s)")
-    ap.add_argument("--resume", metavar="PATH", help="continue from this checkpoint; its "
-                    "options are used (only --steps, --log-every and --save may change)")
+    ap.add_argument("--resume", metavar="PATH", help="continue from this checkpoint with its "
+                    "options and its run's length; only --steps, --log-every and --save may "
+                    "be given anew")
     ap.add_argument("--threads", type=integer(1), default=1,
                     help="BLAS threads (default %(default)s; see the README on speed)")
     return ap
@@ -1089,7 +1093,9 @@ def main(argv=None):
                  for k in RUN_KEYS if k in explicit and opts[k] != ckpt["options"][k]]
         if clash:
             ap.error(f"{resume} was made for another configuration: " + ", ".join(clash))
-        opts.update(ckpt["options"])          # RUN_KEYS only: --steps is always what was typed
+        opts.update(ckpt["options"])          # RUN_KEYS only; the length, unless typed:
+        if "steps" not in explicit and ckpt["run_steps"]:
+            opts["steps"] = ckpt["run_steps"]
         if ckpt["step"] > opts["steps"]:
             ap.error(f"{resume} is already at step {ckpt['step']}; ask for at least that many "
                      f"with --steps")
