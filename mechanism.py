@@ -621,9 +621,9 @@ def separation_table(plan, cells, W, design="borderline"):
     """Table 2: per cell of `design` and pooled over T per width, P(failure's X > success's X)
     for each quantity of SEPARATED, with the wording of each interval against 1/2. -> (lines,
     the number of intervals, {d: pooled results})."""
-    lines = ["| d | T | m | successes / failures | " + " | ".join(
-        f"P({name}: failure > success)" for _, name in SEPARATED) + " |",
-        "|" + "---|" * (4 + len(SEPARATED))]
+    lines = ["| d | T | m | successes / failures | median C: successes / failures | "
+             + " | ".join(f"P({name}: failure > success)" for _, name in SEPARATED) + " |",
+             "|" + "---|" * (5 + len(SEPARATED))]
     n_tests, pooled, widths = 0, {}, sorted({d for (g, d, T, m) in cells if g == design})
     for d in widths:
         mine = [(T, m, rows) for (g, dd, T, m), rows in cells.items() if g == design and dd == d]
@@ -639,8 +639,11 @@ def separation_table(plan, cells, W, design="borderline"):
                 if rows is None:
                     pooled.setdefault(d, {})[key] = (p, lo, hi)
             T_text = f"all {len(mine)} T" if rows is None else T
-            lines.append(f"| {d} | {T_text} | {m} | {n_ok} / {n_all - n_ok} | "
-                         + " | ".join(cols) + " |")
+            C = [np.median([r["covering_constant"] for g in group for r in g
+                            if r["success"] == ok]) if (n_ok if ok else n_all - n_ok) else np.nan
+                 for ok in (1, 0)]
+            lines.append(f"| {d} | {T_text} | {m} | {n_ok} / {n_all - n_ok} | {fmt(C[0])} / "
+                         f"{fmt(C[1])} | " + " | ".join(cols) + " |")
     return lines, int(n_tests), pooled
 
 
@@ -724,6 +727,28 @@ def cost_lines(cells):
     return out
 
 
+def reproduction_lines(plan, cells):
+    """How many of the study's runs the committed folders ran too (same width, T, m and seed: the
+    same run, since a seed fixes S, the data and the init), and how many of those gave the very
+    same test accuracy: a check that the study trains what the folders trained."""
+    widths = {c["d"]: c["source"]["folder"] for c in plan["cells"]
+              if c["design"] == "borderline" and "folder" in c["source"]}
+    both = same = 0
+    for d, path in widths.items():
+        try:
+            theirs = {(int(r["T"]), int(r["m"]), int(r["seed"])): r["test_acc"]
+                      for r in folder.folder_rows(path)[1]}
+        except (OSError, ValueError):
+            return [f"- the folder {path} could not be read: no reproduction check"]
+        for (design, dd, T, m), rows in cells.items():
+            for r in rows if dd == d else []:
+                acc = theirs.get((T, m, r["seed"]))
+                if acc is not None:
+                    both, same = both + 1, same + (float(acc) == r["test_acc"])
+    return [f"- {both} runs of this study were also run by the committed folders (same d, T, m "
+            f"and seed); {same} of them gave the same final test accuracy"]
+
+
 def report(out, log=print):
     """OUT/table.md (the four tables, the counts of intervals and the costs) and, with
     matplotlib, OUT/mechanism.png. -> the table's text."""
@@ -744,7 +769,8 @@ def report(out, log=print):
                  "predicts failures have the larger norms: P > 1/2.", ""]
         + grow + ["", f"{n_grow} intervals. The construction's score gap grows as "
                   f"ln((T - s)/(s eps)): b = 1 in ln T at a fixed leak eps.", ""]
-        + final_table(plan, cells, W) + [""] + cost_lines(cells)) + "\n"
+        + final_table(plan, cells, W) + [""] + cost_lines(cells)
+        + reproduction_lines(plan, cells)) + "\n"
     path = cli.claim_output(os.path.join(out, "table.md"), "table", "the table")
     cli.write_text(path, text)
     log(text)

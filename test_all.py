@@ -3615,8 +3615,9 @@ def test_mechanism_report_on_a_synthetic_folder(tmp_path):
     assert "| 1 [1, 1] established |" in line("| 64 | 10 | 20 | 6 / 6 |")
     assert "| 0.5 [0.5, 0.5] not detected |" in line("| 64 | 1000 | 60 | 6 / 6 |")
     pooled = line("| 64 | all 3 T |")
-    p = float(pooled.split("|")[5].split()[0])
-    assert abs(p - 5 / 6) < 1e-3 and "established" in pooled.split("|")[5]  # (1 + 1 + 1/2) / 3
+    p = float(pooled.split("|")[6].split()[0])
+    assert abs(p - 5 / 6) < 1e-3 and "established" in pooled.split("|")[6]  # (1 + 1 + 1/2) / 3
+    assert pooled.split("|")[5].strip() == "1 / 4"              # medians of C (T = 1000: all 2)
     fit = line("| 64 | C |")
     assert fit.split("|")[5].strip().startswith("3 [3, 3]")          # b of 10 + 3 ln T
     lost = line("| 64 | fixed | 36 |")
