@@ -4139,3 +4139,221 @@ def test_m_grid_and_limit_caches_refuse_impossible_values(smoke_ref, tmp_path, m
     assert _sweep(f, "--report") == 0 and "99999" not in (f / "table.md").read_text()
     assert (f / "table.md").read_text() == ref_table
     assert json.loads((f / "limits.json").read_text()) == limits
+
+
+# ---- issue 33: the mechanism
+# mechanism.py: the norms and covering constant (one copy, theory.py imports it), the measurement
+# of a trained model on weights whose answer is known, the study's CSV and its resume, the report.
+import mechanism  # noqa: E402
+
+
+def _two_head_model(R=5.0, T=6, S=(1, 3)):
+    """d = 4, 2 heads, no LayerNorm. Head 0: W_QK = R e_CLS e_0^T (the [CLS] query reads
+    coordinate 3, the keys coordinate 0, which is 1 exactly on S): score R on S, 0 elsewhere.
+    Head 1: all zero, uniform attention. The bit sits in coordinate 2, which no key reads."""
+    cfg = attn.default_config(T=T, d=4, heads=2, mlp=0, ln=False, dtype="float64")
+    p = attn.init_params(cfg, np.random.default_rng(0), std=0.0)
+    p["E_pos"][list(S), 0] = 1.0
+    p["E_tok"][1, 2] = 1.0
+    p["cls"][3] = 1.0
+    p["W_Q"][3, 0] = 2.0
+    p["W_K"][0, 0] = R * math.sqrt(2) / 2.0           # undoes attn.py's 1/sqrt(e), e = 2
+    p["W_V"][:] = np.eye(4)
+    p["W_O"][:] = 2 * np.eye(4)
+    p["w"][0] = 1.0
+    return p, cfg
+
+
+def test_mechanism_measures_a_head_with_a_known_W_QK():
+    R, T, S = 5.0, 6, [1, 3]
+    p, cfg = _two_head_model(R, T, S)
+    X = (np.random.default_rng(1).random((50, T)) < 0.5).astype(np.uint8)
+    m = mechanism.measure_mechanism(p, cfg, S, X)
+    B_X = math.sqrt(2 + 1)            # longest token: a position of S holding bit 1, norm sqrt 2
+    assert abs(m["B_X"] - B_X) < 1e-12
+    assert m["top_head"] == 0 and m["heads_on_S"] == 1
+    assert abs(m["top_score_scale"] - R * B_X ** 2) < 1e-9 and m["score_scale"] == \
+        m["top_score_scale"]
+    mass = 2 * math.exp(R) / (2 * math.exp(R) + (T - 2) + 1)      # + 1: [CLS], score 0
+    assert abs(m["mass_on_S"] - mass) < 1e-12
+    assert abs(m["score_gap"] - R) < 1e-12                          # R on S, 0 on the rest
+    assert abs(m["per_head"]["mass_on_S"][1] - 2 / (T + 1)) < 1e-12   # head 1: uniform
+    assert m["per_head"]["score_gap"][1] == 0 and m["per_head"]["score_scale"][1] == 0
+    assert abs(m["norm_V"] - 1) < 1e-12 and abs(m["norm_O"] - 2) < 1e-12
+    nm = mechanism.norm_measures(p, cfg)
+    assert m["covering_constant"] == mechanism.covering_constant(nm) > 0
+
+
+def test_theory_uses_the_mechanism_norms_not_a_copy():
+    for name in ("norm_measures", "covering_constant", "spectral_norm"):
+        assert getattr(theory, name) is getattr(mechanism, name), name
+
+
+def test_mechanism_attention_agrees_with_attn_reference():
+    """With LayerNorm on and random non-tiny weights, the mass and the score gap from the 2T + 1
+    scores equal those of attn.cls_attention's weights (the log-weights differ from the scores
+    by one constant per input, which cancels in the gap)."""
+    cfg = attn.default_config(T=9, d=8, heads=2, mlp=4, dtype="float64")
+    p = attn.init_params(cfg, np.random.default_rng(3), std=0.7)
+    p["ln1_g"][:] = np.random.default_rng(4).uniform(0.5, 2.0, 8)
+    p["ln1_b"][:] = 0.3
+    S = np.array([0, 4, 7])
+    X = (np.random.default_rng(5).random((40, 9)) < 0.6).astype(np.uint8)
+    mass, gap = mechanism.head_attention_on_S(p, cfg, S, X)
+    A = attn.cls_attention(p, cfg, X)                                  # [n, H, T + 1]
+    rest = np.setdiff1d(np.arange(9), S)
+    logA = np.log(A)
+    assert np.allclose(mass, A[:, :, S].sum(-1).mean(0), atol=1e-12, rtol=0)
+    assert np.allclose(gap, (logA[:, :, S].mean(-1) - logA[:, :, rest].mean(-1)).mean(0),
+                       atol=1e-10, rtol=0)
+    assert np.ptp(mass) > 0.01                         # the heads really differ
+
+
+def test_mechanism_on_the_hand_built_sparse_head():
+    task = data.make_task("and", 30, 3, np.random.default_rng([30, 3, 0]))
+    p, cfg, info = theory.build_sparse_head(task, np.random.default_rng([30, 3, 0, 1]))
+    X = task.sample(100, np.random.default_rng(2))[0]
+    m = mechanism.measure_mechanism(p, cfg, task.S, X)
+    assert abs(m["mass_on_S"] - info["mass_on_S"]) < 1e-9 and m["heads_on_S"] == 1
+    assert abs(m["top_score_scale"] - info["qk_spec"] * 3.0) < 1e-9   # B_X^2 = 1 + 1 + 1
+    u, P = p["W_K"][:info["d_p"], 0], p["E_pos"][:, :info["d_p"]]
+    rest = np.setdiff1d(np.arange(30), task.S)
+    assert abs(m["score_gap"] - (info["R"] - (P[rest] @ u).mean())) < 1e-9
+
+
+def test_mechanism_refuses_a_bad_support_in_one_line():
+    p, cfg = _two_head_model()
+    X = np.zeros((3, 6), np.uint8)
+    for S in ([], [0, 0], [7], list(range(6))):
+        with pytest.raises(ValueError, match="S must hold") as e:
+            mechanism.measure_mechanism(p, cfg, S, X)
+        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="X must be"):
+        mechanism.measure_mechanism(p, cfg, [1], np.zeros((3, 5)))
+
+
+def test_best_seen_monitor_and_loss_summary():
+    b = mechanism.BestSeen(every=10)
+    assert b(10, [0.5, np.nan], [1, 1]) is False
+    assert b(20, [0.9, 0.7], [1, 1]) is False
+    assert b(30, [0.9, 0.6], [1, 1]) is False           # a tie keeps the first step
+    assert b.best.tolist() == [0.9, 0.7] and b.step.tolist() == [20, 20]
+    final, low, jump = mechanism.loss_summary([0.7, 0.005, 0.002, 0.68, 0.3])
+    assert (final, low, jump) == (0.3, 0.002, 0.68)
+    assert math.isnan(mechanism.loss_summary([0.7, 0.5])[2])
+
+
+def _tiny_plan(out, seeds=2):
+    o = dict(folder.full_options({}), d=8, heads=2, mlp=8, steps=20, n_test=100)
+    plan = dict(seeds=seeds, bar=0.99, cells=[dict(design="fixed", d=8, T=8, m=16, options=o,
+                                                   source=dict(m_star=8, T_folder=8))])
+    os.makedirs(out, exist_ok=True)
+    cli.write_json(os.path.join(out, "plan.json"), plan)
+
+
+def test_mechanism_study_writes_its_columns_and_resumes(tmp_path):
+    out = str(tmp_path)
+    _tiny_plan(out)
+    quiet = lambda *a, **k: None
+    assert mechanism.run_plan(out, log=quiet) == 2
+    path = os.path.join(out, "runs.csv")
+    assert folder.csv_header(path) == list(mechanism.FIELDS)
+    rows = folder.read_rows([path])
+    assert [(r["d"], r["T"], r["m"], r["seed"]) for r in rows] == [("8", "8", "16", "0"),
+                                                                  ("8", "8", "16", "1")]
+    for r in rows:
+        assert r["success"] == (float(r["test_acc"]) >= 0.99)          # read_rows: a bool
+        assert 0 < float(r["covering_constant"]) and 0 <= float(r["mass_on_S"]) <= 1
+        assert r["best_step"] == "20" and float(r["best_test_acc"]) >= float(r["test_acc"])
+    assert mechanism.run_plan(out, log=quiet) == 0                  # nothing left to run
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:                         # seed 1 lost, a torn row in its place
+        f.write(text[:text.rstrip("\n").rfind("\n") + 1] + "fixed,8,8,16,1,1,0.5")
+    assert mechanism.run_plan(out, log=quiet) == 1                  # only seed 1 again
+    again = folder.read_rows([path])
+    assert len(again) == 2 and again[1]["test_acc"] == rows[1]["test_acc"]   # the same run
+    with open(path) as f:
+        assert "0.5fixed" not in f.read() and len(f.read().splitlines()) == 0
+
+
+def test_mechanism_plan_from_the_committed_folders():
+    plan = mechanism.plan_cells(["results/extended", "results/width/d-128"], [10, 1000],
+                                extra=[(128, 10000)], n_seeds=20)
+    got = [(c["design"], c["d"], c["T"]) for c in plan["cells"]]
+    assert got == [("borderline", 64, 10), ("borderline", 128, 10), ("borderline", 64, 1000),
+                   ("borderline", 128, 1000), ("fixed", 64, 10), ("fixed", 128, 10),
+                   ("fixed", 64, 1000), ("fixed", 128, 1000), ("borderline", 128, 10000),
+                   ("fixed", 128, 10000)]
+    c = {(c["design"], c["d"], c["T"]): c for c in plan["cells"]}
+    assert c[("borderline", 64, 1000)]["source"]["T_folder"] == 1100     # nearest in ln T
+    for T in (10, 1000, 10000):
+        assert c[("fixed", 128, T)]["m"] == 2 * c[("borderline", 128, T)]["m"]
+    assert c[("fixed", 64, 1000)]["m"] == c[("fixed", 128, 1000)]["m"]
+    assert c[("borderline", 64, 10)]["options"]["d"] == 64 and plan["bar"] == 0.99
+    with pytest.raises(ValueError, match="no T within"):
+        mechanism.plan_cells(["results/width/d-128"], [600])
+
+
+def _synthetic_study(out):
+    """A folder of made-up rows: at the borderline m of T = 10 and 100 every failure has the
+    larger C (4 vs 1); at T = 1000 C does not tell (all 2); at the fixed m, C = 10 + 3 ln T
+    exactly and one run reached the bar at a logged step but ended below it."""
+    cells, rows = [], []
+    base = dict(train_acc=1.0, final_loss=0.01, min_loss=0.001, loss_jump=0.01, B_X=8.0,
+                score_scale=5.0, norm_V=1.0, norm_O=1.0, top_head=0, mass_on_S=0.9,
+                score_gap=4.0, heads_on_S=1, top_score_scale=5.0, top_norm_V=1.0,
+                top_norm_O=1.0, attn_on_S=0.2, model="transformer", task="and", s=3,
+                steps=1000, seconds=1.0, cpu_seconds=1.0)
+    for design, T, m in (("borderline", 10, 20), ("borderline", 100, 50),
+                         ("borderline", 1000, 60), ("fixed", 10, 40), ("fixed", 100, 100),
+                         ("fixed", 1000, 120)):
+        cells.append(dict(design=design, d=64, T=T, m=m, options={}, source={}))
+        for seed in range(12):
+            ok = seed % 2 if design == "borderline" else 1
+            C = (2.0 if T == 1000 else 4.0 - 3 * ok) if design == "borderline" else \
+                10 + 3 * math.log(T)
+            acc = best = 1.0 if ok else 0.8
+            if (design, T, seed) == ("fixed", 100, 0):
+                acc = 0.95                                 # the bar reached, then lost
+            rows.append(dict(base, design=design, d=64, T=T, m=m, seed=seed,
+                             success=int(acc >= 0.99), test_acc=acc, best_test_acc=best,
+                             best_step=500, covering_constant=C))
+    os.makedirs(out, exist_ok=True)
+    cli.write_json(os.path.join(out, "plan.json"), dict(seeds=12, bar=0.99, cells=cells))
+    with open(os.path.join(out, "runs.csv"), "w", newline="") as f:
+        import csv
+        w = csv.DictWriter(f, fieldnames=mechanism.FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def test_mechanism_report_on_a_synthetic_folder(tmp_path):
+    out = str(tmp_path)
+    _synthetic_study(out)
+    text = mechanism.report(out, log=lambda *a: None)
+    assert open(os.path.join(out, "table.md")).read() == text and text.startswith("| d | T |")
+    line = lambda start: next(ln for ln in text.splitlines() if ln.startswith(start))
+    assert "| 1 [1, 1] established |" in line("| 64 | 10 | 20 | 6 / 6 |")
+    assert "| 0.5 [0.5, 0.5] not detected |" in line("| 64 | 1000 | 60 | 6 / 6 |")
+    pooled = line("| 64 | all 3 T |")
+    p = float(pooled.split("|")[6].split()[0])
+    assert abs(p - 5 / 6) < 1e-3 and "established" in pooled.split("|")[6]  # (1 + 1 + 1/2) / 3
+    assert pooled.split("|")[5].strip() == "1 / 4"              # medians of C (T = 1000: all 2)
+    fit = line("| 64 | C |")
+    assert fit.split("|")[5].strip().startswith("3 [3, 3]")          # b of 10 + 3 ln T
+    lost = line("| 64 | fixed | 36 |")
+    assert lost.split("|")[6].strip().startswith("1 (0.028")          # 1 run of 36
+    assert mechanism.plot_study.__doc__                                 # plots: matplotlib only
+
+
+def test_mechanism_command_line_help_and_one_line_errors(tmp_path):
+    run = lambda *a: subprocess.run([sys.executable, "mechanism.py", *a], cwd=HERE,
+                                    capture_output=True, text=True, timeout=60,
+                                    env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    r = run("--help")
+    assert r.returncode == 0 and all(w in r.stdout for w in ("plan", "run", "report"))
+    r = run("run", str(tmp_path))                                    # no plan.json yet
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "plan.json is missing" in r.stderr
+    r = run("plan", str(tmp_path), "results/extended", "--Ts", "10", "--extra", "64-100")
+    assert r.returncode == 2 and "d:T pairs" in r.stderr and r.stderr.count("\n") == 1

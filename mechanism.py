@@ -1,0 +1,921 @@
+"""mechanism.py: what training finds, measured against the theory of Edelman et al. (ICML 2022).
+
+    python mechanism.py plan OUT FOLDER FOLDER ... --Ts 10,100   the cells: per width and T a
+                      borderline m (the folder's m*) and a fixed m, in OUT/plan.json
+    python mechanism.py run OUT [--workers 2]    train every planned run: one row of OUT/runs.csv
+                      each, flushed as it finishes (rerun to resume)
+    python mechanism.py report OUT               OUT/table.md, and OUT/mechanism.png (matplotlib)
+    python mechanism.py --help                   every option
+
+The capacity argument (Section 3) says heads of bounded norm form a class whose covering number
+grows only like log T; the construction (Section 4) creates the sparse variable with a head whose
+score gap between S and the other positions grows like log((T - s) / (s eps)). This file measures
+the same quantities on the parameters a trained run ends with (measure_mechanism) and studies
+them over seeds, T and widths: do the norms stay bounded as T grows, do they tell the runs that
+generalise from those that do not, and how does the head that attends S do it.
+
+It reads top to bottom: the norms and the covering constant (theory.py imports them: one copy),
+the measurement of one trained model, the plan of cells, the runs, the report, the command line.
+"""
+import sys
+
+import cli                      # standard library only: the thread setting acts before numpy
+
+if __name__ == "__main__":
+    cli.quiet_interrupts("mechanism.py")
+    cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
+
+import csv
+import json
+import math
+import multiprocessing as mp
+import os
+import signal
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+import numpy as np
+
+import attn
+import folder
+import stats
+import train
+from cli import OneLineParser, int_list, integer, number
+
+# ======== 1. NORMS AND THE COVERING CONSTANT (Edelman Section 3) ================================
+# 1b. Norm measures of a parameter dict (attn.init_params, a training result, or a construction).
+#     Per head h (columns h*e:(h+1)*e of W_Q, W_K, W_V; rows of W_O), with the biases folded in as
+#     a constant-1 input coordinate, x~ = [x, 1]  (so a trained model's b_Q, b_K, b_V count too):
+#       W_QK = (1/sqrt(e)) [W_Q; b_Q] [W_K; b_K]^T   [d+1, d+1]  the score of x_t is z~ W_QK x~_t^T
+#       W_V  = [W_V; b_V]                             [d+1, e]
+#       W_O  = W_O[h rows]                            [e, d]
+#     B_X = max row norm of the tokens fed to attention (after LN1 when cfg["ln"]) with the 1 folded
+#     in: sqrt(B^2 + 1). Before LN1 position t holds one of only two rows, so the max over the
+#     2T + 1 distinct rows is the max over every possible input.
+
+def spectral_norm(W):  # [a, b] -> float
+    return float(np.linalg.norm(np.asarray(W, np.float64), 2))
+
+
+def norm_21(W):  # [a, b] -> float: sum over columns of the column 2-norms
+    return float(np.linalg.norm(np.asarray(W, np.float64), axis=0).sum())
+
+
+def lipschitz_after_attention(p, cfg):
+    """Lipschitz constant of the map from the attention output (after W_O) to the logit, *leaving
+    out LN2 and LNf* (their constant 1/sigma depends on the activations, not on T):
+    ||w|| (1 + L_act ||W_1||_2 ||W_2||_2), with L_act = 1 for ReLU and 1.13 for GELU."""
+    attn.check_params(p, cfg)
+    lip = 1.0
+    if cfg["mlp"]:
+        L_act = 1.0 if cfg["act"] == "relu" else 1.13
+        lip += L_act * spectral_norm(p["W_1"]) * spectral_norm(p["W_2"])
+    return float(np.linalg.norm(p["w"])) * lip
+
+
+def norm_measures(p, cfg):
+    """Edelman Section 3's norm bounds for a parameter dict -> dict.
+    Keys: B_X, L_after (lipschitz_after_attention), and per-head lists qk_spec, qk_21, qk_fro,
+    v_spec, v_21, o_spec (spectral, (2,1) and Frobenius norms of the per-head matrices above).
+    """
+    attn.check_params(p, cfg)
+    d, H = cfg["d"], cfg["heads"]
+    e = d // H
+    f64 = {k: np.asarray(p[k], np.float64) for k in attn.ATTN_KEYS}
+    rows = np.concatenate([(p["E_tok"][:, None, :] + p["E_pos"]).reshape(-1, d),
+                           p["cls"][None]]).astype(np.float64)      # the 2T + 1 distinct tokens
+    if cfg["ln"]:
+        rows = attn.layernorm_forward(rows, p["ln1_g"].astype(np.float64),
+                                      p["ln1_b"].astype(np.float64))[0]
+    B = float(np.linalg.norm(rows, axis=1).max())
+    keys = ("qk_spec", "qk_21", "qk_fro", "v_spec", "v_21", "o_spec")
+    out = dict(B_X=float(np.hypot(B, 1.0)), L_after=lipschitz_after_attention(p, cfg),
+               **{k: [] for k in keys})
+    for h in range(H):
+        c = slice(h * e, (h + 1) * e)
+        Q = np.vstack([f64["W_Q"][:, c], f64["b_Q"][c]])                # [d+1, e]
+        K = np.vstack([f64["W_K"][:, c], f64["b_K"][c]])
+        V = np.vstack([f64["W_V"][:, c], f64["b_V"][c]])
+        W_QK = (Q @ K.T) * e ** -0.5                                       # [d+1, d+1]
+        for k, v in zip(keys, (spectral_norm(W_QK), norm_21(W_QK), float(np.linalg.norm(W_QK)),
+                               spectral_norm(V), norm_21(V), spectral_norm(f64["W_O"][c]))):
+            out[k].append(v)
+    return out
+
+
+# 1c. The covering number and the generalization gap, in the RECONSTRUCTED shape (Edelman
+#     Section 3 gives the shape; we could not confirm its exact constants, so these are ours, in
+#     the style of Bartlett-Foster-Telgarsky 2017). For head h, with L_h = ||W_O,h||_2 * L_after:
+#       scores   z~ W_QK x~_t = <W_QK, z~ x~_t^T> over the m(T+1) (sample, position) pairs: a
+#                linear class in W_QK of scale a1 = ||W_QK||_F B_X^2 (Frobenius: it is <= the (2,1)
+#                norm, and that of e_CLS u^T, ||u||_1, is loose by up to sqrt(d)); an l_inf error e1
+#                in the scores is an l_1 error 2 e1 in the weights (1a): rho1 = 2 B_X ||W_V||_2 L_h
+#       values   x~_t W_V over the m(T+1) tokens: a2 = ||W_V||_{2,1} B_X, rho2 = L_h
+#       readout  the head output (norm <= B_X ||W_V||_2) read out: a3 = B_X ||W_V||_2 L_h, rho3 = 1
+#     A linear class of scale a has an eps-cover with log N <= a^2 log(2 d n) / eps^2 (Zhang 2002's
+#     lemma, n points). Splitting eps = sum_i rho_i eps_i optimally gives
+#       log N_inf(F; eps) <= C * log(2 d m T) / eps^2,   C = (sum_{h,i} (a_i rho_i)^(2/3))^3
+#     and the gap sqrt(C log(2 d m T) / m) (Dudley's integral, log factors dropped). T enters
+#     only through the logarithm.
+
+def covering_constant(nm):
+    """C of the reconstructed bound from norm_measures(...) output; see the comment above."""
+    if not isinstance(nm, dict) or "qk_fro" not in nm:
+        raise ValueError(f"nm must be the dict returned by norm_measures, got {type(nm).__name__}")
+    B, total = nm["B_X"], 0.0
+    for qkF, v2, v21, o2 in zip(nm["qk_fro"], nm["v_spec"], nm["v_21"], nm["o_spec"]):
+        L = o2 * nm["L_after"]
+        terms = ((qkF * B * B) * (2 * B * v2 * L), (v21 * B) * L, B * v2 * L)
+        total += sum(t ** (2.0 / 3.0) for t in terms)
+    return total ** 3
+
+
+
+# ======== 2. ONE TRAINED MODEL: the mechanism it ends with =====================================
+# In a one-layer model read out at [CLS], the [CLS] token's query does not depend on the input,
+# and position t holds one of only two tokens (its bit 0 or 1): each head has 2T + 1 possible
+# scores, and an input's attention weights are the softmax of the T + 1 of them it selects.
+# measure_mechanism reads everything from those scores and from norm_measures (section 1).
+
+ON_S = 0.5          # a head "attends S" when its mean [CLS] attention mass on S is >= this
+N_MEASURE = 500     # inputs (the first of the run's own test set) the attention is averaged over
+
+
+def cls_scores(p, cfg):  # -> scores [2, T, H] (bit 0, bit 1 at each position), cls [H]
+    """The [CLS] query's attention scores q . k_t / sqrt(e) per head, in float64, from the same
+    tokens attn.py feeds its head (embedding, then LN1 with the trained gain and shift)."""
+    attn.check_params(p, cfg)
+    d, H, T = cfg["d"], cfg["heads"], cfg["T"]
+    e = d // H
+    f = {k: np.asarray(v, np.float64) for k, v in p.items()}
+    rows = np.concatenate([(f["E_tok"][:, None, :] + f["E_pos"]).reshape(-1, d), f["cls"][None]])
+    if cfg["ln"]:
+        rows = attn.layernorm_forward(rows, f["ln1_g"], f["ln1_b"])[0]       # [2T + 1, d]
+    q = (rows[-1] @ f["W_Q"] + f["b_Q"]).reshape(H, e)
+    k = (rows @ f["W_K"] + f["b_K"]).reshape(-1, H, e)
+    s = np.einsum("nhe,he->nh", k, q) * e ** -0.5                              # [2T + 1, H]
+    return s[:2 * T].reshape(2, T, H), s[2 * T]
+
+
+def head_attention_on_S(p, cfg, S, X):  # -> mass [H], gap [H]
+    """Per head, the means over the inputs X [n, T] of (mass) the [CLS] attention weight on S and
+    (gap) the mean score over S minus the mean score over the T - s other bit positions ([CLS]'s
+    own score is left out of both)."""
+    sc, s_cls = cls_scores(p, cfg)
+    X = np.asarray(X, np.float64)
+    S = np.asarray(S, np.intp)
+    T, s = cfg["T"], len(S)
+    if X.ndim != 2 or X.shape[1] != T or not len(X):
+        raise ValueError(f"X must be [n >= 1, T={T}] bits, got shape {X.shape}")
+    if not 1 <= s < T or len(np.unique(S)) != s or S.min() < 0 or S.max() >= T:
+        raise ValueError(f"S must hold 1 to T - 1 distinct positions in [0, {T}), got {S.tolist()}")
+    top = np.maximum(sc.max((0, 1)), s_cls)                   # [H]: softmax's own shift
+    E, e_cls = np.exp(sc - top), np.exp(s_cls - top)
+    XS = X[:, S, None]                                        # [n, s, 1]
+    Z = E[0].sum(0) + X @ (E[1] - E[0]) + e_cls               # [n, H]: every input's normaliser
+    on_S = (E[0][S] * (1 - XS) + E[1][S] * XS).sum(1)         # [n, H]
+    all_scores = sc[0].sum(0) + X @ (sc[1] - sc[0])           # [n, H]: sum of the T bit scores
+    S_scores = (sc[0][S] * (1 - XS) + sc[1][S] * XS).sum(1)
+    gap = S_scores / s - (all_scores - S_scores) / (T - s)
+    return (on_S / Z).mean(0), gap.mean(0)
+
+
+def measure_mechanism(p, cfg, S, X):
+    """The mechanism of a trained model (params p, attn.py config cfg) on its support S, averaged
+    over the inputs X [n, T] -> dict of floats (and per_head lists).
+
+    What is taken, per head h (norm_measures, section 1, with the biases folded in):
+      score scale   ||W_QK,h||_2 B_X^2: W_QK,h = [W_Q; b_Q]_h [W_K; b_K]_h^T / sqrt(e), the matrix
+                    whose bilinear form is the head's score (attn.py's 1/sqrt(e) included), and
+                    B_X = sqrt(B^2 + 1), B the largest norm of the 2T + 1 distinct tokens that
+                    enter attention (after LN1 with its trained gain and shift), the 1 the bias
+                    coordinate. |score| <= score scale for every input.
+      norm_V, norm_O  ||[W_V; b_V]_h||_2 and ||W_O,h||_2 (spectral norms)
+      covering_constant  C of the reconstructed bound (covering_constant), all heads together
+    Keys: B_X, covering_constant; score_scale, norm_V, norm_O: the largest over the heads;
+    top_head: the head whose mean [CLS] attention mass on S is largest, and its mass_on_S,
+    score_gap (mean score on S minus mean score on the other bit positions, averaged over X) and
+    top_score_scale, top_norm_V, top_norm_O; heads_on_S: how many heads put a mean mass >= ON_S
+    on S; per_head: each of score_scale, norm_V, norm_O, mass_on_S, score_gap per head."""
+    nm = norm_measures(p, cfg)
+    mass, gap = head_attention_on_S(p, cfg, S, X)
+    scale = np.asarray(nm["qk_spec"]) * nm["B_X"] ** 2
+    per_head = dict(score_scale=scale, norm_V=np.asarray(nm["v_spec"]),
+                    norm_O=np.asarray(nm["o_spec"]), mass_on_S=mass, score_gap=gap)
+    h = int(np.argmax(mass))
+    return dict(B_X=nm["B_X"], covering_constant=covering_constant(nm),
+                score_scale=float(scale.max()), norm_V=float(per_head["norm_V"].max()),
+                norm_O=float(per_head["norm_O"].max()), top_head=h, mass_on_S=float(mass[h]),
+                score_gap=float(gap[h]), heads_on_S=int((mass >= ON_S).sum()),
+                top_score_scale=float(scale[h]), top_norm_V=float(per_head["norm_V"][h]),
+                top_norm_O=float(per_head["norm_O"][h]),
+                per_head={k: v.tolist() for k, v in per_head.items()})
+
+
+# ======== 3. THE PLAN: which cells (d, T, m) the study trains ==================================
+# Per width (a committed sweep folder) and T: the borderline m = the folder's m* (the majority
+# rule, stats.critical_sizes) over seeds 0..n-1 at the folder's T nearest T in ln T, where both
+# successes and failures occur; and a fixed m = FACTOR x the m* of one chosen width, the same m
+# at every width of that T. Training options are the folder's own (its sweep.json).
+
+NEAR_T = 1.25       # a folder's T may stand in for T when within this factor of it
+
+
+def folder_mstars(path, Ts, n_seeds):
+    """(width d, the folder's full training options, bar, {T: where its m* comes from}) for a
+    committed sweep folder: for each T, the folder's nearest T (within NEAR_T) and its m* over
+    seeds 0..n_seeds-1 with the 95% interval. ValueError when the folder has no T near one."""
+    meta, rows = folder.folder_rows(path, n_seeds=n_seeds)
+    crit = stats.critical_sizes(rows, meta["grids"], meta["search"])
+    have = sorted(T for (model, T) in crit if model == "transformer")
+    out = {}
+    for T in Ts:
+        near = min(have, key=lambda t: abs(math.log(t / T)))
+        if abs(math.log(near / T)) > math.log(NEAR_T):
+            raise ValueError(f"{path} has no T within a factor {NEAR_T} of T={T} (it has {have})")
+        c = crit[("transformer", near)]
+        if not math.isfinite(c["m_star"]):
+            raise ValueError(f"{path}: m* at T={near} is above its grid; no borderline m there")
+        out[T] = dict(folder=path, T_folder=int(near), m_star=int(c["m_star"]),
+                      m_star_lo=c["m_star_lo"], m_star_hi=c["m_star_hi"], n_seeds=c["n_seeds"])
+    options = folder.full_options(meta["options"])
+    return int(options["d"]), options, meta["bar"], out
+
+
+def plan_cells(folders, Ts, extra=(), n_seeds=20, fixed_from=None, factor=2.0):
+    """The study's plan: cells in the order they run -> dict(seeds, bar, cells). folders: committed
+    sweep folders, one per width; Ts: the T of every width; extra: (d, T) cells run last (a large T
+    at one width). Order: the borderline m at every T of every width, then the fixed m, then the
+    extra cells (borderline, then fixed), so that a study cut short leaves whole designs behind.
+    fixed m = round(factor x m*) of the width fixed_from (default: the widest)."""
+    widths = {}
+    for path in folders:
+        Ts_here = sorted(set(Ts) | {T for d, T in extra})
+        d, options, bar, mstars = folder_mstars(path, Ts_here, n_seeds)
+        if d in widths:
+            raise ValueError(f"two folders of width d={d}: {widths[d][0]} and {path}")
+        widths[d] = (path, options, bar, mstars)
+    fixed_from = max(widths) if fixed_from is None else fixed_from
+    if fixed_from not in widths:
+        raise ValueError(f"fixed_from d={fixed_from} is not a width of the folders "
+                         f"({sorted(widths)})")
+    if len({w[2] for w in widths.values()}) != 1:
+        raise ValueError("the folders use different success bars")
+    for d, T in extra:
+        if d not in widths:
+            raise ValueError(f"extra cell d={d}, T={T}: no folder of width {d}")
+
+    def cell(design, d, T):
+        path, options, _, mstars = widths[d]
+        src = mstars[T] if design == "borderline" else dict(
+            mstars_from=fixed_from, factor=factor, **widths[fixed_from][3][T])
+        m = src["m_star"] if design == "borderline" else int(round(factor * src["m_star"]))
+        opts = {k: v for k, v in options.items()}
+        return dict(design=design, d=d, T=T, m=m, options=opts, source=src)
+
+    main = [(d, T) for T in sorted(Ts) for d in sorted(widths)]
+    cells = [cell(design, d, T) for pairs, designs in ((main, ("borderline", "fixed")),
+                                                       (list(extra), ("borderline", "fixed")))
+             for design in designs for d, T in pairs]
+    return dict(seeds=n_seeds, bar=next(iter(widths.values()))[2], cells=cells)
+
+
+def read_plan(out):
+    path = os.path.join(out, "plan.json")
+    try:
+        with open(path) as f:
+            plan = json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"{path} is missing: write it first with `python mechanism.py plan "
+                         f"{out} FOLDER ...`") from None
+    except ValueError:
+        raise ValueError(f"{path} is not a plan (damaged?)") from None
+    if not isinstance(plan, dict) or not {"seeds", "bar", "cells"} <= set(plan):
+        raise ValueError(f"{path} is not a plan: it needs seeds, bar and cells")
+    return plan
+
+
+# ======== 4. THE RUNS: one CSV row per trained run ==============================================
+# A row holds the run (design, d, T, m, seed), its outcome (success = the FINAL test accuracy >=
+# the bar; the test set never chooses anything), what the monitor saw at the logged steps, the
+# training loss, and measure_mechanism's numbers. The columns folder.read_rows needs are there
+# too, so the project's reader (torn rows, types) reads this CSV as it reads a sweep's.
+
+FIELDS = ("design", "d", "T", "m", "seed", "success", "test_acc", "best_test_acc", "best_step",
+          "train_acc", "final_loss", "min_loss", "loss_jump", "covering_constant", "B_X",
+          "score_scale", "norm_V", "norm_O", "top_head", "mass_on_S", "score_gap", "heads_on_S",
+          "top_score_scale", "top_norm_V", "top_norm_O", "attn_on_S", "model", "task", "s",
+          "steps", "seconds", "cpu_seconds")
+MEASURED = ("covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "top_head",
+            "mass_on_S", "score_gap", "heads_on_S", "top_score_scale", "top_norm_V", "top_norm_O")
+LOG_EVERY = 100     # the monitor's steps (gcd with the run's steps, so the last is one of them)
+LOSS_LOW = 0.01     # loss_jump: the largest training loss after the loss first fell below this
+
+
+class BestSeen:
+    """train.train_stack's monitor: each run's best test accuracy at the logged steps (every
+    `every` steps) and the first step that reached it. It never stops training (returns False):
+    the test set only watches."""
+
+    def __init__(self, every=LOG_EVERY):
+        self.every, self.best, self.step = every, None, None
+
+    def __call__(self, step, test_acc, loss):
+        acc = np.asarray(test_acc, np.float64)
+        if self.best is None:
+            self.best, self.step = np.full(acc.shape, -np.inf), np.zeros(acc.shape, np.int64)
+        better = acc > self.best                        # nan (a diverged run) is never better
+        self.best[better], self.step[better] = acc[better], step
+        return False
+
+
+def loss_summary(losses):  # [steps] -> final_loss, min_loss, loss_jump
+    """The last and smallest training loss, and the largest loss after it first fell below
+    LOSS_LOW (nan when it never did): a run that lost a fitted training set shows a jump."""
+    L = np.asarray(losses, np.float64)
+    low = np.flatnonzero(L < LOSS_LOW)
+    jump = float(L[low[0]:].max()) if low.size else math.nan
+    return float(L[-1]), float(L.min()), jump
+
+
+def train_cell(runs):
+    """A stack of runs of one cell (one d, T and m; different seeds) in a worker process: train
+    them together (train.train_stack, whose stacked runs equal the runs alone), measure each ->
+    the CSV rows. A diverged run is a failure whose measurements are nan."""
+    cli.keep_freed_memory()
+    design = runs[0]["design"]
+    runs = [{k: v for k, v in o.items() if k != "design"} for o in runs]
+    cpu0, monitor = time.process_time(), BestSeen(math.gcd(LOG_EVERY, runs[0]["steps"]))
+    results = train.train_stack(runs, monitor=monitor)
+    cpu = (time.process_time() - cpu0) / len(runs)
+    rows = []
+    for i, (o, r) in enumerate(zip(runs, results)):
+        row = dict(design=design, d=o["d"], T=o["T"], m=o["m"], seed=o["seed"],
+                   model="transformer", task=o["task"], s=o["s"], steps=o["steps"],
+                   test_acc=r["test_acc"], train_acc=r["train_acc"], attn_on_S=r["attn_on_S"],
+                   best_test_acc=float(monitor.best[i]) if monitor.best is not None else math.nan,
+                   best_step=int(monitor.step[i]) if monitor.best is not None else 0,
+                   seconds=r["seconds"], cpu_seconds=cpu)
+        row["final_loss"], row["min_loss"], row["loss_jump"] = loss_summary(r["losses"])
+        if r.get("diverged"):
+            row.update({k: math.nan for k in MEASURED})
+        else:
+            X = train.draw_run(o)[2][0][:N_MEASURE]            # the run's own test inputs
+            mech = measure_mechanism(r["params"], r["cfg"], r["S"], X)
+            row.update({k: mech[k] for k in MEASURED})
+        rows.append(row)
+    return rows
+
+
+def row_key(r):
+    return int(r["d"]), int(r["T"]), int(r["m"]), int(r["seed"])
+
+
+def open_rows(path):
+    """(file, writer, keys of the runs already in it): the study's CSV opened for appending,
+    after cutting a torn last row (folder.drop_torn_tail), so that a rerun skips what is done and
+    never glues a row onto half of one. A CSV of other columns is refused."""
+    folder.drop_torn_tail(path)
+    header = folder.csv_header(path) if os.path.exists(path) else None
+    if header is not None and header != list(FIELDS):
+        raise ValueError(f"{path} has other columns than this study writes; use another OUT")
+    done = {row_key(r) for r in folder.read_rows([path])} if header else set()
+    fh = open(path, "a" if header else "w", newline="")
+    writer = csv.DictWriter(fh, fieldnames=FIELDS)
+    if header is None:
+        writer.writeheader()
+        fh.flush()
+    return fh, writer, done
+
+
+def stacks_to_run(plan, done, n_seeds=None):
+    """The plan's runs (seeds 0..n_seeds-1, default all the plan's) not in `done`, as stacks
+    (lists of option dicts of one cell), in the plan's order; each stack as large as
+    sweep.stack_size allows at its T and width."""
+    from sweep import stack_size
+    out = []
+    for c in plan["cells"]:
+        o = c["options"]
+        todo = [dict(o, T=c["T"], m=c["m"], seed=seed, design=c["design"], log_every=0)
+                for seed in range(min(plan["seeds"], n_seeds or plan["seeds"]))
+                if (c["d"], c["T"], c["m"], seed) not in done]
+        k = stack_size(c["T"], len(todo) or 1, o["d"], o["heads"], np.dtype(o["dtype"]).itemsize)
+        out += [todo[i:i + k] for i in range(0, len(todo), k)]
+    return out
+
+
+class Stop(Exception):
+    """SIGTERM arrived: stop like Ctrl-C (the rows written so far stay)."""
+
+
+def _raise_stop(signum, frame):
+    raise Stop()
+
+
+def run_plan(out, workers=1, n_seeds=None, log=print):
+    """Train every run of OUT/plan.json (seeds 0..n_seeds-1; default all) not yet in
+    OUT/runs.csv, one row each, written and flushed as its stack finishes. workers > 1: that many
+    worker processes (BLAS one thread each). -> the number of rows written."""
+    plan = read_plan(out)
+    lock = folder.lock_folder(out)
+    path = os.path.join(out, "runs.csv")
+    fh, writer, done = open_rows(path)
+    stacks = stacks_to_run(plan, done, n_seeds)
+    total = sum(map(len, stacks))
+    log(f"mechanism: {len(done)} runs already in {path}; {total} to run in {len(stacks)} stacks "
+        f"on {workers} worker(s)", flush=True)
+    t0, n = time.perf_counter(), 0
+    previous = signal.signal(signal.SIGTERM, _raise_stop)
+
+    def write(rows):
+        nonlocal n
+        for row in rows:
+            row["success"] = int(row["test_acc"] >= plan["bar"])    # nan (diverged): a failure
+            writer.writerow(row)
+            n += 1
+        fh.flush()
+        os.fsync(fh.fileno())
+        r = rows[0]
+        ok = sum(x["test_acc"] >= plan["bar"] for x in rows)
+        log(f"[{n}/{total}] {r['design']} d={r['d']} T={r['T']} m={r['m']} seeds "
+            f"{rows[0]['seed']}-{rows[-1]['seed']}: {ok}/{len(rows)} succeed, median C "
+            f"{np.nanmedian([x['covering_constant'] for x in rows]):.3g}, median mass on S "
+            f"{np.nanmedian([x['mass_on_S'] for x in rows]):.3f}; {rows[0]['cpu_seconds']:.1f} "
+            f"CPU s/run; {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
+
+    pool = None
+    try:
+        if workers > 1:
+            pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"),
+                                       initializer=cli.worker_start, initargs=(os.getpid(),))
+        run_stacks(stacks, pool, workers, write)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if pool:
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+        fh.close()
+        if lock:
+            lock.close()
+    log(f"mechanism: {n} runs in {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
+    return n
+
+
+def run_stacks(stacks, pool, workers, write):
+    """Each stack through train_cell, in order: in this process, or at most `workers` at a time
+    on the pool; write(rows) as each finishes."""
+    queue, pending = list(stacks), {}
+    while queue or pending:
+        while queue and (pool is None or len(pending) < workers):
+            stack = queue.pop(0)
+            if pool is None:
+                write(train_cell(stack))
+            else:
+                pending[pool.submit(train_cell, stack)] = stack
+        if pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                pending.pop(fut)
+                write(fut.result())
+
+
+# ======== 5. THE REPORT: tables and plots from OUT/runs.csv and OUT/plan.json ===================
+# Every interval is a 95% percentile interval over N_BOOT resamples of the SEED labels (a drawn
+# seed brings its run in every cell; seed i of one cell and of another are unrelated runs, but
+# resampling the labels together pairs the cells, as stats.py pairs T). Medians, not means: C is
+# a cube of sums and has a long tail. A separation P(failure's X > success's X) (ties count 1/2)
+# is undefined in a resample without both outcomes; such resamples count against both bounds.
+
+N_BOOT = stats.N_BOOT
+NUMBERS = ("test_acc", "best_test_acc", "train_acc", "final_loss", "min_loss", "loss_jump",
+           "covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "mass_on_S",
+           "score_gap", "top_score_scale", "top_norm_V", "top_norm_O", "attn_on_S", "seconds",
+           "cpu_seconds", "heads_on_S", "top_head", "best_step", "steps")
+SEPARATED = (("covering_constant", "C"), ("score_scale", "score scale"),
+             ("norm_V", "‖W_V‖"), ("norm_O", "‖W_O‖"), ("mass_on_S", "mass on S (top head)"))
+GROWN = (("covering_constant", "C"), ("score_scale", "score scale, largest head"),
+         ("top_score_scale", "score scale, top head"), ("norm_V", "‖W_V‖, largest head"),
+         ("norm_O", "‖W_O‖, largest head"), ("score_gap", "score gap, top head"),
+         ("mass_on_S", "mass on S, top head"))
+EPS_LINE = 0.1      # the construction's line drawn in the plot: R = ln((T - s) / (s eps))
+
+
+def load_study(out):
+    """(plan, {(design, d, T, m): rows sorted by seed}) with numbers as floats, for the plan's
+    cells (a cell with no runs yet is left out)."""
+    plan = read_plan(out)
+    path = os.path.join(out, "runs.csv")
+    rows = folder.read_rows([path]) if os.path.exists(path) else []
+    by = {}
+    for r in rows:
+        r = dict(r, **{k: float(r[k]) for k in NUMBERS}, d=int(r["d"]), T=int(r["T"]),
+                 m=int(r["m"]), seed=int(r["seed"]), success=int(r["success"]))
+        by.setdefault((r["d"], r["T"], r["m"]), {})[r["seed"]] = r      # a run once
+    cells = {}
+    for c in plan["cells"]:
+        got = by.get((c["d"], c["T"], c["m"]), {})
+        if got:
+            cells[(c["design"], c["d"], c["T"], c["m"])] = [got[s] for s in sorted(got)]
+    return plan, cells
+
+
+def seed_weights(n_seeds, n_boot=N_BOOT, seed=0):  # -> [1 + n_boot, n_seeds]
+    """How often each seed label 0..n_seeds-1 is drawn: row 0 the data itself (all 1), then
+    n_boot resamples of n_seeds labels with replacement."""
+    idx = np.random.default_rng(seed).integers(0, n_seeds, (n_boot, n_seeds))
+    W = np.stack([np.bincount(row, minlength=n_seeds) for row in idx]).astype(np.float64)
+    return np.vstack([np.ones(n_seeds), W])
+
+
+def weighted_median(v, w):  # [n], [B, n] -> [B] (nan where the weights are all 0)
+    order = np.argsort(v)
+    v, cw = v[order], np.cumsum(w[:, order], 1)
+    half = cw[:, -1:] / 2
+    lo, hi = np.argmax(cw >= half, 1), np.argmax(cw > half, 1)
+    med = (v[lo] + v[hi]) / 2
+    return np.where(cw[:, -1] > 0, med, np.nan)
+
+
+def median_ci(rows, key, W):
+    """(median, lo, hi, [B] replicates) of rows' `key` (nan values left out), seeds weighted by
+    W [1 + B, n_seeds]."""
+    pairs = [(r[key], r["seed"]) for r in rows if np.isfinite(r[key])]
+    if not pairs:
+        return math.nan, math.nan, math.nan, np.full(W.shape[0] - 1, np.nan)
+    v, s = map(np.array, zip(*pairs))
+    med = weighted_median(v.astype(np.float64), W[:, s])
+    lo, hi = stats.percentile_ci(med[1:][np.isfinite(med[1:])]) if np.isfinite(
+        med[1:]).any() else (math.nan, math.nan)
+    return float(med[0]), lo, hi, med[1:]
+
+
+def pair_counts(rows, key, W):  # -> (numerator [1 + B], denominator [1 + B])
+    """Over the (failure, success) pairs of rows, weighted by their seeds' draws: the count of
+    pairs whose failure has the larger `key` (ties 1/2), and the count of pairs."""
+    rows = [r for r in rows if np.isfinite(r[key])]
+    if not rows:
+        return np.zeros(W.shape[0]), np.zeros(W.shape[0])
+    v = np.array([r[key] for r in rows])
+    ok = np.array([r["success"] for r in rows], np.float64)
+    w = W[:, [r["seed"] for r in rows]]
+    G = ((v[:, None] > v[None]) + 0.5 * (v[:, None] == v[None])) * np.outer(1 - ok, ok)
+    return np.einsum("bi,ij,bj->b", w, G, w), (w * (1 - ok)).sum(1) * (w * ok).sum(1)
+
+
+def separation(cells_rows, key, W):
+    """P(a failure's `key` > a success's) over the (failure, success) pairs within each cell of
+    cells_rows (a list of cells' rows: one cell, or every T pooled) -> (point, lo, hi); nan when
+    no cell has both outcomes. Undefined resamples count against both bounds (as 0 for lo, 1 for
+    hi)."""
+    num = den = 0.0
+    for rows in cells_rows:
+        a, b = pair_counts(rows, key, W)
+        num, den = num + a, den + b
+    if not den[0] > 0:
+        return math.nan, math.nan, math.nan
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = num / den
+    rep, bad = p[1:], ~(den[1:] > 0)
+    lo = stats.percentile_ci(np.where(bad, 0.0, rep))[0]
+    hi = stats.percentile_ci(np.where(bad, 1.0, rep))[1]
+    return float(p[0]), lo, hi
+
+
+def word(lo, hi, null):
+    """The page's wording for one interval against the value `null` of "no difference"."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "n/a"
+    return "not detected" if lo <= null <= hi else "established"
+
+
+def fmt(v, lo=None, hi=None, digits=3):
+    if v is None or not np.isfinite(v):
+        return "n/a"
+    f = lambda x: f"{x:.{digits}g}" if abs(x) < 1e5 else f"{x:.2e}"
+    return f(v) if lo is None else f"{f(v)} [{f(lo)}, {f(hi)}]"
+
+
+def cell_table(plan, cells, W):
+    """Table 1: per cell, the outcome and the medians of the mechanism, with intervals."""
+    bar = plan["bar"]
+    lines = ["| d | T | design | m | runs | succeed | C | score scale, largest head | "
+             "score scale, top head | ‖W_V‖, largest | ‖W_O‖, largest | mass on S, top head | "
+             "score gap, top head | heads on S | best ≥ bar, final < bar |",
+             "|" + "---|" * 15]
+    for (design, d, T, m), rows in cells.items():
+        med = {k: fmt(*median_ci(rows, k, W)[:3]) for k in (
+            "covering_constant", "score_scale", "top_score_scale", "norm_V", "norm_O",
+            "mass_on_S", "score_gap")}
+        heads = median_ci(rows, "heads_on_S", W)[0]
+        lost = sum(r["best_test_acc"] >= bar > r["test_acc"] for r in rows)
+        lines.append(f"| {d} | {T} | {design} | {m} | {len(rows)} | "
+                     f"{sum(r['success'] for r in rows)} | {med['covering_constant']} | "
+                     f"{med['score_scale']} | {med['top_score_scale']} | {med['norm_V']} | "
+                     f"{med['norm_O']} | {med['mass_on_S']} | {med['score_gap']} | "
+                     f"{fmt(heads)} | {lost} |")
+    return lines
+
+
+def separation_table(plan, cells, W, design="borderline"):
+    """Table 2: per cell of `design` and pooled over T per width, P(failure's X > success's X)
+    for each quantity of SEPARATED, with the wording of each interval against 1/2. -> (lines,
+    the number of intervals, {d: pooled results})."""
+    lines = ["| d | T | m | successes / failures | median C: successes / failures | "
+             + " | ".join(f"P({name}: failure > success)" for _, name in SEPARATED) + " |",
+             "|" + "---|" * (5 + len(SEPARATED))]
+    n_tests, pooled, widths = 0, {}, sorted({d for (g, d, T, m) in cells if g == design})
+    for d in widths:
+        mine = [(T, m, rows) for (g, dd, T, m), rows in cells.items() if g == design and dd == d]
+        for T, m, rows in mine + [("all", "-", None)]:
+            group = [r for _, _, r in mine] if rows is None else [rows]
+            n_ok = sum(r["success"] for g in group for r in g)
+            n_all = sum(len(g) for g in group)
+            cols = []
+            for key, _ in SEPARATED:
+                p, lo, hi = separation(group, key, W)
+                n_tests += np.isfinite(lo)
+                cols.append(f"{fmt(p, lo, hi)} {word(lo, hi, 0.5)}" if np.isfinite(p) else "n/a")
+                if rows is None:
+                    pooled.setdefault(d, {})[key] = (p, lo, hi)
+            T_text = f"all {len(mine)} T" if rows is None else T
+            C = [np.median([r["covering_constant"] for g in group for r in g
+                            if r["success"] == ok]) if (n_ok if ok else n_all - n_ok) else np.nan
+                 for ok in (1, 0)]
+            lines.append(f"| {d} | {T_text} | {m} | {n_ok} / {n_all - n_ok} | {fmt(C[0])} / "
+                         f"{fmt(C[1])} | " + " | ".join(cols) + " |")
+    return lines, int(n_tests), pooled
+
+
+def growth_table(plan, cells, W, design="fixed"):
+    """Table 3: how each quantity of GROWN moves with T at the fixed m, per width: the median at
+    each T fitted (stats.scaling_fits, paired replicates) as a + b ln T and a T^k, over the cells
+    whose every seed ran. -> (lines, the number of intervals, {(d, key): fit})."""
+    lines = ["| d | quantity | T | median at each T | b of a + b ln T [95% CI] | "
+             "k of a T^k [95% CI] | log fits better |", "|---|---|---|---|---|---|---|"]
+    n_tests, fits = 0, {}
+    for d in sorted({d for (g, d, T, m) in cells if g == design}):
+        mine = sorted((T, rows) for (g, dd, T, m), rows in cells.items()
+                      if g == design and dd == d and len(rows) == plan["seeds"])
+        if len(mine) < 3:
+            continue
+        Ts = np.array([T for T, _ in mine], np.float64)
+        for key, name in GROWN:
+            got = [median_ci(rows, key, W) for _, rows in mine]
+            med, boot = np.array([g[0] for g in got]), np.array([g[3] for g in got])
+            try:
+                f = stats.scaling_fits(Ts, med, boot)
+            except ValueError:           # a median <= 0 (a gap): the power law has no meaning
+                f = None
+            fits[(d, key)] = f
+            n_tests += 2 if f else 0
+            b = fmt(f["log_b"], f["log_b_lo"], f["log_b_hi"]) if f else "n/a"
+            k = fmt(f["pow_k"], f["pow_k_lo"], f["pow_k_hi"]) if f else "n/a"
+            better = f"{100 * f['p_log_better']:.0f}%" if f and f["p_log_better"] is not None \
+                else "n/a"
+            lines.append(f"| {d} | {name} | {', '.join(str(int(T)) for T in Ts)} | "
+                         f"{', '.join(fmt(v) for v in med)} | {b} | {k} | {better} |")
+    return lines, n_tests, fits
+
+
+def final_table(plan, cells, W):
+    """Table 4: the final step against the best test accuracy seen at the logged steps, per width
+    and design: runs, successes at the end, runs that reached the bar at a logged step but ended
+    below it (with a seed-bootstrap interval of the share), runs that ended more than 0.01 below
+    their best, runs whose best came at the last step, and training-loss jumps."""
+    bar, lines = plan["bar"], [
+        "| d | design | runs | final ≥ bar | best ≥ bar | lost: best ≥ bar > final [95% CI] | "
+        "final < best - 0.01 | best at the last step | loss rose above 0.1 after < 0.01 |",
+        "|---|---|---|---|---|---|---|---|---|"]
+    for d in sorted({d for (_, d, _, _) in cells}):
+        for design in ("borderline", "fixed"):
+            group = [rows for (g, dd, T, m), rows in cells.items() if g == design and dd == d]
+            rs = [r for rows in group for r in rows]
+            if not rs:
+                continue
+            for r in rs:
+                r["lost"] = float(r["best_test_acc"] >= bar > r["test_acc"])
+            num = sum(pair_weights(rows, "lost", W) for rows in group)
+            den = sum(pair_weights(rows, None, W) for rows in group)
+            lo, hi = stats.percentile_ci(num[1:] / np.maximum(den[1:], 1))
+            lines.append(
+                f"| {d} | {design} | {len(rs)} | {sum(r['test_acc'] >= bar for r in rs)} | "
+                f"{sum(r['best_test_acc'] >= bar for r in rs)} | {int(num[0])} "
+                f"({fmt(num[0] / den[0], lo, hi, 2)}) | "
+                f"{sum(r['test_acc'] < r['best_test_acc'] - 0.01 for r in rs)} | "
+                f"{sum(r['best_step'] == r['steps'] for r in rs)} | "
+                f"{sum(r['loss_jump'] > 0.1 for r in rs)} |")
+    return lines
+
+
+def pair_weights(rows, key, W):  # -> [1 + B]: the seeds' weights summed (times key when given)
+    w = W[:, [r["seed"] for r in rows]]
+    return w.sum(1) if key is None else w @ np.array([r[key] for r in rows])
+
+
+def cost_lines(cells):
+    """What the runs cost, from their rows: CPU and wall seconds per run summed."""
+    rs = [r for rows in cells.values() for r in rows]
+    cpu, wall = sum(r["cpu_seconds"] for r in rs), sum(r["seconds"] for r in rs)
+    out = [f"- {len(rs)} runs: {cpu / 3600:.2f} CPU hours, {wall / 3600:.2f} hours of training "
+           f"wall time summed over runs (train.train_stack's seconds per run)"]
+    for d in sorted({d for (_, d, _, _) in cells}):
+        most = max(((r["cpu_seconds"], r["T"], r["m"]) for r in rs if r["d"] == d))
+        out.append(f"- d = {d}: {sum(r['cpu_seconds'] for r in rs if r['d'] == d) / 3600:.2f} "
+                   f"CPU hours; the costliest run {most[0]:.0f} CPU s (T = {most[1]}, "
+                   f"m = {most[2]})")
+    return out
+
+
+def reproduction_lines(plan, cells):
+    """How many of the study's runs the committed folders ran too (same width, T, m and seed: the
+    same run, since a seed fixes S, the data and the init), and how many of those gave the very
+    same test accuracy: a check that the study trains what the folders trained."""
+    widths = {c["d"]: c["source"]["folder"] for c in plan["cells"]
+              if c["design"] == "borderline" and "folder" in c["source"]}
+    both = same = 0
+    for d, path in widths.items():
+        try:
+            theirs = {(int(r["T"]), int(r["m"]), int(r["seed"])): r["test_acc"]
+                      for r in folder.folder_rows(path)[1]}
+        except (OSError, ValueError):
+            return [f"- the folder {path} could not be read: no reproduction check"]
+        for (design, dd, T, m), rows in cells.items():
+            for r in rows if dd == d else []:
+                acc = theirs.get((T, m, r["seed"]))
+                if acc is not None:
+                    both, same = both + 1, same + (float(acc) == r["test_acc"])
+    return [f"- {both} runs of this study were also run by the committed folders (same d, T, m "
+            f"and seed); {same} of them gave the same final test accuracy"]
+
+
+def report(out, log=print):
+    """OUT/table.md (the four tables, the counts of intervals and the costs) and, with
+    matplotlib, OUT/mechanism.png. -> the table's text."""
+    plan, cells = load_study(out)
+    if not cells:
+        raise ValueError(f"{out}: no runs yet in runs.csv; run `python mechanism.py run {out}`")
+    W = seed_weights(plan["seeds"])
+    sep, n_sep, pooled = separation_table(plan, cells, W)
+    grow, n_grow, fits = growth_table(plan, cells, W)
+    s = int(next(iter(cells.values()))[0]["s"])                  # the task's sparsity
+    text = "\n".join(
+        cell_table(plan, cells, W)
+        + ["", f"Medians over seeds [95% CI, {N_BOOT} seed resamples]; 'top head' = the head "
+           f"with the largest mean [CLS] attention mass on S (over {N_MEASURE} test inputs); "
+           f"heads on S: heads with mass >= {ON_S}; best = the best test accuracy at the "
+           f"steps {LOG_EVERY}, {2 * LOG_EVERY}, ..., the outcome is the final step's.", ""]
+        + sep + ["", f"{n_sep} intervals against 1/2 (no separation). A norm-based bound "
+                 "predicts failures have the larger norms: P > 1/2.", ""]
+        + grow + ["", f"{n_grow} intervals. The construction's score gap grows as "
+                  f"ln((T - s)/(s eps)): b = 1 in ln T at a fixed leak eps.", ""]
+        + final_table(plan, cells, W) + [""] + cost_lines(cells)
+        + reproduction_lines(plan, cells)) + "\n"
+    path = cli.claim_output(os.path.join(out, "table.md"), "table", "the table")
+    cli.write_text(path, text)
+    log(text)
+    log(f"wrote {path}")
+    plot_study(out, plan, cells, W, s, log)
+    return text
+
+
+def plot_study(out, plan, cells, W, s, log=print):
+    """OUT/mechanism.png: C and the score scales against T (successes filled, failures open),
+    the top head's score gap beside the construction's ln((T - s)/(s eps)), and the separation of
+    C per T at the borderline m. Skipped with one line when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("no plot: matplotlib is not installed (pip install matplotlib, then rerun report)")
+        return None
+    fig, ax = plt.subplots(2, 2, figsize=(12, 9))
+    colours = dict(zip(sorted({d for (_, d, _, _) in cells}), ("C0", "C3", "C2", "C1")))
+    Ts = np.geomspace(min(T for (_, _, T, _) in cells), max(T for (_, _, T, _) in cells), 50)
+    for (design, d, T, m), rows in cells.items():
+        shift = 1.04 if design == "fixed" else 0.96                 # the two designs side by side
+        for r in rows:
+            face = colours[d] if r["success"] else "none"
+            kw = dict(marker="o" if design == "borderline" else "s", s=14, edgecolors=colours[d],
+                      facecolors=face, alpha=0.6, linewidths=0.8)
+            ax[0, 0].scatter(T * shift, r["covering_constant"], **kw)
+            ax[0, 1].scatter(T * shift, r["top_score_scale"], **kw)
+            ax[1, 0].scatter(T * shift, r["score_gap"], **kw)
+    line = np.log((Ts - s) / (s * EPS_LINE))
+    ax[0, 1].plot(Ts, line, "k--", label=f"construction: ln((T - s)/(s eps)), eps = {EPS_LINE}")
+    ax[1, 0].plot(Ts, line, "k--", label=f"construction: ln((T - s)/(s eps)), eps = {EPS_LINE}")
+    for d, c in colours.items():
+        pts = [(T, *separation([rows], "covering_constant", W)) for (g, dd, T, m), rows in
+               cells.items() if g == "borderline" and dd == d]
+        pts = [p for p in pts if np.isfinite(p[1])]
+        if pts:
+            T_, p, lo, hi = map(np.array, zip(*sorted(pts)))
+            ax[1, 1].errorbar(T_, p, yerr=[p - lo, hi - p], fmt="o-", color=c, capsize=3,
+                              label=f"d = {d}")
+        for a in ax.flat[:3]:
+            a.scatter([], [], color=c, label=f"d = {d}")
+    ax[1, 1].axhline(0.5, color="grey", lw=0.8)
+    titles = ("covering constant C (log scale)", "score scale ||W_QK||_2 B_X^2, top head",
+              "score gap S vs the rest, top head", "P(failure's C > success's C), borderline m")
+    for a, t in zip(ax.flat, titles):
+        a.set_xscale("log")
+        a.set_xlabel("T")
+        a.set_title(t, fontsize=10)
+        a.legend(fontsize=7)
+    ax[0, 0].set_yscale("log")
+    fig.suptitle("filled: success, open: failure; circles: borderline m, squares: fixed m",
+                 fontsize=9)
+    fig.tight_layout()
+    path = cli.claim_output(os.path.join(out, "mechanism.png"), "plot", "the plot")
+    try:
+        cli.replace_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110))
+    finally:
+        plt.close(fig)
+    log(f"wrote {path}")
+    return path
+
+
+# ======== 6. THE COMMAND LINE ====================================================================
+
+def extra_cells(text):
+    """Parser for --extra: d:T pairs, comma-separated (128:10000)."""
+    try:
+        pairs = [tuple(int(v) for v in p.split(":")) for p in text.split(",") if p.strip()]
+    except ValueError:
+        pairs = None
+    if not pairs or any(len(p) != 2 or min(p) < 1 for p in pairs):
+        raise cli.BadValue(f"must be d:T pairs separated by commas (128:10000), got {text!r}")
+    return pairs
+
+
+def parser():
+    ap = OneLineParser(prog="mechanism.py", description=(
+        "What training finds: the norms of Edelman et al.'s capacity bound (score scale "
+        "||W_QK||_2 B_X^2, ||W_V||, ||W_O||, the covering constant C) and the head that attends "
+        "S, measured on trained runs over seeds, T and widths. Three steps: plan, run, report."))
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{plan,run,report}")
+    p = sub.add_parser("plan", help="write OUT/plan.json: the cells (d, T, m) from committed "
+                       "sweep folders", description="Per width (one committed sweep folder) and "
+                       "T: the borderline m = the folder's m* over the seeds, and a fixed m = "
+                       "FACTOR x the m* of one width, the same at every width.")
+    p.add_argument("out", help="the study's folder (created if missing)")
+    p.add_argument("folders", nargs="+", help="committed sweep folders, one per width")
+    p.add_argument("--Ts", type=int_list, required=True, help="T of every width, e.g. 10,30,100")
+    p.add_argument("--extra", type=extra_cells, default=[],
+                   help="d:T cells run last, e.g. 128:10000")
+    p.add_argument("--seeds", type=integer(1), default=20, help="seeds 0..N-1 per cell (20)")
+    p.add_argument("--fixed-from", type=integer(1), default=None,
+                   help="the width whose m* sets the fixed m (default: the widest)")
+    p.add_argument("--factor", type=number(0, strict=True), default=2.0,
+                   help="fixed m = FACTOR x that m* (2)")
+    r = sub.add_parser("run", help="train the planned runs into OUT/runs.csv (resumable)",
+                       description="Train every run of OUT/plan.json that OUT/runs.csv does not "
+                       "hold yet, one row each, flushed as it finishes; rerun to resume.")
+    r.add_argument("out")
+    r.add_argument("--workers", type=integer(1), default=1,
+                   help="worker processes, one BLAS thread each (1)")
+    r.add_argument("--seeds", type=integer(1), default=None,
+                   help="only seeds 0..N-1 of the plan's (a screen); default: all")
+    q = sub.add_parser("report", help="OUT/table.md and OUT/mechanism.png from OUT/runs.csv",
+                       description="The tables (per cell, the separation of successes and "
+                       "failures, the growth with T, the final step against the best seen) and "
+                       "the plots (with matplotlib).")
+    q.add_argument("out")
+    return ap
+
+
+def main(argv=None):
+    a = parser().parse_args(argv)
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)
+    try:
+        if a.command == "plan":
+            plan = plan_cells(a.folders, a.Ts, a.extra, a.seeds, a.fixed_from, a.factor)
+            os.makedirs(a.out, exist_ok=True)
+            path = os.path.join(a.out, "plan.json")
+            if os.path.exists(path) and os.path.exists(os.path.join(a.out, "runs.csv")):
+                raise ValueError(f"{a.out} already holds runs; a new plan goes into a new folder")
+            cli.write_json(path, plan)
+            for c in plan["cells"]:
+                src = c["source"]
+                times = f"{src['factor']:g} x " if "factor" in src else ""
+                print(f"{c['design']:>10} d={c['d']:<4} T={c['T']:<6} m={c['m']:<5} = {times}m* "
+                      f"{src['m_star']} [{src['m_star_lo']:g}, {src['m_star_hi']:g}] at "
+                      f"T={src['T_folder']} of {src['folder']} (seeds 0-{src['n_seeds'] - 1})")
+            print(f"wrote {path}: {len(plan['cells'])} cells x {plan['seeds']} seeds")
+        elif a.command == "run":
+            run_plan(a.out, a.workers, a.seeds)
+        else:
+            report(a.out)
+    except (ValueError, Stop) as e:
+        if isinstance(e, Stop):
+            print("mechanism.py: terminated; the rows written so far are kept", file=sys.stderr)
+            return 143
+        print(f"mechanism.py: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli.one_line_errors("mechanism.py", main))
