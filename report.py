@@ -280,15 +280,17 @@ def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
         if est:
             e = [est[(model, T)] for T in T_]
             mid = np.array([x["m50"] for x in e])
-            err = np.abs(np.array([[x["m50_lo"] for x in e], [x["m50_hi"] for x in e]]) - mid)
+            with np.errstate(invalid="ignore"):  # inf - inf where m50 is past the grid: no bar
+                err = np.abs(np.array([[x["m50_lo"] for x in e], [x["m50_hi"] for x in e]]) - mid)
             ax.errorbar(T_, mid, yerr=np.where(np.isfinite(err), err, 0), fmt=mark, capsize=3,
                         label=f"{model} (ours): m50, 95% CI (bootstrap over seeds)")
         else:
             ax.errorbar(T_, [st["mean"] for _, st in pts], yerr=[st["std"] for _, st in pts],
                         fmt=mark, capsize=3, label=f"{model} (ours): per-seed mean +- std")
         ms = np.array([st["m_star"] for _, st in pts])
-        err = np.abs(np.array([[st["m_star_lo"] for _, st in pts],
-                               [st["m_star_hi"] for _, st in pts]]) - ms)
+        with np.errstate(invalid="ignore"):      # inf - inf where m* is past the grid: no bar
+            err = np.abs(np.array([[st["m_star_lo"] for _, st in pts],
+                                   [st["m_star_hi"] for _, st in pts]]) - ms)
         ax.errorbar(T_, ms, yerr=np.where(np.isfinite(err), err, 0), fmt="x", color="k", ms=7,
                     capsize=2, elinewidth=0.8,
                     label="m* (ours): half of the seeds succeed, 95% CI"
