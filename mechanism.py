@@ -816,7 +816,7 @@ def plot_study(out, plan, cells, W, s, log=print):
         for a in ax.flat[:3]:
             a.scatter([], [], color=c, label=f"d = {d}")
     ax[1, 1].axhline(0.5, color="grey", lw=0.8)
-    titles = ("covering constant C (log scale)", "score scale ||W_QK||_2 B_X^2, top head",
+    titles = ("covering constant C (log scale)", "score scale ||W_QK||_2 B_X^2, top head (log)",
               "score gap S vs the rest, top head", "P(failure's C > success's C), borderline m")
     for a, t in zip(ax.flat, titles):
         a.set_xscale("log")
@@ -824,6 +824,7 @@ def plot_study(out, plan, cells, W, s, log=print):
         a.set_title(t, fontsize=10)
         a.legend(fontsize=7)
     ax[0, 0].set_yscale("log")
+    ax[0, 1].set_yscale("log")
     fig.suptitle("filled: success, open: failure; circles: borderline m, squares: fixed m",
                  fontsize=9)
     fig.tight_layout()
