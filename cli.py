@@ -47,9 +47,11 @@ def quiet_interrupts(prog):
             signal.signal(signal.SIGINT, _interrupted_while_starting(prog))
     except ValueError:                       # not the main thread: leave signals alone
         pass
+    if hasattr(signal, "pthread_sigmask"):   # a Ctrl-C the command held back (its first lines
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})   # block it) lands here now
 
 
-ENTRY_POINTS = ("train.py", "sweep.py", "steps.py", "theory.py")    # the project's entry points
+ENTRY_POINTS = ("train.py", "sweep.py", "steps.py", "theory.py", "mechanism.py")  # commands
 _main = getattr(sys.modules.get("__main__"), "__file__", None) or ""
 if (os.path.basename(_main) in ENTRY_POINTS
         and os.path.dirname(os.path.abspath(_main)) == os.path.dirname(os.path.abspath(__file__))):

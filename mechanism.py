@@ -17,6 +17,9 @@ generalise from those that do not, and how does the head that attends S do it.
 It reads top to bottom: the norms and the covering constant (theory.py imports them: one copy),
 the measurement of one trained model, the plan of cells, the runs, the report, the command line.
 """
+import signal
+if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 
 import cli                      # standard library only: the thread setting acts before numpy

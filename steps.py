@@ -24,6 +24,9 @@ OUT/curves.json keeps the test accuracy and loss at every check of seeds 0-2, fo
 plateau and the jump. The optimiser is train.py's (Adam, full batch, the experiment's defaults)
 unless options say otherwise; steps.json records every option.
 """
+import signal
+if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 
 import cli                      # standard library only: Ctrl-C from the first line

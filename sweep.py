@@ -19,6 +19,9 @@ loses nothing and resumes where it stopped; the tables and plots come from repor
 The file reads top to bottom: the presets and named protocols, the command line, a sweep's steps
 (options, its folder, its searches on a pool of worker processes), the bench.
 """
+import signal
+if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 
 import cli                      # standard library only: Ctrl-C from the first line

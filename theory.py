@@ -26,6 +26,9 @@ convention y = x @ W + b). A leaf: only test_all.py imports it. Top to bottom:
      about T samples, beside the log2 C(T, s) bits that name S.
 """
 import math
+import signal
+if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 import time
 

@@ -13,6 +13,9 @@ first, then the set-up, the loop's parts and the evaluation); a stack of runs (t
 same step for R runs at once); the optimiser; memory; checkpoints; the command line.
 Dimension names: B batch, T bits, d width, R runs. `o` is always a run's option dict.
 """
+import signal
+if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 
 import cli                                  # standard library only: Ctrl-C from the first line
