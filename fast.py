@@ -392,9 +392,9 @@ def loss_and_grads(p, cfg, X, y, weights=None, versions=None):
     return loss, model_backward(attn.logistic_backward(1.0, c_loss), p, cfg, cache), z
 
 
-def cls_attention_mean(p, cfg, X, by_head=False):  # one run, X [B, T] -> [T+1] (or [T+1, H])
-    """Mean over samples and heads of the [CLS] attention weights (last: [CLS] itself); with
-    by_head, the mean over samples of each head's, [T+1, H].
+def cls_attention_mean(p, cfg, X):  # one run, X [B, T] -> [T+1], [T+1, H]
+    """Mean over samples and heads of the [CLS] attention weights (last: [CLS] itself), and the
+    mean over samples of each head's, [T+1, H]: both from one forward.
 
     Exact and cheap from the shortcut: sample b puts weight E[v, t] / Z[b] on position t when its
     bit there is v, so the mean over samples is E0 * ((1 - X)^T @ 1/Z) + E1 * (X^T @ 1/Z).
@@ -406,9 +406,9 @@ def cls_attention_mean(p, cfg, X, by_head=False):  # one run, X [B, T] -> [T+1] 
         c = c.inner
     if c.kind != "fast":                                # the fallback already holds the weights
         A = c.runs[0].attn.A                                          # [B, H, T+1]
-        return A.mean(axis=0).T if by_head else A.mean(axis=(0, 1))
+        return A.mean(axis=(0, 1)), A.mean(axis=0).T
     Xb, E, Z = c.Xb[0], c.E[0], c.Z[0]
     T, B = cfg["T"], X.shape[0]
     W = E[:2 * T] * (Xb.T @ (1.0 / Z))                                # [2T, H]: v0 rows, v1 rows
     A = np.concatenate([W[:T] + W[T:], E[2 * T:] * (1.0 / Z).sum(0)])  # [T+1, H]
-    return A / B if by_head else A.mean(1) / B
+    return A.mean(1) / B, A / B

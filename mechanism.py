@@ -33,7 +33,6 @@ import json
 import math
 import multiprocessing as mp
 import os
-import signal
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 

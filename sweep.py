@@ -31,7 +31,6 @@ if __name__ == "__main__":
     cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
 
 import os
-import signal
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
@@ -43,8 +42,9 @@ import numpy as np
 import attn
 import data
 import fast
-import folder
 import families
+import folder
+import optim
 import report
 import train
 from stats import SEARCHES, m_grid, replay
@@ -723,12 +723,12 @@ def time_steps(cfg, B, path, n_steps):
     dt = np.dtype(cfg["dtype"])
     X = (rng.random((B, cfg["T"])) < 0.8).astype(dt)
     y = rng.integers(0, 2, B).astype(dt)
-    state = train.adam_init(p)
+    state = optim.adam_init(p)
     times = []
     for i in range(n_steps + 2):                       # two warm-up steps
         t = time.perf_counter()
         loss, g, _ = (fast if path == "fast" else attn).loss_and_grads(p, cfg, X, y)
-        train.adam_step(p, g, state, 1e-3, 1e-4)
+        optim.adam_step(p, g, state, 1e-3, 1e-4)
         times.append(time.perf_counter() - t)
     return float(np.median(times[2:]))
 

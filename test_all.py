@@ -33,6 +33,7 @@ import attn
 import baseline
 import data
 import hypotheses
+import optim
 import families
 import fast
 import theory
@@ -499,7 +500,9 @@ def test_cls_attention_mean_is_the_reference_weights_on_every_path(factor, path)
     assert cache.kind == path
     p64, cfg64 = {k: v.astype("float64") for k, v in p.items()}, dict(cfg, dtype="float64")
     A = forward(p64, cfg64, X, "cls")[1].head.attn.A   # [B, H, T + 1]
-    assert rel_error(fast.cls_attention_mean(p, cfg, X), A.mean(axis=(0, 1))) < 1e-5
+    mean, by_head = fast.cls_attention_mean(p, cfg, X)
+    assert rel_error(mean, A.mean(axis=(0, 1))) < 1e-5
+    assert rel_error(by_head, A.mean(axis=0).T) < 1e-5
 
 
 def test_kept_two_versions_give_the_same_step_and_are_checked():
@@ -555,8 +558,8 @@ def test_dtype_preserved(dtype):
         loss, g, z = loss_grads(p, cfg, X, y, path)
         assert z.dtype == np.dtype(dtype) and np.asarray(loss).dtype == np.dtype(dtype)
         assert all(g[k].dtype == np.dtype(dtype) and g[k].shape == p[k].shape for k in p), path
-    state = train.adam_init(p)
-    train.adam_step(p, g, state, 1e-3, 1e-4)
+    state = optim.adam_init(p)
+    optim.adam_step(p, g, state, 1e-3, 1e-4)
     assert all(v.dtype == np.dtype(dtype) for v in p.values())
 
 
@@ -1328,16 +1331,16 @@ def test_adamw_step_against_a_hand_computed_one():
     g = {"W_Q": rng.standard_normal((3, 2)), "b_Q": rng.standard_normal(2)}
     p0 = {k: v.copy() for k, v in p.items()}
     lr, wd, b1, b2, eps = 0.01, 0.1, 0.9, 0.95, 1e-8
-    state = train.adam_init(p, decay="matrices")
-    train.adam_step(p, g, state, lr, wd, b1=b1, b2=b2, decoupled=True)
+    state = optim.adam_init(p, decay="matrices")
+    optim.adam_step(p, g, state, lr, wd, b1=b1, b2=b2, decoupled=True)
     for k in p:                       # torch.optim.AdamW's first step, by hand
         decayed = p0[k] * (1 - lr * wd) if k == "W_Q" else p0[k]
         m, v = (1 - b1) * g[k], (1 - b2) * g[k] ** 2
         expect = decayed - lr * (m / (1 - b1)) / (np.sqrt(v / (1 - b2)) + eps)
         assert np.allclose(p[k], expect, rtol=1e-12, atol=1e-15), k
     q = {k: v.copy() for k, v in p0.items()}          # coupled (L2) decay differs
-    state = train.adam_init(q)
-    train.adam_step(q, g, state, lr, wd, b1=b1, b2=b2)
+    state = optim.adam_init(q)
+    optim.adam_step(q, g, state, lr, wd, b1=b1, b2=b2)
     assert not np.allclose(q["W_Q"], p["W_Q"])
 
 
@@ -1347,12 +1350,12 @@ def test_clipping_scales_each_runs_gradient_to_the_norm():
     g["a"][1] *= 1e-3                                   # run 1 is already below the norm
     g["b"][1] *= 1e-3
     before = {k: v.copy() for k, v in g.items()}
-    norms = train.clip_gradients(g, 1.0, runs=3)
+    norms = optim.clip_gradients(g, 1.0, runs=3)
     after = np.sqrt(sum((v.reshape(3, -1) ** 2).sum(1) for v in g.values()))
     assert np.allclose(after[[0, 2]], 1.0 / (1 + 1e-6 / norms[[0, 2]]), rtol=1e-9)
     assert np.array_equal(g["a"][1], before["a"][1]) and np.array_equal(g["b"][1], before["b"][1])
     one = {k: v[0].copy() for k, v in before.items()}
-    assert np.isclose(train.clip_gradients(one, 1.0), norms[0])
+    assert np.isclose(optim.clip_gradients(one, 1.0), norms[0])
     assert all(np.allclose(one[k], g[k][0]) for k in one)
 
 
@@ -1701,8 +1704,8 @@ def test_python_api_names_the_argument_for_every_wrong_input(tmp_path):
              (lambda: train.next_batch(np.zeros((4, 2)), np.zeros(4), 2, 5), ValueError,
               "rng must be a numpy Generator"),
              (lambda: train.accuracy([1.0, -1.0], [1]), ValueError, "z and y must be"),
-             (lambda: train.adam_init([1, 2]), TypeError, "params must be"),
-             (lambda: train.adam_init({"w": np.zeros(3)}, "some"), ValueError, "decay must be"),
+             (lambda: optim.adam_init([1, 2]), TypeError, "params must be"),
+             (lambda: optim.adam_init({"w": np.zeros(3)}, "some"), ValueError, "decay must be"),
              (lambda: train.load_checkpoint(5), TypeError, "path must be"),
              (lambda: train.validate_options(None), TypeError, "opts must be a dict")]
     for call, kind, msg in cases:

@@ -29,7 +29,6 @@ import collections
 import json
 import math
 import os
-import signal
 import time
 import types
 
@@ -41,6 +40,7 @@ import attn
 import baseline
 import data
 import hypotheses
+import optim
 import fast
 
 
@@ -239,7 +239,7 @@ def set_up_run(o, log, resume):
     task, (Xtr, ytr), test, r_init, r_order, val = draw_run(o)
     params, loss_and_grads, logits, cfg = build_model(o, r_init)
     ytr_f = ytr.astype(Xtr.dtype)
-    state = adam_init(params, o["decay"])
+    state = optim.adam_init(params, o["decay"])
     first = 1 if resume is None else restore(resume, o, params, state, r_order)
     fixed = {}                       # a full-batch run's bits never change: two versions once
     if cfg and not o["dropout"] and (not o["batch"] or o["batch"] >= o["m"]):
@@ -483,9 +483,10 @@ def accuracy(z, y):
 
 
 def attention_on_support(params, cfg, X, S):
-    """Mean over samples and heads of the [CLS] attention mass on S; and the mean weight [T]."""
-    A = fast.cls_attention_mean(params, cfg, X)[:-1]                     # [T]
-    return float(A[S].sum()), A
+    """Mean over samples and heads of the [CLS] attention mass on S; the mean weight [T]; and
+    each head's mean weight [T+1, H] (fast.cls_attention_mean: one forward for all three)."""
+    A, by_head = fast.cls_attention_mean(params, cfg, X)
+    return float(A[S].sum()), A[:-1], by_head
 
 
 def summarise(o, task, params, cfg, logits, train, test, losses, seconds):
@@ -497,11 +498,10 @@ def summarise(o, task, params, cfg, logits, train, test, losses, seconds):
              attn_on_S=float("nan"), S=task.S.tolist(), top_attended=[], steps=o["steps"],
              seconds=seconds, params=params, cfg=cfg, pos_overlap=float("nan"))
     if cfg:
-        mass, A = attention_on_support(params, cfg, test[0][:200], task.S)
+        mass, A, by_head = attention_on_support(params, cfg, test[0][:200], task.S)
         r.update(attn_on_S=mass, top_attended=np.sort(np.argsort(A)[::-1][:o["s"]]).tolist(),
                  pos_overlap=position_overlap(params["E_pos"], task.S))
-        r.update(best_head(fast.cls_attention_mean(params, cfg, test[0][:200], by_head=True),
-                           task.S))
+        r.update(best_head(by_head, task.S))
     return r
 
 
@@ -605,7 +605,7 @@ def train_stack(runs, monitor=None):
     then only watches; nothing is chosen by it."""
     opts, o, R, cfg = check_stack(runs)
     draws, P, batch = set_up_stack(opts, cfg)
-    state = adam_init(P, o["decay"])
+    state = optim.adam_init(P, o["decay"])
     stopper = None
     if o["val"]:                                    # each run's own validation stream
         val = tuple(np.stack([draw[5][i] for draw in draws]) for i in (0, 1))
@@ -697,102 +697,11 @@ def stack_results(opts, draws, P, cfg, losses, ran, stopper, seconds):
 
 # ---------------------------------------------------------------- the optimiser ---------------
 
-MATRICES = ("W_Q", "W_K", "W_V", "W_O", "W_1", "W_2", "w")   # what decay="matrices" acts on
-
-
-def adam_init(params, decay="all"):
-    """Adam's state for `params` (a dict of arrays of one dtype). The parameters move into one flat
-    buffer: each params[k] becomes a view of it (same values, shape and dtype), so that a step is a
-    dozen passes over one array instead of a dozen small operations per parameter (at T = 100,
-    numpy's per-call overhead on 20 parameters costs about a tenth of a step). state["m"][k] and
-    state["v"][k]
-    are views in the same way; state["work"] holds two scratch arrays of the flat size, so a step
-    makes no new arrays. decay: "all", or "matrices" (weight decay only on MATRICES)."""
-    if not isinstance(params, dict) or not params or not all(
-            isinstance(v, np.ndarray) and v.dtype.kind == "f" for v in params.values()):
-        raise TypeError("params must be a non-empty dict of float arrays (attn.init_params)")
-    if decay not in ("all", "matrices"):
-        raise ValueError(f"decay must be one of all, matrices, got {decay!r}")
-    keys = list(params)
-    dtypes = {params[k].dtype for k in keys}
-    if len(dtypes) != 1:
-        raise ValueError(f"adam_init needs parameters of one dtype, got {sorted(map(str, dtypes))}")
-
-    def views(flat):
-        out, at = {}, 0
-        for k in keys:
-            out[k] = flat[at:at + params[k].size].reshape(params[k].shape)
-            at += params[k].size
-        return out
-
-    flat = np.concatenate([params[k].ravel() for k in keys])
-    m, v = np.zeros_like(flat), np.zeros_like(flat)
-    mask = None
-    if decay == "matrices":
-        mask = np.concatenate([np.full(params[k].size, float(k in MATRICES), flat.dtype)
-                               for k in keys])
-    params.update(views(flat))
-    return dict(t=0, keys=keys, flat=flat, views=dict(params), m_flat=m, v_flat=v, m=views(m),
-                v=views(v), mask=mask, work=(np.empty_like(flat), np.empty_like(flat)))
-
-
-def clip_gradients(grads, max_norm, runs=None):
-    """Scale the gradients in place so that their global L2 norm is at most max_norm (as
-    torch.nn.utils.clip_grad_norm_: factor max_norm / (norm + 1e-6) when below 1). For a stack of
-    `runs` runs (a leading run axis on every array), each run's own norm. -> the norms."""
-    lead = (runs, -1) if runs else (1, -1)
-    sq = sum((g.reshape(lead).astype(np.float64) ** 2).sum(1) for g in grads.values())
-    norm = np.sqrt(sq)
-    factor = np.minimum(1.0, max_norm / (norm + 1e-6))
-    if np.any(factor < 1):
-        for k, g in grads.items():
-            g *= factor.astype(g.dtype).reshape((-1,) + (1,) * (g.ndim - 1)) if runs \
-                else g.dtype.type(factor[0])
-    return norm if runs else float(norm[0])
-
-
-def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8, decoupled=False):
-    """One Adam step in place (Kingma & Ba, with bias correction). Weight decay wd: added to the
-    gradient, g <- g + wd * p (torch.optim.Adam), or with decoupled=True applied to the
-    parameters first, p <- p - lr * wd * p (torch.optim.AdamW); on the parameters state["mask"]
-    selects (all when None). `params` must still hold the views adam_init gave it."""
-    keys = state["keys"]
-    if any(params[k] is not state["views"][k] for k in keys):
-        raise ValueError("adam_step: a parameter was replaced after adam_init; update it in place "
-                         "(params[k][...] = value) so the optimiser still sees it")
-    state["t"] += 1
-    t = state["t"]
-    c1, c2 = 1.0 - b1 ** t, 1.0 - b2 ** t
-    p, m, v, mask = state["flat"], state["m_flat"], state["v_flat"], state["mask"]
-    g, a = state["work"]              # two scratch buffers: no new arrays, the same arithmetic
-    np.concatenate([grads[k].ravel() for k in keys], out=g)
-    if wd:
-        decay = np.multiply(p, wd, out=a)                            # wd * p (* mask)
-        if mask is not None:
-            decay *= mask
-        if decoupled:
-            decay *= lr
-            p -= decay
-        else:
-            g += decay
-    m *= b1
-    m += np.multiply(g, 1.0 - b1, out=a)                             # m = b1 m + (1 - b1) g
-    v *= b2
-    np.multiply(g, g, out=g)
-    v += np.multiply(g, 1.0 - b2, out=g)                             # v = b2 v + (1 - b2) g^2
-    step = np.multiply(m, lr / c1, out=g)                            # p -= (lr / c1) m / denom
-    denom = np.divide(v, c2, out=a)
-    np.sqrt(denom, out=denom)
-    denom += eps
-    step /= denom
-    p -= step
-
-
 def optimiser_step(params, grads, state, o, runs=None):
     """The step the options ask for: clipping (o["clip"]), then Adam or AdamW."""
     if o["clip"]:
-        clip_gradients(grads, o["clip"], runs)
-    adam_step(params, grads, state, o["lr"], o["wd"], b2=o["beta2"],
+        optim.clip_gradients(grads, o["clip"], runs)
+    optim.adam_step(params, grads, state, o["lr"], o["wd"], b2=o["beta2"],
               decoupled=o["optimizer"] == "adamw")
 
 
@@ -1220,8 +1129,8 @@ def print_summary(r, o, save):
         print(f"[CLS] attends most to  {r['top_attended']}  (mean over {o.heads} heads: "
               f"{'found S' if r['top_attended'] == r['S'] else 'not S'}; mass on S "
               f"{r['attn_on_S']:.3f}, uniform {o.s / (o.T + 1):.3f})")
-        print(f"head {r['best_head']} of {o.heads} attends most to  {r['best_head_top']}  (the most "
-              f"mass on S, {r['best_head_on_S']:.3f}: "
+        print(f"head {r['best_head']} of {o.heads} attends most to  {r['best_head_top']}  "
+              f"(the most mass on S, {r['best_head_on_S']:.3f}: "
               f"{'found S' if r['best_head_top'] == r['S'] else 'not S'})")
     if r["logged"]:
         print(f"best {r['logged_on']} accuracy at the logged steps {r['best_logged_acc']:.4f} "
