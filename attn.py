@@ -92,17 +92,6 @@ def check_rng(rng, optional=False):
                         f"{' or None' if optional else ''}, got {describe(rng)}")
 
 
-def float_dtype(name, v):
-    """v as np.dtype float32 or float64 (a name, a dtype or a numpy type), or ValueError."""
-    try:
-        dt = None if v is None else np.dtype(v)
-    except (TypeError, ValueError):
-        dt = None
-    if dt is None or dt.name not in FLOAT_DTYPES:
-        raise ValueError(f"{name} must be 'float32' or 'float64', got {describe(v)}")
-    return dt
-
-
 def check_array(name, v, kinds, shape, what):
     """v a numpy array whose dtype has a kind in `kinds` ("biuf": bool, integer or float) or is one
     of `kinds` (a tuple of dtypes), else WrongType; of `shape` (a tuple, or a test of the shape),
@@ -223,7 +212,8 @@ def init_params(cfg, rng, std=0.02):
                  "deviation)")
     n = sum(math.prod(shape) for shape in param_shapes(cfg).values())   # ints: no overflow
     check_memory(n * (np.dtype(cfg["dtype"]).itemsize + 8), f"a model of T={cfg['T']}, "
-                 f"d={cfg['d']}, mlp={cfg['mlp']}", "for its parameters", "use a smaller T, d or mlp")
+                 f"d={cfg['d']}, mlp={cfg['mlp']}", "for its parameters",
+                 "use a smaller T, d or mlp")
     dt = np.dtype(cfg["dtype"])
     p = {}
     for name, shape in param_shapes(cfg).items():     # biases (b...) and shifts (..._b) 0, gains 1
@@ -395,10 +385,11 @@ def attention_cls_backward(dy, c):  # [B, d] -> dXn [B, N, d], {W_Q: dW_Q, ..., 
 # ---------------------------------------------------------------------------------------------
 # f_tf-layer (Section 3): the same head applied at every position, z = x_t  -> [B, N, d]
 
-SelfAttentionCache = collections.namedtuple("SelfAttentionCache", "c_q c_k c_v c_o Qh Kh Vh A scale")
+SelfAttentionCache = collections.namedtuple("SelfAttentionCache",
+                                            "c_q c_k c_v c_o Qh Kh Vh A scale")
 
 
-def self_attention_forward(Xn, w, heads):  # [B, N, d], weights (as attention_cls_forward) -> [B, N, d]
+def self_attention_forward(Xn, w, heads):  # [B, N, d], weights as attention_cls's -> [B, N, d]
     """Full self-attention, every row queries: scores [B, H, N, N]. The reference for the
     [CLS]-row shortcut; O(N^2) per example, so use it for checks, not for training."""
     B, N, d = Xn.shape
@@ -692,19 +683,22 @@ def gradient_checks(seed=0):
                                             max(np.abs(g).max(), np.abs(num).max()))  # shift: 0
 
     x, g_, b_, W, bW = r(3, 4, 5), r(5) + 1.0, r(5), r(5, 4), r(4)
-    check("layernorm", lambda: layernorm_forward(x, g_, b_), dict(x=x, g=g_, b=b_), layernorm_backward)
+    check("layernorm", lambda: layernorm_forward(x, g_, b_), dict(x=x, g=g_, b=b_),
+          layernorm_backward)
     check("linear", lambda: linear_forward(x, W, bW), dict(x=x, W=W, b=bW), linear_backward)
     s = r(3, 6)
     check("softmax", lambda: softmax_forward(s), dict(s=s), lambda d, A: (softmax_backward(d, A),))
     drop = lambda: dropout_forward(x, 0.3, np.random.default_rng(1))
     check("dropout", drop, dict(x=x), lambda d, m: (dropout_backward(d, m),))
     for act in ACTIVATIONS:
-        check(act, lambda: ACTIVATIONS[act][0](x), dict(x=x), lambda d, c: (ACTIVATIONS[act][1](d, c),))
+        fwd, bwd = ACTIVATIONS[act]
+        check(act, lambda: fwd(x), dict(x=x), lambda d, c: (bwd(d, c),))
     W1, b1, W2, b2 = r(5, 3), r(3), r(3, 5), r(5)
     check("mlp", lambda: mlp_forward(x, W1, b1, W2, b2), dict(x=x, W_1=W1, b_1=b1, W_2=W2, b_2=b2),
           lambda d, c: mlp_backward(d, c))
     X, Et, Ep, cl = rng.integers(0, 2, (3, 4)), r(2, 5), r(4, 5), r(5)
-    check("embed", lambda: embed_forward(X, Et, Ep, cl), dict(E_tok=Et, E_pos=Ep, cls=cl), embed_backward)
+    check("embed", lambda: embed_forward(X, Et, Ep, cl), dict(E_tok=Et, E_pos=Ep, cls=cl),
+          embed_backward)
     z, y, wts = r(6) * 3, rng.integers(0, 2, 6), rng.random(6)
     check("logistic", lambda: logistic_forward(z, y, wts), dict(z=z),
           lambda d, c: (logistic_backward(d, c),))

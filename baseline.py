@@ -53,7 +53,7 @@ def _check_init(T, hidden, rng, dtype, std):
     """init's arguments and the memory of its parameters; -> the dtype."""
     attn.check_int("T", T, 1)
     attn.check_int("hidden", hidden, 1)
-    dt = attn.float_dtype("dtype", dtype)
+    dt = fast.float_dtype("dtype", dtype)
     attn.check_rng(rng)
     attn.check_number("std", std, attn.REALS, 0, float("inf"), "a finite number >= 0 (the init's "
                       "standard deviation)")

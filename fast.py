@@ -116,12 +116,23 @@ def head_spread(H, e, dtype):  # -> [H, H e]
     return np.repeat(np.eye(H, dtype=dtype), e, axis=1)
 
 
+def float_dtype(name, v):
+    """v as np.dtype float32 or float64 (a name, a dtype or a numpy type), or ValueError."""
+    try:
+        dt = None if v is None else np.dtype(v)
+    except (TypeError, ValueError):
+        dt = None
+    if dt is None or dt.name not in attn.FLOAT_DTYPES:
+        raise ValueError(f"{name} must be 'float32' or 'float64', got {attn.describe(v)}")
+    return dt
+
+
 def two_versions(X, dtype):  # [R, B, T] (or [B, T]) bits -> [R, B, 2T]: [1 - X, X]
     """Which version of each position a sample holds: column t is bit 0, column T + t bit 1.
     dtype: the model's, float32 or float64. A full-batch run builds it once and passes it to
     model_forward as `versions`, which then does not rebuild (or re-read) it every step."""
     attn.check_bits(X, stack=True)
-    return _two_versions(X, attn.float_dtype("dtype", dtype))
+    return _two_versions(X, float_dtype("dtype", dtype))
 
 
 def _two_versions(X, dtype):  # two_versions on checked bits (every step)
