@@ -23,6 +23,7 @@ import sys
 import numpy as np
 
 import cli
+import run_options
 import train
 from stats import SEARCHES, seed_outcome
 
@@ -392,13 +393,13 @@ MODEL_OPTIONS = ("task", "s", "data", "steps", "lr", "wd", "n_test", "d", "heads
 def full_options(options):
     """A sweep.json's options with train.py's default for every model option it does not name
     (folders written before an option existed ran at its default)."""
-    return dict({k: train.DEFAULTS[k] for k in MODEL_OPTIONS}, **options)
+    return dict({k: run_options.DEFAULTS[k] for k in MODEL_OPTIONS}, **options)
 
 
 def sweep_fingerprint(meta):
     """12 hex digits naming a sweep's options, success bar and search: rows of one experiment
     share it, whatever shard or machine wrote them."""
-    options = {k: v for k, v in meta["options"].items() if v != train.DEFAULTS.get(k, object())}
+    options = {k: v for k, v in meta["options"].items() if v != run_options.DEFAULTS.get(k, object())}
     key = json.dumps(dict(options=options, bar=meta["bar"], search=meta["search"]),
                      sort_keys=True)    # options at their default are left out, so a new option
     return hashlib.sha1(key.encode()).hexdigest()[:12]   # at its default changes no fingerprint
@@ -492,8 +493,8 @@ def check_meta(meta, path="sweep.json"):
         if k not in MODEL_OPTIONS:
             raise bad("options", f"names {k!r}, not an option of a sweep")
         try:
-            ok = (isinstance(v, str) == isinstance(train.DEFAULTS[k], str)
-                  and train.PARSE[k](v) == v)
+            ok = (isinstance(v, str) == isinstance(run_options.DEFAULTS[k], str)
+                  and run_options.PARSE[k](v) == v)
         except ValueError:
             ok = False
         if not ok:

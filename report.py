@@ -22,6 +22,7 @@ import numpy as np
 
 import data
 import hypotheses
+import run_options
 import train
 from cli import (claim_outputs, pyplot_or_hint, read_text_file, replace_atomically,
                  save_figure, write_json, write_text)
@@ -418,7 +419,7 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
     names = [meta.get("protocol", os.path.basename(f.rstrip("/"))) for f, (meta, _) in
              zip(folders, metas)]
     for i, (folder, (meta, rows)) in enumerate(zip(folders, metas)):
-        own = dict(train.DEFAULTS, **(protocols or {}).get(names[i], {}))
+        own = dict(run_options.DEFAULTS, **(protocols or {}).get(names[i], {}))
         opts = full_options(meta.get("options", {}))
         changed = protocols is not None and "protocol" in meta and (
             names[i] not in protocols or any(own[k] != v for k, v in opts.items() if k in own))

@@ -49,6 +49,7 @@ import data
 import hypotheses
 import folder
 import report
+import run_options
 import train
 from stats import (exact_resamples, fit_line, median_ci, resample_medians, seed_resamples,
                    weighted_percentile_ci)
@@ -142,8 +143,8 @@ def read_steps_meta(out):
 def _is_value_of(k, v):
     """Whether v is a value train.py takes for option k (of the same kind as its default)."""
     try:
-        return (isinstance(v, str) == isinstance(train.DEFAULTS[k], str)
-                and not isinstance(v, bool) and train.PARSE[k](v) == v)
+        return (isinstance(v, str) == isinstance(run_options.DEFAULTS[k], str)
+                and not isinstance(v, bool) and run_options.PARSE[k](v) == v)
     except (ValueError, TypeError, KeyError):
         return False
 
@@ -449,8 +450,8 @@ def main(argv=None):
     base = dict({k: getattr(a, k) for k in OPTIONS}, steps=a.budget, log_every=0)
     try:
         folder.check_plan_size(1, len(a.Ts), a.seeds)
-        base = dict(train.validate_options(dict(base, T=max(a.Ts))), seed=0)
-        train.check_run_memory(dict(base, T=max(a.Ts)), train.cli_flag)
+        base = dict(run_options.validate_options(dict(base, T=max(a.Ts))), seed=0)
+        train.check_run_memory(dict(base, T=max(a.Ts)), run_options.cli_flag)
     except ValueError as e:
         ap.error(str(e))
     if a.s > min(a.Ts):

@@ -46,6 +46,7 @@ import families
 import folder
 import optim
 import report
+import run_options
 import train
 from stats import SEARCHES, m_grid, replay
 
@@ -362,12 +363,12 @@ def sweep_options(ap, a, argv):
         ap.error(str(e))
     for key in folder.MODEL_OPTIONS:
         if getattr(a, key) is None:
-            setattr(a, key, PROTOCOLS[a.protocol].get(key, preset.get(key, train.DEFAULTS[key])))
+            setattr(a, key, PROTOCOLS[a.protocol].get(key, preset.get(key, run_options.DEFAULTS[key])))
     if not (0 < a.bar <= 1):
         ap.error(f"--bar must be in (0, 1], got {a.bar}")
     if not 1 < a.grid_ratio <= 10:
         ap.error(f"--grid-ratio must be in (1, 10], got {a.grid_ratio}")
-    problem = train.check_options(dict(vars(a), T=min(Ts)), flag=train.cli_flag)
+    problem = run_options.check_options(dict(vars(a), T=min(Ts)), flag=run_options.cli_flag)
     if problem:
         ap.error(problem.replace("--T", "the smallest T"))
     return Ts, n_seeds
@@ -390,10 +391,10 @@ def sweep_grids(ap, a, argv, Ts, grids_of_folder=None):
             ap.error(f"--grid-max {hi} is below --grid-min {a.grid_min}")
         try:
             grids[model] = m_grid(a.grid_min, hi, a.grid_ratio)
-            train.check_run_memory(dict(train.DEFAULTS, model=model, T=max(Ts),
+            train.check_run_memory(dict(run_options.DEFAULTS, model=model, T=max(Ts),
                                         m=grids[model][-1], n_test=a.n_test, dtype=a.dtype, d=a.d,
                                         heads=a.heads, mlp=a.mlp, val=a.val),
-                                   flag=train.cli_flag)
+                                   flag=run_options.cli_flag)
         except ValueError as e:
             ap.error(str(e))
     return grids
@@ -509,9 +510,9 @@ def sweep_worker(runs):
     for i, o in enumerate(runs):
         if o.get("data") == "unambiguous":
             try:
-                train.draw_run(train.validate_options(o))
+                train.draw_run(run_options.validate_options(o))
             except ValueError:
-                failed[i] = train.diverged_result(train.validate_options(o))
+                failed[i] = train.diverged_result(run_options.validate_options(o))
     trainable = [o for i, o in enumerate(runs) if i not in failed]
     if not trainable:
         results = []
@@ -523,7 +524,7 @@ def sweep_worker(runs):
             try:
                 results.append(train.train_run(o, log=None))
             except train.Diverged:
-                results.append(train.diverged_result(train.validate_options(o)))
+                results.append(train.diverged_result(run_options.validate_options(o)))
     results = iter(results)
     results = [failed[i] if i in failed else next(results) for i in range(len(runs))]
     return [{k: r[k] for k in folder.ROW_FIELDS if k not in ("success", "sweep_id")}
@@ -740,7 +741,7 @@ def add_bench_command(sub):
         "and on the plain [CLS]-row path, per run (x steps), and GFLOP/s of the matrix products "
         "beside numpy's own matmul on this machine."))
     c.add_argument("--Ts", type=int_list, default=[100, 1000, 3000], help="T values")
-    c.add_argument("--d", type=int_list, default=[train.DEFAULTS["d"]],
+    c.add_argument("--d", type=int_list, default=[run_options.DEFAULTS["d"]],
                    help="widths d, comma-separated, each a multiple of 16 heads (default 64)")
     c.add_argument("--m", type=integer(1), default=100, help="batch (default %(default)s)")
     c.add_argument("--steps", type=integer(1), default=1000,
@@ -790,13 +791,13 @@ def sweep_throughput(T, R, steps, full_steps, workers, repeats=3, d=64):
 def main_bench(a, fail):
     """`sweep.py bench`: the step table per width and dtype, then the sweep throughput (at the
     first width). Every size is checked to fit in memory before any time is spent."""
-    H, k = train.DEFAULTS["heads"], train.DEFAULTS["mlp"]
+    H, k = run_options.DEFAULTS["heads"], run_options.DEFAULTS["mlp"]
     for d in a.d:
         if d % H:
             fail(f"--d {d} must be a multiple of the {H} heads")
         for T in sorted(set(a.Ts) | set(a.throughput)):
             try:
-                train.check_run_memory(dict(train.DEFAULTS, T=T, m=a.m, n_test=1, d=d,
+                train.check_run_memory(dict(run_options.DEFAULTS, T=T, m=a.m, n_test=1, d=d,
                                             dtype="float64"),
                                        lambda name, v: f"--Ts/--throughput {v}" if name == "T"
                                        else f"--{name.replace('_', '-')} {v}")

@@ -43,6 +43,7 @@ import report
 import stats
 import steps
 import sweep
+import run_options
 import train
 
 
@@ -1428,7 +1429,7 @@ def test_zero_positional_init_changes_only_the_positions_and_stacks_like_single_
     with pytest.raises(ValueError, match="pos_init must be one of normal, zero, got 'ones'"):
         attn.default_config(pos_init="ones")
     with pytest.raises(ValueError, match="pos_init must be one of normal, zero, got 'ones'"):
-        train.validate_options(dict(pos_init="ones"))
+        run_options.validate_options(dict(pos_init="ones"))
 
 
 def test_position_overlap_known_values():
@@ -1451,7 +1452,7 @@ def test_resume_is_exact(tmp_path, batch):
                                                 "step 13") as e:
         train.train_run(opts, save=path, stop_after=13)
     assert e.value.step == 13
-    ck = train.load_checkpoint(path, dict(train.DEFAULTS, **opts))
+    ck = train.load_checkpoint(path, dict(run_options.DEFAULTS, **opts))
     assert ck["step"] == 13
     resumed = train.train_run(opts, save=path, resume=ck)
     assert resumed["losses"] == straight["losses"][13:]
@@ -1483,7 +1484,7 @@ def test_resume_refuses_another_configuration(tmp_path):
 
 
 def test_checkpoint_refuses_bad_files(tmp_path):
-    opts = dict(train.DEFAULTS, **SMALL)
+    opts = dict(run_options.DEFAULTS, **SMALL)
     path = str(tmp_path / "ck.npz")
     train.train_run(SMALL, save=path)
     good = open(path, "rb").read()
@@ -1707,7 +1708,7 @@ def test_python_api_names_the_argument_for_every_wrong_input(tmp_path):
              (lambda: optim.adam_init([1, 2]), TypeError, "params must be"),
              (lambda: optim.adam_init({"w": np.zeros(3)}, "some"), ValueError, "decay must be"),
              (lambda: train.load_checkpoint(5), TypeError, "path must be"),
-             (lambda: train.validate_options(None), TypeError, "opts must be a dict")]
+             (lambda: run_options.validate_options(None), TypeError, "opts must be a dict")]
     for call, kind, msg in cases:
         with pytest.raises(kind, match=re.escape(msg)):
             call()
@@ -3424,7 +3425,7 @@ def test_training_sharpens_attention_norms_and_grows_the_covering_constant():
     opts = dict(T=20, m=200, steps=200, n_test=1000, seed=1, log_every=0)
     trained = train.train_run(opts, log=None)
     assert trained["test_acc"] >= 0.99                           # it has learned S
-    o, cfg = train.validate_options(opts), trained["cfg"]
+    o, cfg = run_options.validate_options(opts), trained["cfg"]
     init = train.build_model(o, train.draw_run(o)[3])[0]         # the run's own initial params
     nm0, nm = theory.norm_measures(init, cfg), theory.norm_measures(trained["params"], cfg)
     for k in ("qk_spec", "qk_21", "qk_fro", "v_spec", "v_21", "o_spec"):

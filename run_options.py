@@ -1,0 +1,111 @@
+"""run_options.py: a training run's options, one table: defaults, checks and --help (Section 5).
+
+Each row of OPTIONS is (name, default, parser, help); train.py's command line, a Python caller's
+dict and a sweep's options are all checked by validate_options against it, and RUN_KEYS says
+which of them define a run (a checkpoint must agree on them). Needs data.py and cli.py.
+"""
+import data
+from cli import BadValue, choice, integer, number
+
+OPTIONS = (  # name, default, parser, help: the one source of defaults, checks and --help
+    ("model", "transformer", choice("transformer", "mlp"),
+     "the paper's Transformer, or the baseline MLP on the raw bits"),
+    ("task", "and", choice(*data.TASKS), "sparse Boolean function"),
+    ("T", 100, integer(1), "context length: number of bits"),
+    ("s", 3, integer(1), "sparsity: size of the support S"),
+    ("m", 500, integer(1), "training samples"),
+    ("data", "iid", choice("iid", "unambiguous"),
+     "training set: iid = the first m samples of the seed's stream; unambiguous = the paper's "
+     "protocol (Section 5), m samples redrawn until exactly one s-sparse hypothesis fits them"),
+    ("n_test", 2000, integer(1), "fresh test samples"),
+    ("steps", 1000, integer(1), "Adam steps"),
+    ("lr", 1e-3, number(0, strict=True), "Adam learning rate"),
+    ("wd", 1e-4, number(0), "L2 weight decay added to the gradient (torch.optim.Adam style)"),
+    ("batch", 0, integer(0), "minibatch size; 0 = full batch"),
+    ("optimizer", "adam", choice("adam", "adamw"),
+     "adam: weight decay added to the gradient (torch.optim.Adam); adamw: decoupled decay, "
+     "p -= lr * wd * p before the step (torch.optim.AdamW)"),
+    ("beta2", 0.999, number(0, hi=1, hi_strict=True),
+     "Adam's second-moment decay, >= 0 and < 1 (minGPT: 0.95)"),
+    ("decay", "all", choice("all", "matrices"),
+     "what weight decay acts on: all parameters, or the weight matrices and the readout only "
+     "(minGPT: not biases, LayerNorm gains, embeddings or [CLS])"),
+    ("clip", 0.0, number(0), "clip each step's gradient to this global L2 norm (0 = off; "
+     "minGPT: 1.0)"),
+    ("dropout", 0.0, number(0, hi=1, hi_strict=True), "dropout probability, >= 0 and < 1 "
+     "(minGPT: 0.1), on the "
+     "token embeddings, attention weights and residual branches; trains on the plain [CLS] "
+     "path, one run at a time (much slower at large T)"),
+    ("val", 0, integer(0), "early stopping (0 = off): this many validation samples, a stream of "
+     "their own; the run ends with the parameters of its lowest validation loss, checked every "
+     "--val-every steps. The test set is never used to choose"),
+    ("val_every", 25, integer(1), "steps between validation checks when --val is on"),
+    ("seed", 0, integer(0), "one seed fixes S, the data, the init and the minibatch order"),
+    ("d", 64, integer(1), "model width"),
+    ("heads", 16, integer(1), "attention heads; must divide d"),
+    ("mlp", 64, integer(0), "MLP hidden units (0 = no MLP); the baseline's hidden width"),
+    ("pos_init", "normal", choice("normal", "zero"),
+     "positional embeddings start as N(0, 0.02^2) like every weight, or at 0 (minGPT)"),
+    ("dtype", "float32", choice("float32", "float64"), "floating-point type"),
+    ("log_every", 100, integer(0), "progress line every this many steps (0 = quiet)"),
+)
+DEFAULTS = {name: default for name, default, _, _ in OPTIONS}
+PARSE = {name: parse for name, _, parse, _ in OPTIONS}
+RUN_KEYS = ("model", "task", "T", "s", "m", "data", "n_test", "lr", "wd", "batch", "seed", "d",
+            "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "clip", "dropout", "val",
+            "val_every", "pos_init")          # what defines a run: a checkpoint must agree on these
+
+
+def py_flag(name, value):       # how a Python caller names an option: "s=5"
+    return f"{name}={value!r}"
+
+
+def cli_flag(name, value):      # how the command line names it: "--s 5"
+    return f"--{name.replace('_', '-')} {value}"
+
+
+def check_options(o, flag=py_flag):
+    """Cross-option checks one value cannot do; returns one line, or None when all is well.
+    `flag` names an option with its value: as a Python keyword (default) or as a command-line
+    flag (cli_flag), so each caller reads about what it typed."""
+    f = lambda k: flag(k, o[k])
+    if o["s"] > o["T"]:
+        return f"{f('s')} is larger than {f('T')}; s must be between 1 and T"
+    if o["task"] == "majority" and o["s"] % 2 == 0:
+        return f"task majority needs an odd s, got {f('s')}"
+    if o["task"] == "junta" and o["s"] > data.JUNTA_MAX_S:
+        return f"task junta keeps 2^s table rows: s must be <= {data.JUNTA_MAX_S}, got {f('s')}"
+    if o["d"] % o["heads"]:
+        return f"{f('heads')} must divide {f('d')}"
+    if "m" in o and o.get("batch", 0) > o["m"]:
+        return f"{f('batch')} is larger than {f('m')}; use batch 0 for full batch"
+    if o.get("model") == "mlp" and o["mlp"] < 1:
+        return f"model mlp needs at least 1 hidden unit, got {f('mlp')}"
+    if not o.get("beta2", 0.5) < 1:
+        return f"beta2 must be below 1, got {f('beta2')}"
+    if not o.get("dropout", 0) < 1:
+        return f"dropout must be below 1, got {f('dropout')}"
+    if o.get("dropout") and o.get("model") == "mlp":
+        return f"dropout acts on the Transformer only, got {f('dropout')} with model mlp"
+    return None
+
+
+def validate_options(opts):
+    """Defaults filled in and every value checked: ValueError (one line naming the value and what
+    is allowed) otherwise. Returns the full option dict."""
+    if not isinstance(opts, dict):
+        raise TypeError(f"opts must be a dict of options (the keys of run_options.DEFAULTS), got "
+                        f"{type(opts).__name__}")
+    unknown = sorted(set(opts) - set(DEFAULTS), key=repr)
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown}; allowed: {sorted(DEFAULTS)}")
+    o = dict(DEFAULTS, **opts)
+    for k in o:
+        try:
+            o[k] = PARSE[k](o[k])
+        except BadValue as e:
+            raise ValueError(f"{k} {e}") from None
+    problem = check_options(o)
+    if problem:
+        raise ValueError(problem)
+    return o
