@@ -15,7 +15,7 @@ import train
 from cli import pyplot_or_hint, save_figure
 from folder import folder_rows, full_options
 from report import (STRUCTURED, ci_text, cpu_minutes, fits_line, limit_text, over_folders,
-                    statistical_limits, success_table)
+                    rounding_note, statistical_limits, success_table)
 from stats import critical_sizes, growth_in_s, scaling_fits, split_by_T
 
 
@@ -113,6 +113,7 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
                 if what == "m*" and fits[-2] == fits[-1].replace("m*", "m50", 1):
                     fits[-2:] = [fits[-2].replace("m50", "m50 and m*", 1)]   # one line for both
     fits += growth_lines(by_family) + grid_edge_lines(by_family)
+    fits.append(rounding_note())
     for line in lines + [""] + fits:
         log(line)
     return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n", by_family
@@ -181,10 +182,9 @@ def growth_line(task, T, what, have, key):
     better = ("no resample kept" if g["p_power_better"] is None else
               f"the power law fits better in {100 * g['p_power_better']:.0f}% of the kept "
               f"bootstrap resamples")
-    return head + (f"{what} ~ a s^k, k = {g['pow_k']:.2f} [{g['pow_k_lo']:.2f}, "
-                   f"{g['pow_k_hi']:.2f}];  {what} ~ a b^s, b = {g['exp_b']:.2f} "
-                   f"[{g['exp_b_lo']:.2f}, {g['exp_b_hi']:.2f}];  AIC(power) - AIC(exp) = "
-                   f"{g['daic']:.1f} [{g['daic_lo']:.1f}, {g['daic_hi']:.1f}], {better} "
+    return head + (f"{what} ~ a s^k, k = {ci_text(g, 'pow_k', 2)};  {what} ~ a b^s, b = "
+                   f"{ci_text(g, 'exp_b', 2)};  AIC(power) - AIC(exp) = {ci_text(g, 'daic', 1)}, "
+                   f"{better} "
                    f"(95% CIs, bootstrap over seeds; {g['n_dropped']} of {g['n_boot']} "
                    f"resamples without a fit, counted against both bounds)")
 

@@ -483,13 +483,12 @@ def run_stacks(stacks, pool, workers, write):
 
 
 # ======== 5. THE REPORT: tables and plots from OUT/runs.csv and OUT/plan.json ===================
-# Every interval is a 95% percentile interval over N_BOOT resamples of the SEED labels (a drawn
+# Every interval is a 95% percentile interval over stats.N_BOOT resamples of the SEED labels (a drawn
 # seed brings its run in every cell; seed i of one cell and of another are unrelated runs, but
 # resampling the labels together pairs the cells, as stats.py pairs T). Medians, not means: C is
 # a cube of sums and has a long tail. A separation P(failure's X > success's X) (ties count 1/2)
 # is undefined in a resample without both outcomes; such resamples count against both bounds.
 
-N_BOOT = stats.N_BOOT
 NUMBERS = ("test_acc", "best_test_acc", "train_acc", "final_loss", "min_loss", "loss_jump",
            "covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "mass_on_S",
            "score_gap", "top_score_scale", "top_norm_V", "top_norm_O", "attn_on_S", "seconds",
@@ -522,9 +521,10 @@ def load_study(out):
     return plan, cells
 
 
-def seed_weights(n_seeds, n_boot=N_BOOT, seed=0):  # -> [1 + n_boot, n_seeds]
+def seed_weights(n_seeds, n_boot=None, seed=0):  # -> [1 + n_boot, n_seeds]
     """How often each seed label 0..n_seeds-1 is drawn: row 0 the data itself (all 1), then
-    n_boot resamples of n_seeds labels with replacement."""
+    n_boot (default stats.N_BOOT) resamples of n_seeds labels with replacement."""
+    n_boot = stats.N_BOOT if n_boot is None else n_boot
     idx = np.random.default_rng(seed).integers(0, n_seeds, (n_boot, n_seeds))
     W = np.stack([np.bincount(row, minlength=n_seeds) for row in idx]).astype(np.float64)
     return np.vstack([np.ones(n_seeds), W])
@@ -592,9 +592,16 @@ def word(lo, hi, null):
 
 
 def fmt(v, lo=None, hi=None, digits=3):
+    """v [lo, hi] to `digits` significant figures, a bound to fewer where its Monte Carlo error
+    moves the last one (stats.bound_text)."""
     if v is None or not np.isfinite(v):
         return "n/a"
-    f = lambda x: f"{x:.{digits}g}" if abs(x) < 1e5 else f"{x:.2e}"
+
+    def f(x):
+        dec = digits - 1 - math.floor(math.log10(abs(x))) if x and np.isfinite(x) else digits
+        if stats.mc_decimals(x, dec) != dec:
+            return stats.bound_text(x, dec)
+        return f"{x:.{digits}g}" if abs(x) < 1e5 else f"{x:.2e}"
     return f(v) if lo is None else f"{f(v)} [{f(lo)}, {f(hi)}]"
 
 
@@ -763,7 +770,8 @@ def report(out, log=print):
     s = int(next(iter(cells.values()))[0]["s"])                  # the task's sparsity
     text = "\n".join(
         cell_table(plan, cells, W)
-        + ["", f"Medians over seeds [95% CI, {N_BOOT} seed resamples]; 'top head' = the head "
+        + ["", f"Medians over seeds [95% CI, {stats.N_BOOT:,} seed resamples; a bound keeps no "
+               f"digit its Monte Carlo error moves]; 'top head' = the head "
            f"with the largest mean [CLS] attention mass on S (over {N_MEASURE} test inputs); "
            f"heads on S: heads with mass >= {ON_S}; best = the best test accuracy at the "
            f"steps {LOG_EVERY}, {2 * LOG_EVERY}, ..., the outcome is the final step's.", ""]

@@ -23,11 +23,12 @@ import numpy as np
 import data
 import hypotheses
 import run_options
+import stats
 import train
 from cli import (claim_outputs, pyplot_or_hint, read_text_file, replace_atomically,
                  save_figure, write_json, write_text)
 from folder import folder_rows, full_options
-from stats import (N_BOOT, critical_sizes, fit_line, log_departure, paired_growth, paired_ratio,
+from stats import (bound_text, critical_sizes, fit_line, log_departure, paired_growth, paired_ratio,
                    scaling_fits, seed_outcome, split_by_T, success_estimates)
 
 # ---------------------------------------------------------------- the paper's figure -----------
@@ -197,7 +198,7 @@ def success_table(rows, models):
     for model in models:
         by_T = split_by_T([r for r in rows if r["model"] == model])
         for T, runs in by_T.items():
-            est[(model, int(T))] = success_estimates(runs, n_boot=N_BOOT, seed=0)
+            est[(model, int(T))] = success_estimates(runs, n_boot=stats.N_BOOT, seed=0)
         Ts = [int(T) for T in by_T if np.isfinite(est[(model, int(T))]["m50"])
               and est[(model, int(T))]["m50"] > 0]
         if len(Ts) >= 3:
@@ -206,18 +207,26 @@ def success_table(rows, models):
     return est, fits
 
 
-def ci_text(e, key):
-    show = lambda v: "inf" if not np.isfinite(v) else f"{v:.0f}"
-    return f"{show(e[key])} [{show(e[key + '_lo'])}, {show(e[key + '_hi'])}]"
+def ci_text(e, key, decimals=0):
+    """e[key] [e[key_lo], e[key_hi]]: a point estimate and its 95% interval, no bound printed to a
+    digit finer than its Monte Carlo error (stats.bound_text)."""
+    return (f"{bound_text(e[key], decimals)} [{bound_text(e[key + '_lo'], decimals)}, "
+            f"{bound_text(e[key + '_hi'], decimals)}]")
+
+
+def rounding_note():
+    """The line under every table of bootstrap intervals: how many resamples, and how to read a
+    bound printed with fewer digits (stats.bound_text)."""
+    return (f"95% intervals from {stats.N_BOOT:,} bootstrap resamples of the seeds, or exact (m* "
+            f"after bisection); a bound from drawn resamples keeps no digit its Monte Carlo error "
+            f"moves: 210 may stand for 205-215, and > a is a bound known only to exceed a")
 
 
 def fits_line(head, what, f):
     """One line of scaling_fits' results for `what` (m50 or m*), with their 95% CIs."""
-    return (f"{head}{what} ~ a + b ln T, b = {f['log_b']:.1f} [{f['log_b_lo']:.1f}, "
-            f"{f['log_b_hi']:.1f}];  {what} ~ a + b T, b = {f['lin_b']:.4f} "
-            f"[{f['lin_b_lo']:.4f}, {f['lin_b_hi']:.4f}];  {what} ~ a T^k, k = "
-            f"{f['pow_k']:.2f} [{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}];  AIC(log) - "
-            f"AIC(line) = {f['daic']:.1f} [{f['daic_lo']:.1f}, {f['daic_hi']:.1f}], the "
+    return (f"{head}{what} ~ a + b ln T, b = {ci_text(f, 'log_b', 1)};  {what} ~ a + b T, "
+            f"b = {ci_text(f, 'lin_b', 4)};  {what} ~ a T^k, k = {ci_text(f, 'pow_k', 2)};  "
+            f"AIC(log) - AIC(line) = {ci_text(f, 'daic', 1)}, the "
             f"log fits better in {100 * f['p_log_better']:.0f}% of bootstrap resamples "
             f"(95% CIs, bootstrap over seeds)")
 
@@ -261,6 +270,7 @@ def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
         e, c, q2 = fit_line(Tp, [PAPER_MSTAR[t] for t in Tp])
         fits.append(f"paper: m* ~ {a:.1f} + {b:.1f} ln T (R^2 {r2:.3f});  m* ~ {c:.1f} + "
                     f"{e:.4f} T (R^2 {q2:.3f})  over T in 100..1100")
+    fits.append(rounding_note())
     for line in lines + [""] + fits:
         log(line)
     return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n"
@@ -319,7 +329,7 @@ def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
         ax.set_ylim(0, top)
         for (model, T), e in est.items():
             if e["m50_hi"] > top:
-                ax.annotate(f"CI to {e['m50_hi']:.0f}" if np.isfinite(e["m50_hi"]) else "CI to inf",
+                ax.annotate(f"CI to {bound_text(e['m50_hi'], 0)}",
                             (T, top), xytext=(0, -12), textcoords="offset points", ha="center",
                             fontsize=7)
     ax.set_title(title, fontsize=10)
@@ -370,8 +380,8 @@ def folder_report(out, rows, grids, a, protocol, missing):
 
 # ---------------------------------------------------------------- protocols side by side
 
-def _ratio(x):
-    show = lambda v: "-" if np.isnan(v) else "inf" if np.isinf(v) else f"{v:.2f}"
+def _ratio(x):  # (ratio, lo, hi) -> text, 2 decimals at most (ci_text)
+    show = lambda v: "-" if np.isnan(v) else bound_text(v, 2)
     return f"{show(x[0])} [{show(x[1])}, {show(x[2])}]"
 
 
@@ -455,9 +465,9 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
             paper += [line] if line else []
         f = scaling.get("transformer")
         if f:
-            fits.append(f"{name}: m50 ~ a + b ln T, b = {f['log_b']:.1f} [{f['log_b_lo']:.1f}, "
-                        f"{f['log_b_hi']:.1f}]; m50 ~ a T^k, k = {f['pow_k']:.2f} "
-                        f"[{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}]")
+            fits.append(f"{name}: m50 ~ a + b ln T, b = {ci_text(f, 'log_b', 1)}; m50 ~ a T^k, "
+                        f"k = {ci_text(f, 'pow_k', 2)}")
+    paper.append(rounding_note())
     for line in lines + [""] + fits + growth + paper:
         log(line)
     return "\n".join(lines + [""] + ["- " + f for f in fits + growth + paper]) + "\n", entries
@@ -654,10 +664,9 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
                f"no small-T law (fewer than 2 T <= {fit_below:g} run)")
         notes.append(f"d = {c['d']} ({c['name']}, {c['heads']} heads of {c['d'] // c['heads']}): "
                      f"{law}" + (
-                         f"; over all T: m50 ~ a + b ln T, b = {f['log_b']:.1f} "
-                         f"[{f['log_b_lo']:.1f}, {f['log_b_hi']:.1f}]; m50 ~ a T^k, k = "
-                         f"{f['pow_k']:.2f} [{f['pow_k_lo']:.2f}, {f['pow_k_hi']:.2f}]; AIC(ln T) - "
-                         f"AIC(T) = {f['daic']:.1f} [{f['daic_lo']:.1f}, {f['daic_hi']:.1f}], ln T "
+                         f"; over all T: m50 ~ a + b ln T, b = {ci_text(f, 'log_b', 1)}; m50 ~ "
+                         f"a T^k, k = {ci_text(f, 'pow_k', 2)}; AIC(ln T) - AIC(T) = "
+                         f"{ci_text(f, 'daic', 1)}, ln T "
                          f"better in {100 * f['p_log_better']:.0f}% of resamples" if f else ""))
     need = ["| T | construction's d_p = ceil(16 s ln T) | " +
             " | ".join(f"d = {c['d']}" for c in curves) + " | narrowest width not detected above "
@@ -669,7 +678,7 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
         need.append(f"| {e['T']} | {e['d_p']} | " + " | ".join(e["states"]) + f" | "
                     f"{where(e['edge'])} | {where(e['paired'])} | "
                     f"{'-' if e['ln_T'] is None else e['ln_T']} |")
-    notes += left_out
+    notes += left_out + [rounding_note()]
     for line in lines + [""] + notes + [""] + need:
         log(line)
     return "\n".join(lines + [""] + ["- " + n for n in notes] + [""] + need) + "\n", curves

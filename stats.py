@@ -48,7 +48,8 @@ import numbers
 
 import numpy as np
 
-N_BOOT = 2000     # bootstrap resamples of the seeds behind every interval in a table
+N_BOOT = 100_000  # bootstrap resamples of the seeds behind every interval in a table: enough
+                  # that most bounds keep their last digit (see mc_decimals)
 RIDGE = 1e-3      # ridge strength on (centred intercept, slope); see the module docstring
 MAX_ITER = 100    # Newton iterations cap (typical fits converge in 5-30)
 EXACT_RESAMPLES = 400_000   # list every resample of the seeds up to this many (seed_resamples)
@@ -215,17 +216,23 @@ def _objective(a, b, x, N, Y, lam):
     return (Y * eta - N * np.logaddexp(0.0, eta)).sum(1) - 0.5 * lam * (a * a + b * b)
 
 
-def _fit_binomial(x, N, Y, lam=RIDGE, max_iter=MAX_ITER):
+def _fit_binomial(x, N, Y, lam=RIDGE, max_iter=MAX_ITER, start=None):
     """Ridge-penalised binomial logistic regression, vectorised over B independent data sets.
 
     x [M] covariate (centred ln m); N [B, M] run counts, Y [B, M] success counts (weights may be
     any non-negative numbers). Maximises sum_j (Y eta - N log(1 + e^eta)) - lam/2 (a^2 + b^2),
-    eta = a + b x, by Newton's method with step halving. Returns a [B], b [B], n_iter (int).
-    The objective is strictly concave (lam > 0), so the result is finite for any data."""
+    eta = a + b x, by Newton's method with step halving, from `start` = (a, b) when given (the
+    bootstrap starts every resample at the data's own fit, a few steps from its optimum), else
+    from the logit of the smoothed success fraction with b = 0. Returns a [B], b [B], n_iter.
+    The objective is strictly concave (lam > 0), so the result is finite for any data and does
+    not depend on the start."""
     B = N.shape[0]
     n, y = N.sum(1), Y.sum(1)
-    a = np.log((y + 0.5) / (n - y + 0.5))      # logit of the smoothed success fraction
-    b = np.zeros(B)
+    if start is None:
+        a, b = np.log((y + 0.5) / (n - y + 0.5)), np.zeros(B)
+    else:
+        a, b = np.full(B, float(np.ravel(start[0])[0])), np.full(B, float(np.ravel(start[1])[0]))
+    f = _objective(a, b, x, N, Y, lam)         # the objective at (a, b), kept across the steps
     active = np.arange(B)
     it = 0
     for it in range(1, max_iter + 1):
@@ -241,7 +248,7 @@ def _fit_binomial(x, N, Y, lam=RIDGE, max_iter=MAX_ITER):
         da = (hbb * ga - hab * gb) / det
         db = (haa * gb - hab * ga) / det
         # step halving until the objective does not decrease (it is concave: t = 1 usually works)
-        f0 = _objective(aa, ba, x, Na, Ya, lam)
+        f0 = f[active]
         t = np.ones(active.size)
         for _ in range(60):
             f1 = _objective(aa + t * da, ba + t * db, x, Na, Ya, lam)
@@ -249,8 +256,11 @@ def _fit_binomial(x, N, Y, lam=RIDGE, max_iter=MAX_ITER):
             if not bad.any():
                 break
             t[bad] *= 0.5
+        else:                                   # 60 halvings: f1 is one halving behind t
+            f1 = _objective(aa + t * da, ba + t * db, x, Na, Ya, lam)
         a[active] = aa + t * da
         b[active] = ba + t * db
+        f[active] = f1
         step = np.maximum(np.abs(t * da) / (1.0 + np.abs(aa)), np.abs(t * db) / (1.0 + np.abs(ba)))
         active = active[step > NEWTON_TOL]
         if active.size == 0:
@@ -340,19 +350,78 @@ def default_stat(a, b):
     return {"m50": m_at(0.5, a, b), "m90": m_at(0.9, a, b)}
 
 
+class Bound(float):
+    """A bound of a percentile interval from drawn resamples: a float that also carries `band`,
+    the bound's Monte Carlo error as the pair (lower, upper) of order statistics one standard
+    error either side of it, and `side` ("lo" or "hi"), for bound_text. Exact bounds
+    (distribution_ci) are plain floats: they have no Monte Carlo error."""
+
+    def __new__(cls, value, band, side):
+        out = super().__new__(cls, value)
+        out.band, out.side = (float(band[0]), float(band[1])), side
+        return out
+
+
 def percentile_ci(samples, lo=2.5, hi=97.5):
-    """Percentile interval of bootstrap samples [B] (may hold +-inf, not NaN) -> (lo, hi) floats.
+    """Percentile interval of bootstrap samples [B] (may hold +-inf, not NaN) -> (lo, hi) Bounds.
 
     Uses order statistics (the inverted-CDF percentile, no interpolation), so the bound at q is
     inf exactly when more than (100 - q)% of the samples are +inf: e.g. the upper 97.5% bound is
-    inf iff more than 2.5% of the resamples are inf."""
+    inf iff more than 2.5% of the resamples are inf.
+    Monte Carlo error: how many of B resamples fall below the true q-quantile is Binomial(B, q),
+    with standard deviation s = sqrt(B q (1 - q)); so the bound drawn again from other resamples
+    moves by about the spread of the order statistics s places either side of it. Each Bound
+    carries that spread as its band, and bound_text prints no digit finer than it."""
     v = np.sort(np.asarray(samples, dtype=np.float64).ravel())
     if v.size == 0 or np.isnan(v).any():
         raise ValueError(f"samples must be non-empty and NaN-free, got {v.size} values "
                          f"with {int(np.isnan(v).sum())} NaN")
-    n = v.size
-    k = [min(max(math.ceil(q * n / 100.0 - 1e-9) - 1, 0), n - 1) for q in (lo, hi)]
-    return float(v[k[0]]), float(v[k[1]])
+    n, out = v.size, []
+    for q, side in ((lo, "lo"), (hi, "hi")):
+        k = min(max(math.ceil(q * n / 100.0 - 1e-9) - 1, 0), n - 1)
+        s = math.ceil(math.sqrt(n * (q / 100.0) * (1.0 - q / 100.0)))
+        out.append(Bound(v[k], (v[max(k - s, 0)], v[min(k + s, n - 1)]), side))
+    return out[0], out[1]
+
+
+def mc_decimals(x, decimals):
+    """The decimals, at most `decimals`, that a number's Monte Carlo error allows: `decimals` for
+    a plain float (exact: no such error); for a Bound, one fewer while its band's half-width (one
+    standard error of the bound) exceeds half a unit of the last decimal, so that the last digit
+    printed is one the error does not move (negative: tens, hundreds, ...). None when the error
+    leaves the bound without one significant figure, or beside an infinite resample."""
+    if not isinstance(x, Bound) or not math.isfinite(x):
+        return decimals
+    half, d = (x.band[1] - x.band[0]) / 2.0, decimals
+    while math.isfinite(half) and half > 0.5 * 10.0 ** -d:
+        d -= 1
+    return d if math.isfinite(half) and (d == decimals or 10.0 ** -d <= abs(x)) else None
+
+
+def bound_text(x, decimals):
+    """A number as text with `decimals` decimals, but no digit finer than its Monte Carlo error
+    (mc_decimals): 206.3 with an error of 3 prints as 210, "somewhere in 205-215". A bound its
+    error leaves without one significant figure prints as what is known of it: an upper bound as
+    "> a", a lower bound as "< b", a and b its band's ends rounded outwards to one figure. Such
+    bounds of a million or more print as 8.4e+06, with the digits the error allows. Plain floats
+    (exact bounds, point estimates) print with `decimals` decimals; infinities as inf, -inf."""
+    v = float(x)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    d = mc_decimals(x, decimals)
+    if d is None:
+        hi = x.side == "hi"
+        end = x.band[0] if hi else x.band[1]
+        if not math.isfinite(end) or end == 0:
+            return f"{v:.{decimals}f}"
+        unit = 10.0 ** math.floor(math.log10(abs(end)))
+        out = (math.floor if hi else math.ceil)(end / unit) * unit
+        return ("> " if hi else "< ") + (f"{out:.0e}" if abs(out) >= 1e6 else f"{out:g}")
+    if d < decimals and abs(v) >= 1e6:
+        return f"{v:.{max(0, math.floor(math.log10(abs(v))) + d)}e}"
+    return f"{v:.{d}f}" if d >= 0 else f"{round(v, d):.0f}"
 
 
 def median_bootstrap(values):
@@ -430,15 +499,16 @@ def exact_resamples(n_seeds):
     return math.comb(2 * n_seeds - 1, n_seeds) <= EXACT_RESAMPLES
 
 
-def seed_resamples(n_seeds, n_boot=N_BOOT, rng=None, exact=True):
+def seed_resamples(n_seeds, n_boot=None, rng=None, exact=True):
     """The resamples of n_seeds seeds as counts and probabilities -> (C [K, n_seeds], w [K]).
 
     Where exact_resamples(n_seeds) (and exact), every multiset of n draws with its multinomial
     probability n! / (prod c_i! n^n): a statistic of the resample then has its bootstrap
     distribution exactly, with no Monte Carlo error, and any two calls list the same resamples in
     the same order (so statistics stay paired across T or across folders). Otherwise n_boot
-    random resamples (rng, default np.random.default_rng(0)) of weight 1 / n_boot each."""
-    n = n_seeds
+    random resamples (rng, default np.random.default_rng(0); n_boot, default N_BOOT) of weight
+    1 / n_boot each."""
+    n, n_boot = n_seeds, N_BOOT if n_boot is None else n_boot
     if not (exact and exact_resamples(n)):
         rng = np.random.default_rng(0) if rng is None else rng
         return seed_counts(rng, n, n_boot), np.full(n_boot, 1.0 / n_boot)
@@ -470,6 +540,8 @@ def weighted_percentile_ci(samples, weights, lo=2.5, hi=97.5):
     if x.size == 0 or x.size != w.size or np.isnan(x).any() or (w < 0).any() or w.sum() <= 0:
         raise ValueError(f"samples and weights must be non-empty, NaN-free and alike in size, got "
                          f"{x.size} samples and {w.size} weights")
+    if (w == w[0]).all():          # drawn resamples: percentile_ci, with its Monte Carlo error
+        return percentile_ci(x, lo, hi)
     order = np.argsort(x, kind="stable")
     return distribution_ci(x[order], w[order] / w.sum(), lo, hi)
 
@@ -506,7 +578,8 @@ def bootstrap_over_seeds(rows, stat=default_stat, n_boot=1000, rng=None):
     C = seed_counts(rng, S, n_boot)
     N, Y = C @ runs, C @ wins                   # [n_boot, n_m]
     c = np.log(d["m"]).mean()
-    ac, b, _ = _fit_binomial(np.log(u) - c, N, Y)
+    start = _fit_binomial(np.log(u) - c, runs.sum(0)[None], wins.sum(0)[None])[:2]   # the data's
+    ac, b, _ = _fit_binomial(np.log(u) - c, N, Y, start=start)
     a = ac - b * c
     n, y = N.sum(1), Y.sum(1)
     none, every = y == 0, y == n
@@ -551,7 +624,7 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
     bisection m* is the ceil(n/2)-th smallest critical m, so the interval is exact
     (order_statistic_bootstrap: no resampling error), and so is m_star_above, the bootstrap
     probability that m* lies above the grid; for a grid walk both come from the drawn resamples.
-    m_star_boot holds the seed bootstrap of success_estimates (the same n_boot = 2000 resamples,
+    m_star_boot holds the seed bootstrap of success_estimates (the same N_BOOT resamples,
     seed_counts with seed 0), m* recomputed by the same rule on each, for scaling_fits, which
     pairs them across T.
     """

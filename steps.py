@@ -50,9 +50,10 @@ import hypotheses
 import folder
 import report
 import run_options
+import stats
 import train
-from stats import (exact_resamples, fit_line, median_ci, resample_medians, seed_resamples,
-                   weighted_percentile_ci)
+from stats import (bound_text, exact_resamples, fit_line, median_ci, resample_medians,
+                   seed_resamples, weighted_percentile_ci)
 
 FIELDS = folder.STEPS_FIELDS       # one CSV row per run (folder.py reads, checks and writes it)
 OPTIONS = ("task", "s", "m", "lr", "wd", "batch", "d", "heads", "mlp", "dtype", "optimizer",
@@ -247,7 +248,7 @@ def run_all(a, out, base, done=None, curves=None):
 
 # ---------------------------------------------------------------- the report -------------------
 
-def median_steps(rows, n_boot=2000, seed=0, exact=True):
+def median_steps(rows, n_boot=None, seed=0, exact=True):
     """Median steps over seeds (censored = inf) with its 95% seed-bootstrap interval computed
     exactly from order statistics (stats.median_ci: no resampling error), and the median of every
     resample of the seeds with its probability (stats.seed_resamples: all of them where they can
@@ -259,7 +260,7 @@ def median_steps(rows, n_boot=2000, seed=0, exact=True):
     return float(np.median(v)), lo, hi, resample_medians(v, C), w
 
 
-def paired_medians(rows, ref, n_boot=2000, seed=0, budget=None):
+def paired_medians(rows, ref, n_boot=None, seed=0, budget=None):
     """Median steps of `rows` over those of `ref` (one T each) on the seeds both hold, with a
     paired 95% seed-bootstrap interval: replicate i draws the same seeds for both, so the interval
     carries the difference between the two settings, not the seeds' luck. Censored = inf, and with
@@ -315,7 +316,7 @@ def against_table(out, ref):
         except ValueError as e:
             raise ValueError(f"T = {T}: {e}") from None
         ratio = "undefined (both above the budget)" if r is None else (
-            f"{r:.2f} [{lo:.2f}, {hi:.2f}]")
+            f"{r:.2f} [{bound_text(lo, 2)}, {bound_text(hi, 2)}]")
         lines.append(f"| {T} | {n} | {show(ma)} | {show(mb)} | {ratio} |")
     lines += ["", f"- here: {out}; there: {ref}; settings that differ: "
                   f"{'; '.join(differ) or 'none'}"
@@ -388,7 +389,7 @@ def steps_fit(med, listed=False):
     lo, hi = weighted_percentile_ci(ks, w[ok]) if ks.size else (np.nan, np.nan)
     how = (f"all {w.size} resamples of the seeds, each with its probability" if listed else
            f"{w.size} seed-bootstrap replicates")
-    return (f"- steps ~ a T^k over T = {Ts[0]}..{Ts[-1]}: k = {k:.2f} [{lo:.2f}, {hi:.2f}] "
+    return (f"- steps ~ a T^k over T = {Ts[0]}..{Ts[-1]}: k = {k:.2f} [{bound_text(lo, 2)}, {bound_text(hi, 2)}] "
             f"(R^2 {r2:.3f}; 95% CI from {how}, paired across T; "
             f"{w[~ok].sum() / w.sum():.1%} of their probability dropped for a censored median)")
 

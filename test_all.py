@@ -138,6 +138,17 @@ WORST = {}           # largest relative error seen per check (printed by the las
 
 
 @pytest.fixture(scope="session", autouse=True)
+def fewer_resamples():
+    """Reports in the tests draw 2,000 bootstrap resamples, not stats.N_BOOT (100,000): the tests
+    check what a report computes and prints, which does not depend on how many resamples it
+    draws, and 100,000 per T would make the suite 2.5 times slower. The tests of the Monte Carlo
+    rule (stats.mc_decimals) pass their own numbers of resamples."""
+    shipped, stats.N_BOOT = stats.N_BOOT, 2000
+    yield shipped
+    stats.N_BOOT = shipped
+
+
+@pytest.fixture(scope="session", autouse=True)
 def report_worst_gradient_error():
     """After the session, print the largest relative gradient error (run pytest with -s)."""
     yield
@@ -1883,11 +1894,13 @@ def test_majority_mstar_interval_resamples_the_seeds():
     st = stats.critical_sizes(rows, {"transformer": grid}, "bisect")[("transformer", 100)]
     crit = np.array(st["per_seed"])
     assert st["m_star"] == np.sort(crit)[7]                           # ceil(15 / 2) = 8th
-    C = stats.seed_counts(np.random.default_rng(0), 15, 2000)
-    boot = [np.sort(np.repeat(crit, C[i].astype(int)))[7] for i in range(2000)]
-    np.testing.assert_array_equal(st["m_star_boot"], boot)
+    C = stats.seed_counts(np.random.default_rng(0), 15, stats.N_BOOT)
+    some = np.arange(0, stats.N_BOOT, 97)                              # 1,031 of the resamples
+    boot = [np.sort(np.repeat(crit, C[i].astype(int)))[7] for i in some]
+    assert len(st["m_star_boot"]) == stats.N_BOOT
+    np.testing.assert_array_equal(st["m_star_boot"][some], boot)
     # the interval itself is exact: the bootstrap of the 8th smallest (order_statistic_bootstrap),
-    # here (56, 208) where these 2,000 drawn resamples give (82, 122): P(m* <= 56) is 0.0255
+    # here (56, 208) where the first 2,000 drawn resamples give (82, 122): P(m* <= 56) is 0.0255
     assert (st["m_star_lo"], st["m_star_hi"]) == stats.distribution_ci(
         *stats.order_statistic_bootstrap(crit, 8)) == (56.0, 208.0)
     assert st["m_star_lo"] < st["m_star"] < st["m_star_hi"] < 600
@@ -3618,6 +3631,48 @@ def test_parity_median_steps_at_T200_is_exact_not_a_cut_off_of_2000_resamples():
     table = open(os.path.join(HERE, "results/parity/s-2/table.md")).read()
     row = next(ln for ln in table.splitlines() if ln.startswith("| 200 |"))
     assert "1360 [475, 2850]" in row and "1750" not in row
+
+
+def test_a_drawn_bound_carries_its_monte_carlo_error():
+    # over 300 independent draws of 2,000 resamples the 97.5% bound of a normal sample spreads
+    # by its standard error, about 0.060; the band percentile_ci gives each bound says as much
+    rng = np.random.default_rng(5)
+    bounds = [stats.percentile_ci(rng.standard_normal(2000))[1] for _ in range(300)]
+    spread = np.std([float(b) for b in bounds])
+    half = np.mean([(b.band[1] - b.band[0]) / 2 for b in bounds])
+    assert 0.8 < half / spread < 1.25 and abs(spread - 0.060) < 0.01
+    assert all(b.side == "hi" and b.band[0] <= b <= b.band[1] for b in bounds)
+    exact = stats.median_ci([3.0, 1.0, 2.0, 5.0])              # exact bounds are plain floats
+    assert not any(isinstance(b, stats.Bound) for b in exact)
+
+
+def test_a_bound_keeps_no_digit_its_monte_carlo_error_moves():
+    B = lambda v, a, b, side="hi": stats.Bound(v, (a, b), side)
+    assert stats.bound_text(B(206.3, 206.1, 206.6), 0) == "206"      # error 0.25: all digits
+    assert stats.bound_text(B(206.3, 204.0, 208.0), 0) == "210"      # error 2: not the units
+    assert stats.bound_text(B(1.4123, 1.38, 1.45), 2) == "1.4"
+    assert stats.bound_text(B(3.06e7, 3.03e7, 3.08e7, "lo"), 0) == "3.1e+07"
+    assert stats.bound_text(B(9.5e6, 6.8e6, 1.5e7), 0) == "> 6e+06"   # not one figure: what
+    assert stats.bound_text(B(0.02, 0.001, 0.09, "lo"), 2) == "< 0.09"  # is known of it
+    assert stats.bound_text(B(420.0, 380.0, np.inf), 0) == "> 300"      # beside an inf resample
+    assert stats.bound_text(206.3, 0) == "206" and stats.bound_text(np.inf, 1) == "inf"
+    assert stats.mc_decimals(B(1.4123, 1.38, 1.45), 2) == 1 and stats.mc_decimals(0.5, 3) == 3
+
+
+def test_the_extended_k_bound_prints_only_digits_its_resamples_agree_on():
+    # 2,000 resamples gave extended's m50 exponent k the upper bound 1.41, whose last digits
+    # moved from 1.35 to 1.47 with the bootstrap's seed; printed by its Monte Carlo error, the
+    # same 2,000 resamples give one text whatever the seed
+    meta, rows = report.folder_rows(os.path.join(HERE, "results/extended"))
+    by = stats.split_by_T(rows)
+    texts = set()
+    for seed in range(3):
+        e = {T: stats.success_estimates(r, n_boot=2000, seed=seed) for T, r in by.items()}
+        Ts = sorted(e)
+        f = stats.scaling_fits(np.array(Ts, float), np.array([e[T]["m50"] for T in Ts]),
+                               np.array([e[T]["m50_boot"] for T in Ts]))
+        texts.add(report.ci_text(f, "pow_k", 2))
+    assert texts == {"0.56 [0.43, 1]"}
 
 
 def test_headline_refuses_a_folder_at_another_width_in_one_line(smoke_ref, tmp_path, capsys):
