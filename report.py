@@ -219,7 +219,8 @@ def rounding_note():
     bound printed with fewer digits (stats.bound_text)."""
     return (f"95% intervals from {stats.N_BOOT:,} bootstrap resamples of the seeds, or exact (m* "
             f"after bisection); a bound from drawn resamples keeps no digit its Monte Carlo error "
-            f"moves: 210 may stand for 205-215, and > a is a bound known only to exceed a")
+            f"moves (210 may stand for 205-215), and one left without a figure is widened to the "
+            f"far end of that error (> a: known only to exceed a)")
 
 
 def fits_line(head, what, f):

@@ -401,10 +401,12 @@ def mc_decimals(x, decimals):
 def bound_text(x, decimals):
     """A number as text with `decimals` decimals, but no digit finer than its Monte Carlo error
     (mc_decimals): 206.3 with an error of 3 prints as 210, "somewhere in 205-215". A bound its
-    error leaves without one significant figure prints as what is known of it: an upper bound as
-    "> a", a lower bound as "< b", a and b its band's ends rounded outwards to one figure. Such
-    bounds of a million or more print as 8.4e+06, with the digits the error allows. Plain floats
-    (exact bounds, point estimates) print with `decimals` decimals; infinities as inf, -inf."""
+    error leaves without one significant figure is widened to the outer end of its band (the
+    upper end of an upper bound, the lower end of a lower bound), rounded outwards to one figure,
+    so the printed interval holds every interval the resampling could have given; where that end
+    is infinite, an upper bound prints as "> a" and a lower bound as "< b", a and b the inner
+    end. Bounds of a million or more that lose digits print as 8.4e+06. Plain floats (exact
+    bounds, point estimates) print with `decimals` decimals; infinities as inf and -inf."""
     v = float(x)
     if math.isnan(v):
         return "nan"
@@ -413,12 +415,13 @@ def bound_text(x, decimals):
     d = mc_decimals(x, decimals)
     if d is None:
         hi = x.side == "hi"
-        end = x.band[0] if hi else x.band[1]
-        if not math.isfinite(end) or end == 0:
-            return f"{v:.{decimals}f}"
+        outer, inner = (x.band[1], x.band[0]) if hi else (x.band[0], x.band[1])
+        end, sign = (outer, "") if math.isfinite(outer) else (inner, "> " if hi else "< ")
+        if end == 0 or not math.isfinite(end):
+            return f"{sign}{end:g}"
         unit = 10.0 ** math.floor(math.log10(abs(end)))
-        out = (math.floor if hi else math.ceil)(end / unit) * unit
-        return ("> " if hi else "< ") + (f"{out:.0e}" if abs(out) >= 1e6 else f"{out:g}")
+        out = (math.ceil if hi == (sign == "") else math.floor)(end / unit) * unit
+        return sign + (f"{out:.0e}" if abs(out) >= 1e6 else f"{out:g}")
     if d < decimals and abs(v) >= 1e6:
         return f"{v:.{max(0, math.floor(math.log10(abs(v))) + d)}e}"
     return f"{v:.{d}f}" if d >= 0 else f"{round(v, d):.0f}"

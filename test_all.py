@@ -3652,9 +3652,12 @@ def test_a_bound_keeps_no_digit_its_monte_carlo_error_moves():
     assert stats.bound_text(B(206.3, 204.0, 208.0), 0) == "210"      # error 2: not the units
     assert stats.bound_text(B(1.4123, 1.38, 1.45), 2) == "1.4"
     assert stats.bound_text(B(3.06e7, 3.03e7, 3.08e7, "lo"), 0) == "3.1e+07"
-    assert stats.bound_text(B(9.5e6, 6.8e6, 1.5e7), 0) == "> 6e+06"   # not one figure: what
-    assert stats.bound_text(B(0.02, 0.001, 0.09, "lo"), 2) == "< 0.09"  # is known of it
-    assert stats.bound_text(B(420.0, 380.0, np.inf), 0) == "> 300"      # beside an inf resample
+    # not one figure left: widened to the band's outer end, or what is known where that is inf
+    assert stats.bound_text(B(9.5e6, 6.8e6, 1.5e7), 0) == "2e+07"
+    assert stats.bound_text(B(548.0, 503.0, 607.0, "lo"), 0) == "500"
+    assert stats.bound_text(B(-0.019, -0.0925, 0.0397), 1) == "0.04"  # holds 0: not excluded
+    assert stats.bound_text(B(420.0, 380.0, np.inf), 0) == "> 300"
+    assert stats.bound_text(B(-3.0, -np.inf, -2.2, "lo"), 1) == "< -2"
     assert stats.bound_text(206.3, 0) == "206" and stats.bound_text(np.inf, 1) == "inf"
     assert stats.mc_decimals(B(1.4123, 1.38, 1.45), 2) == 1 and stats.mc_decimals(0.5, 3) == 3
 
