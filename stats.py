@@ -11,7 +11,9 @@ value. It reads top to bottom:
   4. the bootstrap over seeds: 95% percentile intervals from resampling SEEDS, all runs of a
      drawn seed together (bootstrap_over_seeds, success_estimates); exact where that is cheap:
      a median or an order statistic of the seeds (median_bootstrap, order_statistic_bootstrap),
-     or every resample of up to 11 seeds listed with its probability (seed_resamples).
+     or every resample of up to 11 seeds listed with its probability (seed_resamples). Elsewhere
+     N_BOOT drawn resamples, and each bound carries its Monte Carlo error (Bound) so that it
+     prints with no digit that error moves (mc_decimals, bound_text).
   5. m* by the majority rule, the paper's statistic: the smallest grid m at which at least half of
      the seeds succeed (critical_sizes for the sweep's searches, majority_mstar for plain rows).
   6. laws across T and s: least-squares lines (fit_line), m50(T) against ln T, T and T^k with
