@@ -1,6 +1,6 @@
 #!/bin/bash
 # Every table, text file and page under results/ (and the front page's table) written again from
-# the committed runs, in place: no training, about 6 minutes on 2 cores. Run it from the repo root
+# the committed runs, in place: no training, about 5 minutes on 2 cores. Run it from the repo root
 # of a clean checkout, then `git diff --stat` lists what the code of this checkout changes (with
 # matplotlib installed, folders committed without a plot gain one, as untracked files).
 # Left out: results/limit/table.md (`python sweep.py limit`, 2.4 min, no runs behind it) and
@@ -22,7 +22,7 @@ S=results/protocols; W=results/width; F=results/families
 par > /dev/null <<EOF
 $PY sweep.py families $F/and-s1 $F/and-s2 $W/d-128 $F/and-s4 $F/and-s5 $F/or-s3 $F/majority-s3 $F/junta-s1 $F/junta-s2 $F/junta-s3 $F/junta-s4 $F/junta-s5 $F/parity-s2 --seeds 20 --out $F/families.md
 $PY sweep.py families $F/and-s1 $F/and-s2 $W/d-128 $F/and-s4 $F/and-s5 $F/junta-s1 $F/junta-s2 $F/junta-s3 $F/junta-s4 $F/junta-s5 --Ts 100 --seeds 20 --out $F/across-s.md
-cd $S && $PY ../../sweep.py compare ../paper-range-ours steps-250 steps-500 steps-2000 early-stop adamw mingpt lr-3e-4 lr-3e-3 heads-1 heads-4 ../width/d-32 ../width/d-128 float64 paper-data-d-128 --seeds 20 --Ts 100,300,1100 --out compare.md
+cd $S && $PY ../../sweep.py compare ../paper-range-ours steps-250 steps-500 steps-2000 early-stop adamw mingpt lr-3e-4 lr-3e-3 heads-1 heads-4 ../width/d-32 ../width/d-128 float64 paper-data-d-128 --seeds 20 --Ts 100,300,1100 --out ../../$S/compare.md
 $PY sweep.py compare $W/d-128 $S/paper-data-d-128 --seeds 20 --Ts 100,300,1100 --out $S/paper-data-d-128-vs-d-128.md
 $PY sweep.py compare results/paper-range-ours $S/pos-zero $S/mlp-4d $S/mlp-4d-pos-zero --seeds 10 --Ts 300,1100 --out $S/mingpt-block-screen.md
 $PY sweep.py compare results/paper-range-ours $S/pos-zero $S/mlp-4d $S/mlp-4d-pos-zero --seeds 20 --Ts 100,300,500,700,900,1100 --growth-from 100 --out $S/mingpt-block.md
