@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import sys
 import time
 
 import numpy as np
@@ -193,17 +194,25 @@ def limit_command(a, fail):
 
 def success_table(rows, models):
     """Per (model, T): success_estimates over all runs (m50, m90 and their 95% CIs from a
-    bootstrap over seeds); and per model, scaling_fits of m50 against T (None under 3 T)."""
+    bootstrap over seeds); and per model, scaling_fits of m50 against T (None under 3 T).
+    About a second per (model, T) at N_BOOT resamples: on a terminal, a line on stderr shows
+    which one it is at, and is cleared when done."""
     est, fits = {}, {}
+    show = sys.stderr.isatty()
     for model in models:
         by_T = split_by_T([r for r in rows if r["model"] == model])
-        for T, runs in by_T.items():
+        for i, (T, runs) in enumerate(by_T.items()):
+            if show:
+                print(f"\rbootstrap over seeds, {stats.N_BOOT:,} resamples: {model} T = {int(T)} "
+                      f"({i + 1} of {len(by_T)})   ", end="", file=sys.stderr, flush=True)
             est[(model, int(T))] = success_estimates(runs, n_boot=stats.N_BOOT, seed=0)
         Ts = [int(T) for T in by_T if np.isfinite(est[(model, int(T))]["m50"])
               and est[(model, int(T))]["m50"] > 0]
         if len(Ts) >= 3:
             fits[model] = scaling_fits(np.array(Ts), np.array([est[(model, T)]["m50"] for T in Ts]),
                                        np.array([est[(model, T)]["m50_boot"] for T in Ts]))
+    if show:
+        print("\r" + " " * 79 + "\r", end="", file=sys.stderr, flush=True)
     return est, fits
 
 

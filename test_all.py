@@ -3699,6 +3699,17 @@ def _intervals(text):
     return {f"[{a.replace(',', '')}, {b.replace(',', '')}]" for a, b in INTERVAL.findall(text)}
 
 
+def test_the_bootstrap_shows_progress_on_a_terminal_only(monkeypatch, capsys):
+    rows = [dict(model="transformer", T=T, seed=sd, m=m, success=int(m >= 20 + sd))
+            for T in (10, 30) for sd in range(3) for m in (10, 20, 30, 40)]
+    report.success_table(rows, ["transformer"])
+    assert capsys.readouterr().err == ""                     # a pipe or a file: nothing
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    report.success_table(rows, ["transformer"])
+    err = capsys.readouterr().err
+    assert "transformer T = 30 (2 of 2)" in err and err.endswith("\r")   # cleared when done
+
+
 def test_regenerate_sh_writes_every_table_under_results():
     # a table over several folders that results/regenerate.sh does not write could not be made
     # again from the runs: each is named there (its variables expanded), or listed as left out
