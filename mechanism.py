@@ -588,7 +588,8 @@ def word(lo, hi, null):
     """The page's wording for one interval against the value `null` of "no difference"."""
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return "n/a"
-    return "not detected" if lo <= null <= hi else "established"
+    clear = stats.surely_above(lo, null) or stats.surely_below(hi, null)   # beyond its MC error
+    return "established" if clear else "not detected"
 
 
 def fmt(v, lo=None, hi=None, digits=3):

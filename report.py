@@ -30,7 +30,8 @@ from cli import (claim_outputs, pyplot_or_hint, read_text_file, replace_atomical
                  save_figure, write_json, write_text)
 from folder import folder_rows, full_options
 from stats import (bound_text, critical_sizes, fit_line, log_departure, paired_growth, paired_ratio,
-                   scaling_fits, seed_outcome, split_by_T, success_estimates)
+                   scaling_fits, seed_outcome, split_by_T, success_estimates, surely_above,
+                   surely_below)
 
 # ---------------------------------------------------------------- the paper's figure -----------
 # "Transformer, 3-way AND": the critical sample size m* per T, read off the published image to
@@ -496,8 +497,8 @@ def paper_position(name, stats):
             where["without a finished seed"].append(T)
         elif T in PAPER_MSTAR:
             p = PAPER_MSTAR[T]
-            where["below" if p < st["m_star_lo"] else "above" if p > st["m_star_hi"]
-                  else "inside"].append(T)
+            where["below" if surely_above(st["m_star_lo"], p) else
+                  "above" if surely_below(st["m_star_hi"], p) else "inside"].append(T)
     n = sum(map(len, where.values()))
     if not n:
         return None
@@ -716,7 +717,7 @@ def width_edges(curves, fit_below=100):
             elif T <= fit_below or T not in c["dep"]["ratios"]:
                 states.append("fit range" if T <= fit_below else "no small-T law")
             else:
-                above = c["dep"]["ratios"][T][1] > 1
+                above = surely_above(c["dep"]["ratios"][T][1], 1.0)
                 lost = c is not widest and _loses_ground(c, widest, T, small)
                 states.append(("above it" if above else "consistent with it") +
                               (f"; loses ground to d = {widest['d']}" if lost else ""))
@@ -753,7 +754,8 @@ def _loses_ground(c, widest, T, small):
     if not T0s or T not in widest["est"] or _seeds(c["runs"][T]) != _seeds(widest["runs"][T]):
         return False
     T0 = max(T0s)
-    return paired_growth(c["est"][T], widest["est"][T], c["est"][T0], widest["est"][T0])[1] > 1
+    return surely_above(paired_growth(c["est"][T], widest["est"][T], c["est"][T0],
+                                      widest["est"][T0])[1], 1.0)
 
 
 def width_plot(curves, path, limits=None, fit_below=100):

@@ -429,6 +429,18 @@ def bound_text(x, decimals):
     return f"{v:.{d}f}" if d >= 0 else f"{round(v, d):.0f}"
 
 
+def surely_above(lo, value):
+    """True when a lower bound lies above `value` beyond its Monte Carlo error: the whole band of
+    a Bound, a plain (exact) float itself. The tests of the pages (does an interval exclude 1,
+    or 0?) use this and surely_below, so no word rests on a digit the resampling moves."""
+    return (lo.band[0] if isinstance(lo, Bound) else lo) > value
+
+
+def surely_below(hi, value):
+    """True when an upper bound lies below `value` beyond its Monte Carlo error (surely_above)."""
+    return (hi.band[1] if isinstance(hi, Bound) else hi) < value
+
+
 def median_bootstrap(values):
     """The exact bootstrap distribution of the median of n values resampled with replacement,
     from order statistics instead of random resamples -> (support [j], probabilities [j]), the
@@ -848,8 +860,8 @@ def log_departure(T, m50, m50_boot, fit_below):
     by the fit's extrapolation a + b ln T: ratio [95% CI] (replicates whose small-T values are not
     finite and positive, or whose extrapolation is not positive, are dropped; an m50 above every m
     tried gives an inf ratio, which counts as above). The departure is the first larger T whose
-    whole interval lies above 1: m50 grows faster there than the small-T log law, at 95%
-    confidence. -> dict(a, b (nan when a small-T m50 is not finite), ratios {T: (ratio, lo, hi)},
+    whole interval lies above 1, beyond its Monte Carlo error (surely_above): m50 grows faster
+    there than the small-T log law, at 95% confidence. -> dict(a, b (nan when a small-T m50 is not finite), ratios {T: (ratio, lo, hi)},
     departs: that T or None)."""
     T = np.asarray(T, dtype=np.float64)
     m50 = np.asarray(m50, dtype=np.float64)
@@ -881,7 +893,7 @@ def log_departure(T, m50, m50_boot, fit_below):
         point = m50[i] / pred if pred > 0 else math.nan
         lo, hi = percentile_ci(r) if r.size else (math.nan, math.nan)
         ratios[int(T[i])] = (float(point), lo, hi)
-        if departs is None and lo > 1:
+        if departs is None and surely_above(lo, 1.0):
             departs = int(T[i])
     return dict(a=float(a), b=float(b), ratios=ratios, departs=departs)
 

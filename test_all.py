@@ -3660,6 +3660,14 @@ def test_a_bound_keeps_no_digit_its_monte_carlo_error_moves():
     assert stats.bound_text(B(-3.0, -np.inf, -2.2, "lo"), 1) == "< -2"
     assert stats.bound_text(206.3, 0) == "206" and stats.bound_text(np.inf, 1) == "inf"
     assert stats.mc_decimals(B(1.4123, 1.38, 1.45), 2) == 1 and stats.mc_decimals(0.5, 3) == 3
+    # a word rests on the whole band: a lower bound of 1.004 whose error reaches 0.998 is not
+    # "above 1", and the mechanism page's word for such an interval is "not detected"
+    assert not stats.surely_above(B(1.004, 0.998, 1.01, "lo"), 1.0)
+    assert stats.surely_above(B(1.004, 1.002, 1.006, "lo"), 1.0) and stats.surely_above(1.004, 1)
+    assert stats.surely_below(B(0.97, 0.96, 0.99), 1.0)
+    assert not stats.surely_below(B(0.97, 0.9, 1.02), 1.0)
+    assert mechanism.word(B(0.52, 0.49, 0.55, "lo"), B(0.8, 0.79, 0.81), 0.5) == "not detected"
+    assert mechanism.word(B(0.52, 0.51, 0.53, "lo"), B(0.8, 0.79, 0.81), 0.5) == "established"
 
 
 def test_the_extended_k_bound_prints_only_digits_its_resamples_agree_on():
