@@ -861,8 +861,8 @@ def log_departure(T, m50, m50_boot, fit_below):
     finite and positive, or whose extrapolation is not positive, are dropped; an m50 above every m
     tried gives an inf ratio, which counts as above). The departure is the first larger T whose
     whole interval lies above 1, beyond its Monte Carlo error (surely_above): m50 grows faster
-    there than the small-T log law, at 95% confidence. -> dict(a, b (nan when a small-T m50 is not finite), ratios {T: (ratio, lo, hi)},
-    departs: that T or None)."""
+    there than the small-T log law, at 95% confidence. -> dict(a, b (nan when a small-T m50 is
+    not finite), ratios {T: (ratio, lo, hi)}, departs: that T or None)."""
     T = np.asarray(T, dtype=np.float64)
     m50 = np.asarray(m50, dtype=np.float64)
     boot = np.asarray(m50_boot, dtype=np.float64)
