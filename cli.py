@@ -10,7 +10,9 @@ person typing them, and this file is where those promises are kept once:
     of every path the project writes);
   - Ctrl-C is one line and exit status 130, from the first line a command runs
     (quiet_interrupts, installed while this file is imported by a command beside it, before its
-    other imports; one_line_errors), and workers never print a traceback for it (worker_pool).
+    other imports; one_line_errors), and workers never print a traceback for it (worker_pool);
+  - a page never retypes a table: it copies the file a command wrote between marker lines, and
+    `sweep.py pages` (pages_command) and `sweep.py headline --readme` copy it again.
 Standard library only, so that the thread setting can run before numpy is imported.
 """
 import os
@@ -62,6 +64,7 @@ import argparse  # noqa: E402  (after the guard: Ctrl-C while these load is one 
 import json  # noqa: E402
 import math  # noqa: E402
 import numbers  # noqa: E402
+import re  # noqa: E402
 import stat  # noqa: E402
 
 # ---------------------------------------------------------------- threads and memory -----------
@@ -567,6 +570,92 @@ def claim_outputs(claims):
                                  f"of its own")
     for c in claims:
         claim_output(*c)
+
+
+# ---------------------------------------------------------------- pages that copy tables -------
+# A results page never retypes a table: it copies the file a command wrote between the lines
+# "<!-- begin PATH -->" and "<!-- end PATH -->" (PATH from the repository's root), and
+# `sweep.py pages` copies every such file again.
+
+MARKED = re.compile(r"(?m)^(<!-- begin (\S+) -->\n)(.*?)^(<!-- end \2 -->)$", re.S)
+MARKER = re.compile(r"<!-- (begin|end) (\S+) -->")      # a marker line, whole
+
+
+def paste_tables(text, files):
+    """text with the block of each marked PATH replaced by files[PATH] (blocks of other paths are
+    left as they are)."""
+    return MARKED.sub(lambda m: m.group(1) + files[m.group(2)] + m.group(4)
+                      if m.group(2) in files else m.group(0), text)
+
+
+def marked_files(text):
+    """The PATHs of a page's marked blocks, in order."""
+    return [m.group(2) for m in MARKED.finditer(text)]
+
+
+def check_markers(text, page):
+    """ValueError, one line naming the page and line, unless its marker lines pair up: each
+    `<!-- begin PATH -->` line is followed by its `<!-- end PATH -->` line before any other
+    marker line (a missing, misspelt or crossed end marker would leave a block never copied)."""
+    block = None                                  # (line, PATH) of the open block
+    for n, line in enumerate(text.split("\n"), start=1):
+        m = MARKER.fullmatch(line)
+        if not m:
+            continue
+        kind, path = m.groups()
+        if kind == "begin" and block:
+            raise ValueError(f"{page} line {n}: a begin marker for {path} inside the block of "
+                             f"{block[1]} (line {block[0]}), whose end marker is missing")
+        if kind == "end" and (not block or block[1] != path):
+            raise ValueError(f"{page} line {n}: an end marker for {path} without its begin "
+                             f"marker" + (f" (the open block is {block[1]}, line {block[0]})"
+                                          if block else ""))
+        block = (n, path) if kind == "begin" else None
+    if block:
+        raise ValueError(f"{page} line {block[0]}: the begin marker for {block[1]} has no end "
+                         f"marker '<!-- end {block[1]} -->'")
+
+
+def page_files(page, text, root):
+    """{PATH: text} of the files a page's blocks copy, each read as a file the project did not
+    write (cli.read_text_file: inside `root`, the repository, a regular text file of bounded
+    size). A page never copies itself or a file that holds markers (it would nest deeper on
+    every copy): ValueError, one line."""
+    check_markers(text, page)
+    files = {}
+    for path in marked_files(text):
+        where = f"{page}: the block file"
+        body = read_text_file(path, where, root=root)
+        if os.path.realpath(os.path.join(root, path)) == os.path.realpath(page):
+            raise ValueError(f"{where} {path} is the page itself; a block copies another file")
+        if any(MARKER.fullmatch(line) for line in body.split("\n")):
+            raise ValueError(f"{where} {path} holds marker lines itself; copying it would nest "
+                             f"blocks deeper on every run")
+        files[path] = body
+    return files
+
+
+def pages_command(a, fail):
+    """`sweep.py pages PAGE ...`: copy each marked file into its block again; --check only says
+    which blocks differ from their files (exit 1 if any). Every page and file is read and checked
+    first (page_files; markers that do not pair up are an error, with --check too), so a problem
+    is one line and no page is written."""
+    root, stale, plan = os.getcwd(), [], []
+    try:
+        for page in a.pages:
+            text = read_text_file(page, "page")
+            files = page_files(page, text, root)
+            plan.append((page, text, files, paste_tables(text, files)))
+    except ValueError as e:
+        fail(str(e))
+    for page, text, files, new in plan:
+        if new != text:
+            stale.append(page)
+            if not a.check:
+                write_text(page, new)
+        print(f"{page}: {len(files)} tables, {'differs from its files' if new != text else 'as its files'}"
+              + ("" if a.check or new == text else "; copied again"))
+    return 1 if a.check and stale else 0
 
 
 # ---------------------------------------------------------------- plots (optional) -------------

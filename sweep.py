@@ -272,7 +272,7 @@ def add_pages_command(sub):
     c.add_argument("pages", nargs="+", help="markdown pages, e.g. README.md results/*/README.md")
     c.add_argument("--check", action="store_true",
                    help="change nothing; exit 1 if a block differs from its file")
-    c.set_defaults(run=report.pages_command, parser=c)
+    c.set_defaults(run=cli.pages_command, parser=c)
 
 
 def main(argv=None):

@@ -2751,7 +2751,7 @@ def test_results_pages_show_their_tables_as_the_files_the_commands_wrote(tmp_pat
         assert run_cli(capsys, "sweep", "pages", "--check", *pages)[0] == 0
     finally:
         os.chdir(cwd)
-    assert sum(len(report.marked_files(open(os.path.join(HERE, p)).read())) for p in pages) >= 8
+    assert sum(len(cli.marked_files(open(os.path.join(HERE, p)).read())) for p in pages) >= 8
     os.chdir(tmp_path)
     try:
         (tmp_path / "t.md").write_text("| a |\n")
