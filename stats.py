@@ -233,7 +233,7 @@ def _fit_binomial(x, N, Y, lam=RIDGE, max_iter=MAX_ITER, start=None):
     if start is None:
         a, b = np.log((y + 0.5) / (n - y + 0.5)), np.zeros(B)
     else:
-        a, b = np.full(B, float(np.ravel(start[0])[0])), np.full(B, float(np.ravel(start[1])[0]))
+        a, b = np.full(B, start[0], dtype=float), np.full(B, start[1], dtype=float)
     f = _objective(a, b, x, N, Y, lam)         # the objective at (a, b), kept across the steps
     active = np.arange(B)
     it = 0
@@ -362,6 +362,9 @@ class Bound(float):
         out = super().__new__(cls, value)
         out.band, out.side = (float(band[0]), float(band[1])), side
         return out
+
+    def __reduce__(self):               # copy and pickle keep the band (float's would drop it)
+        return Bound, (float(self), self.band, self.side)
 
 
 def percentile_ci(samples, lo=2.5, hi=97.5):

@@ -3642,6 +3642,9 @@ def test_a_drawn_bound_carries_its_monte_carlo_error():
     half = np.mean([(b.band[1] - b.band[0]) / 2 for b in bounds])
     assert 0.8 < half / spread < 1.25 and abs(spread - 0.060) < 0.01
     assert all(b.side == "hi" and b.band[0] <= b <= b.band[1] for b in bounds)
+    import pickle
+    again = pickle.loads(pickle.dumps(bounds[0]))
+    assert again == bounds[0] and again.band == bounds[0].band and again.side == "hi"
     exact = stats.median_ci([3.0, 1.0, 2.0, 5.0])              # exact bounds are plain floats
     assert not any(isinstance(b, stats.Bound) for b in exact)
 
