@@ -220,6 +220,11 @@ def test_grad_linear_softmax_gelu_relu_loss():
     z, y = 3 * rng.standard_normal(9), rng.integers(0, 2, 9).astype(float)
     f = lambda: attn.logistic_forward(z, y)[0] * 1.7
     check("logistic", attn.logistic_backward(1.7, attn.logistic_forward(z, y)[1]), f, z)
+    w = rng.random(9)                 # fast.py's per-sample weights: sum(w * loss), same backward
+    f = lambda: fast.logistic_forward(z, y, w)[0] * 1.7
+    check("logistic, weighted", attn.logistic_backward(1.7, fast.logistic_forward(z, y, w)[1]), f, z)
+    zs, ys = 3 * rng.standard_normal((2, 9)), rng.integers(0, 2, (2, 9))
+    assert np.array_equal(fast.logistic_forward(zs, ys)[0], attn.logistic_forward(zs, ys)[0])
 
 
 def test_grad_embed_and_mlp():
@@ -695,23 +700,22 @@ def test_loss_refuses_bad_weights_labels_and_logits():
     """Issue 23: NaN weights gave a NaN loss, negative ones a wrong loss, a weight vector of the
     wrong shape numpy's broadcast error; labels other than 0/1 went into logistic_forward
     silently. All are refused by name, by loss_and_grads and logistic_forward alike, on one run
-    and on a stack."""
+    and on a stack (per-sample weights are fast.py's: attn.py's loss is the plain mean)."""
     cfg, p, X, y = _api_case()
     z = np.zeros(3)
     for bad in (np.array([0.3, np.nan, 0.3]), np.array([0.5, -0.5, 0.5]),
                 np.array([np.inf, 0.0, 0.0]), np.array([1, -1, 1])):
         _refused_in_one_line(r"weights must be finite and >= 0, got (nan|-0\.5|inf|-1)",
-                             lambda: attn.loss_and_grads(p, cfg, X, y, weights=bad),
                              lambda: fast.loss_and_grads(p, cfg, X, y, weights=bad),
-                             lambda: attn.logistic_forward(z, y, bad))
+                             lambda: fast.logistic_forward(z, y, bad))
     for bad in (np.ones(2), np.ones((1, 3)), np.ones(()), np.ones((3, 1))):
         _refused_in_one_line(r"weights must be .* of shape \(3,\) \(one weight per example\)",
-                             lambda: attn.loss_and_grads(p, cfg, X, y, weights=bad),
-                             lambda: attn.logistic_forward(z, y, bad))
+                             lambda: fast.loss_and_grads(p, cfg, X, y, weights=bad),
+                             lambda: fast.logistic_forward(z, y, bad))
     for bad in ([1 / 3] * 3, 0.5, np.array(["1", "1", "1"])):
         _refused_in_one_line(r"weights must be None or a numpy array of shape \(3,\)",
-                             lambda: attn.loss_and_grads(p, cfg, X, y, weights=bad),
-                             lambda: attn.logistic_forward(z, y, bad), kind=TypeError)
+                             lambda: fast.loss_and_grads(p, cfg, X, y, weights=bad),
+                             lambda: fast.logistic_forward(z, y, bad), kind=TypeError)
     P = {k: np.stack([v, v]) for k, v in p.items()}
     w = np.full((2, 3), 1 / 3)
     w[1, 2] = np.nan
@@ -722,19 +726,23 @@ def test_loss_refuses_bad_weights_labels_and_logits():
                 np.array([-1, 0, 1])):
         _refused_in_one_line("y must hold labels 0 and 1 only",
                              lambda: attn.loss_and_grads(p, cfg, X, bad),
-                             lambda: attn.logistic_forward(z, bad))
+                             lambda: attn.logistic_forward(z, bad),
+                             lambda: fast.logistic_forward(z, bad))
     for bad in (np.array([0, 1]), np.array([[0, 1, 1]]), np.array(1)):
         _refused_in_one_line(r"y must be a numpy array of shape \(3,\) \(one label per example\)",
                              lambda: attn.loss_and_grads(p, cfg, X, bad),
-                             lambda: attn.logistic_forward(z, bad))
+                             lambda: attn.logistic_forward(z, bad),
+                             lambda: fast.logistic_forward(z, bad))
     for bad in ([0, 1, 1], (0, 1, 1), np.array(["0", "1", "1"])):
         _refused_in_one_line(r"y must (be a numpy array of shape \(3,\)|hold labels 0 and 1 \()",
                              lambda: attn.loss_and_grads(p, cfg, X, bad),
-                             lambda: attn.logistic_forward(z, bad), kind=TypeError)
+                             lambda: attn.logistic_forward(z, bad),
+                             lambda: fast.logistic_forward(z, bad), kind=TypeError)
     for bad in ([0.0, 1.0, 2.0], np.zeros(0), np.zeros(3, int), np.float64(1.0)):
         _refused_in_one_line(r"z must be a numpy array \[\.\.\., batch >= 1\] of float logits",
-                             lambda: attn.logistic_forward(bad, np.zeros(np.shape(bad))))
-    loss, *_ = attn.loss_and_grads(p, cfg, X, y.astype(bool), weights=np.array([1, 0, 2]))
+                             lambda: attn.logistic_forward(bad, np.zeros(np.shape(bad))),
+                             lambda: fast.logistic_forward(bad, np.zeros(np.shape(bad))))
+    loss, *_ = fast.loss_and_grads(p, cfg, X, y.astype(bool), weights=np.array([1, 0, 2]))
     assert np.isfinite(loss)                           # bool labels and integer weights still run
 
 
@@ -883,7 +891,7 @@ def test_attn_py_is_the_reference_alone_and_no_module_uses_anothers_private_name
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
                 for a in n.names} | {n.module.split(".")[0] for n in ast.walk(tree)
                                      if isinstance(n, ast.ImportFrom)}
-    assert imported <= {"collections", "math", "os", "reprlib", "numpy"}, imported
+    assert imported <= {"collections", "math", "os", "reprlib", "signal", "sys", "numpy"}, imported
     for f in (attn.model_forward, attn.full_model_forward, attn.model_backward,
               attn.loss_and_grads, attn.cls_attention, fast.model_forward, fast.loss_and_grads):
         assert "path" not in inspect.signature(f).parameters, f.__name__
@@ -899,6 +907,20 @@ def test_attn_py_is_the_reference_alone_and_no_module_uses_anothers_private_name
                     and not n.attr.startswith("__")):
                 offences.append(f"{name}: {n.value.id}.{n.attr}")
     assert not offences, offences
+
+
+def test_attn_py_and_data_py_keep_one_contract_per_shared_name():
+    """attn.py and data.py each stand alone, so a helper both need is copied; a name both define
+    is one function, word for word (issue 40: check_bits, check_int and physical_memory had two
+    contracts or two texts)."""
+    import inspect
+    def functions(mod):
+        return {k: v for k, v in vars(mod).items() if inspect.isfunction(v) and v.__module__ ==
+                mod.__name__ and not k.startswith("_")}
+    ours, theirs = functions(attn), functions(data)
+    shared = set(ours) & set(theirs)
+    assert "physical_memory" in shared
+    assert {k for k in shared if inspect.getsource(ours[k]) != inspect.getsource(theirs[k])} == set()
 
 
 def test_attn_py_alone_proves_itself(tmp_path, monkeypatch):
