@@ -936,7 +936,9 @@ def test_attn_py_alone_proves_itself(tmp_path, monkeypatch):
     assert {k.split(":")[0] for k in errors} >= {"layernorm", "linear", "softmax", "dropout",
                                                  "gelu", "relu", "mlp", "embed", "logistic",
                                                  "attention_cls", "self_attention", "model",
-                                                 "full model", "model, dropout"}
+                                                 "full model", "model, dropout", "model, no mlp",
+                                                 "model, relu, no ln", "f_tf-head"}
+    assert len(r.stdout.splitlines()) == 1 and not r.stderr and "5 configurations" in r.stdout
     real = attn.layernorm_backward
     monkeypatch.setattr(attn, "layernorm_backward", lambda dy, c: (
         lambda dx, dg, db: (dx + c[1] * (dy * c[2]).mean(-1, keepdims=True), dg, db))(*real(dy, c)))
@@ -944,6 +946,95 @@ def test_attn_py_alone_proves_itself(tmp_path, monkeypatch):
     bad = attn.gradient_checks()                              # both wrong: one run of the check
     assert bad["layernorm: dx"] > 1e-3 and bad["model: dE_pos"] > 1e-3
     assert bad["softmax: ds"] > 1e-3
+
+
+# forwards planted wrong in a copy of attn.py, each wrong the same way in its backward where it has
+# one (so every gradient still agrees with central differences): the definitions must see them
+ATTN_PLANTS = {
+    "the query read from row 0": [('linear_forward(Xn[:, -1], w["W_Q"]',
+                                   'linear_forward(Xn[:, 0], w["W_Q"]', 1),
+                                  ("dXn[:, -1] += dz", "dXn[:, 0] += dz", 1)],
+    "scores scaled by 1/e in the [CLS]-row form": [("scale = e ** -0.5", "scale = e ** -1.0", 1)],
+    "scores scaled by 1/e in the full form": [("scale = e ** -0.5", "scale = e ** -1.0", 2)],
+    "dropout without its 1/(1-p)": [(" / x.dtype.type(1.0 - p)", "", 1)],
+}
+
+
+def planted_attn(tmp_path, name):
+    """A copy of attn.py with the plant `name` (each (old, new, n): the n-th `old` replaced),
+    imported as a module of its own."""
+    import importlib.util
+    text = open(os.path.join(HERE, "attn.py"), encoding="utf-8").read()
+    for old, new, n in ATTN_PLANTS[name]:
+        at = [m.start() for m in re.finditer(re.escape(old), text)][n - 1]
+        text = text[:at] + new + text[at + len(old):]
+    path = tmp_path / f"attn_{len(list(tmp_path.iterdir()))}.py"
+    path.write_text(text, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_attn_py_self_check_sees_forwards_planted_wrong(tmp_path):
+    """Issue 40: a forward wrong the same way in its backward passed a check of derivatives alone.
+    `python attn.py` checks the definitions too: the [CLS]-row model against the full model's
+    [CLS] row in every configuration (LN on and off, GELU and ReLU, with and without the MLP) and
+    dropout's mean; each plant fails them, and the one printed line says FAILED. The first plant,
+    run as the command, passes every gradient and still exits 1."""
+    clean = attn.definition_checks()
+    assert max(v for k, v in clean.items() if k != "dropout") < attn.FORMS_TOL
+    assert clean["dropout"] < attn.DROPOUT_SE
+    assert {k for k in clean if k != "dropout"} == {"[CLS] row: " + k for k in attn.CHECK_CFGS}
+    cfgs = [attn.default_config(**c) for c in attn.CHECK_CFGS.values()]
+    assert {(c["ln"], c["act"], c["mlp"] > 0) for c in cfgs} >= {
+        (True, "gelu", True), (False, "relu", True), (True, "gelu", False), (False, "gelu", False)}
+    for name in ATTN_PLANTS:
+        m = planted_attn(tmp_path, name)
+        bad = m.definition_checks()
+        if name.startswith("dropout"):
+            assert bad["dropout"] > 10 * attn.DROPOUT_SE, (name, bad)
+        else:
+            assert min(v for k, v in bad.items() if k != "dropout") > 1e-3, (name, bad)
+        m.gradient_checks = lambda: {"layernorm: dx": 1e-9}      # the definitions alone here
+        line, ok = m.self_check()
+        assert not ok and "FAILED" in line and "\n" not in line, (name, line)
+    r = run_alone([], ["-c", "import attn_0, sys; sys.exit(attn_0.main([]))"], tmp_path)
+    assert r.returncode == 1 and "FAILED" in r.stdout and len(r.stdout.splitlines()) == 1, r
+    assert float(re.search(r"worst relative error (\S+) ", r.stdout).group(1)) < attn.RTOL
+
+
+def test_attn_py_command_is_one_line_on_bad_arguments_full_stdout_and_ctrl_c(tmp_path):
+    """Issue 39: `python attn.py --bogus` ran and exited 0; a full or closed stdout and Ctrl-C
+    were tracebacks. Now: unknown arguments, one line and exit 2; stdout that cannot be written,
+    one line and exit 1; Ctrl-C, one line and exit 130."""
+    r = run_alone(["attn.py"], ["attn.py", "--bogus"], tmp_path)
+    assert r.returncode == 2 and not r.stdout and r.stderr.count("\n") == 1, r
+    assert "unknown argument(s) --bogus" in r.stderr
+    quick = ("import sys, attn; attn.self_check = lambda: ('attn.py: the line', True); "
+             "sys.exit(attn.main([]))")                   # main's printing, not the 2 s check
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([sys.executable, "-E", "-c", quick], cwd=tmp_path, env=env,
+                               stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert r.returncode == 1 and r.stderr.strip() == ("attn.py: cannot write its result to "
+                                                          "stdout: No space left on device"), r
+    p = subprocess.Popen([sys.executable, "-E", "-c", quick], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()                                      # `python attn.py | head -0`
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 1 and err == "attn.py: cannot write its result to stdout: " \
+                                              "Broken pipe\n", err
+    go = ("import runpy, sys; print('go', flush=True); sys.argv = ['attn.py']; "
+          "runpy.run_path('attn.py', run_name='__main__')")
+    p = subprocess.Popen([sys.executable, "-E", "-c", go], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "go\n"
+    time.sleep(0.5)                                       # in the check (it takes over a second)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and err == "\nattn.py: interrupted\n" and not out, (out, err)
 
 
 # ===============================================================================================
