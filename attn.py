@@ -9,17 +9,16 @@ Section 3 (Figure 1) defines the modules; Section 5 (the experiment) uses them a
     h'       = h + MLP(LN2(h))                  pre-LayerNorm block
     logit    = w . LNf(h') + b                  scalar output f_tf-scalar read at [CLS]
 
-This is the reference: the model's definition in textbook numpy, one run at a time. It reads top
-to bottom: the configuration and the parameters; the ops, each `thing_forward(...) -> (out, cache)`
-beside its `thing_backward(dout, cache) -> grads`, each backward line naming the forward line it
-differentiates; the model in two exact forms (`model_forward` runs only the [CLS] query row, B x H
-x N scores, since no other row reaches the output; `full_model_forward` the literal f_tf-layer,
-every position querying, B x H x N x N); the loss and `loss_and_grads`; the checks of a caller's
-arguments; the self-check. `python attn.py` checks every backward against central differences in
-float64, op by op and for the whole model, and the definitions themselves (the two exact forms
-agree, dropout keeps each entry's mean), and prints one line: a copied file proves itself. It needs
-numpy alone and imports no other file of the project: copy it anywhere. (Training computes the
-same model with fast.py; test_all.py pins the two together.)
+The reference: the model's definition in textbook numpy, one run at a time, read top to bottom:
+the configuration; the ops, each `thing_forward(...) -> (out, cache)` beside its
+`thing_backward(dout, cache) -> grads`, each backward line naming the forward line it
+differentiates; the model in two exact forms (`model_forward` runs only the [CLS] query row, the
+only one that reaches the output; `full_model_forward` the literal f_tf-layer, every position
+querying); the loss; the checks of a caller's arguments; the self-check. `python attn.py` checks
+every backward against central differences and the definitions themselves (the two forms agree,
+dropout keeps each entry's mean) and prints one line: a copied file proves itself. numpy alone, no
+other file of the project (training computes the same model with fast.py, pinned to this file by
+test_all.py).
 
 Shape letters: B batch, T bits (N = T + 1 rows with [CLS]), d width, H heads, e = d / H a head's
 width, k MLP hidden units. Parameters are a plain dict of named arrays, the configuration a plain
@@ -59,7 +58,7 @@ CONFIG_DEFAULTS = dict(   # the experiment's model; a cfg has exactly these keys
     T=100,                # bits: the context length
     d=64,                 # width (a multiple of heads)
     heads=16,
-    mlp=64,               # MLP hidden units; 0: no MLP (the theory's f_tf-head: heads=1, mlp=0, ln=False)
+    mlp=64,               # MLP hidden units; 0: no MLP (f_tf-head alone: heads=1, mlp=0, ln=False)
     ln=True,              # the three LayerNorms on, or all off
     act="gelu",           # the MLP's activation, "gelu" (tanh form, as GPT-2) or "relu"
     dtype="float32",      # the parameters' and activations' dtype, "float32" or "float64"
@@ -737,7 +736,7 @@ def self_check():
             f"dropout's mean over 20000 masks within {defs['dropout']:.1f} standard errors of "
             f"each entry (bound {DROPOUT_SE:g})")
     if failed:
-        line += f"; FAILED ({len(failed)}): {', '.join(failed[:3])}{', ...' * (len(failed) > 3)}"
+        line += f"; FAILED ({len(failed)}): {' | '.join(failed[:3])}{' | ...' * (len(failed) > 3)}"
     return line, not failed
 
 
