@@ -51,8 +51,8 @@ def backward(dz, cache):  # dL/dlogits [B] -> gradients of the parameters, by na
 
 def _check_init(T, hidden, rng, dtype, std):
     """init's arguments and the memory of its parameters; -> the dtype."""
-    attn.check_int("T", T, 1)
-    attn.check_int("hidden", hidden, 1)
+    for name, v in (("T", T), ("hidden", hidden)):
+        attn.check_number(name, v, attn.INTS, 1, float("inf"), "an integer >= {lo}")
     dt = fast.float_dtype("dtype", dtype)
     attn.check_rng(rng)
     attn.check_number("std", std, attn.REALS, 0, float("inf"), "a finite number >= 0 (the init's "

@@ -64,6 +64,19 @@ def layernorm_backward(dy, cache):  # [R, n, d] -> dx [R, n, d], dg [R, d], db [
     return dx, dg, db
 
 
+def ln_forward(p, cfg, name, x):  # attn.ln_forward for a stack: LayerNorm `name`, or identity
+    if not cfg["ln"]:
+        return x, None
+    return layernorm_forward(x, p[name + "_g"], p[name + "_b"])
+
+
+def ln_backward(grads, cfg, name, dy, cache):  # stores grads[name_g], grads[name_b]; -> dx
+    if not cfg["ln"]:
+        return dy
+    dx, grads[name + "_g"], grads[name + "_b"] = layernorm_backward(dy, cache)
+    return dx
+
+
 def linear_forward(x, W, b):
     """y = x @ W + b, leading axes reshaped away so that each run is one BLAS product.
     A stack of R runs: x [R, ..., n], W [R, n, k], b [R, k]. One run: x [..., n], W [n, k], b [k]
@@ -131,7 +144,7 @@ def two_versions(X, dtype):  # [R, B, T] (or [B, T]) bits -> [R, B, 2T]: [1 - X,
     """Which version of each position a sample holds: column t is bit 0, column T + t bit 1.
     dtype: the model's, float32 or float64. A full-batch run builds it once and passes it to
     model_forward as `versions`, which then does not rebuild (or re-read) it every step."""
-    attn.check_bits(X, stack=True)
+    check_batch(X)
     return _two_versions(X, float_dtype("dtype", dtype))
 
 
@@ -169,7 +182,7 @@ def attention_forward(p, cfg, X, versions=None):
     rows = np.empty((R, 2 * T + 1, d), p["E_pos"].dtype)            # v0 rows | v1 rows | cls
     rows[:, :2 * T] = (p["E_tok"][:, :, None, :] + p["E_pos"][:, None]).reshape(R, 2 * T, d)
     rows[:, 2 * T] = p["cls"]
-    rn, c_ln1 = attn.ln_forward(p, cfg, "ln1", rows, layernorm_forward)
+    rn, c_ln1 = ln_forward(p, cfg, "ln1", rows)
     q, c_q = linear_forward(rn[:, -1:], p["W_Q"], p["b_Q"])          # [R, 1, d]
     qh = q.reshape(R, H, e)
     # the keys are only ever dotted with the one query: fold it in, s = rn @ u + c  (no K)
@@ -225,7 +238,7 @@ def _shortcut_backward(dy, p, cfg, c):  # the backward of attention_forward's sh
     drn += ds @ c.u.transpose(0, 2, 1)
     drn_q, g["W_Q"], g["b_Q"] = linear_backward(dqh.reshape(R, 1, d), c.c_q)
     drn[:, -1:] += drn_q                     # forward: q = rn[-1] W_Q + b_Q
-    drows = attn.ln_backward(g, cfg, "ln1", drn, c.ln1, layernorm_backward)
+    drows = ln_backward(g, cfg, "ln1", drn, c.ln1)
     d_rows_by_version = drows[:, :2 * T].reshape(R, 2, T, d)  # forward: rows = E_tok[v] + E_pos[t]
     g["E_tok"], g["E_pos"] = d_rows_by_version.sum(2), d_rows_by_version.sum(1)
     g["cls"] = drows[:, 2 * T]
@@ -323,12 +336,12 @@ def _check_call(p, cfg, X, versions):
     B, R = X.shape[-2], X.shape[0] if X.ndim == 3 else 1
     attn.check_memory(activation_bytes(cfg, B, R), f"T={cfg['T']} with a batch of {B} (x {R} "
                       f"runs)", "of activations on the fast path", "use a smaller batch or T")
-    attn.check_params(p, cfg, X.shape[0] if X.ndim == 3 else None)
+    check_stack_params(p, cfg, X.shape[0] if X.ndim == 3 else None)
     if versions is None:                # kept versions: the bits were read when they were built
-        attn.check_bits(X, cfg, stack=True)
+        check_batch(X, cfg["T"])
         return
     if X.shape[-1] != cfg["T"] or B < 1:
-        attn.check_bits(X[..., :1, :], cfg, stack=True)     # names T, or the empty batch
+        check_batch(X[..., :1, :], cfg["T"])                 # names T, or the empty batch
     dt = np.dtype(cfg["dtype"])
     attn.check_array("versions", versions, (dt,), X.shape[:-1] + (2 * X.shape[-1],), f"None or "
                      f"two_versions(X, dtype): a numpy array of shape {{shape}} in the model's "
@@ -356,10 +369,10 @@ def _forward(p, cfg, X, versions):
     h = p["cls"][:, None, :] + a                                     # residual at [CLS]
     c_ln2 = c_mlp = None
     if cfg["mlp"]:
-        hn, c_ln2 = attn.ln_forward(p, cfg, "ln2", h, layernorm_forward)
+        hn, c_ln2 = ln_forward(p, cfg, "ln2", h)
         m, c_mlp = mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
         h = h + m                                                    # residual
-    f, c_lnf = attn.ln_forward(p, cfg, "lnf", h, layernorm_forward)
+    f, c_lnf = ln_forward(p, cfg, "lnf", h)
     z = (f @ p["w"][:, :, None])[:, :, 0] + p["b"][:, :1]            # readout at [CLS]
     return z, ModelCache(c_attn, c_ln2, c_mlp, c_lnf, f, False)
 
@@ -381,14 +394,26 @@ def _backward(dz, p, cfg, c):
     g = {}
     g["w"] = (dz[:, None, :] @ c.f)[:, 0, :]                        # forward: z = f @ w + b
     g["b"] = dz.sum(-1)[:, None]
-    dh = attn.ln_backward(g, cfg, "lnf", dz[:, :, None] * p["w"][:, None, :], c.lnf,
-                          layernorm_backward)
+    dh = ln_backward(g, cfg, "lnf", dz[:, :, None] * p["w"][:, None, :], c.lnf)
     if cfg["mlp"]:                                                   # forward: h = h + MLP(LN2(h))
         dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dh, c.mlp)
-        dh = dh + attn.ln_backward(g, cfg, "ln2", dhn, c.ln2, layernorm_backward)
+        dh = dh + ln_backward(g, cfg, "ln2", dhn, c.ln2)
     g.update(attention_backward(dh, p, cfg, c.attn))                 # forward: h = cls + attn
     g["cls"] = g["cls"] + dh.sum(-2)
     return g
+
+
+def logistic_forward(z, y, weights=None):  # [R, B], [R, B] -> [R] (or [B], [B] -> a number)
+    """attn.logistic_forward, or sum(weights * loss) per run where weights [..., B] are given (a
+    stack of minibatch runs gives its padding samples weight 0 and the others 1/m). Its cache
+    goes to attn.logistic_backward."""
+    attn.check_array("z", z, "f", lambda s: len(s) >= 1 and s[-1] >= 1,
+                     "a numpy array [..., batch >= 1] of float logits")
+    check_targets(y, weights, z.shape)
+    y = y.astype(z.dtype, copy=False)
+    loss = np.maximum(z, 0) - y * z + np.log1p(np.exp(-np.abs(z)))
+    w = 1.0 / z.shape[-1] if weights is None else weights
+    return (loss * w).sum(-1), (z, y, w)
 
 
 def loss_and_grads(p, cfg, X, y, weights=None, versions=None):
@@ -397,9 +422,9 @@ def loss_and_grads(p, cfg, X, y, weights=None, versions=None):
     logits; or for one run as a stack of one. versions: see model_forward."""
     attn.check_array("X", X, "biuf", lambda s: len(s) in (2, 3), "a numpy array [batch, T] (or "
                      "[runs, batch, T]) of bits (dtype bool, integer or float)")
-    attn.check_targets(y, weights, X.shape[:-1])
+    check_targets(y, weights, X.shape[:-1])
     z, cache = model_forward(p, cfg, X, versions)
-    loss, c_loss = attn.logistic_forward(z, y, weights)
+    loss, c_loss = logistic_forward(z, y, weights)
     return loss, model_backward(attn.logistic_backward(1.0, c_loss), p, cfg, cache), z
 
 
@@ -411,7 +436,7 @@ def cls_attention_mean(p, cfg, X):  # one run, X [B, T] -> [T+1], [T+1, H]
     bit there is v, so the mean over samples is E0 * ((1 - X)^T @ 1/Z) + E1 * (X^T @ 1/Z).
     """
     attn.check_params(p, cfg)
-    attn.check_bits(X, cfg)
+    check_batch(X, cfg["T"], stack=False)
     _, c = attention_forward({k: v[None] for k, v in p.items()}, cfg, X[None])
     if c.kind == "float64":
         c = c.inner
@@ -423,3 +448,43 @@ def cls_attention_mean(p, cfg, X):  # one run, X [B, T] -> [T+1], [T+1, H]
     W = E[:2 * T] * (Xb.T @ (1.0 / Z))                                # [2T, H]: v0 rows, v1 rows
     A = np.concatenate([W[:T] + W[T:], E[2 * T:] * (1.0 / Z).sum(0)])  # [T+1, H]
     return A.mean(1) / B, A / B
+
+
+# ---------------------------------------------------------------------------------------------
+# the checks of a stack's arguments, on attn.py's helpers (attn.py checks one run's)
+
+def check_batch(X, T=None, stack=True):
+    """X a numpy array of bits [batch >= 1, T] (or [runs, batch, T] where `stack`), with the
+    model's T when it is given; dtype bool, integer or float, values 0 and 1."""
+    form = "[batch, T]" + (" (or [runs, batch, T])" if stack else "")
+    attn.check_array("X", X, "biuf", lambda s: len(s) == 2 or (len(s) == 3 and stack),
+                     f"a numpy array {form} of bits (dtype bool, integer or float)")
+    if T is not None and X.shape[-1] != T:
+        raise ValueError(f"X has T={X.shape[-1]} columns but the model has T={T}")
+    if X.shape[-2] < 1:
+        raise ValueError("X must hold at least one example")
+    attn.check_01("X", X, "bits")
+
+
+def check_stack_params(p, cfg, R):
+    """attn.check_params(p, cfg), each parameter with a leading axis of R runs (R None: one run)."""
+    if R is not None and isinstance(p, dict):
+        for k, v in p.items():
+            if isinstance(v, np.ndarray) and (v.ndim == 0 or v.shape[0] != R):
+                raise ValueError(f"param {k} must have a leading axis of R={R} runs, as X "
+                                 f"[runs, batch, T] has, got {attn.describe(v)}")
+        p = {k: v[0] if isinstance(v, np.ndarray) else v for k, v in p.items()}
+    attn.check_params(p, cfg)
+
+
+def check_targets(y, weights, shape):
+    """The loss's labels y (0 and 1, attn.check_labels) and per-sample weights (None, or finite
+    numbers >= 0), each of the logits' `shape`."""
+    attn.check_labels(y, shape)
+    if weights is None:
+        return
+    attn.check_array("weights", weights, "biuf", shape, "None or a numpy array of shape {shape} "
+                     "(one weight per example) of numbers >= 0")
+    if weights.size and not (weights.min() >= 0 and weights.max() < np.inf):  # NaN fails both
+        bad = weights[~((weights >= 0) & np.isfinite(weights))].flat[0].item()
+        raise ValueError(f"weights must be finite and >= 0, got {bad!r}")

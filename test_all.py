@@ -220,6 +220,12 @@ def test_grad_linear_softmax_gelu_relu_loss():
     z, y = 3 * rng.standard_normal(9), rng.integers(0, 2, 9).astype(float)
     f = lambda: attn.logistic_forward(z, y)[0] * 1.7
     check("logistic", attn.logistic_backward(1.7, attn.logistic_forward(z, y)[1]), f, z)
+    w = rng.random(9)                 # fast.py's per-sample weights: sum(w * loss), same backward
+    f = lambda: fast.logistic_forward(z, y, w)[0] * 1.7
+    check("logistic, weighted", attn.logistic_backward(1.7, fast.logistic_forward(z, y, w)[1]), f,
+          z)
+    zs, ys = 3 * rng.standard_normal((2, 9)), rng.integers(0, 2, (2, 9))
+    assert np.array_equal(fast.logistic_forward(zs, ys)[0], attn.logistic_forward(zs, ys)[0])
 
 
 def test_grad_embed_and_mlp():
@@ -695,23 +701,22 @@ def test_loss_refuses_bad_weights_labels_and_logits():
     """Issue 23: NaN weights gave a NaN loss, negative ones a wrong loss, a weight vector of the
     wrong shape numpy's broadcast error; labels other than 0/1 went into logistic_forward
     silently. All are refused by name, by loss_and_grads and logistic_forward alike, on one run
-    and on a stack."""
+    and on a stack (per-sample weights are fast.py's: attn.py's loss is the plain mean)."""
     cfg, p, X, y = _api_case()
     z = np.zeros(3)
     for bad in (np.array([0.3, np.nan, 0.3]), np.array([0.5, -0.5, 0.5]),
                 np.array([np.inf, 0.0, 0.0]), np.array([1, -1, 1])):
         _refused_in_one_line(r"weights must be finite and >= 0, got (nan|-0\.5|inf|-1)",
-                             lambda: attn.loss_and_grads(p, cfg, X, y, weights=bad),
                              lambda: fast.loss_and_grads(p, cfg, X, y, weights=bad),
-                             lambda: attn.logistic_forward(z, y, bad))
+                             lambda: fast.logistic_forward(z, y, bad))
     for bad in (np.ones(2), np.ones((1, 3)), np.ones(()), np.ones((3, 1))):
         _refused_in_one_line(r"weights must be .* of shape \(3,\) \(one weight per example\)",
-                             lambda: attn.loss_and_grads(p, cfg, X, y, weights=bad),
-                             lambda: attn.logistic_forward(z, y, bad))
+                             lambda: fast.loss_and_grads(p, cfg, X, y, weights=bad),
+                             lambda: fast.logistic_forward(z, y, bad))
     for bad in ([1 / 3] * 3, 0.5, np.array(["1", "1", "1"])):
         _refused_in_one_line(r"weights must be None or a numpy array of shape \(3,\)",
-                             lambda: attn.loss_and_grads(p, cfg, X, y, weights=bad),
-                             lambda: attn.logistic_forward(z, y, bad), kind=TypeError)
+                             lambda: fast.loss_and_grads(p, cfg, X, y, weights=bad),
+                             lambda: fast.logistic_forward(z, y, bad), kind=TypeError)
     P = {k: np.stack([v, v]) for k, v in p.items()}
     w = np.full((2, 3), 1 / 3)
     w[1, 2] = np.nan
@@ -722,19 +727,23 @@ def test_loss_refuses_bad_weights_labels_and_logits():
                 np.array([-1, 0, 1])):
         _refused_in_one_line("y must hold labels 0 and 1 only",
                              lambda: attn.loss_and_grads(p, cfg, X, bad),
-                             lambda: attn.logistic_forward(z, bad))
+                             lambda: attn.logistic_forward(z, bad),
+                             lambda: fast.logistic_forward(z, bad))
     for bad in (np.array([0, 1]), np.array([[0, 1, 1]]), np.array(1)):
         _refused_in_one_line(r"y must be a numpy array of shape \(3,\) \(one label per example\)",
                              lambda: attn.loss_and_grads(p, cfg, X, bad),
-                             lambda: attn.logistic_forward(z, bad))
+                             lambda: attn.logistic_forward(z, bad),
+                             lambda: fast.logistic_forward(z, bad))
     for bad in ([0, 1, 1], (0, 1, 1), np.array(["0", "1", "1"])):
         _refused_in_one_line(r"y must (be a numpy array of shape \(3,\)|hold labels 0 and 1 \()",
                              lambda: attn.loss_and_grads(p, cfg, X, bad),
-                             lambda: attn.logistic_forward(z, bad), kind=TypeError)
+                             lambda: attn.logistic_forward(z, bad),
+                             lambda: fast.logistic_forward(z, bad), kind=TypeError)
     for bad in ([0.0, 1.0, 2.0], np.zeros(0), np.zeros(3, int), np.float64(1.0)):
         _refused_in_one_line(r"z must be a numpy array \[\.\.\., batch >= 1\] of float logits",
-                             lambda: attn.logistic_forward(bad, np.zeros(np.shape(bad))))
-    loss, *_ = attn.loss_and_grads(p, cfg, X, y.astype(bool), weights=np.array([1, 0, 2]))
+                             lambda: attn.logistic_forward(bad, np.zeros(np.shape(bad))),
+                             lambda: fast.logistic_forward(bad, np.zeros(np.shape(bad))))
+    loss, *_ = fast.loss_and_grads(p, cfg, X, y.astype(bool), weights=np.array([1, 0, 2]))
     assert np.isfinite(loss)                           # bool labels and integer weights still run
 
 
@@ -883,7 +892,8 @@ def test_attn_py_is_the_reference_alone_and_no_module_uses_anothers_private_name
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
                 for a in n.names} | {n.module.split(".")[0] for n in ast.walk(tree)
                                      if isinstance(n, ast.ImportFrom)}
-    assert imported <= {"collections", "math", "os", "reprlib", "numpy"}, imported
+    assert imported <= {"collections", "math", "os", "reprlib", "signal", "sys", "numpy"}, \
+        imported
     for f in (attn.model_forward, attn.full_model_forward, attn.model_backward,
               attn.loss_and_grads, attn.cls_attention, fast.model_forward, fast.loss_and_grads):
         assert "path" not in inspect.signature(f).parameters, f.__name__
@@ -901,6 +911,20 @@ def test_attn_py_is_the_reference_alone_and_no_module_uses_anothers_private_name
     assert not offences, offences
 
 
+def test_attn_py_and_data_py_keep_one_contract_per_shared_name():
+    """attn.py and data.py each stand alone, so a helper both need is copied; a name both define
+    is one function, word for word (issue 40: check_bits, check_int and physical_memory had two
+    contracts or two texts)."""
+    import inspect
+    def functions(mod):
+        return {k: v for k, v in vars(mod).items() if inspect.isfunction(v) and v.__module__ ==
+                mod.__name__ and not k.startswith("_")}
+    ours, theirs = functions(attn), functions(data)
+    shared = set(ours) & set(theirs)
+    assert "physical_memory" in shared
+    assert [k for k in shared if inspect.getsource(ours[k]) != inspect.getsource(theirs[k])] == []
+
+
 def test_attn_py_alone_proves_itself(tmp_path, monkeypatch):
     """python attn.py in an empty folder: every backward against central differences, the worst
     relative error printed and below 1e-6; and the check fails on a wrong backward (LayerNorm's
@@ -914,7 +938,9 @@ def test_attn_py_alone_proves_itself(tmp_path, monkeypatch):
     assert {k.split(":")[0] for k in errors} >= {"layernorm", "linear", "softmax", "dropout",
                                                  "gelu", "relu", "mlp", "embed", "logistic",
                                                  "attention_cls", "self_attention", "model",
-                                                 "full model", "model, dropout"}
+                                                 "full model", "model, dropout", "model, no mlp",
+                                                 "model, relu, no ln", "f_tf-head"}
+    assert len(r.stdout.splitlines()) == 1 and not r.stderr and "5 configurations" in r.stdout
     real = attn.layernorm_backward
     monkeypatch.setattr(attn, "layernorm_backward", lambda dy, c: (
         lambda dx, dg, db: (dx + c[1] * (dy * c[2]).mean(-1, keepdims=True), dg, db))(*real(dy, c)))
@@ -922,6 +948,95 @@ def test_attn_py_alone_proves_itself(tmp_path, monkeypatch):
     bad = attn.gradient_checks()                              # both wrong: one run of the check
     assert bad["layernorm: dx"] > 1e-3 and bad["model: dE_pos"] > 1e-3
     assert bad["softmax: ds"] > 1e-3
+
+
+# forwards planted wrong in a copy of attn.py, each wrong the same way in its backward where it has
+# one (so every gradient still agrees with central differences): the definitions must see them
+ATTN_PLANTS = {
+    "the query read from row 0": [('linear_forward(Xn[:, -1], w["W_Q"]',
+                                   'linear_forward(Xn[:, 0], w["W_Q"]', 1),
+                                  ("dXn[:, -1] += dz", "dXn[:, 0] += dz", 1)],
+    "scores scaled by 1/e in the [CLS]-row form": [("scale = e ** -0.5", "scale = e ** -1.0", 1)],
+    "scores scaled by 1/e in the full form": [("scale = e ** -0.5", "scale = e ** -1.0", 2)],
+    "dropout without its 1/(1-p)": [(" / x.dtype.type(1.0 - p)", "", 1)],
+}
+
+
+def planted_attn(tmp_path, name):
+    """A copy of attn.py with the plant `name` (each (old, new, n): the n-th `old` replaced),
+    imported as a module of its own."""
+    import importlib.util
+    text = open(os.path.join(HERE, "attn.py"), encoding="utf-8").read()
+    for old, new, n in ATTN_PLANTS[name]:
+        at = [m.start() for m in re.finditer(re.escape(old), text)][n - 1]
+        text = text[:at] + new + text[at + len(old):]
+    path = tmp_path / f"attn_{len(list(tmp_path.iterdir()))}.py"
+    path.write_text(text, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_attn_py_self_check_sees_forwards_planted_wrong(tmp_path):
+    """Issue 40: a forward wrong the same way in its backward passed a check of derivatives alone.
+    `python attn.py` checks the definitions too: the [CLS]-row model against the full model's
+    [CLS] row in every configuration (LN on and off, GELU and ReLU, with and without the MLP) and
+    dropout's mean; each plant fails them, and the one printed line says FAILED. The first plant,
+    run as the command, passes every gradient and still exits 1."""
+    clean = attn.definition_checks()
+    assert max(v for k, v in clean.items() if k != "dropout") < attn.FORMS_TOL
+    assert clean["dropout"] < attn.DROPOUT_SE
+    assert {k for k in clean if k != "dropout"} == {"[CLS] row: " + k for k in attn.CHECK_CFGS}
+    cfgs = [attn.default_config(**c) for c in attn.CHECK_CFGS.values()]
+    assert {(c["ln"], c["act"], c["mlp"] > 0) for c in cfgs} >= {
+        (True, "gelu", True), (False, "relu", True), (True, "gelu", False), (False, "gelu", False)}
+    for name in ATTN_PLANTS:
+        m = planted_attn(tmp_path, name)
+        bad = m.definition_checks()
+        if name.startswith("dropout"):
+            assert bad["dropout"] > 10 * attn.DROPOUT_SE, (name, bad)
+        else:
+            assert min(v for k, v in bad.items() if k != "dropout") > 1e-3, (name, bad)
+        m.gradient_checks = lambda: {"layernorm: dx": 1e-9}      # the definitions alone here
+        line, ok = m.self_check()
+        assert not ok and "FAILED" in line and "\n" not in line, (name, line)
+    r = run_alone([], ["-c", "import attn_0, sys; sys.exit(attn_0.main([]))"], tmp_path)
+    assert r.returncode == 1 and "FAILED" in r.stdout and len(r.stdout.splitlines()) == 1, r
+    assert float(re.search(r"worst relative error (\S+) ", r.stdout).group(1)) < attn.RTOL
+
+
+def test_attn_py_command_is_one_line_on_bad_arguments_full_stdout_and_ctrl_c(tmp_path):
+    """Issue 39: `python attn.py --bogus` ran and exited 0; a full or closed stdout and Ctrl-C
+    were tracebacks. Now: unknown arguments, one line and exit 2; stdout that cannot be written,
+    one line and exit 1; Ctrl-C, one line and exit 130."""
+    r = run_alone(["attn.py"], ["attn.py", "--bogus"], tmp_path)
+    assert r.returncode == 2 and not r.stdout and r.stderr.count("\n") == 1, r
+    assert "unknown argument(s) --bogus" in r.stderr
+    quick = ("import sys, attn; attn.self_check = lambda: ('attn.py: the line', True); "
+             "sys.exit(attn.main([]))")                   # main's printing, not the 2 s check
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([sys.executable, "-E", "-c", quick], cwd=tmp_path, env=env,
+                               stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert r.returncode == 1 and r.stderr.strip() == ("attn.py: cannot write its result to "
+                                                          "stdout: No space left on device"), r
+    p = subprocess.Popen([sys.executable, "-E", "-c", quick], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()                                      # `python attn.py | head -0`
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 1 and err == "attn.py: cannot write its result to stdout: " \
+                                              "Broken pipe\n", err
+    go = ("import runpy, sys; print('go', flush=True); sys.argv = ['attn.py']; "
+          "runpy.run_path('attn.py', run_name='__main__')")
+    p = subprocess.Popen([sys.executable, "-E", "-c", go], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "go\n"
+    time.sleep(0.5)                                       # in the check (it takes over a second)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and err == "\nattn.py: interrupted\n" and not out, (out, err)
 
 
 # ===============================================================================================
