@@ -7,7 +7,7 @@ section of the file whose behaviour it specifies. Helpers and fixtures that seve
 (small run options, run_cli, the session's smoke sweep smoke_ref) come first; a helper that one
 section uses opens that section.
 
-Gradient checks (attn.py's section): float64 central differences (theory.numerical_gradient) of
+Gradient checks (attn.py's section): float64 central differences (theory.numerical_jacobian) of
 sum(out * dout) with a random upstream gradient dout, inputs off-centre, LayerNorm gain != 1 and
 shift != 0, and parameters moved well away from their initial values.
 
@@ -157,12 +157,12 @@ def report_worst_gradient_error():
         print(f"\nlargest relative gradient error: {WORST[name]:.2e} ({name}), {len(WORST)} checks")
 
 
-rel_error = theory.rel_error   # the project's one relative error and numerical gradient
+rel_error = attn.rel_error   # the project's one relative error
 
 
 def numeric_grad(f, x):
     """Central differences of the scalar f() with respect to array x (moved in place)."""
-    return theory.numerical_gradient(lambda _: f(), x)
+    return theory.numerical_jacobian(lambda _: f(), x)
 
 
 def check(name, analytic, f, x):
@@ -2828,7 +2828,7 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
     assert edges[1000]["edge"] == (128, None) and edges[3000]["edge"] == (None, 64)
     assert edges[3000]["states"][2] == "not run" and edges[10]["ln_T"] is None
     assert edges[300]["ln_T"] == 80 and edges[3000]["ln_T"] == round(80 * np.log(3000) / np.log(300))
-    assert edges[300]["d_p"] == report.construction_width(300, 3) == 274
+    assert edges[300]["d_p"] == theory.construction_width(300, 3) == 274
     odd = [curve(64, {300: False, 1000: True}), curve(80, {300: True, 1000: False}),
            dict(curve(96, {}), est={10: {}, 30: {}, 300: {}}, dep=dict(ratios={}))]
     edges = {e["T"]: e for e in report.width_edges(odd, fit_below=100)}
@@ -3303,7 +3303,58 @@ def test_steps_command_runs_resumes_and_pairs_two_folders(tmp_path, capsys):
 # theory.py: every [theorem check] of the theory report, and its command line
 # ===============================================================================================
 
-# ---------------- 0. the numerical helpers: numerical_gradient, numerical_jacobian, rel_error ----
+# ---------------- where theory sits: below the studies, one contract per name --------------------
+STUDIES = {"mechanism", "report", "sweep", "families", "steps", "folder"}
+
+
+def project_imports(name):
+    """-> the project modules `name` imports, directly or through others, counting imports inside
+    functions too (read from the source with ast, so a lazy import counts as well)."""
+    import ast
+    project = {os.path.basename(f)[:-3] for f in glob.glob(os.path.join(HERE, "*.py"))}
+    seen, todo = set(), [name]
+    while todo:
+        tree = ast.parse(open(os.path.join(HERE, todo.pop() + ".py"), encoding="utf-8").read())
+        for n in ast.walk(tree):
+            mods = ([a.name for a in n.names] if isinstance(n, ast.Import) else
+                    [n.module] if isinstance(n, ast.ImportFrom) and n.module else [])
+            for m in {m.split(".")[0] for m in mods} & project - seen - {name}:
+                seen.add(m)
+                todo.append(m)
+    return seen
+
+
+def test_theory_sits_below_every_study():
+    """theory.py imports the model, the data, the hypotheses, the statistics and the training loop
+    (and what those import), never a study, also not through another module; the studies import
+    theory's measures. The check can fail: mechanism.py reaches folder.py and sweep.py."""
+    below = project_imports("theory")
+    assert not below & STUDIES, sorted(below & STUDIES)
+    assert {"attn", "data", "hypotheses", "stats", "train", "cli"} <= below, sorted(below)
+    assert {"folder", "sweep"} <= project_imports("mechanism")
+    assert "theory" in project_imports("mechanism") and "theory" in project_imports("report")
+    assert not project_imports("cli")                               # the shared helper: stdlib only
+
+
+def test_theory_defines_no_name_another_module_defines():
+    """One contract per name: a function or constant theory.py defines is defined nowhere else in
+    the project (attn.py's numerical_gradient calls f(); theory's numerical_jacobian calls f(x))."""
+    import ast
+
+    def defined(name):
+        tree = ast.parse(open(os.path.join(HERE, name + ".py"), encoding="utf-8").read())
+        return ({n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+                | {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                   if isinstance(t, ast.Name)})
+    ours = {n for n in defined("theory") if not n.startswith("_")} - {"main"}   # each command's
+    assert {"norm_measures", "covering_constant", "construction_width", "numerical_jacobian"} <= ours
+    clashes = {f"{os.path.basename(f)[:-3]}.{n}" for f in glob.glob(os.path.join(HERE, "*.py"))
+               if os.path.basename(f) not in ("theory.py", "test_all.py")
+               for n in ours & defined(os.path.basename(f)[:-3])}
+    assert not clashes, sorted(clashes)
+
+
+# ---------------- 0. the numerical helpers: numerical_jacobian (theory), rel_error (attn) ------
 
 def cubic(x):  # f(X) = sum(X^3) + X[0, 1] X[1, 2]; X [2, 3]
     return float((x ** 3).sum() + x[0, 1] * x[1, 2])
@@ -3316,35 +3367,35 @@ def cubic_grad(x):  # -> [2, 3]
     return g
 
 
-def test_numerical_gradient_matches_a_known_gradient_on_a_2x3_array():
+def test_numerical_jacobian_of_a_scalar_is_a_known_gradient_on_a_2x3_array():
     x = np.random.default_rng(0).standard_normal((2, 3)) + 0.5
     before = x.copy()
-    g = theory.numerical_gradient(cubic, x)
+    g = theory.numerical_jacobian(cubic, x)
     assert g.shape == (2, 3) and g.dtype == np.float64
-    assert theory.rel_error(g, cubic_grad(x)) < 1e-8
+    assert attn.rel_error(g, cubic_grad(x)) < 1e-8
     assert np.array_equal(x, before)                   # every element restored exactly
 
 
-def test_numerical_gradient_can_fail():
+def test_numerical_jacobian_can_fail():
     x = np.random.default_rng(1).standard_normal((2, 3)) + 0.5
     wrong = 3 * x ** 2                                  # forgets the cross term X[0,1] X[1,2]
-    assert theory.rel_error(theory.numerical_gradient(cubic, x), wrong) > 1e-2
+    assert attn.rel_error(theory.numerical_jacobian(cubic, x), wrong) > 1e-2
 
 
-def test_numerical_gradient_sees_x_through_a_closure():
+def test_numerical_jacobian_sees_x_through_a_closure():
     x = np.array([[1.0, 2.0], [3.0, 4.0]])
     params = {"x": x}                                   # f reads x elsewhere, ignores its argument
-    g = theory.numerical_gradient(lambda _: float((params["x"] ** 2).sum()), x)
-    assert theory.rel_error(g, 2 * x) < 1e-9
+    g = theory.numerical_jacobian(lambda _: float((params["x"] ** 2).sum()), x)
+    assert attn.rel_error(g, 2 * x) < 1e-9
 
 
-def test_numerical_gradient_restores_x_when_f_raises():
+def test_numerical_jacobian_restores_x_when_f_raises():
     x = np.zeros(3)
 
     def boom(v):
         raise RuntimeError("f failed")
     with pytest.raises(RuntimeError, match="f failed"):
-        theory.numerical_gradient(boom, x)
+        theory.numerical_jacobian(boom, x)
     assert np.array_equal(x, np.zeros(3))
 
 
@@ -3352,29 +3403,28 @@ def test_numerical_jacobian_shape_and_values():
     x = np.random.default_rng(2).standard_normal((2, 3))
     M = np.random.default_rng(3).standard_normal((4, 2, 3))
     J = theory.numerical_jacobian(lambda v: np.tensordot(M, v, axes=2), x)   # [4] -> [4, 2, 3]
-    assert J.shape == (4, 2, 3) and theory.rel_error(J, M) < 1e-9
+    assert J.shape == (4, 2, 3) and attn.rel_error(J, M) < 1e-9
     v = np.array([1.0, -2.0, 0.5])
     J = theory.numerical_jacobian(lambda u: 2 * u ** 2, v)                    # [k, d] for 1-D
-    assert J.shape == (3, 3) and theory.rel_error(J, np.diag(4 * v)) < 1e-9
+    assert J.shape == (3, 3) and attn.rel_error(J, np.diag(4 * v)) < 1e-9
 
 
 def test_rel_error_known_values():
-    assert theory.rel_error(np.ones((2, 2)), np.ones((2, 2))) == 0.0
-    assert theory.rel_error([3.0, 4.0], [0.0, 0.0]) == 1.0            # 5 / max(5, 0)
-    assert theory.rel_error([1.0, 0.0], [-1.0, 0.0]) == 2.0           # the largest possible
-    assert abs(theory.rel_error([3.0, 4.0], [3.0, 4.5]) - 0.5 / np.hypot(3, 4.5)) < 1e-15
-    assert theory.rel_error(0.0, 0.0) == 0.0                           # 0 / 1e-300
-    assert np.isnan(theory.rel_error([np.nan], [1.0]))                 # `< tol` then fails
+    assert attn.rel_error(np.ones((2, 2)), np.ones((2, 2))) == 0.0
+    assert attn.rel_error([3.0, 4.0], [0.0, 0.0]) == 1.0            # 5 / max(5, 0)
+    assert attn.rel_error([1.0, 0.0], [-1.0, 0.0]) == 2.0           # the largest possible
+    assert abs(attn.rel_error([3.0, 4.0], [3.0, 4.5]) - 0.5 / np.hypot(3, 4.5)) < 1e-15
+    assert attn.rel_error(0.0, 0.0) == 0.0                           # 0 / 1e-300
+    assert np.isnan(attn.rel_error([np.nan], [1.0]))                 # `< tol` then fails
     # L2 over all entries, not the max-abs ratio: (3, 4) vs (3, 0) is 4/5, not 4/4
-    assert abs(theory.rel_error([3.0, 4.0], [3.0, 0.0]) - 0.8) < 1e-15
+    assert abs(attn.rel_error([3.0, 4.0], [3.0, 0.0]) - 0.8) < 1e-15
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: theory.numerical_gradient(cubic, [[1.0, 2.0]]), "float64 numpy array"),
-    (lambda: theory.numerical_gradient(cubic, np.ones((2, 3), np.float32)), "float32"),
-    (lambda: theory.numerical_gradient(cubic, np.ones((2, 3)), h=0), "h must be"),
-    (lambda: theory.numerical_gradient(lambda v: v, np.ones(3)), r"scalar, got shape \(3,\)"),
-    (lambda: theory.rel_error(np.ones(3), np.ones(4)), r"\(3,\) and \(4,\)"),
+    (lambda: theory.numerical_jacobian(cubic, [[1.0, 2.0]]), "float64 numpy array"),
+    (lambda: theory.numerical_jacobian(cubic, np.ones((2, 3), np.float32)), "float32"),
+    (lambda: theory.numerical_jacobian(cubic, np.ones((2, 3)), h=0), "h must be"),
+    (lambda: theory.numerical_jacobian(cubic, np.ones((0, 3))), r"one element, got shape \(0, 3\)"),
     (lambda: stats.fit_line([1.0, 1.0], [2.0, 3.0]), "distinct"),
 ])
 def test_helpers_refuse_bad_input_in_one_line(call, message):
@@ -3460,6 +3510,19 @@ def _build(name, T, s, seed=0):
     return task, p, cfg, info
 
 
+def test_construction_width_and_the_papers_score_gap():
+    """The code width max(8, ceil(16 s ln T)) the head is built with, and the paper's gap
+    R = ln((T - s)/(s eps)), which the built head's R follows within a constant (eps = its leak)."""
+    assert theory.construction_width(300, 3) == 274 and theory.construction_width(2, 1) == 12
+    assert theory.construction_width(1, 1, code_factor=1.0) == 8                 # the floor
+    assert abs(theory.paper_score_gap(103, 3, 0.01) - math.log(100 / 0.03)) < 1e-12
+    assert np.allclose(theory.paper_score_gap([13, 103], 3, 0.1), np.log([10 / 0.3, 100 / 0.3]))
+    for T in (100, 1000):
+        info = _build("and", T, 3)[3]
+        assert info["d_p"] == theory.construction_width(T, 3)
+        assert abs(info["R"] - theory.paper_score_gap(T, 3, info["spacing"] / 4)) < 1.0
+
+
 @pytest.mark.parametrize("T,s", [(10, 1), (10, 5), (100, 3), (1000, 4), (10000, 2)])
 def test_construction_exact(T, s):
     for name in data.TASKS:
@@ -3516,8 +3579,8 @@ def test_lse_gradient_is_attention():
     assert g["formula"] < 1e-7 and g["head"] < 1e-7
     assert g["grad_norm"] > 0.1                                # not 0 against 0
     K, q = np.random.default_rng(1).standard_normal((5, 3)), np.ones(3)
-    fd = theory.numerical_gradient(lambda x: theory.lse(K @ x, 2.0), q)
-    assert theory.rel_error(theory.lse_grad(K, q, 1.0), fd) > 1e-3   # a wrong beta is caught
+    fd = theory.numerical_jacobian(lambda x: theory.lse(K @ x, 2.0), q)
+    assert attn.rel_error(theory.lse_grad(K, q, 1.0), fd) > 1e-3   # a wrong beta is caught
 
 
 def test_lse_hessian_is_beta_covariance_and_psd():
@@ -4242,8 +4305,8 @@ def test_m_grid_and_limit_caches_refuse_impossible_values(smoke_ref, tmp_path, m
 
 
 # ---- issue 33: the mechanism
-# mechanism.py: the norms and covering constant (one copy, theory.py imports it), the measurement
-# of a trained model on weights whose answer is known, the study's CSV and its resume, the report.
+# mechanism.py: the measurement (with theory.py's norms and covering constant, one copy) of a
+# trained model on weights whose answer is known, the study's CSV and its resume, the report.
 import mechanism  # noqa: E402
 
 
@@ -4280,13 +4343,14 @@ def test_mechanism_measures_a_head_with_a_known_W_QK():
     assert abs(m["per_head"]["mass_on_S"][1] - 2 / (T + 1)) < 1e-12   # head 1: uniform
     assert m["per_head"]["score_gap"][1] == 0 and m["per_head"]["score_scale"][1] == 0
     assert abs(m["norm_V"] - 1) < 1e-12 and abs(m["norm_O"] - 2) < 1e-12
-    nm = mechanism.norm_measures(p, cfg)
-    assert m["covering_constant"] == mechanism.covering_constant(nm) > 0
+    nm = theory.norm_measures(p, cfg)
+    assert m["covering_constant"] == theory.covering_constant(nm) > 0
 
 
-def test_theory_uses_the_mechanism_norms_not_a_copy():
-    for name in ("norm_measures", "covering_constant", "spectral_norm"):
-        assert getattr(theory, name) is getattr(mechanism, name), name
+def test_the_studies_use_theorys_measures_not_a_copy():
+    for name in ("norm_measures", "covering_constant", "paper_score_gap"):
+        assert getattr(mechanism, name) is getattr(theory, name), name
+    assert report.construction_width is theory.construction_width
 
 
 def test_mechanism_attention_agrees_with_attn_reference():
