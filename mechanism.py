@@ -29,7 +29,6 @@ if __name__ == "__main__":
     cli.quiet_interrupts("mechanism.py")
     cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
 
-import csv
 import json
 import math
 import multiprocessing as mp
@@ -196,31 +195,20 @@ def plan_cells(folders, Ts, extra=(), n_seeds=20, fixed_from=None, factor=2.0):
 
 
 def read_plan(out):
-    path = os.path.join(out, "plan.json")
-    try:
-        with open(path) as f:
-            plan = json.load(f)
-    except FileNotFoundError:
-        raise ValueError(f"{path} is missing: write it first with `python mechanism.py plan "
-                         f"{out} FOLDER ...`") from None
-    except ValueError:
-        raise ValueError(f"{path} is not a plan (damaged?)") from None
-    if not isinstance(plan, dict) or not {"seeds", "bar", "cells"} <= set(plan):
-        raise ValueError(f"{path} is not a plan: it needs seeds, bar and cells")
-    return plan
+    """OUT/plan.json, every field checked (folder.read_plan: the harness every study stands on)."""
+    return folder.read_plan(out)
 
 
 # ======== 3. THE RUNS: one CSV row per trained run ==============================================
 # A row holds the run (design, d, T, m, seed), its outcome (success = the FINAL test accuracy >=
 # the bar; the test set never chooses anything), what the monitor saw at the logged steps, the
-# training loss, and measure_mechanism's numbers. The columns folder.read_rows needs are there
-# too, so the project's reader (torn rows, types) reads this CSV as it reads a sweep's.
+# training loss, and measure_mechanism's numbers. The folder is folder.py's, as a sweep's is: one
+# command at a time under its lock, rows read and checked by its one reader and validator
+# (folder.MECHANISM_ROWS: types and ranges, each row against the plan, two rows of one run), each
+# row written, flushed and synced as it finishes (folder.RowWriter), a torn last row cut away
+# only from a file this study wrote.
 
-FIELDS = ("design", "d", "T", "m", "seed", "success", "test_acc", "best_test_acc", "best_step",
-          "train_acc", "final_loss", "min_loss", "loss_jump", "covering_constant", "B_X",
-          "score_scale", "norm_V", "norm_O", "top_head", "mass_on_S", "score_gap", "heads_on_S",
-          "top_score_scale", "top_norm_V", "top_norm_O", "attn_on_S", "model", "task", "s",
-          "steps", "seconds", "cpu_seconds")
+FIELDS = folder.MECHANISM_FIELDS
 MEASURED = ("covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "top_head",
             "mass_on_S", "score_gap", "heads_on_S", "top_score_scale", "top_norm_V", "top_norm_O")
 LOG_EVERY = 100     # the monitor's steps (gcd with the run's steps, so the last is one of them)
@@ -282,25 +270,21 @@ def train_cell(runs):
     return rows
 
 
-def row_key(r):
-    return int(r["d"]), int(r["T"]), int(r["m"]), int(r["seed"])
-
-
-def open_rows(path):
-    """(file, writer, keys of the runs already in it): the study's CSV opened for appending,
-    after cutting a torn last row (folder.drop_torn_tail), so that a rerun skips what is done and
-    never glues a row onto half of one. A CSV of other columns is refused."""
-    folder.drop_torn_tail(path)
-    header = folder.csv_header(path) if os.path.exists(path) else None
-    if header is not None and header != list(FIELDS):
-        raise ValueError(f"{path} has other columns than this study writes; use another OUT")
-    done = {row_key(r) for r in folder.read_rows([path])} if header else set()
-    fh = open(path, "a" if header else "w", newline="")
-    writer = csv.DictWriter(fh, fieldnames=FIELDS)
-    if header is None:
-        writer.writeheader()
-        fh.flush()
-    return fh, writer, done
+def study_rows(out, plan):
+    """The finished runs in OUT/runs.csv, each read and checked by folder.py (folder.read_rows,
+    folder.check_rows with folder.MECHANISM_ROWS) against the plan: a row that contradicts itself,
+    the plan (its cell, seed, task, s, steps, its success under the bar) or another row of the
+    same run is a one-line ValueError naming the file and line; a torn last row is skipped.
+    A runs.csv this study did not write (another header, or no CSV) is refused before anything
+    reads or changes it. Each run once."""
+    path = os.path.join(out, "runs.csv")
+    if folder.header_state(path, FIELDS) == "other":
+        raise ValueError(f"{path} is not the CSV of runs mechanism.py writes (another header, or "
+                         f"no CSV at all); move it away or use another folder")
+    if not os.path.exists(path):
+        return []
+    rows = folder.read_rows([path], kind=folder.MECHANISM_ROWS)
+    return folder.check_rows(rows, plan["bar"], plan, kind=folder.MECHANISM_ROWS)
 
 
 def stacks_to_run(plan, done, n_seeds=None):
@@ -332,13 +316,19 @@ def run_plan(out, workers=1, n_seeds=None, log=print):
     OUT/runs.csv, one row each, written and flushed as its stack finishes. workers > 1: that many
     worker processes (BLAS one thread each). -> the number of rows written."""
     plan = read_plan(out)
-    lock = folder.lock_folder(out)
-    path = os.path.join(out, "runs.csv")
-    fh, writer, done = open_rows(path)
-    stacks = stacks_to_run(plan, done, n_seeds)
+    lock = folder.lock_folder(out, holder=f"mechanism.py run, pid {os.getpid()}")
+    try:
+        key = folder.MECHANISM_ROWS["run"]
+        done = {key(r) for r in study_rows(out, plan)}
+        stacks = stacks_to_run(plan, done, n_seeds)
+        writer = folder.RowWriter(os.path.join(out, "runs.csv"), folder.MECHANISM_ROWS)
+    except BaseException:
+        if lock:
+            lock.close()
+        raise
     total = sum(map(len, stacks))
-    log(f"mechanism: {len(done)} runs already in {path}; {total} to run in {len(stacks)} stacks "
-        f"on {workers} worker(s)", flush=True)
+    log(f"mechanism: {len(done)} runs already in {writer.path}; {total} to run in {len(stacks)} "
+        f"stacks on {workers} worker(s)", flush=True)
     t0, n = time.perf_counter(), 0
     previous = signal.signal(signal.SIGTERM, _raise_stop)
 
@@ -346,10 +336,8 @@ def run_plan(out, workers=1, n_seeds=None, log=print):
         nonlocal n
         for row in rows:
             row["success"] = int(row["test_acc"] >= plan["bar"])    # nan (diverged): a failure
-            writer.writerow(row)
+            writer.write(row)                                       # flushed and synced
             n += 1
-        fh.flush()
-        os.fsync(fh.fileno())
         r = rows[0]
         ok = sum(x["test_acc"] >= plan["bar"] for x in rows)
         log(f"[{n}/{total}] {r['design']} d={r['d']} T={r['T']} m={r['m']} seeds "
@@ -370,9 +358,11 @@ def run_plan(out, workers=1, n_seeds=None, log=print):
             for proc in list(getattr(pool, "_processes", {}).values()):
                 proc.terminate()
             pool.shutdown(wait=False, cancel_futures=True)
-        fh.close()
-        if lock:
-            lock.close()
+        try:
+            writer.close()
+        finally:
+            if lock:
+                lock.close()
     log(f"mechanism: {n} runs in {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
     return n
 
@@ -419,8 +409,7 @@ def load_study(out):
     """(plan, {(design, d, T, m): rows sorted by seed}) with numbers as floats, for the plan's
     cells (a cell with no runs yet is left out)."""
     plan = read_plan(out)
-    path = os.path.join(out, "runs.csv")
-    rows = folder.read_rows([path]) if os.path.exists(path) else []
+    rows = study_rows(out, plan)
     by = {}
     for r in rows:
         r = dict(r, **{k: float(r[k]) for k in NUMBERS}, d=int(r["d"]), T=int(r["T"]),
@@ -810,29 +799,56 @@ def parser():
     return ap
 
 
+def write_plan(a):
+    """The `plan` command: OUT/plan.json written under the folder's lock, checked as every reader
+    checks it (folder.check_plan), into a folder that holds no runs and no file called plan.json
+    that is not a plan (someone's notes are never replaced)."""
+    folder.check_plan_size(2 * len(a.folders), len(a.Ts) + len(a.extra), a.seeds)
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        raise ValueError(f"OUT {a.out} is a file; give a folder")
+    path = os.path.join(a.out, "plan.json")
+
+    def free():                                        # checked before planning, and under the lock
+        if os.path.lexists(os.path.join(a.out, "runs.csv")):
+            raise ValueError(f"{a.out} already holds runs; a new plan goes into a new folder")
+        if os.path.lexists(path):
+            folder.read_plan(a.out)                    # only a plan is ever replaced
+    free()
+    plan = plan_cells(a.folders, a.Ts, a.extra, a.seeds, a.fixed_from, a.factor)
+    os.makedirs(a.out, exist_ok=True)
+    lock = folder.lock_folder(a.out, holder=f"mechanism.py plan, pid {os.getpid()}")
+    try:
+        free()
+        folder.check_plan(plan, path)
+        cli.write_json(path, plan)
+    finally:
+        if lock:
+            lock.close()
+    for c in plan["cells"]:
+        src = c["source"]
+        times = f"{src['factor']:g} x " if "factor" in src else ""
+        print(f"{c['design']:>10} d={c['d']:<4} T={c['T']:<6} m={c['m']:<5} = {times}m* "
+              f"{src['m_star']} [{src['m_star_lo']:g}, {src['m_star_hi']:g}] at "
+              f"T={src['T_folder']} of {src['folder']} (seeds 0-{src['n_seeds'] - 1})")
+    print(f"wrote {path}: {len(plan['cells'])} cells x {plan['seeds']} seeds")
+
+
 def main(argv=None):
     a = parser().parse_args(argv)
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)
     try:
         if a.command == "plan":
-            plan = plan_cells(a.folders, a.Ts, a.extra, a.seeds, a.fixed_from, a.factor)
-            os.makedirs(a.out, exist_ok=True)
-            path = os.path.join(a.out, "plan.json")
-            if os.path.exists(path) and os.path.exists(os.path.join(a.out, "runs.csv")):
-                raise ValueError(f"{a.out} already holds runs; a new plan goes into a new folder")
-            cli.write_json(path, plan)
-            for c in plan["cells"]:
-                src = c["source"]
-                times = f"{src['factor']:g} x " if "factor" in src else ""
-                print(f"{c['design']:>10} d={c['d']:<4} T={c['T']:<6} m={c['m']:<5} = {times}m* "
-                      f"{src['m_star']} [{src['m_star_lo']:g}, {src['m_star_hi']:g}] at "
-                      f"T={src['T_folder']} of {src['folder']} (seeds 0-{src['n_seeds'] - 1})")
-            print(f"wrote {path}: {len(plan['cells'])} cells x {plan['seeds']} seeds")
+            write_plan(a)
         elif a.command == "run":
             run_plan(a.out, a.workers, a.seeds)
         else:
-            report(a.out)
+            lock = folder.lock_folder(a.out, holder=f"mechanism.py report, pid {os.getpid()}")
+            try:
+                report(a.out)
+            finally:
+                if lock:
+                    lock.close()
     except (ValueError, Stop) as e:
         if isinstance(e, Stop):
             print("mechanism.py: terminated; the rows written so far are kept", file=sys.stderr)

@@ -75,6 +75,17 @@ TINY = ["--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4", "--n
         "--log-every", "0", "--steps", "5"]
 
 
+def run_cli_main(capsys, main, argv):
+    """(exit code, stdout, stderr) of main(argv) as the command line runs it (cli.one_line_errors)."""
+    capsys.readouterr()
+    try:
+        code = cli.one_line_errors("main", main, list(argv))
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def run_cli(capsys, *argv):
     capsys.readouterr()
     main = train.main
@@ -4255,21 +4266,24 @@ class _FullDisk:
 
 def test_a_full_disk_names_the_file_and_leaves_no_empty_csv(tmp_path, capsys, monkeypatch,
                                                             steps_ref):
-    """Disk full while a sweep or steps.py writes its CSV's header or first row: one line naming
-    the CSV's path, exit status 1, and no empty CSV left behind."""
+    """Disk full while a sweep, steps.py or mechanism.py writes its CSV's header or first row:
+    one line naming the CSV's path, exit status 1, and no empty CSV left behind."""
     real = open
     for room, command, name in [(0, "sweep", "runs.csv"), (1, "sweep", "runs.csv"),
-                                (0, "steps", "steps.csv"), (1, "steps", "steps.csv")]:
+                                (0, "steps", "steps.csv"), (1, "steps", "steps.csv"),
+                                (0, "mechanism", "runs.csv"), (1, "mechanism", "runs.csv")]:
         out = tmp_path / f"{command}-{room}"
         def full(path, mode="r", *args, room=room, **kw):       # CSVs opened to write: full
             f = real(path, mode, *args, **kw)
             return _FullDisk(f, room) if str(path).endswith(".csv") and mode in "wa" else f
         monkeypatch.setattr(folder, "open", full, raising=False)
-        argv = (["--preset", "smoke", "--workers", "1", "--out", str(out)] if command == "sweep"
-                else STEPS_TINY + ["--out", str(out)])
+        argv = {"sweep": ["--preset", "smoke", "--workers", "1", "--out", str(out)],
+                "steps": STEPS_TINY + ["--out", str(out)], "mechanism": ["run", str(out)]}[command]
+        if command == "mechanism":
+            _tiny_plan(str(out))
         capsys.readouterr()
-        code = cli.one_line_errors(f"{command}.py", sweep.main if command == "sweep"
-                                   else steps.main, argv)
+        code = cli.one_line_errors(f"{command}.py", dict(sweep=sweep.main, steps=steps.main,
+                                                         mechanism=mechanism.main)[command], argv)
         err = capsys.readouterr().err
         assert code == 1 and err.strip().splitlines() == [
             f"{command}.py: cannot access {out / name}: No space left on device"], err
@@ -4509,6 +4523,110 @@ def test_mechanism_report_on_a_synthetic_folder(tmp_path):
     lost = line("| 64 | fixed | 36 |")
     assert lost.split("|")[6].strip().startswith("1 (0.028")          # 1 run of 36
     assert mechanism.plot_study.__doc__                                 # plots: matplotlib only
+
+
+def _damaged(f, cases, argvs, main):
+    """Each case (a function that damages the folder f, words the refusal must hold) under each
+    command line: a non-zero exit, one line on stderr naming the problem, and not a byte of any
+    file changed (the lock file aside)."""
+    for damage, words in cases:
+        undo = {p: p.read_bytes() for p in f.iterdir() if p.is_file()}
+        damage(f)
+        before = {p: p.read_bytes() for p in f.iterdir() if p.is_file() and p.name != ".lock"}
+        for argv in argvs:
+            code, _, err = main(argv)
+            assert code not in (0, None) and len(err.strip().splitlines()) == 1, (words, err)
+            assert "Traceback" not in err and all(w in err for w in words), (words, err)
+            assert {p: p.read_bytes() for p in f.iterdir()
+                    if p.is_file() and p.name != ".lock"} == before
+        for p in f.iterdir():
+            if p.is_file() and p not in undo:
+                p.unlink()
+        for p, data in undo.items():
+            p.write_bytes(data)
+
+
+def _edit_plan(change):
+    def damage(f):
+        plan = json.loads((f / "plan.json").read_text())
+        change(plan)
+        (f / "plan.json").write_text(json.dumps(plan))
+    return damage
+
+
+def _edit_csv(name, line, append=False, **fields):
+    def damage(f):
+        lines = (f / name).read_text().splitlines(keepends=True)
+        edited = _edit_row(lines[line - 1], lines[0].rstrip("\r\n").split(","), **fields)
+        lines = lines + [edited] if append else lines[:line - 1] + [edited] + lines[line:]
+        (f / name).write_text("".join(lines))
+    return damage
+
+
+def test_every_study_refuses_a_damaged_plan_or_damaged_rows_in_one_line(tmp_path, capsys,
+                                                                         smoke_ref, steps_ref):
+    """One harness (folder.py) for every study: a plan or rows that are not what the study
+    writes, or contradict each other, stop mechanism.py's run and report, a sweep's report and
+    resume, steps.py's run and report in one line naming the problem (the file and line for a
+    row), before anything is written."""
+    f = tmp_path / "mechanism"
+    _synthetic_study(str(f))
+    mech = lambda argv: run_cli_main(capsys, mechanism.main, argv)
+    both = [["run", str(f)], ["report", str(f)]]
+    cell = lambda **kw: _edit_plan(lambda p: p["cells"][0].update(kw))
+    plan_cases = [
+        (_edit_plan(lambda p: p["cells"][0].pop("T")), ["cells[0] has no T"]),
+        (_edit_plan(lambda p: p["cells"][0].pop("options")), ["cells[0] has no options"]),
+        (_edit_plan(lambda p: p.update(cells="cells")), ["cells must be a non-empty list"]),
+        (cell(options=dict(steps="x")), ["steps = 'x'"]),
+        (_edit_plan(lambda p: p.update(bar="x")), ["bar must be a number in (0, 1]"]),
+        (_edit_plan(lambda p: p.update(bar=2)), ["bar must be a number in (0, 1], got 2"]),
+        (cell(d="1j"), ["d = '1j'"]),
+        (cell(design="other"), ["design 'other'"]),
+        (cell(options=dict(d=32)), ["cells[0] has d = 64 but its options train d = 32"]),
+        (_edit_plan(lambda p: p.update(seeds=10 ** 9)), ["seeds", "more than"]),
+        (_edit_plan(lambda p: p.update(cells=p["cells"] * 2)), ["cells[6] repeats cells[0]"]),
+        (lambda f: (f / "plan.json").write_text("my notes"), ["plan.json is not a plan"]),
+    ]
+    row_cases = [
+        (_edit_csv("runs.csv", 3, success="0"), ["line 3", "success 0 contradicts"]),
+        (_edit_csv("runs.csv", 2, append=True, success="1", test_acc="1.0"),
+         ["line 74", "opposite outcomes"]),
+        (_edit_csv("runs.csv", 5, task="or"), ["line 5", "task or is not its cell's task and"]),
+        (_edit_csv("runs.csv", 5, steps="500"), ["line 5", "steps 500"]),
+        (_edit_csv("runs.csv", 5, seed="99"), ["line 5", "seed 99 is not one of the plan's"]),
+        (_edit_csv("runs.csv", 5, m="21"), ["line 5", "borderline d=64 T=10 m=21 is not a cell"]),
+        (_edit_csv("runs.csv", 5, test_acc="x"), ["line 5", "not a valid mechanism row"]),
+        (lambda f: (f / "runs.csv").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff" * 40 + b"tail"),
+         ["runs.csv is not the CSV of runs mechanism.py writes"]),
+    ]
+    _damaged(f, plan_cases + row_cases, both, mech)
+    (f / "notes").mkdir()
+    (f / "notes" / "plan.json").write_text("my notes")
+    _damaged(f / "notes", [(lambda f: None, ["plan.json is not a plan"])],
+             [["plan", str(f / "notes"), "results/width/d-128", "--Ts", "10", "--seeds", "2"]],
+             mech)
+    _damaged(f, [(lambda f: None, ["--seeds 1000000000", "more than"])],
+             [["plan", str(tmp_path / "new"), "results/width/d-128", "--Ts", "10", "--seeds",
+               "1000000000"]], mech)
+    assert not (tmp_path / "new").exists()
+    g = _copy(smoke_ref, tmp_path / "sweep")
+    _damaged(g, [(lambda g: (g / "sweep.json").write_text(
+                      (smoke_ref / "sweep.json").read_text().replace('"bar": 0.99', '"bar": "x"')),
+                  ["'bar' must be a number in (0, 1]"]),
+                 (_edit_csv("runs.csv", 2, success="1", test_acc="0.5"),
+                  ["line 2", "success 1 contradicts its test accuracy 0.5"])],
+             [["sweep", "--out", str(g), "--report"], ["sweep", "--preset", "smoke", "--workers",
+                                                       "1", "--out", str(g)]],
+             lambda argv: run_cli(capsys, *argv))
+    h = _copy(steps_ref, tmp_path / "steps")
+    _damaged(h, [(lambda h: (h / "steps.json").write_text(
+                      (steps_ref / "steps.json").read_text().replace('"budget": 60',
+                                                                     '"budget": "x"')),
+                  ["budget = 'x'"]),
+                 (_edit_csv("steps.csv", 2, task="and"), ["line 2", "task and is not the"])],
+             [["steps", *STEPS_TINY, "--out", str(h), "--report"],
+              ["steps", *STEPS_TINY, "--out", str(h)]], lambda argv: run_cli(capsys, *argv))
 
 
 def test_mechanism_command_line_help_and_one_line_errors(tmp_path):
