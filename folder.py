@@ -1,5 +1,7 @@
-"""folder.py: a results folder on disk, a sweep's or steps.py's: its CSV rows, its description
-(sweep.json, steps.json) and its lock. Every command that writes runs into a folder stands on it.
+"""folder.py: a results folder on disk, a sweep's, steps.py's or mechanism.py's: its CSV rows, its
+description (sweep.json, steps.json, plan.json) and its lock. Every command that writes runs into
+a folder stands on it: a new study defines its kind of rows here (SWEEP_ROWS, STEPS_ROWS,
+MECHANISM_ROWS) and reads, checks and writes them with the functions below.
 
 A folder holds one experiment: every run is one row of OUT/runs*.csv (written and flushed as it
 finishes, so an interrupted sweep loses nothing), and OUT/sweep.json records the options, the m
@@ -9,7 +11,8 @@ write CSVs of their own into one folder; reports read them all. steps.py's folde
 kind: OUT/steps.csv (STEPS_ROWS) read, written and checked by the same functions.
 
 The file reads top to bottom: the rows (fields, reading, the one validator, appending), the
-fingerprint and the checks that rows belong to one sweep, sweep.json, the lock, the machine.
+fingerprint and the checks that rows belong to one sweep, sweep.json, a study's plan.json, the
+lock, the machine.
 """
 import csv
 import glob
@@ -106,6 +109,76 @@ STEPS_ROWS = dict(fields=STEPS_FIELDS, optional=(), filled=("seconds", "censored
                   outcome=lambda r: r["steps_to_bar"],
                   name=lambda k: f"T={k[0]} seed={k[1]}",
                   show=lambda v: "censored" if v is None else f"{v} steps")
+
+
+# mechanism.py's rows (OUT/runs.csv): one trained run of a planned cell each, its outcome (the
+# final test accuracy against the plan's bar), what the monitor saw, the loss and the mechanism's
+# measurements (nan where the run diverged).
+MECHANISM_FIELDS = ("design", "d", "T", "m", "seed", "success", "test_acc", "best_test_acc",
+                    "best_step", "train_acc", "final_loss", "min_loss", "loss_jump",
+                    "covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "top_head",
+                    "mass_on_S", "score_gap", "heads_on_S", "top_score_scale", "top_norm_V",
+                    "top_norm_O", "attn_on_S", "model", "task", "s", "steps", "seconds",
+                    "cpu_seconds")
+DESIGNS = ("borderline", "fixed")     # a cell's m: the folder's m*, or a factor times one width's
+_MECHANISM_INTS = ("d", "T", "m", "seed", "s", "steps", "best_step")
+_MECHANISM_TEXT = ("design", "model", "task", "success")
+
+
+def _mechanism_row(r):
+    """A mechanism row, checked alone (the strings kept, as the report converts them): integers
+    in range, a design and model we write, success 0 or 1, accuracies in [0, 1] or nan, every
+    other field a number, times >= 0."""
+    try:
+        t = {k: int(r[k]) for k in _MECHANISM_INTS}
+        f = {k: float(r[k]) for k in MECHANISM_FIELDS if k not in _MECHANISM_INTS + _MECHANISM_TEXT}
+        ok = (r["design"] in DESIGNS and r["model"] == "transformer" and r["task"]
+              and r["success"] in ("0", "1") and t["seed"] >= 0 and t["best_step"] >= 0
+              and min(t[k] for k in ("d", "T", "m", "s", "steps")) >= 1
+              and all(f[k] != f[k] or 0 <= f[k] <= 1 for k in ("test_acc", "best_test_acc",
+                                                               "train_acc"))
+              and f["seconds"] >= 0 and f["cpu_seconds"] >= 0)
+    except (ValueError, TypeError, AttributeError):
+        ok = False
+    if not ok:
+        bad = {k: r.get(k) for k in ("design", "d", "T", "m", "seed", "test_acc", "success")}
+        raise BadRow(f"not a valid mechanism row {bad}")
+    return r
+
+
+def _mechanism_row_in(r, plan, bar):
+    """What makes a mechanism row contradict its folder's plan (None when nothing does): success
+    against its test accuracy under the plan's bar (nan, a diverged run, is a failure); its
+    (design, d, T, m) a cell of the plan, its seed one of the plan's, its task, s and step count
+    the cell's options."""
+    acc, ok = float(r["test_acc"]), r["success"] == "1"
+    if bar is not None and ok != (acc >= bar):
+        return (f"success {int(ok)} contradicts its test accuracy {r['test_acc']} (the plan's "
+                f"bar is test accuracy >= {bar}); the row was edited or belongs to another study")
+    if not plan:
+        return None
+    key = (r["design"], int(r["d"]), int(r["T"]), int(r["m"]))
+    cell = next((c for c in plan["cells"] if (c["design"], c["d"], c["T"], c["m"]) == key), None)
+    if cell is None:
+        return (f"{key[0]} d={key[1]} T={key[2]} m={key[3]} is not a cell of the folder's plan "
+                f"(plan.json); the row was edited or belongs to another study")
+    if int(r["seed"]) >= plan["seeds"]:
+        return (f"seed {r['seed']} is not one of the plan's seeds 0..{plan['seeds'] - 1} "
+                f"(plan.json); the row was edited or belongs to another study")
+    for k in ("task", "s", "steps"):
+        if (r[k] if k == "task" else int(r[k])) != cell["options"][k]:
+            return (f"{k} {r[k]} is not its cell's {k} {cell['options'][k]} (plan.json); the row "
+                    f"was edited or belongs to another study")
+    return None
+
+
+MECHANISM_ROWS = dict(fields=MECHANISM_FIELDS, optional=(), filled=("seconds", "success"),
+                      parse=_mechanism_row, what="a mechanism.py CSV",
+                      run=lambda r: (int(r["d"]), int(r["T"]), int(r["m"]), int(r["seed"])),
+                      outcome=lambda r: r["success"] == "1",
+                      name=lambda k: f"d={k[0]} T={k[1]} m={k[2]} seed={k[3]}",
+                      show=lambda v: f"success {int(v)}",
+                      agrees=_mechanism_row_in, together=lambda rows, plan: None)
 
 
 def read_rows(paths, warn=None, kind=SWEEP_ROWS):
@@ -295,11 +368,35 @@ def csv_header(path):
     return next(csv.reader([first])) if first.endswith("\n") else None
 
 
+def header_state(path, fields):
+    """Whose CSV `path` is, read before a byte of it is changed: "fresh" (missing, empty, or the
+    start of the header this project writes, torn mid-write), "ours" (its header is `fields`),
+    or "other" (another header, or bytes that are no CSV header at all: never cut, never
+    overwritten)."""
+    if not os.path.lexists(path):
+        return "fresh"
+    if not os.path.isfile(path):
+        return "other"
+    header = csv_header(path)
+    if header is not None:
+        return "ours" if header == list(fields) else "other"
+    with open(path, "rb") as f:
+        head = f.read(len(",".join(fields)) + 3)
+    return "fresh" if (",".join(fields) + "\r\n").encode().startswith(head) else "other"
+
+
 def open_csv(path, fields=ROW_FIELDS):
     """(file, writer, fresh): `path` opened for appending rows, a header written first when the
-    file is missing or has no complete header line yet. A header that cannot be written (a full
-    disk) leaves no file behind, and the OSError names the file."""
-    fresh = not os.path.exists(path) or csv_header(path) is None
+    file is missing or has no complete header line yet (header_state "fresh"); a file of another
+    header or of bytes that are no CSV is refused (ValueError naming it), never overwritten. A
+    header that cannot be written (a full disk) leaves no file behind, and the OSError names the
+    file."""
+    state = header_state(path, fields)
+    if state == "other":
+        raise ValueError(f"{path} is not a CSV of runs this command writes (another header, or "
+                         f"no CSV at all); refusing to write into it: move it away or use "
+                         f"another folder")
+    fresh = state == "fresh"
     fh = open(path, "w" if fresh else "a", newline="")
     writer = csv.DictWriter(fh, fieldnames=fields)
     if fresh:
@@ -339,12 +436,12 @@ class RowWriter:
 
     def __init__(self, path, kind=SWEEP_ROWS):
         self.kind = kind
-        drop_torn_tail(path)
         k = 1
-        while os.path.exists(path) and csv_header(path) not in (None, list(kind["fields"])):
+        while header_state(path, kind["fields"]) == "other":
             k += 1                 # written by an older version: never touched, continued aside
             path = re.sub(r"(-part\d+)?\.csv$", f"-part{k}.csv", path)
-            drop_torn_tail(path)
+        if header_state(path, kind["fields"]) == "ours":
+            drop_torn_tail(path)   # only a file of ours is ever cut
         self.path, self.rows = path, []
         self.fh, self.writer, _ = open_csv(path, kind["fields"])
 
@@ -365,7 +462,8 @@ class RowWriter:
         except OSError:                            # removed
             pass
         self.close()
-        drop_torn_tail(self.path)
+        if header_state(self.path, self.kind["fields"]) == "ours":
+            drop_torn_tail(self.path)
         self.fh, self.writer, fresh = open_csv(self.path, self.kind["fields"])
         key = self.kind["run"]
         on_disk = {key(r) for r in ([] if fresh else read_rows([self.path], kind=self.kind))}
@@ -490,15 +588,9 @@ def check_meta(meta, path="sweep.json"):
     if not isinstance(meta["options"], dict):
         raise bad("options", f"must be an object, got {type(meta['options']).__name__}")
     for k, v in meta["options"].items():
-        if k not in MODEL_OPTIONS:
-            raise bad("options", f"names {k!r}, not an option of a sweep")
-        try:
-            ok = (isinstance(v, str) == isinstance(run_options.DEFAULTS[k], str)
-                  and run_options.PARSE[k](v) == v)
-        except ValueError:
-            ok = False
-        if not ok:
-            raise bad("options", f"has {k} = {v!r}, not a value train.py takes")
+        problem = option_problem(k, v)
+        if problem:
+            raise bad("options", problem)
     bar = meta["bar"]
     if not (isinstance(bar, (int, float)) and not isinstance(bar, bool) and 0 < bar <= 1):
         raise bad("bar", f"must be a number in (0, 1], got {bar!r}")
@@ -528,6 +620,103 @@ def check_meta(meta, path="sweep.json"):
 
 
 MODELS = ("transformer", "mlp")
+
+
+def option_problem(k, v):
+    """What is wrong with v as the value of the model option k in a folder's description (None
+    when nothing): an option of MODEL_OPTIONS, of its default's kind, a value train.py takes."""
+    if k not in MODEL_OPTIONS:
+        return f"names {k!r}, not an option of a sweep"
+    try:
+        ok = (isinstance(v, str) == isinstance(run_options.DEFAULTS[k], str)
+              and not isinstance(v, bool) and run_options.PARSE[k](v) == v)
+    except (ValueError, TypeError):
+        ok = False
+    return None if ok else f"has {k} = {v!r:.40}, not a value train.py takes"
+
+
+# ---------------------------------------------------------------- a study's plan (plan.json)
+# mechanism.py's folder: OUT/plan.json (the cells, each a design, d, T, m and the training
+# options, the seeds and the bar) and OUT/runs.csv (MECHANISM_ROWS), read and checked here as a
+# sweep's sweep.json and runs are.
+
+def read_plan(out, command="python mechanism.py plan"):
+    """OUT/plan.json as a dict, every field checked (check_plan), each cell's options completed
+    with train.py's defaults; a one-line ValueError naming the file otherwise (missing: how to
+    write it)."""
+    path = os.path.join(out, "plan.json")
+    if not os.path.lexists(path):
+        raise ValueError(f"{path} is missing: write it first with `{command} {out} FOLDER ...`")
+    try:                             # a FIFO, a device or a huge file: refused, not read
+        plan = json.loads(cli.read_text_file(path, "plan.json"))
+    except ValueError as e:
+        raise ValueError(f"{path} is not a plan ({type(e).__name__}: damaged?); restore it, or "
+                         f"use another folder") from None
+    return check_plan(plan, path)
+
+
+def check_plan(plan, path="plan.json"):
+    """A study's plan, each field checked: seeds an integer >= 1, bar a number in (0, 1], cells a
+    non-empty list of distinct cells, each with design (DESIGNS), d, T and m integers >= 1 and
+    options (train.py's values, their d the cell's d, valid together at the cell's T and m);
+    cells x seeds at most MAX_SEARCHES runs. ValueError naming the file and the field; returns
+    the plan with every cell's options completed (full_options)."""
+    def bad(field, problem):
+        return ValueError(f"{path}: {field} {problem}; not a plan mechanism.py wrote (edited or "
+                          f"damaged?)")
+    positive = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1
+    if not isinstance(plan, dict):
+        raise ValueError(f"{path} is not a plan (a JSON {type(plan).__name__}, not an object); "
+                         f"restore it, or use another folder")
+    for field in ("seeds", "bar", "cells"):
+        if field not in plan:
+            raise bad(field, "is missing")
+    if not positive(plan["seeds"]):
+        raise bad("seeds", f"must be an integer >= 1, got {plan['seeds']!r:.40}")
+    bar = plan["bar"]
+    if not (isinstance(bar, (int, float)) and not isinstance(bar, bool) and 0 < bar <= 1):
+        raise bad("bar", f"must be a number in (0, 1], got {bar!r:.40}")
+    if not (isinstance(plan["cells"], list) and plan["cells"]):
+        raise bad("cells", f"must be a non-empty list of cells, got {plan['cells']!r:.40}")
+    cells, seen = [], {}
+    for i, c in enumerate(plan["cells"]):
+        field = f"cells[{i}]"
+        if not isinstance(c, dict):
+            raise bad(field, f"must be an object, got {c!r:.40}")
+        for k in ("design", "d", "T", "m", "options"):
+            if k not in c:
+                raise bad(field, f"has no {k}")
+        if c["design"] not in DESIGNS:
+            raise bad(field, f"has design {c['design']!r:.40}, not one of {', '.join(DESIGNS)}")
+        for k in ("d", "T", "m"):
+            if not positive(c[k]):
+                raise bad(field, f"has {k} = {c[k]!r:.40}, not an integer >= 1")
+        if not isinstance(c["options"], dict):
+            raise bad(field, f"has options {c['options']!r:.40}, not an object")
+        for k, v in c["options"].items():
+            problem = option_problem(k, v)
+            if problem:
+                raise bad(field + ".options", problem)
+        options = full_options(c["options"])
+        if options["d"] != c["d"]:
+            raise bad(field, f"has d = {c['d']} but its options train d = {options['d']}")
+        try:
+            run_options.validate_options(dict(options, T=c["T"], m=c["m"]))
+        except ValueError as e:
+            raise bad(field, f"cannot be trained ({e})") from None
+        if not isinstance(c.get("source", {}), dict):
+            raise bad(field, "has a source that is not an object")
+        key = (c["design"], c["d"], c["T"], c["m"])
+        if key in seen:
+            raise bad(field, f"repeats cells[{seen[key]}] ({key[0]} d={key[1]} T={key[2]} "
+                             f"m={key[3]})")
+        seen[key] = i
+        cells.append(dict(c, options=options))
+    if len(cells) * plan["seeds"] > MAX_SEARCHES:
+        raise bad("seeds", f"= {plan['seeds']} makes {len(cells)} cells x {plan['seeds']} seeds "
+                           f"= {len(cells) * plan['seeds']} runs, more than the {MAX_SEARCHES} "
+                           f"one folder may plan")
+    return dict(plan, cells=cells)
 
 
 def csv_paths(folder, stem="runs"):

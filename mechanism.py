@@ -14,8 +14,9 @@ the same quantities on the parameters a trained run ends with (measure_mechanism
 them over seeds, T and widths: do the norms stay bounded as T grows, do they tell the runs that
 generalise from those that do not, and how does the head that attends S do it.
 
-It reads top to bottom: the norms and the covering constant (theory.py imports them: one copy),
-the measurement of one trained model, the plan of cells, the runs, the report, the command line.
+The norms, the covering constant and the construction's score gap are theory.py's (one copy: the
+paper's theory sits below the studies). It reads top to bottom: the measurement of one trained
+model, the plan of cells, the runs, the report, the command line.
 """
 import signal
 if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
@@ -28,7 +29,6 @@ if __name__ == "__main__":
     cli.quiet_interrupts("mechanism.py")
     cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
 
-import csv
 import json
 import math
 import multiprocessing as mp
@@ -43,101 +43,13 @@ import folder
 import stats
 import train
 from cli import OneLineParser, int_list, integer, number
+from theory import covering_constant, norm_measures, paper_score_gap
 
-# ======== 1. NORMS AND THE COVERING CONSTANT (Edelman Section 3) ================================
-# 1b. Norm measures of a parameter dict (attn.init_params, a training result, or a construction).
-#     Per head h (columns h*e:(h+1)*e of W_Q, W_K, W_V; rows of W_O), with the biases folded in as
-#     a constant-1 input coordinate, x~ = [x, 1]  (so a trained model's b_Q, b_K, b_V count too):
-#       W_QK = (1/sqrt(e)) [W_Q; b_Q] [W_K; b_K]^T   [d+1, d+1]  the score of x_t is z~ W_QK x~_t^T
-#       W_V  = [W_V; b_V]                             [d+1, e]
-#       W_O  = W_O[h rows]                            [e, d]
-#     B_X = max row norm of the tokens fed to attention (after LN1 when cfg["ln"]) with the 1 folded
-#     in: sqrt(B^2 + 1). Before LN1 position t holds one of only two rows, so the max over the
-#     2T + 1 distinct rows is the max over every possible input.
-
-def spectral_norm(W):  # [a, b] -> float
-    return float(np.linalg.norm(np.asarray(W, np.float64), 2))
-
-
-def norm_21(W):  # [a, b] -> float: sum over columns of the column 2-norms
-    return float(np.linalg.norm(np.asarray(W, np.float64), axis=0).sum())
-
-
-def lipschitz_after_attention(p, cfg):
-    """Lipschitz constant of the map from the attention output (after W_O) to the logit, *leaving
-    out LN2 and LNf* (their constant 1/sigma depends on the activations, not on T):
-    ||w|| (1 + L_act ||W_1||_2 ||W_2||_2), with L_act = 1 for ReLU and 1.13 for GELU."""
-    attn.check_params(p, cfg)
-    lip = 1.0
-    if cfg["mlp"]:
-        L_act = 1.0 if cfg["act"] == "relu" else 1.13
-        lip += L_act * spectral_norm(p["W_1"]) * spectral_norm(p["W_2"])
-    return float(np.linalg.norm(p["w"])) * lip
-
-
-def norm_measures(p, cfg):
-    """Edelman Section 3's norm bounds for a parameter dict -> dict.
-    Keys: B_X, L_after (lipschitz_after_attention), and per-head lists qk_spec, qk_21, qk_fro,
-    v_spec, v_21, o_spec (spectral, (2,1) and Frobenius norms of the per-head matrices above).
-    """
-    attn.check_params(p, cfg)
-    d, H = cfg["d"], cfg["heads"]
-    e = d // H
-    f64 = {k: np.asarray(p[k], np.float64) for k in attn.ATTN_KEYS}
-    rows = np.concatenate([(p["E_tok"][:, None, :] + p["E_pos"]).reshape(-1, d),
-                           p["cls"][None]]).astype(np.float64)      # the 2T + 1 distinct tokens
-    if cfg["ln"]:
-        rows = attn.layernorm_forward(rows, p["ln1_g"].astype(np.float64),
-                                      p["ln1_b"].astype(np.float64))[0]
-    B = float(np.linalg.norm(rows, axis=1).max())
-    keys = ("qk_spec", "qk_21", "qk_fro", "v_spec", "v_21", "o_spec")
-    out = dict(B_X=float(np.hypot(B, 1.0)), L_after=lipschitz_after_attention(p, cfg),
-               **{k: [] for k in keys})
-    for h in range(H):
-        c = slice(h * e, (h + 1) * e)
-        Q = np.vstack([f64["W_Q"][:, c], f64["b_Q"][c]])                # [d+1, e]
-        K = np.vstack([f64["W_K"][:, c], f64["b_K"][c]])
-        V = np.vstack([f64["W_V"][:, c], f64["b_V"][c]])
-        W_QK = (Q @ K.T) * e ** -0.5                                       # [d+1, d+1]
-        for k, v in zip(keys, (spectral_norm(W_QK), norm_21(W_QK), float(np.linalg.norm(W_QK)),
-                               spectral_norm(V), norm_21(V), spectral_norm(f64["W_O"][c]))):
-            out[k].append(v)
-    return out
-
-
-# 1c. The covering number and the generalization gap, in the RECONSTRUCTED shape (Edelman
-#     Section 3 gives the shape; we could not confirm its exact constants, so these are ours, in
-#     the style of Bartlett-Foster-Telgarsky 2017). For head h, with L_h = ||W_O,h||_2 * L_after:
-#       scores   z~ W_QK x~_t = <W_QK, z~ x~_t^T> over the m(T+1) (sample, position) pairs: a
-#                linear class in W_QK of scale a1 = ||W_QK||_F B_X^2 (Frobenius: it is <= the (2,1)
-#                norm, and that of e_CLS u^T, ||u||_1, is loose by up to sqrt(d)); an l_inf error e1
-#                in the scores is an l_1 error 2 e1 in the weights (1a): rho1 = 2 B_X ||W_V||_2 L_h
-#       values   x~_t W_V over the m(T+1) tokens: a2 = ||W_V||_{2,1} B_X, rho2 = L_h
-#       readout  the head output (norm <= B_X ||W_V||_2) read out: a3 = B_X ||W_V||_2 L_h, rho3 = 1
-#     A linear class of scale a has an eps-cover with log N <= a^2 log(2 d n) / eps^2 (Zhang 2002's
-#     lemma, n points). Splitting eps = sum_i rho_i eps_i optimally gives
-#       log N_inf(F; eps) <= C * log(2 d m T) / eps^2,   C = (sum_{h,i} (a_i rho_i)^(2/3))^3
-#     and the gap sqrt(C log(2 d m T) / m) (Dudley's integral, log factors dropped). T enters
-#     only through the logarithm.
-
-def covering_constant(nm):
-    """C of the reconstructed bound from norm_measures(...) output; see the comment above."""
-    if not isinstance(nm, dict) or "qk_fro" not in nm:
-        raise ValueError(f"nm must be the dict returned by norm_measures, got {type(nm).__name__}")
-    B, total = nm["B_X"], 0.0
-    for qkF, v2, v21, o2 in zip(nm["qk_fro"], nm["v_spec"], nm["v_21"], nm["o_spec"]):
-        L = o2 * nm["L_after"]
-        terms = ((qkF * B * B) * (2 * B * v2 * L), (v21 * B) * L, B * v2 * L)
-        total += sum(t ** (2.0 / 3.0) for t in terms)
-    return total ** 3
-
-
-
-# ======== 2. ONE TRAINED MODEL: the mechanism it ends with =====================================
+# ======== 1. ONE TRAINED MODEL: the mechanism it ends with =====================================
 # In a one-layer model read out at [CLS], the [CLS] token's query does not depend on the input,
 # and position t holds one of only two tokens (its bit 0 or 1): each head has 2T + 1 possible
 # scores, and an input's attention weights are the softmax of the T + 1 of them it selects.
-# measure_mechanism reads everything from those scores and from norm_measures (section 1).
+# measure_mechanism reads everything from those scores and from theory.norm_measures (Edelman Section 3).
 
 ON_S = 0.5          # a head "attends S" when its mean [CLS] attention mass on S is >= this
 N_MEASURE = 500     # inputs (the first of the run's own test set) the attention is averaged over
@@ -186,7 +98,7 @@ def measure_mechanism(p, cfg, S, X):
     """The mechanism of a trained model (params p, attn.py config cfg) on its support S, averaged
     over the inputs X [n, T] -> dict of floats (and per_head lists).
 
-    What is taken, per head h (norm_measures, section 1, with the biases folded in):
+    What is taken, per head h (theory.norm_measures, with the biases folded in):
       score scale   ||W_QK,h||_2 B_X^2: W_QK,h = [W_Q; b_Q]_h [W_K; b_K]_h^T / sqrt(e), the matrix
                     whose bilinear form is the head's score (attn.py's 1/sqrt(e) included), and
                     B_X = sqrt(B^2 + 1), B the largest norm of the 2T + 1 distinct tokens that
@@ -214,7 +126,7 @@ def measure_mechanism(p, cfg, S, X):
                 per_head={k: v.tolist() for k, v in per_head.items()})
 
 
-# ======== 3. THE PLAN: which cells (d, T, m) the study trains ==================================
+# ======== 2. THE PLAN: which cells (d, T, m) the study trains ==================================
 # Per width (a committed sweep folder) and T: the borderline m = the folder's m* (the majority
 # rule, stats.critical_sizes) over seeds 0..n-1 at the folder's T nearest T in ln T, where both
 # successes and failures occur; and a fixed m = FACTOR x the m* of one chosen width, the same m
@@ -283,31 +195,20 @@ def plan_cells(folders, Ts, extra=(), n_seeds=20, fixed_from=None, factor=2.0):
 
 
 def read_plan(out):
-    path = os.path.join(out, "plan.json")
-    try:
-        with open(path) as f:
-            plan = json.load(f)
-    except FileNotFoundError:
-        raise ValueError(f"{path} is missing: write it first with `python mechanism.py plan "
-                         f"{out} FOLDER ...`") from None
-    except ValueError:
-        raise ValueError(f"{path} is not a plan (damaged?)") from None
-    if not isinstance(plan, dict) or not {"seeds", "bar", "cells"} <= set(plan):
-        raise ValueError(f"{path} is not a plan: it needs seeds, bar and cells")
-    return plan
+    """OUT/plan.json, every field checked (folder.read_plan: the harness every study stands on)."""
+    return folder.read_plan(out)
 
 
-# ======== 4. THE RUNS: one CSV row per trained run ==============================================
+# ======== 3. THE RUNS: one CSV row per trained run ==============================================
 # A row holds the run (design, d, T, m, seed), its outcome (success = the FINAL test accuracy >=
 # the bar; the test set never chooses anything), what the monitor saw at the logged steps, the
-# training loss, and measure_mechanism's numbers. The columns folder.read_rows needs are there
-# too, so the project's reader (torn rows, types) reads this CSV as it reads a sweep's.
+# training loss, and measure_mechanism's numbers. The folder is folder.py's, as a sweep's is: one
+# command at a time under its lock, rows read and checked by its one reader and validator
+# (folder.MECHANISM_ROWS: types and ranges, each row against the plan, two rows of one run), each
+# row written, flushed and synced as it finishes (folder.RowWriter), a torn last row cut away
+# only from a file this study wrote.
 
-FIELDS = ("design", "d", "T", "m", "seed", "success", "test_acc", "best_test_acc", "best_step",
-          "train_acc", "final_loss", "min_loss", "loss_jump", "covering_constant", "B_X",
-          "score_scale", "norm_V", "norm_O", "top_head", "mass_on_S", "score_gap", "heads_on_S",
-          "top_score_scale", "top_norm_V", "top_norm_O", "attn_on_S", "model", "task", "s",
-          "steps", "seconds", "cpu_seconds")
+FIELDS = folder.MECHANISM_FIELDS
 MEASURED = ("covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "top_head",
             "mass_on_S", "score_gap", "heads_on_S", "top_score_scale", "top_norm_V", "top_norm_O")
 LOG_EVERY = 100     # the monitor's steps (gcd with the run's steps, so the last is one of them)
@@ -369,25 +270,21 @@ def train_cell(runs):
     return rows
 
 
-def row_key(r):
-    return int(r["d"]), int(r["T"]), int(r["m"]), int(r["seed"])
-
-
-def open_rows(path):
-    """(file, writer, keys of the runs already in it): the study's CSV opened for appending,
-    after cutting a torn last row (folder.drop_torn_tail), so that a rerun skips what is done and
-    never glues a row onto half of one. A CSV of other columns is refused."""
-    folder.drop_torn_tail(path)
-    header = folder.csv_header(path) if os.path.exists(path) else None
-    if header is not None and header != list(FIELDS):
-        raise ValueError(f"{path} has other columns than this study writes; use another OUT")
-    done = {row_key(r) for r in folder.read_rows([path])} if header else set()
-    fh = open(path, "a" if header else "w", newline="")
-    writer = csv.DictWriter(fh, fieldnames=FIELDS)
-    if header is None:
-        writer.writeheader()
-        fh.flush()
-    return fh, writer, done
+def study_rows(out, plan):
+    """The finished runs in OUT/runs.csv, each read and checked by folder.py (folder.read_rows,
+    folder.check_rows with folder.MECHANISM_ROWS) against the plan: a row that contradicts itself,
+    the plan (its cell, seed, task, s, steps, its success under the bar) or another row of the
+    same run is a one-line ValueError naming the file and line; a torn last row is skipped.
+    A runs.csv this study did not write (another header, or no CSV) is refused before anything
+    reads or changes it. Each run once."""
+    path = os.path.join(out, "runs.csv")
+    if folder.header_state(path, FIELDS) == "other":
+        raise ValueError(f"{path} is not the CSV of runs mechanism.py writes (another header, or "
+                         f"no CSV at all); move it away or use another folder")
+    if not os.path.exists(path):
+        return []
+    rows = folder.read_rows([path], kind=folder.MECHANISM_ROWS)
+    return folder.check_rows(rows, plan["bar"], plan, kind=folder.MECHANISM_ROWS)
 
 
 def stacks_to_run(plan, done, n_seeds=None):
@@ -419,13 +316,19 @@ def run_plan(out, workers=1, n_seeds=None, log=print):
     OUT/runs.csv, one row each, written and flushed as its stack finishes. workers > 1: that many
     worker processes (BLAS one thread each). -> the number of rows written."""
     plan = read_plan(out)
-    lock = folder.lock_folder(out)
-    path = os.path.join(out, "runs.csv")
-    fh, writer, done = open_rows(path)
-    stacks = stacks_to_run(plan, done, n_seeds)
+    lock = folder.lock_folder(out, holder=f"mechanism.py run, pid {os.getpid()}")
+    try:
+        key = folder.MECHANISM_ROWS["run"]
+        done = {key(r) for r in study_rows(out, plan)}
+        stacks = stacks_to_run(plan, done, n_seeds)
+        writer = folder.RowWriter(os.path.join(out, "runs.csv"), folder.MECHANISM_ROWS)
+    except BaseException:
+        if lock:
+            lock.close()
+        raise
     total = sum(map(len, stacks))
-    log(f"mechanism: {len(done)} runs already in {path}; {total} to run in {len(stacks)} stacks "
-        f"on {workers} worker(s)", flush=True)
+    log(f"mechanism: {len(done)} runs already in {writer.path}; {total} to run in {len(stacks)} "
+        f"stacks on {workers} worker(s)", flush=True)
     t0, n = time.perf_counter(), 0
     previous = signal.signal(signal.SIGTERM, _raise_stop)
 
@@ -433,10 +336,8 @@ def run_plan(out, workers=1, n_seeds=None, log=print):
         nonlocal n
         for row in rows:
             row["success"] = int(row["test_acc"] >= plan["bar"])    # nan (diverged): a failure
-            writer.writerow(row)
+            writer.write(row)                                       # flushed and synced
             n += 1
-        fh.flush()
-        os.fsync(fh.fileno())
         r = rows[0]
         ok = sum(x["test_acc"] >= plan["bar"] for x in rows)
         log(f"[{n}/{total}] {r['design']} d={r['d']} T={r['T']} m={r['m']} seeds "
@@ -457,9 +358,11 @@ def run_plan(out, workers=1, n_seeds=None, log=print):
             for proc in list(getattr(pool, "_processes", {}).values()):
                 proc.terminate()
             pool.shutdown(wait=False, cancel_futures=True)
-        fh.close()
-        if lock:
-            lock.close()
+        try:
+            writer.close()
+        finally:
+            if lock:
+                lock.close()
     log(f"mechanism: {n} runs in {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
     return n
 
@@ -482,7 +385,7 @@ def run_stacks(stacks, pool, workers, write):
                 write(fut.result())
 
 
-# ======== 5. THE REPORT: tables and plots from OUT/runs.csv and OUT/plan.json ===================
+# ======== 4. THE REPORT: tables and plots from OUT/runs.csv and OUT/plan.json ===================
 # Every interval is a 95% percentile interval over stats.N_BOOT resamples of the SEED labels (a drawn
 # seed brings its run in every cell; seed i of one cell and of another are unrelated runs, but
 # resampling the labels together pairs the cells, as stats.py pairs T). Medians, not means: C is
@@ -506,8 +409,7 @@ def load_study(out):
     """(plan, {(design, d, T, m): rows sorted by seed}) with numbers as floats, for the plan's
     cells (a cell with no runs yet is left out)."""
     plan = read_plan(out)
-    path = os.path.join(out, "runs.csv")
-    rows = folder.read_rows([path]) if os.path.exists(path) else []
+    rows = study_rows(out, plan)
     by = {}
     for r in rows:
         r = dict(r, **{k: float(r[k]) for k in NUMBERS}, d=int(r["d"]), T=int(r["T"]),
@@ -813,7 +715,7 @@ def plot_study(out, plan, cells, W, s, log=print):
             ax[0, 0].scatter(T * shift, r["covering_constant"], **kw)
             ax[0, 1].scatter(T * shift, r["top_score_scale"], **kw)
             ax[1, 0].scatter(T * shift, r["score_gap"], **kw)
-    line = np.log((Ts - s) / (s * EPS_LINE))
+    line = paper_score_gap(Ts, s, EPS_LINE)
     ax[0, 1].plot(Ts, line, "k--", label=f"construction: ln((T - s)/(s eps)), eps = {EPS_LINE}")
     ax[1, 0].plot(Ts, line, "k--", label=f"construction: ln((T - s)/(s eps)), eps = {EPS_LINE}")
     for d, c in colours.items():
@@ -848,7 +750,7 @@ def plot_study(out, plan, cells, W, s, log=print):
     return path
 
 
-# ======== 6. THE COMMAND LINE ====================================================================
+# ======== 5. THE COMMAND LINE ====================================================================
 
 def extra_cells(text):
     """Parser for --extra: d:T pairs, comma-separated (128:10000)."""
@@ -897,29 +799,56 @@ def parser():
     return ap
 
 
+def write_plan(a):
+    """The `plan` command: OUT/plan.json written under the folder's lock, checked as every reader
+    checks it (folder.check_plan), into a folder that holds no runs and no file called plan.json
+    that is not a plan (someone's notes are never replaced)."""
+    folder.check_plan_size(2 * len(a.folders), len(a.Ts) + len(a.extra), a.seeds)
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        raise ValueError(f"OUT {a.out} is a file; give a folder")
+    path = os.path.join(a.out, "plan.json")
+
+    def free():                                        # checked before planning, and under the lock
+        if os.path.lexists(os.path.join(a.out, "runs.csv")):
+            raise ValueError(f"{a.out} already holds runs; a new plan goes into a new folder")
+        if os.path.lexists(path):
+            folder.read_plan(a.out)                    # only a plan is ever replaced
+    free()
+    plan = plan_cells(a.folders, a.Ts, a.extra, a.seeds, a.fixed_from, a.factor)
+    os.makedirs(a.out, exist_ok=True)
+    lock = folder.lock_folder(a.out, holder=f"mechanism.py plan, pid {os.getpid()}")
+    try:
+        free()
+        folder.check_plan(plan, path)
+        cli.write_json(path, plan)
+    finally:
+        if lock:
+            lock.close()
+    for c in plan["cells"]:
+        src = c["source"]
+        times = f"{src['factor']:g} x " if "factor" in src else ""
+        print(f"{c['design']:>10} d={c['d']:<4} T={c['T']:<6} m={c['m']:<5} = {times}m* "
+              f"{src['m_star']} [{src['m_star_lo']:g}, {src['m_star_hi']:g}] at "
+              f"T={src['T_folder']} of {src['folder']} (seeds 0-{src['n_seeds'] - 1})")
+    print(f"wrote {path}: {len(plan['cells'])} cells x {plan['seeds']} seeds")
+
+
 def main(argv=None):
     a = parser().parse_args(argv)
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)
     try:
         if a.command == "plan":
-            plan = plan_cells(a.folders, a.Ts, a.extra, a.seeds, a.fixed_from, a.factor)
-            os.makedirs(a.out, exist_ok=True)
-            path = os.path.join(a.out, "plan.json")
-            if os.path.exists(path) and os.path.exists(os.path.join(a.out, "runs.csv")):
-                raise ValueError(f"{a.out} already holds runs; a new plan goes into a new folder")
-            cli.write_json(path, plan)
-            for c in plan["cells"]:
-                src = c["source"]
-                times = f"{src['factor']:g} x " if "factor" in src else ""
-                print(f"{c['design']:>10} d={c['d']:<4} T={c['T']:<6} m={c['m']:<5} = {times}m* "
-                      f"{src['m_star']} [{src['m_star_lo']:g}, {src['m_star_hi']:g}] at "
-                      f"T={src['T_folder']} of {src['folder']} (seeds 0-{src['n_seeds'] - 1})")
-            print(f"wrote {path}: {len(plan['cells'])} cells x {plan['seeds']} seeds")
+            write_plan(a)
         elif a.command == "run":
             run_plan(a.out, a.workers, a.seeds)
         else:
-            report(a.out)
+            lock = folder.lock_folder(a.out, holder=f"mechanism.py report, pid {os.getpid()}")
+            try:
+                report(a.out)
+            finally:
+                if lock:
+                    lock.close()
     except (ValueError, Stop) as e:
         if isinstance(e, Stop):
             print("mechanism.py: terminated; the rows written so far are kept", file=sys.stderr)

@@ -31,6 +31,7 @@ from folder import folder_rows, full_options
 from stats import (bound_text, critical_sizes, fit_line, log_departure, paired_growth, paired_ratio,
                    scaling_fits, seed_outcome, split_by_T, success_estimates, surely_above,
                    surely_below)
+from theory import construction_width
 
 # ---------------------------------------------------------------- the paper's figure -----------
 # "Transformer, 3-way AND": the critical sample size m* per T, read off the published image to
@@ -563,14 +564,6 @@ def compare_plot(entries, path, title):
     return save_figure(plt, fig, path)
 
 # ---------------------------------------------------------------- the width study
-
-def construction_width(T, s, code_factor=16.0):
-    """The width d_p of the positional codes in theory.py's sparse-head construction,
-    max(8, ceil(code_factor * s * ln T)): random +-1/sqrt(d_p) codes stay nearly orthogonal over T
-    positions at about 16 s ln T (about 8 ln T was seen to fail). The width table sets it beside
-    the widths trained; theory.py builds its heads with it."""
-    return max(8, int(math.ceil(code_factor * s * math.log(max(T, 2)))))
-
 
 def pool_by_width(folders, n_seeds=None, Ts=None):
     """{d: pool} of the folders' Transformer rows, one pool per width d. Folders of the same d are

@@ -7,7 +7,7 @@ section of the file whose behaviour it specifies. Helpers and fixtures that seve
 (small run options, run_cli, the session's smoke sweep smoke_ref) come first; a helper that one
 section uses opens that section.
 
-Gradient checks (attn.py's section): float64 central differences (theory.numerical_gradient) of
+Gradient checks (attn.py's section): float64 central differences (theory.numerical_jacobian) of
 sum(out * dout) with a random upstream gradient dout, inputs off-centre, LayerNorm gain != 1 and
 shift != 0, and parameters moved well away from their initial values.
 
@@ -73,6 +73,17 @@ def loss_grads(p, cfg, X, y, path="fast", **kw):
 SMALL = dict(T=12, m=40, steps=30, seed=2, log_every=0, d=8, heads=2, mlp=4, n_test=200)
 TINY = ["--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4", "--n-test", "100",
         "--log-every", "0", "--steps", "5"]
+
+
+def run_cli_main(capsys, main, argv):
+    """(exit code, stdout, stderr) of main(argv) as the command line runs it (cli.one_line_errors)."""
+    capsys.readouterr()
+    try:
+        code = cli.one_line_errors("main", main, list(argv))
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def run_cli(capsys, *argv):
@@ -157,12 +168,12 @@ def report_worst_gradient_error():
         print(f"\nlargest relative gradient error: {WORST[name]:.2e} ({name}), {len(WORST)} checks")
 
 
-rel_error = theory.rel_error   # the project's one relative error and numerical gradient
+rel_error = attn.rel_error   # the project's one relative error
 
 
 def numeric_grad(f, x):
     """Central differences of the scalar f() with respect to array x (moved in place)."""
-    return theory.numerical_gradient(lambda _: f(), x)
+    return theory.numerical_jacobian(lambda _: f(), x)
 
 
 def check(name, analytic, f, x):
@@ -2943,7 +2954,7 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
     assert edges[1000]["edge"] == (128, None) and edges[3000]["edge"] == (None, 64)
     assert edges[3000]["states"][2] == "not run" and edges[10]["ln_T"] is None
     assert edges[300]["ln_T"] == 80 and edges[3000]["ln_T"] == round(80 * np.log(3000) / np.log(300))
-    assert edges[300]["d_p"] == report.construction_width(300, 3) == 274
+    assert edges[300]["d_p"] == theory.construction_width(300, 3) == 274
     odd = [curve(64, {300: False, 1000: True}), curve(80, {300: True, 1000: False}),
            dict(curve(96, {}), est={10: {}, 30: {}, 300: {}}, dep=dict(ratios={}))]
     edges = {e["T"]: e for e in report.width_edges(odd, fit_below=100)}
@@ -3418,7 +3429,58 @@ def test_steps_command_runs_resumes_and_pairs_two_folders(tmp_path, capsys):
 # theory.py: every [theorem check] of the theory report, and its command line
 # ===============================================================================================
 
-# ---------------- 0. the numerical helpers: numerical_gradient, numerical_jacobian, rel_error ----
+# ---------------- where theory sits: below the studies, one contract per name --------------------
+STUDIES = {"mechanism", "report", "sweep", "families", "steps", "folder"}
+
+
+def project_imports(name):
+    """-> the project modules `name` imports, directly or through others, counting imports inside
+    functions too (read from the source with ast, so a lazy import counts as well)."""
+    import ast
+    project = {os.path.basename(f)[:-3] for f in glob.glob(os.path.join(HERE, "*.py"))}
+    seen, todo = set(), [name]
+    while todo:
+        tree = ast.parse(open(os.path.join(HERE, todo.pop() + ".py"), encoding="utf-8").read())
+        for n in ast.walk(tree):
+            mods = ([a.name for a in n.names] if isinstance(n, ast.Import) else
+                    [n.module] if isinstance(n, ast.ImportFrom) and n.module else [])
+            for m in {m.split(".")[0] for m in mods} & project - seen - {name}:
+                seen.add(m)
+                todo.append(m)
+    return seen
+
+
+def test_theory_sits_below_every_study():
+    """theory.py imports the model, the data, the hypotheses, the statistics and the training loop
+    (and what those import), never a study, also not through another module; the studies import
+    theory's measures. The check can fail: mechanism.py reaches folder.py and sweep.py."""
+    below = project_imports("theory")
+    assert not below & STUDIES, sorted(below & STUDIES)
+    assert {"attn", "data", "hypotheses", "stats", "train", "cli"} <= below, sorted(below)
+    assert {"folder", "sweep"} <= project_imports("mechanism")
+    assert "theory" in project_imports("mechanism") and "theory" in project_imports("report")
+    assert not project_imports("cli")                               # the shared helper: stdlib only
+
+
+def test_theory_defines_no_name_another_module_defines():
+    """One contract per name: a function or constant theory.py defines is defined nowhere else in
+    the project (attn.py's numerical_gradient calls f(); theory's numerical_jacobian calls f(x))."""
+    import ast
+
+    def defined(name):
+        tree = ast.parse(open(os.path.join(HERE, name + ".py"), encoding="utf-8").read())
+        return ({n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+                | {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                   if isinstance(t, ast.Name)})
+    ours = {n for n in defined("theory") if not n.startswith("_")} - {"main"}   # each command's
+    assert {"norm_measures", "covering_constant", "construction_width", "numerical_jacobian"} <= ours
+    clashes = {f"{os.path.basename(f)[:-3]}.{n}" for f in glob.glob(os.path.join(HERE, "*.py"))
+               if os.path.basename(f) not in ("theory.py", "test_all.py")
+               for n in ours & defined(os.path.basename(f)[:-3])}
+    assert not clashes, sorted(clashes)
+
+
+# ---------------- 0. the numerical helpers: numerical_jacobian (theory), rel_error (attn) ------
 
 def cubic(x):  # f(X) = sum(X^3) + X[0, 1] X[1, 2]; X [2, 3]
     return float((x ** 3).sum() + x[0, 1] * x[1, 2])
@@ -3431,35 +3493,35 @@ def cubic_grad(x):  # -> [2, 3]
     return g
 
 
-def test_numerical_gradient_matches_a_known_gradient_on_a_2x3_array():
+def test_numerical_jacobian_of_a_scalar_is_a_known_gradient_on_a_2x3_array():
     x = np.random.default_rng(0).standard_normal((2, 3)) + 0.5
     before = x.copy()
-    g = theory.numerical_gradient(cubic, x)
+    g = theory.numerical_jacobian(cubic, x)
     assert g.shape == (2, 3) and g.dtype == np.float64
-    assert theory.rel_error(g, cubic_grad(x)) < 1e-8
+    assert attn.rel_error(g, cubic_grad(x)) < 1e-8
     assert np.array_equal(x, before)                   # every element restored exactly
 
 
-def test_numerical_gradient_can_fail():
+def test_numerical_jacobian_can_fail():
     x = np.random.default_rng(1).standard_normal((2, 3)) + 0.5
     wrong = 3 * x ** 2                                  # forgets the cross term X[0,1] X[1,2]
-    assert theory.rel_error(theory.numerical_gradient(cubic, x), wrong) > 1e-2
+    assert attn.rel_error(theory.numerical_jacobian(cubic, x), wrong) > 1e-2
 
 
-def test_numerical_gradient_sees_x_through_a_closure():
+def test_numerical_jacobian_sees_x_through_a_closure():
     x = np.array([[1.0, 2.0], [3.0, 4.0]])
     params = {"x": x}                                   # f reads x elsewhere, ignores its argument
-    g = theory.numerical_gradient(lambda _: float((params["x"] ** 2).sum()), x)
-    assert theory.rel_error(g, 2 * x) < 1e-9
+    g = theory.numerical_jacobian(lambda _: float((params["x"] ** 2).sum()), x)
+    assert attn.rel_error(g, 2 * x) < 1e-9
 
 
-def test_numerical_gradient_restores_x_when_f_raises():
+def test_numerical_jacobian_restores_x_when_f_raises():
     x = np.zeros(3)
 
     def boom(v):
         raise RuntimeError("f failed")
     with pytest.raises(RuntimeError, match="f failed"):
-        theory.numerical_gradient(boom, x)
+        theory.numerical_jacobian(boom, x)
     assert np.array_equal(x, np.zeros(3))
 
 
@@ -3467,29 +3529,28 @@ def test_numerical_jacobian_shape_and_values():
     x = np.random.default_rng(2).standard_normal((2, 3))
     M = np.random.default_rng(3).standard_normal((4, 2, 3))
     J = theory.numerical_jacobian(lambda v: np.tensordot(M, v, axes=2), x)   # [4] -> [4, 2, 3]
-    assert J.shape == (4, 2, 3) and theory.rel_error(J, M) < 1e-9
+    assert J.shape == (4, 2, 3) and attn.rel_error(J, M) < 1e-9
     v = np.array([1.0, -2.0, 0.5])
     J = theory.numerical_jacobian(lambda u: 2 * u ** 2, v)                    # [k, d] for 1-D
-    assert J.shape == (3, 3) and theory.rel_error(J, np.diag(4 * v)) < 1e-9
+    assert J.shape == (3, 3) and attn.rel_error(J, np.diag(4 * v)) < 1e-9
 
 
 def test_rel_error_known_values():
-    assert theory.rel_error(np.ones((2, 2)), np.ones((2, 2))) == 0.0
-    assert theory.rel_error([3.0, 4.0], [0.0, 0.0]) == 1.0            # 5 / max(5, 0)
-    assert theory.rel_error([1.0, 0.0], [-1.0, 0.0]) == 2.0           # the largest possible
-    assert abs(theory.rel_error([3.0, 4.0], [3.0, 4.5]) - 0.5 / np.hypot(3, 4.5)) < 1e-15
-    assert theory.rel_error(0.0, 0.0) == 0.0                           # 0 / 1e-300
-    assert np.isnan(theory.rel_error([np.nan], [1.0]))                 # `< tol` then fails
+    assert attn.rel_error(np.ones((2, 2)), np.ones((2, 2))) == 0.0
+    assert attn.rel_error([3.0, 4.0], [0.0, 0.0]) == 1.0            # 5 / max(5, 0)
+    assert attn.rel_error([1.0, 0.0], [-1.0, 0.0]) == 2.0           # the largest possible
+    assert abs(attn.rel_error([3.0, 4.0], [3.0, 4.5]) - 0.5 / np.hypot(3, 4.5)) < 1e-15
+    assert attn.rel_error(0.0, 0.0) == 0.0                           # 0 / 1e-300
+    assert np.isnan(attn.rel_error([np.nan], [1.0]))                 # `< tol` then fails
     # L2 over all entries, not the max-abs ratio: (3, 4) vs (3, 0) is 4/5, not 4/4
-    assert abs(theory.rel_error([3.0, 4.0], [3.0, 0.0]) - 0.8) < 1e-15
+    assert abs(attn.rel_error([3.0, 4.0], [3.0, 0.0]) - 0.8) < 1e-15
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: theory.numerical_gradient(cubic, [[1.0, 2.0]]), "float64 numpy array"),
-    (lambda: theory.numerical_gradient(cubic, np.ones((2, 3), np.float32)), "float32"),
-    (lambda: theory.numerical_gradient(cubic, np.ones((2, 3)), h=0), "h must be"),
-    (lambda: theory.numerical_gradient(lambda v: v, np.ones(3)), r"scalar, got shape \(3,\)"),
-    (lambda: theory.rel_error(np.ones(3), np.ones(4)), r"\(3,\) and \(4,\)"),
+    (lambda: theory.numerical_jacobian(cubic, [[1.0, 2.0]]), "float64 numpy array"),
+    (lambda: theory.numerical_jacobian(cubic, np.ones((2, 3), np.float32)), "float32"),
+    (lambda: theory.numerical_jacobian(cubic, np.ones((2, 3)), h=0), "h must be"),
+    (lambda: theory.numerical_jacobian(cubic, np.ones((0, 3))), r"one element, got shape \(0, 3\)"),
     (lambda: stats.fit_line([1.0, 1.0], [2.0, 3.0]), "distinct"),
 ])
 def test_helpers_refuse_bad_input_in_one_line(call, message):
@@ -3575,6 +3636,19 @@ def _build(name, T, s, seed=0):
     return task, p, cfg, info
 
 
+def test_construction_width_and_the_papers_score_gap():
+    """The code width max(8, ceil(16 s ln T)) the head is built with, and the paper's gap
+    R = ln((T - s)/(s eps)), which the built head's R follows within a constant (eps = its leak)."""
+    assert theory.construction_width(300, 3) == 274 and theory.construction_width(2, 1) == 12
+    assert theory.construction_width(1, 1, code_factor=1.0) == 8                 # the floor
+    assert abs(theory.paper_score_gap(103, 3, 0.01) - math.log(100 / 0.03)) < 1e-12
+    assert np.allclose(theory.paper_score_gap([13, 103], 3, 0.1), np.log([10 / 0.3, 100 / 0.3]))
+    for T in (100, 1000):
+        info = _build("and", T, 3)[3]
+        assert info["d_p"] == theory.construction_width(T, 3)
+        assert abs(info["R"] - theory.paper_score_gap(T, 3, info["spacing"] / 4)) < 1.0
+
+
 @pytest.mark.parametrize("T,s", [(10, 1), (10, 5), (100, 3), (1000, 4), (10000, 2)])
 def test_construction_exact(T, s):
     for name in data.TASKS:
@@ -3631,8 +3705,8 @@ def test_lse_gradient_is_attention():
     assert g["formula"] < 1e-7 and g["head"] < 1e-7
     assert g["grad_norm"] > 0.1                                # not 0 against 0
     K, q = np.random.default_rng(1).standard_normal((5, 3)), np.ones(3)
-    fd = theory.numerical_gradient(lambda x: theory.lse(K @ x, 2.0), q)
-    assert theory.rel_error(theory.lse_grad(K, q, 1.0), fd) > 1e-3   # a wrong beta is caught
+    fd = theory.numerical_jacobian(lambda x: theory.lse(K @ x, 2.0), q)
+    assert attn.rel_error(theory.lse_grad(K, q, 1.0), fd) > 1e-3   # a wrong beta is caught
 
 
 def test_lse_hessian_is_beta_covariance_and_psd():
@@ -4307,21 +4381,24 @@ class _FullDisk:
 
 def test_a_full_disk_names_the_file_and_leaves_no_empty_csv(tmp_path, capsys, monkeypatch,
                                                             steps_ref):
-    """Disk full while a sweep or steps.py writes its CSV's header or first row: one line naming
-    the CSV's path, exit status 1, and no empty CSV left behind."""
+    """Disk full while a sweep, steps.py or mechanism.py writes its CSV's header or first row:
+    one line naming the CSV's path, exit status 1, and no empty CSV left behind."""
     real = open
     for room, command, name in [(0, "sweep", "runs.csv"), (1, "sweep", "runs.csv"),
-                                (0, "steps", "steps.csv"), (1, "steps", "steps.csv")]:
+                                (0, "steps", "steps.csv"), (1, "steps", "steps.csv"),
+                                (0, "mechanism", "runs.csv"), (1, "mechanism", "runs.csv")]:
         out = tmp_path / f"{command}-{room}"
         def full(path, mode="r", *args, room=room, **kw):       # CSVs opened to write: full
             f = real(path, mode, *args, **kw)
             return _FullDisk(f, room) if str(path).endswith(".csv") and mode in "wa" else f
         monkeypatch.setattr(folder, "open", full, raising=False)
-        argv = (["--preset", "smoke", "--workers", "1", "--out", str(out)] if command == "sweep"
-                else STEPS_TINY + ["--out", str(out)])
+        argv = {"sweep": ["--preset", "smoke", "--workers", "1", "--out", str(out)],
+                "steps": STEPS_TINY + ["--out", str(out)], "mechanism": ["run", str(out)]}[command]
+        if command == "mechanism":
+            _tiny_plan(str(out))
         capsys.readouterr()
-        code = cli.one_line_errors(f"{command}.py", sweep.main if command == "sweep"
-                                   else steps.main, argv)
+        code = cli.one_line_errors(f"{command}.py", dict(sweep=sweep.main, steps=steps.main,
+                                                         mechanism=mechanism.main)[command], argv)
         err = capsys.readouterr().err
         assert code == 1 and err.strip().splitlines() == [
             f"{command}.py: cannot access {out / name}: No space left on device"], err
@@ -4357,8 +4434,8 @@ def test_m_grid_and_limit_caches_refuse_impossible_values(smoke_ref, tmp_path, m
 
 
 # ---- issue 33: the mechanism
-# mechanism.py: the norms and covering constant (one copy, theory.py imports it), the measurement
-# of a trained model on weights whose answer is known, the study's CSV and its resume, the report.
+# mechanism.py: the measurement (with theory.py's norms and covering constant, one copy) of a
+# trained model on weights whose answer is known, the study's CSV and its resume, the report.
 import mechanism  # noqa: E402
 
 
@@ -4395,13 +4472,14 @@ def test_mechanism_measures_a_head_with_a_known_W_QK():
     assert abs(m["per_head"]["mass_on_S"][1] - 2 / (T + 1)) < 1e-12   # head 1: uniform
     assert m["per_head"]["score_gap"][1] == 0 and m["per_head"]["score_scale"][1] == 0
     assert abs(m["norm_V"] - 1) < 1e-12 and abs(m["norm_O"] - 2) < 1e-12
-    nm = mechanism.norm_measures(p, cfg)
-    assert m["covering_constant"] == mechanism.covering_constant(nm) > 0
+    nm = theory.norm_measures(p, cfg)
+    assert m["covering_constant"] == theory.covering_constant(nm) > 0
 
 
-def test_theory_uses_the_mechanism_norms_not_a_copy():
-    for name in ("norm_measures", "covering_constant", "spectral_norm"):
-        assert getattr(theory, name) is getattr(mechanism, name), name
+def test_the_studies_use_theorys_measures_not_a_copy():
+    for name in ("norm_measures", "covering_constant", "paper_score_gap"):
+        assert getattr(mechanism, name) is getattr(theory, name), name
+    assert report.construction_width is theory.construction_width
 
 
 def test_mechanism_attention_agrees_with_attn_reference():
@@ -4560,6 +4638,110 @@ def test_mechanism_report_on_a_synthetic_folder(tmp_path):
     lost = line("| 64 | fixed | 36 |")
     assert lost.split("|")[6].strip().startswith("1 (0.028")          # 1 run of 36
     assert mechanism.plot_study.__doc__                                 # plots: matplotlib only
+
+
+def _damaged(f, cases, argvs, main):
+    """Each case (a function that damages the folder f, words the refusal must hold) under each
+    command line: a non-zero exit, one line on stderr naming the problem, and not a byte of any
+    file changed (the lock file aside)."""
+    for damage, words in cases:
+        undo = {p: p.read_bytes() for p in f.iterdir() if p.is_file()}
+        damage(f)
+        before = {p: p.read_bytes() for p in f.iterdir() if p.is_file() and p.name != ".lock"}
+        for argv in argvs:
+            code, _, err = main(argv)
+            assert code not in (0, None) and len(err.strip().splitlines()) == 1, (words, err)
+            assert "Traceback" not in err and all(w in err for w in words), (words, err)
+            assert {p: p.read_bytes() for p in f.iterdir()
+                    if p.is_file() and p.name != ".lock"} == before
+        for p in f.iterdir():
+            if p.is_file() and p not in undo:
+                p.unlink()
+        for p, data in undo.items():
+            p.write_bytes(data)
+
+
+def _edit_plan(change):
+    def damage(f):
+        plan = json.loads((f / "plan.json").read_text())
+        change(plan)
+        (f / "plan.json").write_text(json.dumps(plan))
+    return damage
+
+
+def _edit_csv(name, line, append=False, **fields):
+    def damage(f):
+        lines = (f / name).read_text().splitlines(keepends=True)
+        edited = _edit_row(lines[line - 1], lines[0].rstrip("\r\n").split(","), **fields)
+        lines = lines + [edited] if append else lines[:line - 1] + [edited] + lines[line:]
+        (f / name).write_text("".join(lines))
+    return damage
+
+
+def test_every_study_refuses_a_damaged_plan_or_damaged_rows_in_one_line(tmp_path, capsys,
+                                                                         smoke_ref, steps_ref):
+    """One harness (folder.py) for every study: a plan or rows that are not what the study
+    writes, or contradict each other, stop mechanism.py's run and report, a sweep's report and
+    resume, steps.py's run and report in one line naming the problem (the file and line for a
+    row), before anything is written."""
+    f = tmp_path / "mechanism"
+    _synthetic_study(str(f))
+    mech = lambda argv: run_cli_main(capsys, mechanism.main, argv)
+    both = [["run", str(f)], ["report", str(f)]]
+    cell = lambda **kw: _edit_plan(lambda p: p["cells"][0].update(kw))
+    plan_cases = [
+        (_edit_plan(lambda p: p["cells"][0].pop("T")), ["cells[0] has no T"]),
+        (_edit_plan(lambda p: p["cells"][0].pop("options")), ["cells[0] has no options"]),
+        (_edit_plan(lambda p: p.update(cells="cells")), ["cells must be a non-empty list"]),
+        (cell(options=dict(steps="x")), ["steps = 'x'"]),
+        (_edit_plan(lambda p: p.update(bar="x")), ["bar must be a number in (0, 1]"]),
+        (_edit_plan(lambda p: p.update(bar=2)), ["bar must be a number in (0, 1], got 2"]),
+        (cell(d="1j"), ["d = '1j'"]),
+        (cell(design="other"), ["design 'other'"]),
+        (cell(options=dict(d=32)), ["cells[0] has d = 64 but its options train d = 32"]),
+        (_edit_plan(lambda p: p.update(seeds=10 ** 9)), ["seeds", "more than"]),
+        (_edit_plan(lambda p: p.update(cells=p["cells"] * 2)), ["cells[6] repeats cells[0]"]),
+        (lambda f: (f / "plan.json").write_text("my notes"), ["plan.json is not a plan"]),
+    ]
+    row_cases = [
+        (_edit_csv("runs.csv", 3, success="0"), ["line 3", "success 0 contradicts"]),
+        (_edit_csv("runs.csv", 2, append=True, success="1", test_acc="1.0"),
+         ["line 74", "opposite outcomes"]),
+        (_edit_csv("runs.csv", 5, task="or"), ["line 5", "task or is not its cell's task and"]),
+        (_edit_csv("runs.csv", 5, steps="500"), ["line 5", "steps 500"]),
+        (_edit_csv("runs.csv", 5, seed="99"), ["line 5", "seed 99 is not one of the plan's"]),
+        (_edit_csv("runs.csv", 5, m="21"), ["line 5", "borderline d=64 T=10 m=21 is not a cell"]),
+        (_edit_csv("runs.csv", 5, test_acc="x"), ["line 5", "not a valid mechanism row"]),
+        (lambda f: (f / "runs.csv").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff" * 40 + b"tail"),
+         ["runs.csv is not the CSV of runs mechanism.py writes"]),
+    ]
+    _damaged(f, plan_cases + row_cases, both, mech)
+    (f / "notes").mkdir()
+    (f / "notes" / "plan.json").write_text("my notes")
+    _damaged(f / "notes", [(lambda f: None, ["plan.json is not a plan"])],
+             [["plan", str(f / "notes"), "results/width/d-128", "--Ts", "10", "--seeds", "2"]],
+             mech)
+    _damaged(f, [(lambda f: None, ["--seeds 1000000000", "more than"])],
+             [["plan", str(tmp_path / "new"), "results/width/d-128", "--Ts", "10", "--seeds",
+               "1000000000"]], mech)
+    assert not (tmp_path / "new").exists()
+    g = _copy(smoke_ref, tmp_path / "sweep")
+    _damaged(g, [(lambda g: (g / "sweep.json").write_text(
+                      (smoke_ref / "sweep.json").read_text().replace('"bar": 0.99', '"bar": "x"')),
+                  ["'bar' must be a number in (0, 1]"]),
+                 (_edit_csv("runs.csv", 2, success="1", test_acc="0.5"),
+                  ["line 2", "success 1 contradicts its test accuracy 0.5"])],
+             [["sweep", "--out", str(g), "--report"], ["sweep", "--preset", "smoke", "--workers",
+                                                       "1", "--out", str(g)]],
+             lambda argv: run_cli(capsys, *argv))
+    h = _copy(steps_ref, tmp_path / "steps")
+    _damaged(h, [(lambda h: (h / "steps.json").write_text(
+                      (steps_ref / "steps.json").read_text().replace('"budget": 60',
+                                                                     '"budget": "x"')),
+                  ["budget = 'x'"]),
+                 (_edit_csv("steps.csv", 2, task="and"), ["line 2", "task and is not the"])],
+             [["steps", *STEPS_TINY, "--out", str(h), "--report"],
+              ["steps", *STEPS_TINY, "--out", str(h)]], lambda argv: run_cli(capsys, *argv))
 
 
 def test_mechanism_command_line_help_and_one_line_errors(tmp_path):

@@ -12,14 +12,17 @@ Every number the report prints carries a tag: [theorem check] (must hold: Assert
 and test_all.py tests it too), [measurement] (measured on this code; no claim), [demonstration of
 a limit] (an example where a tempting statement fails; reported, not asserted). Everything goes
 through attn.py's own functions, so the theory speaks about the model train.py trains (row
-convention y = x @ W + b). A leaf: only test_all.py imports it. Top to bottom:
-  0. numerical_gradient, numerical_jacobian, rel_error: the project's one copy (test_all.py uses
-     them); argument checks, fit_line, the GF(2) learner and the code width come from data.py,
-     hypotheses.py, stats.py and report.py.
+convention y = x @ W + b). It sits low: it imports the model, the data, the hypotheses, the
+statistics and the training loop, never a study; the studies (mechanism.py, report.py) import its
+measures. Top to bottom:
+  0. numerical_jacobian (f called as f(x)); rel_error is attn.py's, argument checks, fit_line and
+     the GF(2) learner come from data.py, stats.py and hypotheses.py.
   1. capacity [E, Section 3]: softmax's l_inf -> l_1 Lipschitz constant, norm measures of a
-     parameter dict, the covering-number / generalization bound in its *reconstructed* shape.
-  2. sparse variable creation [E, Section 4]: hand-built weights for attn.py's one-head model
-     computing s-sparse AND, OR, parity, majority and any s-junta exactly.
+     parameter dict and the covering constant C (mechanism.py measures every trained run with
+     them), the covering-number / generalization bound in its *reconstructed* shape.
+  2. sparse variable creation [E, Section 4]: the construction's code width and the paper's score
+     gap (report.py's width table and mechanism.py's plot use them), hand-built weights for
+     attn.py's one-head model computing s-sparse AND, OR, parity, majority and any s-junta exactly.
   3. the probabilistic reading [S]: log-sum-exp gradient = attention, Hessian = covariance, tied
      residual attention expands, LayerNorm contracts, InfoNCE's gradient.
   5. the report, with part 4: the GF(2) learner (hypotheses.gf2_sample_need) learns sparse parity from
@@ -45,9 +48,8 @@ import data
 import fast
 import hypotheses
 import train
+from attn import rel_error
 from data import check_generator, check_int
-from mechanism import covering_constant, norm_measures, spectral_norm
-from report import construction_width
 from stats import fit_line
 
 # argument checks beside data.check_int / check_generator: one-line ValueErrors naming the value
@@ -77,13 +79,24 @@ def require(ok, what):
         raise AssertionError(f"theorem check failed: {what}")
 
 
-# ======== 0. NUMERICAL HELPERS: the project's one copy of each; test_all.py imports them ========
-def _central_differences(f, x, h):  # -> [x.size] list of (f(x + h e_i) - f(x - h e_i)) / 2h
+# ======== 0. NUMERICAL HELPERS =================================================================
+# attn.py's numerical_gradient(f, x) calls f() (a closure reading x) and is the one of that name;
+# the checks here differentiate functions of x, f(x), scalar or array-valued, with
+# numerical_jacobian. rel_error is attn.rel_error.
+
+def numerical_jacobian(f, x, h=1e-6):  # f: x [...] -> y [k...]; -> [k..., ...] float64
+    """Central differences of f at x, f called as f(x): J[j..., i...] = (f(x + h e_i) -
+    f(x - h e_i))[j...] / (the step x really took, about 2h). x is a writeable float64 ndarray of
+    any shape, moved in place one element at a time and restored afterwards, also if f raises.
+    For f: [d] -> [k] the result is [k, d]; for a scalar f it is the gradient, x's shape. Error:
+    O(h^2) from truncation plus O(2.2e-16 |f| / h) from rounding."""
     if not isinstance(x, np.ndarray) or x.dtype != np.float64:
         got = f"dtype {x.dtype}" if isinstance(x, np.ndarray) else type(x).__name__
         raise ValueError(f"x must be a float64 numpy array (it is moved in place), got {got}")
     if not x.flags.writeable:
         raise ValueError("x must be a writeable array (it is moved in place), got a read-only one")
+    if x.size == 0:
+        raise ValueError(f"x must have at least one element, got shape {x.shape}")
     h = _pos_arg("h", h)
     diffs = []
     for i in np.ndindex(x.shape):
@@ -96,39 +109,7 @@ def _central_differences(f, x, h):  # -> [x.size] list of (f(x + h e_i) - f(x - 
         finally:
             x[i] = old                                           # restored even when f raises
         diffs.append((f_up - f_down) / (up - down))              # the step x really took
-    return diffs
-
-
-def numerical_gradient(f, x, h=1e-6):  # f: x -> scalar, x [...] float64 -> [...] float64
-    """Central differences of the scalar f at x: g[i] = (f(x + h e_i) - f(x - h e_i)) / 2h.
-    f is called as f(x) with x itself (a writeable float64 ndarray of any shape), moved in place
-    one element at a time and restored afterwards, also if f raises: a closure that reads x
-    elsewhere can ignore its argument (lambda _: loss()). Returns x's shape, float64. Error:
-    O(h^2) from truncation plus O(2.2e-16 |f| / h) from rounding."""
-    diffs = _central_differences(f, x, h)
-    if diffs and diffs[0].ndim != 0:
-        raise ValueError(f"f must return a scalar, got shape {diffs[0].shape}; "
-                         "use numerical_jacobian for array outputs")
-    return np.array(diffs, np.float64).reshape(x.shape)
-
-
-def numerical_jacobian(f, x, h=1e-6):  # f: x [...] -> y [k...]; -> [k..., ...] float64
-    """Central differences of an array-valued f at x: J[j..., i...] = d f(x)[j...] / d x[i...].
-    Same loop and conventions as numerical_gradient; for f: [d] -> [k] the result is [k, d]."""
-    diffs = _central_differences(f, x, h)
-    if not diffs:
-        raise ValueError(f"x must have at least one element, got shape {x.shape}")
     return np.stack(diffs, axis=-1).reshape(diffs[0].shape + x.shape)
-
-
-def rel_error(a, b):  # [...], [...] same shape -> float
-    """||a - b||_2 / max(||a||_2, ||b||_2, 1e-300), the L2 norm over all entries: 0 when a == b,
-    1 when one of them is 0 and the other not, at most 2; nan if either holds a nan (so a check
-    `rel_error(...) < tol` fails)."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    if a.shape != b.shape:
-        raise ValueError(f"a and b must have the same shape, got {a.shape} and {b.shape}")
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(a), np.linalg.norm(b), 1e-300))
 
 
 # ======== 1. CAPACITY (Edelman Section 3) =======================================================
@@ -198,11 +179,93 @@ def softmax_lipschitz_search(rng, n_random=6000, n_climb=400):
                 climbed=float(best_climb), overall=float(max(best_random, best_built, best_climb)))
 
 
-# 1b, 1c. The norm measures of a parameter dict (spectral_norm, norm_21, norm_measures) and the
-#     covering constant C of the reconstructed bound (covering_constant) live in mechanism.py,
-#     where every trained run of the study is measured by the same code; imported above. The
-#     bound's shape in C: log N_inf(F; eps) <= C log(2 d m T) / eps^2 and the gap
-#     sqrt(C log(2 d m T) / m), constants ours (mechanism.py's comment says how C is built).
+# 1b. Norm measures of a parameter dict (attn.init_params, a training result, or a construction).
+#     Per head h (columns h*e:(h+1)*e of W_Q, W_K, W_V; rows of W_O), with the biases folded in as
+#     a constant-1 input coordinate, x~ = [x, 1]  (so a trained model's b_Q, b_K, b_V count too):
+#       W_QK = (1/sqrt(e)) [W_Q; b_Q] [W_K; b_K]^T   [d+1, d+1]  the score of x_t is z~ W_QK x~_t^T
+#       W_V  = [W_V; b_V]                             [d+1, e]
+#       W_O  = W_O[h rows]                            [e, d]
+#     B_X = max row norm of the tokens fed to attention (after LN1 when cfg["ln"]) with the 1 folded
+#     in: sqrt(B^2 + 1). Before LN1 position t holds one of only two rows, so the max over the
+#     2T + 1 distinct rows is the max over every possible input.
+
+def spectral_norm(W):  # [a, b] -> float
+    return float(np.linalg.norm(np.asarray(W, np.float64), 2))
+
+
+def norm_21(W):  # [a, b] -> float: sum over columns of the column 2-norms
+    return float(np.linalg.norm(np.asarray(W, np.float64), axis=0).sum())
+
+
+def lipschitz_after_attention(p, cfg):
+    """Lipschitz constant of the map from the attention output (after W_O) to the logit, *leaving
+    out LN2 and LNf* (their constant 1/sigma depends on the activations, not on T):
+    ||w|| (1 + L_act ||W_1||_2 ||W_2||_2), with L_act = 1 for ReLU and 1.13 for GELU."""
+    attn.check_params(p, cfg)
+    lip = 1.0
+    if cfg["mlp"]:
+        L_act = 1.0 if cfg["act"] == "relu" else 1.13
+        lip += L_act * spectral_norm(p["W_1"]) * spectral_norm(p["W_2"])
+    return float(np.linalg.norm(p["w"])) * lip
+
+
+def norm_measures(p, cfg):
+    """Edelman Section 3's norm bounds for a parameter dict -> dict.
+    Keys: B_X, L_after (lipschitz_after_attention), and per-head lists qk_spec, qk_21, qk_fro,
+    v_spec, v_21, o_spec (spectral, (2,1) and Frobenius norms of the per-head matrices above).
+    """
+    attn.check_params(p, cfg)
+    d, H = cfg["d"], cfg["heads"]
+    e = d // H
+    f64 = {k: np.asarray(p[k], np.float64) for k in attn.ATTN_KEYS}
+    rows = np.concatenate([(p["E_tok"][:, None, :] + p["E_pos"]).reshape(-1, d),
+                           p["cls"][None]]).astype(np.float64)      # the 2T + 1 distinct tokens
+    if cfg["ln"]:
+        rows = attn.layernorm_forward(rows, p["ln1_g"].astype(np.float64),
+                                      p["ln1_b"].astype(np.float64))[0]
+    B = float(np.linalg.norm(rows, axis=1).max())
+    keys = ("qk_spec", "qk_21", "qk_fro", "v_spec", "v_21", "o_spec")
+    out = dict(B_X=float(np.hypot(B, 1.0)), L_after=lipschitz_after_attention(p, cfg),
+               **{k: [] for k in keys})
+    for h in range(H):
+        c = slice(h * e, (h + 1) * e)
+        Q = np.vstack([f64["W_Q"][:, c], f64["b_Q"][c]])                # [d+1, e]
+        K = np.vstack([f64["W_K"][:, c], f64["b_K"][c]])
+        V = np.vstack([f64["W_V"][:, c], f64["b_V"][c]])
+        W_QK = (Q @ K.T) * e ** -0.5                                       # [d+1, d+1]
+        for k, v in zip(keys, (spectral_norm(W_QK), norm_21(W_QK), float(np.linalg.norm(W_QK)),
+                               spectral_norm(V), norm_21(V), spectral_norm(f64["W_O"][c]))):
+            out[k].append(v)
+    return out
+
+
+# 1c. The covering number and the generalization gap, in the RECONSTRUCTED shape (Edelman
+#     Section 3 gives the shape; we could not confirm its exact constants, so these are ours, in
+#     the style of Bartlett-Foster-Telgarsky 2017). For head h, with L_h = ||W_O,h||_2 * L_after:
+#       scores   z~ W_QK x~_t = <W_QK, z~ x~_t^T> over the m(T+1) (sample, position) pairs: a
+#                linear class in W_QK of scale a1 = ||W_QK||_F B_X^2 (Frobenius: it is <= the (2,1)
+#                norm, and that of e_CLS u^T, ||u||_1, is loose by up to sqrt(d)); an l_inf error e1
+#                in the scores is an l_1 error 2 e1 in the weights (1a): rho1 = 2 B_X ||W_V||_2 L_h
+#       values   x~_t W_V over the m(T+1) tokens: a2 = ||W_V||_{2,1} B_X, rho2 = L_h
+#       readout  the head output (norm <= B_X ||W_V||_2) read out: a3 = B_X ||W_V||_2 L_h, rho3 = 1
+#     A linear class of scale a has an eps-cover with log N <= a^2 log(2 d n) / eps^2 (Zhang 2002's
+#     lemma, n points). Splitting eps = sum_i rho_i eps_i optimally gives
+#       log N_inf(F; eps) <= C * log(2 d m T) / eps^2,   C = (sum_{h,i} (a_i rho_i)^(2/3))^3
+#     and the gap sqrt(C log(2 d m T) / m) (Dudley's integral, log factors dropped). T enters
+#     only through the logarithm. The studies measure their trained runs with these functions
+#     (mechanism.py imports them: one copy, and theory imports no study).
+
+def covering_constant(nm):
+    """C of the reconstructed bound from norm_measures(...) output; see the comment above."""
+    if not isinstance(nm, dict) or "qk_fro" not in nm:
+        raise ValueError(f"nm must be the dict returned by norm_measures, got {type(nm).__name__}")
+    B, total = nm["B_X"], 0.0
+    for qkF, v2, v21, o2 in zip(nm["qk_fro"], nm["v_spec"], nm["v_21"], nm["o_spec"]):
+        L = o2 * nm["L_after"]
+        terms = ((qkF * B * B) * (2 * B * v2 * L), (v21 * B) * L, B * v2 * L)
+        total += sum(t ** (2.0 / 3.0) for t in terms)
+    return total ** 3
+
 
 def log_covering_bound(C, d, m, T, eps):
     """Reconstructed shape: log N_inf(F; eps; m samples of length T) <= C log(2 d m T) / eps^2."""
@@ -260,6 +323,21 @@ def linear_class_samples(T, gap):
 # Decoder: a ReLU MLP interpolating target +-1 at each level centre (level + delta/2), piecewise
 # linear with a kink at every centre but the last (s + 1 levels, or 2^s for a junta). Its slopes
 # are <= 2 / spacing, so within a level's interval the output moves by <= 1/4: |logit| >= 3/4.
+
+def construction_width(T, s, code_factor=16.0):
+    """The width d_p of the construction's positional codes, max(8, ceil(code_factor * s * ln T)):
+    random +-1/sqrt(d_p) codes stay nearly orthogonal over T positions at about 16 s ln T (about
+    8 ln T was seen to fail). build_sparse_head builds its heads with it; report.py's width table
+    sets it beside the widths trained."""
+    return max(8, int(math.ceil(code_factor * s * math.log(max(T, 2)))))
+
+
+def paper_score_gap(T, s, eps):  # T: int or array -> float or array
+    """The paper's score gap R = ln((T - s) / (s eps)) between S and the other positions, for which
+    the T - s positions outside S hold attention mass about eps (Edelman Section 4): the QK norm
+    the construction needs grows like log T."""
+    return np.log((np.asarray(T, np.float64) - s) / (s * eps))
+
 
 def positional_codes(T, d_p, rng):  # -> [T, d_p], rows of unit norm
     """Random +-1/sqrt(d_p) codes: nearly orthogonal once d_p ~ s ln T (Edelman Section 4)."""
@@ -485,9 +563,9 @@ def check_lse_gradient(rng, n=7, d=5, beta=1.7):
     (head_as_lse_gradient) vs the gradient of lse over the keys plus a 0 key."""
     rng = check_generator(rng)
     K, q = rng.standard_normal((n, d)), rng.standard_normal(d)
-    fd = numerical_gradient(lambda x: lse(K @ x, beta), q)
+    fd = numerical_jacobian(lambda x: lse(K @ x, beta), q)
     K0 = np.vstack([K, np.zeros(d)])
-    fd0 = numerical_gradient(lambda x: lse(K0 @ x, beta), q)
+    fd0 = numerical_jacobian(lambda x: lse(K0 @ x, beta), q)
     return dict(formula=rel_error(lse_grad(K, q, beta), fd),
                 head=rel_error(head_as_lse_gradient(K, q, beta), fd0),
                 grad_norm=float(np.abs(fd).max()))
@@ -555,7 +633,7 @@ def check_infonce(rng, n=6, d=5, beta=0.8):
     """-> dict: rel error of beta (E_p[t] - t_+) vs central differences of the InfoNCE loss."""
     rng = check_generator(rng)
     a, C = rng.standard_normal(d), rng.standard_normal((n, d))
-    fd = numerical_gradient(lambda x: infonce_loss(x, C, beta), a)
+    fd = numerical_jacobian(lambda x: infonce_loss(x, C, beta), a)
     return dict(rel_err=rel_error(infonce_grad(a, C, beta), fd), grad_norm=float(np.abs(fd).max()))
 
 
@@ -822,7 +900,7 @@ def report_qk_norm(ctx):
         p, cfg, info = ctx["construct"]("and", T, 3)
         qk = norm_measures(p, cfg)["qk_spec"][0]
         norms.append(qk)
-        paper_R = math.log((T - 3) / (3 * info["spacing"] / 4))
+        paper_R = paper_score_gap(T, 3, info["spacing"] / 4)
         print(f"  {T:>7} {cfg['d']:>5} {info['R']:6.2f}   {paper_R:18.2f}  {qk:8.2f}"
               f"  {qk / math.log(T):15.2f}  {info['mass_on_S']:9.4f}")
     a, b, r2 = fit_line(np.log(ctx["qk_T"]), norms)
