@@ -1356,6 +1356,79 @@ def test_adamw_step_against_a_hand_computed_one():
     assert not np.allclose(q["W_Q"], p["W_Q"])
 
 
+def torch_adam_step(p, g, m, v, t, lr, wd, b1, b2, eps, decoupled):
+    """One step of torch.optim.Adam / AdamW as their documentation writes it, in float64."""
+    if decoupled:
+        p = p - lr * wd * p
+    else:
+        g = g + wd * p
+    m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+    m_hat, v_hat = m / (1 - b1 ** t), v / (1 - b2 ** t)
+    return p - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_adam_is_the_documented_formula_and_its_flat_buffer_the_same_bits(dtype):
+    """adam_step against torch's documented algorithm (float64, 30 steps, both decays, decay on
+    all or on DECAYED); the flat buffer (one_buffer) gives the plain formula's very bits; and
+    neither one_buffer nor adam_init swaps the caller's arrays for views."""
+    rng = np.random.default_rng(5)
+    shapes = dict(E_pos=(4, 3), W_Q=(3, 3), b_Q=(3,), w=(3,), b=(1,))
+    assert "w" in optim.DECAYED and not {"b_Q", "b", "E_pos"} & set(optim.DECAYED)
+    for decoupled, decay in ((False, "all"), (True, "all"), (False, "matrices"),
+                             (True, "matrices")):
+        p = {k: rng.standard_normal(s).astype(dtype) for k, s in shapes.items()}
+        mine = dict(p)
+        q = optim.one_buffer(p)
+        state_p, state_q = optim.adam_init(p, decay), optim.adam_init(q, decay)
+        assert all(p[k] is mine[k] for k in p) and all(q[k] is not p[k] for k in p)
+        assert state_p["flat"] is None and state_q["flat"] is not None
+        ref = {k: (v.astype(np.float64), 0.0, 0.0) for k, v in p.items()}
+        for t in range(1, 31):
+            g = {k: rng.standard_normal(s).astype(dtype) for k, s in shapes.items()}
+            optim.adam_step(p, g, state_p, 0.01, 0.1, b2=0.95, decoupled=decoupled)
+            optim.adam_step(q, {k: v.copy() for k, v in g.items()}, state_q, 0.01, 0.1, b2=0.95,
+                            decoupled=decoupled)
+            ref = {k: torch_adam_step(*ref[k][:1], g[k].astype(np.float64), *ref[k][1:], t,
+                                      0.01, 0.1 if decay == "all" or k in optim.DECAYED else 0.0,
+                                      0.9, 0.95, 1e-8, decoupled) for k in ref}
+        for k in p:
+            assert np.array_equal(p[k], q[k]), (k, decoupled, decay)
+            assert np.array_equal(state_p["v"][k], state_q["v"][k]), k
+            assert np.allclose(p[k], ref[k][0], rtol=1e-4 if dtype == "float32" else 1e-10,
+                               atol=1e-6 if dtype == "float32" else 1e-13), (k, decoupled, decay)
+        assert all(p[k] is mine[k] for k in p)
+
+
+def test_optimiser_refuses_impossible_values_in_one_line_naming_them():
+    rng = np.random.default_rng(0)
+    p = {"W_Q": rng.standard_normal((3, 2)), "b_Q": rng.standard_normal(2)}
+    g = {k: np.ones_like(v) for k, v in p.items()}
+    before = {k: v.copy() for k, v in p.items()}
+    state = optim.adam_init(p)
+    step = lambda **kw: optim.adam_step(p, kw.pop("grads", g), kw.pop("state", state),
+                                        kw.pop("lr", 1e-3), kw.pop("wd", 0.0), **kw)
+    for kw, kind, name in [(dict(lr=np.nan), ValueError, "lr"), (dict(lr=np.inf), ValueError, "lr"),
+                           (dict(lr=-1), ValueError, "lr"), (dict(lr=True), TypeError, "lr"),
+                           (dict(wd=-1), ValueError, "wd"), (dict(wd=np.nan), ValueError, "wd"),
+                           (dict(b1=1.5), ValueError, "b1"), (dict(b2=1), ValueError, "b2"),
+                           (dict(b2=np.nan), ValueError, "b2"), (dict(eps=-1), ValueError, "eps"),
+                           (dict(lr=1j), TypeError, "lr"), (dict(decoupled="yes"), TypeError,
+                                                            "decoupled"),
+                           (dict(grads={"W_Q": g["W_Q"]}), ValueError, "grads"),
+                           (dict(grads=dict(g, b_Q=np.ones(3))), ValueError, "grads"),
+                           (dict(state=None), TypeError, "state")]:
+        with pytest.raises(kind, match=f"^{name}") as e:
+            step(**kw)
+        assert "\n" not in str(e.value)
+    assert state["t"] == 0 and all(np.array_equal(p[k], before[k]) for k in p)
+    for bad, kind in ((-1, ValueError), (np.nan, ValueError), (1j, TypeError),
+                      (True, TypeError), (0, ValueError)):
+        with pytest.raises(kind, match="^max_norm"):
+            optim.clip_gradients(g, bad)
+    assert all((v == 1.0).all() for v in g.values())
+
+
 def test_clipping_scales_each_runs_gradient_to_the_norm():
     rng = np.random.default_rng(1)
     g = {"a": rng.standard_normal((3, 4, 5)), "b": rng.standard_normal((3, 2))}
@@ -1704,12 +1777,13 @@ def test_python_api_names_the_argument_for_every_wrong_input(tmp_path):
              (lambda: train.train_run(SMALL, resume={}), ValueError, "resume: field"),
              (lambda: train.train_run([SMALL]), TypeError, "opts must be a dict"),
              (lambda: train.train_run(SMALL, save=str(tmp_path / "a.npz"), save_every=-1),
-              ValueError, "save_every must be an integer >= 0, got -1"),
+              ValueError, "save_every must be"),
              (lambda: train.train_run(SMALL, save_every=2.5), ValueError, "save_every must be"),
              (lambda: train.train_run(SMALL, log=5), TypeError, "log must be"),
              (lambda: train.train_run(SMALL, stop_after=0), ValueError, "stop_after must be"),
              (lambda: train.seeds_for(-1), ValueError, "seed must be"),
              (lambda: train.seeds_for("a"), ValueError, "seed must be"),
+             (lambda: train.seeds_for("5"), ValueError, "seed must be an integer"),  # check_int's
              (lambda: train.draw_run(dict(SMALL, T=[3])), ValueError, "T must be"),
              (lambda: train.next_batch([[0, 1]], np.zeros(1), 1, np.random.default_rng(0)),
               TypeError, "X must be a numpy array"),
