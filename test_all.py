@@ -1559,6 +1559,26 @@ def test_a_plain_resume_trains_to_the_length_of_the_run_that_saved(tmp_path, cap
     assert code == 0 and "\n25 steps (5 of them in this session)" in out, out
 
 
+def test_a_plain_resume_of_a_checkpoint_without_its_length_asks_for_steps(tmp_path, capsys):
+    """An older checkpoint does not record its run's length: --resume alone is refused in one
+    line asking for --steps (it used to train on to the default 1000 in silence)."""
+    path = str(tmp_path / "ck.npz")
+    with pytest.raises(train.Interrupted):
+        train.train_run(dict(SMALL, steps=20), save=path, stop_after=7)
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    options = json.loads(str(arrays["options"]))
+    del options["steps"]
+    np.savez(path, **dict(arrays, options=np.array(json.dumps(options))))
+    assert train.load_checkpoint(path)["run_steps"] is None
+    code, out, err = run_cli(capsys, "--resume", path, "--log-every", "0")
+    assert code == 2 and "--steps" in err and "length" in err and len(err.splitlines()) <= 2
+    assert train.load_checkpoint(path)["step"] == 7
+    code, out, _ = run_cli(capsys, "--resume", path, "--steps", "20", "--log-every", "0")
+    assert code == 0 and "\n20 steps (13 of them in this session)" in out, out
+    assert "the run is judged by its last step." not in out        # no logged steps: no line
+
+
 def test_resume_refuses_another_configuration(tmp_path):
     path = str(tmp_path / "ck.npz")
     train.train_run(SMALL, save=path)
@@ -1866,6 +1886,27 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     monkeypatch.undo()
     assert code == 1 and str(out_json) in err and "No space left" in err
     assert sorted(os.listdir(tmp_path)) == ["ck.npz", "py.npz"]    # no summary, no temporary
+
+
+def test_ctrl_c_while_the_last_checkpoint_is_written_is_not_swallowed(tmp_path, capsys,
+                                                                     monkeypatch):
+    """A Ctrl-C noted by the handler while the final checkpoint was written used to be
+    forgotten: the whole evaluation ran and the command exited 0. It stops the run: exit 130,
+    the checkpoint complete at the last step, the command that evaluates it."""
+    import signal
+    path, real = str(tmp_path / "ck.npz"), train.save_checkpoint
+
+    def save_then_ctrl_c(*args):
+        written = real(*args)
+        os.kill(os.getpid(), signal.SIGINT)           # lands in the loop's handler
+        return written
+    monkeypatch.setattr(train, "save_checkpoint", save_then_ctrl_c)
+    code, out, err = run_cli(capsys, *TINY, "--save", path)
+    assert code == 130 and "test accuracy" not in out, (out, err)
+    assert "after the last step; all 5 steps are saved" in err and \
+        f"python train.py --resume {path} --steps 5" in err
+    monkeypatch.undo()
+    assert train.load_checkpoint(path)["step"] == 5
 
 
 def test_progress_reaches_a_pipe_while_the_run_goes_on():
@@ -3290,6 +3331,27 @@ def test_summary_says_what_the_last_step_hides_and_names_the_head_that_found_s(t
     assert r["best_logged_acc"] == max(e["acc"] for e in r["logged"]) >= r["logged"][-1]["acc"]
     assert f"head {r['best_head']} of 2 attends most to  [" in printed
     assert "(mean over 2 heads: " in printed and "at the logged steps" in printed
+
+
+def test_the_pictures_curve_is_dense_early_and_changes_nothing_else(capsys):
+    """curve=True (--plot) measures the accuracies at every one of the first steps and then
+    log-spaced, so the picture draws the rise where it happens; the printed lines, the summary's
+    logged steps and the training are those of a run without it. The demo's last line is a
+    sentence."""
+    opts = dict(SMALL, steps=300, log_every=100)
+    lines = []
+    plain = train.train_run(opts, log=lines.append)
+    dense = train.train_run(opts, log=lines.append, curve=True)
+    assert "curve" not in plain
+    strip = lambda x: re.sub(r" +[0-9.]+s$", "", x)                  # the times differ
+    assert [strip(x) for x in lines[:4]] == [strip(x) for x in lines[4:]] and len(lines) == 8
+    assert dense["losses"] == plain["losses"] and dense["logged"] == plain["logged"]
+    steps = [e["step"] for e in dense["curve"]]
+    assert steps[:10] == list(range(1, 11)) and {100, 200, 300} <= set(steps)
+    assert 25 < len(steps) < 80 and steps == sorted(steps)
+    assert all(np.diff(steps)[:40] <= 1 + 0.1 * np.array(steps[:40]))   # log-spaced: no gaps
+    code, out, _ = run_cli(capsys, *TINY, "--log-every", "1")
+    assert code == 0 and re.search(r"\(step \d+\); the run is judged by its last step\.\n", out)
 
 
 def test_plot_option_draws_the_run(tmp_path, capsys, monkeypatch):
