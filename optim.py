@@ -56,7 +56,9 @@ def adam_init(params, decay="all"):
 def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8, decoupled=False):
     """One Adam step in place, as torch.optim.Adam (decoupled=False: weight decay added to the
     gradient, L2) or torch.optim.AdamW (decoupled=True) documents it, on the parameters
-    state["decayed"] names. lr >= 0, wd >= 0, 0 <= b1, b2 < 1, eps >= 0, as torch asks."""
+    state["decayed"] names. lr >= 0, wd >= 0, 0 <= b1, b2 < 1, eps >= 0, as torch asks. Each
+    product is written in the order the flat buffer's step computes it (p wd lr, step_size m),
+    so the two give the same bits."""
     _check_step(params, grads, state, lr, wd, b1, b2, eps, decoupled)
     state["t"] += 1
     t = state["t"]
@@ -167,12 +169,13 @@ def _check_params(params, name="params"):
         raise ValueError(f"{name} must hold arrays of one dtype, got {sorted(map(str, dtypes))}")
 
 
-def _check_number(name, v, lo, strict=False, hi=None):
-    """v a finite real number, > lo (strict) or >= lo, and < hi when hi is given."""
-    if not isinstance(v, numbers.Real) or isinstance(v, (bool, np.bool_)):
+def _check_number(name, v, lo, strict=False, hi=math.inf):
+    """v a finite real number, > lo (strict) or >= lo, and < hi (NaN fails every comparison)."""
+    if type(v) is not float and (not isinstance(v, numbers.Real)
+                                 or isinstance(v, (bool, np.bool_))):
         raise TypeError(f"{name} must be a real number, got {v!r} ({type(v).__name__})")
-    if not math.isfinite(v) or v < lo or (strict and v == lo) or (hi is not None and v >= hi):
-        allowed = f"{'>' if strict else '>='} {lo}" + (f" and < {hi}" if hi is not None else "")
+    if not ((lo < v) if strict else (lo <= v)) or not v < hi:
+        allowed = f"{'>' if strict else '>='} {lo}" + (f" and < {hi}" if hi < math.inf else "")
         raise ValueError(f"{name} must be a finite number {allowed}, got {v!r}")
 
 

@@ -279,8 +279,8 @@ class Progress:
     def printed(self, step):
         return bool(self.every) and (step % self.every == 0 or step == 1)
 
-    def due(self, step):
-        return self.printed(step) or step in self.extra
+    def due(self, step):                               # printed, or a point of the curve
+        return (self.every and (step % self.every == 0 or step == 1)) or step in self.extra
 
 
 def curve_steps(steps, every=0, n=60):
