@@ -1,55 +1,95 @@
 """optim.py: the optimiser of the experiment (Edelman et al., Section 5, as reproductions read it).
 
 Adam with bias correction (Kingma & Ba), weight decay added to the gradient (torch.optim.Adam) or
-decoupled (torch.optim.AdamW), on every parameter or on the weight matrices only, and clipping of
-the gradient's global L2 norm (torch.nn.utils.clip_grad_norm_). Every function works on one run's
+decoupled (torch.optim.AdamW), on every parameter or on DECAYED only, and clipping of the
+gradient's global L2 norm (torch.nn.utils.clip_grad_norm_). Every function works on one run's
 parameter dict or on a stack of runs (a leading run axis on every array, `runs=R`). numpy only.
+
+adam_step is the formula, one parameter at a time. For speed a caller may first copy its
+parameters into one flat buffer (one_buffer): the same arithmetic then runs as a dozen passes over
+that buffer instead of a dozen small operations per parameter (at T = 100, numpy's per-call
+overhead on 20 parameters costs about a tenth of a step); a test holds the two to the same bits.
 """
+import math
+import numbers
+
 import numpy as np
 
-MATRICES = ("W_Q", "W_K", "W_V", "W_O", "W_1", "W_2", "w")   # what decay="matrices" acts on
+# The weights of every Linear layer, which minGPT decays (decay="matrices"): attention's four
+# projections, the MLP's two and the readout vector w (a Linear layer d -> 1). Not decayed there:
+# biases, LayerNorm gains and shifts, the embeddings and [CLS].
+DECAYED = ("W_Q", "W_K", "W_V", "W_O", "W_1", "W_2", "w")
+
+
+def one_buffer(params):
+    """A new dict of the same parameters (same values, shapes and dtype) held as views of one new
+    flat buffer, in params' order; the caller's dict and arrays are left as they are. adam_init
+    and adam_step see such a dict and run on the flat buffer (the same numbers, faster)."""
+    _check_params(params)
+    flat = np.concatenate([v.ravel() for v in params.values()])
+    return _views(flat, {k: v.shape for k, v in params.items()})
 
 
 def adam_init(params, decay="all"):
-    """Adam's state for `params` (a dict of arrays of one dtype). The parameters move into one flat
-    buffer: each params[k] becomes a view of it (same values, shape and dtype), so that a step is a
-    dozen passes over one array instead of a dozen small operations per parameter (at T = 100,
-    numpy's per-call overhead on 20 parameters costs about a tenth of a step). state["m"][k] and
-    state["v"][k]
-    are views in the same way; state["work"] holds two scratch arrays of the flat size, so a step
-    makes no new arrays. decay: "all", or "matrices" (weight decay only on MATRICES)."""
-    if not isinstance(params, dict) or not params or not all(
-            isinstance(v, np.ndarray) and v.dtype.kind == "f" for v in params.values()):
-        raise TypeError("params must be a non-empty dict of float arrays (attn.init_params)")
+    """Adam's state for `params` (a dict of float arrays of one dtype): the step count t = 0, the
+    first and second moments m and v (zeros like each parameter, by name), and which parameters
+    weight decay acts on (decay: "all", or "matrices": DECAYED only). Parameters from one_buffer
+    get moments in flat buffers of their own too (state["flat"]); the parameters are not touched."""
+    _check_params(params)
     if decay not in ("all", "matrices"):
         raise ValueError(f"decay must be one of all, matrices, got {decay!r}")
-    keys = list(params)
-    dtypes = {params[k].dtype for k in keys}
-    if len(dtypes) != 1:
-        raise ValueError(f"adam_init needs parameters of one dtype, got {sorted(map(str, dtypes))}")
+    shapes = {k: v.shape for k, v in params.items()}
+    decayed = frozenset(k for k in params if decay == "all" or k in DECAYED)
+    flat = _flat_buffer(params)
+    state = dict(t=0, shapes=shapes, decayed=decayed, flat=flat)
+    if flat is None:
+        return dict(state, m={k: np.zeros_like(v) for k, v in params.items()},
+                    v={k: np.zeros_like(v) for k, v in params.items()})
+    m_flat, v_flat = np.zeros_like(flat), np.zeros_like(flat)
+    mask = None if decay == "all" else np.concatenate(
+        [np.full(v.size, float(k in decayed), flat.dtype) for k, v in params.items()])
+    return dict(state, m=_views(m_flat, shapes), v=_views(v_flat, shapes), m_flat=m_flat,
+                v_flat=v_flat, views=dict(params), mask=mask,
+                work=(np.empty_like(flat), np.empty_like(flat)))   # scratch: no new arrays a step
 
-    def views(flat):
-        out, at = {}, 0
-        for k in keys:
-            out[k] = flat[at:at + params[k].size].reshape(params[k].shape)
-            at += params[k].size
-        return out
 
-    flat = np.concatenate([params[k].ravel() for k in keys])
-    m, v = np.zeros_like(flat), np.zeros_like(flat)
-    mask = None
-    if decay == "matrices":
-        mask = np.concatenate([np.full(params[k].size, float(k in MATRICES), flat.dtype)
-                               for k in keys])
-    params.update(views(flat))
-    return dict(t=0, keys=keys, flat=flat, views=dict(params), m_flat=m, v_flat=v, m=views(m),
-                v=views(v), mask=mask, work=(np.empty_like(flat), np.empty_like(flat)))
+def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8, decoupled=False):
+    """One Adam step in place, as torch.optim.Adam (decoupled=False: weight decay added to the
+    gradient, L2) or torch.optim.AdamW (decoupled=True) documents it, on the parameters
+    state["decayed"] names. lr >= 0, wd >= 0, 0 <= b1, b2 < 1, eps >= 0, as torch asks. Each
+    product is written in the order the flat buffer's step computes it (p wd lr, step_size m),
+    so the two give the same bits."""
+    _check_step(params, grads, state, lr, wd, b1, b2, eps, decoupled)
+    state["t"] += 1
+    t = state["t"]
+    if state["flat"] is not None:
+        return _flat_adam_step(grads, state, lr, wd, b1, b2, eps, decoupled)
+    for k, p in params.items():
+        g, m, v = grads[k], state["m"][k], state["v"][k]
+        if wd and k in state["decayed"]:
+            if decoupled:
+                p -= p * wd * lr                        # AdamW: p <- p - lr wd p
+            else:
+                g = g + p * wd                          # Adam:  g <- g + wd p
+        m[...] = b1 * m + (1 - b1) * g                  # m <- b1 m + (1 - b1) g
+        v[...] = b2 * v + (1 - b2) * g ** 2             # v <- b2 v + (1 - b2) g^2
+        v_hat = v / (1 - b2 ** t)                       # bias corrections: v_hat = v / (1 - b2^t)
+        step_size = lr / (1 - b1 ** t)                  # and lr m_hat = step_size m
+        p -= step_size * m / (np.sqrt(v_hat) + eps)     # p <- p - lr m_hat / (sqrt(v_hat) + eps)
+    return None
 
 
 def clip_gradients(grads, max_norm, runs=None):
     """Scale the gradients in place so that their global L2 norm is at most max_norm (as
     torch.nn.utils.clip_grad_norm_: factor max_norm / (norm + 1e-6) when below 1). For a stack of
     `runs` runs (a leading run axis on every array), each run's own norm. -> the norms."""
+    _check_params(grads, "grads")
+    _check_number("max_norm", max_norm, 0, strict=True)
+    if runs is not None:
+        if not isinstance(runs, numbers.Integral) or isinstance(runs, (bool, np.bool_)) or runs < 1:
+            raise ValueError(f"runs must be None or an integer >= 1, got {runs!r}")
+        if any(g.ndim < 1 or len(g) != runs for g in grads.values()):
+            raise ValueError(f"grads must each have a leading run axis of length runs={runs}")
     lead = (runs, -1) if runs else (1, -1)
     sq = sum((g.reshape(lead).astype(np.float64) ** 2).sum(1) for g in grads.values())
     norm = np.sqrt(sq)
@@ -61,30 +101,24 @@ def clip_gradients(grads, max_norm, runs=None):
     return norm if runs else float(norm[0])
 
 
-def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8, decoupled=False):
-    """One Adam step in place (Kingma & Ba, with bias correction). Weight decay wd: added to the
-    gradient, g <- g + wd * p (torch.optim.Adam), or with decoupled=True applied to the
-    parameters first, p <- p - lr * wd * p (torch.optim.AdamW); on the parameters state["mask"]
-    selects (all when None). `params` must still hold the views adam_init gave it."""
-    keys = state["keys"]
-    if any(params[k] is not state["views"][k] for k in keys):
-        raise ValueError("adam_step: a parameter was replaced after adam_init; update it in place "
-                         "(params[k][...] = value) so the optimiser still sees it")
-    state["t"] += 1
-    t = state["t"]
-    c1, c2 = 1.0 - b1 ** t, 1.0 - b2 ** t
+# ---------------------------------------------------------------- the flat buffer --------------
+
+def _flat_adam_step(grads, state, lr, wd, b1, b2, eps, decoupled):
+    """adam_step's arithmetic, operation for operation, on the flat buffers (p, m, v of every
+    parameter at once); state["mask"] is 1 on the decayed parameters' entries, 0 elsewhere."""
     p, m, v, mask = state["flat"], state["m_flat"], state["v_flat"], state["mask"]
-    g, a = state["work"]              # two scratch buffers: no new arrays, the same arithmetic
-    np.concatenate([grads[k].ravel() for k in keys], out=g)
+    c1, c2 = 1.0 - b1 ** state["t"], 1.0 - b2 ** state["t"]
+    g, a = state["work"]
+    np.concatenate([grads[k].ravel() for k in state["shapes"]], out=g)
     if wd:
-        decay = np.multiply(p, wd, out=a)                            # wd * p (* mask)
+        decay = np.multiply(p, wd, out=a)                            # p wd (* mask)
         if mask is not None:
             decay *= mask
         if decoupled:
             decay *= lr
-            p -= decay
+            p -= decay                                               # p -= p wd lr
         else:
-            g += decay
+            g += decay                                               # g += p wd
     m *= b1
     m += np.multiply(g, 1.0 - b1, out=a)                             # m = b1 m + (1 - b1) g
     v *= b2
@@ -96,3 +130,82 @@ def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8, decouple
     denom += eps
     step /= denom
     p -= step
+
+
+def _views(flat, shapes):
+    out, at = {}, 0
+    for k, shape in shapes.items():
+        size = math.prod(shape)
+        out[k] = flat[at:at + size].reshape(shape)
+        at += size
+    return out
+
+
+def _flat_buffer(params):
+    """The buffer params' arrays are consecutive views of, in order (one_buffer's), else None."""
+    arrays = list(params.values())
+    flat = arrays[0].base
+    if (not isinstance(flat, np.ndarray) or flat.ndim != 1 or not flat.flags.c_contiguous
+            or flat.size != sum(a.size for a in arrays)):
+        return None
+    start, at = flat.__array_interface__["data"][0], 0
+    for a in arrays:
+        if (a.base is not flat or not a.flags.c_contiguous
+                or a.__array_interface__["data"][0] != start + at * flat.itemsize):
+            return None
+        at += a.size
+    return flat
+
+
+# ---------------------------------------------------------------- argument checks --------------
+
+def _check_params(params, name="params"):
+    if not isinstance(params, dict) or not params or not all(
+            isinstance(v, np.ndarray) and v.dtype.kind == "f" for v in params.values()):
+        raise TypeError(f"{name} must be a non-empty dict of float arrays (attn.init_params), got "
+                        f"{type(params).__name__}")
+    dtypes = {v.dtype for v in params.values()}
+    if len(dtypes) != 1:
+        raise ValueError(f"{name} must hold arrays of one dtype, got {sorted(map(str, dtypes))}")
+
+
+def _check_number(name, v, lo, strict=False, hi=math.inf):
+    """v a finite real number, > lo (strict) or >= lo, and < hi (NaN fails every comparison)."""
+    if type(v) is not float and (not isinstance(v, numbers.Real)
+                                 or isinstance(v, (bool, np.bool_))):
+        raise TypeError(f"{name} must be a real number, got {v!r} ({type(v).__name__})")
+    if not ((lo < v) if strict else (lo <= v)) or not v < hi:
+        allowed = f"{'>' if strict else '>='} {lo}" + (f" and < {hi}" if hi < math.inf else "")
+        raise ValueError(f"{name} must be a finite number {allowed}, got {v!r}")
+
+
+def _check_step(params, grads, state, lr, wd, b1, b2, eps, decoupled):
+    """adam_step's arguments: a few comparisons a step, no arrays touched."""
+    if not isinstance(state, dict) or "shapes" not in state:
+        raise TypeError(f"state must be the dict optim.adam_init returned, got "
+                        f"{type(state).__name__}")
+    shapes = state["shapes"]
+    for name, d in (("params", params), ("grads", grads)):
+        if not isinstance(d, dict):
+            raise TypeError(f"{name} must be a dict of arrays by name, got {type(d).__name__}")
+        if d.keys() != shapes.keys():
+            raise ValueError(f"{name} must hold the parameters adam_init was given: missing "
+                             f"{sorted(shapes.keys() - d.keys())}, unknown "
+                             f"{sorted(d.keys() - shapes.keys(), key=str)}")
+    for k, shape in shapes.items():
+        if not isinstance(grads[k], np.ndarray) or grads[k].shape != shape:
+            raise ValueError(f"grads[{k!r}] must be an array of shape {shape}, got "
+                             f"{getattr(grads[k], 'shape', type(grads[k]).__name__)}")
+    if state["flat"] is not None:
+        if any(params[k] is not state["views"][k] for k in shapes):
+            raise ValueError("params: a parameter was replaced after adam_init; update it in place "
+                             "(params[k][...] = value) so the optimiser still sees it")
+    elif any(params[k].shape != shape for k, shape in shapes.items()):
+        raise ValueError("params: a parameter changed shape after adam_init")
+    _check_number("lr", lr, 0)
+    _check_number("wd", wd, 0)
+    _check_number("b1", b1, 0, hi=1)
+    _check_number("b2", b2, 0, hi=1)
+    _check_number("eps", eps, 0)
+    if not isinstance(decoupled, (bool, np.bool_)):
+        raise TypeError(f"decoupled must be True or False, got {decoupled!r}")

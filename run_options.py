@@ -28,8 +28,9 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
     ("beta2", 0.999, number(0, hi=1, hi_strict=True),
      "Adam's second-moment decay, >= 0 and < 1 (minGPT: 0.95)"),
     ("decay", "all", choice("all", "matrices"),
-     "what weight decay acts on: all parameters, or the weight matrices and the readout only "
-     "(minGPT: not biases, LayerNorm gains, embeddings or [CLS])"),
+     "what weight decay acts on: all parameters, or the weights of every Linear layer only "
+     "(optim.DECAYED: the weight matrices and the readout w, as minGPT decays them; not biases, "
+     "LayerNorm gains, embeddings or [CLS])"),
     ("clip", 0.0, number(0), "clip each step's gradient to this global L2 norm (0 = off; "
      "minGPT: 1.0)"),
     ("dropout", 0.0, number(0, hi=1, hi_strict=True), "dropout probability, >= 0 and < 1 "

@@ -720,7 +720,7 @@ def matmul_gflops(n, k, m, dtype, reps=20):
 
 def time_steps(cfg, B, path, n_steps):
     rng = np.random.default_rng(0)
-    p = attn.init_params(cfg, rng)
+    p = optim.one_buffer(attn.init_params(cfg, rng))          # as training holds them
     dt = np.dtype(cfg["dtype"])
     X = (rng.random((B, cfg["T"])) < 0.8).astype(dt)
     y = rng.integers(0, 2, B).astype(dt)

@@ -1482,6 +1482,79 @@ def test_adamw_step_against_a_hand_computed_one():
     assert not np.allclose(q["W_Q"], p["W_Q"])
 
 
+def torch_adam_step(p, g, m, v, t, lr, wd, b1, b2, eps, decoupled):
+    """One step of torch.optim.Adam / AdamW as their documentation writes it, in float64."""
+    if decoupled:
+        p = p - lr * wd * p
+    else:
+        g = g + wd * p
+    m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+    m_hat, v_hat = m / (1 - b1 ** t), v / (1 - b2 ** t)
+    return p - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_adam_is_the_documented_formula_and_its_flat_buffer_the_same_bits(dtype):
+    """adam_step against torch's documented algorithm (float64, 30 steps, both decays, decay on
+    all or on DECAYED); the flat buffer (one_buffer) gives the plain formula's very bits; and
+    neither one_buffer nor adam_init swaps the caller's arrays for views."""
+    rng = np.random.default_rng(5)
+    shapes = dict(E_pos=(4, 3), W_Q=(3, 3), b_Q=(3,), w=(3,), b=(1,))
+    assert "w" in optim.DECAYED and not {"b_Q", "b", "E_pos"} & set(optim.DECAYED)
+    for decoupled, decay in ((False, "all"), (True, "all"), (False, "matrices"),
+                             (True, "matrices")):
+        p = {k: rng.standard_normal(s).astype(dtype) for k, s in shapes.items()}
+        mine = dict(p)
+        q = optim.one_buffer(p)
+        state_p, state_q = optim.adam_init(p, decay), optim.adam_init(q, decay)
+        assert all(p[k] is mine[k] for k in p) and all(q[k] is not p[k] for k in p)
+        assert state_p["flat"] is None and state_q["flat"] is not None
+        ref = {k: (v.astype(np.float64), 0.0, 0.0) for k, v in p.items()}
+        for t in range(1, 31):
+            g = {k: rng.standard_normal(s).astype(dtype) for k, s in shapes.items()}
+            optim.adam_step(p, g, state_p, 0.01, 0.1, b2=0.95, decoupled=decoupled)
+            optim.adam_step(q, {k: v.copy() for k, v in g.items()}, state_q, 0.01, 0.1, b2=0.95,
+                            decoupled=decoupled)
+            ref = {k: torch_adam_step(*ref[k][:1], g[k].astype(np.float64), *ref[k][1:], t,
+                                      0.01, 0.1 if decay == "all" or k in optim.DECAYED else 0.0,
+                                      0.9, 0.95, 1e-8, decoupled) for k in ref}
+        for k in p:
+            assert np.array_equal(p[k], q[k]), (k, decoupled, decay)
+            assert np.array_equal(state_p["v"][k], state_q["v"][k]), k
+            assert np.allclose(p[k], ref[k][0], rtol=1e-4 if dtype == "float32" else 1e-10,
+                               atol=1e-6 if dtype == "float32" else 1e-13), (k, decoupled, decay)
+        assert all(p[k] is mine[k] for k in p)
+
+
+def test_optimiser_refuses_impossible_values_in_one_line_naming_them():
+    rng = np.random.default_rng(0)
+    p = {"W_Q": rng.standard_normal((3, 2)), "b_Q": rng.standard_normal(2)}
+    g = {k: np.ones_like(v) for k, v in p.items()}
+    before = {k: v.copy() for k, v in p.items()}
+    state = optim.adam_init(p)
+    step = lambda **kw: optim.adam_step(p, kw.pop("grads", g), kw.pop("state", state),
+                                        kw.pop("lr", 1e-3), kw.pop("wd", 0.0), **kw)
+    for kw, kind, name in [(dict(lr=np.nan), ValueError, "lr"), (dict(lr=np.inf), ValueError, "lr"),
+                           (dict(lr=-1), ValueError, "lr"), (dict(lr=True), TypeError, "lr"),
+                           (dict(wd=-1), ValueError, "wd"), (dict(wd=np.nan), ValueError, "wd"),
+                           (dict(b1=1.5), ValueError, "b1"), (dict(b2=1), ValueError, "b2"),
+                           (dict(b2=np.nan), ValueError, "b2"), (dict(eps=-1), ValueError, "eps"),
+                           (dict(lr=1j), TypeError, "lr"), (dict(decoupled="yes"), TypeError,
+                                                            "decoupled"),
+                           (dict(grads={"W_Q": g["W_Q"]}), ValueError, "grads"),
+                           (dict(grads=dict(g, b_Q=np.ones(3))), ValueError, "grads"),
+                           (dict(state=None), TypeError, "state")]:
+        with pytest.raises(kind, match=f"^{name}") as e:
+            step(**kw)
+        assert "\n" not in str(e.value)
+    assert state["t"] == 0 and all(np.array_equal(p[k], before[k]) for k in p)
+    for bad, kind in ((-1, ValueError), (np.nan, ValueError), (1j, TypeError),
+                      (True, TypeError), (0, ValueError)):
+        with pytest.raises(kind, match="^max_norm"):
+            optim.clip_gradients(g, bad)
+    assert all((v == 1.0).all() for v in g.values())
+
+
 def test_clipping_scales_each_runs_gradient_to_the_norm():
     rng = np.random.default_rng(1)
     g = {"a": rng.standard_normal((3, 4, 5)), "b": rng.standard_normal((3, 2))}
@@ -1610,6 +1683,26 @@ def test_a_plain_resume_trains_to_the_length_of_the_run_that_saved(tmp_path, cap
         "session)" in out, out
     code, out, _ = run_cli(capsys, "--resume", path, "--steps", "25", "--log-every", "0")
     assert code == 0 and "\n25 steps (5 of them in this session)" in out, out
+
+
+def test_a_plain_resume_of_a_checkpoint_without_its_length_asks_for_steps(tmp_path, capsys):
+    """An older checkpoint does not record its run's length: --resume alone is refused in one
+    line asking for --steps (it used to train on to the default 1000 in silence)."""
+    path = str(tmp_path / "ck.npz")
+    with pytest.raises(train.Interrupted):
+        train.train_run(dict(SMALL, steps=20), save=path, stop_after=7)
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    options = json.loads(str(arrays["options"]))
+    del options["steps"]
+    np.savez(path, **dict(arrays, options=np.array(json.dumps(options))))
+    assert train.load_checkpoint(path)["run_steps"] is None
+    code, out, err = run_cli(capsys, "--resume", path, "--log-every", "0")
+    assert code == 2 and "--steps" in err and "length" in err and len(err.splitlines()) <= 2
+    assert train.load_checkpoint(path)["step"] == 7
+    code, out, _ = run_cli(capsys, "--resume", path, "--steps", "20", "--log-every", "0")
+    assert code == 0 and "\n20 steps (13 of them in this session)" in out, out
+    assert "the run is judged by its last step." not in out        # no logged steps: no line
 
 
 def test_resume_refuses_another_configuration(tmp_path):
@@ -1830,12 +1923,13 @@ def test_python_api_names_the_argument_for_every_wrong_input(tmp_path):
              (lambda: train.train_run(SMALL, resume={}), ValueError, "resume: field"),
              (lambda: train.train_run([SMALL]), TypeError, "opts must be a dict"),
              (lambda: train.train_run(SMALL, save=str(tmp_path / "a.npz"), save_every=-1),
-              ValueError, "save_every must be an integer >= 0, got -1"),
+              ValueError, "save_every must be"),
              (lambda: train.train_run(SMALL, save_every=2.5), ValueError, "save_every must be"),
              (lambda: train.train_run(SMALL, log=5), TypeError, "log must be"),
              (lambda: train.train_run(SMALL, stop_after=0), ValueError, "stop_after must be"),
              (lambda: train.seeds_for(-1), ValueError, "seed must be"),
              (lambda: train.seeds_for("a"), ValueError, "seed must be"),
+             (lambda: train.seeds_for("5"), ValueError, "seed must be an integer"),  # check_int's
              (lambda: train.draw_run(dict(SMALL, T=[3])), ValueError, "T must be"),
              (lambda: train.next_batch([[0, 1]], np.zeros(1), 1, np.random.default_rng(0)),
               TypeError, "X must be a numpy array"),
@@ -1918,6 +2012,27 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     monkeypatch.undo()
     assert code == 1 and str(out_json) in err and "No space left" in err
     assert sorted(os.listdir(tmp_path)) == ["ck.npz", "py.npz"]    # no summary, no temporary
+
+
+def test_ctrl_c_while_the_last_checkpoint_is_written_is_not_swallowed(tmp_path, capsys,
+                                                                     monkeypatch):
+    """A Ctrl-C noted by the handler while the final checkpoint was written used to be
+    forgotten: the whole evaluation ran and the command exited 0. It stops the run: exit 130,
+    the checkpoint complete at the last step, the command that evaluates it."""
+    import signal
+    path, real = str(tmp_path / "ck.npz"), train.save_checkpoint
+
+    def save_then_ctrl_c(*args):
+        written = real(*args)
+        os.kill(os.getpid(), signal.SIGINT)           # lands in the loop's handler
+        return written
+    monkeypatch.setattr(train, "save_checkpoint", save_then_ctrl_c)
+    code, out, err = run_cli(capsys, *TINY, "--save", path)
+    assert code == 130 and "test accuracy" not in out, (out, err)
+    assert "after the last step; all 5 steps are saved" in err and \
+        f"python train.py --resume {path} --steps 5" in err
+    monkeypatch.undo()
+    assert train.load_checkpoint(path)["step"] == 5
 
 
 def test_progress_reaches_a_pipe_while_the_run_goes_on():
@@ -3342,6 +3457,27 @@ def test_summary_says_what_the_last_step_hides_and_names_the_head_that_found_s(t
     assert r["best_logged_acc"] == max(e["acc"] for e in r["logged"]) >= r["logged"][-1]["acc"]
     assert f"head {r['best_head']} of 2 attends most to  [" in printed
     assert "(mean over 2 heads: " in printed and "at the logged steps" in printed
+
+
+def test_the_pictures_curve_is_dense_early_and_changes_nothing_else(capsys):
+    """curve=True (--plot) measures the accuracies at every one of the first steps and then
+    log-spaced, so the picture draws the rise where it happens; the printed lines, the summary's
+    logged steps and the training are those of a run without it. The demo's last line is a
+    sentence."""
+    opts = dict(SMALL, steps=300, log_every=100)
+    lines = []
+    plain = train.train_run(opts, log=lines.append)
+    dense = train.train_run(opts, log=lines.append, curve=True)
+    assert "curve" not in plain
+    strip = lambda x: re.sub(r" +[0-9.]+s$", "", x)                  # the times differ
+    assert [strip(x) for x in lines[:4]] == [strip(x) for x in lines[4:]] and len(lines) == 8
+    assert dense["losses"] == plain["losses"] and dense["logged"] == plain["logged"]
+    steps = [e["step"] for e in dense["curve"]]
+    assert steps[:10] == list(range(1, 11)) and {100, 200, 300} <= set(steps)
+    assert 25 < len(steps) < 80 and steps == sorted(steps)
+    assert all(np.diff(steps)[:40] <= 1 + 0.1 * np.array(steps[:40]))   # log-spaced: no gaps
+    code, out, _ = run_cli(capsys, *TINY, "--log-every", "1")
+    assert code == 0 and re.search(r"\(step \d+\); the run is judged by its last step\.\n", out)
 
 
 def test_plot_option_draws_the_run(tmp_path, capsys, monkeypatch):

@@ -8,10 +8,11 @@ Training (Section 5, as reproductions read it): Adam with bias correction, lr 1e
 1e-4 *added to the gradient* (L2, as torch.optim.Adam does, not decoupled AdamW) on every
 parameter, full-batch logistic loss, 1000 steps, accuracy on fresh test samples.
 
-The file reads top to bottom: one training run (train_run: its loop first, then the set-up, the
-loop's parts and the evaluation); a stack of runs (train_stack: the same step for R runs at once);
-the optimiser's step (the arithmetic is optim.py's); memory; checkpoints; the command line. The
-options, one table of defaults, checks and --help, are run_options.py's.
+The file reads top to bottom: one run (train_run) and a stack of runs (train_stack: R runs at
+once) set up and run the one loop, train_loop (batch, loss and gradients, finite check, clip,
+Adam's step, early stopping, log, checkpoint), whose parts follow it; then the set-up, the
+result's measurements, memory, checkpoint files, the command line and the run's picture. Adam's
+arithmetic is optim.py's; the options (one table of defaults, checks and --help) run_options.py's.
 Dimension names: B batch, T bits, d width, R runs. `o` is always a run's option dict.
 """
 import signal
@@ -33,7 +34,7 @@ import os
 import time
 import types
 
-from cli import BadValue, integer
+from cli import integer
 
 import numpy as np
 
@@ -47,187 +48,120 @@ from run_options import (DEFAULTS, OPTIONS, RUN_KEYS, check_options, cli_flag, p
                          validate_options)
 
 
-# ---------------------------------------------------------------- one training run ------------
+# ---------------------------------------------------------------- training --------------------
+# One run (train_run) and a stack of runs (train_stack) set up, run the one loop (train_loop), and
+# report. The loop's parts follow it; the set-up, the result's measurements, memory, checkpoint
+# files and the command line come after, where a reader of the loop need not pass.
 
-def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=None):
+def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=None,
+              curve=False):
     """Train one model with options `opts` (keys of DEFAULTS); return a result dict.
 
     save: checkpoint path, written every save_every steps (0: only at the end), at the end, and
-    on Ctrl-C or SIGTERM (then Interrupted is raised, also when Ctrl-C comes before step 1 or
-    during the final evaluation). Like --save, it must be free or the very file `resume` was
-    read from (cli.claim_output): another run's checkpoint, or any other file, is never
-    replaced. resume: a dict from load_checkpoint to continue from (checked field by field,
-    check_checkpoint); a checkpoint already at o["steps"] is evaluated and reported without
-    training. stop_after: behave as if Ctrl-C came after that step (for tests). A non-finite
-    loss raises Diverged and leaves the last (finite) checkpoint untouched. log: a function of
-    one line, or None for none.
+    on Ctrl-C or SIGTERM (then Interrupted is raised, also when Ctrl-C comes before step 1,
+    while the last checkpoint is written or during the final evaluation). Like --save, it must
+    be free or the very file `resume` was read from (cli.claim_output): another run's
+    checkpoint, or any other file, is never replaced. resume: a dict from load_checkpoint to
+    continue from (checked field by field, check_checkpoint); a checkpoint already at o["steps"]
+    is evaluated and reported without training. stop_after: behave as if Ctrl-C came after that
+    step (for tests). A non-finite loss raises Diverged and leaves the last (finite) checkpoint
+    untouched. log: a function of one line, or None for none. curve: also measure the
+    accuracies at log-spaced steps (curve_steps), for the run's picture: result["curve"].
     """
     o, save_every, stop_after, resume = check_run_call(opts, log, save, save_every, resume,
                                                        stop_after)
     kept = resume["step"] if resume and save and same_path(save, resume.get("path")) else 0
-    phase = "start"                  # where a Ctrl-C that is not caught at a step boundary came
+    run, phase = None, "start"       # where a Ctrl-C that is not caught at a step boundary came
     try:
-        run = set_up_run(o, log, resume)
-        # the loop (a blow-up is caught by check_finite, so numpy's overflow warnings are off)
-        with StopRequests(bool(save), stop_after) as stop, np.errstate(over="ignore",
-                                                                       invalid="ignore"):
-            phase = "training"
-            for step in range(run.first, o["steps"] + 1):
-                loss = train_step(step, run.params, run.state, o, run.batch, run.loss_and_grads,
-                                  run.stopper, lambda z: check_finite(float(z), step, o, save))
-                run.losses.append(loss)
-                run.progress.log(step, loss)
-                stopping = stop.after(step)
-                if save and (stopping or step == o["steps"] or (save_every and
-                                                                step % save_every == 0)):
-                    if save_checkpoint(save, run.params, run.state, run.r_order, o, step):
-                        kept = step
-                if stopping:
-                    raise Interrupted(step, save)
+        run = set_up_run(o, log, resume, curve, kept)
+        phase = "training"
+        train_loop(run, o, save, save_every, stop_after)
         phase = "evaluation"
         return finish_run(o, run)
     except KeyboardInterrupt:
         if not save:
             raise
-        raise Interrupted(kept, save, phase) from None
+        raise Interrupted(run.kept if run else kept, save, phase) from None
 
 
-def train_step(step, params, state, o, batch, loss_and_grads, stopper, take_loss, runs=None):
-    """One step, for a run and a stack alike: draw the batch, the loss and its gradients, hand the
-    loss to take_loss (a run refuses a non-finite one here, before the step), the optimiser's
-    step, and early stopping's check. -> what take_loss returned."""
-    Xb, yb, extra = batch()
-    loss, grads = loss_and_grads(params, Xb, yb, **extra)
-    loss = take_loss(loss)
-    optimiser_step(params, grads, state, o, runs)
-    if stopper:
-        stopper.check(step)
-    return loss
+PER_RUN = ("m", "data", "seed")       # what the runs of one stack may differ in (and nothing else)
+STACK_KEYS = tuple(k for k in RUN_KEYS if k not in PER_RUN) + ("steps",)
 
 
-# the set-up: checks, the seed's draws, the model, the optimiser, progress
+def train_stack(runs, monitor=None):
+    """Train the Transformer runs `runs` (option dicts that agree on STACK_KEYS) as one stack;
+    return one result dict per run, as train_run would. Every parameter gets a leading run axis
+    and each step is one set of batched array operations, so numpy's per-call overhead is paid
+    once for R runs. The runs stay independent: each run's numbers are those of the same run
+    alone, up to float rounding (test_stack_equals_single_runs). Shorter training sets are
+    padded to the longest with weight-0 samples. A run whose loss stops being finite is reported
+    as diverged (test_acc nan); the others go on unaffected.
 
-def check_run_call(opts, log, save, save_every, resume, stop_after):
-    """train_run's arguments, before anything runs -> (options, save_every, stop_after, the
-    checked checkpoint)."""
-    o = validate_options(opts)
-    save_every = api_int("save_every", save_every, 0)
-    stop_after = None if stop_after is None else api_int("stop_after", stop_after, 1)
-    if log is not None and not callable(log):
-        raise TypeError(f"log must be a function of one line (e.g. print) or None, got "
-                        f"{type(log).__name__}")
-    if resume is not None:
-        resume = check_checkpoint(resume, "resume")
-    if save is not None:
-        cli.claim_output(save, "checkpoint", "save",
-                         checkpoint_owner(resume and resume.get("path"), cli_style=False))
-    check_run_memory(o)
-    if (o["val"] or o["dropout"]) and (save is not None or resume is not None):
-        raise ValueError("early stopping (val) and dropout do not combine with checkpoints yet "
-                         "(the best parameters and the mask generator are not saved); drop them "
-                         "or save/resume")
-    return o, save_every, stop_after, resume
+    monitor: None, or a callable with an int attribute `every`: every `every` steps it is called
+    as monitor(step, test_acc [R], loss [R]) with each run's accuracy on its own test set, and the
+    stack stops early when it returns True (each result's "steps_run" says where). The test set
+    then only watches; nothing is chosen by it."""
+    opts, o = check_stack(runs)
+    run = set_up_stack(opts, watched=monitor is not None)
+    ran = train_loop(run, o, monitor=monitor)
+    if run.val:
+        restore_best(run)
+    return stack_results(opts, run, ran, (time.perf_counter() - run.t0) / run.R)
 
 
-def set_up_run(o, log, resume):
-    """Everything the loop needs, as attributes: the task, the data, the model (params,
-    loss_and_grads, logits, cfg), Adam's state, the first step, batch(), early stopping, the
-    progress line and the losses so far."""
-    task, (Xtr, ytr), test, r_init, r_order, val = draw_run(o)
-    params, loss_and_grads, logits, cfg = build_model(o, r_init)
-    ytr_f = ytr.astype(Xtr.dtype)
-    state = optim.adam_init(params, o["decay"])
-    first = 1 if resume is None else restore(resume, o, params, state, r_order)
-    fixed = {}                       # a full-batch run's bits never change: two versions once
-    if cfg and not o["dropout"] and (not o["batch"] or o["batch"] >= o["m"]):
-        fixed = dict(versions=fast.two_versions(Xtr, Xtr.dtype))
-    stopper = val and BestOnValidation(o, params, val, lambda p, Xv, yv: val_loss(
-        chunked(logits, p, Xv), yv))
-    return types.SimpleNamespace(
-        task=task, train=(Xtr, ytr), test=test, params=params, loss_and_grads=loss_and_grads,
-        logits=logits, cfg=cfg, state=state, first=first, r_order=r_order, stopper=stopper,
-        batch=lambda: next_batch(Xtr, ytr_f, o["batch"], r_order) + (fixed,), losses=[],
-        progress=Progress(log, o, params, cfg, logits, (Xtr, ytr), val or test, task.S,
-                          "val" if val else "test"))
-
-
-def finish_run(o, run):
-    """The result of a trained run: early stopping's parameters put back, then the summary."""
-    if run.stopper:
-        run.stopper.restore()
-    r = summarise(o, run.task, run.params, run.cfg, run.logits, run.train, run.test, run.losses,
-                  run.progress.seconds())
-    r.update(over_the_run(run.losses, run.progress, o["steps"]))
-    if not run.stopper:
-        return dict(r, best_step=o["steps"])
-    best = int(run.stopper.best_step[0])       # the training loss of the parameters kept
-    return dict(r, best_step=best,
-                loss=run.losses[best - run.first] if best >= run.first else r["loss"])
-
-
-Streams = collections.namedtuple("Streams", "task train test init order val dropout")
-
-
-def seeds_for(seed):
-    """The independent generators one seed fixes, by name: task (the support S), train (training
-    data), test (test data), init, order (minibatches), val (validation data), dropout (masks).
-    Each is a child of SeedSequence(seed) fixed by its index in that order, so the seven streams
-    never change one another."""
-    seed = api_int("seed", seed, 0)
-    return Streams(*(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(7)))
-
-
-def draw_run(o):
-    """What the seed fixes, drawn from independent streams: the task (support S), the training
-    set (X [m, T] in the run's dtype, y [m] uint8), the test set, and the generators of the init
-    and of the minibatch order. o: options (validate_options fills in the defaults)."""
-    o = validate_options(o)
-    streams = seeds_for(o["seed"])
-    task = data.make_task(o["task"], o["T"], o["s"], streams.task)
-    if o["data"] == "unambiguous":                 # ValueError when m cannot identify S
-        Xtr, ytr = hypotheses.sample_unambiguous(task, o["m"], streams.train)
-    else:
-        Xtr, ytr = task.sample(o["m"], streams.train)
-    Xte, yte = task.sample(o["n_test"], streams.test)
-    dt = np.dtype(o["dtype"])
-    val = None
-    if o["val"]:
-        Xv, yv = task.sample(o["val"], streams.val)
-        val = (Xv.astype(dt), yv)
-    return task, (Xtr.astype(dt), ytr), (Xte.astype(dt), yte), streams.init, streams.order, val
-
-
-def model_config(o):
-    """attn.py's config of the Transformer that options `o` train."""
-    return attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
-                               dtype=o["dtype"], dropout=o["dropout"], pos_init=o["pos_init"])
-
-
-def build_model(o, rng):
-    """(params, loss_and_grads(params, X, y), logits(params, X), cfg) for model o["model"]: the
-    Transformer on fast.py (with dropout on attn.py's reference, per-sample masks from the
-    seed's dropout stream), or baseline.py's MLP (cfg None)."""
-    if o["model"] == "mlp":
-        params = baseline.init(o["T"], o["mlp"], rng, o["dtype"])
-
-        def loss_and_grads(p, X, y):
-            z, cache = baseline.forward(p, X)
-            loss, c_loss = attn.logistic_forward(z, y)
-            return loss, baseline.backward(attn.logistic_backward(1.0, c_loss), cache)
-        return params, loss_and_grads, lambda p, X: baseline.forward(p, X)[0], None
-    cfg = model_config(o)
-    if o["dropout"]:
-        r_drop = seeds_for(o["seed"]).dropout
-        return (attn.init_params(cfg, rng),
-                lambda p, X, y: attn.loss_and_grads(p, cfg, X, y, rng=r_drop)[:2],
-                lambda p, X: fast.model_forward(p, cfg, X)[0], cfg)
-    return (attn.init_params(cfg, rng),
-            lambda p, X, y, versions=None: fast.loss_and_grads(p, cfg, X, y,
-                                                               versions=versions)[:2],
-            lambda p, X: fast.model_forward(p, cfg, X)[0], cfg)
+def train_loop(run, o, save=None, save_every=0, stop_after=None, monitor=None):
+    """The training loop, for one run and for a stack of runs alike (run.R: None, or the number
+    of runs; `run` is set_up_run's or set_up_stack's). Each step: the batch, the loss and its
+    gradients, the finite check (one run), clipping, Adam's step, early stopping's check, the
+    log, the checkpoint. With `save`, Ctrl-C and SIGTERM end the loop after the step they come
+    in, checkpointed (Interrupted). -> the number of steps run (fewer when monitor ended it)."""
+    with StopRequests(bool(save), stop_after) as stop, np.errstate(over="ignore",
+                                                                   invalid="ignore"):
+        for step in range(run.first, o["steps"] + 1):
+            X, y, weights = draw_batch(run, o["batch"])
+            loss, grads = loss_and_grads(run.model, run.params, X, y, weights)
+            if run.R is None:         # a stack's runs go on; each is judged by its losses at the end
+                loss = float(loss)
+                if not math.isfinite(loss):     # the blow-up is caught here: overflow warnings off
+                    raise Diverged(divergence_message(loss, step, o, save))
+            if o["clip"]:
+                optim.clip_gradients(grads, o["clip"], run.R)
+            optim.adam_step(run.params, grads, run.state, o["lr"], o["wd"], b2=o["beta2"],
+                            decoupled=o["optimizer"] == "adamw")
+            run.losses[step - run.first] = loss
+            if run.val and (step % o["val_every"] == 0 or step == o["steps"]):
+                keep_if_best(run, step)                          # early stopping
+            if run.progress and run.progress.due(step):
+                log_progress(run, step, loss)
+            if monitor and step % monitor.every == 0 and monitor(
+                    step, monitored_accuracies(run), run.losses[step - run.first]):
+                return step
+            stopping = stop.after(step)                          # Ctrl-C or SIGTERM came
+            if save and (stopping or step == o["steps"] or (save_every and
+                                                            step % save_every == 0)):
+                if save_checkpoint(save, run.params, run.state, run.order, o, step):
+                    run.kept = step
+            if stopping or stop.after(step):                     # ... or came while it saved
+                raise Interrupted(step, save)
+    if stop.now:                      # came between the last step's check and the handlers' return
+        raise Interrupted(run.kept, save)
+    return o["steps"]
 
 
 # the loop's parts
+
+def draw_batch(run, size):
+    """The step's batch: X, y and the samples' weights (a stack's, [R, B]; None for one run, whose
+    loss is the mean). The whole training set when size is 0 (one run: or >= m), else `size` rows
+    of each run drawn without replacement by its own minibatch generator (run.order)."""
+    if run.R is None:
+        return next_batch(run.X, run.y, size, run.order) + (None,)
+    if not size:
+        return run.X, run.y, run.w
+    idx = [rng.choice(m, size=size, replace=False) for m, rng in zip(run.ms, run.order)]
+    rows = np.arange(run.R)[:, None]
+    return run.X[rows, idx], run.y[rows, idx], np.full((run.R, size), 1.0 / size, run.y.dtype)
+
 
 def next_batch(X, y, batch, rng):
     """The whole training set (batch 0 or >= m), else `batch` rows drawn without replacement."""
@@ -236,7 +170,7 @@ def next_batch(X, y, batch, rng):
             raise TypeError(f"{name} must be a numpy array, got {type(a).__name__}")
     if len(X) != len(y):
         raise ValueError(f"X and y must have as many rows, got {len(X)} and {len(y)}")
-    batch = api_int("batch", batch, 0)
+    batch = data.check_int("batch", batch, 0)
     if not batch or batch >= len(X):
         return X, y
     data.check_generator(rng)
@@ -244,13 +178,32 @@ def next_batch(X, y, batch, rng):
     return X[idx], y[idx]
 
 
-def check_finite(loss, step, o, save):
-    """The loss, or Diverged naming the step (and the last finite checkpoint, if one exists)."""
-    if not np.isfinite(loss):
-        kept = f"; the last finite checkpoint is {save}" if save and os.path.exists(save) else ""
-        raise Diverged(f"loss is {loss} at step {step}: training diverged; try a smaller "
-                       f"{divergence_culprit(o)}{kept}")
-    return loss
+def loss_and_grads(model, params, X, y, weights=None):
+    """The loss and its gradients for model (build_model's): the Transformer on fast.py (with
+    `versions` kept by a full-batch run), with dropout on attn.py's reference (masks from the
+    seed's dropout stream), or baseline.py's MLP (model.cfg None)."""
+    if model.cfg is None:
+        z, cache = baseline.forward(params, X)
+        loss, c_loss = attn.logistic_forward(z, y)
+        return loss, baseline.backward(attn.logistic_backward(1.0, c_loss), cache)
+    if model.dropout is not None:
+        return attn.loss_and_grads(params, model.cfg, X, y, rng=model.dropout)[:2]
+    return fast.loss_and_grads(params, model.cfg, X, y, weights=weights,
+                               versions=model.versions)[:2]
+
+
+def logits(model, params, X):  # X [n, T] -> [n], or a stack's [R, n, T] -> [R, n]
+    """The model's logits, without dropout (for accuracies and early stopping)."""
+    if model.cfg is None:
+        return baseline.forward(params, X)[0]
+    return fast.model_forward(params, model.cfg, X)[0]
+
+
+def divergence_message(loss, step, o, save):
+    """Diverged's line: the step, the option to make smaller, the last finite checkpoint."""
+    kept = f"; the last finite checkpoint is {save}" if save and os.path.exists(save) else ""
+    return (f"loss is {loss} at step {step}: training diverged; try a smaller "
+            f"{divergence_culprit(o)}{kept}")
 
 
 def divergence_culprit(o):
@@ -264,6 +217,78 @@ def divergence_culprit(o):
     if strong and lr < 1:
         return f"--wd (now {wd}, too strong for --lr {lr} in {o['dtype']})"
     return f"--lr (now {lr})" + (f" or --wd (now {wd})" if strong else "")
+
+
+def keep_if_best(run, step):
+    """Early stopping's check: the validation loss of the run (of each run of a stack) now; the
+    parameters at the lowest so far are kept in run.best (restore_best puts them back at the
+    end). A nan loss is never lower. The test set plays no part in the choice."""
+    loss = np.atleast_1d(val_loss(chunked(run.model, run.params, run.val[0]), run.val[1]))
+    better = loss < run.best.loss
+    if not better.any():
+        return
+    run.best.loss[better], run.best.step[better] = loss[better], step
+    for k, v in run.params.items():
+        if run.R:
+            run.best.params[k][better] = v[better]
+        else:
+            run.best.params[k][...] = v
+
+
+def val_loss(z, y):  # logits [..., n], labels [..., n] in {0, 1} -> mean logistic loss [...]
+    """Early stopping's measure: attn.logistic_forward in float64 whatever the model's dtype (so a
+    float32 run's choice is not decided by rounding)."""
+    return attn.logistic_forward(z.astype(np.float64), y)[0]
+
+
+def restore_best(run):
+    for k, v in run.params.items():
+        v[...] = run.best.params[k]
+
+
+def log_progress(run, step, loss):
+    """Measure the run at this step (accuracy on the training set and on the shown set, [CLS]
+    attention mass on S) for the picture's curve, and at the printed steps the progress line
+    (flushed by the caller's log, so it shows under redirection too)."""
+    p = run.progress
+    tr = accuracy(logits(run.model, run.params, p.train[0]), p.train[1])
+    te = accuracy(logits(run.model, run.params, p.shown[0]), p.shown[1])
+    mass = (attention_on_support(run.params, run.model.cfg, p.shown[0][:200], p.S)[0]
+            if run.model.cfg else np.nan)
+    entry = dict(step=step, loss=loss, train_acc=tr, acc=te, attn_on_S=mass)
+    if p.curve is not None:
+        p.curve.append(entry)
+    if p.printed(step):
+        p.logged.append(entry)
+        p.say(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  {p.label} acc {te:.3f}  "
+              f"attn on S {mass:.3f}  {time.perf_counter() - run.t0:6.1f}s")
+
+
+class Progress:
+    """When and on what a run is logged: the progress line at step 1 and every log_every steps
+    (when there is a log), and with curve the picture's points too, at curve_steps. .logged
+    keeps the printed lines' numbers (step, loss, train_acc, acc, attn_on_S), .curve (None
+    without curve) every measured step's."""
+
+    def __init__(self, log, o, train, shown, S, label, curve):
+        self.say, self.every = log, o["log_every"] if log else 0
+        self.train, self.shown, self.S, self.label = train, shown, S, label
+        self.extra = frozenset(curve_steps(o["steps"], self.every)) if curve else frozenset()
+        self.logged, self.curve = [], [] if curve else None
+
+    def printed(self, step):
+        return bool(self.every) and (step % self.every == 0 or step == 1)
+
+    def due(self, step):                               # printed, or a point of the curve
+        return (self.every and (step % self.every == 0 or step == 1)) or step in self.extra
+
+
+def curve_steps(steps, every=0, n=60):
+    """The picture's steps: each of the first 10, then about n log-spaced ones up to `steps`,
+    and each multiple of `every`, so the early rise is drawn where it happens."""
+    spaced = np.unique(np.geomspace(1, steps, n).round().astype(int)).tolist()
+    return set(range(1, min(10, steps) + 1)) | set(spaced) | (
+        set(range(every, steps + 1, every)) if every else set())
 
 
 class StopRequests:
@@ -297,76 +322,203 @@ class StopRequests:
         return False
 
 
-class Progress:
-    """The progress line every log_every steps (and at step 1): loss, accuracies, [CLS] attention
-    mass on S, elapsed time. Flushed, so it shows under redirection too. .logged keeps each line's
-    numbers (step, loss, train_acc, acc, attn_on_S) for the summary and the plot."""
+# ---------------------------------------------------------------- setting up ------------------
+# A run's checks, the seed's draws, the model, the optimiser and what the loop logs, gathered in
+# one namespace `run`: R (None for one run), X, y, w (training data, a stack's sample weights),
+# order (minibatch generator(s)), model, params, state (Adam's), first (step), losses, val and
+# best (early stopping), progress, t0, kept (the step the checkpoint on disk holds).
 
-    def __init__(self, log, o, params, cfg, logits, train, test, S, label="test"):
-        self.say, self.every, self.params, self.cfg, self.logits = log, \
-            o["log_every"] if log else 0, params, cfg, logits
-        self.train, self.test, self.S, self.t0 = train, test, S, time.perf_counter()
-        self.label = label            # with early stopping, the validation set is shown instead
-        self.logged = []
-
-    def seconds(self):
-        return time.perf_counter() - self.t0
-
-    def log(self, step, loss):
-        if not self.every or (step % self.every and step != 1):
-            return
-        tr = accuracy(self.logits(self.params, self.train[0]), self.train[1])
-        te = accuracy(self.logits(self.params, self.test[0]), self.test[1])
-        mass = (attention_on_support(self.params, self.cfg, self.test[0][:200], self.S)[0]
-                if self.cfg else np.nan)
-        self.logged.append(dict(step=step, loss=loss, train_acc=tr, acc=te, attn_on_S=mass))
-        self.say(f"step {step:5d}  loss {loss:.4f}  train acc {tr:.3f}  {self.label} acc {te:.3f}  "
-                 f"attn on S {mass:.3f}  {self.seconds():6.1f}s")
-
-
-def val_loss(z, y):  # logits [..., n], labels [..., n] in {0, 1} -> mean logistic loss [...]
-    """Early stopping's measure: attn.logistic_forward in float64 whatever the model's dtype (so a
-    float32 run's choice is not decided by rounding)."""
-    return attn.logistic_forward(z.astype(np.float64), y)[0]
+def check_run_call(opts, log, save, save_every, resume, stop_after):
+    """train_run's arguments, before anything runs -> (options, save_every, stop_after, the
+    checked checkpoint)."""
+    o = validate_options(opts)
+    save_every = data.check_int("save_every", save_every, 0)
+    stop_after = None if stop_after is None else data.check_int("stop_after", stop_after, 1)
+    if log is not None and not callable(log):
+        raise TypeError(f"log must be a function of one line (e.g. print) or None, got "
+                        f"{type(log).__name__}")
+    if resume is not None:
+        resume = check_checkpoint(resume, "resume")
+    if save is not None:
+        cli.claim_output(save, "checkpoint", "save",
+                         checkpoint_owner(resume and resume.get("path"), cli_style=False))
+    check_run_memory(o)
+    if (o["val"] or o["dropout"]) and (save is not None or resume is not None):
+        raise ValueError("early stopping (val) and dropout do not combine with checkpoints yet "
+                         "(the best parameters and the mask generator are not saved); drop them "
+                         "or save/resume")
+    return o, save_every, stop_after, resume
 
 
-class BestOnValidation:
-    """Early stopping's bookkeeping. Every val_every steps and at the last, the validation loss of
-    the run (of each run of a stack: `runs`); the parameters at the lowest loss so far are kept,
-    and restore() puts them back at the end. The test set plays no part in the choice."""
+def set_up_run(o, log, resume, curve, kept):
+    """One run's `run` namespace: the seed's draws, the model, the parameters in one buffer (for
+    Adam's fast step) and Adam's state, restored from `resume`; the first step; early stopping;
+    what is logged."""
+    task, (Xtr, ytr), test, r_init, r_order, val = draw_run(o)
+    params, model = build_model(o, r_init)
+    params = optim.one_buffer(params)
+    state = optim.adam_init(params, o["decay"])
+    first = 1 if resume is None else restore(resume, o, params, state, r_order)
+    if model.cfg and not model.dropout and (not o["batch"] or o["batch"] >= o["m"]):
+        model.versions = fast.two_versions(Xtr, Xtr.dtype)   # full batch: the bits never change
+    shown = val or test          # with early stopping, the validation set is shown instead
+    return types.SimpleNamespace(
+        R=None, task=task, X=Xtr, y=ytr.astype(Xtr.dtype), w=None, labels=ytr, test=test,
+        order=r_order, model=model, params=params, state=state, first=first,
+        losses=np.empty(o["steps"] - first + 1), val=val, best=val and best_so_far(params),
+        progress=Progress(log, o, (Xtr, ytr), shown, task.S, "val" if val else "test", curve),
+        t0=time.perf_counter(), kept=kept)
 
-    def __init__(self, o, params, val, loss_fn, runs=None):
-        self.every, self.last, self.runs = o["val_every"], o["steps"], runs
-        self.params, self.val, self.loss_fn = params, val, loss_fn
-        self.best = np.full(runs or 1, np.inf)
-        self.best_step = np.zeros(runs or 1, int)
-        self.kept = {k: v.copy() for k, v in params.items()}
 
-    def check(self, step):
-        if step % self.every and step != self.last:
-            return
-        loss = np.atleast_1d(self.loss_fn(self.params, *self.val))
-        better = loss < self.best                    # a nan loss is never better
-        if not better.any():
-            return
-        self.best[better], self.best_step[better] = loss[better], step
-        for k, v in self.params.items():
-            if self.runs:
-                self.kept[k][better] = v[better]
-            else:
-                self.kept[k][...] = v
+def best_so_far(params, R=None):
+    """Early stopping's record: the lowest validation loss of each run, its step, its params."""
+    return types.SimpleNamespace(loss=np.full(R or 1, np.inf), step=np.zeros(R or 1, int),
+                                 params={k: v.copy() for k, v in params.items()})
 
-    def restore(self):
-        for k, v in self.params.items():
-            v[...] = self.kept[k]
+
+def check_stack(runs):
+    """train_stack's runs, checked -> (their full options, the first's)."""
+    if not isinstance(runs, (list, tuple)):
+        raise TypeError(f"runs must be a list of option dicts, got {type(runs).__name__}")
+    if not runs:
+        raise ValueError("runs must hold at least one option dict, got an empty list")
+    opts = [validate_options(o) for o in runs]
+    o = opts[0]
+    differ = [k for k in STACK_KEYS if any(x[k] != o[k] for x in opts)]
+    if differ or o["model"] != "transformer":
+        raise ValueError(f"a stack needs Transformer runs that agree on {', '.join(STACK_KEYS)}; "
+                         f"these differ on {differ or ['model']}")
+    if o["dropout"]:
+        raise ValueError("runs with dropout train on the plain path, one at a time: use "
+                         "train_run, not train_stack")
+    for x in opts:
+        check_run_memory(x)
+    return opts, o
+
+
+def set_up_stack(opts, watched=False):
+    """A stack's `run` namespace: each run's draws; the training sets padded to the longest (X
+    [R, M, T] bits, y [R, M], weights w [R, M]: 1/m on a run's own samples, 0 on the padding);
+    the stacked parameters [R, ...] in one buffer and Adam's state; each run's validation set
+    (early stopping) and, when a monitor watches, its test set [R, n_test, T]."""
+    o, R, M = opts[0], len(opts), max(x["m"] for x in opts)
+    dt, cfg = np.dtype(o["dtype"]), model_config(o)
+    X, y, w = np.zeros((R, M, o["T"]), bool), np.zeros((R, M), dt), np.zeros((R, M), dt)
+    draws, params = [draw_run(x) for x in opts], []
+    for r, (x, (_, (Xtr, ytr), _, r_init, _, _)) in enumerate(zip(opts, draws)):
+        X[r, :x["m"]], y[r, :x["m"]], w[r, :x["m"]] = Xtr, ytr, 1.0 / x["m"]
+        params.append(attn.init_params(cfg, r_init))
+    P = optim.one_buffer({k: np.stack([p[k] for p in params]) for k in params[0]})
+    state = optim.adam_init(P, o["decay"])
+    val = tuple(np.stack([draw[5][i] for draw in draws]) for i in (0, 1)) if o["val"] else None
+    test = tuple(np.stack([draw[2][i] for draw in draws]) for i in (0, 1)) if watched else None
+    model = types.SimpleNamespace(cfg=cfg, dropout=None, versions=None if o["batch"] else
+                                  fast.two_versions(X, dt))
+    return types.SimpleNamespace(
+        R=R, draws=draws, X=X, y=y, w=w, ms=[x["m"] for x in opts],
+        order=[draw[4] for draw in draws], model=model, params=P, state=state, first=1,
+        losses=np.empty((o["steps"], R)), val=val, best=val and best_so_far(P, R),
+        progress=None, test=test, t0=time.perf_counter(), kept=0)
+
+
+Streams = collections.namedtuple("Streams", "task train test init order val dropout")
+
+
+def seeds_for(seed):
+    """The independent generators one seed fixes, by name: task (the support S), train (training
+    data), test (test data), init, order (minibatches), val (validation data), dropout (masks).
+    Each is a child of SeedSequence(seed) fixed by its index in that order, so the seven streams
+    never change one another."""
+    seed = data.check_int("seed", seed, 0)
+    return Streams(*(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(7)))
+
+
+def draw_run(o):
+    """What the seed fixes, drawn from independent streams: the task (support S), the training
+    set (X [m, T] in the run's dtype, y [m] uint8), the test set, and the generators of the init
+    and of the minibatch order. o: options (validate_options fills in the defaults)."""
+    o = validate_options(o)
+    streams = seeds_for(o["seed"])
+    task = data.make_task(o["task"], o["T"], o["s"], streams.task)
+    if o["data"] == "unambiguous":                 # ValueError when m cannot identify S
+        Xtr, ytr = hypotheses.sample_unambiguous(task, o["m"], streams.train)
+    else:
+        Xtr, ytr = task.sample(o["m"], streams.train)
+    Xte, yte = task.sample(o["n_test"], streams.test)
+    dt = np.dtype(o["dtype"])
+    val = None
+    if o["val"]:
+        Xv, yv = task.sample(o["val"], streams.val)
+        val = (Xv.astype(dt), yv)
+    return task, (Xtr.astype(dt), ytr), (Xte.astype(dt), yte), streams.init, streams.order, val
+
+
+def model_config(o):
+    """attn.py's config of the Transformer that options `o` train."""
+    return attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
+                               dtype=o["dtype"], dropout=o["dropout"], pos_init=o["pos_init"])
+
+
+def build_model(o, rng):
+    """(params, model) for model o["model"], initialised from rng: the Transformer (model.cfg its
+    attn.py config; model.dropout the seed's dropout stream when it trains with dropout, else
+    None), or baseline.py's MLP (model.cfg None). model.versions: set by a full-batch run."""
+    if o["model"] == "mlp":
+        params = baseline.init(o["T"], o["mlp"], rng, o["dtype"])
+        return params, types.SimpleNamespace(cfg=None, dropout=None, versions=None)
+    cfg = model_config(o)
+    dropout = seeds_for(o["seed"]).dropout if o["dropout"] else None
+    return attn.init_params(cfg, rng), types.SimpleNamespace(cfg=cfg, dropout=dropout,
+                                                             versions=None)
+
+
+# ---------------------------------------------------------------- after the loop: results -----
+
+def finish_run(o, run):
+    """The result of a trained run: early stopping's parameters put back, then the summary."""
+    if run.val:
+        restore_best(run)
+    losses = run.losses.tolist()
+    r = summarise(o, run.task, run.params, run.model, (run.X, run.labels), run.test, losses,
+                  time.perf_counter() - run.t0)
+    r.update(over_the_run(losses, run.progress, o["steps"]))
+    if run.progress.curve is not None:
+        r["curve"] = run.progress.curve
+    if not run.val:
+        return dict(r, best_step=o["steps"])
+    best = int(run.best.step[0])               # the training loss of the parameters kept
+    return dict(r, best_step=best, loss=losses[best - run.first] if best >= run.first else
+                r["loss"])
+
+
+def stack_results(opts, run, ran, seconds):
+    """One result dict per run of a trained stack (diverged runs as diverged_result)."""
+    losses = run.losses[:ran]
+    finite = np.isfinite(losses).all(0)
+    out = []
+    for r, (x, (task, train, test, _, _, _)) in enumerate(zip(opts, run.draws)):
+        if not finite[r]:
+            out.append(dict(diverged_result(x), losses=losses[:, r].tolist()))
+            continue
+        p = {k: v[r] for k, v in run.params.items()}
+        res = summarise(x, task, p, run.model, train, test, losses[:, r].tolist(), seconds)
+        out.append(dict(res, diverged=False, steps_run=ran,
+                        best_step=int(run.best.step[r]) if run.val else ran))
+    return out
+
+
+def monitored_accuracies(run):
+    """For a stack's monitor: each run's accuracy on its own test set, [R]."""
+    Xte, yte = run.test
+    return np.mean((chunked(run.model, run.params, Xte) > 0) == (yte > 0), axis=-1)
 
 
 # evaluation: accuracies and attention, on whole sets EVAL_CHUNK rows at a time
 
-def chunked(logits, params, X):  # X [n, T] -> [n], or a stack's [R, n, T] -> [R, n]
-    """logits(params, X) EVAL_CHUNK rows at a time: a final accuracy on 10^5 samples must not
-    need the memory of a 10^5-row batch (and lose a finished run to it)."""
-    return np.concatenate([logits(params, X[..., i:i + EVAL_CHUNK, :])
+def chunked(model, params, X):  # X [n, T] -> [n], or a stack's [R, n, T] -> [R, n]
+    """logits(model, params, X) EVAL_CHUNK rows at a time: a final accuracy on 10^5 samples must
+    not need the memory of a 10^5-row batch (and lose a finished run to it)."""
+    return np.concatenate([logits(model, params, X[..., i:i + EVAL_CHUNK, :])
                            for i in range(0, X.shape[-2], EVAL_CHUNK)], axis=-1)
 
 
@@ -386,12 +538,13 @@ def attention_on_support(params, cfg, X, S):
     return float(A[S].sum()), A[:-1], by_head
 
 
-def summarise(o, task, params, cfg, logits, train, test, losses, seconds):
+def summarise(o, task, params, model, train, test, losses, seconds):
     """The result dict of a run: accuracies, attention on S, the [CLS]'s top positions, params."""
+    cfg = model.cfg
     r = dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
              loss=losses[-1] if losses else float("nan"), losses=losses,
-             train_acc=accuracy(chunked(logits, params, train[0]), train[1]),
-             test_acc=accuracy(chunked(logits, params, test[0]), test[1]),
+             train_acc=accuracy(chunked(model, params, train[0]), train[1]),
+             test_acc=accuracy(chunked(model, params, test[0]), test[1]),
              attn_on_S=float("nan"), S=task.S.tolist(), top_attended=[], steps=o["steps"],
              seconds=seconds, params=params, cfg=cfg, pos_overlap=float("nan"))
     if cfg:
@@ -468,138 +621,8 @@ class Diverged(Exception):
     pass
 
 
-def api_int(name, v, lo):
-    """v as an int >= lo, else ValueError naming the argument (a Python caller's keyword)."""
-    try:
-        return integer(lo)(v)
-    except BadValue as e:
-        raise ValueError(f"{name} {e}") from None
-
-
 def same_path(a, b):
     return a is not None and b is not None and cli.same_file(a, b)
-
-
-# ---------------------------------------------------------------- a stack of runs -------------
-# Runs that share T and the model (different seeds, or different m) train together: every
-# parameter gets a leading run axis, and each step is one set of batched array operations, so
-# numpy's per-call overhead is paid once for R runs. The runs stay independent: each run's
-# numbers are those of the same run alone, up to float rounding (test_stack_equals_single_runs).
-
-PER_RUN = ("m", "data", "seed")       # what the runs of one stack may differ in (and nothing else)
-STACK_KEYS = tuple(k for k in RUN_KEYS if k not in PER_RUN) + ("steps",)
-
-
-def train_stack(runs, monitor=None):
-    """Train the Transformer runs `runs` (option dicts that agree on STACK_KEYS) as one stack;
-    return one result dict per run, as train_run would. Shorter training sets are padded to the
-    longest with weight-0 samples. A run whose loss stops being finite is reported as diverged
-    (test_acc nan); the others go on unaffected.
-
-    monitor: None, or a callable with an int attribute `every`: every `every` steps it is called
-    as monitor(step, test_acc [R], loss [R]) with each run's accuracy on its own test set, and the
-    stack stops early when it returns True (each result's "steps_run" says where). The test set
-    then only watches; nothing is chosen by it."""
-    opts, o, R, cfg = check_stack(runs)
-    draws, P, batch = set_up_stack(opts, cfg)
-    state = optim.adam_init(P, o["decay"])
-    stopper = None
-    if o["val"]:                                    # each run's own validation stream
-        val = tuple(np.stack([draw[5][i] for draw in draws]) for i in (0, 1))
-        stopper = BestOnValidation(o, P, val, lambda p, Xs, ys: val_loss(
-            chunked(lambda q, X: fast.model_forward(q, cfg, X)[0], p, Xs), ys), runs=R)
-    versions = None if o["batch"] else fast.two_versions(batch()[0], np.dtype(o["dtype"]))
-    loss_and_grads = lambda p, Xb, yb, weights: fast.loss_and_grads(
-        p, cfg, Xb, yb, weights=weights, versions=versions)[:2]
-    watch = monitor and stack_tests(draws, cfg)
-    losses, ran, t0 = np.empty((o["steps"], R)), o["steps"], time.perf_counter()
-    with np.errstate(over="ignore", invalid="ignore"):
-        for step in range(1, o["steps"] + 1):
-            losses[step - 1] = train_step(step, P, state, o, batch, loss_and_grads, stopper,
-                                          lambda loss: loss, runs=R)
-            if watch and step % monitor.every == 0 and monitor(step, watch(P), losses[step - 1]):
-                ran = step
-                break
-        if stopper:
-            stopper.restore()
-    return stack_results(opts, draws, P, cfg, losses[:ran], ran, stopper,
-                         (time.perf_counter() - t0) / R)
-
-
-def check_stack(runs):
-    """train_stack's runs, checked -> (their full options, the first's, R, the model's cfg)."""
-    if not isinstance(runs, (list, tuple)):
-        raise TypeError(f"runs must be a list of option dicts, got {type(runs).__name__}")
-    if not runs:
-        raise ValueError("runs must hold at least one option dict, got an empty list")
-    opts = [validate_options(o) for o in runs]
-    o = opts[0]
-    differ = [k for k in STACK_KEYS if any(x[k] != o[k] for x in opts)]
-    if differ or o["model"] != "transformer":
-        raise ValueError(f"a stack needs Transformer runs that agree on {', '.join(STACK_KEYS)}; "
-                         f"these differ on {differ or ['model']}")
-    if o["dropout"]:
-        raise ValueError("runs with dropout train on the plain path, one at a time: use "
-                         "train_run, not train_stack")
-    for x in opts:
-        check_run_memory(x)
-    return opts, o, len(opts), model_config(o)
-
-
-def set_up_stack(opts, cfg):
-    """Each run's draws, the stacked parameters [R, ...] and batch() -> (X, y, {weights}): the
-    padded training sets whole, or each run's own minibatch of `batch` rows."""
-    R, M, dt = len(opts), max(x["m"] for x in opts), np.dtype(opts[0]["dtype"])
-    X, y, w = np.zeros((R, M, opts[0]["T"]), bool), np.zeros((R, M), dt), np.zeros((R, M), dt)
-    draws, params = [draw_run(x) for x in opts], []
-    for r, (x, (_, (Xtr, ytr), _, r_init, _, _)) in enumerate(zip(opts, draws)):
-        X[r, :x["m"]], y[r, :x["m"]], w[r, :x["m"]] = Xtr, ytr, 1.0 / x["m"]
-        params.append(attn.init_params(cfg, r_init))
-    orders = [draw[4] for draw in draws]
-    P = {k: np.stack([p[k] for p in params]) for k in params[0]}
-    size = opts[0]["batch"]
-
-    def batch():
-        if not size:
-            return X, y, dict(weights=w)
-        idx = [rng.choice(x["m"], size=size, replace=False) for x, rng in zip(opts, orders)]
-        rows = np.arange(R)[:, None]
-        return X[rows, idx], y[rows, idx], dict(weights=np.full((R, size), 1.0 / size, dt))
-    return draws, P, batch
-
-
-def stack_tests(draws, cfg):
-    """For a stack's monitor: a function P -> [R] accuracy of each run on its own test set."""
-    Xte = np.stack([draw[2][0] for draw in draws])                   # [R, n_test, T]
-    yte = np.stack([draw[2][1] for draw in draws])                   # [R, n_test]
-    logits = lambda q, X: fast.model_forward(q, cfg, X)[0]
-    return lambda P: np.mean((chunked(logits, P, Xte) > 0) == (yte > 0), axis=-1)
-
-
-def stack_results(opts, draws, P, cfg, losses, ran, stopper, seconds):
-    """One result dict per run of a trained stack (diverged runs as diverged_result)."""
-    finite = np.isfinite(losses).all(0)
-    out = []
-    for r, (x, (task, train, test, _, _, _)) in enumerate(zip(opts, draws)):
-        if not finite[r]:
-            out.append(dict(diverged_result(x), losses=losses[:, r].tolist()))
-            continue
-        p = {k: v[r] for k, v in P.items()}
-        res = summarise(x, task, p, cfg, lambda p, Xs: fast.model_forward(p, cfg, Xs)[0], train,
-                        test, losses[:, r].tolist(), seconds)
-        out.append(dict(res, diverged=False, steps_run=ran,
-                        best_step=int(stopper.best_step[r]) if stopper else ran))
-    return out
-
-
-# ---------------------------------------------------------------- the optimiser ---------------
-
-def optimiser_step(params, grads, state, o, runs=None):
-    """The step the options ask for: clipping (o["clip"]), then Adam or AdamW."""
-    if o["clip"]:
-        optim.clip_gradients(grads, o["clip"], runs)
-    optim.adam_step(params, grads, state, o["lr"], o["wd"], b2=o["beta2"],
-              decoupled=o["optimizer"] == "adamw")
 
 
 # ---------------------------------------------------------------- memory ----------------------
@@ -903,7 +926,10 @@ def main(argv=None):
         if clash:
             ap.error(f"{resume} was made for another configuration: " + ", ".join(clash))
         opts.update(ckpt["options"])          # RUN_KEYS only; the length, unless typed:
-        if "steps" not in explicit and ckpt["run_steps"]:
+        if "steps" not in explicit:
+            if not ckpt["run_steps"]:
+                ap.error(f"{resume} does not record its run's length (an older checkpoint): "
+                         f"give --steps, the length to train it to")
             opts["steps"] = ckpt["run_steps"]
         if ckpt["step"] > opts["steps"]:
             ap.error(f"{resume} is already at step {ckpt['step']}; ask for at least that many "
@@ -929,7 +955,7 @@ def main(argv=None):
               f"  (resumed at step {ckpt['step']})") if ckpt else ""), flush=True)
     try:
         r = train_run(opts, log=lambda line: print(line, flush=True), save=save,
-                      save_every=save_every, resume=ckpt)
+                      save_every=save_every, resume=ckpt, curve=bool(plot))
     except Interrupted as e:
         print(interrupted_message(e, o), file=sys.stderr)
         return 130
@@ -956,8 +982,10 @@ def main(argv=None):
 
 
 def plot_run(r, o, path):
-    """The run in one picture: the training loss at every step and the accuracies at the logged
-    steps; each head's mean [CLS] attention over the T positions at the end, S marked."""
+    """The run in one picture: the training loss at every step and the accuracies at the steps
+    measured for it (r["curve"]: each of the first 10, then log-spaced, on a log step axis, so
+    the early rise is drawn where it happens); each head's mean [CLS] attention over the T
+    positions at the end, S and the uniform level 1/(T+1) marked. Every line in a legend."""
     plt = cli.pyplot_or_hint("rerun with --plot")
     if plt is None:
         return None
@@ -965,17 +993,21 @@ def plot_run(r, o, path):
     fig, axes = plt.subplots(panels, 1, figsize=(7.0, 3.2 * panels), squeeze=False)
     ax = axes[0, 0]
     steps = np.arange(r["steps"] - len(r["losses"]) + 1, r["steps"] + 1)
-    ax.semilogy(steps, np.maximum(r["losses"], 1e-12), color="0.3", lw=1, label="training loss")
+    lines = ax.plot(steps, np.maximum(r["losses"], 1e-12), color="0.3", lw=1,
+                    label="training loss (left axis)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
     acc = ax.twinx()
+    points = r.get("curve") or r["logged"]
     for key, label, style in (("train_acc", "train accuracy", "b.-"),
                               ("acc", f"{r['logged_on']} accuracy", "r.-")):
-        acc.plot([e["step"] for e in r["logged"]], [e[key] for e in r["logged"]], style, ms=4,
-                 label=label)
+        lines += acc.plot([e["step"] for e in points], [e[key] for e in points], style, ms=3,
+                          lw=0.8, label=label + " (right axis)")
     acc.set_ylim(0.4, 1.02)
-    acc.set_ylabel("accuracy (logged steps)")
-    acc.legend(loc="center right", fontsize=8)
+    acc.set_ylabel("accuracy")
+    acc.legend(lines, [line.get_label() for line in lines], loc="center left", fontsize=8)
     ax.set_title(f"{o.model} on {o.task}, T={o.T}, s={o.s}, m={o.m}, seed={o.seed}: "
                  f"test accuracy {r['test_acc']:.3f} at the end", fontsize=9)
     if r["cfg"]:
@@ -983,11 +1015,15 @@ def plot_run(r, o, path):
         A = r["cls_attention"][:-1]                                   # [T, H]; [CLS] left out
         for h in range(A.shape[1]):
             best = h == r["best_head"]
+            first_other = h == (1 if r["best_head"] == 0 else 0)
             ax.plot(A[:, h], lw=1.6 if best else 0.6, color="C3" if best else "0.6",
-                    label=f"head {h} (most mass on S)" if best else None)
-        for t in r["S"]:
-            ax.axvline(t, color="C0", ls=":", lw=1)
-        ax.set_xlabel(f"position t (dotted: S = {r['S']})")
+                    label=f"head {h} (most mass on S)" if best else
+                    "the other heads" if first_other else None)
+        ax.axhline(1 / (o.T + 1), color="k", ls="--", lw=0.8,
+                   label=f"uniform attention, 1/(T+1) = {1 / (o.T + 1):.3f}")
+        for i, t in enumerate(r["S"]):
+            ax.axvline(t, color="C0", ls=":", lw=1, label=f"S = {r['S']}" if i == 0 else None)
+        ax.set_xlabel("position t")
         ax.set_ylabel("[CLS] attention")
         ax.set_title(f"each head's [CLS] attention at the end, mean over {min(200, o.n_test)} "
                      f"test samples", fontsize=9)
@@ -1004,9 +1040,10 @@ def interrupted_message(e, o):
     if not e.step:
         where = "before training started" if e.phase == "start" else "before a step was saved"
         return f"\ninterrupted {where}; nothing was saved in {e.path} yet"
-    if e.phase == "evaluation":
-        return (f"\ninterrupted during the final evaluation; all {e.step} steps are saved in "
-                f"{e.path}. Evaluate and report them with:\n{again}")
+    if e.phase == "evaluation" or (e.phase == "training" and e.step == o.steps):
+        when = "during the final evaluation" if e.phase == "evaluation" else "after the last step"
+        return (f"\ninterrupted {when}; all {e.step} steps are saved in {e.path}. Evaluate and "
+                f"report them with:\n{again}")
     if e.phase == "start":
         return (f"\ninterrupted before training went on; the checkpoint {e.path} is unchanged at "
                 f"step {e.step}. Resume with:\n{again}")
@@ -1031,7 +1068,7 @@ def print_summary(r, o, save):
               f"{'found S' if r['best_head_top'] == r['S'] else 'not S'})")
     if r["logged"]:
         print(f"best {r['logged_on']} accuracy at the logged steps {r['best_logged_acc']:.4f} "
-              f"(step {r['best_logged_step']}); the run's outcome is its last step's")
+              f"(step {r['best_logged_step']}); the run is judged by its last step.")
     if r["loss_jump_step"]:
         print(f"the training loss fell below {LOSS_LOW} at step {r['loss_low_step']} and jumped "
               f"above {10 * LOSS_LOW} at step {r['loss_jump_step']}")
