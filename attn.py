@@ -335,7 +335,8 @@ def gelu_forward(x):  # [...] -> [...]
 
 
 def gelu_backward(dy, cache):
-    x, t = check_cache(cache, 2, "gelu_forward")  # forward: y = 0.5 x (1 + tanh(u)), u = C (x + ..)
+    x, t = check_cache(cache, 2, "gelu_forward")
+    # forward: y = 0.5 x (1 + tanh(u)),  u = C (x + 0.044715 x^3)
     check_floats(dy=(dy, x.shape, "of x's shape {shape}"))
     return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3 * 0.044715 * x * x))
 

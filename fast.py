@@ -65,7 +65,7 @@ def _layernorm_backward(dy, cache):  # [R, n, d] -> dx [R, n, d], dg [R, d], db 
     return dx, dg, db
 
 
-def _ln_forward(p, cfg, name, x):  # attn._ln_forward for a stack: LayerNorm `name` or identity
+def _ln_forward(p, cfg, name, x):  # attn.py's _ln_forward, a stack: LayerNorm `name` or identity
     if not cfg["ln"]:
         return x, None
     return _layernorm_forward(x, p[name + "_g"], p[name + "_b"])
@@ -113,9 +113,9 @@ def _mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # attn.mlp_forward on line
 
 def _mlp_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW_1, db_1, dW_2, db_2
     c1, ca, c2, act = cache
-    da, dW_2, db_2 = _linear_backward(dy, c2)            # forward: y = a W_2 + b_2
+    da, dW_2, db_2 = _linear_backward(dy, c2)           # forward: y = a W_2 + b_2
     dh = attn.ACTIVATIONS[act][1](da, ca)               # forward: a = act(h)
-    dx, dW_1, db_1 = _linear_backward(dh, c1, need_dx)   # forward: h = x W_1 + b_1
+    dx, dW_1, db_1 = _linear_backward(dh, c1, need_dx)  # forward: h = x W_1 + b_1
     return dx, dW_1, db_1, dW_2, db_2
 
 
@@ -184,7 +184,7 @@ def _attention_forward(p, cfg, X, versions=None):
     rows[:, :2 * T] = (p["E_tok"][:, :, None, :] + p["E_pos"][:, None]).reshape(R, 2 * T, d)
     rows[:, 2 * T] = p["cls"]
     rn, c_ln1 = _ln_forward(p, cfg, "ln1", rows)
-    q, c_q = _linear_forward(rn[:, -1:], p["W_Q"], p["b_Q"])          # [R, 1, d]
+    q, c_q = _linear_forward(rn[:, -1:], p["W_Q"], p["b_Q"])         # [R, 1, d]
     qh = q.reshape(R, H, e)
     # the keys are only ever dotted with the one query: fold it in, s = rn @ u + c  (no K)
     u = np.einsum("rdhe,rhe->rdh", p["W_K"].reshape(R, d, H, e), qh)  # [R, d, H]: W_K q per head
@@ -195,7 +195,7 @@ def _attention_forward(p, cfg, X, versions=None):
     top = s.reshape(R, -1).max(1)                                     # [R]: each run's spread
     if top.max() > SAFE_EXP[s.dtype]:
         return _attention_forward_split(p, cfg, X, versions, top)
-    V, c_v = _linear_forward(rn, p["W_V"], p["b_V"])                  # [R, 2T+1, d]
+    V, c_v = _linear_forward(rn, p["W_V"], p["b_V"])                 # [R, 2T+1, d]
     E_EV = np.empty((R, 2 * T + 1, H + d), s.dtype)   # [E | E * V] per row: one product for both
     E = np.exp(s, out=E_EV[..., :H])
     spread = _head_spread(H, e, s.dtype)
@@ -217,7 +217,7 @@ def _shortcut_backward(dy, p, cfg, c):  # the backward of _attention_forward's s
     T, d, H = twoT // 2, cfg["d"], cfg["heads"]
     e = d // H
     g = {}
-    dmix, g["W_O"], g["b_O"] = _linear_backward(dy, c.c_o)     # forward: y = mix W_O + b_O
+    dmix, g["W_O"], g["b_O"] = _linear_backward(dy, c.c_o)    # forward: y = mix W_O + b_O
     dZ_N = np.empty((R, B, H + d), dmix.dtype)  # forward: mix = N / Z, Z spread as Zd = Z @ spread
     dN = np.divide(dmix, c.Zd, out=dZ_N[..., H:])
     dZ_N[..., :H] = -_row_sum((dN * c.mix).reshape(R, B, H, e))
@@ -235,7 +235,7 @@ def _shortcut_backward(dy, p, cfg, c):  # the backward of _attention_forward's s
     g["b_K"] = (dc[:, None] @ query_blocks)[:, 0]
     dqh = (np.einsum("rdhe,rdh->rhe", p["W_K"].reshape(R, d, H, e), du)
            + p["b_K"].reshape(R, H, e) * dc[..., None])
-    drn, g["W_V"], g["b_V"] = _linear_backward(dV, c.c_v)      # forward: V = rn W_V + b_V
+    drn, g["W_V"], g["b_V"] = _linear_backward(dV, c.c_v)     # forward: V = rn W_V + b_V
     drn += ds @ c.u.transpose(0, 2, 1)
     drn_q, g["W_Q"], g["b_Q"] = _linear_backward(dqh.reshape(R, 1, d), c.c_q)
     drn[:, -1:] += drn_q                     # forward: q = rn[-1] W_Q + b_Q
