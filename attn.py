@@ -34,13 +34,13 @@ import signal
 import sys
 
 
-def interrupted(signum, frame):  # `python attn.py` has nothing to save: one line, exit 130 now
+def _interrupted(signum, frame):  # `python attn.py` has nothing to save: one line, exit 130 now
     sys.stderr.write("\nattn.py: interrupted\n")
     os._exit(130)
 
 
 if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, interrupted)         # before numpy loads: Ctrl-C is never a trace
+    signal.signal(signal.SIGINT, _interrupted)        # before numpy loads: Ctrl-C is never a trace
 
 import numpy as np  # noqa: E402
 
@@ -78,6 +78,7 @@ def default_config(**overrides):
 
 def param_shapes(cfg):
     """{name: shape} of the model's parameters, in init order: the one list of them."""
+    check_config(cfg)
     T, d, k = cfg["T"], cfg["d"], cfg["mlp"]
     shapes = dict(E_tok=(VOCAB, d), E_pos=(T, d), cls=(d,))
     for name in "QKVO":
@@ -99,7 +100,6 @@ def init_params(cfg, rng, std=0.02):
     readout w [d], b [1]. With cfg["pos_init"] == "zero", E_pos is drawn and then set to 0, so
     every other parameter is the one the same rng gives with "normal" (paired comparisons).
     """
-    check_config(cfg)
     check_rng(rng)
     check_number("std", std, REALS, 0, math.inf, "a finite number >= 0 (the init's standard "
                  "deviation)")
@@ -122,6 +122,10 @@ def init_params(cfg, rng, std=0.02):
 # token + positional embedding, [CLS] appended after x_T (Section 3, f_tf-scalar)
 
 def embed_forward(X, E_tok, E_pos, cls):  # [B, T] ints in {0,1}, [2,d], [T,d], [d] -> [B, N, d]
+    check_bit_indices(X)
+    check_floats(E_pos=(E_pos, lambda s: len(s) == 2 and s[0] == X.shape[1], f"[T, d] with X's "
+                        f"T={X.shape[1]}"))
+    check_floats(E_tok=(E_tok, (VOCAB, E_pos.shape[1])), cls=(cls, E_pos.shape[1:]))
     B, T = X.shape
     out = np.empty((B, T + 1, E_pos.shape[1]), E_pos.dtype)
     out[:, :T] = E_tok[X] + E_pos
@@ -130,6 +134,9 @@ def embed_forward(X, E_tok, E_pos, cls):  # [B, T] ints in {0,1}, [2,d], [T,d], 
 
 
 def embed_backward(dout, X):  # [B, N, d] -> dE_tok [2, d], dE_pos [T, d], dcls [d]
+    check_bit_indices(X)
+    check_floats(dout=(dout, lambda s: len(s) == 3 and s[:2] == (X.shape[0], X.shape[1] + 1),
+                       f"[B, T + 1, d] with X's B, T = {X.shape}"))
     B, T = X.shape
     d_tok = dout[:, :T].reshape(B * T, -1)              # forward: out[:, t] = E_tok[X[:, t]] + ...
     onehot = (X.reshape(-1, 1) == np.arange(VOCAB)).astype(dout.dtype)  # [B*T, 2]
@@ -141,6 +148,9 @@ def embed_backward(dout, X):  # [B, N, d] -> dE_tok [2, d], dE_pos [T, d], dcls 
 # LayerNorm over the last axis, with gain g and shift b
 
 def layernorm_forward(x, g, b):  # [..., d], [d], [d] -> [..., d]
+    check_floats(x=(x, None))
+    check_floats(g=(g, x.shape[-1:], "of x's last axis {shape}"),
+                 b=(b, x.shape[-1:], "of x's last axis {shape}"))
     mu = x.mean(-1, keepdims=True)
     var = x.var(-1, keepdims=True)
     rstd = 1.0 / np.sqrt(var + LN_EPS)
@@ -150,7 +160,8 @@ def layernorm_forward(x, g, b):  # [..., d], [d], [d] -> [..., d]
 
 
 def layernorm_backward(dy, cache):  # [..., d] -> dx [..., d], dg [d], db [d]
-    xhat, rstd, g = cache
+    xhat, rstd, g = check_cache(cache, 3, "layernorm_forward")
+    check_floats(dy=(dy, xhat.shape, "of the forward's x's shape {shape}"))
     lead = tuple(range(dy.ndim - 1))
     dg = (dy * xhat).sum(axis=lead)                     # forward: y = xhat * g + b
     db = dy.sum(axis=lead)
@@ -165,11 +176,16 @@ def layernorm_backward(dy, cache):  # [..., d] -> dx [..., d], dg [d], db [d]
 # affine map over the last axis
 
 def linear_forward(x, W, b):  # [..., n], [n, k], [k] -> [..., k]
+    check_floats(x=(x, None))
+    check_floats(W=(W, lambda s: len(s) == 2 and s[0] == x.shape[-1], f"[n, k] with x's n="
+                    f"{x.shape[-1]}"))
+    check_floats(b=(b, W.shape[1:]))
     return x @ W + b, (x, W)
 
 
 def linear_backward(dy, cache):  # [..., k] -> dx [..., n], dW [n, k], db [k]
-    x, W = cache
+    x, W = check_cache(cache, 2, "linear_forward")
+    check_floats(dy=(dy, x.shape[:-1] + W.shape[1:]))
     dx = dy @ W.T                                       # forward: y = x @ W + b
     dW = x.reshape(-1, x.shape[-1]).T @ dy.reshape(-1, dy.shape[-1])   # summed over samples
     db = dy.sum(axis=tuple(range(dy.ndim - 1)))         # forward: + b, broadcast over samples
@@ -180,12 +196,15 @@ def linear_backward(dy, cache):  # [..., k] -> dx [..., n], dW [n, k], db [k]
 # softmax over the last axis, stabilised by the data's own max
 
 def softmax_forward(s):  # [..., n] -> [..., n]; its cache is its output
+    check_floats(s=(s, None))
     e = np.exp(s - s.max(-1, keepdims=True))
     A = e / e.sum(-1, keepdims=True)
     return A, A
 
 
 def softmax_backward(dA, A):  # forward: A = e / sum(e), e = exp(s - max s)
+    check_floats(A=(A, None))
+    check_floats(dA=(dA, A.shape, "of A's shape {shape}"))
     return A * (dA - (dA * A).sum(-1, keepdims=True))
 
 
@@ -193,6 +212,7 @@ def softmax_backward(dA, A):  # forward: A = e / sum(e), e = exp(s - max s)
 # dropout (training only): zero each entry with probability p, scale the rest by 1 / (1 - p)
 
 def dropout_forward(x, p, rng):  # [...] -> [...]; its cache is the scaled mask (None: off)
+    check_floats(x=(x, None))
     check_number("dropout p", p, REALS, 0, 1, "a probability in [0, 1)", bools=True)
     check_rng(rng, optional=True)
     if not p or rng is None:
@@ -202,6 +222,9 @@ def dropout_forward(x, p, rng):  # [...] -> [...]; its cache is the scaled mask 
 
 
 def dropout_backward(dy, mask):  # forward: y = x * mask
+    if mask is not None:
+        check_floats(mask=(mask, None))
+    check_floats(dy=(dy, None) if mask is None else (dy, mask.shape, "of mask's shape {shape}"))
     return dy if mask is None else dy * mask
 
 
@@ -222,6 +245,9 @@ def attention_cls_forward(Xn, w, heads, drop=(0.0, None)):  # [B, N, d], weights
     Only the product W_Q^h W_K^h^T / sqrt(e) (the paper's W_QK for head h) and the bias terms
     enter the scores. drop = (p, rng): dropout on the attention weights A (training only).
     """
+    check_attention(Xn, w, heads)
+    if not (isinstance(drop, tuple) and len(drop) == 2):
+        raise refuse("drop", drop, "a tuple (p, rng) for dropout", False)
     B, N, d = Xn.shape
     e = d // heads
     q, c_q = linear_forward(Xn[:, -1], w["W_Q"], w["b_Q"])           # [B, d]
@@ -237,7 +263,8 @@ def attention_cls_forward(Xn, w, heads, drop=(0.0, None)):  # [B, N, d], weights
 
 
 def attention_cls_backward(dy, c):  # [B, d] -> dXn [B, N, d], {W_Q: dW_Q, ..., b_O: db_O}
-    B, H, e = c.qh.shape
+    B, H, e = check_cache(c, ClsAttentionCache, "attention_cls_forward").qh.shape
+    check_floats(dy=(dy, (B, H * e)))
     N = c.Kh.shape[1]
     g = {}
     dmix, g["W_O"], g["b_O"] = linear_backward(dy, c.c_o)  # forward: y = mix W_O + b_O
@@ -266,6 +293,7 @@ SelfAttentionCache = collections.namedtuple("SelfAttentionCache",
 def self_attention_forward(Xn, w, heads):  # [B, N, d], weights as attention_cls's -> [B, N, d]
     """Full self-attention, every row queries: scores [B, H, N, N]. The reference for the
     [CLS]-row shortcut; O(N^2) per example, so use it for checks, not for training."""
+    check_attention(Xn, w, heads)
     B, N, d = Xn.shape
     e = d // heads
     Q, c_q = linear_forward(Xn, w["W_Q"], w["b_Q"])
@@ -280,7 +308,8 @@ def self_attention_forward(Xn, w, heads):  # [B, N, d], weights as attention_cls
 
 
 def self_attention_backward(dy, c):  # [B, N, d] -> dXn [B, N, d], {W_Q: dW_Q, ..., b_O: db_O}
-    B, N, H, e = c.Qh.shape
+    B, N, H, e = check_cache(c, SelfAttentionCache, "self_attention_forward").Qh.shape
+    check_floats(dy=(dy, (B, N, H * e)))
     g = {}
     dmix, g["W_O"], g["b_O"] = linear_backward(dy, c.c_o)  # forward: y = mix W_O + b_O
     dmix = dmix.reshape(B, N, H, e)
@@ -299,21 +328,27 @@ def self_attention_backward(dy, c):  # [B, N, d] -> dXn [B, N, d], {W_Q: dW_Q, .
 # MLP: act(x W_1 + b_1) W_2 + b_2; act is GELU (tanh form, as in GPT-2/BERT) or ReLU
 
 def gelu_forward(x):  # [...] -> [...]
+    check_floats(x=(x, None))
     u = GELU_C * x * (1.0 + 0.044715 * (x * x))
     t = np.tanh(u)
     return 0.5 * x * (1.0 + t), (x, t)
 
 
 def gelu_backward(dy, cache):
-    x, t = cache  # forward: y = 0.5 x (1 + tanh(u)),  u = C (x + 0.044715 x^3)
+    x, t = check_cache(cache, 2, "gelu_forward")
+    # forward: y = 0.5 x (1 + tanh(u)),  u = C (x + 0.044715 x^3)
+    check_floats(dy=(dy, x.shape, "of x's shape {shape}"))
     return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3 * 0.044715 * x * x))
 
 
 def relu_forward(x):  # [...] -> [...]
+    check_floats(x=(x, None))
     return np.maximum(x, 0), x
 
 
 def relu_backward(dy, x):  # forward: y = max(x, 0)
+    check_floats(x=(x, None))
+    check_floats(dy=(dy, x.shape, "of x's shape {shape}"))
     return dy * (x > 0)
 
 
@@ -321,6 +356,13 @@ ACTIVATIONS = {"gelu": (gelu_forward, gelu_backward), "relu": (relu_forward, rel
 
 
 def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # [..., d], [d,k], [k], [k,d], [d] -> [..., d]
+    check_choice("act", act, ACTIVATIONS)
+    check_floats(x=(x, None))
+    check_floats(W_1=(W_1, lambda s: len(s) == 2 and s[0] == x.shape[-1], f"[d, k] with x's d="
+                      f"{x.shape[-1]}"))
+    check_floats(b_1=(b_1, W_1.shape[1:]), W_2=(W_2, lambda s: len(s) == 2 and s[0] == W_1.shape[1],
+                                                f"[k, d] with W_1's k={W_1.shape[1]}"))
+    check_floats(b_2=(b_2, W_2.shape[1:]))
     h, c1 = linear_forward(x, W_1, b_1)
     a, ca = ACTIVATIONS[act][0](h)
     y, c2 = linear_forward(a, W_2, b_2)
@@ -328,7 +370,7 @@ def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # [..., d], [d,k], [k], [k,
 
 
 def mlp_backward(dy, cache):  # -> dx, dW_1, db_1, dW_2, db_2
-    c1, ca, c2, act = cache
+    c1, ca, c2, act = check_cache(cache, 4, "mlp_forward")
     da, dW_2, db_2 = linear_backward(dy, c2)            # forward: y = a W_2 + b_2
     dh = ACTIVATIONS[act][1](da, ca)                    # forward: a = act(h)
     dx, dW_1, db_1 = linear_backward(dh, c1)            # forward: h = x W_1 + b_1
@@ -339,13 +381,13 @@ def mlp_backward(dy, cache):  # -> dx, dW_1, db_1, dW_2, db_2
 # ---------------------------------------------------------------------------------------------
 # the model (Section 5): one pre-LN block read out at [CLS], in its two exact forms
 
-def ln_forward(p, cfg, name, x):  # [..., d] -> [..., d]: LayerNorm `name` of p, or the identity
+def _ln_forward(p, cfg, name, x):  # [..., d] -> [..., d]: LayerNorm `name` of p, or the identity
     if not cfg["ln"]:
         return x, None
     return layernorm_forward(x, p[name + "_g"], p[name + "_b"])
 
 
-def ln_backward(grads, cfg, name, dy, cache):  # stores grads[name_g], grads[name_b]; -> dx
+def _ln_backward(grads, cfg, name, dy, cache):  # stores grads[name_g], grads[name_b]; -> dx
     if not cfg["ln"]:
         return dy
     dx, grads[name + "_g"], grads[name + "_b"] = layernorm_backward(dy, cache)
@@ -359,12 +401,19 @@ def head_forward(p, cfg, X, full=False, rng=None):  # [B, T] bits -> Attn(LN1(X)
     """Embedding, LN1 and the attention head on every example, read at [CLS], and the cache.
     full=False runs only the [CLS] query row; full=True the whole f_tf-layer, then takes its row.
     With an rng and cfg["dropout"] ([CLS] row only): dropout on the embeddings and attention."""
+    if not isinstance(full, (bool, np.bool_)):
+        raise refuse("full", full, "True or False", False)
+    _check_model_call(p, cfg, X, full, rng)
+    return _head_forward(p, cfg, X, full, rng)
+
+
+def _head_forward(p, cfg, X, full, rng):
     x0, c_emb = embed_forward(X.astype(np.intp, copy=False), p["E_tok"], p["E_pos"], p["cls"])
     m_emb = None                    # dropout on the T token embeddings ([CLS] is a parameter)
     if cfg["dropout"] and rng is not None:
         tok, m_emb = dropout_forward(x0[:, :-1], cfg["dropout"], rng)
         x0 = np.concatenate([tok, x0[:, -1:]], axis=1)
-    xn, c_ln1 = ln_forward(p, cfg, "ln1", x0)
+    xn, c_ln1 = _ln_forward(p, cfg, "ln1", x0)
     if not full:
         out, c_a = attention_cls_forward(xn, p, cfg["heads"], drop=(cfg["dropout"], rng))
     else:
@@ -374,13 +423,20 @@ def head_forward(p, cfg, X, full=False, rng=None):  # [B, T] bits -> Attn(LN1(X)
 
 
 def head_backward(dout, p, cfg, c):  # -> {E_tok, E_pos, cls, ln1_g, ln1_b, W_Q, ..., b_O}
+    check_params(p, cfg)
+    check_cache(c, HeadCache, "head_forward")
+    check_floats(dout=(dout, (c.emb.shape[0], cfg["d"])))
+    return _head_backward(dout, p, cfg, c)
+
+
+def _head_backward(dout, p, cfg, c):
     if not c.full:
         dxn, g = attention_cls_backward(dout, c.attn)
     else:                                     # forward: out = out_all[:, -1]
         dy = np.zeros((dout.shape[0], c.N, dout.shape[1]), dout.dtype)
         dy[:, -1] = dout
         dxn, g = self_attention_backward(dy, c.attn)
-    dx0 = ln_backward(g, cfg, "ln1", dxn, c.ln1)   # forward: xn = LN1(x0)
+    dx0 = _ln_backward(g, cfg, "ln1", dxn, c.ln1)  # forward: xn = LN1(x0)
     if c.m_emb is not None:                         # forward: tokens = dropout(tokens)
         dx0[:, :-1] *= c.m_emb
     g["E_tok"], g["E_pos"], g["cls"] = embed_backward(dx0, c.emb)
@@ -405,32 +461,32 @@ def full_model_forward(p, cfg, X):  # [B, T] bits -> logits [B], cache
 
 
 def _model_forward(p, cfg, X, full, rng):
-    attn, c_head = head_forward(p, cfg, X, full, rng)
+    attn, c_head = _head_forward(p, cfg, X, full, rng)
     attn, m_attn = dropout_forward(attn, cfg["dropout"], rng)        # residual-branch dropout
     h = p["cls"] + attn                                              # residual at [CLS]
     c_ln2 = c_mlp = m_mlp = None
     if cfg["mlp"]:
-        hn, c_ln2 = ln_forward(p, cfg, "ln2", h)
+        hn, c_ln2 = _ln_forward(p, cfg, "ln2", h)
         m, c_mlp = mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
         m, m_mlp = dropout_forward(m, cfg["dropout"], rng)
         h = h + m                                                    # residual
-    f, c_lnf = ln_forward(p, cfg, "lnf", h)
+    f, c_lnf = _ln_forward(p, cfg, "lnf", h)
     return f @ p["w"] + p["b"], ModelCache(c_head, m_attn, c_ln2, c_mlp, m_mlp, c_lnf, f)
 
 
 def model_backward(dz, p, cfg, c):  # dz [B] -> {name: gradient of sum(dz * logits)}
     """Gradients for every parameter, of a call of model_forward or full_model_forward."""
-    if not isinstance(c, ModelCache):
-        raise WrongType(f"cache must be the cache that model_forward returned, got {describe(c)}")
+    check_params(p, cfg)
+    check_cache(c, ModelCache, "model_forward")
     check_array("dz", dz, "biuf", c.f.shape[:1], "a numpy array of numbers in the logits' shape "
                 "{shape}")
     g = dict(w=c.f.T @ dz, b=dz.sum(0, keepdims=True))               # forward: z = f @ w + b
-    dh = ln_backward(g, cfg, "lnf", dz[:, None] * p["w"], c.lnf)    # forward: f = LNf(h)
+    dh = _ln_backward(g, cfg, "lnf", dz[:, None] * p["w"], c.lnf)   # forward: f = LNf(h)
     if cfg["mlp"]:                                          # forward: h = h + drop(MLP(LN2(h)))
         dm = dropout_backward(dh, c.m_mlp)
         dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dm, c.mlp)
-        dh = dh + ln_backward(g, cfg, "ln2", dhn, c.ln2)
-    g.update(head_backward(dropout_backward(dh, c.m_attn), p, cfg, c.head))
+        dh = dh + _ln_backward(g, cfg, "ln2", dhn, c.ln2)
+    g.update(_head_backward(dropout_backward(dh, c.m_attn), p, cfg, c.head))
     g["cls"] = g["cls"] + dh.sum(0)                         # forward: h = cls + drop(attn)
     return g
 
@@ -438,7 +494,7 @@ def model_backward(dz, p, cfg, c):  # dz [B] -> {name: gradient of sum(dz * logi
 def cls_attention(p, cfg, X):  # [B, T] bits -> [B, H, T+1]
     """[CLS] attention weights per example and head (last column: [CLS] attending to itself)."""
     _check_model_call(p, cfg, X, False, None)
-    return head_forward(p, cfg, X)[1].attn.A
+    return _head_forward(p, cfg, X, False, None)[1].attn.A
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,7 +503,7 @@ def cls_attention(p, cfg, X):  # [B, T] bits -> [B, H, T+1]
 def logistic_forward(z, y):  # [..., B], [..., B] -> [...]: the mean over the last axis
     check_array("z", z, "f", lambda s: len(s) >= 1 and s[-1] >= 1,
                 "a numpy array [..., batch >= 1] of float logits")
-    check_labels(y, z.shape)
+    check_labels(y, z.shape, "z")
     y = y.astype(z.dtype, copy=False)
     loss = np.maximum(z, 0) - y * z + np.log1p(np.exp(-np.abs(z)))
     w = 1.0 / z.shape[-1]                             # each sample's weight in the mean
@@ -455,7 +511,11 @@ def logistic_forward(z, y):  # [..., B], [..., B] -> [...]: the mean over the la
 
 
 def logistic_backward(dloss, cache):  # forward: loss = sum(w * (softplus(z) - y z))
-    z, y, w = cache
+    z, y, w = check_cache(cache, 3, "logistic_forward")
+    if isinstance(dloss, np.ndarray):                 # any float: NaN propagates, as upstream
+        check_floats(dloss=(dloss, z.shape[:-1]))
+    elif not isinstance(dloss, REALS) or isinstance(dloss, bool):
+        raise refuse("dloss", dloss, "a number, or a float array of the loss's shape", False)
     sig = 0.5 * (1.0 + np.tanh(0.5 * z))  # sigmoid without overflow
     return dloss * w * (sig - y)
 
@@ -465,7 +525,7 @@ def loss_and_grads(p, cfg, X, y, rng=None):
     model_forward."""
     check_array("X", X, "biuf", lambda s: len(s) == 2,
                 "a numpy array [batch, T] of bits (dtype bool, integer or float)")
-    check_labels(y, X.shape[:-1])
+    check_labels(y, X.shape[:-1], "X's rows")
     z, cache = model_forward(p, cfg, X, rng)
     loss, c_loss = logistic_forward(z, y)
     return loss, model_backward(logistic_backward(1.0, c_loss), p, cfg, cache), z
@@ -522,10 +582,47 @@ def check_array(name, v, kinds, shape, what):
 
 
 def check_01(name, v, what):  # v's values 0 and 1 only: one scan, none for a bool array
+    check_array(name, v, "biuf", lambda s: True, f"a numpy array of {what} (dtype bool, integer "
+                "or float)")
     if v.dtype != np.bool_:
         bad = (v != 0) & (v != 1)                                    # NaN fails both comparisons
         if bad.any():
             raise ValueError(f"{name} must hold {what} 0 and 1 only, got {v[bad].flat[0].item()!r}")
+
+
+def check_floats(**arrays):
+    """Each argument name=(v, shape[, form]) a numpy float array: of `shape` (a tuple), or passing
+    the test `shape` (a function of the shape, described by form), or with an axis (shape None)."""
+    for name, (v, shape, *form) in arrays.items():
+        if shape is None:
+            shape, form = (lambda s: len(s) >= 1), ["[..., n]"]
+        check_array(name, v, "f", shape, "a numpy float array " + (form[0] if form else
+                                                                    "of shape {shape}"))
+
+
+def check_cache(c, kind, made_by):  # the cache an op's forward returned: its type, or a tuple
+    if not (isinstance(c, kind) if isinstance(kind, type) else  # of `kind` entries -> c
+            isinstance(c, tuple) and len(c) == kind):
+        raise WrongType(f"cache must be the cache that {made_by} returned, got {describe(c)}")
+    return c
+
+
+def check_bit_indices(X):  # the embedding's X: bits as integers, [batch, T]
+    check_array("X", X, "iu", lambda s: len(s) == 2, "a numpy array [batch, T] of bits (an integer "
+                "dtype)")
+    check_01("X", X, "bits")
+
+
+def check_attention(Xn, w, heads):  # an attention's rows [B, N, d], weights and heads
+    check_floats(Xn=(Xn, lambda s: len(s) == 3 and min(s) >= 1, "[batch >= 1, N >= 1, d >= 1]"))
+    check_number("heads", heads, INTS, 1, math.inf, "an integer >= {lo}")
+    d = Xn.shape[2]
+    if d % heads:
+        raise ValueError(f"heads={heads} must divide the width d={d} of Xn")
+    if not (isinstance(w, dict) and set(ATTN_KEYS) <= set(w)):
+        raise refuse("w", w, f"a dict holding {', '.join(ATTN_KEYS)} (the parameters will do)",
+                     isinstance(w, dict))
+    check_floats(**{f"w[{k!r}]": (w[k], (d, d) if k[0] == "W" else (d,)) for k in ATTN_KEYS})
 
 
 def check_config(cfg):
@@ -554,7 +651,7 @@ def check_config(cfg):
 
 def check_params(p, cfg):
     """p has exactly the parameters of cfg, each a numpy array of its shape and cfg's dtype."""
-    want, dt = param_shapes(check_config(cfg)), np.dtype(cfg["dtype"])
+    want, dt = param_shapes(cfg), np.dtype(cfg["dtype"])
     if not isinstance(p, dict):
         raise WrongType(f"params must be a dict of arrays from init_params(cfg, rng), got "
                         f"{describe(p)}")
@@ -587,9 +684,9 @@ def _check_model_call(p, cfg, X, full, rng):
     check_01("X", X, "bits")
 
 
-def check_labels(y, shape):  # labels 0 and 1 of the logits' shape
+def check_labels(y, shape, of):  # labels 0 and 1, one per logit: `shape`, the shape `of` says
     check_array("y", y, "biuf", shape, "a numpy array of shape {shape} (one label per example) "
-                "of labels 0 and 1 (dtype bool, integer or float)")
+                f"of labels 0 and 1 (dtype bool, integer or float), as {of}")
     check_01("y", y, "labels")
 
 
@@ -603,6 +700,7 @@ def physical_memory():
 
 def check_memory(need, what, of, advice):
     """need bytes within half of physical memory, or ValueError: what needs about .. GiB `of`."""
+    check_number("need", need, REALS, 0, math.inf, "a number of bytes >= 0")
     limit = 0.5 * (physical_memory() or math.inf)
     if need > limit:
         raise ValueError(f"{what} needs about {need / 2**30:.1f} GiB {of}; this machine allows "
@@ -622,12 +720,21 @@ CHECK_CFGS = dict(model=dict(), **{"model, relu, no ln": dict(act="relu", ln=Fal
 
 def rel_error(a, b):  # [...], [...] -> float
     """||a - b|| / max(||a||, ||b||, 1e-300) over all entries (nan if either holds a nan)."""
+    for name, v in (("a", a), ("b", b)):
+        if np.asarray(v).dtype.kind not in "biuf":
+            raise refuse(name, v, "an array (or array-like) of real numbers", False)
+    if np.shape(a) != np.shape(b):
+        raise ValueError(f"a and b must have one shape, got {np.shape(a)} and {np.shape(b)}")
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(a), np.linalg.norm(b), 1e-300))
 
 
 def numerical_gradient(f, x, h=1e-6):  # f: () -> scalar reading x; x [...] float64 -> [...]
     """Central differences (f(x + h e_i) - f(x - h e_i)) / 2h, x moved in place and restored."""
+    if not callable(f):
+        raise refuse("f", f, "a function of no arguments that returns a number", False)
+    check_floats(x=(x, lambda s: True, "of any shape (moved in place)"))
+    check_number("h", h, REALS, math.ulp(0.0), math.inf, "a finite step > 0")
     g = np.zeros(x.shape)
     for i in np.ndindex(x.shape):
         old = x[i]
@@ -641,6 +748,7 @@ def numerical_gradient(f, x, h=1e-6):  # f: () -> scalar reading x; x [...] floa
 
 
 def check_model(name, rng):  # -> cfg, parameters away from init (gains != 1, shifts != 0), X
+    check_choice("name", name, tuple(CHECK_CFGS))
     cfg = default_config(**{**dict(T=5, d=8, heads=2, mlp=6, dtype="float64"), **CHECK_CFGS[name]})
     p = init_params(cfg, rng, std=0.5)
     for k in p:
@@ -653,6 +761,7 @@ def gradient_checks(seed=0):
     float64, with a random upstream gradient (loss = sum(out * dout): a sum or ones would leave
     softmax's and LayerNorm's input gradients exactly 0), inputs off-centre, parameters away from
     their init, op by op and for the whole model in every configuration, embeddings included."""
+    check_number("seed", seed, INTS, 0, math.inf, "an integer >= {lo}")
     rng = np.random.default_rng(seed)
     r = lambda *shape: rng.standard_normal(shape) + 0.3          # off-centre
     errors = {}
@@ -706,6 +815,9 @@ def definition_checks(seed=0, n=20000):
     forms: logits and every gradient but b_K's, 0 by softmax's shift invariance)} for every
     configuration, and {"dropout": the worst entry's |mean - x| over n masks, in standard errors
     |x| sqrt(p / ((1 - p) n))}: dropout keeps each entry's expectation."""
+    check_number("seed", seed, INTS, 0, math.inf, "an integer >= {lo}")
+    check_number("n", n, INTS, 1, math.inf, "an integer >= {lo}")
+    check_memory(n * 12 * 8 * 3, f"n={n} masks", "for dropout's mean", "use a smaller n")
     rng = np.random.default_rng(seed)
     errors = {}
     for name in CHECK_CFGS:
@@ -741,6 +853,8 @@ def self_check():
 
 
 def main(argv):  # `python attn.py`: one line on stdout; exit 0 when every check passes
+    if not (isinstance(argv, list) and all(isinstance(v, str) for v in argv)):
+        raise refuse("argv", argv, "a list of strings (the command line after attn.py)", False)
     if argv:
         sys.stderr.write(f"attn.py: unknown argument(s) {' '.join(argv)}: it takes none "
                          f"(`python attn.py` checks itself and prints one line)\n")

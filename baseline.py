@@ -22,6 +22,8 @@ KEYS = ("W_1", "b_1", "W_2", "b_2")
 
 def param_shapes(T, hidden):
     """{name: shape} of the parameters, in init order."""
+    for name, v in (("T", T), ("hidden", hidden)):
+        attn.check_number(name, v, attn.INTS, 1, float("inf"), "an integer >= {lo}")
     return dict(W_1=(T, hidden), b_1=(hidden,), W_2=(hidden, 1), b_2=(1,))
 
 
@@ -51,8 +53,7 @@ def backward(dz, cache):  # dL/dlogits [B] -> gradients of the parameters, by na
 
 def _check_init(T, hidden, rng, dtype, std):
     """init's arguments and the memory of its parameters; -> the dtype."""
-    for name, v in (("T", T), ("hidden", hidden)):
-        attn.check_number(name, v, attn.INTS, 1, float("inf"), "an integer >= {lo}")
+    param_shapes(T, hidden)                           # checks T and hidden
     dt = fast.float_dtype("dtype", dtype)
     attn.check_rng(rng)
     attn.check_number("std", std, attn.REALS, 0, float("inf"), "a finite number >= 0 (the init's "

@@ -52,6 +52,21 @@ def check_generator(rng):
     return rng
 
 
+def check_task(name):
+    if not (isinstance(name, str) and name in TASKS):
+        raise ValueError(f"unknown task {name!r}; allowed: {', '.join(TASKS)}")
+
+
+def check_support(S, T, s):
+    """S as an intp array of s distinct positions in [0, T), sorted (array-likes are read)."""
+    A = np.asarray(S)
+    if not (A.dtype.kind in "iu" and A.shape == (s,) and A.min() >= 0 and A.max() < T
+            and np.all(A[:-1] < A[1:])):                         # increasing: distinct too
+        raise ValueError(f"S must be {s} distinct positions in [0, {T}) in increasing order (the "
+                         f"support, s={s}), got {repr(A.tolist())[:80]}")
+    return A.astype(np.intp)
+
+
 def physical_memory():
     """Bytes of physical memory (os.sysconf), or None where the system does not say."""
     try:
@@ -64,6 +79,7 @@ def check_sample_size(m, T, budget=0.5):
     """ValueError naming m and T, before anything is allocated, when drawing m samples of T bits
     (T float64 uniforms and T uint8 bits per sample) would take more than `budget` of the
     machine's physical memory."""
+    m, T = check_int("m", m, 0), check_int("T", T, 1)
     need, mem = 9 * m * T, physical_memory()
     if mem and need > budget * mem:
         raise ValueError(f"m={m} samples of T={T} bits need about {need / 2**30:.1f} GiB to draw; "
@@ -93,6 +109,8 @@ def check_bits(name, A):
 
 def bit_probability(name, s):
     """P(bit = 1) that makes P(label = 1) = 1/2 for task `name` with sparsity s."""
+    check_task(name)
+    check_int("s", s, 1)
     if name == "and":
         return 2.0 ** (-1.0 / s)
     if name == "or":
@@ -107,8 +125,9 @@ class SparseTask:
     """
 
     def __init__(self, name, T, s, S, table=None):
-        self.name, self.T, self.s = name, T, s
-        self.S = np.asarray(S, dtype=np.intp)
+        check_task(name)
+        self.name, self.T, self.s = name, check_int("T", T, 1), check_int("s", s, 1, T)
+        self.S = check_support(S, T, s)
         self.table = table
         self.p = bit_probability(name, s)
 
@@ -152,8 +171,7 @@ class SparseTask:
 
 def make_task(name, T, s, rng):
     """Draw the support S (uniformly, s of T positions) and, for "junta", the truth table."""
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; allowed: {', '.join(TASKS)}")
+    check_task(name)
     T = check_int("T", T, 1)
     s = check_int("s", s, 1, T)
     if name == "junta" and s > JUNTA_MAX_S:
@@ -167,3 +185,4 @@ def make_task(name, T, s, rng):
     if name == "junta":
         table = rng.permutation(np.arange(2 ** s) % 2).astype(np.uint8)
     return SparseTask(name, T, s, S, table)
+

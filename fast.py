@@ -11,13 +11,14 @@ Names, said once:
   - Every function here takes a STACK of R runs: each parameter with a leading run axis [R, ...],
     bits X [R, B, T]. model_forward, model_backward and loss_and_grads also take one run
     (parameters as attn.init_params gives them, X [B, T]), computed as a stack of one.
-  - float32 or float64 is the dtype of the parameters. attention_forward falls back, run by run,
-    where exp could overflow: attention_forward_in_float64 (the same shortcut in float64, for a
-    float32 run) and attention_forward_by_reference (attn.head_forward, run by run);
-    attention_forward_split sends each run of a stack to the one it needs.
+  - float32 or float64 is the dtype of the parameters. The attention (_attention_forward) falls
+    back, run by run, where exp could overflow: the same shortcut in float64 for a float32 run, or
+    attn.head_forward run by run; _attention_forward_split sends each run to the one it needs.
+  - The public functions check their arguments (the checks at the end); the model's steps inside
+    call the unchecked private ops (_layernorm_forward, ...), which the public ones wrap.
   - Caches are named tuples; an attention cache's `kind` says which of the four made it.
 
-The shortcut (attention_forward): before LN1 each position holds one of only two vectors and the
+The shortcut (_attention_forward): before LN1 each position holds one of only two vectors and the
 [CLS] query is the same for every sample, so each head's output is a ratio of two linear functions
 of the bit vector: a batch costs one (B, 2T) @ (2T, H + d) matrix product, not O(B T d^2).
 baseline.py's MLP runs on this file's linear and MLP ops.
@@ -35,49 +36,49 @@ SAFE_EXP = {np.dtype("float32"): 60.0, np.dtype("float64"): 600.0}   # exp(x) fa
 # ---------------------------------------------------------------------------------------------
 # tuned ops: LayerNorm, affine map and MLP for a stack of runs
 
-def row_sum(a):  # [..., n] -> [...]
+def _row_sum(a):  # [..., n] -> [...]
     """Sum over the last axis as a matrix-vector product: numpy's own reduction over a short last
     axis (LayerNorm's d, a head's width) is much slower than BLAS on the same numbers."""
     return a @ np.ones(a.shape[-1], a.dtype)
 
 
-def layernorm_forward(x, g, b):  # [R, n, d], [R, d], [R, d] -> [R, n, d]
-    """attn.layernorm_forward per run; means by row_sum, xhat written over x - mu (one buffer
+def _layernorm_forward(x, g, b):  # [R, n, d], [R, d], [R, d] -> [R, n, d]
+    """attn.layernorm_forward per run; means by _row_sum, xhat written over x - mu (one buffer
     less)."""
     inv_d = 1.0 / x.shape[-1]
-    xc = x - (row_sum(x) * inv_d)[..., None]
-    rstd = 1.0 / np.sqrt(row_sum(xc * xc) * inv_d + attn.LN_EPS)[..., None]
+    xc = x - (_row_sum(x) * inv_d)[..., None]
+    rstd = 1.0 / np.sqrt(_row_sum(xc * xc) * inv_d + attn.LN_EPS)[..., None]
     xhat = np.multiply(xc, rstd, out=xc)
     y = xhat * g[:, None, :]
     y += b[:, None, :]                                  # in place: no second [R, n, d] array
     return y, (xhat, rstd, g)
 
 
-def layernorm_backward(dy, cache):  # [R, n, d] -> dx [R, n, d], dg [R, d], db [R, d]
+def _layernorm_backward(dy, cache):  # [R, n, d] -> dx [R, n, d], dg [R, d], db [R, d]
     xhat, rstd, g = cache
     dg, db = (dy * xhat).sum(1), dy.sum(1)              # forward: y = xhat * g + b
     dxhat = dy * g[:, None, :]
     inv_d = 1.0 / dy.shape[-1]                          # forward: xhat = (x - mu) * rstd
-    dx = dxhat - (row_sum(dxhat) * inv_d)[..., None]
-    dx -= xhat * (row_sum(dxhat * xhat) * inv_d)[..., None]
+    dx = dxhat - (_row_sum(dxhat) * inv_d)[..., None]
+    dx -= xhat * (_row_sum(dxhat * xhat) * inv_d)[..., None]
     dx *= rstd
     return dx, dg, db
 
 
-def ln_forward(p, cfg, name, x):  # attn.ln_forward for a stack: LayerNorm `name`, or identity
+def _ln_forward(p, cfg, name, x):  # attn.py's _ln_forward, a stack: LayerNorm `name` or identity
     if not cfg["ln"]:
         return x, None
-    return layernorm_forward(x, p[name + "_g"], p[name + "_b"])
+    return _layernorm_forward(x, p[name + "_g"], p[name + "_b"])
 
 
-def ln_backward(grads, cfg, name, dy, cache):  # stores grads[name_g], grads[name_b]; -> dx
+def _ln_backward(grads, cfg, name, dy, cache):  # stores grads[name_g], grads[name_b]; -> dx
     if not cfg["ln"]:
         return dy
-    dx, grads[name + "_g"], grads[name + "_b"] = layernorm_backward(dy, cache)
+    dx, grads[name + "_g"], grads[name + "_b"] = _layernorm_backward(dy, cache)
     return dx
 
 
-def linear_forward(x, W, b):
+def _linear_forward(x, W, b):
     """y = x @ W + b, leading axes reshaped away so that each run is one BLAS product.
     A stack of R runs: x [R, ..., n], W [R, n, k], b [R, k]. One run: x [..., n], W [n, k], b [k]
     (baseline.py's MLP)."""
@@ -90,7 +91,7 @@ def linear_forward(x, W, b):
     return y.reshape(x.shape[:-1] + (W.shape[1],)), (x, W)
 
 
-def linear_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW, db
+def _linear_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW, db
     """db by ones @ dy: numpy's column sum over many short rows is slower than BLAS."""
     x, W = cache
     if W.ndim == 3:
@@ -103,26 +104,26 @@ def linear_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW
     return dx, x2.T @ dy2, np.ones(dy2.shape[0], dy2.dtype) @ dy2
 
 
-def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # attn.mlp_forward on linear_forward
-    h, c1 = linear_forward(x, W_1, b_1)
+def _mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # attn.mlp_forward on linear_forward
+    h, c1 = _linear_forward(x, W_1, b_1)
     a, ca = attn.ACTIVATIONS[act][0](h)
-    y, c2 = linear_forward(a, W_2, b_2)
+    y, c2 = _linear_forward(a, W_2, b_2)
     return y, (c1, ca, c2, act)
 
 
-def mlp_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW_1, db_1, dW_2, db_2
+def _mlp_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW_1, db_1, dW_2, db_2
     c1, ca, c2, act = cache
-    da, dW_2, db_2 = linear_backward(dy, c2)            # forward: y = a W_2 + b_2
+    da, dW_2, db_2 = _linear_backward(dy, c2)           # forward: y = a W_2 + b_2
     dh = attn.ACTIVATIONS[act][1](da, ca)               # forward: a = act(h)
-    dx, dW_1, db_1 = linear_backward(dh, c1, need_dx)   # forward: h = x W_1 + b_1
+    dx, dW_1, db_1 = _linear_backward(dh, c1, need_dx)  # forward: h = x W_1 + b_1
     return dx, dW_1, db_1, dW_2, db_2
 
 
 # ---------------------------------------------------------------------------------------------
 # the exact shortcut: two versions per position, a head output is a ratio of linear functions
 
-def head_spread(H, e, dtype):  # -> [H, H e]
-    """Row h is 1 on head h's e columns, 0 elsewhere. A [..., H] @ head_spread gives each head's
+def _head_spread(H, e, dtype):  # -> [H, H e]
+    """Row h is 1 on head h's e columns, 0 elsewhere. A [..., H] @ _head_spread gives each head's
     value on its e columns in one BLAS call, exactly (each entry is one product by 1, the rest are
     products by 0), where broadcasting along a length-e axis (e = 4 in the experiment) runs
     numpy's inner loop 4 elements at a time."""
@@ -160,7 +161,7 @@ AttentionCache = collections.namedtuple(
     "AttentionCache", "kind Xb ln1 c_q rn u c_v c_o qh V E Ed Z Zd mix scale spread")
 
 
-def attention_forward(p, cfg, X, versions=None):
+def _attention_forward(p, cfg, X, versions=None):
     """Attn(LN1(X))[CLS] for a stack of R runs, in O(B T (H + d)) instead of O(B T d^2).
     p: every parameter with a leading run axis; X [R, B, T] -> [R, B, d], and the cache.
 
@@ -173,7 +174,7 @@ def attention_forward(p, cfg, X, versions=None):
     Every term of Z is positive, so nothing cancels (writing Z with e1 - e0 would lose all
     precision when one version's weight is huge). M = max(s_c, max_t min(s0[t], s1[t])) is a
     lower bound on every sample's max score, so Z >= 1. If some score of a run exceeds M by more
-    than SAFE_EXP (exp could overflow), that run falls back (attention_forward_split). The keys
+    than SAFE_EXP (exp could overflow), that run falls back (_attention_forward_split). The keys
     meet only the one query, so the scores are rn @ (W_K q) per head: no [2T+1, d] key matrix.
     """
     R, B, T = X.shape
@@ -182,22 +183,22 @@ def attention_forward(p, cfg, X, versions=None):
     rows = np.empty((R, 2 * T + 1, d), p["E_pos"].dtype)            # v0 rows | v1 rows | cls
     rows[:, :2 * T] = (p["E_tok"][:, :, None, :] + p["E_pos"][:, None]).reshape(R, 2 * T, d)
     rows[:, 2 * T] = p["cls"]
-    rn, c_ln1 = ln_forward(p, cfg, "ln1", rows)
-    q, c_q = linear_forward(rn[:, -1:], p["W_Q"], p["b_Q"])          # [R, 1, d]
+    rn, c_ln1 = _ln_forward(p, cfg, "ln1", rows)
+    q, c_q = _linear_forward(rn[:, -1:], p["W_Q"], p["b_Q"])         # [R, 1, d]
     qh = q.reshape(R, H, e)
     # the keys are only ever dotted with the one query: fold it in, s = rn @ u + c  (no K)
     u = np.einsum("rdhe,rhe->rdh", p["W_K"].reshape(R, d, H, e), qh)  # [R, d, H]: W_K q per head
     scale = e ** -0.5
-    s = (rn @ u + row_sum(p["b_K"].reshape(R, H, e) * qh)[:, None]) * scale  # [R, 2T+1, H]
+    s = (rn @ u + _row_sum(p["b_K"].reshape(R, H, e) * qh)[:, None]) * scale  # [R, 2T+1, H]
     M = np.maximum(np.minimum(s[:, :T], s[:, T:2 * T]).max(1), s[:, 2 * T])   # [R, H]
     s -= M[:, None]
     top = s.reshape(R, -1).max(1)                                     # [R]: each run's spread
     if top.max() > SAFE_EXP[s.dtype]:
-        return attention_forward_split(p, cfg, X, versions, top)
-    V, c_v = linear_forward(rn, p["W_V"], p["b_V"])                  # [R, 2T+1, d]
+        return _attention_forward_split(p, cfg, X, versions, top)
+    V, c_v = _linear_forward(rn, p["W_V"], p["b_V"])                 # [R, 2T+1, d]
     E_EV = np.empty((R, 2 * T + 1, H + d), s.dtype)   # [E | E * V] per row: one product for both
     E = np.exp(s, out=E_EV[..., :H])
-    spread = head_spread(H, e, s.dtype)
+    spread = _head_spread(H, e, s.dtype)
     Ed = E @ spread                        # [R, 2T+1, d]: each head's weight over its e columns
     np.multiply(Ed, V, out=E_EV[..., H:])
     Xb = _two_versions(X, s.dtype) if versions is None else versions  # [R, B, 2T]
@@ -206,25 +207,25 @@ def attention_forward(p, cfg, X, versions=None):
     Z = Z_N[..., :H]                                                  # [R, B, H]
     Zd = Z @ spread                                                   # [R, B, d]: Z per column
     mix = Z_N[..., H:] / Zd
-    y, c_o = linear_forward(mix, p["W_O"], p["b_O"])
+    y, c_o = _linear_forward(mix, p["W_O"], p["b_O"])
     return y, AttentionCache("fast", Xb, c_ln1, c_q, rn, u, c_v, c_o, qh, V, E, Ed, Z, Zd, mix,
                              scale, spread)
 
 
-def _shortcut_backward(dy, p, cfg, c):  # the backward of attention_forward's shortcut
+def _shortcut_backward(dy, p, cfg, c):  # the backward of _attention_forward's shortcut
     R, B, twoT = c.Xb.shape
     T, d, H = twoT // 2, cfg["d"], cfg["heads"]
     e = d // H
     g = {}
-    dmix, g["W_O"], g["b_O"] = linear_backward(dy, c.c_o)     # forward: y = mix W_O + b_O
+    dmix, g["W_O"], g["b_O"] = _linear_backward(dy, c.c_o)    # forward: y = mix W_O + b_O
     dZ_N = np.empty((R, B, H + d), dmix.dtype)  # forward: mix = N / Z, Z spread as Zd = Z @ spread
     dN = np.divide(dmix, c.Zd, out=dZ_N[..., H:])
-    dZ_N[..., :H] = -row_sum((dN * c.mix).reshape(R, B, H, e))
+    dZ_N[..., :H] = -_row_sum((dN * c.mix).reshape(R, B, H, e))
     dE_EV = np.empty((R, 2 * T + 1, H + d), dmix.dtype)  # forward: Z_N = Xb @ E_EV[:2T] + E_EV[2T]
     np.matmul(c.Xb.transpose(0, 2, 1), dZ_N, out=dE_EV[:, :2 * T])
     dE_EV[:, 2 * T] = dZ_N.sum(1)
     dEV = dE_EV[..., H:]                                              # forward: EV = Ed * V
-    dE = dE_EV[..., :H] + row_sum((dEV * c.V).reshape(R, -1, H, e))  # forward: Ed = E @ spread
+    dE = dE_EV[..., :H] + _row_sum((dEV * c.V).reshape(R, -1, H, e))  # forward: Ed = E @ spread
     dV = dEV * c.Ed
     ds = dE * c.E * c.scale                  # forward: E = exp(s - M), M a constant shift
     du = c.rn.transpose(0, 2, 1) @ ds        # forward: s = (rn @ u + b_K . q) * scale
@@ -234,11 +235,11 @@ def _shortcut_backward(dy, p, cfg, c):  # the backward of attention_forward's sh
     g["b_K"] = (dc[:, None] @ query_blocks)[:, 0]
     dqh = (np.einsum("rdhe,rdh->rhe", p["W_K"].reshape(R, d, H, e), du)
            + p["b_K"].reshape(R, H, e) * dc[..., None])
-    drn, g["W_V"], g["b_V"] = linear_backward(dV, c.c_v)      # forward: V = rn W_V + b_V
+    drn, g["W_V"], g["b_V"] = _linear_backward(dV, c.c_v)     # forward: V = rn W_V + b_V
     drn += ds @ c.u.transpose(0, 2, 1)
-    drn_q, g["W_Q"], g["b_Q"] = linear_backward(dqh.reshape(R, 1, d), c.c_q)
+    drn_q, g["W_Q"], g["b_Q"] = _linear_backward(dqh.reshape(R, 1, d), c.c_q)
     drn[:, -1:] += drn_q                     # forward: q = rn[-1] W_Q + b_Q
-    drows = ln_backward(g, cfg, "ln1", drn, c.ln1)
+    drows = _ln_backward(g, cfg, "ln1", drn, c.ln1)
     d_rows_by_version = drows[:, :2 * T].reshape(R, 2, T, d)  # forward: rows = E_tok[v] + E_pos[t]
     g["E_tok"], g["E_pos"] = d_rows_by_version.sum(2), d_rows_by_version.sum(1)
     g["cls"] = drows[:, 2 * T]
@@ -253,7 +254,7 @@ Float64Cache = collections.namedtuple("Float64Cache", "kind p64 inner")
 ByReferenceCache = collections.namedtuple("ByReferenceCache", "kind runs")
 
 
-def attention_forward_split(p, cfg, X, versions, top):
+def _attention_forward_split(p, cfg, X, versions, top):
     """Run by run: top [R] is each run's largest shifted score. Runs within SAFE_EXP stay on the
     shortcut, float32 runs within float64's SAFE_EXP rerun it in float64, the rest take the
     reference; each group is computed as a stack of its own, so every run gets exactly the numbers
@@ -262,9 +263,10 @@ def attention_forward_split(p, cfg, X, versions, top):
     safe = top <= SAFE_EXP[top.dtype]
     wide = ~safe & (top <= f64) if top.dtype == np.float32 else np.zeros_like(safe)
     groups = [(idx, forward) for idx, forward in (
-        (np.flatnonzero(safe), lambda q, x, v: attention_forward(q, cfg, x, v)),
-        (np.flatnonzero(wide), lambda q, x, v: attention_forward_in_float64(q, cfg, x)),
-        (np.flatnonzero(~safe & ~wide), lambda q, x, v: attention_forward_by_reference(q, cfg, x)))
+        (np.flatnonzero(safe), lambda q, x, v: _attention_forward(q, cfg, x, v)),
+        (np.flatnonzero(wide), lambda q, x, v: _attention_forward_in_float64(q, cfg, x)),
+        (np.flatnonzero(~safe & ~wide),
+         lambda q, x, v: _attention_forward_by_reference(q, cfg, x)))
         if idx.size]
     parts, y = [], None
     for idx, forward in groups:
@@ -279,29 +281,29 @@ def attention_forward_split(p, cfg, X, versions, top):
     return y, SplitCache("split", parts)
 
 
-def attention_forward_in_float64(p, cfg, X):
+def _attention_forward_in_float64(p, cfg, X):
     """For a float32 stack whose scores spread past float32's exp: the same shortcut in float64,
     result rounded to float32. Exact like the shortcut and about twice its cost, where the
     reference costs O(B T d^2) a step. -> [R, B, d]."""
     p64 = {k: v.astype(np.float64) for k, v in p.items()}
-    y, inner = attention_forward(p64, cfg, X)         # past float64's range it falls back again
+    y, inner = _attention_forward(p64, cfg, X)        # past float64's range it falls back again
     return y.astype(np.float32), Float64Cache("float64", p64, inner)
 
 
-def attention_forward_by_reference(p, cfg, X):
+def _attention_forward_by_reference(p, cfg, X):
     """The exact fallback: attn.head_forward ([CLS] row), run by run. -> [R, B, d]."""
     outs, caches = zip(*(attn.head_forward({k: v[r] for k, v in p.items()}, cfg, X[r])
                          for r in range(X.shape[0])))
     return np.stack(outs), ByReferenceCache("reference", caches)
 
 
-def attention_backward(dy, p, cfg, c):
-    """Backward of attention_forward, on whichever path its forward took: {E_tok, E_pos, cls,
+def _attention_backward(dy, p, cfg, c):
+    """Backward of _attention_forward, on whichever path its forward took: {E_tok, E_pos, cls,
     ln1_g, ln1_b, W_Q, ..., b_O}, each with the leading run axis."""
     if c.kind == "fast":
         return _shortcut_backward(dy, p, cfg, c)
     if c.kind == "float64":
-        g = attention_backward(dy.astype(np.float64), c.p64, cfg, c.inner)
+        g = _attention_backward(dy.astype(np.float64), c.p64, cfg, c.inner)
         return {k: v.astype(np.float32) for k, v in g.items()}
     if c.kind == "reference":
         grads = [attn.head_backward(dy[r], {k: v[r] for k, v in p.items()}, cfg, cr)
@@ -309,7 +311,7 @@ def attention_backward(dy, p, cfg, c):
         return {k: np.stack([g[k] for g in grads]) for k in grads[0]}
     g = {}                                                            # "split"
     for idx, part in c.parts:
-        for k, v in attention_backward(dy[idx], {k: v[idx] for k, v in p.items()}, cfg,
+        for k, v in _attention_backward(dy[idx], {k: v[idx] for k, v in p.items()}, cfg,
                                        part).items():
             if k not in g:
                 g[k] = np.empty((dy.shape[0],) + v.shape[1:], v.dtype)
@@ -322,6 +324,13 @@ def attention_backward(dy, p, cfg, c):
 
 def activation_bytes(cfg, B, R=1):
     """Rough peak bytes of the activations (forward caches plus backward) of one batch of R runs."""
+    attn.check_config(cfg)
+    for name, v in (("B", B), ("R", R)):
+        attn.check_number(name, v, attn.INTS, 1, np.inf, "an integer >= {lo}")
+    return _activation_bytes(cfg, B, R)
+
+
+def _activation_bytes(cfg, B, R):
     T, d, H = cfg["T"], cfg["d"], cfg["heads"]
     n = 3 * B * T + 12 * (2 * T + 1) * (d + H) + 8 * B * (d + H + max(cfg["mlp"], 1))
     return R * n * np.dtype(cfg["dtype"]).itemsize
@@ -334,7 +343,7 @@ def _check_call(p, cfg, X, versions):
     attn.check_array("X", X, "biuf", lambda s: len(s) in (2, 3), "a numpy array [batch, T] (or "
                      "[runs, batch, T]) of bits (dtype bool, integer or float)")
     B, R = X.shape[-2], X.shape[0] if X.ndim == 3 else 1
-    attn.check_memory(activation_bytes(cfg, B, R), f"T={cfg['T']} with a batch of {B} (x {R} "
+    attn.check_memory(_activation_bytes(cfg, B, R), f"T={cfg['T']} with a batch of {B} (x {R} "
                       f"runs)", "of activations on the fast path", "use a smaller batch or T")
     check_stack_params(p, cfg, X.shape[0] if X.ndim == 3 else None)
     if versions is None:                # kept versions: the bits were read when they were built
@@ -365,20 +374,26 @@ def model_forward(p, cfg, X, versions=None):
 
 
 def _forward(p, cfg, X, versions):
-    a, c_attn = attention_forward(p, cfg, X, versions)
+    a, c_attn = _attention_forward(p, cfg, X, versions)
     h = p["cls"][:, None, :] + a                                     # residual at [CLS]
     c_ln2 = c_mlp = None
     if cfg["mlp"]:
-        hn, c_ln2 = ln_forward(p, cfg, "ln2", h)
-        m, c_mlp = mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
+        hn, c_ln2 = _ln_forward(p, cfg, "ln2", h)
+        m, c_mlp = _mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
         h = h + m                                                    # residual
-    f, c_lnf = ln_forward(p, cfg, "lnf", h)
+    f, c_lnf = _ln_forward(p, cfg, "lnf", h)
     z = (f @ p["w"][:, :, None])[:, :, 0] + p["b"][:, :1]            # readout at [CLS]
     return z, ModelCache(c_attn, c_ln2, c_mlp, c_lnf, f, False)
 
 
 def model_backward(dz, p, cfg, c):  # dz [R, B] (or [B] for one run) -> gradient dict
     """Gradients of sum(dz * logits) for every parameter, of one model_forward call."""
+    attn.check_cache(c, ModelCache, "fast.model_forward")
+    check_stack_params(p, cfg, None if c.single else c.f.shape[0])
+    return _model_backward(dz, p, cfg, c)
+
+
+def _model_backward(dz, p, cfg, c):  # model_backward after loss_and_grads' forward checked p
     if not isinstance(c, ModelCache):
         raise attn.WrongType(f"cache must be the cache that fast.model_forward returned, got "
                              f"{attn.describe(c)}")
@@ -394,11 +409,11 @@ def _backward(dz, p, cfg, c):
     g = {}
     g["w"] = (dz[:, None, :] @ c.f)[:, 0, :]                        # forward: z = f @ w + b
     g["b"] = dz.sum(-1)[:, None]
-    dh = ln_backward(g, cfg, "lnf", dz[:, :, None] * p["w"][:, None, :], c.lnf)
+    dh = _ln_backward(g, cfg, "lnf", dz[:, :, None] * p["w"][:, None, :], c.lnf)
     if cfg["mlp"]:                                                   # forward: h = h + MLP(LN2(h))
-        dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dh, c.mlp)
-        dh = dh + ln_backward(g, cfg, "ln2", dhn, c.ln2)
-    g.update(attention_backward(dh, p, cfg, c.attn))                 # forward: h = cls + attn
+        dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = _mlp_backward(dh, c.mlp)
+        dh = dh + _ln_backward(g, cfg, "ln2", dhn, c.ln2)
+    g.update(_attention_backward(dh, p, cfg, c.attn))                # forward: h = cls + attn
     g["cls"] = g["cls"] + dh.sum(-2)
     return g
 
@@ -409,7 +424,7 @@ def logistic_forward(z, y, weights=None):  # [R, B], [R, B] -> [R] (or [B], [B] 
     goes to attn.logistic_backward."""
     attn.check_array("z", z, "f", lambda s: len(s) >= 1 and s[-1] >= 1,
                      "a numpy array [..., batch >= 1] of float logits")
-    check_targets(y, weights, z.shape)
+    check_targets(y, weights, z.shape, "z")
     y = y.astype(z.dtype, copy=False)
     loss = np.maximum(z, 0) - y * z + np.log1p(np.exp(-np.abs(z)))
     w = 1.0 / z.shape[-1] if weights is None else weights
@@ -422,10 +437,10 @@ def loss_and_grads(p, cfg, X, y, weights=None, versions=None):
     logits; or for one run as a stack of one. versions: see model_forward."""
     attn.check_array("X", X, "biuf", lambda s: len(s) in (2, 3), "a numpy array [batch, T] (or "
                      "[runs, batch, T]) of bits (dtype bool, integer or float)")
-    check_targets(y, weights, X.shape[:-1])
+    check_targets(y, weights, X.shape[:-1], "X's rows")
     z, cache = model_forward(p, cfg, X, versions)
     loss, c_loss = logistic_forward(z, y, weights)
-    return loss, model_backward(attn.logistic_backward(1.0, c_loss), p, cfg, cache), z
+    return loss, _model_backward(attn.logistic_backward(1.0, c_loss), p, cfg, cache), z
 
 
 def cls_attention_mean(p, cfg, X):  # one run, X [B, T] -> [T+1], [T+1, H]
@@ -437,7 +452,7 @@ def cls_attention_mean(p, cfg, X):  # one run, X [B, T] -> [T+1], [T+1, H]
     """
     attn.check_params(p, cfg)
     check_batch(X, cfg["T"], stack=False)
-    _, c = attention_forward({k: v[None] for k, v in p.items()}, cfg, X[None])
+    _, c = _attention_forward({k: v[None] for k, v in p.items()}, cfg, X[None])
     if c.kind == "float64":
         c = c.inner
     if c.kind != "fast":                                # the fallback already holds the weights
@@ -477,14 +492,73 @@ def check_stack_params(p, cfg, R):
     attn.check_params(p, cfg)
 
 
-def check_targets(y, weights, shape):
+def check_targets(y, weights, shape, of):
     """The loss's labels y (0 and 1, attn.check_labels) and per-sample weights (None, or finite
-    numbers >= 0), each of the logits' `shape`."""
-    attn.check_labels(y, shape)
+    numbers >= 0), each of the logits' `shape`, which `of` names."""
+    attn.check_labels(y, shape, of)
     if weights is None:
         return
     attn.check_array("weights", weights, "biuf", shape, "None or a numpy array of shape {shape} "
-                     "(one weight per example) of numbers >= 0")
+                     f"(one weight per example) of numbers >= 0, as {of}")
     if weights.size and not (weights.min() >= 0 and weights.max() < np.inf):  # NaN fails both
         bad = weights[~((weights >= 0) & np.isfinite(weights))].flat[0].item()
         raise ValueError(f"weights must be finite and >= 0, got {bad!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the tuned ops for a caller: checked, then the unchecked op the model's steps call
+
+def layernorm_forward(x, g, b):  # [R, n, d], [R, d], [R, d] -> [R, n, d]
+    attn.check_floats(x=(x, lambda s: len(s) == 3, "[R, n, d]"))
+    attn.check_floats(g=(g, x.shape[::2]), b=(b, x.shape[::2]))
+    return _layernorm_forward(x, g, b)
+
+
+def layernorm_backward(dy, cache):  # [R, n, d] -> dx [R, n, d], dg [R, d], db [R, d]
+    attn.check_cache(cache, 3, "fast.layernorm_forward")
+    attn.check_floats(dy=(dy, cache[0].shape))
+    return _layernorm_backward(dy, cache)
+
+
+def linear_forward(x, W, b):  # [R, ..., n], [R, n, k], [R, k] (one run: [..., n], [n, k], [k])
+    attn.check_floats(x=(x, None))
+    check_affine(x.shape, W, b, of="x")
+    return _linear_forward(x, W, b)
+
+
+def linear_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW, db
+    x, W = attn.check_cache(cache, 2, "fast.linear_forward")
+    check_need_dx(need_dx)
+    attn.check_floats(dy=(dy, x.shape[:-1] + W.shape[-1:]))
+    return _linear_backward(dy, cache, need_dx)
+
+
+def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # attn.mlp_forward's shapes, or a stack's
+    attn.check_choice("act", act, attn.ACTIVATIONS)
+    attn.check_floats(x=(x, None))
+    check_affine(check_affine(x.shape, W_1, b_1, "W_1", "b_1", "x"), W_2, b_2, "W_2", "b_2",
+                 "W_1's output")
+    return _mlp_forward(x, W_1, b_1, W_2, b_2, act)
+
+
+def mlp_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW_1, db_1, dW_2, db_2
+    a, W_2 = attn.check_cache(cache, 4, "fast.mlp_forward")[2]
+    check_need_dx(need_dx)
+    attn.check_floats(dy=(dy, a.shape[:-1] + W_2.shape[-1:]))
+    return _mlp_backward(dy, cache, need_dx)
+
+
+def check_affine(x_shape, W, b, W_name="W", b_name="b", of="x"):  # -> the output's shape
+    """W [R, n, k] with b [R, k] for inputs [R, ..., n], or W [n, k] with b [k] for [..., n]; `of`
+    names the input."""
+    n = x_shape[-1]
+    attn.check_floats(**{W_name: (W, lambda s: len(s) in (2, 3) and s[-2] == n and (
+        len(s) == 2 or s[0] == x_shape[0]), f"[R, n, k] or [n, k] with {of}'s n={n} (and R its "
+        f"first axis)")})
+    attn.check_floats(**{b_name: (b, W.shape[::2] if W.ndim == 3 else W.shape[1:])})
+    return x_shape[:-1] + W.shape[-1:]
+
+
+def check_need_dx(need_dx):
+    if not isinstance(need_dx, (bool, np.bool_)):
+        raise attn.refuse("need_dx", need_dx, "True or False", False)

@@ -16,6 +16,7 @@ a gradient check refuses a numerical gradient of ~0 and a backward pass that ret
 gradients than it has inputs; a loop over results checks that there were results.
 """
 import glob
+import inspect
 import itertools
 import json
 import math
@@ -525,7 +526,7 @@ def test_cls_attention_mean_is_the_reference_weights_on_every_path(factor, path)
     p["W_Q"] *= factor
     p["W_K"] *= factor
     X = np.random.default_rng(10).integers(0, 2, (5, 9))
-    _, cache = fast.attention_forward({k: v[None] for k, v in p.items()}, cfg, X[None])
+    cache = fast.model_forward(p, cfg, X)[1].attn             # the attention's cache, a stack of 1
     assert cache.kind == path
     p64, cfg64 = {k: v.astype("float64") for k, v in p.items()}, dict(cfg, dtype="float64")
     A = forward(p64, cfg64, X, "cls")[1].head.attn.A   # [B, H, T + 1]
@@ -853,6 +854,390 @@ def test_python_api_refuses_what_it_cannot_use():
                    (np.array([0, 1, np.nan, 0, 1]), "y must hold labels 0 and 1 only, got nan")]:
         with pytest.raises(ValueError, match=msg):
             attn.loss_and_grads(p, cfg, X, y)
+
+
+# ---------------- the walker: every public function refuses hostile values by name (issue 39) ---
+# One valid call per public function (and public method) of each module of WALKED, and for each
+# argument the hostile values of its kind (_hostile): each substitute must raise a one-line
+# ValueError or TypeError naming the argument, unless the entry says that value is legal and why.
+# An argument's hostile values follow its valid value's type: NaN, inf, -1, 0, booleans, 1j, 10**12
+# and strings for a number; None, a list, complex and text dtypes, a 0-d and a wrong shape for an
+# array; None, a list of items and a missing key for a dict. The values inside float arrays are
+# not walked (an op computes on any floats: NaN in, NaN out, as in numpy); arrays whose values are
+# constrained (bits, labels, weights) get theirs as extra hostile values. To cover a module, add
+# it to WALKED and one Walk per public function to WALK, keyed "module.function".
+
+WALKED = (attn, baseline, data, fast)
+
+
+class Walk:
+    """A valid call and what its walk allows. args: a function of _walk_fixtures() returning
+    {argument: valid value} (built afresh for each call); legal: {argument: {label: reason}}
+    (the label "*": every value, e.g. describe's); extra: {argument: {label: value}} walked too;
+    names: {argument: regex} where the message names it otherwise (params, cache); run=False
+    where the valid call is too slow to make (its hostile calls must be refused before work)."""
+
+    def __init__(self, args, legal=None, extra=None, names=None, run=True):
+        self.args, self.legal, self.extra = args, legal or {}, extra or {}
+        self.names, self.run = names or {}, run
+
+
+LITERAL = "a literal of the calling code (a name, a message, a type), never a user's value"
+ANY_FLOAT = "an upstream gradient is any float: NaN propagates, as in every backward"
+NO_ALLOC = "a size is computed, nothing is allocated"
+ANY_SHAPE = "an op on each entry (or over the last axis) takes any shape"
+NO_DROPOUT = "None: no dropout (evaluation)"
+NO_WEIGHTS = "None: the plain mean"
+WX, WY = np.array([[0, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 1]], np.uint8), np.array([0, 1, 1])
+KEYS_MLP, RNGS = ("W_1", "b_1", "W_2", "b_2"), {"5": 5, "RandomState": np.random.RandomState(0)}
+P_NAMES = dict(p=r"params?", P=r"params?", c="cache")   # the messages' words for p and c
+
+
+def _literals(*names):  # legal for every value: the arguments a check helper's caller writes
+    return {n: {"*": LITERAL} for n in names}
+
+
+def _hostile(v):
+    """{label: substitute} of issue 39's hostile values for an argument whose valid value is v."""
+    nan, inf = float("nan"), float("inf")
+    if v is None:                                   # an optional argument: its extras only
+        return {}
+    if isinstance(v, (bool, np.bool_)):
+        return {"None": None, "2": 2, "'yes'": "yes", "1j": 1j}
+    if isinstance(v, (int, np.integer, float, np.floating)):
+        return {"None": None, "nan": nan, "inf": inf, "-inf": -inf, "-1": -1, "0": 0,
+                "True": True, "False": False, "1j": 1j, "10**12": 10**12, "'1'": "1",
+                **({"2.5": 2.5} if isinstance(v, (int, np.integer)) else {})}
+    if isinstance(v, str):
+        return {"None": None, "'bogus'": "bogus", "1": 1, "[v]": [v]}
+    if isinstance(v, np.ndarray):
+        return {"None": None, "list": v.tolist(), "complex": v.astype(complex),
+                "text": v.astype(str), "0-d": np.array(v.flat[0]), "wrong shape":
+                np.stack([v, v], -1)}
+    if isinstance(v, dict):
+        return {"None": None, "items": list(v.items()),
+                "missing key": {k: v[k] for k in list(v)[1:]}}
+    if isinstance(v, np.random.Generator):
+        return {"None": None, "5": 5, "RandomState": np.random.RandomState(0)}
+    if isinstance(v, tuple):                        # a cache, or (p, rng)
+        return {"None": None, "list": list(v), "short": tuple(v)[:-1]}
+    if isinstance(v, list):
+        return {"None": None, "'--x'": "--x", "[5]": [5]}
+    if callable(v):
+        return {"None": None, "5": 5}
+    raise AssertionError(f"no hostile values for {type(v).__name__}: extend _hostile")
+
+
+def _walk_fixtures():
+    """The small model, data and caches the valid calls use (float64, fresh for each walk)."""
+    rng = np.random.default_rng(0)
+    cfg = attn.default_config(T=4, d=4, heads=2, mlp=3, dtype="float64")
+    p = attn.init_params(cfg, rng, std=0.5)
+    X, y, xs = WX.copy(), WY.copy(), rng.standard_normal((3, 5, 4))
+    P, XX, yy = {k: np.stack([v, v]) for k, v in p.items()}, np.stack([X, X]), np.stack([y, y])
+    pb = baseline.init(4, 3, rng, "float64")
+    task = data.make_task("and", 4, 2, rng)
+    return dict(rng=rng, cfg=cfg, p=p, X=X, y=y, xs=xs, P=P, XX=XX, yy=yy, pb=pb, task=task,
+                R=rng.standard_normal((2, 5, 4)), g=rng.standard_normal(4) + 1,
+                z=np.array([0.5, -1.0, 2.0]), W=rng.standard_normal((4, 3)))
+
+
+
+def _heads(p):  # the attention weights alone, so that a missing key is one of them
+    return {k: p[k] for k in attn.ATTN_KEYS}
+
+
+def _bits(X):  # extra hostile values of a bits array
+    return {"2": X * 2, "-1": -X.astype(np.int64), "0.5": X * 0.5}
+
+
+WALK = {
+    # attn.py: the configuration and parameters
+    "attn.default_config": Walk(lambda f: dict(T=4, d=4, heads=2, mlp=3),
+                                legal=dict(T={"10**12": NO_ALLOC}, d={"10**12": NO_ALLOC},
+                                           mlp={"0": "no MLP", "10**12": NO_ALLOC})),
+    "attn.param_shapes": Walk(lambda f: dict(cfg=f["cfg"])),
+    "attn.init_params": Walk(lambda f: dict(cfg=f["cfg"], rng=f["rng"], std=0.5),
+                             legal=dict(std={"0": "all weights 0 is an init",
+                                             "10**12": "any finite std is an init"})),
+    # attn.py: the ops
+    "attn.embed_forward": Walk(lambda f: dict(X=f["X"], E_tok=f["p"]["E_tok"],
+                                              E_pos=f["p"]["E_pos"], cls=f["p"]["cls"]),
+                               extra=dict(X=_bits(WX))),
+    "attn.embed_backward": Walk(lambda f: dict(dout=f["xs"][:, :5], X=f["X"]),
+                                extra=dict(X=_bits(WX))),
+    "attn.layernorm_forward": Walk(lambda f: dict(x=f["xs"], g=f["g"], b=f["g"] - 1)),
+    "attn.layernorm_backward": Walk(lambda f: dict(dy=f["xs"], cache=attn.layernorm_forward(
+        f["xs"], f["g"], f["g"])[1])),
+    "attn.linear_forward": Walk(lambda f: dict(x=f["xs"], W=f["W"], b=f["g"][:3])),
+    "attn.linear_backward": Walk(lambda f: dict(dy=f["xs"][..., :3], cache=attn.linear_forward(
+        f["xs"], f["W"], f["g"][:3])[1])),
+    "attn.softmax_forward": Walk(lambda f: dict(s=f["xs"]),
+                                 legal=dict(s={"wrong shape": ANY_SHAPE})),
+    "attn.softmax_backward": Walk(lambda f: dict(dA=f["xs"], A=attn.softmax_forward(f["xs"])[0])),
+    "attn.dropout_forward": Walk(lambda f: dict(x=f["xs"], p=0.25, rng=f["rng"]),
+                                 legal=dict(p={"0": "dropout off", "False": "dropout off"},
+                                            x={"wrong shape": ANY_SHAPE}, rng={"None": NO_DROPOUT}),
+                                 names=dict(p="dropout p")),
+    "attn.dropout_backward": Walk(lambda f: dict(dy=f["xs"], mask=attn.dropout_forward(
+        f["xs"], 0.25, f["rng"])[1]), legal=dict(mask={"None": "None: dropout was off"})),
+    "attn.attention_cls_forward": Walk(lambda f: dict(Xn=f["xs"], w=_heads(f["p"]), heads=2,
+                                                      drop=(0.25, f["rng"]))),
+    "attn.attention_cls_backward": Walk(lambda f: dict(
+        dy=f["xs"][:, 0], c=attn.attention_cls_forward(f["xs"], f["p"], 2)[1]), names=P_NAMES),
+    "attn.self_attention_forward": Walk(lambda f: dict(Xn=f["xs"], w=_heads(f["p"]), heads=2)),
+    "attn.self_attention_backward": Walk(lambda f: dict(dy=f["xs"], c=attn.self_attention_forward(
+        f["xs"], f["p"], 2)[1]), names=P_NAMES),
+    "attn.gelu_forward": Walk(lambda f: dict(x=f["xs"]), legal=dict(x={"wrong shape": ANY_SHAPE})),
+    "attn.gelu_backward": Walk(lambda f: dict(dy=f["xs"], cache=attn.gelu_forward(f["xs"])[1])),
+    "attn.relu_forward": Walk(lambda f: dict(x=f["xs"]), legal=dict(x={"wrong shape": ANY_SHAPE})),
+    "attn.relu_backward": Walk(lambda f: dict(dy=f["xs"], x=f["xs"] - 0.1)),
+    "attn.mlp_forward": Walk(lambda f: dict(x=f["xs"], **{k: f["p"][k] for k in KEYS_MLP},
+                                            act="relu")),
+    "attn.mlp_backward": Walk(lambda f: dict(dy=f["xs"], cache=attn.mlp_forward(
+        f["xs"], *(f["p"][k] for k in KEYS_MLP))[1])),
+    # attn.py: the model
+    "attn.head_forward": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"], full=True,
+                                             rng=None), extra=dict(X=_bits(WX), rng=RNGS),
+                              names=P_NAMES),
+    "attn.head_backward": Walk(lambda f: dict(dout=f["xs"][:, 0], p=f["p"], cfg=f["cfg"],
+                                              c=attn.head_forward(f["p"], f["cfg"], f["X"])[1]),
+                               names=P_NAMES),
+    "attn.model_forward": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"], rng=f["rng"]),
+                               extra=dict(X=_bits(WX)), names=P_NAMES,
+                               legal=dict(rng={"None": NO_DROPOUT})),
+    "attn.full_model_forward": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"]),
+                                    extra=dict(X=_bits(WX)), names=P_NAMES),
+    "attn.model_backward": Walk(lambda f: dict(dz=f["z"], p=f["p"], cfg=f["cfg"],
+                                               c=attn.model_forward(f["p"], f["cfg"], f["X"])[1]),
+                                names=P_NAMES),
+    "attn.cls_attention": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"]),
+                               extra=dict(X=_bits(WX)), names=P_NAMES),
+    "attn.logistic_forward": Walk(lambda f: dict(z=f["z"], y=f["y"]),
+                                  extra=dict(y=_bits(WY))),
+    "attn.logistic_backward": Walk(lambda f: dict(dloss=1.0, cache=attn.logistic_forward(
+        f["z"], f["y"])[1]), legal=dict(dloss={k: ANY_FLOAT for k in
+                                               ("nan", "inf", "-inf", "-1", "0", "10**12")})),
+    "attn.loss_and_grads": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"], y=f["y"],
+                                               rng=f["rng"]),
+                                extra=dict(X=_bits(WX), y=_bits(WY)),
+                                names=P_NAMES, legal=dict(rng={"None": NO_DROPOUT})),
+    # attn.py: the checks (their arguments other than the value checked are the caller's literals)
+    "attn.describe": Walk(lambda f: dict(v=f["X"]), legal=dict(v={"*": "describes any value"})),
+    "attn.refuse": Walk(lambda f: dict(name="v", v=3, what="x", right_type=True, hint=""),
+                        legal={**_literals("name", "what", "right_type", "hint"),
+                               "v": {"*": "any value is described"}}),
+    "attn.check_number": Walk(lambda f: dict(name="v", v=0.5, types=attn.REALS, lo=0, hi=1,
+                                             what="a number in [0, 1)", bools=False),
+                              legal=dict(**_literals("name", "types", "lo", "hi", "what", "bools"),
+                                         v={"0": "in [0, 1)"})),
+    "attn.check_choice": Walk(lambda f: dict(name="v", v="gelu", allowed=attn.ACTIVATIONS),
+                              legal=_literals("name", "allowed")),
+    "attn.check_rng": Walk(lambda f: dict(rng=f["rng"], optional=False),
+                           legal=_literals("optional")),
+    "attn.check_array": Walk(lambda f: dict(name="v", v=f["z"], kinds="f", shape=(3,),
+                                            what="a float array of shape {shape}"),
+                             legal=_literals("name", "kinds", "shape", "what")),
+    "attn.check_01": Walk(lambda f: dict(name="v", v=f["X"], what="bits"),
+                          legal=dict(**_literals("name", "what"), v={
+                              "0-d": "any shape: the caller checks it", "wrong shape":
+                              "any shape: the caller checks it"}),
+                          extra=dict(v=_bits(WX))),
+    "attn.check_floats": Walk(lambda f: dict(v=(f["z"], None)), legal=dict(v={"*": "a pair (value, "
+                              "shape) the calling code writes; the value goes to check_array"})),
+    "attn.check_cache": Walk(lambda f: dict(c=(1, 2, 3), kind=3, made_by="x"),
+                             legal=_literals("kind", "made_by"), names=P_NAMES),
+    "attn.check_bit_indices": Walk(lambda f: dict(X=f["X"]), extra=dict(X=_bits(WX))),
+    "attn.check_attention": Walk(lambda f: dict(Xn=f["xs"], w=_heads(f["p"]), heads=2)),
+    "attn.check_config": Walk(lambda f: dict(cfg=f["cfg"])),
+    "attn.check_params": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]), names=P_NAMES),
+    "attn.check_labels": Walk(lambda f: dict(y=f["y"], shape=(3,), of="z"),
+                              legal=_literals("shape", "of"),
+                              extra=dict(y=_bits(WY))),
+    "attn.physical_memory": Walk(lambda f: dict()),
+    "attn.check_memory": Walk(lambda f: dict(need=10, what="v", of="x", advice="y"),
+                              legal=dict(**_literals("what", "of", "advice"),
+                                         need={"0": "nothing needed", "2.5": "a rough estimate "
+                                               "of bytes may be fractional"}),
+                              names=dict(need="need|needs")),
+    # attn.py: the self-check
+    "attn.rel_error": Walk(lambda f: dict(a=f["z"], b=f["z"] + 1),
+                           legal=dict(a={"list": "array-likes are read by np.asarray"},
+                                      b={"list": "array-likes are read by np.asarray"})),
+    "attn.numerical_gradient": Walk(lambda f: dict(f=lambda: float(np.sum(f["z"] ** 2)),
+                                                   x=f["z"], h=1e-6),
+                                    legal=dict(h={"10**12": "a huge step is a (useless) step"},
+                                               x={"0-d": "one number",
+                                                  "wrong shape": "any shape"})),
+    "attn.check_model": Walk(lambda f: dict(name="model", rng=f["rng"])),
+    "attn.gradient_checks": Walk(lambda f: dict(seed=0), run=False,
+                                 legal=dict(seed={"0": "a seed", "10**12": "a seed"})),
+    "attn.definition_checks": Walk(lambda f: dict(seed=0, n=50),
+                                   legal=dict(seed={"0": "a seed", "10**12": "a seed"})),
+    "attn.self_check": Walk(lambda f: dict(), run=False),
+    "attn.main": Walk(lambda f: dict(argv=["--bogus"])),
+}
+WALK.update({
+    # fast.py: the tuned ops, on a stack of runs (and one run for linear and the MLP)
+    "fast.layernorm_forward": Walk(lambda f: dict(x=f["R"], g=f["P"]["ln1_g"], b=f["P"]["ln1_b"])),
+    "fast.layernorm_backward": Walk(lambda f: dict(dy=f["R"], cache=fast.layernorm_forward(
+        f["R"], f["P"]["ln1_g"], f["P"]["ln1_b"])[1])),
+    "fast.linear_forward": Walk(lambda f: dict(x=f["R"], W=f["P"]["W_1"], b=f["P"]["b_1"])),
+    "fast.linear_backward": Walk(lambda f: dict(dy=f["R"][..., :3], cache=fast.linear_forward(
+        f["R"], f["P"]["W_1"], f["P"]["b_1"])[1], need_dx=True)),
+    "fast.mlp_forward": Walk(lambda f: dict(x=f["R"], **{k: f["P"][k] for k in KEYS_MLP},
+                                            act="relu")),
+    "fast.mlp_backward": Walk(lambda f: dict(dy=f["R"], cache=fast.mlp_forward(
+        f["R"], *(f["P"][k] for k in KEYS_MLP))[1], need_dx=False)),
+    "fast.check_affine": Walk(lambda f: dict(x_shape=(2, 5, 4), W=f["P"]["W_1"], b=f["P"]["b_1"],
+                                             W_name="W", b_name="b"),
+                              legal=_literals("x_shape", "W_name", "b_name")),
+    "fast.check_need_dx": Walk(lambda f: dict(need_dx=True)),
+    # fast.py: the model on a stack
+    "fast.float_dtype": Walk(lambda f: dict(name="v", v="float32"), legal=_literals("name")),
+    "fast.two_versions": Walk(lambda f: dict(X=f["XX"], dtype="float64"), extra=dict(X=_bits(WX))),
+    "fast.activation_bytes": Walk(lambda f: dict(cfg=f["cfg"], B=3, R=2),
+                                  legal=dict(B={"10**12": NO_ALLOC}, R={"10**12": NO_ALLOC})),
+    "fast.model_forward": Walk(lambda f: dict(p=f["P"], cfg=f["cfg"], X=f["XX"],
+                                              versions=fast.two_versions(f["XX"], "float64")),
+                               extra=dict(X=_bits(np.stack([WX, WX]))), names=P_NAMES,
+                               legal=dict(versions={"None": "None: built from X"}, X=dict.fromkeys(
+                                   ("2", "-1", "0.5"), "kept versions: the bits were read when "
+                                   "two_versions built them, only X's shape is checked"))),
+    "fast.model_backward": Walk(lambda f: dict(dz=np.ones((2, 3)), p=f["P"], cfg=f["cfg"],
+                                               c=fast.model_forward(f["P"], f["cfg"], f["XX"])[1]),
+                                names=P_NAMES),
+    "fast.logistic_forward": Walk(lambda f: dict(z=np.zeros((2, 3)), y=f["yy"],
+                                                 weights=np.full((2, 3), 0.5)),
+                                  extra=dict(y=_bits(np.stack([WY, WY])),
+                                             weights={"nan": np.full((2, 3), np.nan),
+                                                      "-1": -np.ones((2, 3))}),
+                                  legal=dict(weights={"None": NO_WEIGHTS})),
+    "fast.loss_and_grads": Walk(lambda f: dict(p=f["P"], cfg=f["cfg"], X=f["XX"], y=f["yy"],
+                                               weights=None, versions=None),
+                                extra=dict(X=_bits(np.stack([WX, WX])),
+                                           y=_bits(np.stack([WY, WY])),
+                                           weights={"nan": np.full((2, 3), np.nan), "list":
+                                                    [[1.0] * 3] * 2, "1.0": 1.0},
+                                           versions={"list": [[1.0] * 8] * 3}),
+                                names=P_NAMES),
+    "fast.cls_attention_mean": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"]),
+                                    extra=dict(X=_bits(WX)), names=P_NAMES),
+    "fast.check_batch": Walk(lambda f: dict(X=f["XX"], T=4, stack=True),
+                             legal=dict(**_literals("stack"), T={"None": "None: any T"}),
+                             extra=dict(X=_bits(WX))),
+    "fast.check_stack_params": Walk(lambda f: dict(p=f["P"], cfg=f["cfg"], R=2), names=P_NAMES,
+                                    legal=dict(R={"None": "one run: the stack's params are then "
+                                                          "refused, by name"})),
+    "fast.check_targets": Walk(lambda f: dict(y=f["y"], weights=np.ones(3), shape=(3,), of="z"),
+                               legal=dict(**_literals("shape", "of"), weights={"None": NO_WEIGHTS}),
+                               extra=dict(y=_bits(WY))),
+    # data.py
+    "data.check_int": Walk(lambda f: dict(name="v", v=3, lo=1, hi=5),
+                           legal=_literals("name", "lo", "hi")),
+    "data.check_generator": Walk(lambda f: dict(rng=f["rng"])),
+    "data.physical_memory": Walk(lambda f: dict()),
+    "data.check_task": Walk(lambda f: dict(name="and"), names=dict(name="task")),
+    "data.check_support": Walk(lambda f: dict(S=np.array([0, 2]), T=4, s=2), legal=dict(
+        **_literals("T", "s"), S={"list": "array-likes (np.asarray)"})),
+    "data.check_sample_size": Walk(lambda f: dict(m=3, T=4, budget=0.5),
+                                   legal=dict(budget={"*": LITERAL},
+                                              m={"0": "no samples need no memory"}),
+                                   names=dict(m=r"\bm\b", T=r"\bT\b")),
+    "data.check_bits": Walk(lambda f: dict(name="v", A=f["X"]), legal=dict(
+        **_literals("name"), A={k: "any shape, and array-likes (np.asarray)"
+                                for k in ("list", "0-d", "wrong shape")}),
+        names=dict(A=r"\bv\b"), extra=dict(A=_bits(WX))),
+    "data.bit_probability": Walk(lambda f: dict(name="and", s=3),
+                                 legal=dict(s={"10**12": "a probability"}),
+                                 names=dict(name="task")),
+    "data.make_task": Walk(lambda f: dict(name="and", T=4, s=2, rng=f["rng"]),
+                           names=dict(name="task"), legal=dict(T={"10**12": "the support is "
+                                                                  "drawn without a T-array"})),
+    "data.SparseTask": Walk(lambda f: dict(name="and", T=4, s=2, S=np.array([0, 2]), table=None),
+                            names=dict(name="task"),
+                            legal=dict(S={"list": "array-likes (np.asarray)"}, T={
+                                "10**12": "a task keeps S only; sample checks memory"})),
+    "data.SparseTask.label": Walk(lambda f: dict(self=f["task"], X=f["X"]), legal=dict(
+        X={"list": "array-likes (np.asarray)"}), extra=dict(X=_bits(WX))),
+    "data.SparseTask.sample": Walk(lambda f: dict(self=f["task"], m=3, rng=f["rng"])),
+    # baseline.py
+    "baseline.param_shapes": Walk(lambda f: dict(T=4, hidden=3),
+                                  legal=dict(T={"10**12": NO_ALLOC},
+                                             hidden={"10**12": NO_ALLOC})),
+    "baseline.init": Walk(lambda f: dict(T=4, hidden=3, rng=f["rng"], dtype="float64", std=0.5),
+                          legal=dict(std={"0": "all weights 0 is an init",
+                                          "10**12": "any finite std is an init"})),
+    "baseline.forward": Walk(lambda f: dict(p=f["pb"], X=f["X"], act="relu"),
+                             extra=dict(X=_bits(WX)), names=P_NAMES),
+    "baseline.backward": Walk(lambda f: dict(dz=f["z"],
+                                             cache=baseline.forward(f["pb"], f["X"])[1])),
+})
+
+
+def _public(module):
+    """{"module.name": the function, class or method} of every public one defined in module (not
+    imported; named tuples and exceptions are data, not calls)."""
+    out = {}
+    for name, v in vars(module).items():
+        if name.startswith("_") or getattr(v, "__module__", None) != module.__name__:
+            continue
+        if inspect.isfunction(v):
+            out[f"{module.__name__}.{name}"] = v
+        elif inspect.isclass(v) and not issubclass(v, (tuple, BaseException)):
+            out[f"{module.__name__}.{name}"] = v
+            for m, f in vars(v).items():
+                if not m.startswith("_") and inspect.isfunction(f):
+                    out[f"{module.__name__}.{name}.{m}"] = f
+    return out
+
+
+def _walk(key, fn, walk):
+    """-> (number of hostile calls, [failure descriptions]) of one WALK entry."""
+    args = walk.args(_walk_fixtures())
+    failures, n = [], 0
+    if walk.run:
+        fn(**args)                                  # the valid call itself runs
+    for arg, valid in args.items():
+        if arg == "self":
+            continue
+        legal = walk.legal.get(arg, {})
+        if "*" in legal:
+            continue
+        for label, bad in {**_hostile(valid), **walk.extra.get(arg, {})}.items():
+            if label in legal:
+                continue
+            n += 1
+            call = {**walk.args(_walk_fixtures()), arg: bad}   # fresh: a call may use them up
+            name = walk.names.get(arg, rf"\b{re.escape(arg)}\b")
+            try:
+                fn(**call)
+            except (ValueError, TypeError) as e:
+                if not re.search(name, str(e)) or "\n" in str(e):
+                    failures.append(f"{key}({arg}={label}): {type(e).__name__}: {e}")
+            except Exception as e:  # noqa: BLE001 (any other error is the failure reported)
+                failures.append(f"{key}({arg}={label}): {type(e).__name__}: {e}")
+            else:
+                failures.append(f"{key}({arg}={label}): no error")
+    return n, failures
+
+
+def test_every_public_function_refuses_hostile_values_naming_the_argument():
+    """Issue 39: fast.activation_bytes(B=-1) returned a size, and functions beyond attn.py's entry
+    points took impossible values. The walker calls every public function of WALKED with issue
+    39's hostile values in each argument; a public function without a WALK entry fails too, so
+    that a new one cannot escape the walk."""
+    public = {k: v for m in WALKED for k, v in _public(m).items()}
+    assert not set(public) - set(WALK), f"public functions without a WALK entry: " \
+                                        f"{sorted(set(public) - set(WALK))}"
+    stale = {k for k in WALK if k.split(".")[0] in {m.__name__ for m in WALKED}} - set(public)
+    assert not stale, f"WALK entries of no public function: {sorted(stale)}"
+    n, failures = 0, []
+    for key in sorted(public):
+        k, f = _walk(key, public[key], WALK[key])
+        n, failures = n + k, failures + f
+    assert n > 1000 and not failures, f"{len(failures)} of {n} hostile calls:\n" + "\n".join(
+        failures)
 
 
 # ---------------- copied alone: the README's snippets, each with only the files it names -------
