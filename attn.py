@@ -9,23 +9,19 @@ Section 3 (Figure 1) defines the modules; Section 5 (the experiment) uses them a
     h'       = h + MLP(LN2(h))                  pre-LayerNorm block
     logit    = w . LNf(h') + b                  scalar output f_tf-scalar read at [CLS]
 
-The reference: the model's definition in textbook numpy, one run at a time, read top to bottom:
-the configuration; the ops, each `thing_forward(...) -> (out, cache)` beside its
-`thing_backward(dout, cache) -> grads`, each backward line naming the forward line it
-differentiates; the model in two exact forms (`model_forward` runs only the [CLS] query row, the
-only one that reaches the output; `full_model_forward` the literal f_tf-layer, every position
-querying); the loss; the checks of a caller's arguments; the self-check. `python attn.py` checks
-every backward against central differences and the definitions themselves (the two forms agree,
-dropout keeps each entry's mean) and prints one line: a copied file proves itself. numpy alone, no
-other file of the project (training computes the same model with fast.py, pinned to this file by
-test_all.py).
+The reference, in textbook numpy, one run at a time, top to bottom: the configuration; the ops,
+each `thing_forward(...) -> (out, cache)` beside its `thing_backward(dout, cache) -> grads` whose
+lines name the forward line they differentiate; the model in two exact forms (`model_forward` runs
+only the [CLS] query row, the only one that reaches the output; `full_model_forward` the literal
+f_tf-layer); the loss; the checks; the self-check: `python attn.py` checks every backward against
+central differences and the definitions themselves, and prints one line. numpy alone (training
+computes the same model with fast.py, pinned to this file by test_all.py).
 
 Shape letters: B batch, T bits (N = T + 1 rows with [CLS]), d width, H heads, e = d / H a head's
 width, k MLP hidden units. Parameters are a plain dict of named arrays, the configuration a plain
-dict `cfg`; everything keeps the parameters' dtype (float32 or float64). The ops are textbook
-numpy (a wrong argument gets numpy's own error); the model's entry points, from default_config to
-loss_and_grads, refuse a wrong argument in one line naming it: a ValueError, or WrongType (a
-ValueError and a TypeError) for a wrong type; arrays as numpy arrays, generators as Generators.
+dict `cfg`; everything keeps the parameters' dtype (float32 or float64). The ops take what numpy
+takes; the model's entry points refuse a wrong argument in one line naming it: a ValueError, or
+WrongType (a ValueError and a TypeError) for a wrong type.
 """
 import collections
 import math
@@ -658,10 +654,12 @@ def gradient_checks(seed=0):
     r = lambda *shape: rng.standard_normal(shape) + 0.3          # off-centre
     errors = {}
 
-    def check(name, op, inputs, grads_of):  # inputs {label: array}; grads_of(dout, cache) -> list
+    def check(name, op, inputs, backward):  # inputs {label: array}; backward(dout, cache)
         out, cache = op()
         dout = rng.standard_normal(np.shape(out))
-        for (label, x), g in zip(inputs.items(), grads_of(dout, cache)):
+        grads = backward(dout, cache)
+        grads = (grads,) if isinstance(grads, np.ndarray) else grads   # one input: one array
+        for (label, x), g in zip(inputs.items(), grads):
             num = numerical_gradient(lambda: float(np.sum(op()[0] * dout)), x)
             errors[f"{name}: d{label}"] = (rel_error(g, num) if label != "b_K" else  # scores
                                             max(np.abs(g).max(), np.abs(num).max()))  # shift: 0
@@ -671,21 +669,19 @@ def gradient_checks(seed=0):
           layernorm_backward)
     check("linear", lambda: linear_forward(x, W, bW), dict(x=x, W=W, b=bW), linear_backward)
     s = r(3, 6)
-    check("softmax", lambda: softmax_forward(s), dict(s=s), lambda d, A: (softmax_backward(d, A),))
-    drop = lambda: dropout_forward(x, 0.3, np.random.default_rng(1))
-    check("dropout", drop, dict(x=x), lambda d, m: (dropout_backward(d, m),))
-    for act in ACTIVATIONS:
-        fwd, bwd = ACTIVATIONS[act]
-        check(act, lambda: fwd(x), dict(x=x), lambda d, c: (bwd(d, c),))
+    check("softmax", lambda: softmax_forward(s), dict(s=s), softmax_backward)
+    check("dropout", lambda: dropout_forward(x, 0.3, np.random.default_rng(1)), dict(x=x),
+          dropout_backward)
+    for act, (fwd, bwd) in ACTIVATIONS.items():
+        check(act, lambda: fwd(x), dict(x=x), bwd)
     W1, b1, W2, b2 = r(5, 3), r(3), r(3, 5), r(5)
     check("mlp", lambda: mlp_forward(x, W1, b1, W2, b2), dict(x=x, W_1=W1, b_1=b1, W_2=W2, b_2=b2),
-          lambda d, c: mlp_backward(d, c))
+          mlp_backward)
     X, Et, Ep, cl = rng.integers(0, 2, (3, 4)), r(2, 5), r(4, 5), r(5)
     check("embed", lambda: embed_forward(X, Et, Ep, cl), dict(E_tok=Et, E_pos=Ep, cls=cl),
           embed_backward)
     z, y = r(6) * 3, rng.integers(0, 2, 6)
-    check("logistic", lambda: logistic_forward(z, y), dict(z=z),
-          lambda d, c: (logistic_backward(d, c),))
+    check("logistic", lambda: logistic_forward(z, y), dict(z=z), logistic_backward)
     w = {k: r(8, 8) * 0.5 if k[0] == "W" else r(8) * 0.3 for k in ATTN_KEYS}
     Xn = r(3, 5, 8)
     for name, fwd, bwd in (("attention_cls", attention_cls_forward, attention_cls_backward),
