@@ -9,22 +9,19 @@ Section 3 (Figure 1) defines the modules; Section 5 (the experiment) uses them a
     h'       = h + MLP(LN2(h))                  pre-LayerNorm block
     logit    = w . LNf(h') + b                  scalar output f_tf-scalar read at [CLS]
 
-The reference: the model's definition in textbook numpy, one run at a time, read top to bottom:
-the configuration; the ops, each `thing_forward(...) -> (out, cache)` beside its
-`thing_backward(dout, cache) -> grads`, each backward line naming the forward line it
-differentiates; the model in two exact forms (`model_forward` runs only the [CLS] query row, the
-only one that reaches the output; `full_model_forward` the literal f_tf-layer, every position
-querying); the loss; the checks of a caller's arguments; the self-check. `python attn.py` checks
-every backward against central differences and the definitions themselves (the two forms agree,
-dropout keeps each entry's mean) and prints one line: a copied file proves itself. numpy alone, no
-other file of the project (training computes the same model with fast.py, pinned to this file by
-test_all.py).
+The reference, in textbook numpy, one run at a time, top to bottom: the configuration; the ops,
+each `thing_forward(...) -> (out, cache)` beside its `thing_backward(dout, cache) -> grads` whose
+lines name the forward line they differentiate; the model in two exact forms (`model_forward` runs
+only the [CLS] query row, the only one that reaches the output; `full_model_forward` the literal
+f_tf-layer); the loss; the checks; the self-check: `python attn.py` checks every backward against
+central differences and the definitions themselves, and prints one line. numpy alone (training
+computes the same model with fast.py, pinned to this file by test_all.py).
 
 Shape letters: B batch, T bits (N = T + 1 rows with [CLS]), d width, H heads, e = d / H a head's
 width, k MLP hidden units. Parameters are a plain dict of named arrays, the configuration a plain
-dict `cfg`; everything keeps the parameters' dtype (float32 or float64). A wrong argument is
-refused in one line naming it: a ValueError, or WrongType (a ValueError and a TypeError) for a
-wrong type. Arrays are taken as numpy arrays only, generators as numpy Generators only.
+dict `cfg`; everything keeps the parameters' dtype (float32 or float64). The ops take what numpy
+takes; the model's entry points refuse a wrong argument in one line naming it: a ValueError, or
+WrongType (a ValueError and a TypeError) for a wrong type.
 """
 import collections
 import math
@@ -77,7 +74,8 @@ def default_config(**overrides):
 
 
 def param_shapes(cfg):
-    """{name: shape} of the model's parameters, in init order: the one list of them."""
+    """{name: shape} of the model's parameters, in init order: the one list of them. Rows are
+    samples (y = x @ W + b); head h's weights are the columns h*e:(h+1)*e of W_Q, W_K, W_V."""
     check_config(cfg)
     T, d, k = cfg["T"], cfg["d"], cfg["mlp"]
     shapes = dict(E_tok=(VOCAB, d), E_pos=(T, d), cls=(d,))
@@ -94,12 +92,8 @@ def param_shapes(cfg):
 
 def init_params(cfg, rng, std=0.02):
     """Section 5 init: weights and embeddings N(0, std^2), biases 0, LayerNorm gain 1, shift 0.
-
-    Shapes: E_tok [2, d], E_pos [T, d], cls [d]; W_Q, W_K, W_V, W_O [d, d] (row convention
-    y = x @ W + b, heads are consecutive blocks of e = d/H columns); W_1 [d, k], W_2 [k, d];
-    readout w [d], b [1]. With cfg["pos_init"] == "zero", E_pos is drawn and then set to 0, so
-    every other parameter is the one the same rng gives with "normal" (paired comparisons).
-    """
+    With pos_init "zero", E_pos is drawn and then set to 0, so every other parameter is the one
+    the same rng gives with "normal" (paired comparisons)."""
     check_rng(rng)
     check_number("std", std, REALS, 0, math.inf, "a finite number >= 0 (the init's standard "
                  "deviation)")
@@ -122,10 +116,6 @@ def init_params(cfg, rng, std=0.02):
 # token + positional embedding, [CLS] appended after x_T (Section 3, f_tf-scalar)
 
 def embed_forward(X, E_tok, E_pos, cls):  # [B, T] ints in {0,1}, [2,d], [T,d], [d] -> [B, N, d]
-    check_bit_indices(X)
-    check_floats(E_pos=(E_pos, lambda s: len(s) == 2 and s[0] == X.shape[1], f"[T, d] with X's "
-                        f"T={X.shape[1]}"))
-    check_floats(E_tok=(E_tok, (VOCAB, E_pos.shape[1])), cls=(cls, E_pos.shape[1:]))
     B, T = X.shape
     out = np.empty((B, T + 1, E_pos.shape[1]), E_pos.dtype)
     out[:, :T] = E_tok[X] + E_pos
@@ -134,9 +124,6 @@ def embed_forward(X, E_tok, E_pos, cls):  # [B, T] ints in {0,1}, [2,d], [T,d], 
 
 
 def embed_backward(dout, X):  # [B, N, d] -> dE_tok [2, d], dE_pos [T, d], dcls [d]
-    check_bit_indices(X)
-    check_floats(dout=(dout, lambda s: len(s) == 3 and s[:2] == (X.shape[0], X.shape[1] + 1),
-                       f"[B, T + 1, d] with X's B, T = {X.shape}"))
     B, T = X.shape
     d_tok = dout[:, :T].reshape(B * T, -1)              # forward: out[:, t] = E_tok[X[:, t]] + ...
     onehot = (X.reshape(-1, 1) == np.arange(VOCAB)).astype(dout.dtype)  # [B*T, 2]
@@ -148,9 +135,6 @@ def embed_backward(dout, X):  # [B, N, d] -> dE_tok [2, d], dE_pos [T, d], dcls 
 # LayerNorm over the last axis, with gain g and shift b
 
 def layernorm_forward(x, g, b):  # [..., d], [d], [d] -> [..., d]
-    check_floats(x=(x, None))
-    check_floats(g=(g, x.shape[-1:], "of x's last axis {shape}"),
-                 b=(b, x.shape[-1:], "of x's last axis {shape}"))
     mu = x.mean(-1, keepdims=True)
     var = x.var(-1, keepdims=True)
     rstd = 1.0 / np.sqrt(var + LN_EPS)
@@ -160,8 +144,7 @@ def layernorm_forward(x, g, b):  # [..., d], [d], [d] -> [..., d]
 
 
 def layernorm_backward(dy, cache):  # [..., d] -> dx [..., d], dg [d], db [d]
-    xhat, rstd, g = check_cache(cache, 3, "layernorm_forward")
-    check_floats(dy=(dy, xhat.shape, "of the forward's x's shape {shape}"))
+    xhat, rstd, g = cache
     lead = tuple(range(dy.ndim - 1))
     dg = (dy * xhat).sum(axis=lead)                     # forward: y = xhat * g + b
     db = dy.sum(axis=lead)
@@ -176,16 +159,11 @@ def layernorm_backward(dy, cache):  # [..., d] -> dx [..., d], dg [d], db [d]
 # affine map over the last axis
 
 def linear_forward(x, W, b):  # [..., n], [n, k], [k] -> [..., k]
-    check_floats(x=(x, None))
-    check_floats(W=(W, lambda s: len(s) == 2 and s[0] == x.shape[-1], f"[n, k] with x's n="
-                    f"{x.shape[-1]}"))
-    check_floats(b=(b, W.shape[1:]))
     return x @ W + b, (x, W)
 
 
 def linear_backward(dy, cache):  # [..., k] -> dx [..., n], dW [n, k], db [k]
-    x, W = check_cache(cache, 2, "linear_forward")
-    check_floats(dy=(dy, x.shape[:-1] + W.shape[1:]))
+    x, W = cache
     dx = dy @ W.T                                       # forward: y = x @ W + b
     dW = x.reshape(-1, x.shape[-1]).T @ dy.reshape(-1, dy.shape[-1])   # summed over samples
     db = dy.sum(axis=tuple(range(dy.ndim - 1)))         # forward: + b, broadcast over samples
@@ -196,15 +174,12 @@ def linear_backward(dy, cache):  # [..., k] -> dx [..., n], dW [n, k], db [k]
 # softmax over the last axis, stabilised by the data's own max
 
 def softmax_forward(s):  # [..., n] -> [..., n]; its cache is its output
-    check_floats(s=(s, None))
     e = np.exp(s - s.max(-1, keepdims=True))
     A = e / e.sum(-1, keepdims=True)
     return A, A
 
 
 def softmax_backward(dA, A):  # forward: A = e / sum(e), e = exp(s - max s)
-    check_floats(A=(A, None))
-    check_floats(dA=(dA, A.shape, "of A's shape {shape}"))
     return A * (dA - (dA * A).sum(-1, keepdims=True))
 
 
@@ -212,9 +187,6 @@ def softmax_backward(dA, A):  # forward: A = e / sum(e), e = exp(s - max s)
 # dropout (training only): zero each entry with probability p, scale the rest by 1 / (1 - p)
 
 def dropout_forward(x, p, rng):  # [...] -> [...]; its cache is the scaled mask (None: off)
-    check_floats(x=(x, None))
-    check_number("dropout p", p, REALS, 0, 1, "a probability in [0, 1)", bools=True)
-    check_rng(rng, optional=True)
     if not p or rng is None:
         return x, None
     mask = (rng.random(x.shape) >= p).astype(x.dtype) / x.dtype.type(1.0 - p)
@@ -222,9 +194,6 @@ def dropout_forward(x, p, rng):  # [...] -> [...]; its cache is the scaled mask 
 
 
 def dropout_backward(dy, mask):  # forward: y = x * mask
-    if mask is not None:
-        check_floats(mask=(mask, None))
-    check_floats(dy=(dy, None) if mask is None else (dy, mask.shape, "of mask's shape {shape}"))
     return dy if mask is None else dy * mask
 
 
@@ -245,9 +214,6 @@ def attention_cls_forward(Xn, w, heads, drop=(0.0, None)):  # [B, N, d], weights
     Only the product W_Q^h W_K^h^T / sqrt(e) (the paper's W_QK for head h) and the bias terms
     enter the scores. drop = (p, rng): dropout on the attention weights A (training only).
     """
-    check_attention(Xn, w, heads)
-    if not (isinstance(drop, tuple) and len(drop) == 2):
-        raise refuse("drop", drop, "a tuple (p, rng) for dropout", False)
     B, N, d = Xn.shape
     e = d // heads
     q, c_q = linear_forward(Xn[:, -1], w["W_Q"], w["b_Q"])           # [B, d]
@@ -263,8 +229,7 @@ def attention_cls_forward(Xn, w, heads, drop=(0.0, None)):  # [B, N, d], weights
 
 
 def attention_cls_backward(dy, c):  # [B, d] -> dXn [B, N, d], {W_Q: dW_Q, ..., b_O: db_O}
-    B, H, e = check_cache(c, ClsAttentionCache, "attention_cls_forward").qh.shape
-    check_floats(dy=(dy, (B, H * e)))
+    B, H, e = c.qh.shape
     N = c.Kh.shape[1]
     g = {}
     dmix, g["W_O"], g["b_O"] = linear_backward(dy, c.c_o)  # forward: y = mix W_O + b_O
@@ -293,7 +258,6 @@ SelfAttentionCache = collections.namedtuple("SelfAttentionCache",
 def self_attention_forward(Xn, w, heads):  # [B, N, d], weights as attention_cls's -> [B, N, d]
     """Full self-attention, every row queries: scores [B, H, N, N]. The reference for the
     [CLS]-row shortcut; O(N^2) per example, so use it for checks, not for training."""
-    check_attention(Xn, w, heads)
     B, N, d = Xn.shape
     e = d // heads
     Q, c_q = linear_forward(Xn, w["W_Q"], w["b_Q"])
@@ -308,8 +272,7 @@ def self_attention_forward(Xn, w, heads):  # [B, N, d], weights as attention_cls
 
 
 def self_attention_backward(dy, c):  # [B, N, d] -> dXn [B, N, d], {W_Q: dW_Q, ..., b_O: db_O}
-    B, N, H, e = check_cache(c, SelfAttentionCache, "self_attention_forward").Qh.shape
-    check_floats(dy=(dy, (B, N, H * e)))
+    B, N, H, e = c.Qh.shape
     g = {}
     dmix, g["W_O"], g["b_O"] = linear_backward(dy, c.c_o)  # forward: y = mix W_O + b_O
     dmix = dmix.reshape(B, N, H, e)
@@ -328,27 +291,21 @@ def self_attention_backward(dy, c):  # [B, N, d] -> dXn [B, N, d], {W_Q: dW_Q, .
 # MLP: act(x W_1 + b_1) W_2 + b_2; act is GELU (tanh form, as in GPT-2/BERT) or ReLU
 
 def gelu_forward(x):  # [...] -> [...]
-    check_floats(x=(x, None))
     u = GELU_C * x * (1.0 + 0.044715 * (x * x))
     t = np.tanh(u)
     return 0.5 * x * (1.0 + t), (x, t)
 
 
 def gelu_backward(dy, cache):
-    x, t = check_cache(cache, 2, "gelu_forward")
-    # forward: y = 0.5 x (1 + tanh(u)),  u = C (x + 0.044715 x^3)
-    check_floats(dy=(dy, x.shape, "of x's shape {shape}"))
+    x, t = cache  # forward: y = 0.5 x (1 + tanh(u)),  u = C (x + 0.044715 x^3)
     return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3 * 0.044715 * x * x))
 
 
 def relu_forward(x):  # [...] -> [...]
-    check_floats(x=(x, None))
     return np.maximum(x, 0), x
 
 
 def relu_backward(dy, x):  # forward: y = max(x, 0)
-    check_floats(x=(x, None))
-    check_floats(dy=(dy, x.shape, "of x's shape {shape}"))
     return dy * (x > 0)
 
 
@@ -356,13 +313,6 @@ ACTIVATIONS = {"gelu": (gelu_forward, gelu_backward), "relu": (relu_forward, rel
 
 
 def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # [..., d], [d,k], [k], [k,d], [d] -> [..., d]
-    check_choice("act", act, ACTIVATIONS)
-    check_floats(x=(x, None))
-    check_floats(W_1=(W_1, lambda s: len(s) == 2 and s[0] == x.shape[-1], f"[d, k] with x's d="
-                      f"{x.shape[-1]}"))
-    check_floats(b_1=(b_1, W_1.shape[1:]), W_2=(W_2, lambda s: len(s) == 2 and s[0] == W_1.shape[1],
-                                                f"[k, d] with W_1's k={W_1.shape[1]}"))
-    check_floats(b_2=(b_2, W_2.shape[1:]))
     h, c1 = linear_forward(x, W_1, b_1)
     a, ca = ACTIVATIONS[act][0](h)
     y, c2 = linear_forward(a, W_2, b_2)
@@ -370,12 +320,11 @@ def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # [..., d], [d,k], [k], [k,
 
 
 def mlp_backward(dy, cache):  # -> dx, dW_1, db_1, dW_2, db_2
-    c1, ca, c2, act = check_cache(cache, 4, "mlp_forward")
+    c1, ca, c2, act = cache
     da, dW_2, db_2 = linear_backward(dy, c2)            # forward: y = a W_2 + b_2
     dh = ACTIVATIONS[act][1](da, ca)                    # forward: a = act(h)
     dx, dW_1, db_1 = linear_backward(dh, c1)            # forward: h = x W_1 + b_1
     return dx, dW_1, db_1, dW_2, db_2
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -395,19 +344,29 @@ def _ln_backward(grads, cfg, name, dy, cache):  # stores grads[name_g], grads[na
 
 
 HeadCache = collections.namedtuple("HeadCache", "full emb m_emb ln1 attn N")
+X_BITS = "a numpy array [batch, T] of bits (dtype bool, integer or float)"
 
 
 def head_forward(p, cfg, X, full=False, rng=None):  # [B, T] bits -> Attn(LN1(X))[CLS] [B, d]
     """Embedding, LN1 and the attention head on every example, read at [CLS], and the cache.
     full=False runs only the [CLS] query row; full=True the whole f_tf-layer, then takes its row.
-    With an rng and cfg["dropout"] ([CLS] row only): dropout on the embeddings and attention."""
+    With an rng and cfg["dropout"] ([CLS] row only): dropout on the embeddings and attention.
+    Every argument is checked, and the memory the activations would take, before anything runs."""
+    check_config(cfg)
+    check_rng(rng, optional=True)
     if not isinstance(full, (bool, np.bool_)):
         raise refuse("full", full, "True or False", False)
-    _check_model_call(p, cfg, X, full, rng)
-    return _head_forward(p, cfg, X, full, rng)
-
-
-def _head_forward(p, cfg, X, full, rng):
+    check_array("X", X, "biuf", lambda s: len(s) == 2, X_BITS)
+    B, T, d, H = X.shape[0], cfg["T"], cfg["d"], cfg["heads"]
+    check_memory((12 * B * (T + 1) * d + 4 * B * H * (T + 1) * (1 + full * (T + 1))) * 8,
+                 f"T={T} with a batch of {B}", "of activations on the reference path",
+                 "use a smaller batch or T, or fast.py")
+    check_params(p, cfg)
+    if X.shape[1] != T:
+        raise ValueError(f"X has T={X.shape[1]} columns but the model has T={T}")
+    if B < 1:
+        raise ValueError("X must hold at least one example")
+    check_01("X", X, "bits")
     x0, c_emb = embed_forward(X.astype(np.intp, copy=False), p["E_tok"], p["E_pos"], p["cls"])
     m_emb = None                    # dropout on the T token embeddings ([CLS] is a parameter)
     if cfg["dropout"] and rng is not None:
@@ -422,14 +381,12 @@ def _head_forward(p, cfg, X, full, rng):
     return out, HeadCache(full, c_emb, m_emb, c_ln1, c_a, xn.shape[1])
 
 
-def head_backward(dout, p, cfg, c):  # -> {E_tok, E_pos, cls, ln1_g, ln1_b, W_Q, ..., b_O}
+def head_backward(dout, p, cfg, c):  # [B, d] -> {E_tok, E_pos, cls, ln1_g, ln1_b, W_Q, ..., b_O}
     check_params(p, cfg)
-    check_cache(c, HeadCache, "head_forward")
-    check_floats(dout=(dout, (c.emb.shape[0], cfg["d"])))
-    return _head_backward(dout, p, cfg, c)
-
-
-def _head_backward(dout, p, cfg, c):
+    if not isinstance(c, HeadCache):
+        raise WrongType(f"cache must be the cache that head_forward returned, got {describe(c)}")
+    check_array("dout", dout, "f", (c.emb.shape[0], cfg["d"]), "a numpy float array of shape "
+                "{shape}")
     if not c.full:
         dxn, g = attention_cls_backward(dout, c.attn)
     else:                                     # forward: out = out_all[:, -1]
@@ -449,19 +406,17 @@ ModelCache = collections.namedtuple("ModelCache", "head m_attn ln2 mlp m_mlp lnf
 def model_forward(p, cfg, X, rng=None):  # [B, T] bits -> logits [B], cache
     """Logits of the experiment's model on bit strings X [B, T], the [CLS] row only (exact).
     rng: a generator for dropout (training); without it dropout is off, as at evaluation."""
-    _check_model_call(p, cfg, X, False, rng)
     return _model_forward(p, cfg, X, False, rng)
 
 
 def full_model_forward(p, cfg, X):  # [B, T] bits -> logits [B], cache
     """The same logits through the literal f_tf-layer (every position queries): the check that the
     [CLS] row alone is exact. O(B H N^2)."""
-    _check_model_call(p, cfg, X, True, None)
     return _model_forward(p, cfg, X, True, None)
 
 
-def _model_forward(p, cfg, X, full, rng):
-    attn, c_head = _head_forward(p, cfg, X, full, rng)
+def _model_forward(p, cfg, X, full, rng):            # head_forward checks the arguments
+    attn, c_head = head_forward(p, cfg, X, full, rng)
     attn, m_attn = dropout_forward(attn, cfg["dropout"], rng)        # residual-branch dropout
     h = p["cls"] + attn                                              # residual at [CLS]
     c_ln2 = c_mlp = m_mlp = None
@@ -477,7 +432,8 @@ def _model_forward(p, cfg, X, full, rng):
 def model_backward(dz, p, cfg, c):  # dz [B] -> {name: gradient of sum(dz * logits)}
     """Gradients for every parameter, of a call of model_forward or full_model_forward."""
     check_params(p, cfg)
-    check_cache(c, ModelCache, "model_forward")
+    if not isinstance(c, ModelCache):
+        raise WrongType(f"cache must be the cache that model_forward returned, got {describe(c)}")
     check_array("dz", dz, "biuf", c.f.shape[:1], "a numpy array of numbers in the logits' shape "
                 "{shape}")
     g = dict(w=c.f.T @ dz, b=dz.sum(0, keepdims=True))               # forward: z = f @ w + b
@@ -486,24 +442,20 @@ def model_backward(dz, p, cfg, c):  # dz [B] -> {name: gradient of sum(dz * logi
         dm = dropout_backward(dh, c.m_mlp)
         dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dm, c.mlp)
         dh = dh + _ln_backward(g, cfg, "ln2", dhn, c.ln2)
-    g.update(_head_backward(dropout_backward(dh, c.m_attn), p, cfg, c.head))
+    g.update(head_backward(dropout_backward(dh, c.m_attn), p, cfg, c.head))
     g["cls"] = g["cls"] + dh.sum(0)                         # forward: h = cls + drop(attn)
     return g
 
 
 def cls_attention(p, cfg, X):  # [B, T] bits -> [B, H, T+1]
     """[CLS] attention weights per example and head (last column: [CLS] attending to itself)."""
-    _check_model_call(p, cfg, X, False, None)
-    return _head_forward(p, cfg, X, False, None)[1].attn.A
+    return head_forward(p, cfg, X)[1].attn.A
 
 
 # ---------------------------------------------------------------------------------------------
 # the loss: logistic on labels y in {0, 1}, from logits, stably: mean(softplus(z) - y z)
 
 def logistic_forward(z, y):  # [..., B], [..., B] -> [...]: the mean over the last axis
-    check_array("z", z, "f", lambda s: len(s) >= 1 and s[-1] >= 1,
-                "a numpy array [..., batch >= 1] of float logits")
-    check_labels(y, z.shape, "z")
     y = y.astype(z.dtype, copy=False)
     loss = np.maximum(z, 0) - y * z + np.log1p(np.exp(-np.abs(z)))
     w = 1.0 / z.shape[-1]                             # each sample's weight in the mean
@@ -511,11 +463,7 @@ def logistic_forward(z, y):  # [..., B], [..., B] -> [...]: the mean over the la
 
 
 def logistic_backward(dloss, cache):  # forward: loss = sum(w * (softplus(z) - y z))
-    z, y, w = check_cache(cache, 3, "logistic_forward")
-    if isinstance(dloss, np.ndarray):                 # any float: NaN propagates, as upstream
-        check_floats(dloss=(dloss, z.shape[:-1]))
-    elif not isinstance(dloss, REALS) or isinstance(dloss, bool):
-        raise refuse("dloss", dloss, "a number, or a float array of the loss's shape", False)
+    z, y, w = cache
     sig = 0.5 * (1.0 + np.tanh(0.5 * z))  # sigmoid without overflow
     return dloss * w * (sig - y)
 
@@ -523,8 +471,7 @@ def logistic_backward(dloss, cache):  # forward: loss = sum(w * (softplus(z) - y
 def loss_and_grads(p, cfg, X, y, rng=None):
     """Mean logistic loss, its gradient dict and the logits [B]. rng: dropout's generator, as in
     model_forward."""
-    check_array("X", X, "biuf", lambda s: len(s) == 2,
-                "a numpy array [batch, T] of bits (dtype bool, integer or float)")
+    check_array("X", X, "biuf", lambda s: len(s) == 2, X_BITS)
     check_labels(y, X.shape[:-1], "X's rows")
     z, cache = model_forward(p, cfg, X, rng)
     loss, c_loss = logistic_forward(z, y)
@@ -532,7 +479,7 @@ def loss_and_grads(p, cfg, X, y, rng=None):
 
 
 # ---------------------------------------------------------------------------------------------
-# the caller's arguments, checked at the entry points above: one line that names the argument
+# the caller's arguments, checked at the model's entry points: one line that names the argument
 
 class WrongType(ValueError, TypeError):
     """A wrong type: a ValueError like every refusal here, a TypeError for callers expecting one."""
@@ -590,43 +537,7 @@ def check_01(name, v, what):  # v's values 0 and 1 only: one scan, none for a bo
             raise ValueError(f"{name} must hold {what} 0 and 1 only, got {v[bad].flat[0].item()!r}")
 
 
-def check_floats(**arrays):
-    """Each argument name=(v, shape[, form]) a numpy float array: of `shape` (a tuple), or passing
-    the test `shape` (a function of the shape, described by form), or with an axis (shape None)."""
-    for name, (v, shape, *form) in arrays.items():
-        if shape is None:
-            shape, form = (lambda s: len(s) >= 1), ["[..., n]"]
-        check_array(name, v, "f", shape, "a numpy float array " + (form[0] if form else
-                                                                    "of shape {shape}"))
-
-
-def check_cache(c, kind, made_by):  # the cache an op's forward returned: its type, or a tuple
-    if not (isinstance(c, kind) if isinstance(kind, type) else  # of `kind` entries -> c
-            isinstance(c, tuple) and len(c) == kind):
-        raise WrongType(f"cache must be the cache that {made_by} returned, got {describe(c)}")
-    return c
-
-
-def check_bit_indices(X):  # the embedding's X: bits as integers, [batch, T]
-    check_array("X", X, "iu", lambda s: len(s) == 2, "a numpy array [batch, T] of bits (an integer "
-                "dtype)")
-    check_01("X", X, "bits")
-
-
-def check_attention(Xn, w, heads):  # an attention's rows [B, N, d], weights and heads
-    check_floats(Xn=(Xn, lambda s: len(s) == 3 and min(s) >= 1, "[batch >= 1, N >= 1, d >= 1]"))
-    check_number("heads", heads, INTS, 1, math.inf, "an integer >= {lo}")
-    d = Xn.shape[2]
-    if d % heads:
-        raise ValueError(f"heads={heads} must divide the width d={d} of Xn")
-    if not (isinstance(w, dict) and set(ATTN_KEYS) <= set(w)):
-        raise refuse("w", w, f"a dict holding {', '.join(ATTN_KEYS)} (the parameters will do)",
-                     isinstance(w, dict))
-    check_floats(**{f"w[{k!r}]": (w[k], (d, d) if k[0] == "W" else (d,)) for k in ATTN_KEYS})
-
-
-def check_config(cfg):
-    """Raise a one-line ValueError naming the bad key or value and what is allowed; return cfg."""
+def check_config(cfg):  # -> cfg, every key present and allowed
     if not isinstance(cfg, dict):
         raise WrongType(f"cfg must be a dict from default_config(...), got {describe(cfg)}")
     missing, unknown = set(CONFIG_DEFAULTS) - set(cfg), set(cfg) - set(CONFIG_DEFAULTS)
@@ -649,8 +560,7 @@ def check_config(cfg):
     return cfg
 
 
-def check_params(p, cfg):
-    """p has exactly the parameters of cfg, each a numpy array of its shape and cfg's dtype."""
+def check_params(p, cfg):  # p exactly cfg's parameters, each a numpy array of its shape and dtype
     want, dt = param_shapes(cfg), np.dtype(cfg["dtype"])
     if not isinstance(p, dict):
         raise WrongType(f"params must be a dict of arrays from init_params(cfg, rng), got "
@@ -663,25 +573,6 @@ def check_params(p, cfg):
             f"mlp={cfg['mlp']}) needs")
     for k, shape in want.items():
         check_array("param " + k, p[k], (dt,), shape, what)
-
-
-def _check_model_call(p, cfg, X, full, rng):
-    """The model's arguments, and the memory its activations would take, before anything runs:
-    X a numpy array [batch >= 1, T] of bits (dtype bool, integer or float; values 0 and 1)."""
-    check_config(cfg)
-    check_rng(rng, optional=True)
-    check_array("X", X, "biuf", lambda s: len(s) == 2,
-                "a numpy array [batch, T] of bits (dtype bool, integer or float)")
-    B, T, d, H = X.shape[0], cfg["T"], cfg["d"], cfg["heads"]
-    need = (12 * B * (T + 1) * d + 4 * B * H * (T + 1) * (1 + full * (T + 1))) * 8
-    check_memory(need, f"T={T} with a batch of {B}", "of activations on the reference path",
-                 "use a smaller batch or T, or fast.py")
-    check_params(p, cfg)
-    if X.shape[1] != T:
-        raise ValueError(f"X has T={X.shape[1]} columns but the model has T={T}")
-    if B < 1:
-        raise ValueError("X must hold at least one example")
-    check_01("X", X, "bits")
 
 
 def check_labels(y, shape, of):  # labels 0 and 1, one per logit: `shape`, the shape `of` says
@@ -698,8 +589,7 @@ def physical_memory():
         return None
 
 
-def check_memory(need, what, of, advice):
-    """need bytes within half of physical memory, or ValueError: what needs about .. GiB `of`."""
+def check_memory(need, what, of, advice):  # need bytes within half of physical memory
     check_number("need", need, REALS, 0, math.inf, "a number of bytes >= 0")
     limit = 0.5 * (physical_memory() or math.inf)
     if need > limit:
@@ -718,8 +608,7 @@ CHECK_CFGS = dict(model=dict(), **{"model, relu, no ln": dict(act="relu", ln=Fal
                                    "f_tf-head": dict(heads=1, mlp=0, ln=False)})
 
 
-def rel_error(a, b):  # [...], [...] -> float
-    """||a - b|| / max(||a||, ||b||, 1e-300) over all entries (nan if either holds a nan)."""
+def rel_error(a, b):  # [...], [...] -> ||a - b|| / max(||a||, ||b||, 1e-300) (nan with a nan)
     for name, v in (("a", a), ("b", b)):
         if np.asarray(v).dtype.kind not in "biuf":
             raise refuse(name, v, "an array (or array-like) of real numbers", False)
@@ -733,7 +622,7 @@ def numerical_gradient(f, x, h=1e-6):  # f: () -> scalar reading x; x [...] floa
     """Central differences (f(x + h e_i) - f(x - h e_i)) / 2h, x moved in place and restored."""
     if not callable(f):
         raise refuse("f", f, "a function of no arguments that returns a number", False)
-    check_floats(x=(x, lambda s: True, "of any shape (moved in place)"))
+    check_array("x", x, "f", lambda s: True, "a numpy float array (moved in place)")
     check_number("h", h, REALS, math.ulp(0.0), math.inf, "a finite step > 0")
     g = np.zeros(x.shape)
     for i in np.ndindex(x.shape):
@@ -757,19 +646,20 @@ def check_model(name, rng):  # -> cfg, parameters away from init (gains != 1, sh
 
 
 def gradient_checks(seed=0):
-    """{check name: relative error} of every backward of this file against central differences, in
-    float64, with a random upstream gradient (loss = sum(out * dout): a sum or ones would leave
-    softmax's and LayerNorm's input gradients exactly 0), inputs off-centre, parameters away from
-    their init, op by op and for the whole model in every configuration, embeddings included."""
+    """{check name: relative error} of every backward against central differences, op by op and
+    for the whole model in every configuration: upstream gradient random (a sum or ones would
+    leave softmax's and LayerNorm's input gradients exactly 0), inputs off-centre."""
     check_number("seed", seed, INTS, 0, math.inf, "an integer >= {lo}")
     rng = np.random.default_rng(seed)
     r = lambda *shape: rng.standard_normal(shape) + 0.3          # off-centre
     errors = {}
 
-    def check(name, op, inputs, grads_of):  # inputs {label: array}; grads_of(dout, cache) -> list
+    def check(name, op, inputs, backward):  # inputs {label: array}; backward(dout, cache)
         out, cache = op()
         dout = rng.standard_normal(np.shape(out))
-        for (label, x), g in zip(inputs.items(), grads_of(dout, cache)):
+        grads = backward(dout, cache)
+        grads = (grads,) if isinstance(grads, np.ndarray) else grads   # one input: one array
+        for (label, x), g in zip(inputs.items(), grads):
             num = numerical_gradient(lambda: float(np.sum(op()[0] * dout)), x)
             errors[f"{name}: d{label}"] = (rel_error(g, num) if label != "b_K" else  # scores
                                             max(np.abs(g).max(), np.abs(num).max()))  # shift: 0
@@ -779,21 +669,19 @@ def gradient_checks(seed=0):
           layernorm_backward)
     check("linear", lambda: linear_forward(x, W, bW), dict(x=x, W=W, b=bW), linear_backward)
     s = r(3, 6)
-    check("softmax", lambda: softmax_forward(s), dict(s=s), lambda d, A: (softmax_backward(d, A),))
-    drop = lambda: dropout_forward(x, 0.3, np.random.default_rng(1))
-    check("dropout", drop, dict(x=x), lambda d, m: (dropout_backward(d, m),))
-    for act in ACTIVATIONS:
-        fwd, bwd = ACTIVATIONS[act]
-        check(act, lambda: fwd(x), dict(x=x), lambda d, c: (bwd(d, c),))
+    check("softmax", lambda: softmax_forward(s), dict(s=s), softmax_backward)
+    check("dropout", lambda: dropout_forward(x, 0.3, np.random.default_rng(1)), dict(x=x),
+          dropout_backward)
+    for act, (fwd, bwd) in ACTIVATIONS.items():
+        check(act, lambda: fwd(x), dict(x=x), bwd)
     W1, b1, W2, b2 = r(5, 3), r(3), r(3, 5), r(5)
     check("mlp", lambda: mlp_forward(x, W1, b1, W2, b2), dict(x=x, W_1=W1, b_1=b1, W_2=W2, b_2=b2),
-          lambda d, c: mlp_backward(d, c))
+          mlp_backward)
     X, Et, Ep, cl = rng.integers(0, 2, (3, 4)), r(2, 5), r(4, 5), r(5)
     check("embed", lambda: embed_forward(X, Et, Ep, cl), dict(E_tok=Et, E_pos=Ep, cls=cl),
           embed_backward)
     z, y = r(6) * 3, rng.integers(0, 2, 6)
-    check("logistic", lambda: logistic_forward(z, y), dict(z=z),
-          lambda d, c: (logistic_backward(d, c),))
+    check("logistic", lambda: logistic_forward(z, y), dict(z=z), logistic_backward)
     w = {k: r(8, 8) * 0.5 if k[0] == "W" else r(8) * 0.3 for k in ATTN_KEYS}
     Xn = r(3, 5, 8)
     for name, fwd, bwd in (("attention_cls", attention_cls_forward, attention_cls_backward),
@@ -810,11 +698,10 @@ def gradient_checks(seed=0):
 
 
 def definition_checks(seed=0, n=20000):
-    """What a wrong forward breaks though its backward follows it. {"[CLS] row: " + configuration:
-    relative error of the [CLS]-row model against the full f_tf-layer's [CLS] row (two exact
-    forms: logits and every gradient but b_K's, 0 by softmax's shift invariance)} for every
-    configuration, and {"dropout": the worst entry's |mean - x| over n masks, in standard errors
-    |x| sqrt(p / ((1 - p) n))}: dropout keeps each entry's expectation."""
+    """What a wrong forward breaks though its backward follows it: {"[CLS] row: " + configuration:
+    relative error of the [CLS]-row model against the full model's [CLS] row, logits and every
+    gradient but b_K's (0 by softmax's shift invariance)}, and {"dropout": the worst entry's
+    |mean - x| over n masks in standard errors |x| sqrt(p / ((1 - p) n))}."""
     check_number("seed", seed, INTS, 0, math.inf, "an integer >= {lo}")
     check_number("n", n, INTS, 1, math.inf, "an integer >= {lo}")
     check_memory(n * 12 * 8 * 3, f"n={n} masks", "for dropout's mean", "use a smaller n")

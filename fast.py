@@ -388,7 +388,7 @@ def _forward(p, cfg, X, versions):
 
 def model_backward(dz, p, cfg, c):  # dz [R, B] (or [B] for one run) -> gradient dict
     """Gradients of sum(dz * logits) for every parameter, of one model_forward call."""
-    attn.check_cache(c, ModelCache, "fast.model_forward")
+    check_cache(c, ModelCache, "fast.model_forward")
     check_stack_params(p, cfg, None if c.single else c.f.shape[0])
     return _model_backward(dz, p, cfg, c)
 
@@ -492,6 +492,24 @@ def check_stack_params(p, cfg, R):
     attn.check_params(p, cfg)
 
 
+def check_floats(**arrays):
+    """Each argument name=(v, shape[, form]) a numpy float array: of `shape` (a tuple), or passing
+    the test `shape` (a function of the shape, described by form), or with an axis (shape None)."""
+    for name, (v, shape, *form) in arrays.items():
+        if shape is None:
+            shape, form = (lambda s: len(s) >= 1), ["[..., n]"]
+        attn.check_array(name, v, "f", shape, "a numpy float array " + (form[0] if form else
+                                                                         "of shape {shape}"))
+
+
+def check_cache(c, kind, made_by):  # the cache an op's forward returned: its type, or a tuple
+    if not (isinstance(c, kind) if isinstance(kind, type) else  # of `kind` entries -> c
+            isinstance(c, tuple) and len(c) == kind):
+        raise attn.WrongType(f"cache must be the cache that {made_by} returned, got "
+                             f"{attn.describe(c)}")
+    return c
+
+
 def check_targets(y, weights, shape, of):
     """The loss's labels y (0 and 1, attn.check_labels) and per-sample weights (None, or finite
     numbers >= 0), each of the logits' `shape`, which `of` names."""
@@ -509,42 +527,42 @@ def check_targets(y, weights, shape, of):
 # the tuned ops for a caller: checked, then the unchecked op the model's steps call
 
 def layernorm_forward(x, g, b):  # [R, n, d], [R, d], [R, d] -> [R, n, d]
-    attn.check_floats(x=(x, lambda s: len(s) == 3, "[R, n, d]"))
-    attn.check_floats(g=(g, x.shape[::2]), b=(b, x.shape[::2]))
+    check_floats(x=(x, lambda s: len(s) == 3, "[R, n, d]"))
+    check_floats(g=(g, x.shape[::2]), b=(b, x.shape[::2]))
     return _layernorm_forward(x, g, b)
 
 
 def layernorm_backward(dy, cache):  # [R, n, d] -> dx [R, n, d], dg [R, d], db [R, d]
-    attn.check_cache(cache, 3, "fast.layernorm_forward")
-    attn.check_floats(dy=(dy, cache[0].shape))
+    check_cache(cache, 3, "fast.layernorm_forward")
+    check_floats(dy=(dy, cache[0].shape))
     return _layernorm_backward(dy, cache)
 
 
 def linear_forward(x, W, b):  # [R, ..., n], [R, n, k], [R, k] (one run: [..., n], [n, k], [k])
-    attn.check_floats(x=(x, None))
+    check_floats(x=(x, None))
     check_affine(x.shape, W, b, of="x")
     return _linear_forward(x, W, b)
 
 
 def linear_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW, db
-    x, W = attn.check_cache(cache, 2, "fast.linear_forward")
+    x, W = check_cache(cache, 2, "fast.linear_forward")
     check_need_dx(need_dx)
-    attn.check_floats(dy=(dy, x.shape[:-1] + W.shape[-1:]))
+    check_floats(dy=(dy, x.shape[:-1] + W.shape[-1:]))
     return _linear_backward(dy, cache, need_dx)
 
 
 def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # attn.mlp_forward's shapes, or a stack's
     attn.check_choice("act", act, attn.ACTIVATIONS)
-    attn.check_floats(x=(x, None))
+    check_floats(x=(x, None))
     check_affine(check_affine(x.shape, W_1, b_1, "W_1", "b_1", "x"), W_2, b_2, "W_2", "b_2",
                  "W_1's output")
     return _mlp_forward(x, W_1, b_1, W_2, b_2, act)
 
 
 def mlp_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW_1, db_1, dW_2, db_2
-    a, W_2 = attn.check_cache(cache, 4, "fast.mlp_forward")[2]
+    a, W_2 = check_cache(cache, 4, "fast.mlp_forward")[2]
     check_need_dx(need_dx)
-    attn.check_floats(dy=(dy, a.shape[:-1] + W_2.shape[-1:]))
+    check_floats(dy=(dy, a.shape[:-1] + W_2.shape[-1:]))
     return _mlp_backward(dy, cache, need_dx)
 
 
@@ -552,10 +570,10 @@ def check_affine(x_shape, W, b, W_name="W", b_name="b", of="x"):  # -> the outpu
     """W [R, n, k] with b [R, k] for inputs [R, ..., n], or W [n, k] with b [k] for [..., n]; `of`
     names the input."""
     n = x_shape[-1]
-    attn.check_floats(**{W_name: (W, lambda s: len(s) in (2, 3) and s[-2] == n and (
+    check_floats(**{W_name: (W, lambda s: len(s) in (2, 3) and s[-2] == n and (
         len(s) == 2 or s[0] == x_shape[0]), f"[R, n, k] or [n, k] with {of}'s n={n} (and R its "
         f"first axis)")})
-    attn.check_floats(**{b_name: (b, W.shape[::2] if W.ndim == 3 else W.shape[1:])})
+    check_floats(**{b_name: (b, W.shape[::2] if W.ndim == 3 else W.shape[1:])})
     return x_shape[:-1] + W.shape[-1:]
 
 
