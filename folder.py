@@ -120,7 +120,12 @@ MECHANISM_FIELDS = ("design", "d", "T", "m", "seed", "success", "test_acc", "bes
                     "mass_on_S", "score_gap", "heads_on_S", "top_score_scale", "top_norm_V",
                     "top_norm_O", "attn_on_S", "model", "task", "s", "steps", "seconds",
                     "cpu_seconds")
-DESIGNS = ("borderline", "fixed")     # a cell's m: the folder's m*, or a factor times one width's
+# A cell's design: its m the folder's m* (borderline) or a factor times one width's (fixed); or an
+# arm of issue 38's interventions, planned from a study's cells (mechanism.py plan --from): the
+# baseline trained again (baseline-rerun), or one of the INTERVENTIONS, sweep.py's protocols of
+# the same names, each changing one option.
+INTERVENTIONS = ("freeze-ln1", "decay-except-ln", "freeze-lnf")
+DESIGNS = ("borderline", "fixed", "baseline-rerun") + INTERVENTIONS
 _MECHANISM_INTS = ("d", "T", "m", "seed", "s", "steps", "best_step")
 _MECHANISM_TEXT = ("design", "model", "task", "success")
 

@@ -4839,6 +4839,37 @@ def _synthetic_study(out):
         w.writerows(rows)
 
 
+def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, capsys):
+    """Issue 38: `mechanism.py arm` plans an arm as the study's cells with one option changed
+    (the sweep protocol of its name), under a design name check_plan accepts; an unknown arm or a
+    T the study lacks is one line. `paired` on the committed screen writes its committed table
+    and pairs again, each run against the study's run of its seed."""
+    for arm, change in (("freeze-ln1", dict(freeze="ln1")), ("baseline-rerun", {}),
+                        ("decay-except-ln", dict(decay="except-ln"))):
+        plan = mechanism.arm_plan("results/mechanism", arm, "borderline", [100, 3000], 20)
+        study = [c for c in mechanism.read_plan("results/mechanism")["cells"]
+                 if c["design"] == "borderline" and c["T"] in (100, 3000)]
+        assert [(c["design"], c["d"], c["T"], c["m"]) for c in plan["cells"]] == [
+            (arm, c["d"], c["T"], c["m"]) for c in study] and len(study) == 4
+        assert all(c["options"] == dict(b["options"], **change)
+                   for c, b in zip(plan["cells"], study))
+        folder.check_plan(plan)
+    with pytest.raises(ValueError, match="no borderline cells at T = 200"):
+        mechanism.arm_plan("results/mechanism", "freeze-ln1", "borderline", [100, 200], 20)
+    with pytest.raises(ValueError, match="arm must be baseline-rerun or one of"):
+        mechanism.arm_plan("results/mechanism", "freeze-ln2", "borderline", [100], 20)
+    assert set(folder.INTERVENTIONS) <= set(sweep.PROTOCOLS)
+    S = "results/mechanism-interventions/screen"
+    arms = [f"{S}/{a}" for a in ("baseline-rerun", "freeze-ln1", "decay-except-ln", "freeze-lnf")]
+    mechanism.paired_report("results/mechanism", arms, str(tmp_path / "p.md"),
+                            str(tmp_path / "p.csv"))
+    for mine, committed in (("p.md", "paired.md"), ("p.csv", "pairs.csv")):
+        with open(tmp_path / mine) as a, open(f"{S}/{committed}") as b:
+            assert a.read() == b.read(), committed
+    W = mechanism.cell_resamples(5, np.random.default_rng(0), n_boot=50)
+    assert W.shape == (51, 5) and (W[0] == 1).all() and (W.sum(1) == 5).all()
+
+
 def test_mechanism_report_on_a_synthetic_folder(tmp_path):
     out = str(tmp_path)
     _synthetic_study(out)

@@ -42,5 +42,11 @@ EOF
 
 # 3. the mechanism study's table, then every page's copies of the tables
 $PY mechanism.py report results/mechanism > /dev/null
+# issue 38's screen: C's factors and the bound's size, and the arms paired by seed with the study
+$PY mechanism.py factors results/mechanism \
+    --out results/mechanism-interventions/screen/factors.md > /dev/null
+$PY mechanism.py paired results/mechanism results/mechanism-interventions/screen/{baseline-rerun,freeze-ln1,decay-except-ln,freeze-lnf} \
+    --out results/mechanism-interventions/screen/paired.md \
+    --pairs results/mechanism-interventions/screen/pairs.csv > /dev/null
 $PY sweep.py pages $( { ls README.md; find results -name '*.md' | sort; } | xargs grep -l '^<!-- begin ' ) > /dev/null
 echo "done: git diff --stat shows what changed"
