@@ -4,7 +4,8 @@
 # of a clean checkout, then `git diff --stat` lists what the code of this checkout changes (with
 # matplotlib installed, folders committed without a plot gain one, as untracked files).
 # Left out: results/limit/table.md (`python sweep.py limit`, 2.4 min, no runs behind it) and
-# results/protocols/mingpt-summed-batch.md (the old minGPT table, kept as it was).
+# results/protocols/mingpt-summed-batch.md (the old minGPT table, kept as it was);
+# results/mechanism-interventions/full/RUN.md (how to run issue 38's full cells: not a table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="python"
