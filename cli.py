@@ -447,7 +447,8 @@ def read_text_file(path, what, root=None, most=TEXT_MOST):
 # device) is never replaced. A checkpoint is replaced only by the run that continues it: the
 # caller says which file that is (`ours`).
 TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| task | s |",
-               "INCOMPLETE:")
+               "INCOMPLETE:", "## What C's separation is made of",     # mechanism.py factors,
+               "## Interventions paired by seed", "intervention,d,T,m,seed,")   # paired, --pairs
 SUMMARY_KEYS = {"model", "task", "T", "s", "m", "seed", "train_acc", "test_acc", "steps"}
 
 

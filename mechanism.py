@@ -199,6 +199,35 @@ def read_plan(out):
     return folder.read_plan(out)
 
 
+def arm_options(arm):
+    """The one change an arm makes to its study's options: none for baseline-rerun, else the
+    sweep protocol of the arm's name (folder.INTERVENTIONS)."""
+    from sweep import PROTOCOLS
+    if arm == "baseline-rerun":
+        return {}
+    if arm not in folder.INTERVENTIONS:
+        raise ValueError(f"arm must be baseline-rerun or one of {', '.join(folder.INTERVENTIONS)}"
+                         f", got {arm!r}")
+    return dict(PROTOCOLS[arm])
+
+
+def arm_plan(source, arm, design, Ts, n_seeds):
+    """An arm of issue 38's interventions: the cells of `design` at the T in Ts of the study in
+    the folder `source` (every width), their options with the arm's one change (arm_options),
+    the design named by the arm, seeds 0..n_seeds-1. A seed fixes the data and the init whatever
+    these options (train.seeds_for), so each run pairs with the study's run of its seed."""
+    study = read_plan(source)
+    change = arm_options(arm)
+    cells = [c for c in study["cells"] if c["design"] == design and c["T"] in Ts]
+    missing = sorted(set(Ts) - {c["T"] for c in cells})
+    if missing:
+        raise ValueError(f"{source}/plan.json has no {design} cells at T = "
+                         f"{', '.join(map(str, missing))}")
+    return dict(seeds=n_seeds, bar=study["bar"], cells=[
+        dict(c, design=arm, options=dict(c["options"], **change),
+             source=dict(c["source"], plan=f"{source}/plan.json ({design})")) for c in cells])
+
+
 # ======== 3. THE RUNS: one CSV row per trained run ==============================================
 # A row holds the run (design, d, T, m, seed), its outcome (success = the FINAL test accuracy >=
 # the bar; the test set never chooses anything), what the monitor saw at the logged steps, the
@@ -471,10 +500,10 @@ def separation(cells_rows, key, W):
     """P(a failure's `key` > a success's) over the (failure, success) pairs within each cell of
     cells_rows (a list of cells' rows: one cell, or every T pooled) -> (point, lo, hi); nan when
     no cell has both outcomes. Undefined resamples count against both bounds (as 0 for lo, 1 for
-    hi)."""
+    hi). W: the seeds' weights, one for every cell, or a list of one per cell (cell_resamples)."""
     num = den = 0.0
-    for rows in cells_rows:
-        a, b = pair_counts(rows, key, W)
+    for rows, w in zip(cells_rows, W if isinstance(W, list) else [W] * len(cells_rows)):
+        a, b = pair_counts(rows, key, w)
         num, den = num + a, den + b
     if not den[0] > 0:
         return math.nan, math.nan, math.nan
@@ -750,7 +779,255 @@ def plot_study(out, plan, cells, W, s, log=print):
     return path
 
 
-# ======== 5. THE COMMAND LINE ====================================================================
+# ======== 5. WHY RUNS FAIL (issue 38): C's factors, the bound at its size, arms paired by seed ==
+# From a study's runs, no new training: C split into the factors it multiplies, each factor's
+# separation of failures from successes and C's with each factor held at its cell median, and the
+# reconstructed bound's value per cell. From arms (mechanism.py arm, then run): each run against
+# the study's run of its seed, which shares its data and init. Intervals resample the seeds of
+# each (d, T) cell on their own (cell_resamples), since cells of other T or widths share no runs;
+# an arm's pair is resampled whole.
+
+CELL_BOOT = 20_000      # resamples of each cell's seeds
+CELL_RNG = 38           # their generator's seed: a table comes out the same at every run
+
+# C's factors. theory.covering_constant sums over the heads three terms and cubes the sum; where
+# the first leads, C ~ B_X^6 ||W_QK||^2 ||W_V||^2 ||W_O||^2 L_after^2. runs.csv holds B_X, the
+# largest head's ||W_QK||_2 B_X^2 (score_scale), ||W_V||_2 and ||W_O||_2; the rest (L_after: the
+# MLP's and the readout's factor, the Frobenius and (2,1) norms, the sum over heads) only in C.
+FACTORS = (  # key, name, value of a row, exponent of C's leading term (None: not a factor)
+    ("covering_constant", "C", lambda r: r["covering_constant"], None),
+    ("B_X", "B_X (token norm after LN1)", lambda r: r["B_X"], 6),
+    ("qk", "‖W_QK‖_2, largest head (score scale / B_X²)",
+     lambda r: r["score_scale"] / r["B_X"] ** 2, 2),
+    ("norm_V", "‖W_V‖_2, largest head", lambda r: r["norm_V"], 2),
+    ("norm_O", "‖W_O‖_2, largest head", lambda r: r["norm_O"], 2),
+    ("rest", "rest = C / (B_X⁶ ‖W_QK‖² ‖W_V‖² ‖W_O‖²): MLP, readout, head sum",
+     lambda r: r["covering_constant"] / (r["B_X"] ** 6 * (r["score_scale"] / r["B_X"] ** 2) ** 2
+                                         * r["norm_V"] ** 2 * r["norm_O"] ** 2), None),
+)
+HELD = tuple((k, name.split(" (")[0].split(",")[0], e) for k, name, _, e in FACTORS if e)
+
+
+def cell_resamples(n_seeds, rng, n_boot=CELL_BOOT):  # -> [1 + n_boot, n_seeds]
+    """How often each seed label of ONE cell is drawn: row 0 the data itself (all 1), then n_boot
+    resamples with replacement (stats.seed_counts), drawn for this cell alone. The one place the
+    tables of this section resample."""
+    return np.vstack([np.ones(n_seeds), stats.seed_counts(rng, n_seeds, n_boot)])
+
+
+def fitted_exponents(cells):
+    """Least squares of ln C on the ln of each factor with an exponent (B_X and the three norms),
+    within cells (each cell's means removed), all cells together -> {factor: slope}."""
+    keys = [k for k, _, e in HELD]
+    X, y = [], []
+    for rows in cells.values():
+        v = {k: np.log([f(r) for r in rows]) for k, _, f, _ in FACTORS}
+        X.append(np.column_stack([v[k] - v[k].mean() for k in keys]))
+        y.append(v["covering_constant"] - v["covering_constant"].mean())
+    beta = np.linalg.lstsq(np.vstack(X), np.concatenate(y), rcond=None)[0]
+    return dict(zip(keys, beta.tolist()))
+
+
+def with_factors(rows, exps):
+    """rows with each factor as a key, and C with each factor held at the cell's median:
+    held_lead_X = C (x_med / x)^e with C's leading exponent e, held_fit_X with the fitted one."""
+    rows = [dict(r, **{k: f(r) for k, _, f, _ in FACTORS}) for r in rows]
+    for k, _, e in HELD:
+        med = np.median([r[k] for r in rows])
+        for r in rows:
+            r["held_lead_" + k] = r["covering_constant"] * (med / r[k]) ** e
+            r["held_fit_" + k] = r["covering_constant"] * (med / r[k]) ** exps[k]
+    return rows
+
+
+def factors_table(plan, cells, rng, design="borderline"):
+    """Per width, pooled over T (pairs within each cell): each factor's and each held C's medians
+    (successes / failures) and P(failure > success), against 1/2. -> (lines, intervals)."""
+    mine = {k: v for k, v in sorted(cells.items()) if k[0] == design}
+    exps = fitted_exponents(mine)
+    quantities = [(k, name) for k, name, _, _ in FACTORS] + [
+        (f"held_{how}_{k}", f"C, {name} held at its cell median ("
+         + (f"exponent {e})" if how == "lead" else "fitted exponent)"))
+        for how in ("lead", "fit") for k, name, e in HELD]
+    lines = [f"Factors of C at the {design} m, pooled over T per width (pairs within each T). "
+             "Fitted exponents of ln C on the four ln factors within cells (both widths): "
+             + ", ".join(f"{k} {v:.2f}" for k, v in exps.items()) + ".", "",
+             "| d | quantity | median: successes / failures | P(failure > success) [95% CI] | "
+             "against 1/2 |", "|---|---|---|---|---|"]
+    n = 0
+    for d in sorted({k[1] for k in mine}):
+        group = [with_factors(rows, exps) for k, rows in mine.items() if k[1] == d]
+        W = [cell_resamples(plan["seeds"], rng) for _ in group]
+        for q, name in quantities:
+            p, lo, hi = separation(group, q, W)
+            n += np.isfinite(lo)
+            med = [fmt(np.median([r[q] for rows in group for r in rows if r["success"] == ok]))
+                   for ok in (1, 0)]
+            lines.append(f"| {d} | {name} | {med[0]} / {med[1]} | {fmt(p, lo, hi)} | "
+                         f"{word(lo, hi, 0.5)} |")
+    return lines + ["", f"{CELL_BOOT} resamples of the seeds, each (d, T) cell on its own. 'held "
+                    "at its cell median': C (x_med / x)^e per run; e = 6 for B_X and 2 for the "
+                    "norms is the exponent of C's leading term (exact only where that term "
+                    "dominates); the fitted exponent is the within-cell least-squares slope "
+                    "above."], n
+
+
+def bound_table(cells, design):
+    """Per cell of `design`: the reconstructed bound sqrt(C ln(2 d m T) / m) on each run's trained
+    weights: its median [exact bootstrap 95% interval], its range, its ratio to 1."""
+    lines = [f"The reconstructed bound sqrt(C ln(2 d m T) / m) on the trained weights, design "
+             f"{design}: it bounds a test error (at most 1), so its value is its ratio to 1.", "",
+             "| d | T | m | runs | median bound = ratio to 1 [95% CI] | smallest, largest |",
+             "|---|---|---|---|---|---|"]
+    for (g, d, T, m), rows in sorted(cells.items()):
+        if g != design:
+            continue
+        b = np.sqrt(np.array([r["covering_constant"] for r in rows]) * math.log(2 * d * m * T)
+                    / m)
+        b = b[np.isfinite(b)]
+        lo, hi = stats.median_ci(b)
+        lines.append(f"| {d} | {T} | {m} | {len(b)} | {fmt(float(np.median(b)), lo, hi)} | "
+                     f"{fmt(b.min())}, {fmt(b.max())} |")
+    return lines
+
+
+def factors_report(study, out):
+    """The `factors` command: OUT (markdown) with factors_table and bound_table (each design)."""
+    plan, cells = load_study(study)
+    rng = np.random.default_rng(CELL_RNG)
+    lines, n = factors_table(plan, cells, rng)
+    lines = [f"## What C's separation is made of, and the bound at its size ({study})", ""] \
+        + lines + ["", f"{n} intervals against 1/2.", ""]
+    for design in folder.DESIGNS:
+        if any(k[0] == design for k in cells):
+            lines += bound_table(cells, design) + [""]
+    return write_markdown(out, lines)
+
+
+def write_markdown(out, lines):
+    path = cli.claim_output(out, "table", "the table")
+    cli.write_text(path, "\n".join(lines) + "\n")
+    print(f"wrote {path}")
+    return path
+
+
+PAIR_FIELDS = ("intervention", "d", "T", "m", "seed", "base_success", "int_success",
+               "base_test_acc", "int_test_acc", "base_B_X", "int_B_X", "base_C", "int_C")
+
+
+def arm_pairs(study_cells, arm_cells):
+    """{(d, T, m): [(study row, arm row)] by seed} for every run of the arm; ValueError when the
+    study lacks a run of the arm's (d, T, m, seed)."""
+    base = {(r["d"], r["T"], r["m"], r["seed"]): r for rows in study_cells.values() for r in rows}
+    out = {}
+    for (_, d, T, m), rows in sorted(arm_cells.items()):
+        for r in rows:
+            b = base.get((d, T, m, r["seed"]))
+            if b is None:
+                raise ValueError(f"the study has no run d={d} T={T} m={m} seed={r['seed']} to pair "
+                                 f"with")
+            out.setdefault((d, T, m), []).append((b, r))
+    return out
+
+
+def paired_rows(arm, pairs, rng, n_seeds):
+    """The paired table's rows for one arm: per cell, then pooled per width and over all cells:
+    pairs, successes, lost (study yes, arm no), gained, the success rate's paired difference
+    [95% CI: each cell's pairs resampled on their own], and the arm's B_X against its pair's."""
+    W = {key: cell_resamples(n_seeds, rng) for key in pairs}
+    diff = {key: np.array([r["success"] - b["success"] for b, r in ps]) for key, ps in pairs.items()}
+
+    def interval(keys):
+        num = sum(W[k][:, [r["seed"] for _, r in pairs[k]]] @ diff[k] for k in keys)
+        den = sum(W[k][:, [r["seed"] for _, r in pairs[k]]].sum(1) for k in keys)
+        rep = num / den
+        return (float(rep[0]), *stats.percentile_ci(rep[1:]))
+
+    cell_lines, pooled = [], []
+    rng_of = lambda rs: "-".join(f"{f(x['B_X'] for x in rs):.2f}" for f in (min, max))
+    med = lambda rs, k: fmt(float(np.median([x[k] for x in rs])))
+    for key, ps in pairs.items():
+        b, r = [p[0] for p in ps], [p[1] for p in ps]
+        p, lo, hi = interval([key])
+        cell_lines.append(
+            f"| {arm} | {key[0]} | {key[1]} | {key[2]} | {len(ps)} | "
+            f"{sum(x['success'] for x in b)} | {sum(x['success'] for x in r)} | "
+            f"{int((diff[key] == -1).sum())} | {int((diff[key] == 1).sum())} | {fmt(p, lo, hi)} | "
+            f"{rng_of(b)} / {rng_of(r)} | {med(b, 'covering_constant')} / "
+            f"{med(r, 'covering_constant')} | {med(b, 'test_acc')} / {med(r, 'test_acc')} |")
+    for d in sorted({k[0] for k in pairs}) + ["all"]:
+        keys = [k for k in pairs if d in ("all", k[0])]
+        x = np.concatenate([diff[k] for k in keys])
+        p, lo, hi = interval(keys)
+        above = sum(r["B_X"] > b["B_X"] for k in keys for b, r in pairs[k])
+        pooled.append(f"| {arm} | {d} | {len(x)} | {int((x == -1).sum())} | {int((x == 1).sum())} "
+                      f"| {fmt(p, lo, hi)} | {word(lo, hi, 0.0)} | {above} of {len(x)} |")
+    return cell_lines, pooled
+
+
+def rerun_lines(study_cells, arm_cells, path):
+    """A baseline-rerun arm: how many of its runs give the study's test accuracy and B_X."""
+    ps = [p for v in arm_pairs(study_cells, arm_cells).values() for p in v]
+    same = sum(r["test_acc"] == b["test_acc"] for b, r in ps)
+    close = sum(abs(r["B_X"] - b["B_X"]) < 1e-9 for b, r in ps)
+    return [f"Baseline rerun ({path}): {same} of {len(ps)} runs give the study's test accuracy "
+            f"exactly, {close} of {len(ps)} its B_X to 1e-9.", ""]
+
+
+def paired_report(study, arms, out, pairs_csv=None):
+    """The `paired` command: OUT (markdown) with each arm's runs against the study's run of the
+    same seed (paired_rows; a baseline-rerun arm: rerun_lines), the CPU time of each arm; with
+    pairs_csv, every pair as a CSV row (PAIR_FIELDS)."""
+    _, study_cells = load_study(study)
+    rng = np.random.default_rng(CELL_RNG)
+    head, cells, pooled, cpu, csv_rows = [], [], [], {}, []
+    for path in arms:
+        plan, arm_cells = load_study(path)
+        name = next(iter(arm_cells))[0]
+        cpu[name] = sum(r["cpu_seconds"] for rows in arm_cells.values() for r in rows)
+        if name == "baseline-rerun":
+            head += rerun_lines(study_cells, arm_cells, path)
+            continue
+        pairs = arm_pairs(study_cells, arm_cells)
+        c, p = paired_rows(name, pairs, rng, plan["seeds"])
+        cells, pooled = cells + c, pooled + p
+        csv_rows += [dict(zip(PAIR_FIELDS, (name, d, T, m, r["seed"], b["success"], r["success"],
+                                            b["test_acc"], r["test_acc"], b["B_X"], r["B_X"],
+                                            b["covering_constant"], r["covering_constant"])))
+                     for (d, T, m), ps in pairs.items() for b, r in ps]
+    lines = [f"## Interventions paired by seed with {study}", ""] + head + [
+        "| intervention | d | T | m | pairs | baseline successes | intervention successes | "
+        "lost (base yes, int. no) | gained (base no, int. yes) | success rate, int. - base "
+        "[95% CI] | B_X, smallest-largest: base / int. | median C: base / int. | median test "
+        "acc: base / int. |", "|" + "---|" * 13] + cells + [
+        "", "Pooled per width and over all cells (each cell's pairs resampled on their own, "
+        f"{CELL_BOOT} resamples):", "",
+        "| intervention | d | pairs | lost | gained | success rate, intervention - baseline "
+        "[95% CI] | against 0 | B_X above the baseline pair's |", "|---|---|---|---|---|---|---|---|"
+    ] + pooled + ["", "CPU time (the runs' own cpu_seconds, summed): " + "; ".join(
+        f"{k} {v / 60:.1f} min" for k, v in cpu.items())
+        + f"; total {sum(cpu.values()) / 60:.1f} CPU min."]
+    if pairs_csv:
+        import csv
+        with open(cli.claim_output(pairs_csv, "table", "the pairs"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=PAIR_FIELDS)
+            w.writeheader()
+            w.writerows(csv_rows)
+    return write_markdown(out, lines)
+
+
+def plan_cost(plan, source):
+    """The CPU minutes a plan's runs should take: each cell's mean cpu_seconds per run in the
+    study `source` (its runs.csv, the CPU s/run its run.log prints) times the plan's seeds."""
+    _, cells = load_study(source)
+    per = {(d, T, m): np.mean([r["cpu_seconds"] for r in rows]) for (_, d, T, m), rows in
+           cells.items()}
+    got = [(c, per.get((c["d"], c["T"], c["m"]))) for c in plan["cells"]]
+    return [f"d={c['d']} T={c['T']} m={c['m']}: {s:.1f} CPU s/run" for c, s in got
+            if s is not None], sum(s * plan["seeds"] for _, s in got if s is not None) / 60
+
+
+# ======== 6. THE COMMAND LINE ====================================================================
 
 def extra_cells(text):
     """Parser for --extra: d:T pairs, comma-separated (128:10000)."""
@@ -768,7 +1045,7 @@ def parser():
         "What training finds: the norms of Edelman et al.'s capacity bound (score scale "
         "||W_QK||_2 B_X^2, ||W_V||, ||W_O||, the covering constant C) and the head that attends "
         "S, measured on trained runs over seeds, T and widths. Three steps: plan, run, report."))
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{plan,run,report}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{plan,arm,run,report,factors,paired}")
     p = sub.add_parser("plan", help="write OUT/plan.json: the cells (d, T, m) from committed "
                        "sweep folders", description="Per width (one committed sweep folder) and "
                        "T: the borderline m = the folder's m* over the seeds, and a fixed m = "
@@ -791,6 +1068,33 @@ def parser():
                    help="worker processes, one BLAS thread each (1)")
     r.add_argument("--seeds", type=integer(1), default=None,
                    help="only seeds 0..N-1 of the plan's (a screen); default: all")
+    g = sub.add_parser("arm", help="write OUT/plan.json: an intervention arm of a study's cells",
+                       description="Issue 38: the study's cells of one design at the given T "
+                       "(every width), each with the arm's one change of options (a sweep "
+                       "protocol of the arm's name; none for baseline-rerun), paired by seed "
+                       "with the study's runs.")
+    g.add_argument("out", help="the arm's folder (created if missing)")
+    g.add_argument("arm", choices=("baseline-rerun",) + folder.INTERVENTIONS)
+    g.add_argument("--from", dest="source", required=True, help="the study's folder (plan.json)")
+    g.add_argument("--design", choices=("borderline", "fixed"), default="borderline",
+                   help="which of the study's cells (borderline)")
+    g.add_argument("--Ts", type=int_list, required=True, help="the study's T to take, e.g. 100,1000")
+    g.add_argument("--seeds", type=integer(1), default=20, help="seeds 0..N-1 per cell (20)")
+    f = sub.add_parser("factors", help="C's factors and the bound's size from a study's runs",
+                       description="Issue 38, from a study's runs (no training): each factor of "
+                       "C and C with each factor held at its cell median, their separations of "
+                       "failures from successes pooled over T, and the reconstructed bound "
+                       "sqrt(C ln(2dmT)/m) per cell beside 1.")
+    f.add_argument("study", help="the study's folder (plan.json, runs.csv)")
+    f.add_argument("--out", required=True, help="the markdown file to write")
+    pr = sub.add_parser("paired", help="arms against the study's runs, paired by seed",
+                        description="Issue 38: each arm's runs against the study's run of the "
+                        "same seed (same data, same init): per cell and pooled, successes, "
+                        "discordant pairs, the paired difference of the success rate.")
+    pr.add_argument("study", help="the study's folder (the baseline)")
+    pr.add_argument("arms", nargs="+", help="arm folders (mechanism.py arm, then run)")
+    pr.add_argument("--out", required=True, help="the markdown file to write")
+    pr.add_argument("--pairs", default=None, help="also write every pair to this CSV")
     q = sub.add_parser("report", help="OUT/table.md and OUT/mechanism.png from OUT/runs.csv",
                        description="The tables (per cell, the separation of successes and "
                        "failures, the growth with T, the final step against the best seen) and "
@@ -800,23 +1104,37 @@ def parser():
 
 
 def write_plan(a):
-    """The `plan` command: OUT/plan.json written under the folder's lock, checked as every reader
-    checks it (folder.check_plan), into a folder that holds no runs and no file called plan.json
-    that is not a plan (someone's notes are never replaced)."""
+    """The `plan` command: the cells from committed sweep folders, saved (save_plan)."""
     folder.check_plan_size(2 * len(a.folders), len(a.Ts) + len(a.extra), a.seeds)
-    if os.path.exists(a.out) and not os.path.isdir(a.out):
-        raise ValueError(f"OUT {a.out} is a file; give a folder")
-    path = os.path.join(a.out, "plan.json")
+    save_plan(a.out, lambda: plan_cells(a.folders, a.Ts, a.extra, a.seeds, a.fixed_from,
+                                        a.factor))
+
+
+def write_arm(a):
+    """The `arm` command: an arm's plan from a study's (arm_plan), saved (save_plan)."""
+    plan = save_plan(a.out, lambda: arm_plan(a.source, a.arm, a.design, a.Ts, a.seeds))
+    per, minutes = plan_cost(plan, a.source)
+    print(f"CPU time from {a.source}'s runs: " + "; ".join(per) + f"; about {minutes:.0f} CPU "
+          f"min for {len(plan['cells'])} cells x {plan['seeds']} seeds")
+
+
+def save_plan(out, make):
+    """OUT/plan.json = make(), written under the folder's lock, checked as every reader checks it
+    (folder.check_plan), into a folder that holds no runs and no file called plan.json that is
+    not a plan (someone's notes are never replaced); each cell printed."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"OUT {out} is a file; give a folder")
+    path = os.path.join(out, "plan.json")
 
     def free():                                        # checked before planning, and under the lock
-        if os.path.lexists(os.path.join(a.out, "runs.csv")):
-            raise ValueError(f"{a.out} already holds runs; a new plan goes into a new folder")
+        if os.path.lexists(os.path.join(out, "runs.csv")):
+            raise ValueError(f"{out} already holds runs; a new plan goes into a new folder")
         if os.path.lexists(path):
-            folder.read_plan(a.out)                    # only a plan is ever replaced
+            folder.read_plan(out)                      # only a plan is ever replaced
     free()
-    plan = plan_cells(a.folders, a.Ts, a.extra, a.seeds, a.fixed_from, a.factor)
-    os.makedirs(a.out, exist_ok=True)
-    lock = folder.lock_folder(a.out, holder=f"mechanism.py plan, pid {os.getpid()}")
+    plan = make()
+    os.makedirs(out, exist_ok=True)
+    lock = folder.lock_folder(out, holder=f"mechanism.py plan, pid {os.getpid()}")
     try:
         free()
         folder.check_plan(plan, path)
@@ -831,6 +1149,7 @@ def write_plan(a):
               f"{src['m_star']} [{src['m_star_lo']:g}, {src['m_star_hi']:g}] at "
               f"T={src['T_folder']} of {src['folder']} (seeds 0-{src['n_seeds'] - 1})")
     print(f"wrote {path}: {len(plan['cells'])} cells x {plan['seeds']} seeds")
+    return plan
 
 
 def main(argv=None):
@@ -840,6 +1159,12 @@ def main(argv=None):
     try:
         if a.command == "plan":
             write_plan(a)
+        elif a.command == "arm":
+            write_arm(a)
+        elif a.command == "factors":
+            factors_report(a.study, a.out)
+        elif a.command == "paired":
+            paired_report(a.study, a.arms, a.out, a.pairs)
         elif a.command == "run":
             run_plan(a.out, a.workers, a.seeds)
         else:

@@ -1,8 +1,9 @@
 """optim.py: the optimiser of the experiment (Edelman et al., Section 5, as reproductions read it).
 
 Adam with bias correction (Kingma & Ba), weight decay added to the gradient (torch.optim.Adam) or
-decoupled (torch.optim.AdamW), on every parameter or on DECAYED only, and clipping of the
-gradient's global L2 norm (torch.nn.utils.clip_grad_norm_). Every function works on one run's
+decoupled (torch.optim.AdamW), on every parameter, on DECAYED only or on all but the LayerNorms;
+parameters frozen at their values (torch's requires_grad=False: never stepped, never decayed);
+and clipping of the gradient's global L2 norm (torch.nn.utils.clip_grad_norm_). Every function works on one run's
 parameter dict or on a stack of runs (a leading run axis on every array, `runs=R`). numpy only.
 
 adam_step is the formula, one parameter at a time. For speed a caller may first copy its
@@ -19,6 +20,10 @@ import numpy as np
 # projections, the MLP's two and the readout vector w (a Linear layer d -> 1). Not decayed there:
 # biases, LayerNorm gains and shifts, the embeddings and [CLS].
 DECAYED = ("W_Q", "W_K", "W_V", "W_O", "W_1", "W_2", "w")
+# Each LayerNorm's gain and shift, by the LayerNorm's name: decay="except-ln" decays every
+# parameter but these, and a run may freeze one LayerNorm's (issue 38's interventions).
+LAYERNORMS = {"ln1": ("ln1_g", "ln1_b"), "ln2": ("ln2_g", "ln2_b"), "lnf": ("lnf_g", "lnf_b")}
+DECAYS = ("all", "matrices", "except-ln")
 
 
 def one_buffer(params):
@@ -30,33 +35,45 @@ def one_buffer(params):
     return _views(flat, {k: v.shape for k, v in params.items()})
 
 
-def adam_init(params, decay="all"):
+def adam_init(params, decay="all", frozen=()):
     """Adam's state for `params` (a dict of float arrays of one dtype): the step count t = 0, the
-    first and second moments m and v (zeros like each parameter, by name), and which parameters
-    weight decay acts on (decay: "all", or "matrices": DECAYED only). Parameters from one_buffer
-    get moments in flat buffers of their own too (state["flat"]); the parameters are not touched."""
+    first and second moments m and v (zeros like each parameter, by name), which parameters
+    weight decay acts on (decay: "all"; "matrices": DECAYED only; "except-ln": all but the
+    LAYERNORMS) and which are frozen (`frozen`: names of params that adam_step never moves and
+    never decays). Parameters from one_buffer get moments in flat buffers of their own too
+    (state["flat"]); the parameters are not touched."""
     _check_params(params)
-    if decay not in ("all", "matrices"):
-        raise ValueError(f"decay must be one of all, matrices, got {decay!r}")
+    if decay not in DECAYS:
+        raise ValueError(f"decay must be one of {', '.join(DECAYS)}, got {decay!r}")
+    if isinstance(frozen, str) or not all(k in params for k in frozen):
+        raise ValueError(f"frozen must be a collection of parameter names of params, got "
+                         f"{frozen!r:.60}")
+    frozen = frozenset(frozen)
+    ln = {k for names in LAYERNORMS.values() for k in names}
     shapes = {k: v.shape for k, v in params.items()}
-    decayed = frozenset(k for k in params if decay == "all" or k in DECAYED)
+    decayed = frozenset(k for k in params if k not in frozen and (
+        decay == "all" or (k in DECAYED if decay == "matrices" else k not in ln)))
     flat = _flat_buffer(params)
-    state = dict(t=0, shapes=shapes, decayed=decayed, flat=flat)
+    state = dict(t=0, shapes=shapes, decayed=decayed, frozen=frozen, flat=flat)
     if flat is None:
         return dict(state, m={k: np.zeros_like(v) for k, v in params.items()},
                     v={k: np.zeros_like(v) for k, v in params.items()})
     m_flat, v_flat = np.zeros_like(flat), np.zeros_like(flat)
-    mask = None if decay == "all" else np.concatenate(
-        [np.full(v.size, float(k in decayed), flat.dtype) for k, v in params.items()])
+    per_entry = lambda keys: np.concatenate(              # 1 on the entries of `keys`, else 0
+        [np.full(v.size, float(k in keys), flat.dtype) for k, v in params.items()])
     return dict(state, m=_views(m_flat, shapes), v=_views(v_flat, shapes), m_flat=m_flat,
-                v_flat=v_flat, views=dict(params), mask=mask,
+                v_flat=v_flat, views=dict(params),
+                mask=None if len(decayed) == len(params) else per_entry(decayed),
+                held=per_entry(frozen) if frozen else None,
+                held_at=np.flatnonzero(per_entry(frozen)) if frozen else None,
                 work=(np.empty_like(flat), np.empty_like(flat)))   # scratch: no new arrays a step
 
 
 def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8, decoupled=False):
     """One Adam step in place, as torch.optim.Adam (decoupled=False: weight decay added to the
-    gradient, L2) or torch.optim.AdamW (decoupled=True) documents it, on the parameters
-    state["decayed"] names. lr >= 0, wd >= 0, 0 <= b1, b2 < 1, eps >= 0, as torch asks. Each
+    gradient, L2) or torch.optim.AdamW (decoupled=True) documents it, weight decay on the
+    parameters state["decayed"] names; the frozen ones (state["frozen"]) are left exactly as they
+    are, whatever their gradient. lr >= 0, wd >= 0, 0 <= b1, b2 < 1, eps >= 0, as torch asks. Each
     product is written in the order the flat buffer's step computes it (p wd lr, step_size m),
     so the two give the same bits."""
     _check_step(params, grads, state, lr, wd, b1, b2, eps, decoupled)
@@ -65,6 +82,8 @@ def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8, decouple
     if state["flat"] is not None:
         return _flat_adam_step(grads, state, lr, wd, b1, b2, eps, decoupled)
     for k, p in params.items():
+        if k in state["frozen"]:
+            continue
         g, m, v = grads[k], state["m"][k], state["v"][k]
         if wd and k in state["decayed"]:
             if decoupled:
@@ -105,11 +124,16 @@ def clip_gradients(grads, max_norm, runs=None):
 
 def _flat_adam_step(grads, state, lr, wd, b1, b2, eps, decoupled):
     """adam_step's arithmetic, operation for operation, on the flat buffers (p, m, v of every
-    parameter at once); state["mask"] is 1 on the decayed parameters' entries, 0 elsewhere."""
-    p, m, v, mask = state["flat"], state["m_flat"], state["v_flat"], state["mask"]
+    parameter at once); state["mask"] is 1 on the decayed parameters' entries, 0 elsewhere, and
+    state["held"] 1 on the frozen ones': their gradient is zeroed, so their moments stay 0, and
+    their denominator gets 1 added (0 elsewhere: the same bits), so their step is exactly 0 even
+    at eps = 0."""
+    p, m, v, mask, held = (state[k] for k in ("flat", "m_flat", "v_flat", "mask", "held"))
     c1, c2 = 1.0 - b1 ** state["t"], 1.0 - b2 ** state["t"]
     g, a = state["work"]
     np.concatenate([grads[k].ravel() for k in state["shapes"]], out=g)
+    if held is not None:
+        g[state["held_at"]] = 0                                      # frozen: no gradient
     if wd:
         decay = np.multiply(p, wd, out=a)                            # p wd (* mask)
         if mask is not None:
@@ -128,6 +152,8 @@ def _flat_adam_step(grads, state, lr, wd, b1, b2, eps, decoupled):
     denom = np.divide(v, c2, out=a)
     np.sqrt(denom, out=denom)
     denom += eps
+    if held is not None:
+        denom += held                                                # frozen: step 0 / (.. + 1)
     step /= denom
     p -= step
 

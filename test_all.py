@@ -1790,6 +1790,42 @@ def test_stack_equals_single_runs():
         train.train_stack([dict(base, seed=0, m=20), dict(base, seed=1, m=20, T=31)])
 
 
+def test_interventions_pair_with_the_baseline_by_seed():
+    """An intervention run (freeze, decay except-ln) of a seed trains on the baseline's training
+    set, tests on its test set and starts from its weights: the same draws, the same init, the
+    same first loss (computed before any step), and a different run after it; stacked as alone;
+    frozen parameters end at their init, clipped or not; each is a protocol a sweep accepts."""
+    base = dict(SMALL, steps=3, dtype="float64")
+    b = train.train_run(base)
+    (_, (Xb, yb), (Tb, tb), r_b, _, _) = train.draw_run(base)
+    init_b = attn.init_params(train.model_config(run_options.validate_options(base)), r_b)
+    for change in (dict(freeze="ln1"), dict(freeze="lnf"), dict(decay="except-ln")):
+        o = dict(base, **change)
+        (_, (X, y), (Te, te), r_i, _, _) = train.draw_run(o)
+        assert np.array_equal(X, Xb) and np.array_equal(y, yb), change
+        assert np.array_equal(Te, Tb) and np.array_equal(te, tb), change
+        init = attn.init_params(train.model_config(run_options.validate_options(o)), r_i)
+        assert all(np.array_equal(init[k], init_b[k]) for k in init_b), change
+        r = train.train_run(o)
+        assert r["losses"][0] == b["losses"][0] and r["losses"][2] != b["losses"][2], change
+        runs = [dict(o, seed=s) for s in (3, 4)]
+        for x, st in zip(runs, train.train_stack(runs), strict=True):
+            assert np.allclose(st["losses"], train.train_run(x)["losses"], rtol=1e-9), change
+    for clip in (0.0, 0.01):
+        for x in [dict(base, freeze="ln1", clip=clip)] * 2:
+            for p in (train.train_run(x)["params"], train.train_stack([x])[0]["params"]):
+                assert np.all(p["ln1_g"] == 1) and not p["ln1_b"].any(), clip
+    ap = sweep.sweep_parser(commands=False)
+    for name, change in (("freeze-ln1", dict(freeze="ln1")), ("freeze-lnf", dict(freeze="lnf")),
+                         ("decay-except-ln", dict(decay="except-ln"))):
+        a = ap.parse_args(["--protocol", name, "--out", "unused"])
+        sweep.sweep_options(ap, a, [])
+        assert {k: getattr(a, k) for k in change} == change, name
+    with pytest.raises(ValueError, match="freeze acts on the Transformer"):
+        run_options.validate_options(dict(model="mlp", freeze="ln1"))
+
+
+
 def test_accuracy_is_computed_in_chunks(monkeypatch):
     """The final accuracies go through the model EVAL_CHUNK rows at a time, every row once, and
     give the accuracies of one pass over the whole set."""
@@ -1842,17 +1878,22 @@ def torch_adam_step(p, g, m, v, t, lr, wd, b1, b2, eps, decoupled):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_adam_is_the_documented_formula_and_its_flat_buffer_the_same_bits(dtype):
     """adam_step against torch's documented algorithm (float64, 30 steps, both decays, decay on
-    all or on DECAYED); the flat buffer (one_buffer) gives the plain formula's very bits; and
-    neither one_buffer nor adam_init swaps the caller's arrays for views."""
+    all, on DECAYED or on all but the LayerNorms, a LayerNorm frozen or not); the flat buffer
+    (one_buffer) gives the plain formula's very bits; a frozen parameter keeps its very bits;
+    and neither one_buffer nor adam_init swaps the caller's arrays for views."""
     rng = np.random.default_rng(5)
-    shapes = dict(E_pos=(4, 3), W_Q=(3, 3), b_Q=(3,), w=(3,), b=(1,))
+    shapes = dict(E_pos=(4, 3), ln1_g=(3,), W_Q=(3, 3), b_Q=(3,), w=(3,), b=(1,))
     assert "w" in optim.DECAYED and not {"b_Q", "b", "E_pos"} & set(optim.DECAYED)
-    for decoupled, decay in ((False, "all"), (True, "all"), (False, "matrices"),
-                             (True, "matrices")):
+    decays = {"all": lambda k: True, "matrices": lambda k: k in optim.DECAYED,
+              "except-ln": lambda k: k != "ln1_g"}
+    for decoupled, decay, frozen in ((False, "all", ()), (True, "all", ()),
+                                     (False, "matrices", ()), (True, "matrices", ()),
+                                     (False, "except-ln", ()), (True, "all", ("ln1_g",)),
+                                     (False, "all", ("ln1_g", "b"))):
         p = {k: rng.standard_normal(s).astype(dtype) for k, s in shapes.items()}
-        mine = dict(p)
+        mine, p0 = dict(p), {k: v.copy() for k, v in p.items()}
         q = optim.one_buffer(p)
-        state_p, state_q = optim.adam_init(p, decay), optim.adam_init(q, decay)
+        state_p, state_q = optim.adam_init(p, decay, frozen), optim.adam_init(q, decay, frozen)
         assert all(p[k] is mine[k] for k in p) and all(q[k] is not p[k] for k in p)
         assert state_p["flat"] is None and state_q["flat"] is not None
         ref = {k: (v.astype(np.float64), 0.0, 0.0) for k, v in p.items()}
@@ -1861,15 +1902,56 @@ def test_adam_is_the_documented_formula_and_its_flat_buffer_the_same_bits(dtype)
             optim.adam_step(p, g, state_p, 0.01, 0.1, b2=0.95, decoupled=decoupled)
             optim.adam_step(q, {k: v.copy() for k, v in g.items()}, state_q, 0.01, 0.1, b2=0.95,
                             decoupled=decoupled)
-            ref = {k: torch_adam_step(*ref[k][:1], g[k].astype(np.float64), *ref[k][1:], t,
-                                      0.01, 0.1 if decay == "all" or k in optim.DECAYED else 0.0,
-                                      0.9, 0.95, 1e-8, decoupled) for k in ref}
+            ref = {k: ref[k] if k in frozen else torch_adam_step(
+                *ref[k][:1], g[k].astype(np.float64), *ref[k][1:], t, 0.01,
+                0.1 if decays[decay](k) else 0.0, 0.9, 0.95, 1e-8, decoupled) for k in ref}
         for k in p:
             assert np.array_equal(p[k], q[k]), (k, decoupled, decay)
             assert np.array_equal(state_p["v"][k], state_q["v"][k]), k
             assert np.allclose(p[k], ref[k][0], rtol=1e-4 if dtype == "float32" else 1e-10,
                                atol=1e-6 if dtype == "float32" else 1e-13), (k, decoupled, decay)
+            assert np.array_equal(p[k], p0[k]) == (k in frozen), (k, frozen)
         assert all(p[k] is mine[k] for k in p)
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_frozen_parameters_stay_exact_even_at_eps_zero_and_with_any_gradient(flat):
+    """A frozen parameter never moves: not by its gradient (however large), not by weight decay
+    (either kind), not at eps = 0, where a zero moment would give 0 / 0; the others step."""
+    rng = np.random.default_rng(4)
+    shapes = dict(W_Q=(3, 2), ln1_g=(2,), ln1_b=(2,), lnf_g=(2,), lnf_b=(2,))
+    p = {k: rng.standard_normal(s) + 0.5 for k, s in shapes.items()}
+    p = optim.one_buffer(p) if flat else p
+    p0 = {k: v.copy() for k, v in p.items()}
+    state = optim.adam_init(p, frozen=optim.LAYERNORMS["ln1"])
+    for i in range(4):
+        g = {k: 1e30 * rng.standard_normal(s) for k, s in shapes.items()}
+        optim.adam_step(p, g, state, 0.01, 0.1, eps=0.0, decoupled=bool(i % 2))
+    for k in p:
+        assert np.array_equal(p[k], p0[k]) == k.startswith("ln1_"), k
+        assert np.isfinite(p[k]).all(), k
+    with pytest.raises(ValueError, match="frozen must be a collection of parameter names"):
+        optim.adam_init(p0, frozen=("ln2_g",))
+    with pytest.raises(ValueError, match="frozen must be"):
+        optim.adam_init(p0, frozen="ln1_g")
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_decay_except_ln_spares_exactly_the_layernorms(decoupled):
+    """With a zero gradient only the weight decay moves a parameter: every LayerNorm gain and
+    shift stays, everything else (embeddings, biases, [CLS], matrices) moves."""
+    p = attn.init_params(attn.default_config(T=6, d=8, heads=2, mlp=4, dtype="float64"),
+                         np.random.default_rng(0))
+    for k in p:
+        p[k] += 0.3                        # no parameter at 0, where decay could not show
+    p0 = {k: v.copy() for k, v in p.items()}
+    for q in (p, optim.one_buffer(p)):
+        q = {k: v.copy() for k, v in p0.items()} if q is p else q
+        state = optim.adam_init(q, decay="except-ln")
+        optim.adam_step(q, {k: np.zeros_like(v) for k, v in q.items()}, state, 0.01, 0.1,
+                        decoupled=decoupled)
+        assert {k for k in q if np.array_equal(q[k], p0[k])} == {
+            k for names in optim.LAYERNORMS.values() for k in names}
 
 
 def test_optimiser_refuses_impossible_values_in_one_line_naming_them():
@@ -5101,6 +5183,37 @@ def _synthetic_study(out):
         w = csv.DictWriter(f, fieldnames=mechanism.FIELDS)
         w.writeheader()
         w.writerows(rows)
+
+
+def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, capsys):
+    """Issue 38: `mechanism.py arm` plans an arm as the study's cells with one option changed
+    (the sweep protocol of its name), under a design name check_plan accepts; an unknown arm or a
+    T the study lacks is one line. `paired` on the committed screen writes its committed table
+    and pairs again, each run against the study's run of its seed."""
+    for arm, change in (("freeze-ln1", dict(freeze="ln1")), ("baseline-rerun", {}),
+                        ("decay-except-ln", dict(decay="except-ln"))):
+        plan = mechanism.arm_plan("results/mechanism", arm, "borderline", [100, 3000], 20)
+        study = [c for c in mechanism.read_plan("results/mechanism")["cells"]
+                 if c["design"] == "borderline" and c["T"] in (100, 3000)]
+        assert [(c["design"], c["d"], c["T"], c["m"]) for c in plan["cells"]] == [
+            (arm, c["d"], c["T"], c["m"]) for c in study] and len(study) == 4
+        assert all(c["options"] == dict(b["options"], **change)
+                   for c, b in zip(plan["cells"], study))
+        folder.check_plan(plan)
+    with pytest.raises(ValueError, match="no borderline cells at T = 200"):
+        mechanism.arm_plan("results/mechanism", "freeze-ln1", "borderline", [100, 200], 20)
+    with pytest.raises(ValueError, match="arm must be baseline-rerun or one of"):
+        mechanism.arm_plan("results/mechanism", "freeze-ln2", "borderline", [100], 20)
+    assert set(folder.INTERVENTIONS) <= set(sweep.PROTOCOLS)
+    S = "results/mechanism-interventions/screen"
+    arms = [f"{S}/{a}" for a in ("baseline-rerun", "freeze-ln1", "decay-except-ln", "freeze-lnf")]
+    mechanism.paired_report("results/mechanism", arms, str(tmp_path / "p.md"),
+                            str(tmp_path / "p.csv"))
+    for mine, committed in (("p.md", "paired.md"), ("p.csv", "pairs.csv")):
+        with open(tmp_path / mine) as a, open(f"{S}/{committed}") as b:
+            assert a.read() == b.read(), committed
+    W = mechanism.cell_resamples(5, np.random.default_rng(0), n_boot=50)
+    assert W.shape == (51, 5) and (W[0] == 1).all() and (W.sum(1) == 5).all()
 
 
 def test_mechanism_report_on_a_synthetic_folder(tmp_path):

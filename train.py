@@ -124,8 +124,10 @@ def train_loop(run, o, save=None, save_every=0, stop_after=None, monitor=None):
                 loss = float(loss)
                 if not math.isfinite(loss):     # the blow-up is caught here: overflow warnings off
                     raise Diverged(divergence_message(loss, step, o, save))
-            if o["clip"]:
-                optim.clip_gradients(grads, o["clip"], run.R)
+            if o["clip"]:             # frozen parameters have no gradient to clip (torch's
+                optim.clip_gradients(   # requires_grad=False): the norm is the others' alone
+                    {k: g for k, g in grads.items() if k not in run.state["frozen"]}, o["clip"],
+                    run.R)
             optim.adam_step(run.params, grads, run.state, o["lr"], o["wd"], b2=o["beta2"],
                             decoupled=o["optimizer"] == "adamw")
             run.losses[step - run.first] = loss
@@ -357,7 +359,7 @@ def set_up_run(o, log, resume, curve, kept):
     task, (Xtr, ytr), test, r_init, r_order, val = draw_run(o)
     params, model = build_model(o, r_init)
     params = optim.one_buffer(params)
-    state = optim.adam_init(params, o["decay"])
+    state = optim.adam_init(params, o["decay"], frozen_parameters(o))
     first = 1 if resume is None else restore(resume, o, params, state, r_order)
     if model.cfg and not model.dropout and (not o["batch"] or o["batch"] >= o["m"]):
         model.versions = fast.two_versions(Xtr, Xtr.dtype)   # full batch: the bits never change
@@ -409,7 +411,7 @@ def set_up_stack(opts, watched=False):
         X[r, :x["m"]], y[r, :x["m"]], w[r, :x["m"]] = Xtr, ytr, 1.0 / x["m"]
         params.append(attn.init_params(cfg, r_init))
     P = optim.one_buffer({k: np.stack([p[k] for p in params]) for k in params[0]})
-    state = optim.adam_init(P, o["decay"])
+    state = optim.adam_init(P, o["decay"], frozen_parameters(o))
     val = tuple(np.stack([draw[5][i] for draw in draws]) for i in (0, 1)) if o["val"] else None
     test = tuple(np.stack([draw[2][i] for draw in draws]) for i in (0, 1)) if watched else None
     model = types.SimpleNamespace(cfg=cfg, dropout=None, versions=None if o["batch"] else
@@ -451,6 +453,12 @@ def draw_run(o):
         Xv, yv = task.sample(o["val"], streams.val)
         val = (Xv.astype(dt), yv)
     return task, (Xtr.astype(dt), ytr), (Xte.astype(dt), yte), streams.init, streams.order, val
+
+
+def frozen_parameters(o):
+    """The parameters option freeze holds at their init (optim.LAYERNORMS' gain and shift of one
+    LayerNorm; none for "none")."""
+    return optim.LAYERNORMS.get(o["freeze"], ())
 
 
 def model_config(o):

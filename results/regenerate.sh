@@ -4,7 +4,8 @@
 # of a clean checkout, then `git diff --stat` lists what the code of this checkout changes (with
 # matplotlib installed, folders committed without a plot gain one, as untracked files).
 # Left out: results/limit/table.md (`python sweep.py limit`, 2.4 min, no runs behind it) and
-# results/protocols/mingpt-summed-batch.md (the old minGPT table, kept as it was).
+# results/protocols/mingpt-summed-batch.md (the old minGPT table, kept as it was);
+# results/mechanism-interventions/full/RUN.md (how to run issue 38's full cells: not a table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="python"
@@ -42,5 +43,11 @@ EOF
 
 # 3. the mechanism study's table, then every page's copies of the tables
 $PY mechanism.py report results/mechanism > /dev/null
+# issue 38's screen: C's factors and the bound's size, and the arms paired by seed with the study
+$PY mechanism.py factors results/mechanism \
+    --out results/mechanism-interventions/screen/factors.md > /dev/null
+$PY mechanism.py paired results/mechanism results/mechanism-interventions/screen/{baseline-rerun,freeze-ln1,decay-except-ln,freeze-lnf} \
+    --out results/mechanism-interventions/screen/paired.md \
+    --pairs results/mechanism-interventions/screen/pairs.csv > /dev/null
 $PY sweep.py pages $( { ls README.md; find results -name '*.md' | sort; } | xargs grep -l '^<!-- begin ' ) > /dev/null
 echo "done: git diff --stat shows what changed"
