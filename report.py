@@ -96,10 +96,15 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
     for T in Ts:
         key = f"{task}|{s}|{T}|{n_seeds}"
         hit = _LIMITS.get(key) or cached_limit(known.get(key), n_seeds, T, s)
+        redo = compute or math.comb(T, s) <= CHEAP_SUPPORTS
+        if not hit and key in known:
+            print(f"warning: the cache {cache}: the entry {key} is not a limit (median, q05, q95 "
+                  f"whole numbers up to {LIMIT_M_MAX}, or null); "
+                  + ("computed again" if redo else "not shown"))
         if hit:
             out[T] = known[key] = _LIMITS[key] = hit
             continue
-        if not compute and math.comb(T, s) > CHEAP_SUPPORTS:
+        if not redo:
             continue
         firsts = []
         try:
@@ -128,11 +133,12 @@ def cached_limit(entry, n_seeds, T=None, s=None):
     out, least = {}, 0 if T is None or T == s else 1
     for k in ("median", "q05", "q95"):
         v = entry.get(k, "missing")
-        if v is None:
-            v = math.inf
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or math.isnan(v) or (
-                math.isfinite(v) and not (v == int(v) and least <= v <= LIMIT_M_MAX)):
-            return None
+        if v is None:                 # how the cache writes inf; a non-finite float (NaN,
+            v = math.inf              # -Infinity, Infinity) is never written, so never believed
+        elif not isinstance(v, (int, float)) or isinstance(v, bool) or (
+                isinstance(v, float) and not math.isfinite(v)) or not (
+                least <= v <= LIMIT_M_MAX and v == int(v)):    # compared as read: a 400-digit
+            return None                                        # integer never becomes a float
         out[k] = float(v)
     out["n_seeds"] = n_seeds
     return out if out["q05"] <= out["median"] <= out["q95"] else None

@@ -4241,6 +4241,31 @@ def test_m_grid_and_limit_caches_refuse_impossible_values(smoke_ref, tmp_path, m
     assert json.loads((f / "limits.json").read_text()) == limits
 
 
+def test_limit_cache_not_finite_or_huge_is_computed_again_with_a_warning(smoke_ref, tmp_path,
+                                                                          monkeypatch, capsys):
+    """A limits.json entry holding -Infinity, Infinity or NaN (which strict JSON never writes: inf
+    is null) or a 400-digit integer is no limit: one warning line, computed again, never shown as
+    'inf [inf, inf]' and never an OverflowError."""
+    for v in (-math.inf, math.inf, math.nan, 10 ** 400, -10 ** 400):
+        assert report.cached_limit(dict(median=v, q05=3, q95=None, n_seeds=200), 200, 16, 3) \
+            is None, v
+    f = _copy(smoke_ref, tmp_path / "f")
+    ref_table, limits = (smoke_ref / "table.md").read_text(), json.loads(
+        (smoke_ref / "limits.json").read_text())
+    for bad in ('-Infinity', 'NaN', '9' * 400):
+        text = json.dumps({k: dict(v, median=0, q05=0, q95=0) for k, v in limits.items()})
+        (f / "limits.json").write_text(text.replace('"median": 0, "q05": 0, "q95": 0',
+                                                    f'"median": {bad}, "q05": {bad}, "q95": {bad}'))
+        monkeypatch.setattr(report, "_LIMITS", {})
+        capsys.readouterr()
+        assert _sweep(f, "--report") == 0, bad
+        out = capsys.readouterr().out
+        warned = [line for line in out.splitlines() if line.startswith("warning: the cache")]
+        assert len(warned) == len(limits) and "computed again" in warned[0], out
+        assert (f / "table.md").read_text() == ref_table and "inf [inf" not in ref_table
+        assert json.loads((f / "limits.json").read_text()) == limits
+
+
 # ---- issue 33: the mechanism
 # mechanism.py: the norms and covering constant (one copy, theory.py imports it), the measurement
 # of a trained model on weights whose answer is known, the study's CSV and its resume, the report.
