@@ -358,11 +358,11 @@ def write_json(path, obj):
     replace_atomically(path, write)
 
 
-def write_text(path, text):
+def write_text(path, text, newline=None):
     """A text file written whole or not at all (replace_atomically), so a full disk never leaves
-    an empty or half table behind."""
+    an empty or half table behind. newline="" writes text's line ends as they are (a page)."""
     def write(tmp):
-        with open(tmp, "w") as f:
+        with open(tmp, "w", newline=newline) as f:
             f.write(text)
     replace_atomically(path, write)
 
@@ -396,14 +396,15 @@ def check_writable(path, what, temporaries=()):
 TEXT_MOST = 16 << 20     # bytes: far above any page, table or cache the project reads
 
 
-def read_text_file(path, what, root=None, most=TEXT_MOST):
+def read_text_file(path, what, root=None, most=TEXT_MOST, keep_line_ends=False):
     """The one way to read a file the project did not write itself just now (a page and the
     files its markers name, a --readme, a cache, a folder's JSON): `path` must be a regular file
     (not a folder, device or pipe: /dev/zero never ends) of at most `most` bytes, holding UTF-8
     text without NUL bytes; with `root`, `path` must also be relative and stay inside root after
     every symlink and `..` (a page may copy files of its repository, never /etc/hostname).
     Otherwise a ValueError, one line naming `what` and the path. -> the text, with newlines
-    read as text mode reads them."""
+    read as text mode reads them, or, with keep_line_ends, as they are (a page written back
+    keeps its CRLF)."""
     if not isinstance(path, str) or not path:
         raise ValueError(f"{what}: not a file path: {path!r}")
     full = path
@@ -438,7 +439,7 @@ def read_text_file(path, what, root=None, most=TEXT_MOST):
     except UnicodeDecodeError as e:
         raise ValueError(f"{what} {path} is not UTF-8 text (byte {e.start} is not: binary?)") \
             from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    return text if keep_line_ends else text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 # What each kind of output may replace: only a file that is already that kind of output, which
@@ -577,30 +578,66 @@ def claim_outputs(claims):
 # "<!-- begin PATH -->" and "<!-- end PATH -->" (PATH from the repository's root), and
 # `sweep.py pages` copies every such file again.
 
-MARKED = re.compile(r"(?m)^(<!-- begin (\S+) -->\n)(.*?)^(<!-- end \2 -->)$", re.S)
 MARKER = re.compile(r"<!-- (begin|end) (\S+) -->")      # a marker line, whole
+NEAR_MARKER = re.compile(r"\s*<!--\s*(begin|end)\b", re.I)  # a line that looks like one
+
+
+def page_lines(text):
+    """[(line, its end)] of a page: the end as written ('\\r\\n', '\\n', '\\r', or '' for a last
+    line without one), so that a page written back keeps its line ends."""
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"([^\r\n]*)(\r\n|\n|\r|\Z)", text)
+            if m.group(0)]
 
 
 def paste_tables(text, files):
-    """text with the block of each marked PATH replaced by files[PATH] (blocks of other paths are
-    left as they are)."""
-    return MARKED.sub(lambda m: m.group(1) + files[m.group(2)] + m.group(4)
-                      if m.group(2) in files else m.group(0), text)
+    """text with the block of each marked PATH replaced by files[PATH] (blocks of other paths, and
+    a begin marker without its end, are left as they are). The copied lines take the line end of
+    their begin marker's line: a CRLF page stays CRLF."""
+    out, path, held = [], None, []
+    for line, end in page_lines(text):
+        m = MARKER.fullmatch(line)
+        if path is None:
+            out.append(line + end)
+            if m and m.group(1) == "begin" and m.group(2) in files and end:
+                path, eol, held = m.group(2), end, []
+        elif m and m.group(1) == "end" and m.group(2) == path:
+            body = files[path].replace("\r\n", "\n").replace("\r", "\n")
+            body += "" if body.endswith("\n") or not body else "\n"   # the end marker: own line
+            out.append(body.replace("\n", eol) + line + end)
+            path, held = None, []                            # the old block: replaced
+        else:
+            held.append(line + end)
+    return "".join(out + held)
 
 
 def marked_files(text):
-    """The PATHs of a page's marked blocks, in order."""
-    return [m.group(2) for m in MARKED.finditer(text)]
+    """The PATHs of a page's marked blocks (a begin marker and, later, its end marker), in order."""
+    paths, open_paths = [], []
+    for line, _ in page_lines(text):
+        m = MARKER.fullmatch(line)
+        if m and m.group(1) == "begin":
+            open_paths.append(m.group(2))
+        elif m and m.group(2) in open_paths:
+            paths.append(m.group(2))
+            open_paths = open_paths[:open_paths.index(m.group(2))]
+    return paths
 
 
 def check_markers(text, page):
     """ValueError, one line naming the page and line, unless its marker lines pair up: each
     `<!-- begin PATH -->` line is followed by its `<!-- end PATH -->` line before any other
-    marker line (a missing, misspelt or crossed end marker would leave a block never copied)."""
+    marker line (a missing, misspelt or crossed end marker would leave a block never copied),
+    and every line that looks like a marker (starts with `<!-- begin` or `<!-- end`, in any
+    case or spacing) is exactly one: a near miss (a trailing space, indented, upper case, a path
+    holding a space) would otherwise be ignored in silence."""
     block = None                                  # (line, PATH) of the open block
-    for n, line in enumerate(text.split("\n"), start=1):
+    for n, (line, _) in enumerate(page_lines(text), start=1):
         m = MARKER.fullmatch(line)
         if not m:
+            if NEAR_MARKER.match(line):
+                raise ValueError(f"{page} line {n}: {line!r} looks like a marker but is not "
+                                 f"exactly one ('<!-- begin PATH -->' or '<!-- end PATH -->' "
+                                 f"alone on its line, lower case, PATH without spaces)")
             continue
         kind, path = m.groups()
         if kind == "begin" and block:
@@ -616,6 +653,19 @@ def check_markers(text, page):
                          f"marker '<!-- end {block[1]} -->'")
 
 
+def page_target(page, root, what="page"):
+    """The file a page's new text is written to: the page itself, or, when the page is a
+    symbolic link, the file it links to, which must lie inside `root` (the repository): a link
+    is followed, never replaced by a regular file. ValueError, one line, otherwise."""
+    if not os.path.islink(page):
+        return page
+    top, target = os.path.realpath(root), os.path.realpath(page)
+    if os.path.commonpath([target, top]) != top:
+        raise ValueError(f"{what} {page} is a symbolic link to {target}, outside the repository "
+                         f"({top}); refusing to write through it")
+    return target
+
+
 def page_files(page, text, root):
     """{PATH: text} of the files a page's blocks copy, each read as a file the project did not
     write (cli.read_text_file: inside `root`, the repository, a regular text file of bounded
@@ -628,7 +678,7 @@ def page_files(page, text, root):
         body = read_text_file(path, where, root=root)
         if os.path.realpath(os.path.join(root, path)) == os.path.realpath(page):
             raise ValueError(f"{where} {path} is the page itself; a block copies another file")
-        if any(MARKER.fullmatch(line) for line in body.split("\n")):
+        if any(MARKER.fullmatch(line) or NEAR_MARKER.match(line) for line in body.split("\n")):
             raise ValueError(f"{where} {path} holds marker lines itself; copying it would nest "
                              f"blocks deeper on every run")
         files[path] = body
@@ -638,21 +688,22 @@ def page_files(page, text, root):
 def pages_command(a, fail):
     """`sweep.py pages PAGE ...`: copy each marked file into its block again; --check only says
     which blocks differ from their files (exit 1 if any). Every page and file is read and checked
-    first (page_files; markers that do not pair up are an error, with --check too), so a problem
-    is one line and no page is written."""
+    first (page_files; markers that do not pair up or near misses are an error, with --check
+    too; a link to a page outside the repository is refused: page_target), so a problem is one
+    line and no page is written. A page is written back with its own line ends."""
     root, stale, plan = os.getcwd(), [], []
     try:
         for page in a.pages:
-            text = read_text_file(page, "page")
+            text = read_text_file(page, "page", keep_line_ends=True)
             files = page_files(page, text, root)
-            plan.append((page, text, files, paste_tables(text, files)))
+            plan.append((page, page_target(page, root), text, files, paste_tables(text, files)))
     except ValueError as e:
         fail(str(e))
-    for page, text, files, new in plan:
+    for page, target, text, files, new in plan:
         if new != text:
             stale.append(page)
             if not a.check:
-                write_text(page, new)
+                write_text(target, new, newline="")
         print(f"{page}: {len(files)} tables, {'differs from its files' if new != text else 'as its files'}"
               + ("" if a.check or new == text else "; copied again"))
     return 1 if a.check and stale else 0

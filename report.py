@@ -25,8 +25,8 @@ import hypotheses
 import run_options
 import stats
 import train
-from cli import (check_markers, claim_outputs, paste_tables, pyplot_or_hint, read_text_file,
-                 save_figure, write_json, write_text)
+from cli import (check_markers, claim_outputs, marked_files, page_target, paste_tables,
+                 pyplot_or_hint, read_text_file, save_figure, write_json, write_text)
 from folder import folder_rows, full_options
 from stats import (bound_text, critical_sizes, fit_line, log_departure, paired_growth, paired_ratio,
                    scaling_fits, seed_outcome, split_by_T, success_estimates, surely_above,
@@ -1020,19 +1020,21 @@ def headline_command(a, fail):
             fail(f"no folder {f}")
     try:
         claim_outputs([(a.out, "table", "--out"), (a.plot, "plot", "--plot")])
-        text = read_text_file(a.readme, "--readme") if os.path.lexists(a.readme) else None
-        if text is not None:                                  # pages' reading and markers
-            check_markers(text, a.readme)
+        text = read_text_file(a.readme, "--readme", keep_line_ends=True)   # as pages read a page
+        check_markers(text, a.readme)
+        if "results/headline.md" not in marked_files(text):
+            raise ValueError(f"--readme {a.readme} has no lines '{BEGIN}' and '{END}' to paste "
+                             f"the table between; add them, or give another --readme")
+        target = page_target(a.readme, os.getcwd(), "--readme")
         table = headline_table([a.d64], a.d128, a.plot)
     except ValueError as e:
         fail(str(e))
     write_text(a.out, table)
     print(table, end="")
-    if text is not None:
-        new = paste_tables(text, {"results/headline.md": table})
-        if new != text:
-            write_text(a.readme, new)
-            print(f"saved {a.out}; pasted into {a.readme}")
-            return 0
+    new = paste_tables(text, {"results/headline.md": table})
+    if new != text:
+        write_text(target, new, newline="")
+        print(f"saved {a.out}; pasted into {a.readme}")
+        return 0
     print(f"saved {a.out}")
     return 0

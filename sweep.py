@@ -248,7 +248,7 @@ def add_headline_command(sub):
         "The README's short table: per T, the paper's m*, our majority m* with its 95%% "
         "interval at d = 64 and at d = 128, and the statistical limit; written to --out and pasted "
         "between the markers '<!-- begin results/headline.md -->' and '<!-- end "
-        "results/headline.md -->' of --readme when that file has them."))
+        "results/headline.md -->' of --readme, which must have them."))
     c.add_argument("--d64", default="results/extended", help="folder of runs at d = 64; one at "
                                                             "another width is refused (default "
                                                             "%(default)s)")
@@ -268,7 +268,9 @@ def add_pages_command(sub):
         "A results page copies each table from the file a command wrote, between the lines "
         "'<!-- begin PATH -->' and '<!-- end PATH -->'; this copies every such file into its "
         "block again (run from the repository's root: only regular text files inside it are "
-        "read, and markers that do not pair up are an error)."))
+        "read; markers that do not pair up, or a line that looks like a marker and is not "
+        "exactly one, are an error; a page that is a link to a page inside the repository "
+        "updates that page; line ends are kept)."))
     c.add_argument("pages", nargs="+", help="markdown pages, e.g. README.md results/*/README.md")
     c.add_argument("--check", action="store_true",
                    help="change nothing; exit 1 if a block differs from its file")

@@ -2733,8 +2733,9 @@ def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, 
     assert readme.read_text() == ("# x\nbefore\n" + report.BEGIN + "\n" + table + report.END
                                   + "\nafter\n")
     assert sweep.main(args) == 0 and readme.read_text().count("| 16 | - |") == 1   # idempotent
-    readme.write_text("no markers\n")
-    assert sweep.main(args) == 0 and readme.read_text() == "no markers\n"
+    readme.write_text("no markers\n")                                  # nowhere to paste: refused
+    code, _, err = run_cli(capsys, "sweep", *args)
+    assert code == 2 and "has no lines" in err and readme.read_text() == "no markers\n"
     code, _, err = run_cli(capsys, "sweep", "headline", "--d64", str(tmp_path / "none"))
     assert code == 2 and "no folder" in err
 
@@ -3691,6 +3692,7 @@ def test_the_extended_k_bound_prints_only_digits_its_resamples_agree_on():
 
 def test_headline_refuses_a_folder_at_another_width_in_one_line(smoke_ref, tmp_path, capsys):
     out = tmp_path / "headline.md"                            # the smoke sweep runs at d = 64
+    (tmp_path / "R.md").write_text(report.BEGIN + "\n" + report.END + "\n")
     code, _, err = run_cli(capsys, "sweep", "headline", "--d64", str(smoke_ref), "--d128",
                            str(smoke_ref), "--out", str(out), "--readme", str(tmp_path / "R.md"))
     assert code == 2 and len(err.strip().splitlines()) == 1 and not out.exists()
@@ -4026,6 +4028,52 @@ def test_pages_read_only_text_files_of_the_repository(tmp_path, capsys):
         "x\n<!-- begin t.md -->\n| a |\n<!-- end t.md -->\n")
 
 
+def test_pages_refuse_near_miss_markers_follow_links_inside_and_keep_line_ends(tmp_path, capsys):
+    """A line that looks like a marker but is not exactly one (a trailing space, indented, without
+    spaces, upper case, a path holding a space) is one line naming the page and line, with
+    --check too, and no byte of the page changes; a page that is a symbolic link updates the page
+    it links to inside the repository (the link stays a link) and is refused when that page lies
+    outside; a CRLF page stays CRLF."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "t.md").write_text("| a |\n")
+    (repo / "my t.md").write_text("| b |\n")
+    page = repo / "page.md"
+    for begin, end in [("<!-- begin t.md --> ", "<!-- end t.md --> "),
+                       ("  <!-- begin t.md -->", "  <!-- end t.md -->"),
+                       ("<!--begin t.md-->", "<!--end t.md-->"),
+                       ("<!-- BEGIN t.md -->", "<!-- END t.md -->"),
+                       ("<!-- Begin t.md -->", "<!-- end t.md -->"),
+                       ("<!-- begin my t.md -->", "<!-- end my t.md -->"),
+                       ("<!-- begin t.md -->", "<!-- end t.md --> ")]:
+        text = f"x\n{begin}\nold\n{end}\ny\n".encode()
+        page.write_bytes(text)
+        for check in (["--check"], []):
+            code, out, err = _in(repo, capsys, "pages", *check, "page.md")
+            _one_line(code, err, "page.md line ", "looks like a marker but is not exactly one")
+            assert page.read_bytes() == text and out == "", (begin, err)
+    block = "<!-- begin t.md -->\nold\n<!-- end t.md -->\n"
+    (repo / "near.md").write_text("| a |\n<!-- END x.md -->\n")        # a block file too
+    page.write_text(block.replace("t.md", "near.md"))
+    _one_line(*_in(repo, capsys, "pages", "page.md")[::2], "holds marker lines itself")
+    crlf = b"x\r\n" + block.replace("\n", "\r\n").encode() + b"y\r\n"
+    page.write_bytes(crlf)
+    assert _in(repo, capsys, "pages", "page.md")[0] == 0
+    assert page.read_bytes() == crlf.replace(b"old", b"| a |")
+    assert _in(repo, capsys, "pages", "--check", "page.md")[0] == 0
+    (repo / "real.md").write_text(block)
+    os.symlink("real.md", repo / "link.md")
+    assert _in(repo, capsys, "pages", "link.md")[0] == 0
+    assert os.path.islink(repo / "link.md") and (repo / "real.md").read_text() == \
+        block.replace("old", "| a |")
+    (tmp_path / "outside.md").write_text(block)
+    os.symlink(tmp_path / "outside.md", repo / "out.md")
+    for check in (["--check"], []):
+        code, _, err = _in(repo, capsys, "pages", *check, "out.md")
+        _one_line(code, err, "out.md is a symbolic link to", "outside the repository")
+    assert os.path.islink(repo / "out.md") and (tmp_path / "outside.md").read_text() == block
+
+
 def test_headline_reads_its_readme_as_pages_do(smoke_ref, tmp_path, capsys):
     """A binary --readme, or one whose headline markers do not pair up (a broken, missing or
     crossed end marker), is one line, and neither the README nor --out is written."""
@@ -4046,6 +4094,30 @@ def test_headline_reads_its_readme_as_pages_do(smoke_ref, tmp_path, capsys):
         assert readme.read_bytes() == text and not out.exists()
     readme.write_text(report.BEGIN + "\nOLD TABLE\n" + report.END + "\n")
     assert run_cli(capsys, "sweep", *args)[0] == 0 and "OLD TABLE" not in readme.read_text()
+    for text, msg in [(b"# notes\n", "has no lines"), (b"", "has no lines"),
+                      (("<!-- BEGIN results/headline.md -->\nold\n<!-- END results/headline.md"
+                        " -->\n").encode(), "looks like a marker"),
+                      (("  " + report.BEGIN + "\nold\n" + report.END + "\n").encode(),
+                       "looks like a marker")]:
+        readme.write_bytes(text)
+        out.unlink(missing_ok=True)
+        code, _, err = run_cli(capsys, "sweep", *args)
+        _one_line(code, err, msg, "README.md")
+        assert readme.read_bytes() == text and not out.exists()
+    code, _, err = run_cli(capsys, "sweep", *args[:-1], str(tmp_path / "missing.md"))
+    _one_line(code, err, "missing.md: cannot read it")
+    crlf = (report.BEGIN + "\r\nOLD TABLE\r\n" + report.END + "\r\n").encode()
+    real = tmp_path / "real.md"
+    real.write_bytes(crlf)
+    os.symlink(real, tmp_path / "link.md")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)                                   # the repository: links inside it followed
+    try:
+        assert run_cli(capsys, "sweep", *args[:-1], "link.md")[0] == 0
+    finally:
+        os.chdir(cwd)
+    assert os.path.islink(tmp_path / "link.md") and b"OLD TABLE" not in real.read_bytes()
+    assert real.read_bytes().count(b"\r\n") == real.read_bytes().count(b"\n") > 3   # CRLF kept
 
 
 _HOOK = ("import os, signal, sys, runpy\n"
