@@ -8,9 +8,10 @@ person typing them, and this file is where those promises are kept once:
   - a file is written whole or not at all (write_json, write_text, replace_atomically), and
     never over a file that is not the command's own kind of output (claim_output: the one check
     of every path the project writes);
-  - Ctrl-C is one line and exit status 130, from the first line a command runs
-    (quiet_interrupts, installed while this file is imported by a command beside it, before its
-    other imports; one_line_errors), and workers never print a traceback for it (worker_pool);
+  - Ctrl-C is one line and exit status 130, SIGTERM one line and 143, from the first line a
+    command runs (quiet_interrupts, installed while this file is imported by a command beside
+    it, before its other imports; one_line_errors, whose watchdog stops a command whose code
+    swallowed the signal), and workers never print a traceback for it (worker_pool);
   - a page never retypes a table: it copies the file a command wrote between marker lines, and
     `sweep.py pages` (pages_command) and `sweep.py headline --readme` copy it again.
 Standard library only, so that the thread setting can run before numpy is imported.
@@ -18,21 +19,34 @@ Standard library only, so that the thread setting can run before numpy is import
 import os
 import signal
 import sys
+import threading
 
 # ---------------------------------------------------------------- Ctrl-C while starting ---------
 # First in this file, before its own imports: a command's first line is `import cli`, and Ctrl-C
 # during that import is the command's too.
 
-def _interrupted_while_starting(prog):
+def _stop_at_once(prog, what, code):
     def handler(signum, frame):
         # os._exit, not SystemExit: an exception raised here lands in whatever code was running
         # (an import's own `except BaseException:`, a finalizer) and can be swallowed, and the
         # command would then run on after saying it would not. Nothing has run: nothing to save.
         try:
-            sys.stderr.write(f"\n{prog}: interrupted while starting; nothing was run\n")
+            sys.stderr.write(f"\n{prog}: {what}\n")
             sys.stderr.flush()
         finally:
-            os._exit(130)
+            os._exit(code)
+    return handler
+
+
+def _interrupted_while_starting(prog):
+    handler = _stop_at_once(prog, "interrupted while starting; nothing was run", 130)
+    handler.while_starting = True
+    return handler
+
+
+def _terminated_while_starting(prog):
+    handler = _stop_at_once(prog, "terminated (SIGTERM) while starting; nothing was run", 143)
+    handler.while_starting = True
     return handler
 
 
@@ -42,11 +56,13 @@ def quiet_interrupts(prog):
     an import and never swallowed by the code it lands in. Installed while this file is imported
     by one of ENTRY_POINTS beside it, and called again (a no-op then) under each command's
     `if __name__ == "__main__"`, which says so where a reader looks. one_line_errors hands Ctrl-C
-    back to Python (as KeyboardInterrupt) once main runs, where each command says what was
-    kept."""
+    kept. SIGTERM alike: one line and exit status 143 (one_line_errors then raises Terminated
+    for it)."""
     try:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not when ignored
             signal.signal(signal.SIGINT, _interrupted_while_starting(prog))
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _terminated_while_starting(prog))
     except ValueError:                       # not the main thread: leave signals alone
         pass
     if hasattr(signal, "pthread_sigmask"):   # a Ctrl-C the command held back (its first lines
@@ -287,21 +303,85 @@ def explicit_options(ap, argv):
     return {k for k, v in vars(ap2.parse_args(argv)).items() if v is not marker}
 
 
+class Terminated(BaseException):
+    """SIGTERM (what `kill`, `timeout` and job schedulers send) arrived: a command stops as on
+    Ctrl-C and says so in one line, exit status 143. A BaseException, as KeyboardInterrupt is,
+    so that no `except Exception` swallows it."""
+
+
+def raise_terminated(signum, frame):
+    raise Terminated()
+
+
+raise_terminated.raises_terminated = True
+
+
+class sigterm_raises:
+    """Context: SIGTERM is raised as Terminated inside the block (main thread only), for code that
+    catches it to stop its workers and say what was kept; a command's own handler from
+    one_line_errors (which raises Terminated too) is kept as it is."""
+
+    def __enter__(self):
+        self.old = None
+        if threading.current_thread() is threading.main_thread() and not getattr(
+                signal.getsignal(signal.SIGTERM), "raises_terminated", False):
+            self.old = signal.signal(signal.SIGTERM, raise_terminated)
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            signal.signal(signal.SIGTERM, self.old)
+        return False
+
+
+STOP_GRACE = 10.0   # seconds a command's main has to stop after Ctrl-C or SIGTERM reached it
+
+
+def _raise_on_signal(prog, exc, what, code, pressed):
+    """The handler one_line_errors installs: raise `exc` (KeyboardInterrupt, Terminated) where
+    the signal lands, and, the first time, start a watchdog: code that swallows what lands in it
+    (numpy importing numpy.random on first use catches it) cannot keep the command running past
+    STOP_GRACE seconds; then one line and exit status `code` (os._exit)."""
+    def handler(signum, frame):
+        if not pressed:
+            pressed.update(code=code, what=what)
+            timer = threading.Timer(STOP_GRACE, _stop_at_once(prog, what, code), (signum, None))
+            timer.daemon = True
+            timer.start()
+            pressed["timer"] = timer
+        raise exc()
+    handler.raises_terminated = exc is Terminated
+    return handler
+
+
 def one_line_errors(prog, main, argv=None):
     """Run a command's main; a file that cannot be written or read (OSError: read-only folder,
     full disk, ...) or memory that runs out becomes one line naming what failed, exit code 1;
-    Ctrl-C that main does not handle itself is one line, exit code 130. Whatever was saved
-    before stays saved (rows and checkpoints are written as they finish)."""
+    Ctrl-C that main does not handle itself is one line, exit code 130, and SIGTERM (raised as
+    Terminated from the first line of main to its last) one line, exit code 143. Whatever was
+    saved before stays saved (rows and checkpoints are written as they finish)."""
+    pressed, old = {}, {}      # the first signal's code and line; the handlers replaced
+    stops = {signal.SIGINT: (KeyboardInterrupt, "interrupted", 130),
+             signal.SIGTERM: (Terminated, "terminated (SIGTERM)", 143)}
     try:
-        if signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, signal.SIG_DFL):
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-    except ValueError:
+        for sig, (exc, what, code) in stops.items():
+            if signal.getsignal(sig) not in (signal.SIG_IGN, None) and not (
+                    sig == signal.SIGINT and signal.getsignal(sig) is signal.SIG_DFL):
+                old[sig] = signal.signal(sig, _raise_on_signal(prog, exc, what, code, pressed))
+    except ValueError:                       # not the main thread: leave signals alone
         pass
     try:
-        return main(argv)
+        code = main(argv)
+        if pressed and code not in (130, 143):   # swallowed where it landed, and main ran on
+            print(f"\n{prog}: {pressed['what']}", file=sys.stderr)
+            return pressed["code"]
+        return code
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"\n{prog}: terminated (SIGTERM)", file=sys.stderr)
+        return 143
     except OSError as e:
         where = f" {e.filename}" if e.filename else ""
         print(f"{prog}: cannot access{where}: {e.strerror or e}", file=sys.stderr)
@@ -309,6 +389,13 @@ def one_line_errors(prog, main, argv=None):
         what = f" ({e})" if str(e) else ""
         print(f"{prog}: out of memory{what}; use smaller sizes (T, m, n_test, d, mlp, --seeds) "
               f"or fewer workers", file=sys.stderr)
+    finally:
+        if "timer" in pressed:
+            pressed["timer"].cancel()
+        for sig, handler in old.items():   # the caller's handler again; for a command, whose
+            _, what, code = stops[sig]     # handler said "while starting", one line to its exit
+            signal.signal(sig, _stop_at_once(prog, what, code)
+                          if getattr(handler, "while_starting", False) else handler)
     return 1
 
 

@@ -4158,6 +4158,63 @@ def test_ctrl_c_at_start_up_is_one_line_and_never_swallowed():
     assert not os.path.exists(os.path.join(HERE, "nowhere-32"))
 
 
+_SWALLOWED = ("import os, signal, sys, time\n"
+              "signal.signal(signal.SIGINT, signal.default_int_handler)\n"   # as in a terminal
+              "import cli\n"
+              "cli.STOP_GRACE = 1.0\n"
+              "SIG, RUN_ON = getattr(signal, sys.argv[1]), float(sys.argv[2])\n"
+              "def main(argv):\n"
+              "    print('banner', flush=True)\n"
+              "    try:\n"                   # code that swallows what lands in it, as numpy's
+              "        os.kill(os.getpid(), SIG)\n"       # first import of numpy.random does
+              "        time.sleep(1)\n"
+              "    except BaseException:\n"
+              "        pass\n"
+              "    time.sleep(RUN_ON)\n"
+              "    print('ran to its end', flush=True)\n"
+              "    return 0\n"
+              "sys.exit(cli.one_line_errors('x.py', main))\n")
+
+
+def test_ctrl_c_or_sigterm_in_main_is_one_line_even_where_it_is_swallowed():
+    """Ctrl-C or SIGTERM from the first line of a command's main to its last is one line and exit
+    status 130 or 143 (SIGTERM after the banner used to kill the command with -15 and no word);
+    where the code it lands in swallows it (numpy importing numpy.random on first use did, and the
+    command ran to its end and exited 0), the command still stops: at once when main returns,
+    else cli.STOP_GRACE seconds later."""
+    for sig, code, line in [("SIGINT", 130, "x.py: interrupted"),
+                            ("SIGTERM", 143, "x.py: terminated (SIGTERM)")]:
+        for run_on in (0, 60):
+            t = time.time()
+            r = subprocess.run([sys.executable, "-c", _SWALLOWED, sig, str(run_on)], cwd=HERE,
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == code and r.stderr.strip().splitlines() == [line], (sig, r)
+            assert time.time() - t < 30 and ("ran to its end" in r.stdout) == (run_on == 0)
+    p = _python("train.py", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
+                "--steps", "1000000", "--log-every", "0")
+    assert p.stdout.readline().startswith("transformer on task and")       # the banner
+    p.terminate()
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143 and err.strip().splitlines() == ["train.py: terminated (SIGTERM)"]
+
+
+def test_ctrl_c_in_a_sweeps_process_group_is_one_line(tmp_path):
+    """A terminal sends Ctrl-C to the sweep and its workers at once: one line (the rows kept),
+    exit status 130, no worker's traceback."""
+    p = _python("sweep.py", "--preset", "smoke", "--workers", "2", "--out", str(tmp_path / "f"),
+                start_new_session=True)
+    try:
+        p.stdout.readline(), p.stdout.readline()                          # the first run's row
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 130 and len(err.strip().splitlines()) == 1, err
+    assert err.strip().startswith("interrupted: ") and "saved in" in err
+
+
 def test_workers_start_with_ctrl_c_held_and_ignore_it(capfd):
     """Every command's workers come from cli.worker_pool: Ctrl-C reaching a worker while it starts
     (the terminal sends it to the whole process group) is dropped, never a traceback or a dead
@@ -4209,6 +4266,24 @@ def test_bench_leaves_no_worker_behind(how):
     if how == signal.SIGTERM:
         assert p.returncode == 143 and err.strip().splitlines() == [
             "sweep.py bench: terminated (SIGTERM); its workers are stopped"], err
+
+
+def test_sigterm_during_the_bench_step_table_is_one_line():
+    """SIGTERM while the bench times its step table (before any worker starts) is one line and
+    exit status 143, as in its throughput part (it used to end with -15 and no word)."""
+    p = _python("sweep.py", "bench", "--Ts", "3000", "--m", "100", "--throughput", "100")
+    try:
+        assert p.stdout.readline().startswith("model heads=")              # the banner
+        p.stdout.readline(), p.stdout.readline()                          # float32: matmul
+        p.terminate()
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 143 and err.strip().splitlines() == [
+        "sweep.py bench: terminated (SIGTERM) during its step table"], err
+    assert "sweep throughput" not in out
 
 
 def test_sizes_are_checked_before_anything_is_built(smoke_ref, tmp_path, capsys, monkeypatch):
