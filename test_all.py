@@ -1155,6 +1155,47 @@ def test_count_errors():
         hypotheses.count_compatible("majority", 3, Xb, Xb[:, 0])
 
 
+def test_every_public_function_of_hypotheses_refuses_hostile_arguments_naming_them():
+    """Every public function of hypotheses.py, given NaN, inf, a negative, a bool, a complex, a
+    400-digit integer, None, text, an array holding NaN, a 3-D or empty array or a ragged list for
+    any one argument: a one-line ValueError or TypeError naming that argument (it used to be an
+    AttributeError, an OverflowError, a hang in count_enumerate(r=10**400) or
+    ambiguity_probability(n_sets=10**400), or a wrong answer such as count_hitting(limit=-1)
+    returning -1). Only a limit may be math.inf or any integer >= 1 (a cap, not a size)."""
+    rng = np.random.default_rng(0)
+    task = data.make_task("and", 10, 3, rng)
+    X, y = task.sample(20, rng)
+    N = np.random.default_rng(1).random((5, 12)) < 0.6
+    good = {"count_enumerate": dict(N=N, r=2, limit=10),
+            "count_inclusion_exclusion": dict(N=N, r=2),
+            "count_hitting": dict(N=N, r=2, limit=10, work=hypotheses.Work("t")),
+            "gf2_solve": dict(X=X, y=y), "gf2_first_full_rank": dict(X=X),
+            "learn_sparse_parity": dict(X=X, y=y),
+            "gf2_sample_need": dict(T=10, s=3, rng=None), "log2_binomial": dict(T=10, s=3),
+            "count_compatible": dict(name="and", s=3, X=X, y=y, limit=5),
+            "sample_unambiguous": dict(task=task, m=30, rng=None, max_tries=50),
+            "first_identifying_m": dict(task=task, rng=None, m_max=200),
+            "ambiguity_probability": dict(task=task, m=20, rng=None, n_sets=3),
+            "Work": dict(what="t")}
+    public = {n for n, f in vars(hypotheses).items() if callable(f) and not n.startswith("_")
+              and getattr(f, "__module__", None) == "hypotheses"}
+    assert public == set(good), public ^ set(good)          # a new function joins this walk
+    hostile = [math.nan, math.inf, -math.inf, -1, True, 1j, 10 ** 400, 2.5, None, "x",
+               np.array([[1.0, np.nan]]), np.zeros((2, 2, 2)), np.zeros(0), [[1, 2], [3]]]
+    for name, kw in good.items():
+        fresh = lambda: {k: np.random.default_rng(0) if k == "rng" else v for k, v in kw.items()}
+        getattr(hypotheses, name)(**fresh())                    # the good call runs
+        for arg, bad in itertools.product(kw, hostile):
+            if arg == "limit" and (bad is math.inf or type(bad) is int and bad > 1 or (
+                    bad is None and name == "count_compatible")) or (arg == "what" and isinstance(bad, str)):
+                continue                                        # a cap, not a size; a name
+            args = dict(fresh(), **{arg: bad})
+            with pytest.raises((ValueError, TypeError)) as e:
+                getattr(hypotheses, name)(**args)
+            msg = str(e.value)
+            assert arg in msg and "\n" not in msg, (name, arg, bad, msg)
+
+
 def test_counting_cost_at_T_10000(capsys):
     """Printed, not asserted: the count for a typical "and" training set at T = 10^4."""
     rng = np.random.default_rng(5)
