@@ -190,9 +190,13 @@ def worker_pool(workers):
                 return super().submit(fn, *args, **kwargs)
 
         def stop(self):
+            manager = getattr(self, "_executor_manager_thread", None)
             for proc in list((getattr(self, "_processes", None) or {}).values()):
                 proc.terminate()
             self.shutdown(wait=False, cancel_futures=True)
+            if manager is not None:    # it sees the terminated workers at once; left running, it
+                manager.join(timeout=10)   # raced the pool's exit hook, which then printed
+                                           # "Exception ignored ... Bad file descriptor"
 
     return WorkerPool(workers, mp_context=mp.get_context("spawn"), initializer=worker_start,
                       initargs=(os.getpid(),))
