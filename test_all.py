@@ -4117,8 +4117,10 @@ def test_pages_refuse_near_miss_markers_follow_links_inside_and_keep_line_ends(t
 
 
 def test_headline_reads_its_readme_as_pages_do(smoke_ref, tmp_path, capsys):
-    """A binary --readme, or one whose headline markers do not pair up (a broken, missing or
-    crossed end marker), is one line, and neither the README nor --out is written."""
+    """A binary --readme, a missing one, one without the headline block, one whose headline
+    markers do not pair up (a broken, missing or crossed end marker) or are near misses, or a
+    link to a page outside the repository, is one line, and neither the README nor --out is
+    written; a link inside it updates the page it links to, whose CRLF line ends are kept."""
     out, readme, wide = tmp_path / "headline.md", tmp_path / "README.md", tmp_path / "wide"
     assert _sweep(wide, "--d", "128", "--seeds", "1") == 0           # --d128 must be at d = 128
     args = ["headline", "--d64", str(smoke_ref), "--d128", str(wide), "--out", str(out),
@@ -4129,32 +4131,29 @@ def test_headline_reads_its_readme_as_pages_do(smoke_ref, tmp_path, capsys):
                        "without its begin marker"),
                       ((report.BEGIN + "\nold\n").encode(), "has no end marker"),
                       ((report.END + "\nold\n" + report.BEGIN + "\n").encode(),
-                       "without its begin marker")]:
-        readme.write_bytes(text)
-        code, _, err = run_cli(capsys, "sweep", *args)
-        _one_line(code, err, msg, "README.md")
-        assert readme.read_bytes() == text and not out.exists()
-    readme.write_text(report.BEGIN + "\nOLD TABLE\n" + report.END + "\n")
-    assert run_cli(capsys, "sweep", *args)[0] == 0 and "OLD TABLE" not in readme.read_text()
-    for text, msg in [(b"# notes\n", "has no lines"), (b"", "has no lines"),
+                       "without its begin marker"),
+                      (b"# notes\n", "has no lines"), (b"", "has no lines"),     # no block
                       (("<!-- BEGIN results/headline.md -->\nold\n<!-- END results/headline.md"
                         " -->\n").encode(), "looks like a marker"),
                       (("  " + report.BEGIN + "\nold\n" + report.END + "\n").encode(),
                        "looks like a marker")]:
         readme.write_bytes(text)
-        out.unlink(missing_ok=True)
         code, _, err = run_cli(capsys, "sweep", *args)
         _one_line(code, err, msg, "README.md")
         assert readme.read_bytes() == text and not out.exists()
     code, _, err = run_cli(capsys, "sweep", *args[:-1], str(tmp_path / "missing.md"))
     _one_line(code, err, "missing.md: cannot read it")
+    readme.write_text(report.BEGIN + "\nold\n" + report.END + "\n")
+    os.symlink(readme, tmp_path / "elsewhere.md")
+    code, _, err = run_cli(capsys, "sweep", *args[:-1], str(tmp_path / "elsewhere.md"))
+    _one_line(code, err, "elsewhere.md is a symbolic link to", "outside the repository")
     crlf = (report.BEGIN + "\r\nOLD TABLE\r\n" + report.END + "\r\n").encode()
     real = tmp_path / "real.md"
     real.write_bytes(crlf)
     os.symlink(real, tmp_path / "link.md")
     cwd = os.getcwd()
-    os.chdir(tmp_path)                                   # the repository: links inside it followed
-    try:
+    os.chdir(tmp_path)                          # the repository: a link inside it is followed
+    try:                                        # (the link's page updated, CRLF kept)
         assert run_cli(capsys, "sweep", *args[:-1], "link.md")[0] == 0
     finally:
         os.chdir(cwd)
