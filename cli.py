@@ -8,9 +8,10 @@ person typing them, and this file is where those promises are kept once:
   - a file is written whole or not at all (write_json, write_text, replace_atomically), and
     never over a file that is not the command's own kind of output (claim_output: the one check
     of every path the project writes);
-  - Ctrl-C is one line and exit status 130, from the first line a command runs
-    (quiet_interrupts, installed while this file is imported by a command beside it, before its
-    other imports; one_line_errors), and workers never print a traceback for it (worker_pool);
+  - Ctrl-C is one line and exit status 130, SIGTERM one line and 143, from the first line a
+    command runs (quiet_interrupts, installed while this file is imported by a command beside
+    it, before its other imports; one_line_errors, whose watchdog stops a command whose code
+    swallowed the signal), and workers never print a traceback for it (worker_pool);
   - a page never retypes a table: it copies the file a command wrote between marker lines, and
     `sweep.py pages` (pages_command) and `sweep.py headline --readme` copy it again.
 Standard library only, so that the thread setting can run before numpy is imported.
@@ -18,21 +19,34 @@ Standard library only, so that the thread setting can run before numpy is import
 import os
 import signal
 import sys
+import threading
 
 # ---------------------------------------------------------------- Ctrl-C while starting ---------
 # First in this file, before its own imports: a command's first line is `import cli`, and Ctrl-C
 # during that import is the command's too.
 
-def _interrupted_while_starting(prog):
+def _stop_at_once(prog, what, code):
     def handler(signum, frame):
         # os._exit, not SystemExit: an exception raised here lands in whatever code was running
         # (an import's own `except BaseException:`, a finalizer) and can be swallowed, and the
         # command would then run on after saying it would not. Nothing has run: nothing to save.
         try:
-            sys.stderr.write(f"\n{prog}: interrupted while starting; nothing was run\n")
+            sys.stderr.write(f"\n{prog}: {what}\n")
             sys.stderr.flush()
         finally:
-            os._exit(130)
+            os._exit(code)
+    return handler
+
+
+def _interrupted_while_starting(prog):
+    handler = _stop_at_once(prog, "interrupted while starting; nothing was run", 130)
+    handler.while_starting = True
+    return handler
+
+
+def _terminated_while_starting(prog):
+    handler = _stop_at_once(prog, "terminated (SIGTERM) while starting; nothing was run", 143)
+    handler.while_starting = True
     return handler
 
 
@@ -42,11 +56,13 @@ def quiet_interrupts(prog):
     an import and never swallowed by the code it lands in. Installed while this file is imported
     by one of ENTRY_POINTS beside it, and called again (a no-op then) under each command's
     `if __name__ == "__main__"`, which says so where a reader looks. one_line_errors hands Ctrl-C
-    back to Python (as KeyboardInterrupt) once main runs, where each command says what was
-    kept."""
+    kept. SIGTERM alike: one line and exit status 143 (one_line_errors then raises Terminated
+    for it)."""
     try:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not when ignored
             signal.signal(signal.SIGINT, _interrupted_while_starting(prog))
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _terminated_while_starting(prog))
     except ValueError:                       # not the main thread: leave signals alone
         pass
     if hasattr(signal, "pthread_sigmask"):   # a Ctrl-C the command held back (its first lines
@@ -174,9 +190,13 @@ def worker_pool(workers):
                 return super().submit(fn, *args, **kwargs)
 
         def stop(self):
+            manager = getattr(self, "_executor_manager_thread", None)
             for proc in list((getattr(self, "_processes", None) or {}).values()):
                 proc.terminate()
             self.shutdown(wait=False, cancel_futures=True)
+            if manager is not None:    # it sees the terminated workers at once; left running, it
+                manager.join(timeout=10)   # raced the pool's exit hook, which then printed
+                                           # "Exception ignored ... Bad file descriptor"
 
     return WorkerPool(workers, mp_context=mp.get_context("spawn"), initializer=worker_start,
                       initargs=(os.getpid(),))
@@ -287,21 +307,85 @@ def explicit_options(ap, argv):
     return {k for k, v in vars(ap2.parse_args(argv)).items() if v is not marker}
 
 
+class Terminated(BaseException):
+    """SIGTERM (what `kill`, `timeout` and job schedulers send) arrived: a command stops as on
+    Ctrl-C and says so in one line, exit status 143. A BaseException, as KeyboardInterrupt is,
+    so that no `except Exception` swallows it."""
+
+
+def raise_terminated(signum, frame):
+    raise Terminated()
+
+
+raise_terminated.raises_terminated = True
+
+
+class sigterm_raises:
+    """Context: SIGTERM is raised as Terminated inside the block (main thread only), for code that
+    catches it to stop its workers and say what was kept; a command's own handler from
+    one_line_errors (which raises Terminated too) is kept as it is."""
+
+    def __enter__(self):
+        self.old = None
+        if threading.current_thread() is threading.main_thread() and not getattr(
+                signal.getsignal(signal.SIGTERM), "raises_terminated", False):
+            self.old = signal.signal(signal.SIGTERM, raise_terminated)
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            signal.signal(signal.SIGTERM, self.old)
+        return False
+
+
+STOP_GRACE = 10.0   # seconds a command's main has to stop after Ctrl-C or SIGTERM reached it
+
+
+def _raise_on_signal(prog, exc, what, code, pressed):
+    """The handler one_line_errors installs: raise `exc` (KeyboardInterrupt, Terminated) where
+    the signal lands, and, the first time, start a watchdog: code that swallows what lands in it
+    (numpy importing numpy.random on first use catches it) cannot keep the command running past
+    STOP_GRACE seconds; then one line and exit status `code` (os._exit)."""
+    def handler(signum, frame):
+        if not pressed:
+            pressed.update(code=code, what=what)
+            timer = threading.Timer(STOP_GRACE, _stop_at_once(prog, what, code), (signum, None))
+            timer.daemon = True
+            timer.start()
+            pressed["timer"] = timer
+        raise exc()
+    handler.raises_terminated = exc is Terminated
+    return handler
+
+
 def one_line_errors(prog, main, argv=None):
     """Run a command's main; a file that cannot be written or read (OSError: read-only folder,
     full disk, ...) or memory that runs out becomes one line naming what failed, exit code 1;
-    Ctrl-C that main does not handle itself is one line, exit code 130. Whatever was saved
-    before stays saved (rows and checkpoints are written as they finish)."""
+    Ctrl-C that main does not handle itself is one line, exit code 130, and SIGTERM (raised as
+    Terminated from the first line of main to its last) one line, exit code 143. Whatever was
+    saved before stays saved (rows and checkpoints are written as they finish)."""
+    pressed, old = {}, {}      # the first signal's code and line; the handlers replaced
+    stops = {signal.SIGINT: (KeyboardInterrupt, "interrupted", 130),
+             signal.SIGTERM: (Terminated, "terminated (SIGTERM)", 143)}
     try:
-        if signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, signal.SIG_DFL):
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-    except ValueError:
+        for sig, (exc, what, code) in stops.items():
+            if signal.getsignal(sig) not in (signal.SIG_IGN, None) and not (
+                    sig == signal.SIGINT and signal.getsignal(sig) is signal.SIG_DFL):
+                old[sig] = signal.signal(sig, _raise_on_signal(prog, exc, what, code, pressed))
+    except ValueError:                       # not the main thread: leave signals alone
         pass
     try:
-        return main(argv)
+        code = main(argv)
+        if pressed and code not in (130, 143):   # swallowed where it landed, and main ran on
+            print(f"\n{prog}: {pressed['what']}", file=sys.stderr)
+            return pressed["code"]
+        return code
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"\n{prog}: terminated (SIGTERM)", file=sys.stderr)
+        return 143
     except OSError as e:
         where = f" {e.filename}" if e.filename else ""
         print(f"{prog}: cannot access{where}: {e.strerror or e}", file=sys.stderr)
@@ -309,6 +393,13 @@ def one_line_errors(prog, main, argv=None):
         what = f" ({e})" if str(e) else ""
         print(f"{prog}: out of memory{what}; use smaller sizes (T, m, n_test, d, mlp, --seeds) "
               f"or fewer workers", file=sys.stderr)
+    finally:
+        if "timer" in pressed:
+            pressed["timer"].cancel()
+        for sig, handler in old.items():   # the caller's handler again; for a command, whose
+            _, what, code = stops[sig]     # handler said "while starting", one line to its exit
+            signal.signal(sig, _stop_at_once(prog, what, code)
+                          if getattr(handler, "while_starting", False) else handler)
     return 1
 
 
@@ -358,11 +449,11 @@ def write_json(path, obj):
     replace_atomically(path, write)
 
 
-def write_text(path, text):
+def write_text(path, text, newline=None):
     """A text file written whole or not at all (replace_atomically), so a full disk never leaves
-    an empty or half table behind."""
+    an empty or half table behind. newline="" writes text's line ends as they are (a page)."""
     def write(tmp):
-        with open(tmp, "w") as f:
+        with open(tmp, "w", newline=newline) as f:
             f.write(text)
     replace_atomically(path, write)
 
@@ -396,14 +487,15 @@ def check_writable(path, what, temporaries=()):
 TEXT_MOST = 16 << 20     # bytes: far above any page, table or cache the project reads
 
 
-def read_text_file(path, what, root=None, most=TEXT_MOST):
+def read_text_file(path, what, root=None, most=TEXT_MOST, keep_line_ends=False):
     """The one way to read a file the project did not write itself just now (a page and the
     files its markers name, a --readme, a cache, a folder's JSON): `path` must be a regular file
     (not a folder, device or pipe: /dev/zero never ends) of at most `most` bytes, holding UTF-8
     text without NUL bytes; with `root`, `path` must also be relative and stay inside root after
     every symlink and `..` (a page may copy files of its repository, never /etc/hostname).
     Otherwise a ValueError, one line naming `what` and the path. -> the text, with newlines
-    read as text mode reads them."""
+    read as text mode reads them, or, with keep_line_ends, as they are (a page written back
+    keeps its CRLF)."""
     if not isinstance(path, str) or not path:
         raise ValueError(f"{what}: not a file path: {path!r}")
     full = path
@@ -438,7 +530,7 @@ def read_text_file(path, what, root=None, most=TEXT_MOST):
     except UnicodeDecodeError as e:
         raise ValueError(f"{what} {path} is not UTF-8 text (byte {e.start} is not: binary?)") \
             from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    return text if keep_line_ends else text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 # What each kind of output may replace: only a file that is already that kind of output, which
@@ -578,30 +670,66 @@ def claim_outputs(claims):
 # "<!-- begin PATH -->" and "<!-- end PATH -->" (PATH from the repository's root), and
 # `sweep.py pages` copies every such file again.
 
-MARKED = re.compile(r"(?m)^(<!-- begin (\S+) -->\n)(.*?)^(<!-- end \2 -->)$", re.S)
 MARKER = re.compile(r"<!-- (begin|end) (\S+) -->")      # a marker line, whole
+NEAR_MARKER = re.compile(r"\s*<!--\s*(begin|end)\b", re.I)  # a line that looks like one
+
+
+def page_lines(text):
+    """[(line, its end)] of a page: the end as written ('\\r\\n', '\\n', '\\r', or '' for a last
+    line without one), so that a page written back keeps its line ends."""
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"([^\r\n]*)(\r\n|\n|\r|\Z)", text)
+            if m.group(0)]
 
 
 def paste_tables(text, files):
-    """text with the block of each marked PATH replaced by files[PATH] (blocks of other paths are
-    left as they are)."""
-    return MARKED.sub(lambda m: m.group(1) + files[m.group(2)] + m.group(4)
-                      if m.group(2) in files else m.group(0), text)
+    """text with the block of each marked PATH replaced by files[PATH] (blocks of other paths, and
+    a begin marker without its end, are left as they are). The copied lines take the line end of
+    their begin marker's line: a CRLF page stays CRLF."""
+    out, path, held = [], None, []
+    for line, end in page_lines(text):
+        m = MARKER.fullmatch(line)
+        if path is None:
+            out.append(line + end)
+            if m and m.group(1) == "begin" and m.group(2) in files and end:
+                path, eol, held = m.group(2), end, []
+        elif m and m.group(1) == "end" and m.group(2) == path:
+            body = files[path].replace("\r\n", "\n").replace("\r", "\n")
+            body += "" if body.endswith("\n") or not body else "\n"   # the end marker: own line
+            out.append(body.replace("\n", eol) + line + end)
+            path, held = None, []                            # the old block: replaced
+        else:
+            held.append(line + end)
+    return "".join(out + held)
 
 
 def marked_files(text):
-    """The PATHs of a page's marked blocks, in order."""
-    return [m.group(2) for m in MARKED.finditer(text)]
+    """The PATHs of a page's marked blocks (a begin marker and, later, its end marker), in order."""
+    paths, open_paths = [], []
+    for line, _ in page_lines(text):
+        m = MARKER.fullmatch(line)
+        if m and m.group(1) == "begin":
+            open_paths.append(m.group(2))
+        elif m and m.group(2) in open_paths:
+            paths.append(m.group(2))
+            open_paths = open_paths[:open_paths.index(m.group(2))]
+    return paths
 
 
 def check_markers(text, page):
     """ValueError, one line naming the page and line, unless its marker lines pair up: each
     `<!-- begin PATH -->` line is followed by its `<!-- end PATH -->` line before any other
-    marker line (a missing, misspelt or crossed end marker would leave a block never copied)."""
+    marker line (a missing, misspelt or crossed end marker would leave a block never copied),
+    and every line that looks like a marker (starts with `<!-- begin` or `<!-- end`, in any
+    case or spacing) is exactly one: a near miss (a trailing space, indented, upper case, a path
+    holding a space) would otherwise be ignored in silence."""
     block = None                                  # (line, PATH) of the open block
-    for n, line in enumerate(text.split("\n"), start=1):
+    for n, (line, _) in enumerate(page_lines(text), start=1):
         m = MARKER.fullmatch(line)
         if not m:
+            if NEAR_MARKER.match(line):
+                raise ValueError(f"{page} line {n}: {line!r} looks like a marker but is not "
+                                 f"exactly one ('<!-- begin PATH -->' or '<!-- end PATH -->' "
+                                 f"alone on its line, lower case, PATH without spaces)")
             continue
         kind, path = m.groups()
         if kind == "begin" and block:
@@ -617,6 +745,19 @@ def check_markers(text, page):
                          f"marker '<!-- end {block[1]} -->'")
 
 
+def page_target(page, root, what="page"):
+    """The file a page's new text is written to: the page itself, or, when the page is a
+    symbolic link, the file it links to, which must lie inside `root` (the repository): a link
+    is followed, never replaced by a regular file. ValueError, one line, otherwise."""
+    if not os.path.islink(page):
+        return page
+    top, target = os.path.realpath(root), os.path.realpath(page)
+    if os.path.commonpath([target, top]) != top:
+        raise ValueError(f"{what} {page} is a symbolic link to {target}, outside the repository "
+                         f"({top}); refusing to write through it")
+    return target
+
+
 def page_files(page, text, root):
     """{PATH: text} of the files a page's blocks copy, each read as a file the project did not
     write (cli.read_text_file: inside `root`, the repository, a regular text file of bounded
@@ -629,7 +770,7 @@ def page_files(page, text, root):
         body = read_text_file(path, where, root=root)
         if os.path.realpath(os.path.join(root, path)) == os.path.realpath(page):
             raise ValueError(f"{where} {path} is the page itself; a block copies another file")
-        if any(MARKER.fullmatch(line) for line in body.split("\n")):
+        if any(MARKER.fullmatch(line) or NEAR_MARKER.match(line) for line in body.split("\n")):
             raise ValueError(f"{where} {path} holds marker lines itself; copying it would nest "
                              f"blocks deeper on every run")
         files[path] = body
@@ -639,21 +780,22 @@ def page_files(page, text, root):
 def pages_command(a, fail):
     """`sweep.py pages PAGE ...`: copy each marked file into its block again; --check only says
     which blocks differ from their files (exit 1 if any). Every page and file is read and checked
-    first (page_files; markers that do not pair up are an error, with --check too), so a problem
-    is one line and no page is written."""
+    first (page_files; markers that do not pair up or near misses are an error, with --check
+    too; a link to a page outside the repository is refused: page_target), so a problem is one
+    line and no page is written. A page is written back with its own line ends."""
     root, stale, plan = os.getcwd(), [], []
     try:
         for page in a.pages:
-            text = read_text_file(page, "page")
+            text = read_text_file(page, "page", keep_line_ends=True)
             files = page_files(page, text, root)
-            plan.append((page, text, files, paste_tables(text, files)))
+            plan.append((page, page_target(page, root), text, files, paste_tables(text, files)))
     except ValueError as e:
         fail(str(e))
-    for page, text, files, new in plan:
+    for page, target, text, files, new in plan:
         if new != text:
             stale.append(page)
             if not a.check:
-                write_text(page, new)
+                write_text(target, new, newline="")
         print(f"{page}: {len(files)} tables, {'differs from its files' if new != text else 'as its files'}"
               + ("" if a.check or new == text else "; copied again"))
     return 1 if a.check and stale else 0

@@ -16,11 +16,53 @@ import math
 
 import numpy as np
 
-from data import JUNTA_MAX_S, TASKS, SparseTask, check_bits, check_generator, check_int, make_task
+from data import (JUNTA_MAX_S, TASKS, SparseTask, check_bits, check_generator, check_int,
+                  check_sample_size, make_task)
 
 BRUTE_FORCE_MAX = 2_000_000  # most candidate supports (or parity solutions) a count may visit
 WORK_MAX = 5e9               # "and"/"or": most elementary steps (~1 ns each) one count may take
 SOS_MAX_ROWS = 18            # "and"/"or": inclusion-exclusion over at most this many negatives
+SIZE_MAX = 2 ** 62           # most samples or positions an argument may name (none fits memory)
+SETS_MAX = 10 ** 6           # most training sets one call draws (sweep.py limit --sets's bound)
+
+
+# ------------------------------------------------------------------- what the functions accept
+# Every public function checks its arguments first: a bad one is one ValueError or TypeError
+# naming it and what is allowed (never an AttributeError, an OverflowError or a hang).
+
+def _int(name, v, lo, hi=SIZE_MAX):
+    """v as an int in [lo, hi] (numpy integers too; bools, floats, arrays refused)."""
+    if isinstance(v, np.ndarray):
+        raise ValueError(f"{name} must be an integer, got an array of shape {v.shape}")
+    v = check_int(name, v, lo, hi if hi is not None and hi < SIZE_MAX else None)
+    if hi is not None and v > hi:
+        raise ValueError(f"{name} must be at most {hi}, got "
+                         + (f"{v}" if v < 10 ** 30 else f"an integer of {len(str(v))} digits"))
+    return v
+
+
+def _bits(name, A, ndim=None):
+    """A as an array of bits 0/1 (numbers or bools) with `ndim` dimensions, else one line."""
+    try:
+        A = np.asarray(A)
+    except (ValueError, TypeError):
+        raise ValueError(f"{name} must be an array of bits 0/1, got a ragged "
+                         f"{type(A).__name__}") from None
+    A = check_bits(name, A)
+    if ndim is not None and A.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension{'s' * (ndim > 1)}, got shape "
+                         f"{A.shape}")
+    return A
+
+
+def _hitting_args(N, r, limit):
+    """The arguments of the hitting-set counts: N [k, n] bits (True = 1), r >= 0 columns to
+    choose, limit >= 1 an integer or math.inf. -> (N as bool, r, limit)."""
+    N = _bits("N", N, 2).astype(bool, copy=False)
+    r = _int("r", r, 0)
+    if not (isinstance(limit, float) and limit == math.inf):
+        limit = _int("limit", limit, 1, None)   # an integer cap, or math.inf for none
+    return N, r, limit
 
 
 # ------------------------------------------------------- hypotheses compatible with a training set
@@ -101,6 +143,8 @@ class Work:
     """A budget of elementary steps for one count; exceeding it is a ValueError saying so."""
 
     def __init__(self, what):
+        if not isinstance(what, str):
+            raise TypeError(f"what must be a str naming the count, got {type(what).__name__}")
         self.left, self.what = WORK_MAX, what
 
     def spend(self, cost):
@@ -114,6 +158,9 @@ class Work:
 def count_enumerate(N, r, limit):
     """Hitting r-subsets of N's columns by enumeration: a subset hits every row iff the AND of
     its columns' packed row bits is 0."""
+    N, r, limit = _hitting_args(N, r, limit)
+    if r > N.shape[1]:
+        return 0                                # no r-subset of fewer than r columns
     W = _pack_columns(N)
     count = 0
     for combos in _subsets(N.shape[1], r, 1 << 15):
@@ -129,7 +176,12 @@ def count_enumerate(N, r, limit):
 def count_inclusion_exclusion(N, r):
     """Hitting r-subsets of N's columns, N [k, n] with k <= SOS_MAX_ROWS:
     sum over row sets U of (-1)^|U| C(g(U), r), g(U) = #columns that are True on all of U."""
+    N, r, _ = _hitting_args(N, r, 1)
     k, n = N.shape
+    if k > SOS_MAX_ROWS:
+        raise ValueError(f"N must have at most {SOS_MAX_ROWS} rows (2^k terms), got {k}")
+    if r > n:
+        return 0
     word = (N.astype(np.int64) << np.arange(k, dtype=np.int64)[:, None]).sum(0)       # [n]
     g = np.bincount(word, minlength=1 << k).astype(np.int64)
     for j in range(k):                          # superset sums: g[U] = #columns with word >= U
@@ -152,6 +204,9 @@ def count_inclusion_exclusion(N, r):
 def count_hitting(N, r, limit, work):
     """Number of r-subsets of N's columns (N [k, n] bool) containing, for every row, a column
     where the row is False; min(count, limit). See the comment block above."""
+    N, r, limit = _hitting_args(N, r, limit)
+    if not isinstance(work, Work):
+        raise TypeError(f"work must be a hypotheses.Work budget, got {type(work).__name__}")
     k, n = N.shape
     if k == 0:
         return min(math.comb(n, r), limit)
@@ -284,7 +339,7 @@ def gf2_solve(X, y):
     """The unique v [T] (uint8 bits) with X v = y over GF(2), for X [m, T] and y [m] bits; None
     when the system has no solution or more than one (rank < T). Learns sparse parity from about
     T samples whatever s is: the algorithmic baseline beside the statistical limit."""
-    X, y = check_bits("X", X).astype(bool), check_bits("y", y).astype(bool)
+    X, y = _bits("X", X).astype(bool), _bits("y", y).astype(bool)
     if X.ndim != 2 or y.shape != (X.shape[0],):
         raise ValueError(f"need X [m, T] and y [m], got shapes {X.shape} and {y.shape}")
     sol = _gf2_solutions(X, y)
@@ -297,7 +352,7 @@ def gf2_solve(X, y):
 
 def gf2_first_full_rank(X):
     """The smallest m0 with rank(X[:m0]) = T over GF(2), X [m, T] bits; None if X has rank < T."""
-    X = check_bits("X", X).astype(bool)
+    X = _bits("X", X).astype(bool)
     if X.ndim != 2:
         raise ValueError(f"need X [m, T], got shape {X.shape}")
     pivot_rows = _gf2_solutions(X, np.zeros(X.shape[0], bool))[4]
@@ -315,7 +370,8 @@ def learn_sparse_parity(X, y):
 def gf2_sample_need(T, s, rng):
     """Samples the GF(2) learner needs on one draw of make_task('parity', T, s, rng), the training
     stream drawn from rng after the task: -> (m0, S recovered at m0, unique already at m0 - 1)."""
-    T, s, rng = check_int("T", T, 1), check_int("s", s, 1), check_generator(rng)
+    T, s, rng = _int("T", T, 1), _int("s", s, 1), check_generator(rng)
+    check_sample_size(T + 200, T)               # before the task: T positions are drawn from
     task = make_task("parity", T, s, rng)
     X, y = task.sample(T + 200, rng)
     m0 = gf2_first_full_rank(X)
@@ -329,7 +385,7 @@ def gf2_sample_need(T, s, rng):
 def log2_binomial(T, s):
     """log2 C(T, s): the bits needed to name the support among the C(T, s) possible ones; each
     label carries at most one bit, so no learner identifies S from fewer labels than this."""
-    T, s = check_int("T", T, 1), check_int("s", s, 0)
+    T, s = _int("T", T, 1), _int("s", s, 0)
     if s > T:
         raise ValueError(f"s must be <= T, got s={s}, T={T}")
     return (math.lgamma(T + 1) - math.lgamma(s + 1) - math.lgamma(T - s + 1)) / math.log(2)
@@ -383,16 +439,17 @@ def count_compatible(name, s, X, y, limit=None):
     A count beyond its budget (BRUTE_FORCE_MAX candidates, or WORK_MAX steps for "and"/"or") is a
     ValueError saying so, never a guess.
     """
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; allowed: {', '.join(TASKS)}")
-    X, y = check_bits("X", X), check_bits("y", y)
+    if not isinstance(name, str) or name not in TASKS:
+        got = repr(name) if isinstance(name, str) else f"a {type(name).__name__}"
+        raise ValueError(f"name: unknown task {got}; allowed: {', '.join(TASKS)}")
+    X, y = _bits("X", X), _bits("y", y)
     if X.ndim != 2 or X.shape[1] < 1:
         raise ValueError(f"X must have shape [m, T] with T >= 1, got {X.shape}")
     m, T = X.shape
-    s = check_int("s", s, 1, T)
+    s = _int("s", s, 1, T)
     if y.shape != (m,):
         raise ValueError(f"y must have shape [{m}] (one label per row of X), got {y.shape}")
-    cap = math.inf if limit is None else check_int("limit", limit, 1)
+    cap = math.inf if limit is None else _int("limit", limit, 1, None)
     if name == "majority" and s % 2 == 0:
         raise ValueError(f"majority needs an odd s (no ties), got s={s}")
     if name == "junta" and s > JUNTA_MAX_S:
@@ -430,8 +487,8 @@ def sample_unambiguous(task, m, rng, max_tries=1000):
     sets, a ValueError says m is too small to identify S at this T.
     """
     task, rng = _task_arg(task), check_generator(rng)
-    m = check_int("m", m, 1)
-    max_tries = check_int("max_tries", max_tries, 1)
+    m = _int("m", m, 1)
+    max_tries = _int("max_tries", max_tries, 1, SETS_MAX)
     for _ in range(max_tries):
         X, y = task.sample(m, rng)
         if count_compatible(task.name, task.s, X, y, limit=2) == 1:
@@ -453,7 +510,7 @@ def first_identifying_m(task, rng, m_max):
     T = 10^5 is cheap. Returns 0 when T == s (no data needed). Section 5's protocol, per stream.
     """
     task, rng = _task_arg(task), check_generator(rng)
-    m_max = check_int("m_max", m_max, 1)
+    m_max = _int("m_max", m_max, 1)
     name, T, s = task.name, task.T, task.s
     if math.comb(T, s) == 1:
         return 0
@@ -503,8 +560,8 @@ def ambiguity_probability(task, m, rng, n_sets):
     are compatible with more than one hypothesis -> float in [0, 1]: the rejection rate of
     sample_unambiguous at this m (Section 5), non-increasing in m on average."""
     task, rng = _task_arg(task), check_generator(rng)
-    m = check_int("m", m, 1)
-    n_sets = check_int("n_sets", n_sets, 1)
+    m = _int("m", m, 1)
+    n_sets = _int("n_sets", n_sets, 1, SETS_MAX)
     bad = 0
     for _ in range(n_sets):
         X, y = task.sample(m, rng)

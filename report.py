@@ -25,8 +25,8 @@ import hypotheses
 import run_options
 import stats
 import train
-from cli import (check_markers, claim_outputs, paste_tables, pyplot_or_hint, read_text_file,
-                 save_figure, write_json, write_text)
+from cli import (check_markers, claim_outputs, marked_files, page_target, paste_tables,
+                 pyplot_or_hint, read_text_file, save_figure, write_json, write_text)
 from folder import folder_rows, full_options
 from stats import (bound_text, critical_sizes, fit_line, log_departure, paired_growth, paired_ratio,
                    scaling_fits, seed_outcome, split_by_T, success_estimates, surely_above,
@@ -97,10 +97,15 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
     for T in Ts:
         key = f"{task}|{s}|{T}|{n_seeds}"
         hit = _LIMITS.get(key) or cached_limit(known.get(key), n_seeds, T, s)
+        redo = compute or math.comb(T, s) <= CHEAP_SUPPORTS
+        if not hit and key in known:
+            print(f"warning: the cache {cache}: the entry {key} is not a limit (median, q05, q95 "
+                  f"whole numbers up to {LIMIT_M_MAX}, or null); "
+                  + ("computed again" if redo else "not shown"))
         if hit:
             out[T] = known[key] = _LIMITS[key] = hit
             continue
-        if not compute and math.comb(T, s) > CHEAP_SUPPORTS:
+        if not redo:
             continue
         firsts = []
         try:
@@ -129,11 +134,12 @@ def cached_limit(entry, n_seeds, T=None, s=None):
     out, least = {}, 0 if T is None or T == s else 1
     for k in ("median", "q05", "q95"):
         v = entry.get(k, "missing")
-        if v is None:
-            v = math.inf
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or math.isnan(v) or (
-                math.isfinite(v) and not (v == int(v) and least <= v <= LIMIT_M_MAX)):
-            return None
+        if v is None:                 # how the cache writes inf; a non-finite float (NaN,
+            v = math.inf              # -Infinity, Infinity) is never written, so never believed
+        elif not isinstance(v, (int, float)) or isinstance(v, bool) or (
+                isinstance(v, float) and not math.isfinite(v)) or not (
+                least <= v <= LIMIT_M_MAX and v == int(v)):    # compared as read: a 400-digit
+            return None                                        # integer never becomes a float
         out[k] = float(v)
     out["n_seeds"] = n_seeds
     return out if out["q05"] <= out["median"] <= out["q95"] else None
@@ -1007,19 +1013,21 @@ def headline_command(a, fail):
             fail(f"no folder {f}")
     try:
         claim_outputs([(a.out, "table", "--out"), (a.plot, "plot", "--plot")])
-        text = read_text_file(a.readme, "--readme") if os.path.lexists(a.readme) else None
-        if text is not None:                                  # pages' reading and markers
-            check_markers(text, a.readme)
+        text = read_text_file(a.readme, "--readme", keep_line_ends=True)   # as pages read a page
+        check_markers(text, a.readme)
+        if "results/headline.md" not in marked_files(text):
+            raise ValueError(f"--readme {a.readme} has no lines '{BEGIN}' and '{END}' to paste "
+                             f"the table between; add them, or give another --readme")
+        target = page_target(a.readme, os.getcwd(), "--readme")
         table = headline_table([a.d64], a.d128, a.plot)
     except ValueError as e:
         fail(str(e))
     write_text(a.out, table)
     print(table, end="")
-    if text is not None:
-        new = paste_tables(text, {"results/headline.md": table})
-        if new != text:
-            write_text(a.readme, new)
-            print(f"saved {a.out}; pasted into {a.readme}")
-            return 0
+    new = paste_tables(text, {"results/headline.md": table})
+    if new != text:
+        write_text(target, new, newline="")
+        print(f"saved {a.out}; pasted into {a.readme}")
+        return 0
     print(f"saved {a.out}")
     return 0

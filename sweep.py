@@ -31,7 +31,6 @@ if __name__ == "__main__":
     cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
 
 import os
-import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 
@@ -251,7 +250,7 @@ def add_headline_command(sub):
         "The README's short table: per T, the paper's m*, our majority m* with its 95%% "
         "interval at d = 64 and at d = 128, and the statistical limit; written to --out and pasted "
         "between the markers '<!-- begin results/headline.md -->' and '<!-- end "
-        "results/headline.md -->' of --readme when that file has them."))
+        "results/headline.md -->' of --readme, which must have them."))
     c.add_argument("--d64", default="results/extended", help="folder of runs at d = 64; one at "
                                                             "another width is refused (default "
                                                             "%(default)s)")
@@ -271,7 +270,9 @@ def add_pages_command(sub):
         "A results page copies each table from the file a command wrote, between the lines "
         "'<!-- begin PATH -->' and '<!-- end PATH -->'; this copies every such file into its "
         "block again (run from the repository's root: only regular text files inside it are "
-        "read, and markers that do not pair up are an error)."))
+        "read; markers that do not pair up, or a line that looks like a marker and is not "
+        "exactly one, are an error; a page that is a link to a page inside the repository "
+        "updates that page; line ends are kept)."))
     c.add_argument("pages", nargs="+", help="markdown pages, e.g. README.md results/*/README.md")
     c.add_argument("--check", action="store_true",
                    help="change nothing; exit 1 if a block differs from its file")
@@ -492,12 +493,7 @@ class RunFailed(Exception):
     pass
 
 
-class Terminated(Exception):
-    """SIGTERM (what `timeout`, `kill` and job schedulers send) arrived: stop like Ctrl-C."""
-
-
-def _raise_terminated(signum, frame):
-    raise Terminated()
+Terminated = cli.Terminated        # SIGTERM arrived (cli.sigterm_raises): stop like Ctrl-C
 
 
 def sweep_worker(runs):
@@ -617,14 +613,14 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
             progress.line(job, m, row, len(searches.finished))
             searches.answer(job, row["success"], m)
 
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
-        drive(searches, pool, a.workers, finish,
-              lambda probes: [dict(base, model=job[0], T=job[1], seed=job[2], m=m)
-                              for job, m in probes],
-              lambda T: stack_size(T, a.stack, base["d"], base["heads"],
-                                   np.dtype(base["dtype"]).itemsize), bool(base.get("dropout")))
+        with cli.sigterm_raises():      # SIGTERM as Ctrl-C: one line, the rows kept
+            drive(searches, pool, a.workers, finish,
+                  lambda probes: [dict(base, model=job[0], T=job[1], seed=job[2], m=m)
+                                  for job, m in probes],
+                  lambda T: stack_size(T, a.stack, base["d"], base["heads"],
+                                       np.dtype(base["dtype"]).itemsize),
+                  bool(base.get("dropout")))
     except (KeyboardInterrupt, Terminated) as e:
         print(f"\n{'terminated (SIGTERM)' if isinstance(e, Terminated) else 'interrupted'}: "
               f"{progress.n_run} runs of this session are saved in {out.path}; rerun the same "
@@ -635,8 +631,6 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
               f"{out.path}", file=sys.stderr)
         return 1
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
         if pool:                  # running workers are stopped, not left to finish for nobody
             pool.stop()
         out.close()
@@ -806,6 +800,20 @@ def main_bench(a, fail):
                                        else f"--{name.replace('_', '-')} {v}")
             except ValueError as e:
                 fail(str(e))
+    said = " during its step table"
+    try:                  # SIGTERM as Ctrl-C, in every part: the workers are stopped, one line
+        with cli.sigterm_raises():
+            bench_steps(a, H, k)
+            said = "; its workers are stopped"
+            bench_throughput(a, H)
+    except Terminated:
+        print(f"\nsweep.py bench: terminated (SIGTERM){said}", file=sys.stderr)
+        return 143
+    return 0
+
+
+def bench_steps(a, H, k):
+    """The bench's step table: per dtype, width and T, the time of one training step."""
     print(f"model heads={H} mlp={k}; batch m={a.m}; BLAS threads: "
           f"{os.environ.get('OPENBLAS_NUM_THREADS', 'default')}; numpy {np.__version__}")
     for dtype in ("float32", "float64"):
@@ -827,27 +835,22 @@ def main_bench(a, fail):
                     t_ref = time_steps(cfg, a.m, "cls", 3)
                     line += f" {1e3 * t_ref:14.1f} {t_ref / t_fast:8.1f}x"
                 print(line, flush=True)
+
+
+def bench_throughput(a, H):
+    """The bench's sweep throughput at the first width: runs per minute on all cores, one run at
+    a time per worker and stacked."""
     workers = os.cpu_count() or 1
     d = a.d[0]
     print(f"\nsweep throughput at d = {d}, {workers} worker processes, stacks of at most {a.stack} "
           f"runs (m = 100, {a.steps} steps, float32), runs per minute (median of 3 timings):")
     print(f"{'T':>6} {'stack':>6} {'one at a time':>14} {'stacked':>8} {'ratio':>6}")
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
-    try:                  # SIGTERM as Ctrl-C: the workers are stopped, then one line
-        for T in a.throughput:
-            R = stack_size(T, a.stack, d, H)
-            steps = min(a.tp_steps, a.steps)
-            alone = sweep_throughput(T, 1, steps, a.steps, workers, d=d)    # measured now, alike
-            now = sweep_throughput(T, R, steps, a.steps, workers, d=d) if R > 1 else alone
-            print(f"{T:6d} {R:6d} {alone:14.1f} {now:8.1f} {now / alone:5.1f}x", flush=True)
-    except Terminated:
-        print("\nsweep.py bench: terminated (SIGTERM); its workers are stopped", file=sys.stderr)
-        return 143
-    finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
-    return 0
+    for T in a.throughput:
+        R = stack_size(T, a.stack, d, H)
+        steps = min(a.tp_steps, a.steps)
+        alone = sweep_throughput(T, 1, steps, a.steps, workers, d=d)    # measured now, alike
+        now = sweep_throughput(T, R, steps, a.steps, workers, d=d) if R > 1 else alone
+        print(f"{T:6d} {R:6d} {alone:14.1f} {now:8.1f} {now / alone:5.1f}x", flush=True)
 
 
 if __name__ == "__main__":

@@ -1627,6 +1627,48 @@ def test_count_errors():
         hypotheses.count_compatible("majority", 3, Xb, Xb[:, 0])
 
 
+def test_every_public_function_of_hypotheses_refuses_hostile_arguments_naming_them():
+    """Every public function of hypotheses.py, given NaN, inf, a negative, a bool, a complex, a
+    400-digit integer, None, text, an array holding NaN, a 3-D or empty array or a ragged list for
+    any one argument: a one-line ValueError or TypeError naming that argument (it used to be an
+    AttributeError, an OverflowError, a hang in count_enumerate(r=10**400) or
+    ambiguity_probability(n_sets=10**400), or a wrong answer such as count_hitting(limit=-1)
+    returning -1). Only a limit may be math.inf or any integer >= 1 (a cap, not a size)."""
+    rng = np.random.default_rng(0)
+    task = data.make_task("and", 10, 3, rng)
+    X, y = task.sample(20, rng)
+    N = np.random.default_rng(1).random((5, 12)) < 0.6
+    good = {"count_enumerate": dict(N=N, r=2, limit=10),
+            "count_inclusion_exclusion": dict(N=N, r=2),
+            "count_hitting": dict(N=N, r=2, limit=10, work=hypotheses.Work("t")),
+            "gf2_solve": dict(X=X, y=y), "gf2_first_full_rank": dict(X=X),
+            "learn_sparse_parity": dict(X=X, y=y),
+            "gf2_sample_need": dict(T=10, s=3, rng=None), "log2_binomial": dict(T=10, s=3),
+            "count_compatible": dict(name="and", s=3, X=X, y=y, limit=5),
+            "sample_unambiguous": dict(task=task, m=30, rng=None, max_tries=50),
+            "first_identifying_m": dict(task=task, rng=None, m_max=200),
+            "ambiguity_probability": dict(task=task, m=20, rng=None, n_sets=3),
+            "Work": dict(what="t")}
+    public = {n for n, f in vars(hypotheses).items() if callable(f) and not n.startswith("_")
+              and getattr(f, "__module__", None) == "hypotheses"}
+    assert public == set(good), public ^ set(good)          # a new function joins this walk
+    hostile = [math.nan, math.inf, -math.inf, -1, True, 1j, 10 ** 400, 2.5, None, "x",
+               np.array([[1.0, np.nan]]), np.zeros((2, 2, 2)), np.zeros(0), [[1, 2], [3]]]
+    for name, kw in good.items():
+        fresh = lambda: {k: np.random.default_rng(0) if k == "rng" else v for k, v in kw.items()}
+        getattr(hypotheses, name)(**fresh())                    # the good call runs
+        for arg, bad in itertools.product(kw, hostile):
+            cap = arg == "limit" and (bad is math.inf or type(bad) is int and bad > 1
+                                      or bad is None and name == "count_compatible")
+            if cap or (arg == "what" and isinstance(bad, str)):
+                continue                                        # a cap, not a size; a name
+            args = dict(fresh(), **{arg: bad})
+            with pytest.raises((ValueError, TypeError)) as e:
+                getattr(hypotheses, name)(**args)
+            msg = str(e.value)
+            assert arg in msg and "\n" not in msg, (name, arg, bad, msg)
+
+
 def test_counting_cost_at_T_10000(capsys):
     """Printed, not asserted: the count for a typical "and" training set at T = 10^4."""
     rng = np.random.default_rng(5)
@@ -3402,8 +3444,9 @@ def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, 
     assert readme.read_text() == ("# x\nbefore\n" + report.BEGIN + "\n" + table + report.END
                                   + "\nafter\n")
     assert sweep.main(args) == 0 and readme.read_text().count("| 16 | - |") == 1   # idempotent
-    readme.write_text("no markers\n")
-    assert sweep.main(args) == 0 and readme.read_text() == "no markers\n"
+    readme.write_text("no markers\n")                                  # nowhere to paste: refused
+    code, _, err = run_cli(capsys, "sweep", *args)
+    assert code == 2 and "has no lines" in err and readme.read_text() == "no markers\n"
     code, _, err = run_cli(capsys, "sweep", "headline", "--d64", str(tmp_path / "none"))
     assert code == 2 and "no folder" in err
 
@@ -4444,6 +4487,7 @@ def test_the_extended_k_bound_prints_only_digits_its_resamples_agree_on():
 
 def test_headline_refuses_a_folder_at_another_width_in_one_line(smoke_ref, tmp_path, capsys):
     out = tmp_path / "headline.md"                            # the smoke sweep runs at d = 64
+    (tmp_path / "R.md").write_text(report.BEGIN + "\n" + report.END + "\n")
     code, _, err = run_cli(capsys, "sweep", "headline", "--d64", str(smoke_ref), "--d128",
                            str(smoke_ref), "--out", str(out), "--readme", str(tmp_path / "R.md"))
     assert code == 2 and len(err.strip().splitlines()) == 1 and not out.exists()
@@ -4779,9 +4823,57 @@ def test_pages_read_only_text_files_of_the_repository(tmp_path, capsys):
         "x\n<!-- begin t.md -->\n| a |\n<!-- end t.md -->\n")
 
 
+def test_pages_refuse_near_miss_markers_follow_links_inside_and_keep_line_ends(tmp_path, capsys):
+    """A line that looks like a marker but is not exactly one (a trailing space, indented, without
+    spaces, upper case, a path holding a space) is one line naming the page and line, with
+    --check too, and no byte of the page changes; a page that is a symbolic link updates the page
+    it links to inside the repository (the link stays a link) and is refused when that page lies
+    outside; a CRLF page stays CRLF."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "t.md").write_text("| a |\n")
+    (repo / "my t.md").write_text("| b |\n")
+    page = repo / "page.md"
+    for begin, end in [("<!-- begin t.md --> ", "<!-- end t.md --> "),
+                       ("  <!-- begin t.md -->", "  <!-- end t.md -->"),
+                       ("<!--begin t.md-->", "<!--end t.md-->"),
+                       ("<!-- BEGIN t.md -->", "<!-- END t.md -->"),
+                       ("<!-- Begin t.md -->", "<!-- end t.md -->"),
+                       ("<!-- begin my t.md -->", "<!-- end my t.md -->"),
+                       ("<!-- begin t.md -->", "<!-- end t.md --> ")]:
+        text = f"x\n{begin}\nold\n{end}\ny\n".encode()
+        page.write_bytes(text)
+        for check in (["--check"], []):
+            code, out, err = _in(repo, capsys, "pages", *check, "page.md")
+            _one_line(code, err, "page.md line ", "looks like a marker but is not exactly one")
+            assert page.read_bytes() == text and out == "", (begin, err)
+    block = "<!-- begin t.md -->\nold\n<!-- end t.md -->\n"
+    (repo / "near.md").write_text("| a |\n<!-- END x.md -->\n")        # a block file too
+    page.write_text(block.replace("t.md", "near.md"))
+    _one_line(*_in(repo, capsys, "pages", "page.md")[::2], "holds marker lines itself")
+    crlf = b"x\r\n" + block.replace("\n", "\r\n").encode() + b"y\r\n"
+    page.write_bytes(crlf)
+    assert _in(repo, capsys, "pages", "page.md")[0] == 0
+    assert page.read_bytes() == crlf.replace(b"old", b"| a |")
+    assert _in(repo, capsys, "pages", "--check", "page.md")[0] == 0
+    (repo / "real.md").write_text(block)
+    os.symlink("real.md", repo / "link.md")
+    assert _in(repo, capsys, "pages", "link.md")[0] == 0
+    assert os.path.islink(repo / "link.md") and (repo / "real.md").read_text() == \
+        block.replace("old", "| a |")
+    (tmp_path / "outside.md").write_text(block)
+    os.symlink(tmp_path / "outside.md", repo / "out.md")
+    for check in (["--check"], []):
+        code, _, err = _in(repo, capsys, "pages", *check, "out.md")
+        _one_line(code, err, "out.md is a symbolic link to", "outside the repository")
+    assert os.path.islink(repo / "out.md") and (tmp_path / "outside.md").read_text() == block
+
+
 def test_headline_reads_its_readme_as_pages_do(smoke_ref, tmp_path, capsys):
-    """A binary --readme, or one whose headline markers do not pair up (a broken, missing or
-    crossed end marker), is one line, and neither the README nor --out is written."""
+    """A binary --readme, a missing one, one without the headline block, one whose headline
+    markers do not pair up (a broken, missing or crossed end marker) or are near misses, or a
+    link to a page outside the repository, is one line, and neither the README nor --out is
+    written; a link inside it updates the page it links to, whose CRLF line ends are kept."""
     out, readme, wide = tmp_path / "headline.md", tmp_path / "README.md", tmp_path / "wide"
     assert _sweep(wide, "--d", "128", "--seeds", "1") == 0           # --d128 must be at d = 128
     args = ["headline", "--d64", str(smoke_ref), "--d128", str(wide), "--out", str(out),
@@ -4792,13 +4884,34 @@ def test_headline_reads_its_readme_as_pages_do(smoke_ref, tmp_path, capsys):
                        "without its begin marker"),
                       ((report.BEGIN + "\nold\n").encode(), "has no end marker"),
                       ((report.END + "\nold\n" + report.BEGIN + "\n").encode(),
-                       "without its begin marker")]:
+                       "without its begin marker"),
+                      (b"# notes\n", "has no lines"), (b"", "has no lines"),     # no block
+                      (("<!-- BEGIN results/headline.md -->\nold\n<!-- END results/headline.md"
+                        " -->\n").encode(), "looks like a marker"),
+                      (("  " + report.BEGIN + "\nold\n" + report.END + "\n").encode(),
+                       "looks like a marker")]:
         readme.write_bytes(text)
         code, _, err = run_cli(capsys, "sweep", *args)
         _one_line(code, err, msg, "README.md")
         assert readme.read_bytes() == text and not out.exists()
-    readme.write_text(report.BEGIN + "\nOLD TABLE\n" + report.END + "\n")
-    assert run_cli(capsys, "sweep", *args)[0] == 0 and "OLD TABLE" not in readme.read_text()
+    code, _, err = run_cli(capsys, "sweep", *args[:-1], str(tmp_path / "missing.md"))
+    _one_line(code, err, "missing.md: cannot read it")
+    readme.write_text(report.BEGIN + "\nold\n" + report.END + "\n")
+    os.symlink(readme, tmp_path / "elsewhere.md")
+    code, _, err = run_cli(capsys, "sweep", *args[:-1], str(tmp_path / "elsewhere.md"))
+    _one_line(code, err, "elsewhere.md is a symbolic link to", "outside the repository")
+    crlf = (report.BEGIN + "\r\nOLD TABLE\r\n" + report.END + "\r\n").encode()
+    real = tmp_path / "real.md"
+    real.write_bytes(crlf)
+    os.symlink(real, tmp_path / "link.md")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)                          # the repository: a link inside it is followed
+    try:                                        # (the link's page updated, CRLF kept)
+        assert run_cli(capsys, "sweep", *args[:-1], "link.md")[0] == 0
+    finally:
+        os.chdir(cwd)
+    assert os.path.islink(tmp_path / "link.md") and b"OLD TABLE" not in real.read_bytes()
+    assert real.read_bytes().count(b"\r\n") == real.read_bytes().count(b"\n") > 3   # CRLF kept
 
 
 _HOOK = ("import os, signal, sys, runpy\n"
@@ -4837,6 +4950,77 @@ def test_ctrl_c_at_start_up_is_one_line_and_never_swallowed():
                                                  f"nothing was run"], (argv, at, mode)
         assert r.stdout == ""
     assert not os.path.exists(os.path.join(HERE, "nowhere-32"))
+
+
+_SWALLOWED = ("import os, signal, sys, time\n"
+              "signal.signal(signal.SIGINT, signal.default_int_handler)\n"   # as in a terminal
+              "import cli\n"
+              "cli.STOP_GRACE = 1.0\n"
+              "SIG, RUN_ON = getattr(signal, sys.argv[1]), float(sys.argv[2])\n"
+              "def main(argv):\n"
+              "    print('banner', flush=True)\n"
+              "    try:\n"                   # code that swallows what lands in it, as numpy's
+              "        os.kill(os.getpid(), SIG)\n"       # first import of numpy.random does
+              "        time.sleep(1)\n"
+              "    except BaseException:\n"
+              "        pass\n"
+              "    time.sleep(RUN_ON)\n"
+              "    print('ran to its end', flush=True)\n"
+              "    return 0\n"
+              "sys.exit(cli.one_line_errors('x.py', main))\n")
+
+
+def test_ctrl_c_or_sigterm_in_main_is_one_line_even_where_it_is_swallowed():
+    """Ctrl-C or SIGTERM from the first line of a command's main to its last is one line and exit
+    status 130 or 143 (SIGTERM after the banner used to kill the command with -15 and no word);
+    where the code it lands in swallows it (numpy importing numpy.random on first use did, and the
+    command ran to its end and exited 0), the command still stops: at once when main returns,
+    else cli.STOP_GRACE seconds later."""
+    for sig, code, line in [("SIGINT", 130, "x.py: interrupted"),
+                            ("SIGTERM", 143, "x.py: terminated (SIGTERM)")]:
+        for run_on in (0, 60):
+            t = time.time()
+            r = subprocess.run([sys.executable, "-c", _SWALLOWED, sig, str(run_on)], cwd=HERE,
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == code and r.stderr.strip().splitlines() == [line], (sig, r)
+            assert time.time() - t < 30 and ("ran to its end" in r.stdout) == (run_on == 0)
+    p = _python("train.py", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
+                "--steps", "1000000", "--log-every", "0")
+    assert p.stdout.readline().startswith("transformer on task and")       # the banner
+    p.terminate()
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143 and err.strip().splitlines() == ["train.py: terminated (SIGTERM)"]
+
+
+def test_a_stopped_pool_leaves_no_thread_to_race_the_exit():
+    """pool.stop() returns once the pool's manager thread is gone: left running, it raced the
+    pool's exit hook, and a Ctrl-C'd sweep printed "Exception ignored ... Bad file descriptor"
+    under its one line (4 of 40 trials on a busy machine)."""
+    pool = cli.worker_pool(2)
+    futures = [pool.submit(time.sleep, 30) for _ in range(2)]
+    deadline = time.time() + 60
+    while not all(f.running() for f in futures) and time.time() < deadline:
+        time.sleep(0.05)
+    manager = pool._executor_manager_thread
+    pool.stop()
+    assert not manager.is_alive()
+
+
+def test_ctrl_c_in_a_sweeps_process_group_is_one_line(tmp_path):
+    """A terminal sends Ctrl-C to the sweep and its workers at once: one line (the rows kept),
+    exit status 130, no worker's traceback."""
+    p = _python("sweep.py", "--preset", "smoke", "--workers", "2", "--out", str(tmp_path / "f"),
+                start_new_session=True)
+    try:
+        p.stdout.readline(), p.stdout.readline()                          # the first run's row
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 130 and len(err.strip().splitlines()) == 1, err
+    assert err.strip().startswith("interrupted: ") and "saved in" in err
 
 
 def test_workers_start_with_ctrl_c_held_and_ignore_it(capfd):
@@ -4890,6 +5074,24 @@ def test_bench_leaves_no_worker_behind(how):
     if how == signal.SIGTERM:
         assert p.returncode == 143 and err.strip().splitlines() == [
             "sweep.py bench: terminated (SIGTERM); its workers are stopped"], err
+
+
+def test_sigterm_during_the_bench_step_table_is_one_line():
+    """SIGTERM while the bench times its step table (before any worker starts) is one line and
+    exit status 143, as in its throughput part (it used to end with -15 and no word)."""
+    p = _python("sweep.py", "bench", "--Ts", "3000", "--m", "100", "--throughput", "100")
+    try:
+        assert p.stdout.readline().startswith("model heads=")              # the banner
+        p.stdout.readline(), p.stdout.readline()                          # float32: matmul
+        p.terminate()
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 143 and err.strip().splitlines() == [
+        "sweep.py bench: terminated (SIGTERM) during its step table"], err
+    assert "sweep throughput" not in out
 
 
 def test_sizes_are_checked_before_anything_is_built(smoke_ref, tmp_path, capsys, monkeypatch):
@@ -4995,6 +5197,31 @@ def test_m_grid_and_limit_caches_refuse_impossible_values(smoke_ref, tmp_path, m
     assert _sweep(f, "--report") == 0 and "99999" not in (f / "table.md").read_text()
     assert (f / "table.md").read_text() == ref_table
     assert json.loads((f / "limits.json").read_text()) == limits
+
+
+def test_limit_cache_not_finite_or_huge_is_computed_again_with_a_warning(smoke_ref, tmp_path,
+                                                                          monkeypatch, capsys):
+    """A limits.json entry holding -Infinity, Infinity or NaN (which strict JSON never writes: inf
+    is null) or a 400-digit integer is no limit: one warning line, computed again, never shown as
+    'inf [inf, inf]' and never an OverflowError."""
+    for v in (-math.inf, math.inf, math.nan, 10 ** 400, -10 ** 400):
+        assert report.cached_limit(dict(median=v, q05=3, q95=None, n_seeds=200), 200, 16, 3) \
+            is None, v
+    f = _copy(smoke_ref, tmp_path / "f")
+    ref_table, limits = (smoke_ref / "table.md").read_text(), json.loads(
+        (smoke_ref / "limits.json").read_text())
+    for bad in ('-Infinity', 'NaN', '9' * 400):
+        text = json.dumps({k: dict(v, median=0, q05=0, q95=0) for k, v in limits.items()})
+        (f / "limits.json").write_text(text.replace('"median": 0, "q05": 0, "q95": 0',
+                                                    f'"median": {bad}, "q05": {bad}, "q95": {bad}'))
+        monkeypatch.setattr(report, "_LIMITS", {})
+        capsys.readouterr()
+        assert _sweep(f, "--report") == 0, bad
+        out = capsys.readouterr().out
+        warned = [line for line in out.splitlines() if line.startswith("warning: the cache")]
+        assert len(warned) == len(limits) and "computed again" in warned[0], out
+        assert (f / "table.md").read_text() == ref_table and "inf [inf" not in ref_table
+        assert json.loads((f / "limits.json").read_text()) == limits
 
 
 # ---- issue 33: the mechanism
