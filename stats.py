@@ -583,7 +583,8 @@ def seed_resamples(n_seeds, n_boot=None, rng=None, exact=True):
     Where exact_resamples(n_seeds) (and exact), every multiset of n draws with its multinomial
     probability n! / (prod c_i! n^n): a statistic of the resample then has its bootstrap
     distribution exactly, with no Monte Carlo error, and any two calls list the same resamples in
-    the same order (so statistics stay paired across T or across folders). Otherwise n_boot
+    the same order (so two folders' statistics at one T stay paired; across T the design draws
+    each T on its own, exact=False, the module docstring). Otherwise n_boot
     random resamples (rng, default np.random.default_rng(0); n_boot, default N_BOOT) of weight
     1 / n_boot each. One seed has one resample: itself, with probability 1."""
     n = _check_count("n_seeds", n_seeds)
