@@ -416,8 +416,8 @@ def run_stacks(stacks, pool, workers, write):
 
 # ======== 4. THE REPORT: tables and plots from OUT/runs.csv and OUT/plan.json ===================
 # Every interval is a 95% percentile interval over stats.N_BOOT resamples of the SEED labels (a drawn
-# seed brings its run in every cell; seed i of one cell and of another are unrelated runs, but
-# resampling the labels together pairs the cells, as stats.py pairs T). Medians, not means: C is
+# seed brings its run in every cell of its T), by stats.py's design: the cells at one T share a
+# seed's S, data and (at one width) init, and draw the same resamples; each T draws its own. Medians, not means: C is
 # a cube of sums and has a long tail. A separation P(failure's X > success's X) (ties count 1/2)
 # is undefined in a resample without both outcomes; such resamples count against both bounds.
 
@@ -452,13 +452,16 @@ def load_study(out):
     return plan, cells
 
 
-def seed_weights(n_seeds, n_boot=None, seed=0):  # -> [1 + n_boot, n_seeds]
-    """How often each seed label 0..n_seeds-1 is drawn: row 0 the data itself (all 1), then
-    n_boot (default stats.N_BOOT) resamples of n_seeds labels with replacement."""
-    n_boot = stats.N_BOOT if n_boot is None else n_boot
-    idx = np.random.default_rng(seed).integers(0, n_seeds, (n_boot, n_seeds))
-    W = np.stack([np.bincount(row, minlength=n_seeds) for row in idx]).astype(np.float64)
-    return np.vstack([np.ones(n_seeds), W])
+def seed_weights(n_seeds, Ts, n_boot=None, seed=0):  # -> {T: [1 + n_boot, n_seeds]}
+    """How often each seed label 0..n_seeds-1 is drawn at each T: row 0 the data itself (all 1),
+    then n_boot (default stats.N_BOOT) resamples (stats.resample_counts: the same at one T,
+    independent across T)."""
+    return {T: np.vstack([np.ones(n_seeds), stats.resample_counts(n_seeds, T, n_boot, seed)])
+            for T in sorted(set(Ts))}
+
+
+def weights_at(W, rows):  # -> [1 + B, n_seeds]: the weights of the rows' T (one T per cell)
+    return W[rows[0]["T"]] if rows else next(iter(W.values()))
 
 
 def weighted_median(v, w):  # [n], [B, n] -> [B] (nan where the weights are all 0)
@@ -473,6 +476,7 @@ def weighted_median(v, w):  # [n], [B, n] -> [B] (nan where the weights are all 
 def median_ci(rows, key, W):
     """(median, lo, hi, [B] replicates) of rows' `key` (nan values left out), seeds weighted by
     W [1 + B, n_seeds]."""
+    W = weights_at(W, rows)
     pairs = [(r[key], r["seed"]) for r in rows if np.isfinite(r[key])]
     if not pairs:
         return math.nan, math.nan, math.nan, np.full(W.shape[0] - 1, np.nan)
@@ -486,7 +490,7 @@ def median_ci(rows, key, W):
 def pair_counts(rows, key, W):  # -> (numerator [1 + B], denominator [1 + B])
     """Over the (failure, success) pairs of rows, weighted by their seeds' draws: the count of
     pairs whose failure has the larger `key` (ties 1/2), and the count of pairs."""
-    rows = [r for r in rows if np.isfinite(r[key])]
+    W, rows = weights_at(W, rows), [r for r in rows if np.isfinite(r[key])]
     if not rows:
         return np.zeros(W.shape[0]), np.zeros(W.shape[0])
     v = np.array([r[key] for r in rows])
@@ -590,7 +594,7 @@ def separation_table(plan, cells, W, design="borderline"):
 
 def growth_table(plan, cells, W, design="fixed"):
     """Table 3: how each quantity of GROWN moves with T at the fixed m, per width: the median at
-    each T fitted (stats.scaling_fits, paired replicates) as a + b ln T and a T^k, over the cells
+    each T fitted (stats.scaling_fits, each T resampled on its own) as a + b ln T and a T^k, over the cells
     whose every seed ran. -> (lines, the number of intervals, {(d, key): fit})."""
     lines = ["| d | quantity | T | median at each T | b of a + b ln T [95% CI] | "
              "k of a T^k [95% CI] | log fits better |", "|---|---|---|---|---|---|---|"]
@@ -650,7 +654,7 @@ def final_table(plan, cells, W):
 
 
 def pair_weights(rows, key, W):  # -> [1 + B]: the seeds' weights summed (times key when given)
-    w = W[:, [r["seed"] for r in rows]]
+    w = weights_at(W, rows)[:, [r["seed"] for r in rows]]
     return w.sum(1) if key is None else w @ np.array([r[key] for r in rows])
 
 
@@ -696,7 +700,7 @@ def report(out, log=print):
     plan, cells = load_study(out)
     if not cells:
         raise ValueError(f"{out}: no runs yet in runs.csv; run `python mechanism.py run {out}`")
-    W = seed_weights(plan["seeds"])
+    W = seed_weights(plan["seeds"], [T for (_, _, T, _) in cells])
     sep, n_sep, pooled = separation_table(plan, cells, W)
     grow, n_grow, fits = growth_table(plan, cells, W)
     s = int(next(iter(cells.values()))[0]["s"])                  # the task's sparsity

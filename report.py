@@ -230,13 +230,46 @@ def ci_text(e, key, decimals=0):
             f"{bound_text(e[key + '_hi'], decimals)}]")
 
 
+def rerun_texts(folder, seeds=range(10), n_boot=None):
+    """The printed text of a folder's drawn bounds at several bootstrap seeds, for measuring how
+    often a rerun changes a printed digit (rerun_changes): per T the bounds of m50 and m90
+    (success_estimates), and the bounds of the fits across T (scaling_fits, the table's digits)
+    -> {name: [text at each seed]}. n_boot: default stats.N_BOOT, what the tables draw."""
+    n_boot = stats.N_BOOT if n_boot is None else n_boot
+    _, rows = folder_rows(folder)
+    by = {int(T): r for T, r in split_by_T([r for r in rows if r["model"] == "transformer"]).items()}
+    out = {}
+    for seed in seeds:
+        est = {T: success_estimates(r, n_boot=n_boot, seed=seed) for T, r in by.items()}
+        for T, e in est.items():
+            for key in ("m50_lo", "m50_hi", "m90_lo", "m90_hi"):
+                out.setdefault(f"{key} T={T}", []).append(bound_text(e[key], 0))
+        Ts = [T for T in by if np.isfinite(est[T]["m50"]) and est[T]["m50"] > 0]
+        if len(Ts) >= 3:
+            f = scaling_fits(np.array(Ts), np.array([est[T]["m50"] for T in Ts]),
+                             np.array([est[T]["m50_boot"] for T in Ts]))
+            for key, dec in (("log_b", 1), ("lin_b", 4), ("pow_k", 2), ("daic", 1)):
+                for side in ("_lo", "_hi"):
+                    out.setdefault(key + side, []).append(bound_text(f[key + side], dec))
+    return out
+
+
+def rerun_changes(texts):
+    """{name: [text at seed 0, at seed 1, ...]} -> (reruns whose text differs from seed 0's,
+    reruns): the measure of the printing rule (stats.py's module docstring)."""
+    changed = sum(t != v[0] for v in texts.values() for t in v[1:])
+    return changed, sum(len(v) - 1 for v in texts.values())
+
+
 def rounding_note():
     """The line under every table of bootstrap intervals: how many resamples, and how to read a
     bound printed with fewer digits (stats.bound_text)."""
-    return (f"95% intervals from {stats.N_BOOT:,} bootstrap resamples of the seeds, or exact (m* "
-            f"after bisection); a bound from drawn resamples keeps no digit its Monte Carlo error "
-            f"moves (210 may stand for 205-215), and one left without a figure is widened to the "
-            f"far end of that error (> a: known only to exceed a)")
+    return (f"95% intervals from {stats.N_BOOT:,} bootstrap resamples of the seeds, each T's on "
+            f"its own and the same at one T (paired), or exact (one T's m* after bisection); a "
+            f"bound from drawn resamples keeps no digit its Monte Carlo band (two standard errors "
+            f"either side) moves (210 may stand for 205-215), and one left without a figure is "
+            f"widened to the far end of that band and marked ~ (~500: reaches at most that far; "
+            f"> a: known only to exceed a)")
 
 
 def fits_line(head, what, f):
@@ -429,7 +462,9 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
     A folder is named by its protocol, and also by its folder where that is ambiguous or where its
     options are not the protocol's (`protocols`: name -> options it changes from train.py's).
     growth_from=T0: also, per folder after the first and T > T0, its paired ratio at T over its
-    paired ratio at T0 (stats.paired_growth), where both folders hold the same seeds at both T.
+    paired ratio at T0 (stats.paired_growth), where both folders hold the same seeds at both T:
+    of m50, and of majority m* where the folders record their grids (the same test on the
+    paper's statistic: a claim on one quotes the other).
     Last, for folders of the paper's task (3-sparse AND, bar 0.99), where the paper's m* falls
     against the folder's majority m* interval at the paper's T (paper_position)."""
     lines = ["| protocol | T | m50 [95% CI] | m50 / first [paired 95% CI] | m90 [95% CI] | "
@@ -437,7 +472,7 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
              "failures (median) | positional overlap of S: successes / failures (median) | "
              "CPU min |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    fits, entries, first, growth, paper = [], [], {}, [], []
+    fits, entries, first, growth, paper, first_star = [], [], {}, [], [], {}
     metas = [folder_rows(folder, n_seeds, Ts) for folder in folders]
     if growth_from is not None and not any(int(r["T"]) == growth_from for _, rows in metas
                                            for r in rows):
@@ -473,8 +508,12 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
                          f"{f' ({len(fail) - len(known)} not recorded)' if len(known) < len(fail) else ''}"
                          f" | {_split_medians(runs, 'attn_on_S')} | "
                          f"{_split_medians(runs, 'pos_overlap')} | {cpu_minutes(runs):.1f} |")
+        star = _mstar_entries(meta, rows) if growth_from is not None else {}
+        first_star.update(star if i == 0 else {})
         if growth_from is not None and i > 0:
             growth.append(_gap_growth_line(name, own, first, growth_from))
+            if star and first_star:
+                growth.append(_gap_growth_line(name, star, first_star, growth_from, "m*"))
         if papers:
             grid = meta.get("grids", {}).get("transformer")
             line = grid and paper_position(name, critical_sizes(
@@ -514,16 +553,29 @@ def paper_position(name, stats):
                                      else ""))
 
 
-def _gap_growth_line(name, own, first, T0):
-    """compare_table's line of one folder's paired ratio at each T > T0 over its value at T0."""
+def _mstar_entries(meta, rows):
+    """{T: (seeds, {"m50": majority m*, "m50_boot": its N_BOOT replicates})} of one folder, for
+    _gap_growth_line's m* version ({} where the folder records no grid)."""
+    grid = meta.get("grids", {}).get("transformer")
+    if not grid:
+        return {}
+    crit = critical_sizes(rows, {"transformer": grid}, meta.get("search", "bisect"))
+    seeds = {T: sorted({int(r["seed"]) for r in rows if int(r["T"]) == T}) for (_, T) in crit}
+    return {T: (seeds[T], {"m50": st["m_star"], "m50_boot": st["m_star_boot"]})
+            for (_, T), st in crit.items() if not st["unfinished"]}
+
+
+def _gap_growth_line(name, own, first, T0, what="m50"):
+    """compare_table's line of one folder's paired ratio at each T > T0 over its value at T0, of
+    m50 or (what="m*", entries from _mstar_entries) of majority m*."""
     base = own.get(T0), first.get(T0)
     if None in base or base[0][0] != base[1][0]:
-        return f"{name}: m50 / first at T over at T = {T0}: not paired (T = {T0} missing or " \
+        return f"{name}: {what} / first at T over at T = {T0}: not paired (T = {T0} missing or " \
                f"other seeds)"
     parts = [f"T = {T}: {_ratio(paired_growth(e, first[T][1], base[0][1], base[1][1]))}"
              for T, (seeds, e) in sorted(own.items()) if T > T0 and T in first and
              seeds == first[T][0] == base[0][0]]
-    return (f"{name}: (m50 / first) at T over the same at T = {T0}, paired 95% CI: " +
+    return (f"{name}: ({what} / first) at T over the same at T = {T0}, paired 95% CI: " +
             ("; ".join(parts) if parts else "no larger T with the same seeds"))
 
 

@@ -9,11 +9,12 @@ value. It reads top to bottom:
   3. the success curve: P(success | m) = sigmoid(a + b ln m) fitted to all runs of one T pooled
      (fit_success_curve); m50 and m90 where it crosses 0.5 and 0.9 (m_at).
   4. the bootstrap over seeds: 95% percentile intervals from resampling SEEDS, all runs of a
-     drawn seed together (bootstrap_over_seeds, success_estimates); exact where that is cheap:
-     a median or an order statistic of the seeds (median_bootstrap, order_statistic_bootstrap),
-     or every resample of up to 11 seeds listed with its probability (seed_resamples). Elsewhere
-     N_BOOT drawn resamples, and each bound carries its Monte Carlo error (Bound) so that it
-     prints with no digit that error moves (mc_decimals, bound_text).
+     drawn seed together (bootstrap_over_seeds, success_estimates), each T on its own (the
+     design, below); exact where that is cheap: a median or an order statistic of one cell's
+     seeds (median_bootstrap, order_statistic_bootstrap), or every resample of up to 11 seeds
+     listed with its probability (seed_resamples). Elsewhere N_BOOT drawn resamples, and each
+     bound carries its Monte Carlo band (Bound) so that it prints with no digit that band moves
+     (mc_decimals, bound_text).
   5. m* by the majority rule, the paper's statistic: the smallest grid m at which at least half of
      the seeds succeed (critical_sizes for the sweep's searches, majority_mstar for plain rows).
   6. laws across T and s: least-squares lines (fit_line), m50(T) against ln T, T and T^k with
@@ -40,9 +41,43 @@ negligible: it shifts b by about RIDGE / (Fisher information of b), about 1e-5 r
 hundred runs. Firth's penalty would also give finite estimates, but needs leverages at each
 iteration and complicates the vectorised bootstrap; the ridge does not.
 
-Seeds are indexed by their sorted labels (parse_rows), so an interval does not depend on the order
-of the rows, and resample i draws the same seeds in any two sets of rows that hold them: that is
-what pairs two protocols or two widths in paired_ratio.
+The design: what a seed shares, and which cells are resampled together. A run's seed fixes the
+task's support S, its training data, its test data and its init (train.seeds_for, draw_run),
+each from its own stream. At one T, seed i gives every cell the same S and the same training
+examples (the first m of one stream: a larger m extends a smaller one's set), whatever the
+width, the protocol or the number of steps, and the same init wherever the parameters have the
+same shapes. At two different T, seed i shares no example: its inputs are the same coin flips cut
+into rows of another length, and S is drawn among other positions, so its labels agree by
+chance. The outcomes follow: the rank correlation (Spearman) of the seeds' critical m between
+two T, averaged over the pairs of T, is 0.005 at d = 64 (results/extended, 45 pairs) and -0.03
+at d = 128 (21 pairs), of parity's steps 0.02; between d = 64 and d = 128 at one T it is 0.19,
+between parity's m = 2000 and 4000 at one T 0.29. Hence the resampling: cells at one T are
+PAIRED by construction, and resample i draws the same seed labels in all of them (paired_ratio:
+two protocols or two widths at one T); cells at different T are INDEPENDENT, and each T's seeds
+are resampled on their own (a stratified bootstrap). Both come from one place,
+resample_counts(n_seeds, T, n_boot, seed): its generator is seeded by the bootstrap's seed and
+by T (stratum_rng), so two calls at one T draw the same resamples and two calls at different T
+independent ones (test_seeds_pair_cells_at_one_T_and_nothing_across_T shows the data and the
+draws). A fit across T (scaling_fits, log_departure, paired_growth's growth from T0 to T)
+combines replicate i of each T, drawn independently, so no interval across T is exact: the
+exact distributions (median_bootstrap, order_statistic_bootstrap, seed_resamples) are those of
+one T's cell, or of cells paired at one T. Seeds are indexed by their sorted labels
+(parse_rows), so an interval does not depend on the order of the rows, and the pairing at one T
+holds wherever two sets of rows hold the same seeds.
+
+The Monte Carlo band. A bound from B drawn resamples is the order statistic at q; drawn again it
+moves by about s = sqrt(B q (1 - q)) places in the sorted resamples (one standard error). The
+band a Bound carries is the order statistics MC_Z = 2 standard errors either side of it (about
+95% of the bound's reruns fall inside it). A bound prints its last digit only where the whole
+band spans at most MC_SPAN = half a unit of that digit (mc_decimals), and a bound the band leaves
+without one figure prints as its band's outer end, rounded outwards and marked "~" (bound_text:
+"~500" reaches at most about that far; it is not a measured 500). Measured: rerun at other
+bootstrap seeds 1-9, the 84 drawn bounds of results/extended and results/width/d-128 (m50, m90,
+the fits across T) printed another text in 49 of 756 reruns, 6.5%, about 1 in 15, most of them
+bounds far above the grid; under the band before (one standard error, within a whole unit)
+175, 23% (report.rerun_texts and
+report.rerun_changes measure it on a folder; test_a_printed_bound_keeps_its_text_in_about_
+nineteen_reruns_of_twenty on drawn normal samples: 2.8% against 36%).
 """
 import itertools
 import math
@@ -52,6 +87,9 @@ import numpy as np
 
 N_BOOT = 100_000  # bootstrap resamples of the seeds behind every interval in a table: enough
                   # that most bounds keep their last digit (see mc_decimals)
+MAX_BOOT = 10_000_000   # resamples in one call at most (the counts alone take 8 bytes a seed each)
+MC_Z = 2          # a drawn bound's Monte Carlo band: this many standard errors either side of it
+MC_SPAN = 0.5     # a printed digit's unit is at least 1 / MC_SPAN times its bound's band
 RIDGE = 1e-3      # ridge strength on (centred intercept, slope); see the module docstring
 MAX_ITER = 100    # Newton iterations cap (typical fits converge in 5-30)
 EXACT_RESAMPLES = 400_000   # list every resample of the seeds up to this many (seed_resamples)
@@ -354,8 +392,8 @@ def default_stat(a, b):
 
 class Bound(float):
     """A bound of a percentile interval from drawn resamples: a float that also carries `band`,
-    the bound's Monte Carlo error as the pair (lower, upper) of order statistics one standard
-    error either side of it, and `side` ("lo" or "hi"), for bound_text. Exact bounds
+    the bound's Monte Carlo band as the pair (lower, upper) of order statistics MC_Z standard
+    errors either side of it (about a 95% band), and `side` ("lo" or "hi"), for bound_text. Exact bounds
     (distribution_ci) are plain floats: they have no Monte Carlo error."""
 
     def __new__(cls, value, band, side):
@@ -376,7 +414,9 @@ def percentile_ci(samples, lo=2.5, hi=97.5):
     Monte Carlo error: how many of B resamples fall below the true q-quantile is Binomial(B, q),
     with standard deviation s = sqrt(B q (1 - q)); so the bound drawn again from other resamples
     moves by about the spread of the order statistics s places either side of it. Each Bound
-    carries that spread as its band, and bound_text prints no digit finer than it."""
+    carries the order statistics MC_Z * s places either side as its band, and bound_text prints
+    no digit that band moves. lo and hi: percents with 0 <= lo < hi <= 100."""
+    _check_percents(lo, hi)
     v = np.sort(np.asarray(samples, dtype=np.float64).ravel())
     if v.size == 0 or np.isnan(v).any():
         raise ValueError(f"samples must be non-empty and NaN-free, got {v.size} values "
@@ -384,34 +424,39 @@ def percentile_ci(samples, lo=2.5, hi=97.5):
     n, out = v.size, []
     for q, side in ((lo, "lo"), (hi, "hi")):
         k = min(max(math.ceil(q * n / 100.0 - 1e-9) - 1, 0), n - 1)
-        s = math.ceil(math.sqrt(n * (q / 100.0) * (1.0 - q / 100.0)))
+        s = math.ceil(MC_Z * math.sqrt(n * (q / 100.0) * (1.0 - q / 100.0)))
         out.append(Bound(v[k], (v[max(k - s, 0)], v[min(k + s, n - 1)]), side))
     return out[0], out[1]
 
 
 def mc_decimals(x, decimals):
-    """The decimals, at most `decimals`, that a number's Monte Carlo error allows: `decimals` for
-    a plain float (exact: no such error); for a Bound, one fewer while its band's half-width (one
-    standard error of the bound) exceeds half a unit of the last decimal, so that the last digit
-    printed is one the error does not move (negative: tens, hundreds, ...). None when the error
-    leaves the bound without one significant figure, or beside an infinite resample."""
+    """The decimals, at most `decimals`, that a number's Monte Carlo band allows: `decimals` for
+    a plain float (exact: no such error); for a Bound, one fewer while its band (MC_Z standard
+    errors either side of it) spans more than half a unit of the last decimal, so that the last
+    digit printed is one a rerun at another bootstrap seed keeps (the module docstring measures
+    how often it does; negative: tens, hundreds, ...). None when the band leaves the bound
+    without one significant figure, or beside an infinite resample."""
     if not isinstance(x, Bound) or not math.isfinite(x):
         return decimals
-    half, d = (x.band[1] - x.band[0]) / 2.0, decimals
-    while math.isfinite(half) and half > 0.5 * 10.0 ** -d:
+    width, d = x.band[1] - x.band[0], decimals
+    while math.isfinite(width) and width > MC_SPAN * 10.0 ** -d:
         d -= 1
-    return d if math.isfinite(half) and (d == decimals or 10.0 ** -d <= abs(x)) else None
+    return d if math.isfinite(width) and (d == decimals or 10.0 ** -d <= abs(x)) else None
 
 
 def bound_text(x, decimals):
-    """A number as text with `decimals` decimals, but no digit finer than its Monte Carlo error
-    (mc_decimals): 206.3 with an error of 3 prints as 210, "somewhere in 205-215". A bound its
-    error leaves without one significant figure is widened to the outer end of its band (the
-    upper end of an upper bound, the lower end of a lower bound), rounded outwards to one figure,
-    so the printed interval holds every interval the resampling could have given; where that end
-    is infinite, an upper bound prints as "> a" and a lower bound as "< b", a and b the inner
-    end. Bounds of a million or more that lose digits print as 8.4e+06. Plain floats (exact
-    bounds, point estimates) print with `decimals` decimals; infinities as inf and -inf."""
+    """A number as text with `decimals` decimals, but no digit finer than its Monte Carlo band
+    (mc_decimals): 206.3 with a band of 204-208 prints as 210, "somewhere in 205-215". A bound its
+    band leaves without one significant figure is widened to the outer end of its band (the
+    upper end of an upper bound, the lower end of a lower bound), rounded outwards to a multiple
+    of 1, 2 or 5 x 10^k of which the band spans at most half (so a rerun keeps it) and marked "~" ("~500": the interval reaches at most that far, a bound not measured to its
+    first figure), so the printed interval holds the one a rerun at another bootstrap seed gives
+    in all but a few reruns (the module docstring measures it). Where that end is infinite, or
+    more than twice as far from 0 as the inner end (a heavy tail, whose far end a rerun moves by
+    a factor), an upper bound prints as "> a" and a lower bound as "< b", a and b the power of
+    ten at or inside the inner end: known only to exceed a. Bounds of a million or more that lose
+    digits print as 8.4e+06. Plain floats (exact bounds, point estimates) print with `decimals`
+    decimals; infinities as inf and -inf."""
     v = float(x)
     if math.isnan(v):
         return "nan"
@@ -421,12 +466,22 @@ def bound_text(x, decimals):
     if d is None:
         hi = x.side == "hi"
         outer, inner = (x.band[1], x.band[0]) if hi else (x.band[0], x.band[1])
-        end, sign = (outer, "") if math.isfinite(outer) else (inner, "> " if hi else "< ")
+        far = not math.isfinite(outer) or (inner * outer > 0 and abs(outer) > 2 * abs(inner))
+        end, sign = (inner, "> " if hi else "< ") if far else (outer, "~")
         if end == 0 or not math.isfinite(end):
             return f"{sign}{end:g}"
-        unit = 10.0 ** math.floor(math.log10(abs(end)))
-        out = (math.ceil if hi == (sign == "") else math.floor)(end / unit) * unit
-        return sign + (f"{out:.0e}" if abs(out) >= 1e6 else f"{out:g}")
+        if far:                     # the power of ten at or inside the inner end
+            out = math.copysign(10.0 ** math.floor(math.log10(abs(end))), end)
+            if (out < end) != hi:   # a negative inner end: inwards is the other way
+                out *= 10.0
+            return sign + (f"{out:.0e}" if abs(out) >= 1e6 else f"{out:g}")
+        else:                       # the first of 1, 2, 5 x 10^k the band spans at most half of
+            unit = 10.0 ** math.floor(math.log10(x.band[1] - x.band[0]))
+            unit = next(u * unit for u in (1, 2, 5, 10, 20, 50)
+                        if x.band[1] - x.band[0] <= MC_SPAN * u * unit)
+        out = (math.ceil if hi == (sign == "~") else math.floor)(end / unit) * unit
+        out = round(out, max(0, 1 - math.floor(math.log10(unit))))    # no 0.30000000000000004
+        return sign + (f"{out:.1e}".replace(".0e", "e") if abs(out) >= 1e6 else f"{out:g}")
     if d < decimals and abs(v) >= 1e6:
         return f"{v:.{max(0, math.floor(math.log10(abs(v))) + d)}e}"
     return f"{v:.{d}f}" if d >= 0 else f"{round(v, d):.0f}"
@@ -502,6 +557,7 @@ def distribution_ci(support, p, lo=2.5, hi=97.5):
     """95% percentile interval of an exact bootstrap distribution (support sorted, p its
     probabilities) -> (lo, hi) floats: the bound at q is the smallest value whose probability of
     lying at or below it reaches q%, the rule percentile_ci applies to drawn resamples."""
+    _check_percents(lo, hi)
     cdf = np.cumsum(p)
     at = lambda q: min(int(np.searchsorted(cdf, q / 100.0 - 1e-12)), support.size - 1)
     return float(support[at(lo)]), float(support[at(hi)])
@@ -510,12 +566,14 @@ def distribution_ci(support, p, lo=2.5, hi=97.5):
 def median_ci(values, lo=2.5, hi=97.5):
     """95% percentile interval of the bootstrap median of `values`, computed exactly
     (median_bootstrap, distribution_ci): no resampling error."""
+    _check_percents(lo, hi)
     return distribution_ci(*median_bootstrap(values), lo, hi)
 
 
 def exact_resamples(n_seeds):
     """True when every resample of n_seeds seeds can be listed (seed_resamples): the multisets
     of n draws from n seeds number C(2n - 1, n), 92,378 for 10 seeds, 352,716 for 11."""
+    n_seeds = _check_count("n_seeds", n_seeds)
     return math.comb(2 * n_seeds - 1, n_seeds) <= EXACT_RESAMPLES
 
 
@@ -525,15 +583,18 @@ def seed_resamples(n_seeds, n_boot=None, rng=None, exact=True):
     Where exact_resamples(n_seeds) (and exact), every multiset of n draws with its multinomial
     probability n! / (prod c_i! n^n): a statistic of the resample then has its bootstrap
     distribution exactly, with no Monte Carlo error, and any two calls list the same resamples in
-    the same order (so statistics stay paired across T or across folders). Otherwise n_boot
+    the same order (so two folders' statistics at one T stay paired; across T the design draws
+    each T on its own, exact=False, the module docstring). Otherwise n_boot
     random resamples (rng, default np.random.default_rng(0); n_boot, default N_BOOT) of weight
-    1 / n_boot each."""
-    n, n_boot = n_seeds, N_BOOT if n_boot is None else n_boot
+    1 / n_boot each. One seed has one resample: itself, with probability 1."""
+    n = _check_count("n_seeds", n_seeds)
+    n_boot = _check_count("n_boot", N_BOOT if n_boot is None else n_boot, MAX_BOOT)
     if not (exact and exact_resamples(n)):
         rng = np.random.default_rng(0) if rng is None else rng
         return seed_counts(rng, n, n_boot), np.full(n_boot, 1.0 / n_boot)
-    bars = np.array(list(itertools.combinations(range(2 * n - 1), n - 1)), dtype=np.int64)
-    bars = bars.reshape(-1, n - 1)                 # stars and bars: n - 1 bars among 2n - 1 slots
+    bars = list(itertools.combinations(range(2 * n - 1), n - 1))
+    bars = np.array(bars, dtype=np.int64).reshape(len(bars), n - 1)   # stars and bars: n - 1
+                                                   # bars among 2n - 1 slots (none for one seed)
     ends = np.ones((bars.shape[0], 1), dtype=np.int64)
     C = np.diff(np.hstack([-ends, bars, (2 * n - 1) * ends]), axis=1) - 1   # [K, n], rows sum to n
     lgam = np.array([math.lgamma(c + 1) for c in range(n + 1)])
@@ -556,6 +617,7 @@ def weighted_percentile_ci(samples, weights, lo=2.5, hi=97.5):
     """percentile_ci for samples [K] with probabilities weights [K] (renormalised to sum 1): the
     bound at q is the smallest sample whose cumulative probability reaches q%. With equal weights
     it is percentile_ci's order statistic."""
+    _check_percents(lo, hi)
     x, w = np.asarray(samples, dtype=np.float64).ravel(), np.asarray(weights, np.float64).ravel()
     if x.size == 0 or x.size != w.size or np.isnan(x).any() or (w < 0).any() or w.sum() <= 0:
         raise ValueError(f"samples and weights must be non-empty, NaN-free and alike in size, got "
@@ -566,8 +628,54 @@ def weighted_percentile_ci(samples, weights, lo=2.5, hi=97.5):
     return distribution_ci(x[order], w[order] / w.sum(), lo, hi)
 
 
+def _check_count(name, v, most=None):
+    """v as an int when it is an integer >= 1 (no bool) and at most `most`; else one line."""
+    if not (isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) and v >= 1
+            and (most is None or v <= most)):
+        raise ValueError(f"{name} must be an integer from 1" + (
+            f" to {most:,}" if most else "") + f", got {v!r}")
+    return int(v)
+
+
+def _check_percents(lo, hi):
+    """lo and hi of a percentile interval: real numbers with 0 <= lo < hi <= 100."""
+    for name, v in (("lo", lo), ("hi", hi)):
+        if not (isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+                and 0 <= v <= 100):
+            raise ValueError(f"{name} must be a percent from 0 to 100, got {v!r}")
+    if not lo < hi:
+        raise ValueError(f"lo must be below hi, got lo={lo!r}, hi={hi!r}")
+
+
+def stratum_rng(T, seed=0):
+    """The generator of the seed resamples at context length T: seeded by the bootstrap's seed
+    (an integer >= 0) and by T's value, so two calls at one T give the same resamples (the cells
+    there are paired) and two calls at different T independent ones (the module docstring)."""
+    if not (isinstance(seed, numbers.Integral) and not isinstance(seed, (bool, np.bool_))
+            and seed >= 0):
+        raise ValueError(f"seed must be an integer >= 0 (the bootstrap's seed), got {seed!r}")
+    try:
+        t = float(T)
+    except (TypeError, ValueError):
+        t = math.nan
+    if not (math.isfinite(t) and t > 0):
+        raise ValueError(f"T must be a positive finite number, got {T!r}")
+    words = np.frombuffer(np.float64(t).tobytes(), dtype=np.uint32)     # T's exact value
+    return np.random.default_rng([int(seed), 37, *(int(w) for w in words)])
+
+
+def resample_counts(n_seeds, T, n_boot=None, seed=0):  # -> [n_boot, n_seeds]
+    """The design's resamples of the seeds at context length T, as counts: n_boot (default
+    N_BOOT) draws of n_seeds labels with replacement from stratum_rng(T, seed). The same at one
+    T (paired cells), independent across T (a stratified bootstrap)."""
+    n_boot = _check_count("n_boot", N_BOOT if n_boot is None else n_boot, MAX_BOOT)
+    return seed_counts(stratum_rng(T, seed), _check_count("n_seeds", n_seeds), n_boot)
+
+
 def seed_counts(rng, n_seeds, n_boot):
     """[n_boot, n_seeds] multiplicity of each seed in each resample of n_seeds seeds."""
+    n_seeds = _check_count("n_seeds", n_seeds)
+    n_boot = _check_count("n_boot", n_boot, MAX_BOOT)
     idx = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
     flat = (idx + n_seeds * np.arange(n_boot)[:, None]).ravel()
     return np.bincount(flat, minlength=n_boot * n_seeds).reshape(n_boot, n_seeds).astype(float)
@@ -586,8 +694,7 @@ def bootstrap_over_seeds(rows, stat=default_stat, n_boot=1000, rng=None):
     does). rng: a numpy Generator (default: np.random.default_rng(0)).
     Returns (ci, samples): ci {name: (lo, hi)} 95% percentile intervals (percentile_ci),
     samples {name: [n_boot] array}."""
-    if not isinstance(n_boot, (int, np.integer)) or isinstance(n_boot, bool) or n_boot < 1:
-        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
+    n_boot = _check_count("n_boot", n_boot, MAX_BOOT)
     rng = np.random.default_rng(0) if rng is None else rng
     d = _one_T(rows)
     S = len(d["seeds"])
@@ -609,7 +716,9 @@ def bootstrap_over_seeds(rows, stat=default_stat, n_boot=1000, rng=None):
 
 
 def success_estimates(rows, n_boot=1000, seed=0):
-    """m50 and m90 with 95% seed-bootstrap CIs for rows of one T.
+    """m50 and m90 with 95% seed-bootstrap CIs for rows of one T, the seeds resampled by the
+    design (stratum_rng(T, seed)): paired with any rows of this T and the same seeds, independent
+    of other T's.
 
     Returns a dict: m50, m50_lo, m50_hi, m90, m90_lo, m90_hi (floats; inf = above every m tried
     / never reached, 0.0 = below the smallest m tried), n_seeds, n_runs, a, b (b None when
@@ -617,8 +726,9 @@ def success_estimates(rows, n_boot=1000, seed=0):
     for scaling_fits)."""
     rows = list(rows)
     d = _one_T(rows)
+    rng = stratum_rng(d["T"][0], seed)
     a, b = fit_success_curve(d["m"], d["success"])
-    ci, samples = bootstrap_over_seeds(rows, default_stat, n_boot, np.random.default_rng(seed))
+    ci, samples = bootstrap_over_seeds(rows, default_stat, n_boot, rng)
     out = {"T": float(d["T"][0])}
     for name, p in (("m50", 0.5), ("m90", 0.9)):
         out[name] = m_at(p, a, b)
@@ -645,8 +755,8 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
     (order_statistic_bootstrap: no resampling error), and so is m_star_above, the bootstrap
     probability that m* lies above the grid; for a grid walk both come from the drawn resamples.
     m_star_boot holds the seed bootstrap of success_estimates (the same N_BOOT resamples,
-    seed_counts with seed 0), m* recomputed by the same rule on each, for scaling_fits, which
-    pairs them across T.
+    resample_counts at this T with seed 0), m* recomputed by the same rule on each, for
+    scaling_fits; they are drawn independently at each T (the design, module docstring).
     """
     by = {}
     for r in rows:
@@ -668,7 +778,7 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
         # the drawn seeds' successes reach half of the n drawn
         boot = np.full(1 + N_BOOT, np.inf)
         if n:
-            C = np.vstack([np.ones(n), seed_counts(np.random.default_rng(0), n, N_BOOT)])
+            C = np.vstack([np.ones(n), resample_counts(n, T, N_BOOT, 0)])
             half = (C @ wins) >= n / 2                              # [1 + N_BOOT, n_grid]
             boot[half.any(1)] = np.asarray(grid, dtype=float)[np.argmax(half, 1)[half.any(1)]]
         mstar, boot = float(boot[0]), boot[1:]
@@ -773,13 +883,13 @@ def _check_curve(name, x, m50, m50_boot):
 
 
 def scaling_fits(T, m50, m50_boot):
-    """Fits of m50(T) across T with paired-bootstrap 95% CIs.
+    """Fits of m50(T) across T with stratified-bootstrap 95% CIs.
 
     T [n] distinct positive context lengths, n >= 3; m50 [n] point estimates (finite, > 0);
     m50_boot [n, B] bootstrap replicates of m50 at each T (e.g. success_estimates(...)["m50_boot"]
-    for each T, same B). Replicate i is paired across T: the callers draw every T's replicates
-    with the same generator seed (success_table, critical_sizes), so where the T hold the same
-    seeds, replicate i resamples the same seed labels at each T. A replicate with any non-finite
+    for each T, same B). Replicate i combines one resample of each T's seeds, drawn independently
+    at each T (the design in the module docstring: a seed shares nothing across T; the callers
+    draw with resample_counts, success_estimates or critical_sizes). A replicate with any non-finite
     or non-positive value (an m50 or m* above every m tried), or one so large that its fits
     overflow, has no fit: it is dropped and counted against both bounds, so a bound is +-inf once
     more than 2.5% of the replicates are dropped (an interval of the kept ones alone would be
@@ -816,7 +926,7 @@ def scaling_fits(T, m50, m50_boot):
 
 def growth_in_s(s, m50, m50_boot):
     """How m50 grows with the sparsity s at one T: a power law or an exponential, with
-    paired-bootstrap 95% CIs (the theory: weight norms poly(s) for symmetric functions, 2^O(s) for
+    bootstrap 95% CIs (the theory: weight norms poly(s) for symmetric functions, 2^O(s) for
     arbitrary ones).
 
     s [n] distinct sparsities, n >= 3 (with 3, each model keeps one residual degree of freedom:
@@ -826,7 +936,8 @@ def growth_in_s(s, m50, m50_boot):
     no fit: it is dropped and counted against both bounds, so a bound is +-inf once more than 2.5%
     of the replicates are dropped. Both models fit ln m50 by least squares, so their AIC compare:
     power  ln m = ln a + k ln s;  exponential  ln m = ln a + s ln b.  daic = AIC(power) -
-    AIC(exponential), negative favours the power law. -> dict: pow_k, exp_b, daic, each with
+    AIC(exponential), negative favours the power law. At one T the folders of different s are
+    paired (a seed gives them the same inputs X and, at one width, the same init). -> dict: pow_k, exp_b, daic, each with
     _lo and _hi; pow_a, exp_a, p_power_better (fraction of kept replicates with daic < 0, None if
     none kept), n_s, n_boot, n_dropped."""
     s, m50, boot, keep = _check_curve("s", s, m50, m50_boot)
@@ -857,8 +968,8 @@ def growth_in_s(s, m50, m50_boot):
 def log_departure(T, m50, m50_boot, fit_below):
     """Where a curve m50(T) leaves the log law it follows at small T.
 
-    T [n] distinct context lengths; m50 [n]; m50_boot [n, B] bootstrap replicates, independent
-    across T (replicate i is paired across T, as in scaling_fits). Fits m50 ~ a + b ln T over the
+    T [n] distinct context lengths; m50 [n]; m50_boot [n, B] bootstrap replicates, drawn
+    independently at each T (as in scaling_fits). Fits m50 ~ a + b ln T over the
     T <= fit_below (at least 2 of them), in every replicate too, and divides each larger T's m50
     by the fit's extrapolation a + b ln T: ratio [95% CI] (replicates whose small-T values are not
     finite and positive, or whose extrapolation is not positive, are dropped; an m50 above every m
@@ -904,8 +1015,8 @@ def log_departure(T, m50, m50_boot, fit_below):
 def paired_growth(e, ref, e0, ref0):
     """How a paired ratio changes with T: (m50 / ref's m50) at one T over the same at T0, with a
     95% bootstrap CI. All four are success_estimates of the same seeds with the same n_boot and
-    bootstrap seed, so replicate i resamples the same seeds at both T and in both folders: a
-    constant offset between the two (one width needing 1.2 times the other's samples at every T)
+    bootstrap seed, so replicate i resamples the same seeds in both folders at one T (paired by
+    construction) and independent resamples at T and at T0 (the design): a constant offset between the two (one width needing 1.2 times the other's samples at every T)
     cancels, and an interval above 1 says the first loses ground as T grows. Replicates whose
     value is undefined are dropped. -> (growth, lo, hi)."""
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -14,7 +14,8 @@ not get there within --budget steps is censored: counted, never dropped (its ste
 
 Per T: the median steps over seeds with a 95% interval from a bootstrap over seeds (a censored run
 is +inf, so the median is finite only while fewer than half are censored), the fit steps ~ a T^k
-over the T whose median is finite (paired bootstrap replicates), and beside them the samples the
+over the T whose median is finite (each T's seeds resampled on their own: a seed shares nothing
+across T, stats.py's design), and beside them the samples the
 GF(2) learner needs (hypotheses.gf2_first_full_rank on each seed's stream) and the statistical limit.
 
 Every run is one CSV row of OUT/steps.csv, written as its stack finishes; the same command resumes.
@@ -52,7 +53,7 @@ import report
 import run_options
 import stats
 import train
-from stats import (bound_text, exact_resamples, fit_line, median_ci, resample_medians,
+from stats import (bound_text, fit_line, median_ci, resample_medians,
                    seed_resamples, weighted_percentile_ci)
 
 FIELDS = folder.STEPS_FIELDS       # one CSV row per run (folder.py reads, checks and writes it)
@@ -249,14 +250,15 @@ def run_all(a, out, base, done=None, curves=None):
 # ---------------------------------------------------------------- the report -------------------
 
 def median_steps(rows, n_boot=None, seed=0, exact=True):
-    """Median steps over seeds (censored = inf) with its 95% seed-bootstrap interval computed
-    exactly from order statistics (stats.median_ci: no resampling error), and the median of every
-    resample of the seeds with its probability (stats.seed_resamples: all of them where they can
-    be listed, else n_boot drawn) -> (median, lo, hi, boot [K], weights [K]), for the fit across
-    T and the paired ratios."""
+    """Median steps over the seeds of one T (censored = inf) with its 95% seed-bootstrap interval
+    computed exactly from order statistics (stats.median_ci: no resampling error), and the median
+    of every resample of the seeds with its probability (stats.seed_resamples: all of them where
+    they can be listed and `exact`, else n_boot drawn from stats.stratum_rng(T, seed): the same
+    at one T, independent across T) -> (median, lo, hi, boot [K], weights [K]), for the paired
+    ratios at one T (exact) and the fit across T (drawn)."""
     v = np.array([np.inf if r["censored"] else r["steps_to_bar"] for r in rows], float)
     lo, hi = median_ci(v)
-    C, w = seed_resamples(v.size, n_boot, np.random.default_rng(seed), exact=exact)
+    C, w = seed_resamples(v.size, n_boot, stats.stratum_rng(rows[0]["T"], seed), exact=exact)
     return float(np.median(v)), lo, hi, resample_medians(v, C), w
 
 
@@ -351,21 +353,19 @@ def steps_report(out, meta):
     lines = [f"| T | runs | censored (> budget) | median steps to {BAR} [95% CI] | GF(2) samples "
              f"(median) | statistical limit [5%, 95%] |", "|---|---|---|---|---|---|"]
     med = {}
-    same_seeds = len({tuple(sd for (TT, sd) in done if TT == T) for T in Ts}) == 1   # exact pairing
     for T in Ts:
         rows = [r for (TT, _), r in sorted(done.items()) if TT == T]
-        m, lo, hi, boot, w = median_steps(rows, exact=same_seeds)
+        m, lo, hi, boot, w = median_steps(rows, exact=False)   # drawn: T on its own, for the fit
         med[T] = (m, boot, w)
         show = lambda v: "inf" if not np.isfinite(v) else f"{v:.0f}"
         g = gf2_samples(o["task"], o["s"], T)
         lines.append(f"| {T} | {len(rows)} | {sum(r['censored'] for r in rows)} | {show(m)} "
                      f"[{show(lo)}, {show(hi)}] | {'-' if g is None else show(g)} | "
                      f"{report.limit_text(limits.get(T))} |")
-    listed = same_seeds and exact_resamples(len(rows))
     finite = [T for T in Ts if np.isfinite(med[T][0])]
     # the exponent depends on the range of T it is fitted over: the fit up to each T, then all
-    fit = "\n".join(steps_fit({T: med[T] for T in Ts if T <= top}, listed)
-                    for top in finite[2:-1] + finite[-1:])
+    fit = "\n".join(steps_fit({T: med[T] for T in Ts if T <= top})
+                    for top in finite[2:-1] + finite[-1:] or Ts[-1:])   # none finite: why
     text = "\n".join(lines) + "\n\n" + fit + "\n"
     print(text, end="")
     cli.write_text(os.path.join(out, "table.md"), text)
@@ -373,10 +373,10 @@ def steps_report(out, meta):
     print(f"saved {out}/table.md" + (f", {png}" if png else ""))
 
 
-def steps_fit(med, listed=False):
-    """steps ~ a T^k over the T whose median is finite, with a paired bootstrap interval on k: the
-    same resample of the seeds at every T (all of them, each with its probability, where they
-    can be listed; see median_steps)."""
+def steps_fit(med):
+    """steps ~ a T^k over the T whose median is finite, with a stratified bootstrap interval on
+    k: replicate i combines a resample of each T's seeds drawn on its own (median_steps with
+    exact=False), so the interval is a drawn one, printed by its Monte Carlo band."""
     Ts = [T for T, (m, _, _) in sorted(med.items()) if np.isfinite(m)]
     if len(Ts) < 2:
         return "- fewer than 2 T with a finite median: no fit"
@@ -387,10 +387,9 @@ def steps_fit(med, listed=False):
     x = np.log(Ts) - np.mean(np.log(Ts))
     ks = (x @ B[:, ok]) / (x @ x)
     lo, hi = weighted_percentile_ci(ks, w[ok]) if ks.size else (np.nan, np.nan)
-    how = (f"all {w.size} resamples of the seeds, each with its probability" if listed else
-           f"{w.size} seed-bootstrap replicates")
-    return (f"- steps ~ a T^k over T = {Ts[0]}..{Ts[-1]}: k = {k:.2f} [{bound_text(lo, 2)}, {bound_text(hi, 2)}] "
-            f"(R^2 {r2:.3f}; 95% CI from {how}, paired across T; "
+    return (f"- steps ~ a T^k over T = {Ts[0]}..{Ts[-1]}: k = {k:.2f} [{bound_text(lo, 2)}, "
+            f"{bound_text(hi, 2)}] (R^2 {r2:.3f}; 95% CI from {w.size:,} seed-bootstrap "
+            f"replicates, each T's seeds resampled on their own; "
             f"{w[~ok].sum() / w.sum():.1%} of their probability dropped for a censored median)")
 
 
