@@ -461,6 +461,9 @@ def seed_weights(n_seeds, Ts, n_boot=None, seed=0):  # -> {T: [1 + n_boot, n_see
 
 
 def weights_at(W, rows):  # -> [1 + B, n_seeds]: the weights of the rows' T (one T per cell)
+    """W is seed_weights' {T: weights}, or one cell's own weights (cell_resamples), taken as is."""
+    if isinstance(W, np.ndarray):
+        return W
     return W[rows[0]["T"]] if rows else next(iter(W.values()))
 
 
@@ -788,8 +791,9 @@ def plot_study(out, plan, cells, W, s, log=print):
 # separation of failures from successes and C's with each factor held at its cell median, and the
 # reconstructed bound's value per cell. From arms (mechanism.py arm, then run): each run against
 # the study's run of its seed, which shares its data and init. Intervals resample the seeds of
-# each (d, T) cell on their own (cell_resamples), since cells of other T or widths share no runs;
-# an arm's pair is resampled whole.
+# each T on their own (cell_resamples), since runs at other T share no data (stats' design); the
+# two widths at one T share each seed's training set, so where a table pools them (the paired
+# table's last row) their seeds are drawn together; an arm's pair is resampled whole.
 
 CELL_BOOT = 20_000      # resamples of each cell's seeds
 CELL_RNG = 38           # their generator's seed: a table comes out the same at every run
@@ -937,8 +941,13 @@ def arm_pairs(study_cells, arm_cells):
 def paired_rows(arm, pairs, rng, n_seeds):
     """The paired table's rows for one arm: per cell, then pooled per width and over all cells:
     pairs, successes, lost (study yes, arm no), gained, the success rate's paired difference
-    [95% CI: each cell's pairs resampled on their own], and the arm's B_X against its pair's."""
-    W = {key: cell_resamples(n_seeds, rng) for key in pairs}
+    [95% CI: each T's pairs resampled on their own, both widths together], and the arm's B_X
+    against its pair's."""
+    at_T = {}                 # the widths at one T share each seed's data: resampled together
+    for d, T, m in pairs:
+        if T not in at_T:
+            at_T[T] = cell_resamples(n_seeds, rng)
+    W = {key: at_T[key[1]] for key in pairs}
     diff = {key: np.array([r["success"] - b["success"] for b, r in ps]) for key, ps in pairs.items()}
 
     def interval(keys):
