@@ -5,6 +5,9 @@
     python mechanism.py run OUT [--workers 2]    train every planned run: one row of OUT/runs.csv
                       each, flushed as it finishes (rerun to resume)
     python mechanism.py report OUT               OUT/table.md, and OUT/mechanism.png (matplotlib)
+    python mechanism.py trace OUT --from STUDY --Ts 1000 --every 50   the study's runs again, each
+                      logged at step 1 and every 50 steps, in OUT/trajectories.csv (issue 38)
+    python mechanism.py trace-report OUT         OUT/table.md, and OUT/trajectories.png (matplotlib)
     python mechanism.py --help                   every option
 
 The capacity argument (Section 3) says heads of bounded norm form a class whose covering number
@@ -1155,7 +1158,7 @@ def split(runs, step, key, sign, W):
     keep = np.isfinite(v)
     med = [weighted_median(v[keep & g], W[:, seeds[keep & g]]) if (keep & g).any() else
            np.full(W.shape[0], np.nan) for g in (ok, ~ok)]
-    diff = sign * (med[1] - med[0])
+    diff = sign * (med[1] - med[0]) + 0.0                  # + 0.0: no -0 on the page
     rep = diff[1:]
     lo = stats.percentile_ci(np.where(np.isnan(rep), -np.inf, rep))[0]
     hi = stats.percentile_ci(np.where(np.isnan(rep), np.inf, rep))[1]
@@ -1177,9 +1180,9 @@ def trace_table(plan, cells, rng):
     their split [95% CI] with its word against 0; then per cell the first step each split is
     established and the step from which it stays so. -> (lines, onsets {cell: {key: (first,
     held)}}, the number of intervals)."""
-    head = ("| d | T | m | step | " + " | ".join(
-        f"{name}: successes / failures | {'failures - successes' if sign > 0 else 'successes - failures'} [95% CI]"
-        for _, name, sign in SPLITS) + " |")
+    order = {1: "failures - successes", -1: "successes - failures"}
+    head = "| d | T | m | step | " + " | ".join(
+        f"{name}: successes / failures | {order[sign]} [95% CI]" for _, name, sign in SPLITS) + " |"
     lines, onsets, n = [head, "|" + "---|" * (4 + 2 * len(SPLITS))], {}, 0
     for (d, T, m), runs in cells.items():
         W = cell_resamples(plan["seeds"], rng)
@@ -1217,6 +1220,31 @@ def onset_lines(cells, onsets):
     return lines
 
 
+def trace_check_lines(plan, cells):
+    """Whether the monitored runs end where the study's unmonitored runs of the same cell and
+    seed ended (the study named by each cell's source): how many give its final test accuracy,
+    B_X, mass on S and score gap exactly."""
+    studies = {c["source"]["plan"].rsplit("/plan.json", 1)[0] for c in plan["cells"]
+               if "plan" in c["source"]}
+    if not studies:
+        return []
+    base = {}
+    for path in studies:
+        try:
+            base.update({(r["d"], r["T"], r["m"], r["seed"]): r for rows in
+                         load_study(path)[1].values() for r in rows})
+        except (OSError, ValueError) as e:
+            return [f"The study {path} could not be read ({e}): no check of the runs' ends."]
+    ends = [(key + (seed,), rs[-1]) for key, runs in cells.items() for seed, rs in runs.items()]
+    pairs = [(base[k], r) for k, r in ends if k in base]
+    same = {k: sum(b[k] == r[k] for b, r in pairs) for k in ("B_X", "mass_on_S", "score_gap")}
+    acc = sum(b["test_acc"] == r["final_test_acc"] for b, r in pairs)
+    return [f"The monitor only watches: of {len(ends)} runs, {len(pairs)} are runs of "
+            f"{', '.join(sorted(studies))} (same d, T, m and seed), and {acc} of them end with "
+            f"its final test accuracy exactly, {same['B_X']} with its B_X, {same['mass_on_S']} "
+            f"with its mass on S and {same['score_gap']} with its score gap."]
+
+
 def trace_report(out, log=print):
     """The `trace-report` command: OUT/table.md (trace_table, the onsets, the cost) and, with
     matplotlib, OUT/trajectories.png (plot_trace). -> the table's text."""
@@ -1240,7 +1268,7 @@ def trace_report(out, log=print):
                f"{n} intervals looked at.", ""]
         + table
         + ["", f"CPU time: {len(runs)} runs, {cpu / 60:.1f} CPU min (the runs' own "
-               f"cpu_seconds, monitor included)."]) + "\n"
+               f"cpu_seconds, monitor included).", ""] + trace_check_lines(plan, cells)) + "\n"
     path = cli.claim_output(os.path.join(out, "table.md"), "table", "the table")
     cli.write_text(path, text)
     log(f"wrote {path}")
@@ -1284,8 +1312,9 @@ def plot_trace(out, plan, cells, log=print):
             handles = [h for h in a.get_lines() + b.get_lines() if not
                        h.get_label().startswith("_")]
             a.legend(handles, [h.get_label() for h in handles], fontsize=7, loc="center right")
-    fig.suptitle(f"borderline runs over training: eventual successes (final test accuracy >= "
-                 f"{plan['bar']}) against failures; thin lines single runs", fontsize=10)
+    fig.suptitle(f"runs over training: eventual successes (final test accuracy >= "
+                 f"{plan['bar']}) against failures\nthin lines: single runs; thick: medians",
+                 fontsize=10)
     fig.tight_layout()
     path = cli.claim_output(os.path.join(out, "trajectories.png"), "plot", "the plot")
     cli.save_figure(plt, fig, path)
@@ -1314,7 +1343,8 @@ def parser():
         "What training finds: the norms of Edelman et al.'s capacity bound (score scale "
         "||W_QK||_2 B_X^2, ||W_V||, ||W_O||, the covering constant C) and the head that attends "
         "S, measured on trained runs over seeds, T and widths. Three steps: plan, run, report."))
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{plan,arm,run,report,factors,paired,trace,trace-report}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar=(
+        "{plan,arm,run,report,factors,paired,trace,trace-report}"))
     p = sub.add_parser("plan", help="write OUT/plan.json: the cells (d, T, m) from committed "
                        "sweep folders", description="Per width (one committed sweep folder) and "
                        "T: the borderline m = the folder's m* over the seeds, and a fixed m = "
