@@ -540,7 +540,8 @@ def read_text_file(path, what, root=None, most=TEXT_MOST, keep_line_ends=False):
 # caller says which file that is (`ours`).
 TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| task | s |",
                "INCOMPLETE:", "## What C's separation is made of",     # mechanism.py factors,
-               "## Interventions paired by seed", "intervention,d,T,m,seed,")   # paired, --pairs
+               "## Interventions paired by seed", "intervention,d,T,m,seed,",   # paired, --pairs
+               "## When a run becomes a success or a failure")                 # trace-report
 SUMMARY_KEYS = {"model", "task", "T", "s", "m", "seed", "train_acc", "test_acc", "steps"}
 
 

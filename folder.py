@@ -160,8 +160,13 @@ def _mechanism_row_in(r, plan, bar):
     if bar is not None and ok != (acc >= bar):
         return (f"success {int(ok)} contradicts its test accuracy {r['test_acc']} (the plan's "
                 f"bar is test accuracy >= {bar}); the row was edited or belongs to another study")
-    if not plan:
-        return None
+    return _plan_problem(r, plan, ("task", "s", "steps")) if plan else None
+
+
+def _plan_problem(r, plan, options):
+    """What makes a study's row contradict its plan (None when nothing does): its (design, d, T,
+    m) not a cell of the plan, its seed not one of the plan's, or one of `options` (task, s,
+    steps) not its cell's."""
     key = (r["design"], int(r["d"]), int(r["T"]), int(r["m"]))
     cell = next((c for c in plan["cells"] if (c["design"], c["d"], c["T"], c["m"]) == key), None)
     if cell is None:
@@ -170,7 +175,7 @@ def _mechanism_row_in(r, plan, bar):
     if int(r["seed"]) >= plan["seeds"]:
         return (f"seed {r['seed']} is not one of the plan's seeds 0..{plan['seeds'] - 1} "
                 f"(plan.json); the row was edited or belongs to another study")
-    for k in ("task", "s", "steps"):
+    for k in options:
         if (r[k] if k == "task" else int(r[k])) != cell["options"][k]:
             return (f"{k} {r[k]} is not its cell's {k} {cell['options'][k]} (plan.json); the row "
                     f"was edited or belongs to another study")
@@ -185,6 +190,77 @@ MECHANISM_ROWS = dict(fields=MECHANISM_FIELDS, optional=(), filled=("seconds", "
                       show=lambda v: f"success {int(v)}",
                       agrees=_mechanism_row_in, together=lambda rows, plan: None)
 
+
+# mechanism.py trace's rows (OUT/trajectories.csv): one trained run of a planned cell at one logged
+# step (step 1 and every `every` steps of plan.json) each: what the monitor measured then, and
+# the run's final test accuracy and success (the same in every row of the run).
+TRAJECTORY_FIELDS = ("design", "d", "T", "m", "seed", "step", "B_X", "score_gap", "mass_on_S",
+                     "top_head", "train_loss", "test_acc", "success", "final_test_acc", "steps",
+                     "cpu_seconds")
+_TRAJECTORY_INTS = ("d", "T", "m", "seed", "step", "top_head", "steps")
+
+
+def _trajectory_row(r):
+    """A trajectory row, checked alone (strings kept): integers in range (top_head -1 for a
+    diverged run), a design we write, success 0 or 1, accuracies in [0, 1] or nan, the step
+    within the run, every other field a number, CPU time >= 0."""
+    try:
+        t = {k: int(r[k]) for k in _TRAJECTORY_INTS}
+        f = {k: float(r[k]) for k in TRAJECTORY_FIELDS
+             if k not in _TRAJECTORY_INTS + ("design", "success")}
+        ok = (r["design"] in DESIGNS and r["success"] in ("0", "1") and t["seed"] >= 0
+              and t["top_head"] >= -1 and min(t[k] for k in ("d", "T", "m", "steps")) >= 1
+              and 1 <= t["step"] <= t["steps"] and f["cpu_seconds"] >= 0
+              and all(f[k] != f[k] or 0 <= f[k] <= 1 for k in ("test_acc", "final_test_acc")))
+    except (ValueError, TypeError, AttributeError):
+        ok = False
+    if not ok:
+        bad = {k: r.get(k) for k in ("design", "d", "T", "m", "seed", "step", "success")}
+        raise BadRow(f"not a valid trajectory row {bad}")
+    return r
+
+
+def _trajectory_row_in(r, plan, bar):
+    """What makes a trajectory row contradict its folder's plan (None when nothing does): its
+    success against its final test accuracy under the bar, its step one the plan logs (1 or a
+    multiple of the plan's `every`), and what a mechanism row must agree with (its cell, seed,
+    step count)."""
+    acc, ok = float(r["final_test_acc"]), r["success"] == "1"
+    if bar is not None and ok != (acc >= bar):
+        return (f"success {int(ok)} contradicts its final test accuracy {r['final_test_acc']} "
+                f"(the plan's bar is test accuracy >= {bar}); the row was edited or belongs to "
+                f"another study")
+    if not plan:
+        return None
+    step = int(r["step"])
+    if step != 1 and step % plan["every"]:
+        return (f"step {step} is not a logged step (1 and every {plan['every']}, plan.json); the "
+                f"row was edited or belongs to another study")
+    return _plan_problem(r, plan, ("steps",))
+
+
+def _trajectories_together(rows, plan):
+    """The first row (and what is wrong) whose run's rows disagree on its final test accuracy:
+    every row of one run carries the same outcome."""
+    final = {}
+    for r in rows:
+        key = (int(r["d"]), int(r["T"]), int(r["m"]), int(r["seed"]))
+        first = final.setdefault(key, r)
+        if r["final_test_acc"] != first["final_test_acc"]:
+            return r, (f"final test accuracy {r['final_test_acc']} of d={key[0]} T={key[1]} "
+                       f"m={key[2]} seed={key[3]} differs from {first['final_test_acc']} in "
+                       f"{first.get('line', 'another row')}; one run has one end")
+    return None
+
+
+TRAJECTORY_ROWS = dict(fields=TRAJECTORY_FIELDS, optional=(), filled=("cpu_seconds", "success"),
+                       parse=_trajectory_row, what="a mechanism.py trace CSV",
+                       run=lambda r: (int(r["d"]), int(r["T"]), int(r["m"]), int(r["seed"]),
+                                      int(r["step"])),
+                       outcome=lambda r: r["success"] == "1",
+                       name=lambda k: f"d={k[0]} T={k[1]} m={k[2]} seed={k[3]} step={k[4]}",
+                       show=lambda v: f"success {int(v)}",
+                       agrees=_trajectory_row_in, together=_trajectories_together)
 
 def read_rows(paths, warn=None, kind=SWEEP_ROWS):
     """The finished runs in CSV files of one kind (SWEEP_ROWS: runs*.csv, STEPS_ROWS: steps.csv),
@@ -664,6 +740,7 @@ def check_plan(plan, path="plan.json"):
     """A study's plan, each field checked: seeds an integer >= 1, bar a number in (0, 1], cells a
     non-empty list of distinct cells, each with design (DESIGNS), d, T and m integers >= 1 and
     options (train.py's values, their d the cell's d, valid together at the cell's T and m);
+    every (a trace's logged steps, when given) an integer >= 1 dividing each cell's steps;
     cells x seeds at most MAX_SEARCHES runs. ValueError naming the file and the field; returns
     the plan with every cell's options completed (full_options)."""
     def bad(field, problem):
@@ -717,6 +794,10 @@ def check_plan(plan, path="plan.json"):
                              f"m={key[3]})")
         seen[key] = i
         cells.append(dict(c, options=options))
+    every = plan.get("every", 1)
+    if not positive(every) or any(c["options"]["steps"] % every for c in cells):
+        raise bad("every", f"= {every!r:.40} must be an integer >= 1 that divides every cell's "
+                           f"steps (the last step is logged)")
     if len(cells) * plan["seeds"] > MAX_SEARCHES:
         raise bad("seeds", f"= {plan['seeds']} makes {len(cells)} cells x {plan['seeds']} seeds "
                            f"= {len(cells) * plan['seeds']} runs, more than the {MAX_SEARCHES} "

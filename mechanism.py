@@ -5,6 +5,9 @@
     python mechanism.py run OUT [--workers 2]    train every planned run: one row of OUT/runs.csv
                       each, flushed as it finishes (rerun to resume)
     python mechanism.py report OUT               OUT/table.md, and OUT/mechanism.png (matplotlib)
+    python mechanism.py trace OUT --from STUDY --Ts 1000 --every 50   the study's runs again, each
+                      logged at step 1 and every 50 steps, in OUT/trajectories.csv (issue 38)
+    python mechanism.py trace-report OUT         OUT/table.md, and OUT/trajectories.png (matplotlib)
     python mechanism.py --help                   every option
 
 The capacity argument (Section 3) says heads of bounded norm form a class whose covering number
@@ -29,6 +32,7 @@ if __name__ == "__main__":
     cli.quiet_interrupts("mechanism.py")
     cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
 
+import functools
 import json
 import math
 import multiprocessing as mp
@@ -216,16 +220,31 @@ def arm_plan(source, arm, design, Ts, n_seeds):
     the folder `source` (every width), their options with the arm's one change (arm_options),
     the design named by the arm, seeds 0..n_seeds-1. A seed fixes the data and the init whatever
     these options (train.seeds_for), so each run pairs with the study's run of its seed."""
-    study = read_plan(source)
+    study, cells = study_cells(source, design, Ts)
     change = arm_options(arm)
-    cells = [c for c in study["cells"] if c["design"] == design and c["T"] in Ts]
+    return dict(seeds=n_seeds, bar=study["bar"], cells=[
+        dict(c, design=arm, options=dict(c["options"], **change)) for c in cells])
+
+
+def trace_plan(source, design, Ts, n_seeds, every):
+    """The trajectories' plan (issue 38): the cells of `design` at the T in Ts of the study in the
+    folder `source` (every width), their options unchanged (the very runs of the study, seed for
+    seed), logged at step 1 and every `every` steps."""
+    study, cells = study_cells(source, design, Ts)
+    return dict(seeds=n_seeds, bar=study["bar"], every=every, cells=cells)
+
+
+def study_cells(source, design, Ts):
+    """(the study's plan, its cells of `design` at the T in Ts, each naming the plan it comes
+    from); ValueError naming the T the study has no such cell at."""
+    study = read_plan(source)
+    cells = [dict(c, source=dict(c["source"], plan=f"{source}/plan.json ({design})"))
+             for c in study["cells"] if c["design"] == design and c["T"] in Ts]
     missing = sorted(set(Ts) - {c["T"] for c in cells})
     if missing:
         raise ValueError(f"{source}/plan.json has no {design} cells at T = "
                          f"{', '.join(map(str, missing))}")
-    return dict(seeds=n_seeds, bar=study["bar"], cells=[
-        dict(c, design=arm, options=dict(c["options"], **change),
-             source=dict(c["source"], plan=f"{source}/plan.json ({design})")) for c in cells])
+    return study, cells
 
 
 # ======== 3. THE RUNS: one CSV row per trained run ==============================================
@@ -248,17 +267,45 @@ class BestSeen:
     """train.train_stack's monitor: each run's best test accuracy at the logged steps (every
     `every` steps) and the first step that reached it. It never stops training (returns False):
     the test set only watches."""
+    at_start = False                                    # the logged steps: every `every` steps
 
     def __init__(self, every=LOG_EVERY):
         self.every, self.best, self.step = every, None, None
 
-    def __call__(self, step, test_acc, loss):
+    def __call__(self, step, test_acc, loss, params=None):
         acc = np.asarray(test_acc, np.float64)
         if self.best is None:
             self.best, self.step = np.full(acc.shape, -np.inf), np.zeros(acc.shape, np.int64)
         better = acc > self.best                        # nan (a diverged run) is never better
         self.best[better], self.step[better] = acc[better], step
         return False
+
+
+class Trace:
+    """train.train_stack's monitor for the trajectories (issue 38): at step 1 and every `every`
+    steps, each run's test accuracy, training loss and the mechanism of its parameters then
+    (measure_mechanism on the run's support S and its inputs X: B_X, the top head, its score gap
+    and mass on S). It never stops training (returns False) and only reads the parameters.
+    .rows: one dict per run per logged step, in that order."""
+    at_start = True
+
+    def __init__(self, every, cfg, supports, inputs):
+        self.every, self.cfg, self.S, self.X, self.rows = every, cfg, supports, inputs, []
+
+    def __call__(self, step, test_acc, loss, params):
+        for r, (S, X) in enumerate(zip(self.S, self.X)):
+            p = {k: v[r] for k, v in params.items()}
+            row = dict(run=r, step=step, test_acc=float(test_acc[r]), train_loss=float(loss[r]))
+            if all(np.isfinite(v).all() for v in p.values()):
+                mech = measure_mechanism(p, self.cfg, S, X)
+                row.update({k: mech[k] for k in TRACED})
+            else:                                          # a diverged run: nothing to measure
+                row.update({k: math.nan for k in TRACED}, top_head=-1)
+            self.rows.append(row)
+        return False
+
+
+TRACED = ("B_X", "score_gap", "mass_on_S", "top_head")    # what Trace takes of measure_mechanism
 
 
 def loss_summary(losses):  # [steps] -> final_loss, min_loss, loss_jump
@@ -299,21 +346,54 @@ def train_cell(runs):
     return rows
 
 
-def study_rows(out, plan):
-    """The finished runs in OUT/runs.csv, each read and checked by folder.py (folder.read_rows,
-    folder.check_rows with folder.MECHANISM_ROWS) against the plan: a row that contradicts itself,
-    the plan (its cell, seed, task, s, steps, its success under the bar) or another row of the
-    same run is a one-line ValueError naming the file and line; a torn last row is skipped.
-    A runs.csv this study did not write (another header, or no CSV) is refused before anything
-    reads or changes it. Each run once."""
-    path = os.path.join(out, "runs.csv")
-    if folder.header_state(path, FIELDS) == "other":
-        raise ValueError(f"{path} is not the CSV of runs mechanism.py writes (another header, or "
-                         f"no CSV at all); move it away or use another folder")
+def train_trace(runs, every):
+    """train_cell's sibling for the trajectories: a stack of runs of one cell trained with the
+    Trace monitor -> its rows (one per run per logged step; success is set by the writer from
+    final_test_acc). The training is train_cell's: the monitor only reads."""
+    cli.keep_freed_memory()
+    design = runs[0]["design"]
+    runs = [{k: v for k, v in o.items() if k != "design"} for o in runs]
+    draws = [train.draw_run(o) for o in runs]
+    monitor = Trace(every, train.model_config(runs[0]), [d[0].S for d in draws],
+                    [d[2][0][:N_MEASURE] for d in draws])        # each run's own test inputs
+    cpu0 = time.process_time()
+    results = train.train_stack(runs, monitor=monitor)
+    cpu = (time.process_time() - cpu0) / len(runs)
+    return [dict({k: row[k] for k in ("step", "train_loss", "test_acc") + TRACED},
+                 design=design, d=runs[i]["d"], T=runs[i]["T"], m=runs[i]["m"],
+                 seed=runs[i]["seed"], final_test_acc=results[i]["test_acc"],
+                 steps=runs[i]["steps"], cpu_seconds=cpu)
+            for i in range(len(runs)) for row in monitor.rows if row["run"] == i]
+
+
+# The two kinds of a study's CSV: runs.csv (one row per run, train_cell) and trajectories.csv
+# (one row per run per logged step, train_trace): the file, its rows (folder.py) and the column
+# that holds the run's final test accuracy, whose success the writer sets under the plan's bar.
+STUDY_CSVS = dict(runs=("runs.csv", folder.MECHANISM_ROWS, "test_acc"),
+                  trace=("trajectories.csv", folder.TRAJECTORY_ROWS, "final_test_acc"))
+
+
+def study_rows(out, plan, what="runs"):
+    """The finished rows in OUT/runs.csv (what="runs") or OUT/trajectories.csv ("trace"), each
+    read and checked by folder.py (folder.read_rows, folder.check_rows with the kind of rows of
+    STUDY_CSVS) against the plan: a row that contradicts itself, the plan (its cell, seed, task,
+    s, steps, its success under the bar) or another row of the same run is a one-line ValueError
+    naming the file and line; a torn last row is skipped. A CSV this study did not write
+    (another header, or no CSV) is refused before anything reads or changes it. Each row once."""
+    name, kind, _ = STUDY_CSVS[what]
+    path = os.path.join(out, name)
+    if folder.header_state(path, kind["fields"]) == "other":
+        raise ValueError(f"{path} is not the CSV of {what} mechanism.py writes (another header, "
+                         f"or no CSV at all); move it away or use another folder")
     if not os.path.exists(path):
         return []
-    rows = folder.read_rows([path], kind=folder.MECHANISM_ROWS)
-    return folder.check_rows(rows, plan["bar"], plan, kind=folder.MECHANISM_ROWS)
+    return folder.check_rows(folder.read_rows([path], kind=kind), plan["bar"], plan, kind=kind)
+
+
+def is_final(row):
+    """Whether a study's row is its run's last: every row of runs.csv, the last step's of
+    trajectories.csv (a run whose last row is written is finished: rows go out in step order)."""
+    return "step" not in row or int(row["step"]) == int(row["steps"])
 
 
 def stacks_to_run(plan, done, n_seeds=None):
@@ -340,17 +420,22 @@ def _raise_stop(signum, frame):
     raise Stop()
 
 
-def run_plan(out, workers=1, n_seeds=None, log=print):
-    """Train every run of OUT/plan.json (seeds 0..n_seeds-1; default all) not yet in
-    OUT/runs.csv, one row each, written and flushed as its stack finishes. workers > 1: that many
-    worker processes (BLAS one thread each). -> the number of rows written."""
+def run_plan(out, workers=1, n_seeds=None, log=print, what="runs"):
+    """Train every run of OUT/plan.json (seeds 0..n_seeds-1; default all) not yet finished in the
+    study's CSV (what: "runs", train_cell's rows in OUT/runs.csv; "trace", train_trace's in
+    OUT/trajectories.csv, at the plan's `every`), its rows written and flushed as its stack
+    finishes. workers > 1: that many worker processes (BLAS one thread each). -> the number of
+    runs written."""
     plan = read_plan(out)
-    lock = folder.lock_folder(out, holder=f"mechanism.py run, pid {os.getpid()}")
+    name, kind, final = STUDY_CSVS[what]
+    train_fn = train_cell if what == "runs" else functools.partial(train_trace,
+                                                                  every=plan["every"])
+    lock = folder.lock_folder(out, holder=f"mechanism.py {what}, pid {os.getpid()}")
     try:
         key = folder.MECHANISM_ROWS["run"]
-        done = {key(r) for r in study_rows(out, plan)}
+        done = {key(r) for r in study_rows(out, plan, what) if is_final(r)}
         stacks = stacks_to_run(plan, done, n_seeds)
-        writer = folder.RowWriter(os.path.join(out, "runs.csv"), folder.MECHANISM_ROWS)
+        writer = folder.RowWriter(os.path.join(out, name), kind)
     except BaseException:
         if lock:
             lock.close()
@@ -364,23 +449,26 @@ def run_plan(out, workers=1, n_seeds=None, log=print):
     def write(rows):
         nonlocal n
         for row in rows:
-            row["success"] = int(row["test_acc"] >= plan["bar"])    # nan (diverged): a failure
+            row["success"] = int(row[final] >= plan["bar"])         # nan (diverged): a failure
             writer.write(row)                                       # flushed and synced
-            n += 1
-        r = rows[0]
-        ok = sum(x["test_acc"] >= plan["bar"] for x in rows)
+        ends = [r for r in rows if is_final(r)]
+        n += len(ends)
+        r, ok = ends[0], sum(x["success"] for x in ends)
+        what_ended = (f"median C {np.nanmedian([x['covering_constant'] for x in ends]):.3g}"
+                      if what == "runs" else
+                      f"median B_X {np.nanmedian([x['B_X'] for x in ends]):.3g}")
         log(f"[{n}/{total}] {r['design']} d={r['d']} T={r['T']} m={r['m']} seeds "
-            f"{rows[0]['seed']}-{rows[-1]['seed']}: {ok}/{len(rows)} succeed, median C "
-            f"{np.nanmedian([x['covering_constant'] for x in rows]):.3g}, median mass on S "
-            f"{np.nanmedian([x['mass_on_S'] for x in rows]):.3f}; {rows[0]['cpu_seconds']:.1f} "
-            f"CPU s/run; {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
+            f"{ends[0]['seed']}-{ends[-1]['seed']}: {ok}/{len(ends)} succeed, {what_ended}, "
+            f"median mass on S {np.nanmedian([x['mass_on_S'] for x in ends]):.3f}; "
+            f"{r['cpu_seconds']:.1f} CPU s/run; {(time.perf_counter() - t0) / 60:.1f} min",
+            flush=True)
 
     pool = None
     try:
         if workers > 1:
             pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"),
                                        initializer=cli.worker_start, initargs=(os.getpid(),))
-        run_stacks(stacks, pool, workers, write)
+        run_stacks(stacks, pool, workers, write, train_fn)
     finally:
         signal.signal(signal.SIGTERM, previous)
         if pool:
@@ -396,17 +484,18 @@ def run_plan(out, workers=1, n_seeds=None, log=print):
     return n
 
 
-def run_stacks(stacks, pool, workers, write):
-    """Each stack through train_cell, in order: in this process, or at most `workers` at a time
-    on the pool; write(rows) as each finishes."""
+def run_stacks(stacks, pool, workers, write, train_fn=None):
+    """Each stack through train_fn (default train_cell), in order: in this process, or at most
+    `workers` at a time on the pool; write(rows) as each finishes."""
+    train_fn = train_fn or train_cell
     queue, pending = list(stacks), {}
     while queue or pending:
         while queue and (pool is None or len(pending) < workers):
             stack = queue.pop(0)
             if pool is None:
-                write(train_cell(stack))
+                write(train_fn(stack))
             else:
-                pending[pool.submit(train_cell, stack)] = stack
+                pending[pool.submit(train_fn, stack)] = stack
         if pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
@@ -1040,6 +1129,215 @@ def plan_cost(plan, source):
             if s is not None], sum(s * plan["seeds"] for _, s in got if s is not None) / 60
 
 
+# When a run becomes a success or a failure (issue 38, question 2): the trajectories of the
+# borderline runs (mechanism.py trace: train_trace's rows in OUT/trajectories.csv), eventual
+# successes against eventual failures at every logged step. A split at a step is the difference
+# of the two groups' medians; its interval resamples the cell's seeds (cell_resamples, the same
+# resamples at every step of a cell), and a resample without a success or without a failure
+# counts against both bounds, as in separation.
+
+SPLITS = (  # key, name, sign: the difference is sign x (failures' median - successes' median)
+    ("B_X", "B_X", 1), ("test_acc", "test acc", -1), ("mass_on_S", "mass on S, top head", -1),
+    ("score_gap", "score gap, top head", -1))
+
+
+def load_trace(out):
+    """(plan, {(d, T, m): {seed: [rows by step]}}) with numbers as floats, from
+    OUT/trajectories.csv (finished runs only: those whose last step is written)."""
+    plan = read_plan(out)
+    runs = {}
+    for r in study_rows(out, plan, "trace"):
+        r = dict(r, **{k: float(r[k]) for k in ("B_X", "score_gap", "mass_on_S", "train_loss",
+                                                "test_acc", "final_test_acc", "cpu_seconds")},
+                 **{k: int(r[k]) for k in ("d", "T", "m", "seed", "step", "steps", "top_head")},
+                 success=r["success"] == "1")
+        runs.setdefault((r["d"], r["T"], r["m"]), {}).setdefault(r["seed"], []).append(r)
+    cells = {}
+    for key, seeds in sorted(runs.items()):
+        done = {s: sorted(rs, key=lambda r: r["step"]) for s, rs in sorted(seeds.items())
+                if any(is_final(r) for r in rs)}
+        if done:
+            cells[key] = done
+    return plan, cells
+
+
+def split(runs, step, key, sign, W):
+    """At `step`, sign x (median over the failures - median over the successes) of `key`, with
+    its 95% interval over the seed resamples W [1 + B, n_seeds] -> (successes' median, failures'
+    median, difference, lo, hi)."""
+    seeds = np.array(sorted(runs))
+    v = np.array([next(r[key] for r in runs[s] if r["step"] == step) for s in seeds])
+    ok = np.array([runs[s][0]["success"] for s in seeds])
+    keep = np.isfinite(v)
+    med = [weighted_median(v[keep & g], W[:, seeds[keep & g]]) if (keep & g).any() else
+           np.full(W.shape[0], np.nan) for g in (ok, ~ok)]
+    diff = sign * (med[1] - med[0]) + 0.0                  # + 0.0: no -0 on the page
+    rep = diff[1:]
+    lo = stats.percentile_ci(np.where(np.isnan(rep), -np.inf, rep))[0]
+    hi = stats.percentile_ci(np.where(np.isnan(rep), np.inf, rep))[1]
+    return float(med[0][0]), float(med[1][0]), float(diff[0]), lo, hi
+
+
+def onset(steps, words):
+    """The first step whose word is "established", and the first from which every later one is
+    (None where there is none)."""
+    first = next((s for s, w in zip(steps, words) if w == "established"), None)
+    held = None
+    for s, w in zip(steps, words):
+        held = (held or s) if w == "established" else None
+    return first, held
+
+
+def trace_table(plan, cells, rng):
+    """Per cell and logged step: successes' / failures' medians of each quantity of SPLITS and
+    their split [95% CI] with its word against 0; then per cell the first step each split is
+    established and the step from which it stays so. -> (lines, onsets {cell: {key: (first,
+    held)}}, the number of intervals)."""
+    order = {1: "failures - successes", -1: "successes - failures"}
+    head = "| d | T | m | step | " + " | ".join(
+        f"{name}: successes / failures | {order[sign]} [95% CI]" for _, name, sign in SPLITS) + " |"
+    lines, onsets, n = [head, "|" + "---|" * (4 + 2 * len(SPLITS))], {}, 0
+    for (d, T, m), runs in cells.items():
+        W = cell_resamples(plan["seeds"], rng)
+        steps = [r["step"] for r in next(iter(runs.values()))]
+        words = {k: [] for k, _, _ in SPLITS}
+        for step in steps:
+            cols = []
+            for key, _, sign in SPLITS:
+                s_med, f_med, diff, lo, hi = split(runs, step, key, sign, W)
+                w = word(lo, hi, 0.0)
+                words[key].append(w)
+                n += w != "n/a"
+                cols.append(f"{fmt(s_med)} / {fmt(f_med)} | {fmt(diff, lo, hi)} {w}")
+            lines.append(f"| {d} | {T} | {m} | {step} | " + " | ".join(cols) + " |")
+        onsets[(d, T, m)] = {k: onset(steps, words[k]) for k, _, _ in SPLITS}
+    return lines, onsets, n
+
+
+def onset_lines(cells, onsets):
+    """Per cell: its successes and failures, and for each split the first step it is established
+    and the step from which it stays established; then B_X's split against test accuracy's."""
+    lines = ["| d | T | m | successes / failures | " + " | ".join(
+        f"{name}: first established / established from" for _, name, _ in SPLITS)
+        + " | B_X's split against test accuracy's |", "|" + "---|" * (5 + len(SPLITS))]
+    for key, runs in cells.items():
+        ok = sum(rs[0]["success"] for rs in runs.values())
+        on = onsets[key]
+        show = lambda s: "never" if s is None else str(s)
+        b, a = on["B_X"][0], on["test_acc"][0]
+        order = ("no B_X split" if b is None else "B_X splits, test accuracy never" if a is None
+                 else "before" if b < a else "with (the same logged step)" if b == a else "after")
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {ok} / {len(runs) - ok} | "
+                     + " | ".join(f"{show(on[k][0])} / {show(on[k][1])}" for k, _, _ in SPLITS)
+                     + f" | {order} |")
+    return lines
+
+
+def trace_check_lines(plan, cells):
+    """Whether the monitored runs end where the study's unmonitored runs of the same cell and
+    seed ended (the study named by each cell's source): how many give its final test accuracy,
+    B_X, mass on S and score gap exactly."""
+    studies = {c["source"]["plan"].rsplit("/plan.json", 1)[0] for c in plan["cells"]
+               if "plan" in c["source"]}
+    if not studies:
+        return []
+    base = {}
+    for path in studies:
+        try:
+            base.update({(r["d"], r["T"], r["m"], r["seed"]): r for rows in
+                         load_study(path)[1].values() for r in rows})
+        except (OSError, ValueError) as e:
+            return [f"The study {path} could not be read ({e}): no check of the runs' ends."]
+    ends = [(key + (seed,), rs[-1]) for key, runs in cells.items() for seed, rs in runs.items()]
+    pairs = [(base[k], r) for k, r in ends if k in base]
+    same = {k: sum(b[k] == r[k] for b, r in pairs) for k in ("B_X", "mass_on_S", "score_gap")}
+    acc = sum(b["test_acc"] == r["final_test_acc"] for b, r in pairs)
+    return [f"The monitor only watches: of {len(ends)} runs, {len(pairs)} are runs of "
+            f"{', '.join(sorted(studies))} (same d, T, m and seed), and {acc} of them end with "
+            f"its final test accuracy exactly, {same['B_X']} with its B_X, {same['mass_on_S']} "
+            f"with its mass on S and {same['score_gap']} with its score gap."]
+
+
+def trace_report(out, log=print):
+    """The `trace-report` command: OUT/table.md (trace_table, the onsets, the cost) and, with
+    matplotlib, OUT/trajectories.png (plot_trace). -> the table's text."""
+    plan, cells = load_trace(out)
+    if not cells:
+        raise ValueError(f"{out}: no finished runs yet in trajectories.csv; run `python "
+                         f"mechanism.py trace {out} ...`")
+    rng = np.random.default_rng(CELL_RNG)
+    table, onsets, n = trace_table(plan, cells, rng)
+    runs = [rs for c in cells.values() for rs in c.values()]
+    cpu = sum(rs[0]["cpu_seconds"] for rs in runs)
+    text = "\n".join(
+        [f"## When a run becomes a success or a failure ({out})", "",
+         f"Borderline runs logged at step 1 and every {plan['every']} steps; successes and "
+         f"failures by the final test accuracy (>= {plan['bar']}). Medians over the seeds of "
+         f"each group; each split [95% CI: {CELL_BOOT} resamples of the cell's seeds, a "
+         f"resample without a success or a failure counted against both bounds] against 0.", ""]
+        + onset_lines(cells, onsets)
+        + ["", f"'first established': the first logged step whose interval excludes 0; "
+               f"'established from': the step from which every later logged step's does. "
+               f"{n} intervals looked at.", ""]
+        + table
+        + ["", f"CPU time: {len(runs)} runs, {cpu / 60:.1f} CPU min (the runs' own "
+               f"cpu_seconds, monitor included).", ""] + trace_check_lines(plan, cells)) + "\n"
+    path = cli.claim_output(os.path.join(out, "table.md"), "table", "the table")
+    cli.write_text(path, text)
+    log(f"wrote {path}")
+    plot_trace(out, plan, cells, log)
+    return text
+
+
+def plot_trace(out, plan, cells, log=print):
+    """OUT/trajectories.png, one column per cell (a width at one T): above, B_X (left axis) and
+    the test accuracy (right axis) over the steps, each run a thin line and each group's median
+    a thick one, successes blue, failures red; below, the top head's mass on S and the training
+    loss. Skipped with one line when matplotlib is missing."""
+    plt = cli.pyplot_or_hint("rerun trace-report")
+    if plt is None:
+        return None
+    fig, ax = plt.subplots(2, len(cells), figsize=(6.5 * len(cells), 8), squeeze=False)
+    for j, ((d, T, m), runs) in enumerate(cells.items()):
+        top, low = ax[0, j], ax[1, j]
+        acc, loss = top.twinx(), low.twinx()
+        for ok, colour, name in ((True, "C0", "successes"), (False, "C3", "failures")):
+            group = [rs for rs in runs.values() if rs[0]["success"] == ok]
+            if not group:
+                continue
+            steps = [r["step"] for r in group[0]]
+            for axis, key, style in ((top, "B_X", "-"), (acc, "test_acc", "--"),
+                                     (low, "mass_on_S", "-"), (loss, "train_loss", ":")):
+                v = np.array([[r[key] for r in rs] for rs in group])
+                for row in v:
+                    axis.plot(steps, row, style, color=colour, lw=0.4, alpha=0.35)
+                axis.plot(steps, np.nanmedian(v, 0), style, color=colour, lw=2,
+                          label=f"{name} ({len(group)}): {KEY_NAMES[key]}, median")
+        top.set_ylabel("B_X (solid)")
+        acc.set_ylabel("test accuracy (dashed)")
+        low.set_ylabel("mass on S, top head (solid)")
+        loss.set_ylabel("training loss (dotted, log)")
+        loss.set_yscale("log")
+        top.set_title(f"d = {d}, T = {T}, m = {m}: B_X and test accuracy", fontsize=10)
+        low.set_title("the top head's mass on S and the training loss", fontsize=10)
+        for a, b in ((top, acc), (low, loss)):
+            a.set_xlabel("step")
+            handles = [h for h in a.get_lines() + b.get_lines() if not
+                       h.get_label().startswith("_")]
+            a.legend(handles, [h.get_label() for h in handles], fontsize=7, loc="center right")
+    fig.suptitle(f"runs over training: eventual successes (final test accuracy >= "
+                 f"{plan['bar']}) against failures\nthin lines: single runs; thick: medians",
+                 fontsize=10)
+    fig.tight_layout()
+    path = cli.claim_output(os.path.join(out, "trajectories.png"), "plot", "the plot")
+    cli.save_figure(plt, fig, path)
+    log(f"wrote {path}")
+    return path
+
+
+KEY_NAMES = dict(B_X="B_X", test_acc="test acc", mass_on_S="mass on S", train_loss="train loss")
+
+
 # ======== 6. THE COMMAND LINE ====================================================================
 
 def extra_cells(text):
@@ -1058,7 +1356,8 @@ def parser():
         "What training finds: the norms of Edelman et al.'s capacity bound (score scale "
         "||W_QK||_2 B_X^2, ||W_V||, ||W_O||, the covering constant C) and the head that attends "
         "S, measured on trained runs over seeds, T and widths. Three steps: plan, run, report."))
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{plan,arm,run,report,factors,paired}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar=(
+        "{plan,arm,run,report,factors,paired,trace,trace-report}"))
     p = sub.add_parser("plan", help="write OUT/plan.json: the cells (d, T, m) from committed "
                        "sweep folders", description="Per width (one committed sweep folder) and "
                        "T: the borderline m = the folder's m* over the seeds, and a fixed m = "
@@ -1108,6 +1407,30 @@ def parser():
     pr.add_argument("arms", nargs="+", help="arm folders (mechanism.py arm, then run)")
     pr.add_argument("--out", required=True, help="the markdown file to write")
     pr.add_argument("--pairs", default=None, help="also write every pair to this CSV")
+    t = sub.add_parser("trace", help="train a study's cells again with their trajectories "
+                       "logged, into OUT/trajectories.csv (resumable)",
+                       description="Issue 38: the study's cells of one design at the given T "
+                       "(every width), the very runs of the study seed for seed, each logged at "
+                       "step 1 and every EVERY steps (test accuracy, training loss, B_X, the top "
+                       "head's score gap and mass on S), one row per run per logged step. "
+                       "OUT/plan.json is written on the first call; rerun the same command to "
+                       "resume.")
+    t.add_argument("out", help="the trajectories' folder (created if missing)")
+    t.add_argument("--from", dest="source", required=True, help="the study's folder (plan.json)")
+    t.add_argument("--design", choices=("borderline", "fixed"), default="borderline",
+                   help="which of the study's cells (borderline)")
+    t.add_argument("--Ts", type=int_list, required=True, help="the study's T to take, e.g. 1000")
+    t.add_argument("--seeds", type=integer(1), default=20, help="seeds 0..N-1 per cell (20)")
+    t.add_argument("--every", type=integer(1), default=50,
+                   help="steps between logged steps, dividing the runs' steps (50)")
+    t.add_argument("--workers", type=integer(1), default=1,
+                   help="worker processes, one BLAS thread each (1)")
+    tr = sub.add_parser("trace-report", help="OUT/table.md and OUT/trajectories.png from "
+                        "OUT/trajectories.csv", description="Issue 38: per cell and logged "
+                        "step, eventual successes against failures (B_X, test accuracy, the top "
+                        "head's mass on S and score gap), each split with its interval, and the "
+                        "first step each split is established; the plot with matplotlib.")
+    tr.add_argument("out")
     q = sub.add_parser("report", help="OUT/table.md and OUT/mechanism.png from OUT/runs.csv",
                        description="The tables (per cell, the separation of successes and "
                        "failures, the growth with T, the final step against the best seen) and "
@@ -1131,6 +1454,22 @@ def write_arm(a):
           f"min for {len(plan['cells'])} cells x {plan['seeds']} seeds")
 
 
+def write_trace(a):
+    """The `trace` command: the trajectories' plan (trace_plan) saved on the first call, the same
+    plan required on a later one (a folder holds one plan), then its runs (run_plan, "trace")."""
+    plan = trace_plan(a.source, a.design, a.Ts, a.seeds, a.every)
+    path = os.path.join(a.out, "plan.json")
+    if os.path.lexists(path):
+        same = lambda p: json.dumps(folder.check_plan(p, path), sort_keys=True)
+        if same(read_plan(a.out)) != same(plan):
+            raise ValueError(f"{path} holds another plan (other cells, seeds or --every); use "
+                             f"another folder, or give the options it was written with")
+        print(f"{path}: the same plan; resuming")
+    else:
+        save_plan(a.out, lambda: plan)
+    run_plan(a.out, a.workers, what="trace")
+
+
 def save_plan(out, make):
     """OUT/plan.json = make(), written under the folder's lock, checked as every reader checks it
     (folder.check_plan), into a folder that holds no runs and no file called plan.json that is
@@ -1140,7 +1479,7 @@ def save_plan(out, make):
     path = os.path.join(out, "plan.json")
 
     def free():                                        # checked before planning, and under the lock
-        if os.path.lexists(os.path.join(out, "runs.csv")):
+        if any(os.path.lexists(os.path.join(out, name)) for name, _, _ in STUDY_CSVS.values()):
             raise ValueError(f"{out} already holds runs; a new plan goes into a new folder")
         if os.path.lexists(path):
             folder.read_plan(out)                      # only a plan is ever replaced
@@ -1180,10 +1519,12 @@ def main(argv=None):
             paired_report(a.study, a.arms, a.out, a.pairs)
         elif a.command == "run":
             run_plan(a.out, a.workers, a.seeds)
+        elif a.command == "trace":
+            write_trace(a)
         else:
             lock = folder.lock_folder(a.out, holder=f"mechanism.py report, pid {os.getpid()}")
             try:
-                report(a.out)
+                (trace_report if a.command == "trace-report" else report)(a.out)
             finally:
                 if lock:
                     lock.close()

@@ -68,12 +68,13 @@ BAR = 0.99
 class FirstHit:
     """train.train_stack's monitor: the first checked step at which each run's test accuracy
     reaches the bar; stops the stack when every run has. Keeps the curves it saw."""
+    at_start = False                                           # its checks: every `every` steps
 
     def __init__(self, every, R):
         self.every, self.first = every, np.zeros(R, int)       # 0: not yet
         self.curve = []                                        # (step, acc [R], loss [R])
 
-    def __call__(self, step, acc, loss):
+    def __call__(self, step, acc, loss, params=None):
         self.curve.append((step, acc.tolist(), np.asarray(loss, float).tolist()))
         self.first[(self.first == 0) & (acc >= BAR)] = step
         return bool((self.first > 0).all())

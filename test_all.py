@@ -5400,10 +5400,10 @@ def test_best_seen_monitor_and_loss_summary():
     assert math.isnan(mechanism.loss_summary([0.7, 0.5])[2])
 
 
-def _tiny_plan(out, seeds=2):
-    o = dict(folder.full_options({}), d=8, heads=2, mlp=8, steps=20, n_test=100)
+def _tiny_plan(out, seeds=2, steps=20, **extra):
+    o = dict(folder.full_options({}), d=8, heads=2, mlp=8, steps=steps, n_test=100)
     plan = dict(seeds=seeds, bar=0.99, cells=[dict(design="fixed", d=8, T=8, m=16, options=o,
-                                                   source=dict(m_star=8, T_folder=8))])
+                                                   source=dict(m_star=8, T_folder=8))], **extra)
     os.makedirs(out, exist_ok=True)
     cli.write_json(os.path.join(out, "plan.json"), plan)
 
@@ -5432,6 +5432,88 @@ def test_mechanism_study_writes_its_columns_and_resumes(tmp_path):
     assert len(again) == 2 and again[1]["test_acc"] == rows[1]["test_acc"]   # the same run
     with open(path) as f:
         assert "0.5fixed" not in f.read() and len(f.read().splitlines()) == 0
+
+
+def test_mechanism_trace_ends_where_the_unmonitored_run_ends(tmp_path):
+    out, quiet = str(tmp_path), lambda *a, **k: None
+    _tiny_plan(out, every=5)
+    assert mechanism.run_plan(out, log=quiet) == 2                     # runs.csv: no trace
+    assert mechanism.run_plan(out, log=quiet, what="trace") == 2
+    base = {r["seed"]: r for r in folder.read_rows([os.path.join(out, "runs.csv")],
+                                                   kind=folder.MECHANISM_ROWS)}
+    trace = folder.read_rows([os.path.join(out, "trajectories.csv")],
+                             kind=folder.TRAJECTORY_ROWS)
+    for seed, b in base.items():
+        mine = [r for r in trace if r["seed"] == seed]
+        assert [int(r["step"]) for r in mine] == [1, 5, 10, 15, 20]
+        last = mine[-1]                        # the monitor changed nothing of the training
+        for k in ("B_X", "mass_on_S", "score_gap", "top_head", "test_acc"):
+            assert last[k] == b[k], k
+        assert last["final_test_acc"] == b["test_acc"] and last["train_loss"] == b["final_loss"]
+        assert {r["success"] for r in mine} == {b["success"]}
+    # the step-1 row measures the parameters after step 1: those a 1-step run ends with
+    plan = folder.read_plan(out)
+    runs = [dict(plan["cells"][0]["options"], T=8, m=16, seed=s, steps=1) for s in (0, 1)]
+    for r, res in zip([r for r in trace if r["step"] == "1"], train.train_stack(runs)):
+        X = train.draw_run(runs[0] | dict(seed=res["seed"]))[2][0][:mechanism.N_MEASURE]
+        mech = mechanism.measure_mechanism(res["params"], res["cfg"], res["S"], X)
+        assert float(r["B_X"]) == mech["B_X"] != float(base[r["seed"]]["B_X"])
+    assert mechanism.run_plan(out, log=quiet, what="trace") == 0       # resumed: nothing left
+
+
+def test_trajectory_rows_are_checked_against_their_plan_and_run(tmp_path):
+    out = str(tmp_path)
+    _tiny_plan(out, every=5)
+    plan = folder.read_plan(out)
+    row = dict(design="fixed", d="8", T="8", m="16", seed="0", step="5", B_X="3.0",
+               score_gap="0.1", mass_on_S="0.4", top_head="1", train_loss="0.6",
+               test_acc="0.9", success="0", final_test_acc="0.95", steps="20",
+               cpu_seconds="0.1")
+    check = lambda rows: folder.check_rows(rows, plan["bar"], plan, kind=folder.TRAJECTORY_ROWS)
+    assert len(check([dict(row), dict(row, step="1")])) == 2
+    for bad, words in ((dict(row, step="7"), "not a logged step"),
+                       (dict(row, success="1"), "contradicts its final test accuracy"),
+                       (dict(row, m="17"), "not a cell of the folder's plan"),
+                       (dict(row, steps="40"), "not its cell's steps")):
+        with pytest.raises(ValueError, match=words):
+            check([bad])
+    with pytest.raises(ValueError, match="one run has one end"):
+        check([dict(row), dict(row, step="10", final_test_acc="0.96")])
+    with pytest.raises(folder.BadRow):
+        folder.TRAJECTORY_ROWS["parse"](dict(row, step="21"))       # past the run's steps
+    with pytest.raises(ValueError, match="every"):
+        folder.check_plan(dict(plan, every=3))                     # 20 steps: 20 not logged
+
+
+def _synthetic_trace(out, seeds=8):
+    """A trajectories folder by hand: seeds 0-3 succeed, 4-7 fail; the failures' B_X splits from
+    step 50, their test accuracy from step 100 (B_X's split comes before)."""
+    _tiny_plan(out, seeds=seeds, steps=200, every=50)
+    w = folder.RowWriter(os.path.join(out, "trajectories.csv"), folder.TRAJECTORY_ROWS)
+    for seed in range(seeds):
+        ok = seed < seeds // 2
+        for step in (1, 50, 100, 150, 200):
+            w.write(dict(design="fixed", d=8, T=8, m=16, seed=seed, step=step,
+                         B_X=5.0 if ok or step == 1 else 6.0 + 0.1 * seed, score_gap=0.0,
+                         mass_on_S=0.3, top_head=0, train_loss=0.1,
+                         test_acc=0.875 if step < 100 else 1.0 if ok else 0.9,
+                         success=int(ok), final_test_acc=1.0 if ok else 0.9, steps=200,
+                         cpu_seconds=1.0))
+    w.close()
+
+
+def test_trace_report_finds_which_split_comes_first(tmp_path):
+    out = str(tmp_path)
+    _synthetic_trace(out)
+    text = mechanism.trace_report(out, log=lambda *a: None)
+    assert open(os.path.join(out, "table.md")).read() == text
+    onsets = next(ln for ln in text.splitlines() if ln.startswith("| 8 | 8 | 16 | 4 / 4 |"))
+    cols = [c.strip() for c in onsets.split("|")]
+    assert cols[5:7] == ["50 / 50", "100 / 100"] and cols[-2] == "before"
+    step = lambda k: next(ln for ln in text.splitlines() if ln.startswith(f"| 8 | 8 | 16 | {k} |"))
+    assert "| 5 / 5 | 0 [0, 0] not detected |" in step(1)            # no split at the start
+    assert "| 5 / 6.55 | 1.55 [" in step(50) and "established" in step(50).split("|")[6]
+    assert "not detected" in step(50).split("|")[8]                  # test accuracy: not yet
 
 
 def test_mechanism_plan_from_the_committed_folders():
@@ -5644,7 +5726,7 @@ def test_mechanism_command_line_help_and_one_line_errors(tmp_path):
                                     capture_output=True, text=True, timeout=60,
                                     env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
     r = run("--help")
-    assert r.returncode == 0 and all(w in r.stdout for w in ("plan", "run", "report"))
+    assert r.returncode == 0 and all(w in r.stdout for w in ("plan", "run", "report", "trace"))
     r = run("run", str(tmp_path))                                    # no plan.json yet
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "plan.json is missing" in r.stderr
     r = run("plan", str(tmp_path), "results/extended", "--Ts", "10", "--extra", "64-100")

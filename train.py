@@ -97,10 +97,12 @@ def train_stack(runs, monitor=None):
     padded to the longest with weight-0 samples. A run whose loss stops being finite is reported
     as diverged (test_acc nan); the others go on unaffected.
 
-    monitor: None, or a callable with an int attribute `every`: every `every` steps it is called
-    as monitor(step, test_acc [R], loss [R]) with each run's accuracy on its own test set, and the
-    stack stops early when it returns True (each result's "steps_run" says where). The test set
-    then only watches; nothing is chosen by it."""
+    monitor: None, or a callable with an int attribute `every` and a bool attribute `at_start`:
+    every `every` steps (and at step 1 too when `at_start`) it is called as monitor(step, test_acc
+    [R], loss [R], params) with each run's accuracy on its own test set and the stack's
+    parameters after the step ({name: [R, ...]}, the live arrays: read them, never write), and
+    the stack stops early when it returns True (each result's "steps_run" says where). The test
+    set then only watches; nothing is chosen by it."""
     opts, o = check_stack(runs)
     run = set_up_stack(opts, watched=monitor is not None)
     ran = train_loop(run, o, monitor=monitor)
@@ -135,8 +137,9 @@ def train_loop(run, o, save=None, save_every=0, stop_after=None, monitor=None):
                 keep_if_best(run, step)                          # early stopping
             if run.progress and run.progress.due(step):
                 log_progress(run, step, loss)
-            if monitor and step % monitor.every == 0 and monitor(
-                    step, monitored_accuracies(run), run.losses[step - run.first]):
+            if monitor and (step % monitor.every == 0 or step == 1 and monitor.at_start) and (
+                    monitor(step, monitored_accuracies(run), run.losses[step - run.first],
+                            run.params)):
                 return step
             stopping = stop.after(step)                          # Ctrl-C or SIGTERM came
             if save and (stopping or step == o["steps"] or (save_every and

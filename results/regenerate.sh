@@ -49,5 +49,7 @@ $PY mechanism.py factors results/mechanism \
 $PY mechanism.py paired results/mechanism results/mechanism-interventions/screen/{baseline-rerun,freeze-ln1,decay-except-ln,freeze-lnf} \
     --out results/mechanism-interventions/screen/paired.md \
     --pairs results/mechanism-interventions/screen/pairs.csv > /dev/null
+# issue 38's trajectories: eventual successes against failures at every logged step
+$PY mechanism.py trace-report results/mechanism-trajectories > /dev/null
 $PY sweep.py pages $( { ls README.md; find results -name '*.md' | sort; } | xargs grep -l '^<!-- begin ' ) > /dev/null
 echo "done: git diff --stat shows what changed"
