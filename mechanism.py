@@ -1102,8 +1102,8 @@ def paired_report(study, arms, out, pairs_csv=None):
         "lost (base yes, int. no) | gained (base no, int. yes) | success rate, int. - base "
         "[95% CI] | B_X, smallest-largest: base / int. | median C: base / int. | median test "
         "acc: base / int. |", "|" + "---|" * 13] + cells + [
-        "", "Pooled per width and over all cells (each cell's pairs resampled on their own, "
-        f"{CELL_BOOT} resamples):", "",
+        "", "Pooled per width and over all cells (each T's seeds resampled on their own, both "
+        f"widths' pairs of a seed at one T together; {CELL_BOOT} resamples):", "",
         "| intervention | d | pairs | lost | gained | success rate, intervention - baseline "
         "[95% CI] | against 0 | B_X above the baseline pair's |", "|---|---|---|---|---|---|---|---|"
     ] + pooled + ["", "CPU time (the runs' own cpu_seconds, summed): " + "; ".join(
