@@ -994,11 +994,10 @@ def headline_table(d64, d128, plot=None):
         headline_plot({64: a, 128: b}, limits, plot)
     m = lambda x: ci_text(dict(m=x["m_star"], m_lo=x["m_star_lo"], m_hi=x["m_star_hi"]), "m")
     cell = lambda at, T: m(at[T][1]) if T in at else "-"
-    lines = ["| T | the paper's m* [its bar] | ours, d = 64: m* [95% CI] | ours, d = 128: m* "
-             "[95% CI] | statistical limit |", "|---|---|---|---|---|"]
+    lines = ["| T | the paper's m* (its figure's error bar) | ours, d = 64: m* [95% CI] | ours, "
+             "d = 128: m* [95% CI] | statistical limit |", "|---|---|---|---|---|"]
     for T in Ts:
-        paper = (f"{PAPER_MSTAR[T]} [{PAPER_BAR[T][0]:.1f}, {PAPER_BAR[T][1]:.1f}]"
-                 if T in PAPER_MSTAR else "-")
+        paper = f"{PAPER_MSTAR[T]} (bar {paper_bar(T)})" if T in PAPER_MSTAR else "-"
         lim = f"{limits[T]['median']:.0f}" if limits.get(T) else "-"
         lines.append(f"| {T} | {paper} | {cell(a, T)} | {cell(b, T)} | {lim} |")
     return ("\n".join(lines) + "\n\n"
@@ -1006,7 +1005,8 @@ def headline_table(d64, d128, plot=None):
             "0.99 (the paper's statistic), with its 95% interval from a bootstrap over seeds. "
             "Where each column comes from:\n\n"
             "- the paper's m*: read off its figure (`report.PAPER_MSTAR`), with the error bar the "
-            "figure draws (`report.PAPER_BAR`);\n"
+            "figure draws (`report.PAPER_BAR`), written (bar lo-hi): square brackets on these "
+            "pages are always our own 95% intervals;\n"
             f"- d = 64: {', '.join(d64)}/table.md ({_seed_counts(a)});\n"
             f"- d = 128: {', '.join(d128)}/table.md ({_seed_counts(b)});\n"
             f"- the statistical limit: the fewest samples that leave one hypothesis consistent, "

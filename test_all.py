@@ -3477,7 +3477,7 @@ def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, 
             "--readme", str(readme)]
     assert sweep.main(args) == 0
     table = out.read_text()
-    assert table.startswith("| T | the paper's m* [its bar] |") and "| 8 | - | " in table
+    assert table.startswith("| T | the paper's m* (its figure's error bar) |") and "| 8 | - | " in table
     assert readme.read_text() == ("# x\nbefore\n" + report.BEGIN + "\n" + table + report.END
                                   + "\nafter\n")
     assert sweep.main(args) == 0 and readme.read_text().count("| 16 | - |") == 1   # idempotent
