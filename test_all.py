@@ -4048,6 +4048,26 @@ def test_paired_medians_carry_the_settings_difference_not_the_seeds_luck():
         steps.paired_medians(twice[:3], ref[:3])
 
 
+def test_steps_sigterm_says_what_was_saved(tmp_path):
+    """SIGTERM during steps.py's runs: its own line (the runs saved, how to resume) and exit
+    status 143, as Ctrl-C's line and 130 (it used to be the generic "steps.py: terminated")."""
+    p = _python("steps.py", "--Ts", "8", "--seeds", "1", "--budget", "1000000", "--lr", "1e-9",
+                "--d", "16", "--heads", "2", "--mlp", "16", "--workers", "1", "--out",
+                str(tmp_path / "f"))
+    try:
+        assert p.stdout.readline().startswith("steps: 1 runs to do")        # the banner
+        time.sleep(1.0)                                                     # inside the run
+        p.terminate()
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 143 and err.strip().splitlines() == [
+        f"terminated (SIGTERM): 0 runs of this session are saved in "
+        f"{tmp_path / 'f' / 'steps.csv'}; rerun the same command to resume"], err
+
+
 def test_steps_command_runs_resumes_and_pairs_two_folders(tmp_path, capsys):
     tiny = ["--s", "2", "--Ts", "6,8", "--seeds", "2", "--budget", "300", "--d", "16",
             "--heads", "4", "--mlp", "16", "--workers", "1", "--n-test", "200"]
