@@ -5103,6 +5103,30 @@ def test_a_stopped_pool_leaves_no_thread_to_race_the_exit():
     assert not manager.is_alive()
 
 
+def test_mechanism_run_stops_its_pool_as_every_command_does(tmp_path, monkeypatch):
+    """mechanism.py's workers come from cli.worker_pool and stop by pool.stop() on Ctrl-C (it
+    built a pool of its own, whose shutdown raced the pool's exit hook: "Exception ignored ...
+    Bad file descriptor" under the one line)."""
+    made, real = [], cli.worker_pool
+
+    def recording_pool(workers):
+        pool = real(workers)
+        stop = pool.stop
+        pool.stop = lambda: (made.append("stopped"), stop())[1]
+        made.append(workers)
+        return pool
+
+    def ctrl_c(stacks, pool, workers, write):
+        assert pool.submit(os.getpid).result(timeout=60) != os.getpid()   # a worker answers
+        raise KeyboardInterrupt
+    _tiny_plan(str(tmp_path))
+    monkeypatch.setattr(cli, "worker_pool", recording_pool)
+    monkeypatch.setattr(mechanism, "run_stacks", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        mechanism.run_plan(str(tmp_path), workers=2, log=lambda *a, **k: None)
+    assert made == [2, "stopped"]
+
+
 def test_ctrl_c_in_a_sweeps_process_group_is_one_line(tmp_path):
     """A terminal sends Ctrl-C to the sweep and its workers at once: one line (the rows kept),
     exit status 130, no worker's traceback."""
