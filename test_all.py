@@ -891,8 +891,9 @@ def _literals(*names):  # legal for every value: the arguments a check helper's 
     return {n: {"*": LITERAL} for n in names}
 
 
-def _hostile(v):
-    """{label: substitute} of issue 39's hostile values for an argument whose valid value is v."""
+def _hostile(v, huge=False):
+    """{label: substitute} of issue 39's hostile values for an argument whose valid value is v;
+    huge: a number also gets 10**400, an integer no float holds."""
     nan, inf = float("nan"), float("inf")
     if v is None:                                   # an optional argument: its extras only
         return {}
@@ -901,7 +902,8 @@ def _hostile(v):
     if isinstance(v, (int, np.integer, float, np.floating)):
         return {"None": None, "nan": nan, "inf": inf, "-inf": -inf, "-1": -1, "0": 0,
                 "True": True, "False": False, "1j": 1j, "10**12": 10**12, "'1'": "1",
-                **({"2.5": 2.5} if isinstance(v, (int, np.integer)) else {})}
+                **({"2.5": 2.5} if isinstance(v, (int, np.integer)) else {}),
+                **({"10**400": 10**400} if huge else {})}
     if isinstance(v, str):
         return {"None": None, "'bogus'": "bogus", "1": 1, "[v]": [v]}
     if isinstance(v, np.ndarray):
@@ -913,6 +915,8 @@ def _hostile(v):
                 "missing key": {k: v[k] for k in list(v)[1:]}}
     if isinstance(v, np.random.Generator):
         return {"None": None, "5": 5, "RandomState": np.random.RandomState(0)}
+    if inspect.isgenerator(v):                      # a search (stats.bisect_search)
+        return {"None": None, "5": 5, "list": [8]}
     if isinstance(v, tuple):                        # a cache, or (p, rng)
         return {"None": None, "list": list(v), "short": tuple(v)[:-1]}
     if isinstance(v, list):
@@ -1098,6 +1102,7 @@ WALK.update({
     "data.check_sample_size": Walk(lambda f: dict(m=3, T=4, budget=0.5),
                                    legal=dict(budget={"*": LITERAL},
                                               m={"0": "no samples need no memory"}),
+                                   extra=dict(m={"10**400": 10**400}, T={"10**400": 10**400}),
                                    names=dict(m=r"\bm\b", T=r"\bT\b")),
     "data.check_bits": Walk(lambda f: dict(name="v", A=f["X"]), legal=dict(
         **_literals("name"), A={k: "any shape, and array-likes (np.asarray)"
@@ -1115,7 +1120,8 @@ WALK.update({
                                 "10**12": "a task keeps S only; sample checks memory"})),
     "data.SparseTask.label": Walk(lambda f: dict(self=f["task"], X=f["X"]), legal=dict(
         X={"list": "array-likes (np.asarray)"}), extra=dict(X=_bits(WX))),
-    "data.SparseTask.sample": Walk(lambda f: dict(self=f["task"], m=3, rng=f["rng"])),
+    "data.SparseTask.sample": Walk(lambda f: dict(self=f["task"], m=3, rng=f["rng"]),
+                                  extra=dict(m={"10**400": 10**400})),
     # baseline.py
     "baseline.param_shapes": Walk(lambda f: dict(T=4, hidden=3),
                                   legal=dict(T={"10**12": NO_ALLOC},
@@ -1127,6 +1133,248 @@ WALK.update({
                              extra=dict(X=_bits(WX)), names=P_NAMES),
     "baseline.backward": Walk(lambda f: dict(dz=f["z"],
                                              cache=baseline.forward(f["pb"], f["X"])[1])),
+})
+
+# optim.py and stats.py: the optimiser, and the statistics behind every table
+NAN = float("nan")
+WALK_GRID = [8, 12, 16, 24, 32]
+ANY_LR = "any finite value >= 0 is one torch takes"
+
+
+def _stats_rows(T=10, model=None):
+    """Runs of 6 seeds at one T over WALK_GRID (one non-monotone seed): the stats walk's rows."""
+    thr = [12, 16, 16, 24, 12, 32]
+    return [dict(T=T, seed=s, m=m, success=int(m >= t and (s, m) != (2, 24)),
+                 **({"model": model} if model else {}))
+            for s, t in enumerate(thr) for m in WALK_GRID]
+
+
+def _estimate(T=10):
+    return stats.success_estimates(_stats_rows(T), n_boot=50)
+
+
+def _curve(n=4):  # (x, m50, m50_boot) of a curve over n values
+    x = np.array([10.0, 20.0, 40.0, 80.0][:n])
+    m50 = 5 * np.log(x) + 3
+    return x, m50, m50[:, None] * np.linspace(0.9, 1.1, 7)
+
+
+def _state(p, **kw):
+    return optim.adam_init(p, **kw)
+
+
+BOUND = lambda: stats.Bound(5.0, (4.0, 6.0), "hi")
+SEEDS = dict.fromkeys(("0", "10**12", "10**400"), "a seed: numpy's SeedSequence takes any int >= 0")
+ARRAY_LIKE = "array-likes are read by np.asarray"
+ANY_SHAPE = "any shape: the values are raveled"
+WALKED += (optim, stats)
+HUGE_WALKED = ("optim", "stats")   # modules whose numbers are walked with 10**400 too
+WALK.update({
+    # optim.py
+    "optim.one_buffer": Walk(lambda f: dict(params=f["p"]),
+                             legal=dict(params={"missing key": "any dict of parameters"})),
+    "optim.adam_init": Walk(lambda f: dict(params=f["p"], decay="all", frozen=("ln1_g",)),
+                            legal=dict(params={"missing key": "any dict of parameters"},
+                                       frozen={"list": "a list of names", "short": "no name"}),
+                            extra=dict(frozen={"'ln1_g'": "ln1_g", "['bogus']": ["bogus"],
+                                               "[5]": [5], "5": 5})),
+    "optim.adam_step": Walk(lambda f: dict(params=f["p"], grads={k: np.ones_like(v) for k, v in
+                                                                  f["p"].items()},
+                                           state=_state(f["p"]), lr=1e-3, wd=1e-4, b1=0.9,
+                                           b2=0.999, eps=1e-8, decoupled=False),
+                            legal=dict(lr={"0": ANY_LR, "10**12": ANY_LR},
+                                       wd={"0": ANY_LR, "10**12": ANY_LR},
+                                       b1={"0": "0 <= b1 < 1"}, b2={"0": "0 <= b2 < 1"},
+                                       eps={"0": ANY_LR, "10**12": ANY_LR}),
+                            extra=dict(state={"other params": {"t": 0}})),
+    "optim.clip_gradients": Walk(lambda f: dict(grads={k: np.ones_like(v) for k, v in
+                                                       f["p"].items()}, max_norm=1.0, runs=None),
+                                 legal=dict(grads={"missing key": "any dict of gradients"},
+                                            max_norm={"10**12": "a bound never reached"}),
+                                 extra=dict(runs={"0": 0, "-1": -1, "True": True, "2": 2,
+                                                  "2.5": 2.5, "'1'": "1"})),
+    # stats.py: the m grid and the searches
+    "stats.m_grid": Walk(lambda f: dict(lo=8, hi=100, ratio=1.05),
+                         legal=dict(hi={"10**12": "about 520 sizes"},
+                                    ratio={"10**12": "a grid of its two ends"})),
+    "stats.bisect_search": Walk(lambda f: dict(grid=list(WALK_GRID)), legal=dict(grid={
+        "[5]": "a grid of one size"}), extra=dict(grid={"unsorted": [16, 8], "[]": [],
+                                                        "[0]": [0], "[nan]": [NAN]})),
+    "stats.grid_search": Walk(lambda f: dict(grid=list(WALK_GRID)), legal=dict(grid={
+        "[5]": "a grid of one size"}), extra=dict(grid={"unsorted": [16, 8], "[]": [],
+                                                        "[0]": [0], "[nan]": [NAN]})),
+    "stats.replay": Walk(lambda f: dict(gen=stats.bisect_search(list(WALK_GRID)),
+                                        saved={16: True, 8: False}, answer=None),
+                         legal=dict(saved={"missing key": "a search that needs a run"})),
+    "stats.seed_outcome": Walk(lambda f: dict(grid=list(WALK_GRID), search="bisect",
+                                              results={16: True, 8: False}),
+                               legal=dict(grid={"[5]": "a grid of one size"},
+                                          results={"missing key": "a search that needs a run"}),
+                               extra=dict(grid={"[]": []})),
+    # stats.py: rows
+    "stats.parse_rows": Walk(lambda f: dict(rows=_stats_rows()), names=dict(rows=r"\brows?\b"),
+                             extra=dict(rows={"nan m": [dict(T=10, seed=0, m=NAN, success=1)],
+                                              "success 2": [dict(T=10, seed=0, m=8, success=2)],
+                                              "[]": []})),
+    "stats.split_by_T": Walk(lambda f: dict(rows=_stats_rows()), names=dict(rows=r"\brows?\b")),
+    # stats.py: the success curve
+    "stats.sigmoid": Walk(lambda f: dict(z=f["z"]),
+                          legal=dict(z={"list": ARRAY_LIKE, "0-d": "elementwise: any shape",
+                                        "wrong shape": "elementwise: any shape"})),
+    "stats.fit_success_curve": Walk(lambda f: dict(m=np.array([8.0, 8, 16, 16, 32]),
+                                                   success=np.array([0.0, 0, 1, 0, 1])),
+                                    legal=dict(m={"list": ARRAY_LIKE}, success={"list":
+                                                                                ARRAY_LIKE}),
+                                    extra=dict(m={"-1": -np.ones(5), "nan": np.full(5, NAN)},
+                                               success={"2": np.full(5, 2.0)})),
+    "stats.m_at": Walk(lambda f: dict(p=0.5, a=-2.0, b=1.0),
+                       legal=dict(a={"inf": "every run succeeded: 0.0", "-inf": "every run "
+                                     "failed: inf", "-1": "an intercept", "0": "an intercept",
+                                     "10**12": "an intercept"},
+                                  b={"-1": "a falling curve: inf", "0": "a flat curve: inf",
+                                     "10**12": "a steep curve", "None": "undetermined: inf"}),
+                       extra=dict(a={"nan array": np.array([0.0, NAN]), "text": np.array(["1"])},
+                                  b={"nan array": np.array([1.0, NAN])})),
+    "stats.fit_flag": Walk(lambda f: dict(m=np.array([8.0, 8, 16, 16, 32]),
+                                          success=np.array([0.0, 0, 1, 0, 1]), a=-5.0, b=2.0),
+                           legal=dict(m={"list": ARRAY_LIKE}, success={"list": ARRAY_LIKE},
+                                      a={"inf": "the fit's all-succeeded encoding", "-inf":
+                                         "the fit's all-failed encoding", "-1": "an intercept",
+                                         "0": "an intercept", "10**12": "an intercept"},
+                                      b={"-1": "a falling curve, said so", "0": "a flat curve, "
+                                         "said so", "None": "undetermined, said so", "10**12":
+                                         "a steep curve"})),
+    # stats.py: the bootstrap over seeds
+    "stats.default_stat": Walk(lambda f: dict(a=np.array([-2.0, -3]), b=np.array([1.0, 1.2])),
+                               legal=dict(a={"list": ARRAY_LIKE, "0-d": "a scalar fit",
+                                             "wrong shape": "any shape a and b share"},
+                                          b={"list": ARRAY_LIKE, "0-d": "broadcast to a",
+                                             "None": "undetermined: inf"})),
+    "stats.Bound": Walk(lambda f: dict(value=5.0, band=(4.0, 6.0), side="hi"),
+                        legal=dict(value={"inf": "a bound above every resample", "-inf":
+                                          "a bound below every resample", "-1": "a bound",
+                                          "0": "a bound", "10**12": "a bound"},
+                                   band={"list": "a pair"}),
+                        extra=dict(band={"reversed": (6.0, 4.0), "nan": (NAN, 6.0),
+                                         "outside": (6.0, 7.0)})),
+    "stats.percentile_ci": Walk(lambda f: dict(samples=f["z"], lo=2.5, hi=97.5),
+                                legal=dict(samples={"list": ARRAY_LIKE, "0-d": "one sample",
+                                                    "wrong shape": ANY_SHAPE},
+                                           lo={"0": "the smallest sample"})),
+    "stats.mc_decimals": Walk(lambda f: dict(x=BOUND(), decimals=2),
+                              legal=dict(x={"nan": "a plain float: its decimals", "inf": "an "
+                                            "infinite bound: its decimals", "-inf": "likewise",
+                                            "-1": "a plain float", "0": "a plain float",
+                                            "10**12": "a plain float"},
+                                         decimals={"-1": "tens", "0": "units"})),
+    "stats.bound_text": Walk(lambda f: dict(x=BOUND(), decimals=2),
+                             legal=dict(x={"nan": "printed nan", "inf": "printed inf",
+                                           "-inf": "printed -inf", "-1": "a number",
+                                           "0": "a number", "10**12": "a number"},
+                                        decimals={"-1": "tens", "0": "units"})),
+    "stats.surely_above": Walk(lambda f: dict(lo=BOUND(), value=1.0),
+                               legal=dict(lo={"nan": "an undefined bound excludes nothing",
+                                              "inf": "a bound", "-inf": "a bound", "-1":
+                                              "a bound", "0": "a bound", "10**12": "a bound"},
+                                          value={"inf": "a threshold", "-inf": "a threshold",
+                                                 "-1": "a threshold", "0": "a threshold",
+                                                 "10**12": "a threshold"})),
+    "stats.surely_below": Walk(lambda f: dict(hi=BOUND(), value=1.0),
+                               legal=dict(hi={"nan": "an undefined bound excludes nothing",
+                                              "inf": "a bound", "-inf": "a bound", "-1":
+                                              "a bound", "0": "a bound", "10**12": "a bound"},
+                                          value={"inf": "a threshold", "-inf": "a threshold",
+                                                 "-1": "a threshold", "0": "a threshold",
+                                                 "10**12": "a threshold"})),
+    "stats.median_bootstrap": Walk(lambda f: dict(values=np.array([3.0, 1, 4, 1, 5, np.inf])),
+                                   legal=dict(values={"list": ARRAY_LIKE, "0-d": "one value",
+                                                      "wrong shape": ANY_SHAPE})),
+    "stats.order_statistic_bootstrap": Walk(lambda f: dict(values=np.array([3.0, 1, 4, 1, 5]),
+                                                           k=3),
+                                            legal=dict(values={"list": ARRAY_LIKE, "0-d": "one "
+                                                               "value (k = 1 refused by k)",
+                                                               "wrong shape": ANY_SHAPE})),
+    "stats.distribution_ci": Walk(lambda f: dict(support=np.array([1.0, 2, 3]),
+                                                 p=np.array([0.2, 0.5, 0.3]), lo=2.5, hi=97.5),
+                                  legal=dict(support={"list": ARRAY_LIKE}, p={"list": ARRAY_LIKE},
+                                             lo={"0": "the smallest value"}),
+                                  extra=dict(support={"unsorted": np.array([3.0, 2, 1])},
+                                             p={"-1": np.array([-0.2, 0.9, 0.3]),
+                                                "nan": np.array([NAN, 0.5, 0.5])})),
+    "stats.median_ci": Walk(lambda f: dict(values=np.array([3.0, 1, 4, 1, 5, 9]), lo=2.5,
+                                           hi=97.5),
+                            legal=dict(values={"list": ARRAY_LIKE, "0-d": "one value",
+                                               "wrong shape": ANY_SHAPE},
+                                       lo={"0": "the smallest value"})),
+    "stats.exact_resamples": Walk(lambda f: dict(n_seeds=5),
+                                  legal=dict(n_seeds={"10**12": "False: too many to list",
+                                                      "10**400": "False: too many to list"})),
+    "stats.seed_resamples": Walk(lambda f: dict(n_seeds=4, n_boot=100, rng=None, exact=True),
+                                 legal=dict(rng={"None": "the default generator"},
+                                            n_boot={"None": "N_BOOT"}),
+                                 extra=dict(rng=RNGS)),
+    "stats.resample_medians": Walk(lambda f: dict(values=np.array([3.0, 1, 4]),
+                                                  C=np.array([[1.0, 1, 1], [3, 0, 0]])),
+                                   legal=dict(values={"list": ARRAY_LIKE},
+                                              C={"list": ARRAY_LIKE}),
+                                   extra=dict(C={"-1": np.array([[-1.0, 2, 2], [3, 0, 0]]),
+                                                 "unequal rows": np.array([[1.0, 1, 1],
+                                                                           [1, 0, 0]])})),
+    "stats.weighted_percentile_ci": Walk(lambda f: dict(samples=np.array([1.0, 2, 3]),
+                                                        weights=np.array([0.2, 0.5, 0.3]),
+                                                        lo=2.5, hi=97.5),
+                                         legal=dict(samples={"list": ARRAY_LIKE},
+                                                    weights={"list": ARRAY_LIKE},
+                                                    lo={"0": "the smallest sample"}),
+                                         names=dict(samples=r"\bsamples\b"),
+                                         extra=dict(weights={"nan": np.array([NAN, 0.5, 0.5])})),
+    "stats.stratum_rng": Walk(lambda f: dict(T=10, seed=0),
+                              legal=dict(T={"10**12": "a context length", "2.5": "T is read as a "
+                                            "float (parse_rows)"}, seed=SEEDS)),
+    "stats.resample_counts": Walk(lambda f: dict(n_seeds=4, T=10, n_boot=100, seed=0),
+                                  legal=dict(T={"10**12": "a context length", "2.5": "a float T"},
+                                             n_boot={"None": "N_BOOT"}, seed=SEEDS)),
+    "stats.seed_counts": Walk(lambda f: dict(rng=f["rng"], n_seeds=4, n_boot=100),
+                              extra=dict(rng=RNGS)),
+    "stats.bootstrap_over_seeds": Walk(lambda f: dict(rows=_stats_rows(), stat=stats.default_stat,
+                                                      n_boot=50, rng=None),
+                                       names=dict(rows=r"\brows?\b"),
+                                       legal=dict(rng={"None": "the default generator"}),
+                                       extra=dict(rng=RNGS)),
+    "stats.success_estimates": Walk(lambda f: dict(rows=_stats_rows(), n_boot=50, seed=0),
+                                    names=dict(rows=r"\brows?\b"),
+                                    legal=dict(seed=SEEDS)),
+    # stats.py: m* by the majority rule
+    "stats.critical_sizes": Walk(lambda f: dict(rows=_stats_rows(model="transformer"),
+                                                grid_by_model={"transformer": list(WALK_GRID)},
+                                                search="bisect"),
+                                 names=dict(rows=r"\brows?\b")),
+    "stats.majority_mstar": Walk(lambda f: dict(rows=_stats_rows(), grid=None),
+                                 names=dict(rows=r"\brows?\b"),
+                                 extra=dict(grid={"'x'": "x", "[[8]]": [[8]], "[]": [],
+                                                  "[nan]": [NAN], "[1j]": [1j]})),
+    # stats.py: laws across T and s
+    "stats.fit_line": Walk(lambda f: dict(x=np.array([1.0, 2, 3]), y=np.array([2.0, 4, 7])),
+                           legal=dict(x={"list": ARRAY_LIKE}, y={"list": ARRAY_LIKE})),
+    "stats.scaling_fits": Walk(lambda f: dict(zip(("T", "m50", "m50_boot"), _curve())),
+                               legal=dict(T={"list": ARRAY_LIKE}, m50={"list": ARRAY_LIKE},
+                                          m50_boot={"list": ARRAY_LIKE})),
+    "stats.growth_in_s": Walk(lambda f: dict(zip(("s", "m50", "m50_boot"), _curve())),
+                              legal=dict(s={"list": ARRAY_LIKE}, m50={"list": ARRAY_LIKE},
+                                         m50_boot={"list": ARRAY_LIKE})),
+    "stats.log_departure": Walk(lambda f: dict(zip(("T", "m50", "m50_boot"), _curve()),
+                                               fit_below=20.0),
+                                legal=dict(T={"list": ARRAY_LIKE}, m50={"list": ARRAY_LIKE},
+                                           m50_boot={"list": ARRAY_LIKE},
+                                           fit_below={"inf": "every T in the fit", "10**12":
+                                                      "every T in the fit"})),
+    "stats.paired_growth": Walk(lambda f: dict(e=_estimate(10), ref=_estimate(10),
+                                               e0=_estimate(20), ref0=_estimate(20)),
+                                legal={k: {"missing key": "T, its first key, is not read"}
+                                       for k in ("e", "ref", "e0", "ref0")}),
+    "stats.paired_ratio": Walk(lambda f: dict(e=_estimate(10), ref=_estimate(10)),
+                               legal={k: {"missing key": "T, its first key, is not read"}
+                                      for k in ("e", "ref")}),
 })
 
 
@@ -1159,7 +1407,8 @@ def _walk(key, fn, walk):
         legal = walk.legal.get(arg, {})
         if "*" in legal:
             continue
-        for label, bad in {**_hostile(valid), **walk.extra.get(arg, {})}.items():
+        for label, bad in {**_hostile(valid, key.split(".")[0] in HUGE_WALKED),
+                           **walk.extra.get(arg, {})}.items():
             if label in legal:
                 continue
             n += 1
