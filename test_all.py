@@ -2740,6 +2740,13 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     with pytest.raises(train.Interrupted, match="final evaluation") as e:
         train.train_run(SMALL, save=str(tmp_path / "py.npz"))
     assert (e.value.step, e.value.phase) == (SMALL["steps"], "evaluation")
+
+    def sigterm(*args, **kw):                                      # SIGTERM's, under the guard
+        raise cli.Terminated
+    monkeypatch.setattr(train, "summarise", sigterm)
+    code, out, err = run_cli(capsys, *TINY, "--save", str(tmp_path / "term.npz"))
+    assert code == 143 and err.startswith("\nterminated (SIGTERM) during the final evaluation; "
+                                          "all 5 steps are saved"), err
     monkeypatch.setattr(train, "summarise", real["summarise"])
     code, out, err = run_cli(capsys, "--resume", path, "--steps", "5")   # evaluates, reports
     assert code == 0 and "test accuracy" in out and "evaluating it" in out and not err
@@ -2771,7 +2778,7 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     err = capsys.readouterr().err
     monkeypatch.undo()
     assert code == 1 and str(out_json) in err and "No space left" in err
-    assert sorted(os.listdir(tmp_path)) == ["ck.npz", "py.npz"]    # no summary, no temporary
+    assert sorted(os.listdir(tmp_path)) == ["ck.npz", "py.npz", "term.npz"]   # no summary, no tmp
 
 
 def test_ctrl_c_while_the_last_checkpoint_is_written_is_not_swallowed(tmp_path, capsys,
