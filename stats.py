@@ -133,7 +133,7 @@ def bisect_search(grid):
 
     -> a generator: it yields the next m to run and is sent back whether that run succeeded; it
     returns the smallest successful m, or None when even the largest fails. About
-    log2(len(grid)) + 1 runs instead of len(grid). grid: increasing integers >= 1 (m_grid's),
+    log2(len(grid)) + 1 runs instead of len(grid). grid: increasing sizes >= 1 (m_grid's),
     checked here, before the generator starts.
     """
     return _bisect(_check_grid(grid))
