@@ -81,9 +81,11 @@ def check_sample_size(m, T, budget=0.5):
     machine's physical memory."""
     m, T = check_int("m", m, 0), check_int("T", T, 1)
     need, mem = 9 * m * T, physical_memory()
-    if mem and need > budget * mem:
-        raise ValueError(f"m={m} samples of T={T} bits need about {need / 2**30:.1f} GiB to draw; "
-                         f"this machine allows {budget * mem / 2**30:.1f} GiB: ask for fewer")
+    if need > 2**62 or (mem and need > budget * mem):   # 2**62 bytes: more than any machine
+        short = lambda v: str(v) if v < 10**15 else f"{str(v)[0]}.{str(v)[1:3]}e+{len(str(v))-1}"
+        gib = f"{need / 2**30:.1f}" if need <= 2**62 else short(need >> 30)
+        raise ValueError(f"m={short(m)} samples of T={short(T)} bits need about {gib} GiB to "
+                         f"draw; this machine allows {budget * mem / 2**30:.1f} GiB: ask for fewer")
 
 
 def check_bits(name, A):

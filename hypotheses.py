@@ -148,6 +148,7 @@ class Work:
         self.left, self.what = WORK_MAX, what
 
     def spend(self, cost):
+        _int("cost", cost, 0, None)
         self.left -= cost
         if self.left < 0:
             raise ValueError(f"exact count unaffordable: {self.what} needs more than "
@@ -161,6 +162,8 @@ def count_enumerate(N, r, limit):
     N, r, limit = _hitting_args(N, r, limit)
     if r > N.shape[1]:
         return 0                                # no r-subset of fewer than r columns
+    if r == 0:
+        return min(int(N.shape[0] == 0), limit)   # the empty subset hits no row: only of none
     W = _pack_columns(N)
     count = 0
     for combos in _subsets(N.shape[1], r, 1 << 15):

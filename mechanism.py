@@ -35,10 +35,9 @@ if __name__ == "__main__":
 import functools
 import json
 import math
-import multiprocessing as mp
 import os
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, wait
 
 import numpy as np
 
@@ -466,15 +465,12 @@ def run_plan(out, workers=1, n_seeds=None, log=print, what="runs"):
     pool = None
     try:
         if workers > 1:
-            pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"),
-                                       initializer=cli.worker_start, initargs=(os.getpid(),))
+            pool = cli.worker_pool(workers)
         run_stacks(stacks, pool, workers, write, train_fn)
     finally:
         signal.signal(signal.SIGTERM, previous)
-        if pool:
-            for proc in list(getattr(pool, "_processes", {}).values()):
-                proc.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
+        if pool:            # running workers stopped, the pool's manager thread joined (no race)
+            pool.stop()
         try:
             writer.close()
         finally:

@@ -24,6 +24,8 @@ DECAYED = ("W_Q", "W_K", "W_V", "W_O", "W_1", "W_2", "w")
 # parameter but these, and a run may freeze one LayerNorm's (issue 38's interventions).
 LAYERNORMS = {"ln1": ("ln1_g", "ln1_b"), "ln2": ("ln2_g", "ln2_b"), "lnf": ("lnf_g", "lnf_b")}
 DECAYS = ("all", "matrices", "except-ln")
+MAX_FLOAT = float(np.finfo(np.float64).max)
+STATE_KEYS = {"t", "shapes", "decayed", "frozen", "flat", "m", "v"}   # adam_init's, in every state
 
 
 def one_buffer(params):
@@ -45,7 +47,8 @@ def adam_init(params, decay="all", frozen=()):
     _check_params(params)
     if decay not in DECAYS:
         raise ValueError(f"decay must be one of {', '.join(DECAYS)}, got {decay!r}")
-    if isinstance(frozen, str) or not all(k in params for k in frozen):
+    if isinstance(frozen, str) or not isinstance(frozen, (tuple, list, set, frozenset)) or not all(
+            isinstance(k, str) and k in params for k in frozen):
         raise ValueError(f"frozen must be a collection of parameter names of params, got "
                          f"{frozen!r:.60}")
     frozen = frozenset(frozen)
@@ -200,16 +203,17 @@ def _check_number(name, v, lo, strict=False, hi=math.inf):
     if type(v) is not float and (not isinstance(v, numbers.Real)
                                  or isinstance(v, (bool, np.bool_))):
         raise TypeError(f"{name} must be a real number, got {v!r} ({type(v).__name__})")
-    if not ((lo < v) if strict else (lo <= v)) or not v < hi:
+    if not ((lo < v) if strict else (lo <= v)) or not v < hi or v > MAX_FLOAT:   # 10**400: no float
         allowed = f"{'>' if strict else '>='} {lo}" + (f" and < {hi}" if hi < math.inf else "")
         raise ValueError(f"{name} must be a finite number {allowed}, got {v!r}")
 
 
 def _check_step(params, grads, state, lr, wd, b1, b2, eps, decoupled):
     """adam_step's arguments: a few comparisons a step, no arrays touched."""
-    if not isinstance(state, dict) or "shapes" not in state:
+    if not isinstance(state, dict) or not STATE_KEYS <= state.keys():
         raise TypeError(f"state must be the dict optim.adam_init returned, got "
-                        f"{type(state).__name__}")
+                        f"{type(state).__name__}" + (f" without {sorted(STATE_KEYS - state.keys())}"
+                                                     if isinstance(state, dict) else ""))
     shapes = state["shapes"]
     for name, d in (("params", params), ("grads", grads)):
         if not isinstance(d, dict):

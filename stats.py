@@ -79,6 +79,7 @@ bounds far above the grid; under the band before (one standard error, within a w
 report.rerun_changes measure it on a folder; test_a_printed_bound_keeps_its_text_in_about_
 nineteen_reruns_of_twenty on drawn normal samples: 2.8% against 36%).
 """
+import collections.abc
 import itertools
 import math
 import numbers
@@ -94,6 +95,9 @@ RIDGE = 1e-3      # ridge strength on (centred intercept, slope); see the module
 MAX_ITER = 100    # Newton iterations cap (typical fits converge in 5-30)
 EXACT_RESAMPLES = 400_000   # list every resample of the seeds up to this many (seed_resamples)
 MAX_GRID = 100000  # sizes in one m grid at most (checked before the grid is built)
+MAX_COUNTS = 10 ** 8   # n_boot * n_seeds at most in one seed_counts (32 bytes each while drawn)
+MAX_DECIMALS = 350     # decimals a number prints with at most (the smallest float is 5e-324)
+MAX_FLOAT = float(np.finfo(np.float64).max)   # an integer above it (10**400) is no float
 NEWTON_TOL = 1e-10   # Newton stops when every step is below NEWTON_TOL * (1 + |parameter|)
 
 
@@ -104,10 +108,11 @@ def m_grid(lo, hi, ratio=1.05):
     finer): the candidate training-set sizes. lo and hi are integers with 1 <= lo <= hi (no
     bool), ratio a finite real number > 1; anything else is a one-line ValueError."""
     whole = lambda v: (isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)))
-    if not (whole(lo) and whole(hi) and 1 <= lo <= hi):
-        raise ValueError(f"m_grid: lo and hi must be integers with 1 <= lo <= hi, got lo={lo!r}, "
-                         f"hi={hi!r}")
+    if not (whole(lo) and whole(hi) and 1 <= lo <= hi <= 2 ** 53):
+        raise ValueError(f"m_grid: lo and hi must be integers with 1 <= lo <= hi <= 2**53, got "
+                         f"lo={_show(lo)}, hi={_show(hi)}")
     if not (isinstance(ratio, numbers.Real) and not isinstance(ratio, (bool, np.bool_))
+            and not (isinstance(ratio, numbers.Integral) and ratio > MAX_FLOAT)
             and math.isfinite(ratio) and ratio > 1):
         raise ValueError(f"m_grid: ratio must be a finite number > 1, got {ratio!r}")
     step_one = min(hi, max(lo, 1 / (ratio - 1)))        # every integer up to here, then ratio
@@ -126,10 +131,15 @@ def m_grid(lo, hi, ratio=1.05):
 def bisect_search(grid):
     """Search for the smallest grid m at which a run succeeds, assuming success is monotone in m.
 
-    A generator: it yields the next m to run and is sent back whether that run succeeded; it
+    -> a generator: it yields the next m to run and is sent back whether that run succeeded; it
     returns the smallest successful m, or None when even the largest fails. About
-    log2(len(grid)) + 1 runs instead of len(grid).
+    log2(len(grid)) + 1 runs instead of len(grid). grid: increasing sizes >= 1 (m_grid's),
+    checked here, before the generator starts.
     """
+    return _bisect(_check_grid(grid))
+
+
+def _bisect(grid):
     lo, hi = -1, len(grid)           # grid[lo] fails (virtually), grid[hi] succeeds (virtually)
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -142,6 +152,10 @@ def bisect_search(grid):
 
 def grid_search(grid):
     """Same protocol as bisect_search, but every grid m is run; returns the smallest success."""
+    return _walk_grid(_check_grid(grid))
+
+
+def _walk_grid(grid):
     first = None
     for m in grid:
         if (yield m) and first is None:
@@ -152,10 +166,27 @@ def grid_search(grid):
 SEARCHES = {"bisect": bisect_search, "grid": grid_search}
 
 
+def _check_grid(grid):
+    """grid itself when it is a non-empty sequence of increasing sizes >= 1 (numbers, no bool);
+    else one line."""
+    size = lambda v: isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+    if not (isinstance(grid, (list, tuple, np.ndarray)) and len(grid) > 0
+            and all(size(m) for m in grid) and grid[0] >= 1
+            and all(a < b for a, b in zip(grid[:-1], grid[1:]))):
+        raise ValueError(f"grid must be a non-empty list of increasing sizes >= 1 (m_grid), "
+                         f"got {_show(grid)}")
+    return grid
+
+
 def replay(gen, saved, answer=None):
     """Drive a search generator over saved runs (saved[m] -> success), first sending `answer` to
     its pending question (None: start it). -> ("done", its answer) or ("run", the next m to run).
     The one place where saved runs are replayed: resuming a sweep and reading its results."""
+    if not isinstance(gen, collections.abc.Generator):
+        raise ValueError(f"gen must be a search's generator (bisect_search, grid_search), got "
+                         f"{_show(gen)}")
+    if not isinstance(saved, collections.abc.Mapping):
+        raise ValueError(f"saved must be a dict {{m: success}} of saved runs, got {_show(saved)}")
     try:
         m = next(gen) if answer is None else gen.send(bool(answer))
         while m in saved:
@@ -168,6 +199,11 @@ def replay(gen, saved, answer=None):
 def seed_outcome(grid, search, results):
     """One seed's search replayed over its saved runs {m: success}: ("done", critical m, or inf
     when even the largest m failed) or ("unfinished", None) when the search still needs a run."""
+    if not (isinstance(search, str) and search in SEARCHES):
+        raise ValueError(f"search must be one of {', '.join(SEARCHES)}, got {_show(search)}")
+    if not isinstance(results, collections.abc.Mapping):
+        raise ValueError(f"results must be a dict {{m: success}} of saved runs, got "
+                         f"{_show(results)}")
     state, value = replay(SEARCHES[search](grid), results)
     if state == "run":
         return "unfinished", None
@@ -182,7 +218,7 @@ def parse_rows(rows):
     by number where they are numbers, as the CSV's "12" is). Indexing seeds by their sorted
     labels, not by first appearance, makes the seed bootstrap independent of the order of the
     rows, and pairs replicate i with the same seeds in any two sets of rows holding them."""
-    rows = list(rows)
+    rows = _rows_list(rows)
     if not rows:
         raise ValueError("rows must be non-empty, got 0 rows")
     T, seed, m, success, labels = [], [], [], [], {}
@@ -219,6 +255,14 @@ def parse_rows(rows):
             "success": np.array(success), "seeds": order}
 
 
+def _rows_list(rows):
+    """rows as a list when they are an iterable of runs (not text, not one dict); else one line."""
+    if isinstance(rows, (str, bytes, dict)) or not isinstance(rows, collections.abc.Iterable):
+        raise ValueError(f"rows must be a list of runs (dicts or (T, seed, m, success) tuples), "
+                         f"got {_show(rows)}")
+    return list(rows)
+
+
 def _seed_key(label):
     """Sort key of a seed label: numbers (7, "12") by value, before any other label by text."""
     try:
@@ -229,7 +273,7 @@ def _seed_key(label):
 
 def split_by_T(rows):
     """Rows -> {T: [rows of that T]}, T in increasing order (T as float)."""
-    rows, out = list(rows), {}
+    rows, out = _rows_list(rows), {}
     for r, t in zip(rows, parse_rows(rows)["T"]):
         out.setdefault(float(t), []).append(r)
     return dict(sorted(out.items()))
@@ -247,6 +291,9 @@ def _one_T(rows):
 # ---------------------------------------------------------------- 3. the success curve: P(success | m) = sigmoid(a + b ln m)
 
 def sigmoid(z):
+    """1 / (1 + e^-z), elementwise on real numbers of any shape."""
+    if np.asarray(z).dtype.kind not in "iuf":
+        raise ValueError(f"z must be real numbers (an array or a number), got {_show(z)}")
     return 0.5 * (1.0 + np.tanh(0.5 * z))   # no overflow for any finite z
 
 
@@ -316,15 +363,7 @@ def fit_success_curve(m, success):
     RIDGE/2 (a_c^2 + b^2) (the module docstring). Undetermined cases return b = None:
     all runs failed -> (-inf, None); all succeeded -> (+inf, None); runs at one m only, with both
     outcomes -> (logit of the success fraction, None). Never NaN."""
-    m = np.asarray(m, dtype=np.float64)
-    success = np.asarray(success, dtype=np.float64)
-    if m.ndim != 1 or m.size == 0 or m.shape != success.shape:
-        raise ValueError(f"m and success must be 1-D of the same non-zero length, got shapes "
-                         f"{m.shape}, {success.shape}")
-    if not (np.isfinite(m).all() and (m > 0).all()):
-        raise ValueError(f"m must be positive and finite, got min {m.min()!r}")
-    if not np.isin(success, (0.0, 1.0)).all():
-        raise ValueError(f"success must be 0 or 1, got values {np.unique(success).tolist()}")
+    m, success = _check_runs(m, success)
     k, n = success.sum(), success.size
     if k == 0:
         return -math.inf, None
@@ -341,18 +380,39 @@ def fit_success_curve(m, success):
     return float(ac[0] - b[0] * c), float(b[0])
 
 
+def _check_runs(m, success):
+    """Runs' sizes m [n] (finite, > 0) and outcomes success [n] (0 or 1) as float arrays."""
+    m, success = _check_reals("m", m), _check_reals("success", success, bools=True)
+    if m.ndim != 1 or m.size == 0 or m.shape != success.shape:
+        raise ValueError(f"m and success must be 1-D of the same non-zero length, got shapes "
+                         f"{m.shape}, {success.shape}")
+    if not (np.isfinite(m).all() and (m > 0).all()):
+        raise ValueError(f"m must be positive and finite, got min {m.min()!r}")
+    if not np.isin(success, (0.0, 1.0)).all():
+        raise ValueError(f"success must be 0 or 1, got values {np.unique(success).tolist()}")
+    return m, success
+
+
 def m_at(p, a, b):
     """The m where sigmoid(a + b ln m) = p, i.e. exp((logit p - a) / b).
 
     p in (0, 1); a, b scalars or arrays of one shape (b may be None: undetermined). Returns inf
     where b <= 0 or b is None (the curve never rises to p), except 0.0 where a = +inf (every run
-    succeeded: m* is below the smallest m tried). Scalar in, float out; arrays in, array out."""
-    p = float(p)
+    succeeded: m* is below the smallest m tried). Scalar in, float out; arrays in, array out.
+    a: real, +-inf allowed (the encodings above), never NaN; b: finite."""
+    p = _check_real("p", p)
     if not 0.0 < p < 1.0:
         raise ValueError(f"p must be in (0, 1), got {p!r}")
     scalar = np.ndim(a) == 0 and (b is None or np.ndim(b) == 0)
-    a = np.asarray(a, dtype=np.float64)
-    b = np.zeros_like(a) if b is None else np.asarray(b, dtype=np.float64)
+    a = _check_reals("a", a)
+    b = np.zeros_like(a) if b is None else _check_reals("b", b)
+    if np.isnan(a).any():
+        raise ValueError("a must not be NaN (+-inf: every run succeeded or failed)")
+    if not np.isfinite(b).all():
+        raise ValueError("b must be finite (None: undetermined)")
+    if a.shape != b.shape and a.ndim and b.ndim:
+        raise ValueError(f"a and b must have one shape (or be scalars), got {a.shape} and "
+                         f"{b.shape}")
     a, b = np.broadcast_arrays(a, b)
     rising = b > 0
     e = np.where(rising, (math.log(p / (1.0 - p)) - a) / np.where(rising, b, 1.0), np.inf)
@@ -367,8 +427,10 @@ def fit_flag(m, success, a, b):
     """A one-line remark on a fit for reports, or None when the fit is ordinary.
 
     m, success [n] the runs; (a, b) their fit_success_curve result."""
-    success = np.asarray(success, dtype=np.float64)
-    m = np.asarray(m, dtype=np.float64)
+    m, success = _check_runs(m, success)
+    a, b = _check_real("a", a), None if b is None else _check_real("b", b)
+    if b is not None and not math.isfinite(b):
+        raise ValueError(f"b must be finite or None (undetermined), got {b!r}")
     if b is None:
         if a == -math.inf:
             return f"all {m.size} runs failed: m* above the largest m tried ({m.max():g})"
@@ -397,6 +459,14 @@ class Bound(float):
     (distribution_ci) are plain floats: they have no Monte Carlo error."""
 
     def __new__(cls, value, band, side):
+        value = _check_real("value", value)
+        if not (isinstance(band, (tuple, list)) and len(band) == 2
+                and all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+                        for v in band) and band[0] <= value <= band[1]):
+            raise ValueError(f"band must be a pair (lower, upper) of numbers around value="
+                             f"{value!r}, got {_show(band)}")
+        if side not in ("lo", "hi"):
+            raise ValueError(f"side must be 'lo' or 'hi', got {_show(side)}")
         out = super().__new__(cls, value)
         out.band, out.side = (float(band[0]), float(band[1])), side
         return out
@@ -417,7 +487,7 @@ def percentile_ci(samples, lo=2.5, hi=97.5):
     carries the order statistics MC_Z * s places either side as its band, and bound_text prints
     no digit that band moves. lo and hi: percents with 0 <= lo < hi <= 100."""
     _check_percents(lo, hi)
-    v = np.sort(np.asarray(samples, dtype=np.float64).ravel())
+    v = np.sort(_check_reals("samples", samples).ravel())
     if v.size == 0 or np.isnan(v).any():
         raise ValueError(f"samples must be non-empty and NaN-free, got {v.size} values "
                          f"with {int(np.isnan(v).sum())} NaN")
@@ -436,6 +506,8 @@ def mc_decimals(x, decimals):
     digit printed is one a rerun at another bootstrap seed keeps (the module docstring measures
     how often it does; negative: tens, hundreds, ...). None when the band leaves the bound
     without one significant figure, or beside an infinite resample."""
+    _check_real("x", x, nan=True)
+    _check_decimals(decimals)
     if not isinstance(x, Bound) or not math.isfinite(x):
         return decimals
     width, d = x.band[1] - x.band[0], decimals
@@ -457,7 +529,8 @@ def bound_text(x, decimals):
     ten at or inside the inner end: known only to exceed a. Bounds of a million or more that lose
     digits print as 8.4e+06. Plain floats (exact bounds, point estimates) print with `decimals`
     decimals; infinities as inf and -inf."""
-    v = float(x)
+    v = _check_real("x", x, nan=True)
+    _check_decimals(decimals)
     if math.isnan(v):
         return "nan"
     if math.isinf(v):
@@ -490,12 +563,17 @@ def bound_text(x, decimals):
 def surely_above(lo, value):
     """True when a lower bound lies above `value` beyond its Monte Carlo error: the whole band of
     a Bound, a plain (exact) float itself. The tests of the pages (does an interval exclude 1,
-    or 0?) use this and surely_below, so no word rests on a digit the resampling moves."""
+    or 0?) use this and surely_below, so no word rests on a digit the resampling moves. A NaN
+    bound (undefined) is above nothing."""
+    _check_real("lo", lo, nan=True)
+    _check_real("value", value)
     return (lo.band[0] if isinstance(lo, Bound) else lo) > value
 
 
 def surely_below(hi, value):
     """True when an upper bound lies below `value` beyond its Monte Carlo error (surely_above)."""
+    _check_real("hi", hi, nan=True)
+    _check_real("value", value)
     return (hi.band[1] if isinstance(hi, Bound) else hi) < value
 
 
@@ -511,7 +589,7 @@ def median_bootstrap(values):
     statistics are (v_p, v_q), p < q, exactly when C_{p-1} < k, C_p = k = C_{q-1} and C_q > k;
     both are v_p when C_{p-1} < k < C_p. Each event is a sum of binomial terms, O(n^3) in all, so
     the bound carries no Monte Carlo error; tied values are merged at the end."""
-    v = np.sort(np.asarray(values, dtype=np.float64).ravel())
+    v = np.sort(_check_reals("values", values).ravel())
     n = v.size
     if n == 0 or np.isnan(v).any() or (v == -np.inf).any():
         raise ValueError(f"values must be non-empty, NaN-free and > -inf, got {v.size} values")
@@ -542,8 +620,8 @@ def order_statistic_bootstrap(values, k):
     The k-th smallest draw is at most v exactly when k or more of the n draws are, so
     P(X_(k) <= v) = P(Binomial(n, F(v)) >= k), F(v) the share of the values at most v. Majority
     m* after bisection is such a statistic: the ceil(n/2)-th smallest critical m of the seeds."""
-    v = np.sort(np.asarray(values, dtype=np.float64).ravel())
-    n = v.size
+    v = np.sort(_check_reals("values", values).ravel())
+    n, k = v.size, _check_count("k", k)
     if n == 0 or np.isnan(v).any() or not 1 <= k <= n:
         raise ValueError(f"need 1 <= k <= n NaN-free values, got k = {k} and {n} values")
     support = np.unique(v)
@@ -558,6 +636,14 @@ def distribution_ci(support, p, lo=2.5, hi=97.5):
     probabilities) -> (lo, hi) floats: the bound at q is the smallest value whose probability of
     lying at or below it reaches q%, the rule percentile_ci applies to drawn resamples."""
     _check_percents(lo, hi)
+    support, p = _check_reals("support", support), _check_reals("p", p)
+    if support.ndim != 1 or support.size == 0 or p.shape != support.shape:
+        raise ValueError(f"support and p must be 1-D of the same non-zero length, got shapes "
+                         f"{support.shape}, {p.shape}")
+    if np.isnan(support).any() or (np.diff(support) < 0).any():
+        raise ValueError("support must be sorted and NaN-free")
+    if not (np.isfinite(p).all() and (p >= 0).all() and p.sum() > 0):
+        raise ValueError("p must be finite probabilities >= 0, not all 0")
     cdf = np.cumsum(p)
     at = lambda q: min(int(np.searchsorted(cdf, q / 100.0 - 1e-12)), support.size - 1)
     return float(support[at(lo)]), float(support[at(hi)])
@@ -573,8 +659,9 @@ def median_ci(values, lo=2.5, hi=97.5):
 def exact_resamples(n_seeds):
     """True when every resample of n_seeds seeds can be listed (seed_resamples): the multisets
     of n draws from n seeds number C(2n - 1, n), 92,378 for 10 seeds, 352,716 for 11."""
-    n_seeds = _check_count("n_seeds", n_seeds)
-    return math.comb(2 * n_seeds - 1, n_seeds) <= EXACT_RESAMPLES
+    n_seeds = _check_count("n_seeds", n_seeds)      # C(2n - 1, n) >= 2^(n - 1): no huge comb
+    return n_seeds <= EXACT_RESAMPLES.bit_length() and \
+        math.comb(2 * n_seeds - 1, n_seeds) <= EXACT_RESAMPLES
 
 
 def seed_resamples(n_seeds, n_boot=None, rng=None, exact=True):
@@ -589,8 +676,10 @@ def seed_resamples(n_seeds, n_boot=None, rng=None, exact=True):
     1 / n_boot each. One seed has one resample: itself, with probability 1."""
     n = _check_count("n_seeds", n_seeds)
     n_boot = _check_count("n_boot", N_BOOT if n_boot is None else n_boot, MAX_BOOT)
+    rng = np.random.default_rng(0) if rng is None else _check_generator(rng)
+    if not isinstance(exact, (bool, np.bool_)):
+        raise ValueError(f"exact must be True or False, got {_show(exact)}")
     if not (exact and exact_resamples(n)):
-        rng = np.random.default_rng(0) if rng is None else rng
         return seed_counts(rng, n, n_boot), np.full(n_boot, 1.0 / n_boot)
     bars = list(itertools.combinations(range(2 * n - 1), n - 1))
     bars = np.array(bars, dtype=np.int64).reshape(len(bars), n - 1)   # stars and bars: n - 1
@@ -605,10 +694,17 @@ def seed_resamples(n_seeds, n_boot=None, rng=None, exact=True):
 def resample_medians(values, C):
     """np.median of each resample given by counts C [K, n] over values [n] (may hold +inf) ->
     [K]: the middle order statistic, or the mean of the two for an even number of draws."""
-    v = np.asarray(values, dtype=np.float64)
+    v, C = _check_reals("values", values), _check_reals("C", C)
+    if v.ndim != 1 or v.size == 0 or np.isnan(v).any():
+        raise ValueError(f"values must be 1-D, non-empty and NaN-free, got shape {v.shape}")
+    if C.ndim != 2 or C.shape[0] == 0 or C.shape[1] != v.size or not (C >= 0).all():
+        raise ValueError(f"C must be counts >= 0 of shape [K >= 1, n={v.size}], got shape "
+                         f"{C.shape}")
     order = np.argsort(v, kind="stable")
-    cum = np.cumsum(np.asarray(C)[:, order], axis=1)       # draws at or below each sorted value
+    cum = np.cumsum(C[:, order], axis=1)                   # draws at or below each sorted value
     n = int(round(cum[0, -1]))
+    if n < 1 or (cum[:, -1] != cum[0, -1]).any():
+        raise ValueError("C must hold the same number (>= 1) of draws in every row")
     at = lambda k: v[order][np.argmax(cum >= k, axis=1)]   # the k-th order statistic (1-based)
     return at((n + 1) // 2) if n % 2 else (at(n // 2) + at(n // 2 + 1)) / 2.0
 
@@ -618,14 +714,58 @@ def weighted_percentile_ci(samples, weights, lo=2.5, hi=97.5):
     bound at q is the smallest sample whose cumulative probability reaches q%. With equal weights
     it is percentile_ci's order statistic."""
     _check_percents(lo, hi)
-    x, w = np.asarray(samples, dtype=np.float64).ravel(), np.asarray(weights, np.float64).ravel()
-    if x.size == 0 or x.size != w.size or np.isnan(x).any() or (w < 0).any() or w.sum() <= 0:
+    x, w = _check_reals("samples", samples).ravel(), _check_reals("weights", weights).ravel()
+    if x.size == 0 or x.size != w.size or np.isnan(x).any() or not (
+            np.isfinite(w).all() and (w >= 0).all() and w.sum() > 0):
         raise ValueError(f"samples and weights must be non-empty, NaN-free and alike in size, got "
                          f"{x.size} samples and {w.size} weights")
     if (w == w[0]).all():          # drawn resamples: percentile_ci, with its Monte Carlo error
         return percentile_ci(x, lo, hi)
     order = np.argsort(x, kind="stable")
     return distribution_ci(x[order], w[order] / w.sum(), lo, hi)
+
+
+def _show(v):  # what a caller gave, in a few words
+    return f"an array of shape {v.shape} and dtype {v.dtype}" if isinstance(v, np.ndarray) \
+        else f"{v!r:.60}" if isinstance(v, (type(None), numbers.Number, str, list, tuple, dict)) \
+        else f"an object of type {type(v).__name__}"
+
+
+def _check_real(name, v, nan=False):
+    """v as a float when it is a real number (no bool, no text), NaN only where `nan`; +-inf
+    passes (the caller bounds it). Else one line naming it."""
+    if not (isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))) or (
+            isinstance(v, numbers.Integral) and abs(v) > MAX_FLOAT) or (not nan and math.isnan(v)):
+        raise ValueError(f"{name} must be a real number{'' if nan else ', not NaN'}, got "
+                         f"{_show(v)}")
+    return float(v)
+
+
+def _check_reals(name, v, bools=False):
+    """v as a float64 array when it holds real numbers (an array, a number or a list of them;
+    bools only where `bools`); the caller checks shapes and values. Else one line naming it."""
+    try:
+        a = np.asarray(v)
+    except (ValueError, TypeError):             # a ragged list
+        a = np.empty(0, dtype=object)
+    if a.dtype.kind not in ("iufb" if bools else "iuf"):
+        raise ValueError(f"{name} must be real numbers (an array, a number or a list), got "
+                         f"{_show(v)}")
+    return a.astype(np.float64, copy=False)
+
+
+def _check_decimals(decimals):
+    if not (isinstance(decimals, numbers.Integral) and not isinstance(decimals, (bool, np.bool_))
+            and -MAX_DECIMALS <= decimals <= MAX_DECIMALS):
+        raise ValueError(f"decimals must be an integer from {-MAX_DECIMALS} to {MAX_DECIMALS}, "
+                         f"got {_show(decimals)}")
+
+
+def _check_generator(rng):
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got "
+                         f"{_show(rng)}")
+    return rng
 
 
 def _check_count(name, v, most=None):
@@ -654,12 +794,10 @@ def stratum_rng(T, seed=0):
     if not (isinstance(seed, numbers.Integral) and not isinstance(seed, (bool, np.bool_))
             and seed >= 0):
         raise ValueError(f"seed must be an integer >= 0 (the bootstrap's seed), got {seed!r}")
-    try:
-        t = float(T)
-    except (TypeError, ValueError):
-        t = math.nan
+    t = float(T) if isinstance(T, numbers.Real) and not isinstance(T, (bool, np.bool_)) and \
+        not (isinstance(T, numbers.Integral) and T > MAX_FLOAT) else 0.0
     if not (math.isfinite(t) and t > 0):
-        raise ValueError(f"T must be a positive finite number, got {T!r}")
+        raise ValueError(f"T must be a positive finite number, got {_show(T)}")
     words = np.frombuffer(np.float64(t).tobytes(), dtype=np.uint32)     # T's exact value
     return np.random.default_rng([int(seed), 37, *(int(w) for w in words)])
 
@@ -673,9 +811,14 @@ def resample_counts(n_seeds, T, n_boot=None, seed=0):  # -> [n_boot, n_seeds]
 
 
 def seed_counts(rng, n_seeds, n_boot):
-    """[n_boot, n_seeds] multiplicity of each seed in each resample of n_seeds seeds."""
+    """[n_boot, n_seeds] multiplicity of each seed in each resample of n_seeds seeds (at most
+    MAX_COUNTS of them: their memory is checked first)."""
+    rng = _check_generator(rng)
     n_seeds = _check_count("n_seeds", n_seeds)
     n_boot = _check_count("n_boot", n_boot, MAX_BOOT)
+    if n_boot * n_seeds > MAX_COUNTS:
+        raise ValueError(f"n_boot * n_seeds must be at most {MAX_COUNTS:,} (the counts' memory), "
+                         f"got n_boot={n_boot:,} and n_seeds={n_seeds:,}")
     idx = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
     flat = (idx + n_seeds * np.arange(n_boot)[:, None]).ravel()
     return np.bincount(flat, minlength=n_boot * n_seeds).reshape(n_boot, n_seeds).astype(float)
@@ -695,7 +838,10 @@ def bootstrap_over_seeds(rows, stat=default_stat, n_boot=1000, rng=None):
     Returns (ci, samples): ci {name: (lo, hi)} 95% percentile intervals (percentile_ci),
     samples {name: [n_boot] array}."""
     n_boot = _check_count("n_boot", n_boot, MAX_BOOT)
-    rng = np.random.default_rng(0) if rng is None else rng
+    rng = np.random.default_rng(0) if rng is None else _check_generator(rng)
+    if not callable(stat):
+        raise ValueError(f"stat must be a function (a [B], b [B]) -> {{name: [B]}}, got "
+                         f"{_show(stat)}")
     d = _one_T(rows)
     S = len(d["seeds"])
     u, inv = np.unique(d["m"], return_inverse=True)
@@ -724,7 +870,7 @@ def success_estimates(rows, n_boot=1000, seed=0):
     / never reached, 0.0 = below the smallest m tried), n_seeds, n_runs, a, b (b None when
     undetermined), T, flag (fit_flag's remark or None), m50_boot, m90_boot ([n_boot] replicates,
     for scaling_fits)."""
-    rows = list(rows)
+    rows = _rows_list(rows)
     d = _one_T(rows)
     rng = stratum_rng(d["T"][0], seed)
     a, b = fit_success_curve(d["m"], d["success"])
@@ -758,12 +904,23 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
     resample_counts at this T with seed 0), m* recomputed by the same rule on each, for
     scaling_fits; they are drawn independently at each T (the design, module docstring).
     """
-    by = {}
-    for r in rows:
+    if not (isinstance(search, str) and search in SEARCHES):
+        raise ValueError(f"search must be one of {', '.join(SEARCHES)}, got {_show(search)}")
+    if not isinstance(grid_by_model, collections.abc.Mapping):
+        raise ValueError(f"grid_by_model must be a dict {{model: its m grid}}, got "
+                         f"{_show(grid_by_model)}")
+    by, keys = {}, {"model", "T", "seed", "m", "success"}
+    for i, r in enumerate(_rows_list(rows)):
+        if not (isinstance(r, dict) and keys <= r.keys()):
+            raise ValueError(f"rows[{i}] must be a dict with {', '.join(sorted(keys))}, got "
+                             f"{_show(r)}")
         seeds = by.setdefault((r["model"], int(r["T"])), {})
         seeds.setdefault(int(r["seed"]), {})[int(r["m"])] = r["success"] in (True, "1", 1)
     by = {key: dict(sorted(seeds.items())) for key, seeds in by.items()}   # per-seed order: seed
     out = {}
+    missing = sorted({model for model, _ in by} - set(grid_by_model), key=str)
+    if missing:
+        raise ValueError(f"grid_by_model has no grid for model(s) {missing}")
     for (model, T), seeds in sorted(by.items()):
         grid = grid_by_model[model]
         outcomes = [seed_outcome(grid, search, res) for res in seeds.values()]
@@ -806,9 +963,11 @@ def majority_mstar(rows, grid=None):
     m succeeded". m values of the grid with no runs are skipped; grid None = every m in rows.
     Returns a float, inf if no m qualifies."""
     d = _one_T(rows)
-    grid = np.unique(d["m"]) if grid is None else np.sort(np.asarray(grid, dtype=np.float64))
-    if grid.ndim != 1 or grid.size == 0:
-        raise ValueError(f"grid must be a non-empty 1-D list of m values, got shape {grid.shape}")
+    grid = np.unique(d["m"]) if grid is None else _check_reals("grid", grid)
+    if grid.ndim != 1 or grid.size == 0 or np.isnan(grid).any():
+        raise ValueError(f"grid must be a non-empty 1-D list of m values, got shape {grid.shape}"
+                         + (" holding NaN" if np.isnan(grid).any() else ""))
+    grid = np.sort(grid)
     for m in grid:
         at = d["m"] == m
         if at.any() and 2.0 * d["success"][at].sum() >= at.sum():
@@ -822,7 +981,7 @@ def fit_line(x, y):  # [n], [n] -> (slope, intercept, R^2)
 
     R^2 = 1 - residual sum of squares / total sum of squares (1.0 when y is constant).
     """
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    x, y = _check_reals("x", x), _check_reals("y", y)
     if x.ndim != 1 or x.shape != y.shape or x.size < 2:
         raise ValueError(f"x and y must be 1-D of the same length >= 2, got shapes {x.shape}, "
                          f"{y.shape}")
@@ -858,8 +1017,7 @@ def _check_curve(name, x, m50, m50_boot):
     """The checks scaling_fits and growth_in_s share: x [n] (T or s) >= 3 distinct positive values,
     m50 [n] finite and > 0, m50_boot [n, B]. -> (x, m50, boot as float arrays, keep [B]: the
     replicates whose every value is finite and > 0)."""
-    x = np.asarray(x, dtype=np.float64)
-    m50 = np.asarray(m50, dtype=np.float64)
+    x, m50 = _check_reals(name, x), _check_reals("m50", m50)
     show = lambda v: f"[{', '.join(f'{u:g}' for u in v)}]"
     if x.ndim != 1 or x.shape != m50.shape:
         raise ValueError(f"{name} and m50 must be 1-D of the same length, got {x.shape}, "
@@ -871,10 +1029,11 @@ def _check_curve(name, x, m50, m50_boot):
         raise ValueError(f"m50 must be finite and > 0 at every {name}, got m50={m50[bad].tolist()} "
                          f"at {name}={show(x[bad])}")
     try:
-        boot = np.asarray(m50_boot, dtype=np.float64)
+        boot = np.asarray(m50_boot)
     except ValueError:
         raise ValueError(f"m50_boot must be [n_{name}, B]: every {name} needs the same number B "
                          f"of replicates") from None
+    boot = _check_reals("m50_boot", boot)
     if boot.ndim != 2 or boot.shape[0] != x.size or boot.shape[1] < 1:
         raise ValueError(f"m50_boot must have shape [n_{name}={x.size}, B >= 1], got {boot.shape}")
     with np.errstate(invalid="ignore"):
@@ -977,9 +1136,8 @@ def log_departure(T, m50, m50_boot, fit_below):
     whole interval lies above 1, beyond its Monte Carlo error (surely_above): m50 grows faster
     there than the small-T log law, at 95% confidence. -> dict(a, b (nan when a small-T m50 is
     not finite), ratios {T: (ratio, lo, hi)}, departs: that T or None)."""
-    T = np.asarray(T, dtype=np.float64)
-    m50 = np.asarray(m50, dtype=np.float64)
-    boot = np.asarray(m50_boot, dtype=np.float64)
+    T, m50 = _check_reals("T", T), _check_reals("m50", m50)
+    boot, fit_below = _check_reals("m50_boot", m50_boot), _check_real("fit_below", fit_below)
     if T.ndim != 1 or m50.shape != T.shape or boot.ndim != 2 or boot.shape[0] != T.size:
         raise ValueError(f"T [n], m50 [n] and m50_boot [n, B] needed, got {T.shape}, "
                          f"{m50.shape}, {boot.shape}")
@@ -1019,6 +1177,7 @@ def paired_growth(e, ref, e0, ref0):
     construction) and independent resamples at T and at T0 (the design): a constant offset between the two (one width needing 1.2 times the other's samples at every T)
     cancels, and an interval above 1 says the first loses ground as T grows. Replicates whose
     value is undefined are dropped. -> (growth, lo, hi)."""
+    _check_estimates(e=e, ref=ref, e0=e0, ref0=ref0)
     with np.errstate(divide="ignore", invalid="ignore"):
         q = (np.asarray(e["m50_boot"]) / np.asarray(ref["m50_boot"])) / (
             np.asarray(e0["m50_boot"]) / np.asarray(ref0["m50_boot"]))
@@ -1034,8 +1193,25 @@ def paired_ratio(e, ref):
     replicate i of both resamples the same seeds (parse_rows orders seeds by label): the ratio's
     interval then carries only the protocols' difference, not the seeds' shared luck. Replicates whose
     ratio is undefined (inf / inf, 0 / 0) are dropped. -> (ratio, lo, hi)."""
+    _check_estimates(e=e, ref=ref)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.asarray(e["m50_boot"]) / np.asarray(ref["m50_boot"])
         point = e["m50"] / ref["m50"] if ref["m50"] > 0 else math.nan
     r = r[~np.isnan(r)]
     return (float(point),) + (percentile_ci(r) if r.size else (math.nan, math.nan))
+
+
+def _check_estimates(**estimates):
+    """Each a success_estimates dict: m50 a number >= 0, m50_boot [B], one B for all."""
+    sizes = set()
+    for name, e in estimates.items():
+        ok = isinstance(e, collections.abc.Mapping) and "m50" in e and "m50_boot" in e
+        boot = _check_reals(f"{name}['m50_boot']", e["m50_boot"]) if ok else None
+        if not (ok and isinstance(e["m50"], numbers.Real) and not isinstance(
+                e["m50"], (bool, np.bool_)) and e["m50"] >= 0 and boot.ndim == 1):
+            raise ValueError(f"{name} must be a dict of success_estimates (m50 >= 0, m50_boot "
+                             f"[B]), got {_show(e)}")
+        sizes.add(boot.size)
+    if len(sizes) > 1:
+        raise ValueError(f"{', '.join(estimates)} must have one number of replicates (the same "
+                         f"n_boot), got {sorted(sizes)}")

@@ -237,10 +237,11 @@ def run_all(a, out, base, done=None, curves=None):
                       f"{','.join(str(x['seed']) for x in rows)}: steps to {BAR} "
                       f"{[x['steps_to_bar'] or '>' + str(x['budget']) for x in rows]}  "
                       f"elapsed {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: {n} runs of this session are saved in {writer.path}; rerun the "
-              f"same command to resume", file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, cli.Terminated) as e:   # SIGTERM: one_line_errors raises it
+        print(f"\n{'terminated (SIGTERM)' if isinstance(e, cli.Terminated) else 'interrupted'}: "
+              f"{n} runs of this session are saved in {writer.path}; rerun the same command to "
+              f"resume", file=sys.stderr)
+        return 130 if isinstance(e, KeyboardInterrupt) else 143
     finally:
         if pool:                    # running workers are stopped, not left to run for nobody
             pool.stop()

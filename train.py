@@ -78,10 +78,12 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
         train_loop(run, o, save, save_every, stop_after)
         phase = "evaluation"
         return finish_run(o, run)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, cli.Terminated) as e:
         if not save:
             raise
-        raise Interrupted(run.kept if run else kept, save, phase) from None
+        raise Interrupted(run.kept if run else kept, save, phase,
+                          signal.SIGTERM if isinstance(e, cli.Terminated) else signal.SIGINT) \
+            from None
 
 
 PER_RUN = ("m", "data", "seed")       # what the runs of one stack may differ in (and nothing else)
@@ -147,9 +149,9 @@ def train_loop(run, o, save=None, save_every=0, stop_after=None, monitor=None):
                 if save_checkpoint(save, run.params, run.state, run.order, o, step):
                     run.kept = step
             if stopping or stop.after(step):                     # ... or came while it saved
-                raise Interrupted(step, save)
+                raise Interrupted(step, save, signum=stop.signum)
     if stop.now:                      # came between the last step's check and the handlers' return
-        raise Interrupted(run.kept, save)
+        raise Interrupted(run.kept, save, signum=stop.signum)
     return o["steps"]
 
 
@@ -304,6 +306,7 @@ class StopRequests:
 
     def __init__(self, enabled=True, stop_after=None):
         self.enabled, self.now, self.old, self.stop_after = enabled, False, {}, stop_after
+        self.signum = signal.SIGINT         # the first signal that came (stop_after: Ctrl-C's)
 
     def __enter__(self):
         if self.enabled:
@@ -315,6 +318,8 @@ class StopRequests:
         return self
 
     def _request(self, signum, frame):
+        if not self.now:
+            self.signum = signum
         self.now = True
 
     def after(self, step):
@@ -618,14 +623,17 @@ def diverged_result(o):
 class Interrupted(Exception):
     """Training stopped by Ctrl-C or SIGTERM: at a step boundary (phase "training"), before step 1
     ("start") or during the final evaluation ("evaluation"). .step is the step the checkpoint
-    .path holds (0: nothing saved yet), .phase where it stopped."""
+    .path holds (0: nothing saved yet), .phase where it stopped, .signum the signal (SIGINT or
+    SIGTERM) and .code the command's exit status for it (130 or 143, as cli.one_line_errors)."""
 
-    def __init__(self, step, path, phase="training"):
+    def __init__(self, step, path, phase="training", signum=signal.SIGINT):
         where = {"training": f"after step {step}", "start": "before training",
                  "evaluation": "during the final evaluation"}[phase]
-        super().__init__(f"interrupted {where}; checkpoint {path} at step {step}" if step else
-                         f"interrupted {where}; nothing was saved yet")
+        self.word = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
+        super().__init__(f"{self.word} {where}; checkpoint {path} at step {step}" if step else
+                         f"{self.word} {where}; nothing was saved yet")
         self.step, self.path, self.phase = step, path, phase
+        self.signum, self.code = signum, 143 if signum == signal.SIGTERM else 130
 
 
 class Diverged(Exception):
@@ -969,7 +977,7 @@ def main(argv=None):
                       save_every=save_every, resume=ckpt, curve=bool(plot))
     except Interrupted as e:
         print(interrupted_message(e, o), file=sys.stderr)
-        return 130
+        return e.code
     except (Diverged, ValueError) as e:       # ValueError: e.g. --data unambiguous, m too small
         print(f"train.py: {e}", file=sys.stderr)
         return 1
@@ -1050,15 +1058,15 @@ def interrupted_message(e, o):
              (f" --steps {o.steps}" if o.steps != DEFAULTS["steps"] else ""))
     if not e.step:
         where = "before training started" if e.phase == "start" else "before a step was saved"
-        return f"\ninterrupted {where}; nothing was saved in {e.path} yet"
+        return f"\n{e.word} {where}; nothing was saved in {e.path} yet"
     if e.phase == "evaluation" or (e.phase == "training" and e.step == o.steps):
         when = "during the final evaluation" if e.phase == "evaluation" else "after the last step"
-        return (f"\ninterrupted {when}; all {e.step} steps are saved in {e.path}. Evaluate and "
+        return (f"\n{e.word} {when}; all {e.step} steps are saved in {e.path}. Evaluate and "
                 f"report them with:\n{again}")
     if e.phase == "start":
-        return (f"\ninterrupted before training went on; the checkpoint {e.path} is unchanged at "
+        return (f"\n{e.word} before training went on; the checkpoint {e.path} is unchanged at "
                 f"step {e.step}. Resume with:\n{again}")
-    return (f"\ninterrupted after step {e.step}; checkpoint saved in {e.path}. Resume with:\n"
+    return (f"\n{e.word} after step {e.step}; checkpoint saved in {e.path}. Resume with:\n"
             f"{again}")
 
 
