@@ -5,7 +5,7 @@
 # matplotlib installed, folders committed without a plot gain one, as untracked files).
 # Left out: results/limit/table.md (`python sweep.py limit`, 2.4 min, no runs behind it) and
 # results/protocols/mingpt-summed-batch.md (the old minGPT table, kept as it was);
-# results/mechanism-interventions/full/RUN.md (how to run issue 38's full cells: not a table).
+# results/mechanism-interventions/full/RUN.md (how issue 38's full cells were run: not a table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="python"
@@ -49,6 +49,10 @@ $PY mechanism.py factors results/mechanism \
 $PY mechanism.py paired results/mechanism results/mechanism-interventions/screen/{baseline-rerun,freeze-ln1,decay-except-ln,freeze-lnf} \
     --out results/mechanism-interventions/screen/paired.md \
     --pairs results/mechanism-interventions/screen/pairs.csv > /dev/null
+# issue 38's full cells: each intervention paired by seed with the study, T = 100..3000
+F=results/mechanism-interventions/full
+$PY mechanism.py paired results/mechanism $F/freeze-ln1 $F/freeze-lnf $F/decay-except-ln \
+    --out $F/paired.md --pairs $F/pairs.csv > /dev/null
 # issue 38's trajectories: eventual successes against failures at every logged step
 $PY mechanism.py trace-report results/mechanism-trajectories > /dev/null
 $PY sweep.py pages $( { ls README.md; find results -name '*.md' | sort; } | xargs grep -l '^<!-- begin ' ) > /dev/null
