@@ -27,9 +27,13 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
      "p -= lr * wd * p before the step (torch.optim.AdamW)"),
     ("beta2", 0.999, number(0, hi=1, hi_strict=True),
      "Adam's second-moment decay, >= 0 and < 1 (minGPT: 0.95)"),
-    ("decay", "all", choice("all", "matrices"),
-     "what weight decay acts on: all parameters, or the weight matrices and the readout only "
-     "(minGPT: not biases, LayerNorm gains, embeddings or [CLS])"),
+    ("decay", "all", choice("all", "matrices", "except-ln"),
+     "what weight decay acts on: all parameters, the weight matrices and the readout only "
+     "(minGPT: not biases, LayerNorm gains, embeddings or [CLS]), or all but the LayerNorms' "
+     "gains and shifts (ln1, ln2, lnf)"),
+    ("freeze", "none", choice("none", "ln1", "lnf"),
+     "parameters held at their init, never updated: none, ln1 = the first LayerNorm's gain and "
+     "shift (the scale of the tokens attention sees), lnf = the final LayerNorm's"),
     ("clip", 0.0, number(0), "clip each step's gradient to this global L2 norm (0 = off; "
      "minGPT: 1.0)"),
     ("dropout", 0.0, number(0, hi=1, hi_strict=True), "dropout probability, >= 0 and < 1 "
@@ -52,8 +56,8 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
 DEFAULTS = {name: default for name, default, _, _ in OPTIONS}
 PARSE = {name: parse for name, _, parse, _ in OPTIONS}
 RUN_KEYS = ("model", "task", "T", "s", "m", "data", "n_test", "lr", "wd", "batch", "seed", "d",
-            "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "clip", "dropout", "val",
-            "val_every", "pos_init")          # what defines a run: a checkpoint must agree on these
+            "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "freeze", "clip", "dropout",
+            "val", "val_every", "pos_init")   # what defines a run: a checkpoint must agree on these
 
 
 def py_flag(name, value):       # how a Python caller names an option: "s=5"
@@ -85,6 +89,8 @@ def check_options(o, flag=py_flag):
         return f"beta2 must be below 1, got {f('beta2')}"
     if not o.get("dropout", 0) < 1:
         return f"dropout must be below 1, got {f('dropout')}"
+    if o.get("freeze", "none") != "none" and o.get("model") == "mlp":
+        return f"freeze acts on the Transformer's LayerNorms only, got {f('freeze')} with model mlp"
     if o.get("dropout") and o.get("model") == "mlp":
         return f"dropout acts on the Transformer only, got {f('dropout')} with model mlp"
     return None

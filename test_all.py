@@ -1356,6 +1356,64 @@ def test_adamw_step_against_a_hand_computed_one():
     assert not np.allclose(q["W_Q"], p["W_Q"])
 
 
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_frozen_parameters_keep_their_init_exactly_and_the_rest_still_steps(decoupled):
+    rng = np.random.default_rng(4)
+    shapes = dict(W_Q=(3, 2), ln1_g=(2,), ln1_b=(2,), lnf_g=(2,), lnf_b=(2,))
+    p = {k: rng.standard_normal(s) + 0.5 for k, s in shapes.items()}
+    g = {k: rng.standard_normal(s) for k, s in shapes.items()}
+    p0 = {k: v.copy() for k, v in p.items()}
+    state = optim.adam_init(p, freeze="ln1")
+    for _ in range(3):
+        optim.adam_step(p, {k: v.copy() for k, v in g.items()}, state, 0.01, 0.1,
+                        decoupled=decoupled)
+    for k in p:
+        assert np.array_equal(p[k], p0[k]) == k.startswith("ln1_"), k
+    with pytest.raises(ValueError, match="freeze must be one of none, ln1, lnf, got 'ln2'"):
+        optim.adam_init(p0, freeze="ln2")
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_decay_except_ln_spares_exactly_the_layernorms(decoupled):
+    """With a zero gradient only the weight decay moves a parameter: every LayerNorm gain and
+    shift stays, everything else (embeddings, biases, [CLS], matrices) moves."""
+    p = attn.init_params(attn.default_config(T=6, d=8, heads=2, mlp=4, dtype="float64"),
+                         np.random.default_rng(0))
+    for k in p:
+        p[k] += 0.3                        # no parameter at 0, where decay could not show
+    p0 = {k: v.copy() for k, v in p.items()}
+    state = optim.adam_init(p, decay="except-ln")
+    optim.adam_step(p, {k: np.zeros_like(v) for k, v in p.items()}, state, 0.01, 0.1,
+                    decoupled=decoupled)
+    assert {k for k in p if np.array_equal(p[k], p0[k])} == set(optim.LAYERNORMS)
+
+
+def test_interventions_pair_with_the_baseline_by_seed():
+    """An intervention (freeze, decay except-ln) run of a seed trains on the baseline's training
+    set, tests on its test set and starts from its weights: the same draws, the same first loss
+    (computed before any step), and a different run after it; stacked as alone."""
+    base = dict(SMALL, steps=3, dtype="float64")
+    b = train.train_run(base)
+    (_, (Xb, yb), (Tb, tb), r_b, _, _) = train.draw_run(base)
+    init_b = attn.init_params(train.model_config(run_options.validate_options(base)), r_b)
+    for change in (dict(freeze="ln1"), dict(freeze="lnf"), dict(decay="except-ln")):
+        o = dict(base, **change)
+        (_, (X, y), (Te, te), r_i, _, _) = train.draw_run(o)
+        assert np.array_equal(X, Xb) and np.array_equal(y, yb), change
+        assert np.array_equal(Te, Tb) and np.array_equal(te, tb), change
+        init = attn.init_params(train.model_config(run_options.validate_options(o)), r_i)
+        assert all(np.array_equal(init[k], init_b[k]) for k in init_b), change
+        r = train.train_run(o)
+        assert r["losses"][0] == b["losses"][0] and r["losses"][2] != b["losses"][2], change
+        runs = [dict(o, seed=s) for s in (3, 4)]
+        for x, st in zip(runs, train.train_stack(runs), strict=True):
+            assert np.allclose(st["losses"], train.train_run(x)["losses"], rtol=1e-9), change
+    frozen = train.train_run(dict(base, freeze="ln1"))["params"]
+    assert np.all(frozen["ln1_g"] == 1) and not frozen["ln1_b"].any()
+    with pytest.raises(ValueError, match="freeze acts on the Transformer"):
+        run_options.validate_options(dict(model="mlp", freeze="ln1"))
+
+
 def test_clipping_scales_each_runs_gradient_to_the_norm():
     rng = np.random.default_rng(1)
     g = {"a": rng.standard_normal((3, 4, 5)), "b": rng.standard_normal((3, 2))}

@@ -136,7 +136,7 @@ def set_up_run(o, log, resume):
     task, (Xtr, ytr), test, r_init, r_order, val = draw_run(o)
     params, loss_and_grads, logits, cfg = build_model(o, r_init)
     ytr_f = ytr.astype(Xtr.dtype)
-    state = optim.adam_init(params, o["decay"])
+    state = optim.adam_init(params, o["decay"], o["freeze"])
     first = 1 if resume is None else restore(resume, o, params, state, r_order)
     fixed = {}                       # a full-batch run's bits never change: two versions once
     if cfg and not o["dropout"] and (not o["batch"] or o["batch"] >= o["m"]):
@@ -502,7 +502,7 @@ def train_stack(runs, monitor=None):
     then only watches; nothing is chosen by it."""
     opts, o, R, cfg = check_stack(runs)
     draws, P, batch = set_up_stack(opts, cfg)
-    state = optim.adam_init(P, o["decay"])
+    state = optim.adam_init(P, o["decay"], o["freeze"])
     stopper = None
     if o["val"]:                                    # each run's own validation stream
         val = tuple(np.stack([draw[5][i] for draw in draws]) for i in (0, 1))
@@ -595,7 +595,10 @@ def stack_results(opts, draws, P, cfg, losses, ran, stopper, seconds):
 # ---------------------------------------------------------------- the optimiser ---------------
 
 def optimiser_step(params, grads, state, o, runs=None):
-    """The step the options ask for: clipping (o["clip"]), then Adam or AdamW."""
+    """The step the options ask for: clipping (o["clip"]), then Adam or AdamW. Frozen parameters
+    (o["freeze"]) have no gradient, in the clipping norm too (torch's requires_grad=False)."""
+    for k in state["frozen"]:
+        grads[k][...] = 0
     if o["clip"]:
         optim.clip_gradients(grads, o["clip"], runs)
     optim.adam_step(params, grads, state, o["lr"], o["wd"], b2=o["beta2"],
