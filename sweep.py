@@ -82,6 +82,9 @@ PROTOCOLS = {
     "mlp-4d-pos-zero": dict(mlp=256, pos_init="zero"),
     "d-128-mlp-4d": dict(d=128, mlp=512), "d-128-pos-zero": dict(d=128, pos_init="zero"),
     "d-128-mlp-4d-pos-zero": dict(d=128, mlp=512, pos_init="zero"),
+    # interventions on the token norm after LN1 (issue 38), one thing each; freeze-lnf a control
+    "freeze-ln1": dict(freeze="ln1"), "decay-except-ln": dict(decay="except-ln"),
+    "freeze-lnf": dict(freeze="lnf"),
 }
 
 

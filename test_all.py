@@ -1408,6 +1408,12 @@ def test_interventions_pair_with_the_baseline_by_seed():
         runs = [dict(o, seed=s) for s in (3, 4)]
         for x, st in zip(runs, train.train_stack(runs), strict=True):
             assert np.allclose(st["losses"], train.train_run(x)["losses"], rtol=1e-9), change
+    ap = sweep.sweep_parser(commands=False)          # each is a protocol a sweep accepts
+    for name, change in (("freeze-ln1", dict(freeze="ln1")), ("freeze-lnf", dict(freeze="lnf")),
+                         ("decay-except-ln", dict(decay="except-ln"))):
+        a = ap.parse_args(["--protocol", name, "--out", "unused"])
+        sweep.sweep_options(ap, a, [])
+        assert {k: getattr(a, k) for k in change} == change, name
     frozen = train.train_run(dict(base, freeze="ln1"))["params"]
     assert np.all(frozen["ln1_g"] == 1) and not frozen["ln1_b"].any()
     with pytest.raises(ValueError, match="freeze acts on the Transformer"):
