@@ -42,5 +42,7 @@ EOF
 
 # 3. the mechanism study's table, then every page's copies of the tables
 $PY mechanism.py report results/mechanism > /dev/null
+# results/mechanism-interventions/tables.md and screen-pairs.csv (issue 38's screen)
+$PY results/mechanism-interventions/screen.py report > /dev/null
 $PY sweep.py pages $( { ls README.md; find results -name '*.md' | sort; } | xargs grep -l '^<!-- begin ' ) > /dev/null
 echo "done: git diff --stat shows what changed"
