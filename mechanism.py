@@ -794,8 +794,9 @@ def report(out, log=print):
     s = int(next(iter(cells.values()))[0]["s"])                  # the task's sparsity
     text = "\n".join(
         cell_table(plan, cells, W)
-        + ["", f"Medians over seeds [95% CI, {stats.N_BOOT:,} seed resamples; a bound keeps no "
-               f"digit its Monte Carlo error moves]; 'top head' = the head "
+        + ["", f"Medians over seeds [95% CI, {stats.N_BOOT:,} seed resamples, each T's on its "
+               f"own; a bound keeps no digit its Monte Carlo band (two standard errors either "
+               f"side) moves, and ~ marks one widened to that band's far end]; 'top head' = the head "
            f"with the largest mean [CLS] attention mass on S (over {N_MEASURE} test inputs); "
            f"heads on S: heads with mass >= {ON_S}; best = the best test accuracy at the "
            f"steps {LOG_EVERY}, {2 * LOG_EVERY}, ..., the outcome is the final step's.", ""]
