@@ -796,8 +796,8 @@ def report(out, log=print):
         cell_table(plan, cells, W)
         + ["", f"Medians over seeds [95% CI, {stats.N_BOOT:,} seed resamples, each T's on its "
                f"own; a bound keeps no digit its Monte Carlo band (two standard errors either "
-               f"side) moves, and ~ marks one widened to that band's far end]; 'top head' = the head "
-           f"with the largest mean [CLS] attention mass on S (over {N_MEASURE} test inputs); "
+               f"side) moves, and ~ marks one widened to that band's far end]; 'top head' = the "
+           f"head with the largest mean [CLS] attention mass on S (over {N_MEASURE} test inputs); "
            f"heads on S: heads with mass >= {ON_S}; best = the best test accuracy at the "
            f"steps {LOG_EVERY}, {2 * LOG_EVERY}, ..., the outcome is the final step's.", ""]
         + sep + ["", f"{n_sep} intervals against 1/2 (no separation). A norm-based bound "
