@@ -50,9 +50,9 @@ $PY mechanism.py paired results/mechanism results/mechanism-interventions/screen
     --out results/mechanism-interventions/screen/paired.md \
     --pairs results/mechanism-interventions/screen/pairs.csv > /dev/null
 # issue 38's full cells: each intervention paired by seed with the study, T = 100..3000
-F=results/mechanism-interventions/full
-$PY mechanism.py paired results/mechanism $F/freeze-ln1 $F/freeze-lnf $F/decay-except-ln \
-    --out $F/paired.md --pairs $F/pairs.csv > /dev/null
+$PY mechanism.py paired results/mechanism results/mechanism-interventions/full/{freeze-ln1,freeze-lnf,decay-except-ln} \
+    --out results/mechanism-interventions/full/paired.md \
+    --pairs results/mechanism-interventions/full/pairs.csv > /dev/null
 # issue 38's trajectories: eventual successes against failures at every logged step
 $PY mechanism.py trace-report results/mechanism-trajectories > /dev/null
 $PY sweep.py pages $( { ls README.md; find results -name '*.md' | sort; } | xargs grep -l '^<!-- begin ' ) > /dev/null
