@@ -113,9 +113,12 @@ def measure_mechanism(p, cfg, S, X):
     top_head: the head whose mean [CLS] attention mass on S is largest, and its mass_on_S,
     score_gap (mean score on S minus mean score on the other bit positions, averaged over X) and
     top_score_scale, top_norm_V, top_norm_O; heads_on_S: how many heads put a mean mass >= ON_S
-    on S; per_head: each of score_scale, norm_V, norm_O, mass_on_S, score_gap per head."""
+    on S; where B_X comes from (norm_measures): ln1_gain_rms, ln1_shift_norm, B_X_token ("cls",
+    "bit0", "bit1"), B_X_position (-1 for [CLS]) and B_X_in_S (1 when that position is in S);
+    per_head: each of score_scale, norm_V, norm_O, mass_on_S, score_gap per head."""
     nm = norm_measures(p, cfg)
     mass, gap = head_attention_on_S(p, cfg, S, X)
+    at = nm["B_X_position"]
     scale = np.asarray(nm["qk_spec"]) * nm["B_X"] ** 2
     per_head = dict(score_scale=scale, norm_V=np.asarray(nm["v_spec"]),
                     norm_O=np.asarray(nm["o_spec"]), mass_on_S=mass, score_gap=gap)
@@ -126,6 +129,9 @@ def measure_mechanism(p, cfg, S, X):
                 score_gap=float(gap[h]), heads_on_S=int((mass >= ON_S).sum()),
                 top_score_scale=float(scale[h]), top_norm_V=float(per_head["norm_V"][h]),
                 top_norm_O=float(per_head["norm_O"][h]),
+                **{k: nm[k] for k in ("ln1_gain_rms", "ln1_shift_norm", "B_X_token",
+                                      "B_X_position")},
+                B_X_in_S=int(at >= 0 and at in set(np.asarray(S).tolist())),
                 per_head={k: v.tolist() for k, v in per_head.items()})
 
 
@@ -299,12 +305,14 @@ class Trace:
                 mech = measure_mechanism(p, self.cfg, S, X)
                 row.update({k: mech[k] for k in TRACED})
             else:                                          # a diverged run: nothing to measure
-                row.update({k: math.nan for k in TRACED}, top_head=-1)
+                row.update({k: math.nan for k in TRACED}, top_head=-1, B_X_token="none",
+                           B_X_position=-1, B_X_in_S=0)
             self.rows.append(row)
         return False
 
 
-TRACED = ("B_X", "score_gap", "mass_on_S", "top_head")    # what Trace takes of measure_mechanism
+TRACED = ("B_X", "score_gap", "mass_on_S", "top_head",    # what Trace takes of measure_mechanism
+          "ln1_gain_rms", "ln1_shift_norm", "B_X_token", "B_X_position", "B_X_in_S")
 
 
 def loss_summary(losses):  # [steps] -> final_loss, min_loss, loss_jump
