@@ -194,28 +194,49 @@ MECHANISM_ROWS = dict(fields=MECHANISM_FIELDS, optional=(), filled=("seconds", "
 # mechanism.py trace's rows (OUT/trajectories.csv): one trained run of a planned cell at one logged
 # step (step 1 and every `every` steps of plan.json) each: what the monitor measured then, and
 # the run's final test accuracy and success (the same in every row of the run).
+# Where B_X comes from (theory.norm_measures, issue 38): LN1's gain RMS and shift norm, and the
+# token of largest norm (its kind, position and whether that is in S); files written before these
+# columns are still read, their rows with the columns empty.
+TRAJECTORY_SOURCE = ("ln1_gain_rms", "ln1_shift_norm", "B_X_token", "B_X_position", "B_X_in_S")
 TRAJECTORY_FIELDS = ("design", "d", "T", "m", "seed", "step", "B_X", "score_gap", "mass_on_S",
-                     "top_head", "train_loss", "test_acc", "success", "final_test_acc", "steps",
-                     "cpu_seconds")
+                     "top_head") + TRAJECTORY_SOURCE + (
+                     "train_loss", "test_acc", "success", "final_test_acc", "steps", "cpu_seconds")
 _TRAJECTORY_INTS = ("d", "T", "m", "seed", "step", "top_head", "steps")
+B_X_TOKENS = ("cls", "bit0", "bit1", "none")       # "none": a diverged run, nothing measured
 
 
 def _trajectory_row(r):
     """A trajectory row, checked alone (strings kept): integers in range (top_head -1 for a
     diverged run), a design we write, success 0 or 1, accuracies in [0, 1] or nan, the step
-    within the run, every other field a number, CPU time >= 0."""
+    within the run, every other field a number, CPU time >= 0; where B_X comes from either all
+    empty (a file written before those columns: filled in as "") or all given: the gain RMS and
+    shift norm >= 0 or nan, the token one of B_X_TOKENS at a position in -1..T-1 (-1 exactly for
+    [CLS] and "none"), B_X_in_S 0 or 1 (0 for [CLS] and "none")."""
+    r = dict(r, **{k: r.get(k, "") for k in TRAJECTORY_SOURCE})
     try:
         t = {k: int(r[k]) for k in _TRAJECTORY_INTS}
         f = {k: float(r[k]) for k in TRAJECTORY_FIELDS
-             if k not in _TRAJECTORY_INTS + ("design", "success")}
+             if k not in _TRAJECTORY_INTS + TRAJECTORY_SOURCE + ("design", "success")}
+        given = [r[k] != "" for k in TRAJECTORY_SOURCE]
+        if any(given):
+            g, b, pos = float(r["ln1_gain_rms"]), float(r["ln1_shift_norm"]), int(r["B_X_position"])
+            on = (r["B_X_token"] in ("bit0", "bit1"))
+            source_ok = (all(given) and not g < 0 and not b < 0 and r["B_X_token"] in B_X_TOKENS
+                         and r["B_X_in_S"] in ("0", "1")
+                         and (0 <= pos < t["T"] if on else pos == -1)
+                         and (on or r["B_X_in_S"] == "0"))
+        else:
+            source_ok = True
         ok = (r["design"] in DESIGNS and r["success"] in ("0", "1") and t["seed"] >= 0
               and t["top_head"] >= -1 and min(t[k] for k in ("d", "T", "m", "steps")) >= 1
               and 1 <= t["step"] <= t["steps"] and f["cpu_seconds"] >= 0
-              and all(f[k] != f[k] or 0 <= f[k] <= 1 for k in ("test_acc", "final_test_acc")))
+              and all(f[k] != f[k] or 0 <= f[k] <= 1 for k in ("test_acc", "final_test_acc"))
+              and source_ok)
     except (ValueError, TypeError, AttributeError):
         ok = False
     if not ok:
-        bad = {k: r.get(k) for k in ("design", "d", "T", "m", "seed", "step", "success")}
+        bad = {k: r.get(k) for k in ("design", "d", "T", "m", "seed", "step", "success")
+               + TRAJECTORY_SOURCE}
         raise BadRow(f"not a valid trajectory row {bad}")
     return r
 
@@ -253,7 +274,8 @@ def _trajectories_together(rows, plan):
     return None
 
 
-TRAJECTORY_ROWS = dict(fields=TRAJECTORY_FIELDS, optional=(), filled=("cpu_seconds", "success"),
+TRAJECTORY_ROWS = dict(fields=TRAJECTORY_FIELDS, optional=TRAJECTORY_SOURCE,
+                       filled=("cpu_seconds", "success"),
                        parse=_trajectory_row, what="a mechanism.py trace CSV",
                        run=lambda r: (int(r["d"]), int(r["T"]), int(r["m"]), int(r["seed"]),
                                       int(r["step"])),

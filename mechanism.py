@@ -113,9 +113,12 @@ def measure_mechanism(p, cfg, S, X):
     top_head: the head whose mean [CLS] attention mass on S is largest, and its mass_on_S,
     score_gap (mean score on S minus mean score on the other bit positions, averaged over X) and
     top_score_scale, top_norm_V, top_norm_O; heads_on_S: how many heads put a mean mass >= ON_S
-    on S; per_head: each of score_scale, norm_V, norm_O, mass_on_S, score_gap per head."""
+    on S; where B_X comes from (norm_measures): ln1_gain_rms, ln1_shift_norm, B_X_token ("cls",
+    "bit0", "bit1"), B_X_position (-1 for [CLS]) and B_X_in_S (1 when that position is in S);
+    per_head: each of score_scale, norm_V, norm_O, mass_on_S, score_gap per head."""
     nm = norm_measures(p, cfg)
     mass, gap = head_attention_on_S(p, cfg, S, X)
+    at = nm["B_X_position"]
     scale = np.asarray(nm["qk_spec"]) * nm["B_X"] ** 2
     per_head = dict(score_scale=scale, norm_V=np.asarray(nm["v_spec"]),
                     norm_O=np.asarray(nm["o_spec"]), mass_on_S=mass, score_gap=gap)
@@ -126,6 +129,9 @@ def measure_mechanism(p, cfg, S, X):
                 score_gap=float(gap[h]), heads_on_S=int((mass >= ON_S).sum()),
                 top_score_scale=float(scale[h]), top_norm_V=float(per_head["norm_V"][h]),
                 top_norm_O=float(per_head["norm_O"][h]),
+                **{k: nm[k] for k in ("ln1_gain_rms", "ln1_shift_norm", "B_X_token",
+                                      "B_X_position")},
+                B_X_in_S=int(at >= 0 and at in set(np.asarray(S).tolist())),
                 per_head={k: v.tolist() for k, v in per_head.items()})
 
 
@@ -299,12 +305,14 @@ class Trace:
                 mech = measure_mechanism(p, self.cfg, S, X)
                 row.update({k: mech[k] for k in TRACED})
             else:                                          # a diverged run: nothing to measure
-                row.update({k: math.nan for k in TRACED}, top_head=-1)
+                row.update({k: math.nan for k in TRACED}, top_head=-1, B_X_token="none",
+                           B_X_position=-1, B_X_in_S=0)
             self.rows.append(row)
         return False
 
 
-TRACED = ("B_X", "score_gap", "mass_on_S", "top_head")    # what Trace takes of measure_mechanism
+TRACED = ("B_X", "score_gap", "mass_on_S", "top_head",    # what Trace takes of measure_mechanism
+          "ln1_gain_rms", "ln1_shift_norm", "B_X_token", "B_X_position", "B_X_in_S")
 
 
 def loss_summary(losses):  # [steps] -> final_loss, min_loss, loss_jump
@@ -1147,6 +1155,8 @@ def load_trace(out):
         r = dict(r, **{k: float(r[k]) for k in ("B_X", "score_gap", "mass_on_S", "train_loss",
                                                 "test_acc", "final_test_acc", "cpu_seconds")},
                  **{k: int(r[k]) for k in ("d", "T", "m", "seed", "step", "steps", "top_head")},
+                 **{k: float(r[k]) if r[k] != "" else math.nan      # "": a file from before
+                    for k in ("ln1_gain_rms", "ln1_shift_norm", "B_X_in_S")},
                  success=r["success"] == "1")
         runs.setdefault((r["d"], r["T"], r["m"]), {}).setdefault(r["seed"], []).append(r)
     cells = {}
@@ -1173,6 +1183,60 @@ def split(runs, step, key, sign, W):
     lo = stats.percentile_ci(np.where(np.isnan(rep), -np.inf, rep))[0]
     hi = stats.percentile_ci(np.where(np.isnan(rep), np.inf, rep))[1]
     return float(med[0][0]), float(med[1][0]), float(diff[0]), lo, hi
+
+
+def share_split(runs, step, token, W):
+    """At `step`, the failures' share minus the successes' share of runs whose largest token
+    after LN1 (B_X's) is `token` ("cls", "bit0", "bit1", or "in S": a bit at a position in S),
+    with its 95% interval over the seed resamples W [1 + B, n_seeds], a resample without a
+    success or a failure counted against both bounds -> (successes' count, failures' count,
+    difference, lo, hi)."""
+    seeds = np.array(sorted(runs))
+    at = [next(r for r in runs[s] if r["step"] == step) for s in seeds]
+    hit = np.array([r["B_X_in_S"] == 1 if token == "in S" else r["B_X_token"] == token
+                    for r in at], np.float64)
+    ok = np.array([runs[s][0]["success"] for s in seeds])
+    w = W[:, seeds]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = [(w[:, g] * hit[g]).sum(1) / w[:, g].sum(1) for g in (ok, ~ok)]
+    diff = share[1] - share[0] + 0.0
+    rep = diff[1:]
+    lo = stats.percentile_ci(np.where(np.isnan(rep), -np.inf, rep))[0]
+    hi = stats.percentile_ci(np.where(np.isnan(rep), np.inf, rep))[1]
+    return int(hit[ok].sum()), int(hit[~ok].sum()), float(diff[0]), lo, hi
+
+
+SOURCE_TOKENS = ("cls", "bit0", "bit1", "in S")
+
+
+def source_table(plan, cells, rng):
+    """Where B_X comes from, per cell and logged step: LN1's gain RMS ||g||/sqrt(d) and shift
+    norm ||b|| (successes' / failures' medians, failures - successes [95% CI]), and how many
+    successes / failures have B_X's token at [CLS], a bit 0, a bit 1, a position in S, with the
+    failures' share minus the successes' [95% CI]. rng: the generator trace_table drew from, in
+    its state before (the same resamples per cell). -> (lines, the number of intervals)."""
+    head = ("| d | T | m | step | LN1 gain RMS: successes / failures | failures - successes "
+            "[95% CI] | LN1 shift norm: successes / failures | failures - successes [95% CI] | "
+            + " | ".join(f"B_X's token {t}: successes / failures | failures' share - successes' "
+                         f"[95% CI]" for t in SOURCE_TOKENS) + " |")
+    lines, n = [head, "|" + "---|" * (8 + 2 * len(SOURCE_TOKENS))], 0
+    for (d, T, m), runs in cells.items():
+        W = cell_resamples(plan["seeds"], rng)
+        ok = sum(rs[0]["success"] for rs in runs.values())
+        for step in [r["step"] for r in next(iter(runs.values()))]:
+            cols = []
+            for key in ("ln1_gain_rms", "ln1_shift_norm"):
+                s_med, f_med, diff, lo, hi = split(runs, step, key, 1, W)
+                w = word(lo, hi, 0.0)
+                n += w != "n/a"
+                cols.append(f"{fmt(s_med)} / {fmt(f_med)} | {fmt(diff, lo, hi)} {w}")
+            for t in SOURCE_TOKENS:
+                s_n, f_n, diff, lo, hi = share_split(runs, step, t, W)
+                w = word(lo, hi, 0.0)
+                n += w != "n/a"
+                cols.append(f"{s_n}/{ok} / {f_n}/{len(runs) - ok} | {fmt(diff, lo, hi)} {w}")
+            lines.append(f"| {d} | {T} | {m} | {step} | " + " | ".join(cols) + " |")
+    return lines, n
 
 
 def onset(steps, words):
@@ -1277,6 +1341,7 @@ def trace_report(out, log=print):
                f"'established from': the step from which every later logged step's does. "
                f"{n} intervals looked at.", ""]
         + table
+        + source_lines(plan, cells)
         + ["", f"CPU time: {len(runs)} runs, {cpu / 60:.1f} CPU min (the runs' own "
                f"cpu_seconds, monitor included).", ""] + trace_check_lines(plan, cells)) + "\n"
     path = cli.claim_output(os.path.join(out, "table.md"), "table", "the table")
@@ -1284,6 +1349,22 @@ def trace_report(out, log=print):
     log(f"wrote {path}")
     plot_trace(out, plan, cells, log)
     return text
+
+
+def source_lines(plan, cells):
+    """The page's section on where B_X comes from (source_table), or nothing when the file was
+    written before those columns. Its resamples are trace_table's (the same generator seed)."""
+    if any(r["B_X_token"] == "" for runs in cells.values() for rs in runs.values() for r in rs):
+        return []
+    table, n = source_table(plan, cells, np.random.default_rng(CELL_RNG))
+    return (["", "### Where B_X comes from", "",
+             "B_X = sqrt(B^2 + 1), B the largest norm of the 2T + 1 distinct tokens after LN1 "
+             "(each bit value at each position, and [CLS]). LN1's output is g * z + b with z "
+             "normalised (||z|| = sqrt(d)), so its norm is about sqrt(d) times the gain's RMS "
+             "when b is small. Per logged step: LN1's gain RMS ||g||/sqrt(d) and shift norm "
+             "||b||, and which token reaches B's maximum (counts of successes / failures; the "
+             "difference of the two groups' shares), with the same resamples of the cell's seeds "
+             f"as above. {n} more intervals.", ""] + table)
 
 
 def plot_trace(out, plan, cells, log=print):

@@ -4580,6 +4580,32 @@ def test_norm_measures_known_matrices():
     assert abs(nm["o_spec"][0] - 5.0) < 1e-12
     assert abs(nm["B_X"] - math.hypot(3.0, 1.0)) < 1e-12       # bias coordinate folded in
     assert nm["L_after"] == 2.0
+    assert (nm["B_X_token"], nm["B_X_position"]) == ("bit0", 0)     # where B_X comes from
+    assert math.isnan(nm["ln1_gain_rms"]) and math.isnan(nm["ln1_shift_norm"])   # no LN1
+
+
+def test_norm_measures_name_the_token_and_ln1_behind_B_X():
+    cfg = attn.default_config(T=3, d=4, heads=2, mlp=0, ln=False, dtype="float64")
+    p = attn.init_params(cfg, np.random.default_rng(0), std=0.0)
+    X, S = np.zeros((2, 3)), np.array([2])
+    for where, token, pos, in_S in ((("E_pos", 2), "bit0", 2, 1), (("E_tok", 1), "bit1", 0, 0),
+                                    (("cls", None), "cls", -1, 0)):
+        q = {k: v.copy() for k, v in p.items()}
+        q["E_pos"][:, 1] = [0.3, 0.2, 0.1]               # no ties: position 0 leads a bit value
+        (q[where[0]] if where[1] is None else q[where[0]][where[1]])[0] = 3.0
+        mech = mechanism.measure_mechanism(q, cfg, S, X)
+        assert (mech["B_X_token"], mech["B_X_position"], mech["B_X_in_S"]) == (token, pos, in_S)
+    cfg = dict(cfg, ln=True)
+    p = attn.init_params(cfg, np.random.default_rng(1), std=0.5)
+    p["ln1_g"][:], p["ln1_b"][:] = [1.0, 1.0, 3.0, 3.0], [0.0, 4.0, 0.0, 3.0]
+    nm = theory.norm_measures(p, cfg)
+    assert abs(nm["ln1_gain_rms"] - math.sqrt(5.0)) < 1e-12 and nm["ln1_shift_norm"] == 5.0
+    rows = np.concatenate([(p["E_tok"][:, None] + p["E_pos"]).reshape(-1, 4), p["cls"][None]])
+    norms = np.linalg.norm(attn.layernorm_forward(rows, p["ln1_g"], p["ln1_b"])[0], axis=1)
+    i = int(np.argmax(norms))
+    assert (nm["B_X_token"], nm["B_X_position"]) == (("cls", -1) if i == 6 else
+                                                     (f"bit{i // 3}", i % 3))
+    assert abs(nm["B_X"] - math.hypot(norms[i], 1.0)) < 1e-12
 
 
 def test_bound_grows_like_log_T_and_halfspaces_like_T():
@@ -5830,13 +5856,28 @@ def test_trajectory_rows_are_checked_against_their_plan_and_run(tmp_path):
         check([dict(row), dict(row, step="10", final_test_acc="0.96")])
     with pytest.raises(folder.BadRow):
         folder.TRAJECTORY_ROWS["parse"](dict(row, step="21"))       # past the run's steps
+    # where B_X comes from: all given and consistent, or all absent (a file from before them)
+    src = dict(ln1_gain_rms="0.9", ln1_shift_norm="0.1", B_X_token="bit1", B_X_position="7",
+               B_X_in_S="1")
+    assert folder.TRAJECTORY_ROWS["parse"](dict(row))["B_X_token"] == ""
+    assert folder.TRAJECTORY_ROWS["parse"](dict(row, **src))["B_X_position"] == "7"
+    for bad in (dict(B_X_position="8"), dict(B_X_token="cls"), dict(B_X_token="bit2"),
+                dict(B_X_in_S="2"), dict(ln1_gain_rms="-1"), dict(ln1_shift_norm=""),
+                dict(B_X_token="cls", B_X_position="-1")):            # [CLS] is never in S
+        with pytest.raises(folder.BadRow):
+            folder.TRAJECTORY_ROWS["parse"](dict(row, **dict(src, **bad)))
+    assert folder.TRAJECTORY_ROWS["parse"](dict(row, **dict(src, B_X_token="cls",
+                                                            B_X_position="-1", B_X_in_S="0")))
     with pytest.raises(ValueError, match="every"):
         folder.check_plan(dict(plan, every=3))                     # 20 steps: 20 not logged
 
 
-def _synthetic_trace(out, seeds=8):
+def _synthetic_trace(out, seeds=8, source=False):
     """A trajectories folder by hand: seeds 0-3 succeed, 4-7 fail; the failures' B_X splits from
-    step 50, their test accuracy from step 100 (B_X's split comes before)."""
+    step 50, their test accuracy from step 100 (B_X's split comes before). With `source`, where
+    B_X comes from: the failures' LN1 gain RMS larger from step 50 (1.2 against 1.0), the shift
+    norm 0.1 in every run, B_X's token a bit 1 at position 2 (in S, {0, 1, 2}) in every
+    failure, [CLS] in every success; without, the columns are left empty (an older file)."""
     _tiny_plan(out, seeds=seeds, steps=200, every=50)
     w = folder.RowWriter(os.path.join(out, "trajectories.csv"), folder.TRAJECTORY_ROWS)
     for seed in range(seeds):
@@ -5847,7 +5888,10 @@ def _synthetic_trace(out, seeds=8):
                          mass_on_S=0.3, top_head=0, train_loss=0.1,
                          test_acc=0.875 if step < 100 else 1.0 if ok else 0.9,
                          success=int(ok), final_test_acc=1.0 if ok else 0.9, steps=200,
-                         cpu_seconds=1.0))
+                         cpu_seconds=1.0, **(dict(
+                             ln1_gain_rms=1.0 if ok or step == 1 else 1.2, ln1_shift_norm=0.1,
+                             B_X_token="cls" if ok else "bit1", B_X_position=-1 if ok else 2,
+                             B_X_in_S=int(not ok)) if source else {})))
     w.close()
 
 
@@ -5863,6 +5907,22 @@ def test_trace_report_finds_which_split_comes_first(tmp_path):
     assert "| 5 / 5 | 0 [0, 0] not detected |" in step(1)            # no split at the start
     assert "| 5 / 6.55 | 1.55 [" in step(50) and "established" in step(50).split("|")[6]
     assert "not detected" in step(50).split("|")[8]                  # test accuracy: not yet
+    assert "Where B_X comes from" not in text                        # an older file: no columns
+
+
+def test_trace_report_says_where_B_X_comes_from(tmp_path):
+    out = str(tmp_path)
+    _synthetic_trace(out, source=True)
+    text = mechanism.trace_report(out, log=lambda *a: None)
+    part = text.split("### Where B_X comes from")[1]
+    step = lambda k: [c.strip() for c in next(
+        ln for ln in part.splitlines() if ln.startswith(f"| 8 | 8 | 16 | {k} |")).split("|")]
+    c1, c50 = step(1), step(50)
+    assert c1[5:9] == ["1 / 1", "0 [0, 0] not detected", "0.1 / 0.1", "0 [0, 0] not detected"]
+    assert c50[5] == "1 / 1.2" and c50[6].startswith("0.2 [") and c50[6].endswith("established")
+    assert c50[9:11] == ["4/4 / 0/4", "-1 [-1, -1] established"]            # [CLS]: successes
+    assert c50[11] == "0/4 / 0/4" and c50[13] == "0/4 / 4/4" and c50[15] == "0/4 / 4/4"
+    assert c50[16] == "1 [1, 1] established"                                # in S: failures
 
 
 def test_mechanism_plan_from_the_committed_folders():

@@ -212,7 +212,10 @@ def lipschitz_after_attention(p, cfg):
 def norm_measures(p, cfg):
     """Edelman Section 3's norm bounds for a parameter dict -> dict.
     Keys: B_X, L_after (lipschitz_after_attention), and per-head lists qk_spec, qk_21, qk_fro,
-    v_spec, v_21, o_spec (spectral, (2,1) and Frobenius norms of the per-head matrices above).
+    v_spec, v_21, o_spec (spectral, (2,1) and Frobenius norms of the per-head matrices above);
+    and where B_X comes from: ln1_gain_rms ||g||/sqrt(d) and ln1_shift_norm ||b|| of LN1 (nan
+    without LayerNorm), B_X_token, the token of largest norm ("cls", "bit0" or "bit1": bit value
+    b at a position), and B_X_position, its position t in 0..T-1 (-1 for [CLS]).
     """
     attn.check_params(p, cfg)
     d, H = cfg["d"], cfg["heads"]
@@ -223,10 +226,16 @@ def norm_measures(p, cfg):
     if cfg["ln"]:
         rows = attn.layernorm_forward(rows, p["ln1_g"].astype(np.float64),
                                       p["ln1_b"].astype(np.float64))[0]
-    B = float(np.linalg.norm(rows, axis=1).max())
+    norms = np.linalg.norm(rows, axis=1)                 # [2T + 1]: bit 0 at t, bit 1 at t, [CLS]
+    i, T = int(np.argmax(norms)), cfg["T"]
+    g, b = ((np.asarray(p[k], np.float64) for k in ("ln1_g", "ln1_b")) if cfg["ln"]
+            else (np.full(d, np.nan), np.full(d, np.nan)))
     keys = ("qk_spec", "qk_21", "qk_fro", "v_spec", "v_21", "o_spec")
-    out = dict(B_X=float(np.hypot(B, 1.0)), L_after=lipschitz_after_attention(p, cfg),
-               **{k: [] for k in keys})
+    out = dict(B_X=float(np.hypot(norms[i], 1.0)), L_after=lipschitz_after_attention(p, cfg),
+               ln1_gain_rms=float(np.linalg.norm(g) / math.sqrt(d)),
+               ln1_shift_norm=float(np.linalg.norm(b)),
+               B_X_token="cls" if i == 2 * T else f"bit{i // T}",
+               B_X_position=-1 if i == 2 * T else i % T, **{k: [] for k in keys})
     for h in range(H):
         c = slice(h * e, (h + 1) * e)
         Q = np.vstack([f64["W_Q"][:, c], f64["b_Q"][c]])                # [d+1, e]
