@@ -3,8 +3,9 @@
 Adam with bias correction (Kingma & Ba), weight decay added to the gradient (torch.optim.Adam) or
 decoupled (torch.optim.AdamW), on every parameter, on DECAYED only or on all but the LayerNorms;
 parameters frozen at their values (torch's requires_grad=False: never stepped, never decayed);
-and clipping of the gradient's global L2 norm (torch.nn.utils.clip_grad_norm_). Every function works on one run's
-parameter dict or on a stack of runs (a leading run axis on every array, `runs=R`). numpy only.
+and clipping of the gradient's global L2 norm (torch.nn.utils.clip_grad_norm_). Every function
+works on one run's parameter dict or on a stack of runs (a leading run axis on every array,
+`runs=R`). numpy only.
 
 adam_step is the formula, one parameter at a time. For speed a caller may first copy its
 parameters into one flat buffer (one_buffer): the same arithmetic then runs as a dozen passes over

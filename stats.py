@@ -454,8 +454,8 @@ def default_stat(a, b):
 
 class Bound(float):
     """A bound of a percentile interval from drawn resamples: a float that also carries `band`,
-    the bound's Monte Carlo band as the pair (lower, upper) of order statistics MC_Z standard
-    errors either side of it (about a 95% band), and `side` ("lo" or "hi"), for bound_text. Exact bounds
+    the bound's Monte Carlo band as the pair (lower, upper) of order statistics MC_Z standard errors
+    either side of it (about a 95% band), and `side` ("lo" or "hi"), for bound_text. Exact bounds
     (distribution_ci) are plain floats: they have no Monte Carlo error."""
 
     def __new__(cls, value, band, side):
@@ -519,16 +519,16 @@ def mc_decimals(x, decimals):
 def bound_text(x, decimals):
     """A number as text with `decimals` decimals, but no digit finer than its Monte Carlo band
     (mc_decimals): 206.3 with a band of 204-208 prints as 210, "somewhere in 205-215". A bound its
-    band leaves without one significant figure is widened to the outer end of its band (the
-    upper end of an upper bound, the lower end of a lower bound), rounded outwards to a multiple
-    of 1, 2 or 5 x 10^k of which the band spans at most half (so a rerun keeps it) and marked "~" ("~500": the interval reaches at most that far, a bound not measured to its
-    first figure), so the printed interval holds the one a rerun at another bootstrap seed gives
-    in all but a few reruns (the module docstring measures it). Where that end is infinite, or
-    more than twice as far from 0 as the inner end (a heavy tail, whose far end a rerun moves by
-    a factor), an upper bound prints as "> a" and a lower bound as "< b", a and b the power of
-    ten at or inside the inner end: known only to exceed a. Bounds of a million or more that lose
-    digits print as 8.4e+06. Plain floats (exact bounds, point estimates) print with `decimals`
-    decimals; infinities as inf and -inf."""
+    band leaves without one significant figure is widened to the outer end of its band (the upper
+    end of an upper bound, the lower end of a lower bound), rounded outwards to a multiple of 1, 2
+    or 5 x 10^k of which the band spans at most half (so a rerun keeps it) and marked "~" ("~500":
+    the interval reaches at most that far, a bound not measured to its first figure), so the printed
+    interval holds the one a rerun at another bootstrap seed gives in all but a few reruns (the
+    module docstring measures it). Where that end is infinite, or more than twice as far from 0 as
+    the inner end (a heavy tail, whose far end a rerun moves by a factor), an upper bound prints as
+    "> a" and a lower bound as "< b", a and b the power of ten at or inside the inner end: known
+    only to exceed a. Bounds of a million or more that lose digits print as 8.4e+06. Plain floats
+    (exact bounds, point estimates) print with `decimals` decimals; infinities as inf and -inf."""
     v = _check_real("x", x, nan=True)
     _check_decimals(decimals)
     if math.isnan(v):
@@ -1088,17 +1088,17 @@ def growth_in_s(s, m50, m50_boot):
     bootstrap 95% CIs (the theory: weight norms poly(s) for symmetric functions, 2^O(s) for
     arbitrary ones).
 
-    s [n] distinct sparsities, n >= 3 (with 3, each model keeps one residual degree of freedom:
-    read its AIC with care); m50 [n] finite and > 0; m50_boot [n, B], independent across s
-    (replicate i resamples seed indices i at every s: paired where the folders hold the same
-    seeds). A replicate with a value that is not finite and positive (an m50 above the grid) has
-    no fit: it is dropped and counted against both bounds, so a bound is +-inf once more than 2.5%
-    of the replicates are dropped. Both models fit ln m50 by least squares, so their AIC compare:
+    s [n] distinct sparsities, n >= 3 (with 3, each model keeps one residual degree of freedom: read
+    its AIC with care); m50 [n] finite and > 0; m50_boot [n, B], independent across s (replicate i
+    resamples seed indices i at every s: paired where the folders hold the same seeds). A replicate
+    with a value that is not finite and positive (an m50 above the grid) has no fit: it is dropped
+    and counted against both bounds, so a bound is +-inf once more than 2.5% of the replicates are
+    dropped. Both models fit ln m50 by least squares, so their AIC compare:
     power  ln m = ln a + k ln s;  exponential  ln m = ln a + s ln b.  daic = AIC(power) -
     AIC(exponential), negative favours the power law. At one T the folders of different s are
-    paired (a seed gives them the same inputs X and, at one width, the same init). -> dict: pow_k, exp_b, daic, each with
-    _lo and _hi; pow_a, exp_a, p_power_better (fraction of kept replicates with daic < 0, None if
-    none kept), n_s, n_boot, n_dropped."""
+    paired (a seed gives them the same inputs X and, at one width, the same init). -> dict: pow_k,
+    exp_b, daic, each with _lo and _hi; pow_a, exp_a, p_power_better (fraction of kept replicates
+    with daic < 0, None if none kept), n_s, n_boot, n_dropped."""
     s, m50, boot, keep = _check_curve("s", s, m50, m50_boot)
 
     def fits(Y):                                   # Y [n, B] > 0 -> (k, ln a, ln b, ln a', daic)
@@ -1174,9 +1174,10 @@ def paired_growth(e, ref, e0, ref0):
     """How a paired ratio changes with T: (m50 / ref's m50) at one T over the same at T0, with a
     95% bootstrap CI. All four are success_estimates of the same seeds with the same n_boot and
     bootstrap seed, so replicate i resamples the same seeds in both folders at one T (paired by
-    construction) and independent resamples at T and at T0 (the design): a constant offset between the two (one width needing 1.2 times the other's samples at every T)
-    cancels, and an interval above 1 says the first loses ground as T grows. Replicates whose
-    value is undefined are dropped. -> (growth, lo, hi)."""
+    construction) and independent resamples at T and at T0 (the design): a constant offset between
+    the two (one width needing 1.2 times the other's samples at every T) cancels, and an interval
+    above 1 says the first loses ground as T grows. Replicates whose value is undefined are dropped.
+    -> (growth, lo, hi)."""
     _check_estimates(e=e, ref=ref, e0=e0, ref0=ref0)
     with np.errstate(divide="ignore", invalid="ignore"):
         q = (np.asarray(e["m50_boot"]) / np.asarray(ref["m50_boot"])) / (
@@ -1191,8 +1192,8 @@ def paired_ratio(e, ref):
 
     e, ref: success_estimates of the same seeds with the same n_boot and bootstrap seed, so
     replicate i of both resamples the same seeds (parse_rows orders seeds by label): the ratio's
-    interval then carries only the protocols' difference, not the seeds' shared luck. Replicates whose
-    ratio is undefined (inf / inf, 0 / 0) are dropped. -> (ratio, lo, hi)."""
+    interval then carries only the protocols' difference, not the seeds' shared luck. Replicates
+    whose ratio is undefined (inf / inf, 0 / 0) are dropped. -> (ratio, lo, hi)."""
     _check_estimates(e=e, ref=ref)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.asarray(e["m50_boot"]) / np.asarray(ref["m50_boot"])

@@ -124,7 +124,7 @@ def train_loop(run, o, save=None, save_every=0, stop_after=None, monitor=None):
         for step in range(run.first, o["steps"] + 1):
             X, y, weights = draw_batch(run, o["batch"])
             loss, grads = loss_and_grads(run.model, run.params, X, y, weights)
-            if run.R is None:         # a stack's runs go on; each is judged by its losses at the end
+            if run.R is None:       # a stack's runs go on; each is judged by its losses at the end
                 loss = float(loss)
                 if not math.isfinite(loss):     # the blow-up is caught here: overflow warnings off
                     raise Diverged(divergence_message(loss, step, o, save))
