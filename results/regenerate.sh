@@ -55,5 +55,6 @@ $PY mechanism.py paired results/mechanism results/mechanism-interventions/full/{
     --pairs results/mechanism-interventions/full/pairs.csv > /dev/null
 # issue 38's trajectories: eventual successes against failures at every logged step
 $PY mechanism.py trace-report results/mechanism-trajectories > /dev/null
+$PY mechanism.py trace-report results/mechanism-trajectories-T > /dev/null
 $PY sweep.py pages $( { ls README.md; find results -name '*.md' | sort; } | xargs grep -l '^<!-- begin ' ) > /dev/null
 echo "done: git diff --stat shows what changed"
