@@ -1436,6 +1436,13 @@ def parser():
         "S, measured on trained runs over seeds, T and widths. Three steps: plan, run, report."))
     sub = ap.add_subparsers(dest="command", required=True, metavar=(
         "{plan,arm,run,report,factors,paired,trace,trace-report}"))
+    add_study_commands(sub)
+    add_why_runs_fail_commands(sub)
+    return ap
+
+
+def add_study_commands(sub):
+    """plan, run, report: the study itself."""
     p = sub.add_parser("plan", help="write OUT/plan.json: the cells (d, T, m) from committed "
                        "sweep folders", description="Per width (one committed sweep folder) and "
                        "T: the borderline m = the folder's m* over the seeds, and a fixed m = "
@@ -1458,6 +1465,15 @@ def parser():
                    help="worker processes, one BLAS thread each (1)")
     r.add_argument("--seeds", type=integer(1), default=None,
                    help="only seeds 0..N-1 of the plan's (a screen); default: all")
+    q = sub.add_parser("report", help="OUT/table.md and OUT/mechanism.png from OUT/runs.csv",
+                       description="The tables (per cell, the separation of successes and "
+                       "failures, the growth with T, the final step against the best seen) and "
+                       "the plots (with matplotlib).")
+    q.add_argument("out")
+
+
+def add_why_runs_fail_commands(sub):
+    """Issue 38's commands on a study's cells: arm, factors, paired, trace, trace-report."""
     g = sub.add_parser("arm", help="write OUT/plan.json: an intervention arm of a study's cells",
                        description="Issue 38: the study's cells of one design at the given T "
                        "(every width), each with the arm's one change of options (a sweep "
@@ -1465,11 +1481,7 @@ def parser():
                        "with the study's runs.")
     g.add_argument("out", help="the arm's folder (created if missing)")
     g.add_argument("arm", choices=("baseline-rerun",) + folder.INTERVENTIONS)
-    g.add_argument("--from", dest="source", required=True, help="the study's folder (plan.json)")
-    g.add_argument("--design", choices=("borderline", "fixed"), default="borderline",
-                   help="which of the study's cells (borderline)")
-    g.add_argument("--Ts", type=int_list, required=True, help="the study's T to take, e.g. 100,1000")
-    g.add_argument("--seeds", type=integer(1), default=20, help="seeds 0..N-1 per cell (20)")
+    add_cells_arguments(g)
     f = sub.add_parser("factors", help="C's factors and the bound's size from a study's runs",
                        description="Issue 38, from a study's runs (no training): each factor of "
                        "C and C with each factor held at its cell median, their separations of "
@@ -1494,11 +1506,7 @@ def parser():
                        "OUT/plan.json is written on the first call; rerun the same command to "
                        "resume.")
     t.add_argument("out", help="the trajectories' folder (created if missing)")
-    t.add_argument("--from", dest="source", required=True, help="the study's folder (plan.json)")
-    t.add_argument("--design", choices=("borderline", "fixed"), default="borderline",
-                   help="which of the study's cells (borderline)")
-    t.add_argument("--Ts", type=int_list, required=True, help="the study's T to take, e.g. 1000")
-    t.add_argument("--seeds", type=integer(1), default=20, help="seeds 0..N-1 per cell (20)")
+    add_cells_arguments(t)
     t.add_argument("--every", type=integer(1), default=50,
                    help="steps between logged steps, dividing the runs' steps (50)")
     t.add_argument("--workers", type=integer(1), default=1,
@@ -1509,12 +1517,17 @@ def parser():
                         "head's mass on S and score gap), each split with its interval, and the "
                         "first step each split is established; the plot with matplotlib.")
     tr.add_argument("out")
-    q = sub.add_parser("report", help="OUT/table.md and OUT/mechanism.png from OUT/runs.csv",
-                       description="The tables (per cell, the separation of successes and "
-                       "failures, the growth with T, the final step against the best seen) and "
-                       "the plots (with matplotlib).")
-    q.add_argument("out")
-    return ap
+
+
+def add_cells_arguments(p):
+    """Which of a study's cells a new folder takes (arm, trace): --from, --design, --Ts,
+    --seeds."""
+    p.add_argument("--from", dest="source", required=True, help="the study's folder (plan.json)")
+    p.add_argument("--design", choices=("borderline", "fixed"), default="borderline",
+                   help="which of the study's cells (borderline)")
+    p.add_argument("--Ts", type=int_list, required=True,
+                   help="the study's T to take, e.g. 100,1000")
+    p.add_argument("--seeds", type=integer(1), default=20, help="seeds 0..N-1 per cell (20)")
 
 
 def write_plan(a):
