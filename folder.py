@@ -665,12 +665,18 @@ def read_meta(folder):
     path = os.path.join(folder, "sweep.json")
     if not os.path.lexists(path):
         return {}
-    try:                             # a FIFO, a device or a huge file: refused, not read
-        meta = json.loads(cli.read_text_file(path, "sweep.json"))
-    except ValueError as e:
-        raise ValueError(f"{path} is not a sweep description ({type(e).__name__}: damaged?); "
-                         f"use another --out, or restore it") from None
+    meta = read_json(path, "a sweep description", "use another --out, or restore it")
     return check_meta(meta, path)
+
+
+def read_json(path, what, advice):
+    """The JSON a folder file holds, read as cli.read_text_file reads (a FIFO, a device or a huge
+    file is refused, not read); a one-line ValueError naming the file, `what` it should be and
+    the `advice` when it is not JSON."""
+    try:
+        return json.loads(cli.read_text_file(path, os.path.basename(path)))
+    except ValueError as e:
+        raise ValueError(f"{path} is not {what} ({type(e).__name__}: damaged?); {advice}") from None
 
 
 def check_meta(meta, path="sweep.json"):
@@ -750,11 +756,7 @@ def read_plan(out, command="python mechanism.py plan"):
     path = os.path.join(out, "plan.json")
     if not os.path.lexists(path):
         raise ValueError(f"{path} is missing: write it first with `{command} {out} FOLDER ...`")
-    try:                             # a FIFO, a device or a huge file: refused, not read
-        plan = json.loads(cli.read_text_file(path, "plan.json"))
-    except ValueError as e:
-        raise ValueError(f"{path} is not a plan ({type(e).__name__}: damaged?); restore it, or "
-                         f"use another folder") from None
+    plan = read_json(path, "a plan", "restore it, or use another folder")
     return check_plan(plan, path)
 
 
