@@ -955,6 +955,12 @@ WALK_EXEMPT = {f"attn.{op}_{way}": OP_EXEMPT for way in ("forward", "backward") 
     "embed", "layernorm", "linear", "softmax", "dropout", "attention_cls", "self_attention",
     "gelu", "relu", "mlp", "logistic")}
 
+# what stats.surely_above and surely_below take as it is: any bound and any threshold
+SURELY_BOUND_LEGAL = {"nan": "an undefined bound excludes nothing", "inf": "a bound",
+                      "-inf": "a bound", "-1": "a bound", "0": "a bound", "10**12": "a bound"}
+SURELY_VALUE_LEGAL = {k: "a threshold" for k in ("inf", "-inf", "-1", "0", "10**12")}
+
+
 WALK = {
     # attn.py: the configuration and parameters
     "attn.default_config": Walk(lambda f: dict(T=4, d=4, heads=2, mlp=3),
@@ -1275,19 +1281,9 @@ WALK.update({
                                            "0": "a number", "10**12": "a number"},
                                         decimals={"-1": "tens", "0": "units"})),
     "stats.surely_above": Walk(lambda f: dict(lo=BOUND(), value=1.0),
-                               legal=dict(lo={"nan": "an undefined bound excludes nothing",
-                                              "inf": "a bound", "-inf": "a bound", "-1":
-                                              "a bound", "0": "a bound", "10**12": "a bound"},
-                                          value={"inf": "a threshold", "-inf": "a threshold",
-                                                 "-1": "a threshold", "0": "a threshold",
-                                                 "10**12": "a threshold"})),
+                               legal=dict(lo=SURELY_BOUND_LEGAL, value=SURELY_VALUE_LEGAL)),
     "stats.surely_below": Walk(lambda f: dict(hi=BOUND(), value=1.0),
-                               legal=dict(hi={"nan": "an undefined bound excludes nothing",
-                                              "inf": "a bound", "-inf": "a bound", "-1":
-                                              "a bound", "0": "a bound", "10**12": "a bound"},
-                                          value={"inf": "a threshold", "-inf": "a threshold",
-                                                 "-1": "a threshold", "0": "a threshold",
-                                                 "10**12": "a threshold"})),
+                               legal=dict(hi=SURELY_BOUND_LEGAL, value=SURELY_VALUE_LEGAL)),
     "stats.median_bootstrap": Walk(lambda f: dict(values=np.array([3.0, 1, 4, 1, 5, np.inf])),
                                    legal=dict(values={"list": ARRAY_LIKE, "0-d": "one value",
                                                       "wrong shape": ANY_SHAPE})),
