@@ -4414,7 +4414,7 @@ def test_steps_with_one_seed_or_a_check_past_the_budget_writes_its_table(tmp_pat
 # ===============================================================================================
 
 # ---------------- where theory sits: below the studies, one contract per name --------------------
-STUDIES = {"mechanism", "report", "sweep", "families", "steps", "folder"}
+STUDIES = {"mechanism", "failures", "report", "sweep", "families", "steps", "folder"}
 
 
 def project_imports(name):
@@ -5671,6 +5671,7 @@ def test_limit_cache_not_finite_or_huge_is_computed_again_with_a_warning(smoke_r
 # ---- issue 33: the mechanism
 # mechanism.py: the measurement (with theory.py's norms and covering constant, one copy) of a
 # trained model on weights whose answer is known, the study's CSV and its resume, the report.
+import failures  # noqa: E402
 import mechanism  # noqa: E402
 
 
@@ -5894,7 +5895,7 @@ def _synthetic_trace(out, seeds=8, source=False):
 def test_trace_report_finds_which_split_comes_first(tmp_path):
     out = str(tmp_path)
     _synthetic_trace(out)
-    text = mechanism.trace_report(out, log=lambda *a: None)
+    text = failures.trace_report(out, log=lambda *a: None)
     assert open(os.path.join(out, "table.md")).read() == text
     onsets = next(ln for ln in text.splitlines() if ln.startswith("| 8 | 8 | 16 | 4 / 4 |"))
     cols = [c.strip() for c in onsets.split("|")]
@@ -5909,7 +5910,7 @@ def test_trace_report_finds_which_split_comes_first(tmp_path):
 def test_trace_report_says_where_B_X_comes_from(tmp_path):
     out = str(tmp_path)
     _synthetic_trace(out, source=True)
-    text = mechanism.trace_report(out, log=lambda *a: None)
+    text = failures.trace_report(out, log=lambda *a: None)
     part = text.split("### Where B_X comes from")[1]
     step = lambda k: [c.strip() for c in next(
         ln for ln in part.splitlines() if ln.startswith(f"| 8 | 8 | 16 | {k} |")).split("|")]
@@ -5994,12 +5995,12 @@ def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, c
     assert set(folder.INTERVENTIONS) <= set(sweep.PROTOCOLS)
     S = "results/mechanism-interventions/screen"
     arms = [f"{S}/{a}" for a in ("baseline-rerun", "freeze-ln1", "decay-except-ln", "freeze-lnf")]
-    mechanism.paired_report("results/mechanism", arms, str(tmp_path / "p.md"),
+    failures.paired_report("results/mechanism", arms, str(tmp_path / "p.md"),
                             str(tmp_path / "p.csv"))
     for mine, committed in (("p.md", "paired.md"), ("p.csv", "pairs.csv")):
         with open(tmp_path / mine) as a, open(f"{S}/{committed}") as b:
             assert a.read() == b.read(), committed
-    W = mechanism.cell_resamples(5, np.random.default_rng(0), n_boot=50)
+    W = failures.cell_resamples(5, np.random.default_rng(0), n_boot=50)
     assert W.shape == (51, 5) and (W[0] == 1).all() and (W.sum(1) == 5).all()
 
 
