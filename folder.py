@@ -114,12 +114,16 @@ STEPS_ROWS = dict(fields=STEPS_FIELDS, optional=(), filled=("seconds", "censored
 # mechanism.py's rows (OUT/runs.csv): one trained run of a planned cell each, its outcome (the
 # final test accuracy against the plan's bar), what the monitor saw, the loss and the mechanism's
 # measurements (nan where the run diverged).
+# C's other factors (issue 38; theory.norm_measures, theory.COVERING_SUMS): files written before
+# these columns are still read, their rows with the columns empty.
+MECHANISM_FACTORS = ("readout_norm", "mlp_factor", "qk_fro", "v_21", "heads_scores",
+                     "heads_values", "heads_readout")
 MECHANISM_FIELDS = ("design", "d", "T", "m", "seed", "success", "test_acc", "best_test_acc",
                     "best_step", "train_acc", "final_loss", "min_loss", "loss_jump",
                     "covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "top_head",
                     "mass_on_S", "score_gap", "heads_on_S", "top_score_scale", "top_norm_V",
                     "top_norm_O", "attn_on_S", "model", "task", "s", "steps", "seconds",
-                    "cpu_seconds")
+                    "cpu_seconds") + MECHANISM_FACTORS
 # A cell's design: its m the folder's m* (borderline) or a factor times one width's (fixed); or an
 # arm of issue 38's interventions, planned from a study's cells (mechanism.py plan --from): the
 # baseline trained again (baseline-rerun), or one of the INTERVENTIONS, sweep.py's protocols of
@@ -133,11 +137,17 @@ _MECHANISM_TEXT = ("design", "model", "task", "success")
 def _mechanism_row(r):
     """A mechanism row, checked alone (the strings kept, as the report converts them): integers
     in range, a design and model we write, success 0 or 1, accuracies in [0, 1] or nan, every
-    other field a number, times >= 0."""
+    other field a number, times >= 0; C's other factors (MECHANISM_FACTORS) either all empty (a
+    file written before them: filled in as "") or all numbers >= 0 or nan."""
+    r = dict(r, **{k: r.get(k, "") for k in MECHANISM_FACTORS})
     try:
         t = {k: int(r[k]) for k in _MECHANISM_INTS}
-        f = {k: float(r[k]) for k in MECHANISM_FIELDS if k not in _MECHANISM_INTS + _MECHANISM_TEXT}
-        ok = (r["design"] in DESIGNS and r["model"] == "transformer" and r["task"]
+        f = {k: float(r[k]) for k in MECHANISM_FIELDS
+             if k not in _MECHANISM_INTS + _MECHANISM_TEXT + MECHANISM_FACTORS}
+        given = [r[k] != "" for k in MECHANISM_FACTORS]
+        factors_ok = not any(given) or (all(given) and not any(float(r[k]) < 0
+                                                              for k in MECHANISM_FACTORS))
+        ok = (factors_ok and r["design"] in DESIGNS and r["model"] == "transformer" and r["task"]
               and r["success"] in ("0", "1") and t["seed"] >= 0 and t["best_step"] >= 0
               and min(t[k] for k in ("d", "T", "m", "s", "steps")) >= 1
               and all(f[k] != f[k] or 0 <= f[k] <= 1 for k in ("test_acc", "best_test_acc",
@@ -182,7 +192,8 @@ def _plan_problem(r, plan, options):
     return None
 
 
-MECHANISM_ROWS = dict(fields=MECHANISM_FIELDS, optional=(), filled=("seconds", "success"),
+MECHANISM_ROWS = dict(fields=MECHANISM_FIELDS, optional=MECHANISM_FACTORS,
+                      filled=("seconds", "success"),
                       parse=_mechanism_row, what="a mechanism.py CSV",
                       run=lambda r: (int(r["d"]), int(r["T"]), int(r["m"]), int(r["seed"])),
                       outcome=lambda r: r["success"] == "1",

@@ -35,6 +35,7 @@ if __name__ == "__main__":
     cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
 
 import functools
+import glob
 import json
 import math
 import os
@@ -48,7 +49,7 @@ import folder
 import stats
 import train
 from cli import OneLineParser, int_list, integer, number
-from theory import covering_constant, norm_measures, paper_score_gap
+from theory import covering_constant, covering_parts, norm_measures, paper_score_gap
 
 # ======== 1. ONE TRAINED MODEL: the mechanism it ends with =====================================
 # In a one-layer model read out at [CLS], the [CLS] token's query does not depend on the input,
@@ -117,6 +118,9 @@ def measure_mechanism(p, cfg, S, X):
     top_score_scale, top_norm_V, top_norm_O; heads_on_S: how many heads put a mean mass >= ON_S
     on S; where B_X comes from (norm_measures): ln1_gain_rms, ln1_shift_norm, B_X_token ("cls",
     "bit0", "bit1"), B_X_position (-1 for [CLS]) and B_X_in_S (1 when that position is in S);
+    C's other factors (issue 38, folder.MECHANISM_FACTORS): readout_norm and mlp_factor (L_after
+    is their product), qk_fro and v_21 (the largest head's ||W_QK||_F and ||W_V||_{2,1}) and the
+    head sums theory.COVERING_SUMS, from which theory.covering_from_parts gives C again;
     per_head: each of score_scale, norm_V, norm_O, mass_on_S, score_gap per head."""
     nm = norm_measures(p, cfg)
     mass, gap = head_attention_on_S(p, cfg, S, X)
@@ -134,6 +138,8 @@ def measure_mechanism(p, cfg, S, X):
                 **{k: nm[k] for k in ("ln1_gain_rms", "ln1_shift_norm", "B_X_token",
                                       "B_X_position")},
                 B_X_in_S=int(at >= 0 and at in set(np.asarray(S).tolist())),
+                readout_norm=nm["readout_norm"], mlp_factor=nm["mlp_factor"],
+                qk_fro=float(max(nm["qk_fro"])), v_21=float(max(nm["v_21"])), **covering_parts(nm),
                 per_head={k: v.tolist() for k, v in per_head.items()})
 
 
@@ -222,36 +228,38 @@ def arm_options(arm):
     return dict(PROTOCOLS[arm])
 
 
-def arm_plan(source, arm, design, Ts, n_seeds):
+def arm_plan(source, arm, design, Ts, n_seeds, widths=None):
     """An arm of issue 38's interventions: the cells of `design` at the T in Ts of the study in
     the folder `source` (every width), their options with the arm's one change (arm_options),
     the design named by the arm, seeds 0..n_seeds-1. A seed fixes the data and the init whatever
     these options (train.seeds_for), so each run pairs with the study's run of its seed."""
-    study, cells = study_cells(source, design, Ts)
+    study, cells = study_cells(source, design, Ts, widths)
     change = arm_options(arm)
     return dict(seeds=n_seeds, bar=study["bar"], cells=[
         dict(c, design=arm, options=dict(c["options"], **change)) for c in cells])
 
 
-def trace_plan(source, design, Ts, n_seeds, every):
+def trace_plan(source, design, Ts, n_seeds, every, widths=None):
     """The trajectories' plan (issue 38): the cells of `design` at the T in Ts of the study in the
     folder `source` (every width), their options unchanged (the very runs of the study, seed for
     seed), logged at step 1 and every `every` steps."""
-    study, cells = study_cells(source, design, Ts)
+    study, cells = study_cells(source, design, Ts, widths)
     return dict(seeds=n_seeds, bar=study["bar"], every=every, cells=cells)
 
 
-def study_cells(source, design, Ts):
-    """(the study's plan, its cells of `design` at the T in Ts, each naming the plan it comes
-    from); ValueError naming the T the study has no such cell at."""
+def study_cells(source, design, Ts, widths=None):
+    """(the study's plan, its cells of `design` at the T in Ts and the widths d in `widths`
+    (default every width), each naming the plan it comes from); ValueError naming the T or width
+    the study has no such cell at."""
     study = read_plan(source)
     cells = [dict(c, source=dict(c["source"], plan=f"{source}/plan.json ({design})"))
              for c in study["cells"] if c["design"] == design and c["T"] in Ts]
-    missing = sorted(set(Ts) - {c["T"] for c in cells})
-    if missing:
-        raise ValueError(f"{source}/plan.json has no {design} cells at T = "
-                         f"{', '.join(map(str, missing))}")
-    return study, cells
+    for name, want, key in (("T", Ts, "T"), ("width d", widths or (), "d")):
+        missing = sorted(set(want) - {c[key] for c in cells})
+        if missing:
+            raise ValueError(f"{source}/plan.json has no {design} cells at {name} = "
+                             f"{', '.join(map(str, missing))}")
+    return study, [c for c in cells if widths is None or c["d"] in widths]
 
 
 # ======== 3. THE RUNS: one CSV row per trained run ==============================================
@@ -265,7 +273,8 @@ def study_cells(source, design, Ts):
 
 FIELDS = folder.MECHANISM_FIELDS
 MEASURED = ("covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "top_head",
-            "mass_on_S", "score_gap", "heads_on_S", "top_score_scale", "top_norm_V", "top_norm_O")
+            "mass_on_S", "score_gap", "heads_on_S", "top_score_scale", "top_norm_V", "top_norm_O"
+            ) + folder.MECHANISM_FACTORS
 LOG_EVERY = 100     # the monitor's steps (gcd with the run's steps, so the last is one of them)
 LOSS_LOW = 0.01     # loss_jump: the largest training loss after the loss first fell below this
 
@@ -388,15 +397,23 @@ def study_rows(out, plan, what="runs"):
     STUDY_CSVS) against the plan: a row that contradicts itself, the plan (its cell, seed, task,
     s, steps, its success under the bar) or another row of the same run is a one-line ValueError
     naming the file and line; a torn last row is skipped. A CSV this study did not write
-    (another header, or no CSV) is refused before anything reads or changes it. Each row once."""
+    (another header, or no CSV) is refused before anything reads or changes it. A file written
+    before the kind's optional columns is read with them empty; the runs a newer version adds to
+    such a folder go to its continuation NAME-part2.csv (folder.RowWriter), read here too. Each
+    row once."""
     name, kind, _ = STUDY_CSVS[what]
     path = os.path.join(out, name)
-    if folder.header_state(path, kind["fields"]) == "other":
-        raise ValueError(f"{path} is not the CSV of {what} mechanism.py writes (another header, "
-                         f"or no CSV at all); move it away or use another folder")
-    if not os.path.exists(path):
+    older = [k for k in kind["fields"] if k not in kind["optional"]]
+    parts = [path] + sorted(glob.glob(glob.escape(path[:-len(".csv")]) + "-part*.csv"))
+    for p in parts:
+        if (folder.header_state(p, kind["fields"]) == "other"
+                and folder.header_state(p, older) == "other"):
+            raise ValueError(f"{p} is not the CSV of {what} mechanism.py writes (another header, "
+                             f"or no CSV at all); move it away or use another folder")
+    parts = [p for p in parts if os.path.exists(p)]
+    if not parts:
         return []
-    return folder.check_rows(folder.read_rows([path], kind=kind), plan["bar"], plan, kind=kind)
+    return folder.check_rows(folder.read_rows(parts, kind=kind), plan["bar"], plan, kind=kind)
 
 
 def is_final(row):
@@ -536,8 +553,10 @@ def load_study(out):
     rows = study_rows(out, plan)
     by = {}
     for r in rows:
-        r = dict(r, **{k: float(r[k]) for k in NUMBERS}, d=int(r["d"]), T=int(r["T"]),
-                 m=int(r["m"]), seed=int(r["seed"]), success=int(r["success"]))
+        r = dict(r, **{k: float(r[k]) for k in NUMBERS},
+                 **{k: float(r[k] or "nan") for k in folder.MECHANISM_FACTORS},   # "": not taken
+                 d=int(r["d"]), T=int(r["T"]), m=int(r["m"]), seed=int(r["seed"]),
+                 success=int(r["success"]))
         by.setdefault((r["d"], r["T"], r["m"]), {})[r["seed"]] = r      # a run once
     cells = {}
     for c in plan["cells"]:
@@ -919,6 +938,8 @@ def add_study_commands(sub):
     p.add_argument("--extra", type=extra_cells, default=[],
                    help="d:T cells run last, e.g. 128:10000")
     p.add_argument("--seeds", type=integer(1), default=20, help="seeds 0..N-1 per cell (20)")
+    p.add_argument("--widths", type=int_list, default=None,
+                   help="the study's widths d to take, e.g. 128 (default: every width)")
     p.add_argument("--fixed-from", type=integer(1), default=None,
                    help="the width whose m* sets the fixed m (default: the widest)")
     p.add_argument("--factor", type=number(0, strict=True), default=2.0,
@@ -994,6 +1015,8 @@ def add_cells_arguments(p):
     p.add_argument("--Ts", type=int_list, required=True,
                    help="the study's T to take, e.g. 100,1000")
     p.add_argument("--seeds", type=integer(1), default=20, help="seeds 0..N-1 per cell (20)")
+    p.add_argument("--widths", type=int_list, default=None,
+                   help="the study's widths d to take, e.g. 128 (default: every width)")
 
 
 def write_plan(a):
@@ -1006,7 +1029,8 @@ def write_plan(a):
 def write_arm(a):
     """The `arm` command: an arm's plan from a study's (arm_plan), saved (save_plan)."""
     import failures              # issue 38's reports; failures.py imports this file
-    plan = save_plan(a.out, lambda: arm_plan(a.source, a.arm, a.design, a.Ts, a.seeds))
+    plan = save_plan(a.out, lambda: arm_plan(a.source, a.arm, a.design, a.Ts, a.seeds,
+                                                     a.widths))
     per, minutes = failures.plan_cost(plan, a.source)
     print(f"CPU time from {a.source}'s runs: " + "; ".join(per) + f"; about {minutes:.0f} CPU "
           f"min for {len(plan['cells'])} cells x {plan['seeds']} seeds")
@@ -1015,7 +1039,7 @@ def write_arm(a):
 def write_trace(a):
     """The `trace` command: the trajectories' plan (trace_plan) saved on the first call, the same
     plan required on a later one (a folder holds one plan), then its runs (run_plan, "trace")."""
-    plan = trace_plan(a.source, a.design, a.Ts, a.seeds, a.every)
+    plan = trace_plan(a.source, a.design, a.Ts, a.seeds, a.every, a.widths)
     path = os.path.join(a.out, "plan.json")
     if os.path.lexists(path):
         same = lambda p: json.dumps(folder.check_plan(p, path), sort_keys=True)

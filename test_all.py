@@ -6137,3 +6137,87 @@ def test_mechanism_command_line_help_and_one_line_errors(tmp_path):
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "plan.json is missing" in r.stderr
     r = run("plan", str(tmp_path), "results/extended", "--Ts", "10", "--extra", "64-100")
     assert r.returncode == 2 and "d:T pairs" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_covering_constant_regrouped_by_factor_is_the_same_sum():
+    """Issue 38: C = L_after^2 (B_X^2 S_scores + B_X^(2/3) (S_values + S_readout))^3 from the
+    head sums (theory.covering_parts) equals covering_constant's head-by-head sum, on trained-like
+    random weights (ReLU MLP, GELU MLP, no MLP); and the regrouping's promise holds against the
+    norms measured again: every W_O (or W_V) times a gives C times a^2, the readout w times a
+    gives C times a^2, every W_QK (through W_Q) times a changes only S_scores, by a^(2/3)."""
+    rng = np.random.default_rng(5)
+    for mlp, act in ((16, "relu"), (16, "gelu"), (0, "relu")):
+        cfg = attn.default_config(T=7, d=8, heads=2, mlp=mlp, act=act, dtype="float64")
+        p = attn.init_params(cfg, rng, std=0.7)
+        nm = theory.norm_measures(p, cfg)
+        parts = theory.covering_parts(nm)
+        C = theory.covering_constant(nm)
+        assert abs(theory.covering_from_parts(nm["B_X"], nm["L_after"], **parts) / C - 1) < 1e-12
+        assert nm["L_after"] == nm["readout_norm"] * nm["mlp_factor"]
+        assert (nm["mlp_factor"] == 1.0) == (mlp == 0)
+        a = 1.7
+        for key in ("W_O", "w", "W_V", "W_Q"):
+            q = dict(p)
+            q[key] = p[key] * a
+            if key == "W_V":
+                q["b_V"] = p["b_V"] * a
+            if key == "W_Q":
+                q["b_Q"] = p["b_Q"] * a
+            nq = theory.norm_measures(q, cfg)
+            if key == "W_Q":
+                pq = theory.covering_parts(nq)
+                assert abs(pq["heads_scores"] / parts["heads_scores"] - a ** (2 / 3)) < 1e-12
+                assert pq["heads_values"] == parts["heads_values"]
+                want = theory.covering_from_parts(nm["B_X"], nm["L_after"],
+                                                  parts["heads_scores"] * a ** (2 / 3),
+                                                  parts["heads_values"], parts["heads_readout"])
+            else:
+                want = C * a ** 2
+            assert abs(theory.covering_constant(nq) / want - 1) < 1e-12, key
+    with pytest.raises(ValueError, match="must be the dict returned by norm_measures"):
+        theory.covering_parts({"B_X": 1.0})
+
+
+def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
+    """Issue 38: measure_mechanism's C's factors give C again (covering_from_parts); a runs.csv
+    written before those columns reads with them nan; a row with only some of them, or a negative
+    one, is refused; a folder of the older header resumed by this version continues in
+    runs-part2.csv, which study_rows reads with it."""
+    R, T, S = 5.0, 6, [1, 3]
+    p, cfg = _two_head_model(R, T, S)
+    p["w"][0] = 3.0
+    X = (np.random.default_rng(1).random((50, T)) < 0.5).astype(np.uint8)
+    m = mechanism.measure_mechanism(p, cfg, S, X)
+    assert set(folder.MECHANISM_FACTORS) <= set(m) <= set(m) | set(mechanism.MEASURED)
+    C = theory.covering_from_parts(m["B_X"], m["readout_norm"] * m["mlp_factor"],
+                                   *(m[k] for k in theory.COVERING_SUMS))
+    assert abs(C / m["covering_constant"] - 1) < 1e-12 and m["readout_norm"] == 3.0
+    out = str(tmp_path / "s")
+    _synthetic_study(out)                       # rows without the factor columns: written ""
+    plan, cells = mechanism.load_study(out)
+    r = cells[("borderline", 64, 10, 20)][0]
+    assert all(math.isnan(r[k]) for k in folder.MECHANISM_FACTORS)
+    older = [k for k in mechanism.FIELDS if k not in folder.MECHANISM_FACTORS]
+    import csv
+    rows = list(csv.DictReader(open(os.path.join(out, "runs.csv"))))
+    with open(os.path.join(out, "runs.csv"), "w", newline="") as f:     # the older header
+        w = csv.DictWriter(f, fieldnames=older, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows[:-1])
+    writer = folder.RowWriter(os.path.join(out, "runs.csv"), folder.MECHANISM_ROWS)
+    assert writer.path.endswith("runs-part2.csv")
+    last = dict(rows[-1], **{k: 1.0 for k in folder.MECHANISM_FACTORS})
+    writer.write(last)
+    writer.close()
+    got = mechanism.study_rows(out, plan)
+    assert len(got) == len(rows) and got[-1]["qk_fro"] == "1.0"
+    for bad in (dict(last, qk_fro=""), dict(last, v_21="-1")):
+        with pytest.raises(folder.BadRow):
+            folder.MECHANISM_ROWS["parse"](bad)
+
+
+def test_mechanism_cells_of_some_widths():
+    plan = mechanism.arm_plan("results/mechanism", "freeze-ln1", "borderline", [3000], 40, [128])
+    assert [(c["d"], c["T"]) for c in plan["cells"]] == [(128, 3000)] and plan["seeds"] == 40
+    with pytest.raises(ValueError, match="no borderline cells at width d = 96"):
+        mechanism.arm_plan("results/mechanism", "freeze-ln1", "borderline", [3000], 20, [96])

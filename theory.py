@@ -197,21 +197,29 @@ def norm_21(W):  # [a, b] -> float: sum over columns of the column 2-norms
     return float(np.linalg.norm(np.asarray(W, np.float64), axis=0).sum())
 
 
+def readout_and_mlp_factors(p, cfg):
+    """The two factors of lipschitz_after_attention: (readout ||w||, MLP 1 + L_act ||W_1||_2
+    ||W_2||_2), L_act = 1 for ReLU and 1.13 for GELU; the MLP factor is 1 without an MLP."""
+    attn.check_params(p, cfg)
+    mlp = 1.0
+    if cfg["mlp"]:
+        L_act = 1.0 if cfg["act"] == "relu" else 1.13
+        mlp += L_act * spectral_norm(p["W_1"]) * spectral_norm(p["W_2"])
+    return float(np.linalg.norm(p["w"])), mlp
+
+
 def lipschitz_after_attention(p, cfg):
     """Lipschitz constant of the map from the attention output (after W_O) to the logit, *leaving
     out LN2 and LNf* (their constant 1/sigma depends on the activations, not on T):
-    ||w|| (1 + L_act ||W_1||_2 ||W_2||_2), with L_act = 1 for ReLU and 1.13 for GELU."""
-    attn.check_params(p, cfg)
-    lip = 1.0
-    if cfg["mlp"]:
-        L_act = 1.0 if cfg["act"] == "relu" else 1.13
-        lip += L_act * spectral_norm(p["W_1"]) * spectral_norm(p["W_2"])
-    return float(np.linalg.norm(p["w"])) * lip
+    ||w|| (1 + L_act ||W_1||_2 ||W_2||_2), the product of readout_and_mlp_factors."""
+    readout, mlp = readout_and_mlp_factors(p, cfg)
+    return readout * mlp
 
 
 def norm_measures(p, cfg):
     """Edelman Section 3's norm bounds for a parameter dict -> dict.
-    Keys: B_X, L_after (lipschitz_after_attention), and per-head lists qk_spec, qk_21, qk_fro,
+    Keys: B_X, L_after (lipschitz_after_attention) and its two factors readout_norm and
+    mlp_factor (readout_and_mlp_factors), and per-head lists qk_spec, qk_21, qk_fro,
     v_spec, v_21, o_spec (spectral, (2,1) and Frobenius norms of the per-head matrices above);
     and where B_X comes from: ln1_gain_rms ||g||/sqrt(d) and ln1_shift_norm ||b|| of LN1 (nan
     without LayerNorm), B_X_token, the token of largest norm ("cls", "bit0" or "bit1": bit value
@@ -231,7 +239,9 @@ def norm_measures(p, cfg):
     g, b = ((np.asarray(p[k], np.float64) for k in ("ln1_g", "ln1_b")) if cfg["ln"]
             else (np.full(d, np.nan), np.full(d, np.nan)))
     keys = ("qk_spec", "qk_21", "qk_fro", "v_spec", "v_21", "o_spec")
-    out = dict(B_X=float(np.hypot(norms[i], 1.0)), L_after=lipschitz_after_attention(p, cfg),
+    readout, mlp = readout_and_mlp_factors(p, cfg)
+    out = dict(B_X=float(np.hypot(norms[i], 1.0)), L_after=readout * mlp, readout_norm=readout,
+               mlp_factor=mlp,
                ln1_gain_rms=float(np.linalg.norm(g) / math.sqrt(d)),
                ln1_shift_norm=float(np.linalg.norm(b)),
                B_X_token="cls" if i == 2 * T else f"bit{i // T}",
@@ -265,7 +275,9 @@ def norm_measures(p, cfg):
 #     (mechanism.py imports them: one copy, and theory imports no study).
 
 def covering_constant(nm):
-    """C of the reconstructed bound from norm_measures(...) output; see the comment above."""
+    """C of the reconstructed bound from norm_measures(...) output; see the comment above. Summed
+    head by head and term by term, as the comment writes it (covering_parts regroups the same sum
+    by factor, and a test holds the two equal)."""
     if not isinstance(nm, dict) or "qk_fro" not in nm:
         raise ValueError(f"nm must be the dict returned by norm_measures, got {type(nm).__name__}")
     B, total = nm["B_X"], 0.0
@@ -274,6 +286,36 @@ def covering_constant(nm):
         terms = ((qkF * B * B) * (2 * B * v2 * L), (v21 * B) * L, B * v2 * L)
         total += sum(t ** (2.0 / 3.0) for t in terms)
     return total ** 3
+
+
+# C regrouped by factor (issue 38: what a separation in C is made of). Every term of a head is
+# linear in L_after and in ||W_O,h||, the score term goes as B_X^3 and the two others as B_X, so
+#     C = L_after^2 (B_X^2 S_scores + B_X^(2/3) (S_values + S_readout))^3
+# with the head sums S_scores = sum_h (2 ||W_QK,h||_F ||W_V,h||_2 ||W_O,h||_2)^(2/3),
+# S_values = sum_h (||W_V,h||_{2,1} ||W_O,h||_2)^(2/3), S_readout = sum_h (||W_V,h||_2 ||W_O,h||_2)^(2/3).
+# Scaling every head's W_QK by a scales S_scores by a^(2/3); every W_V (or W_O) by a, all three
+# sums by a^(2/3), so C by a^2; L_after by a, C by a^2. So five numbers per run give C, and C with
+# any one factor changed, exactly.
+COVERING_SUMS = ("heads_scores", "heads_values", "heads_readout")
+
+
+def covering_parts(nm):
+    """norm_measures(...) output -> dict of the head sums COVERING_SUMS (above)."""
+    covering_constant(nm)                       # the same argument check
+    o, v2 = np.asarray(nm["o_spec"]), np.asarray(nm["v_spec"])
+    third = 2.0 / 3.0
+    return dict(heads_scores=float(((2 * np.asarray(nm["qk_fro"]) * v2 * o) ** third).sum()),
+                heads_values=float(((np.asarray(nm["v_21"]) * o) ** third).sum()),
+                heads_readout=float(((v2 * o) ** third).sum()))
+
+
+def covering_from_parts(B_X, L_after, heads_scores, heads_values, heads_readout):
+    """C = L_after^2 (B_X^2 heads_scores + B_X^(2/3) (heads_values + heads_readout))^3 (above);
+    numbers or arrays of one shape."""
+    B = np.asarray(B_X, np.float64)
+    return (np.asarray(L_after, np.float64) ** 2
+            * (B ** 2 * heads_scores + B ** (2.0 / 3.0) * (np.asarray(heads_values, np.float64)
+                                                           + heads_readout)) ** 3)
 
 
 def log_covering_bound(C, d, m, T, eps):
