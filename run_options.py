@@ -36,6 +36,9 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
      "parameters held at their init, never updated nor decayed: none; ln1 = the first "
      "LayerNorm's gain and shift (the scale of the tokens attention sees); lnf = the final "
      "LayerNorm's"),
+    ("ln1_gain", 1.0, number(0, strict=True),
+     "the first LayerNorm's gain at init (1: the usual); with --freeze ln1 every token attention "
+     "sees keeps norm ln1_gain * sqrt(d)"),
     ("clip", 0.0, number(0), "clip each step's gradient to this global L2 norm (0 = off; "
      "minGPT: 1.0)"),
     ("dropout", 0.0, number(0, hi=1, hi_strict=True), "dropout probability, >= 0 and < 1 "
@@ -58,7 +61,8 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
 DEFAULTS = {name: default for name, default, _, _ in OPTIONS}
 PARSE = {name: parse for name, _, parse, _ in OPTIONS}
 RUN_KEYS = ("model", "task", "T", "s", "m", "data", "n_test", "lr", "wd", "batch", "seed", "d",
-            "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "freeze", "clip", "dropout",
+            "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "clip",
+            "dropout",
             "val", "val_every", "pos_init")   # what defines a run: a checkpoint must agree on these
 
 
@@ -93,6 +97,9 @@ def check_options(o, flag=py_flag):
         return f"dropout must be below 1, got {f('dropout')}"
     if o.get("freeze", "none") != "none" and o.get("model") == "mlp":
         return f"freeze acts on the Transformer's LayerNorms only, got {f('freeze')} with model mlp"
+    if o.get("ln1_gain", 1.0) != 1.0 and o.get("model") == "mlp":
+        return (f"ln1_gain acts on the Transformer's first LayerNorm only, got {f('ln1_gain')} "
+                f"with model mlp")
     if o.get("dropout") and o.get("model") == "mlp":
         return f"dropout acts on the Transformer only, got {f('dropout')} with model mlp"
     return None

@@ -84,6 +84,8 @@ PROTOCOLS = {
     # interventions on the token norm after LN1 (issue 38), one thing each; freeze-lnf a control
     "freeze-ln1": dict(freeze="ln1"), "decay-except-ln": dict(decay="except-ln"),
     "freeze-lnf": dict(freeze="lnf"),
+    # and the token norm held fixed and low: LN1's gain frozen at 1/2 (B_X = sqrt(d / 4 + 1))
+    "freeze-ln1-low": dict(freeze="ln1", ln1_gain=0.5),
 }
 
 

@@ -2143,18 +2143,25 @@ def test_interventions_pair_with_the_baseline_by_seed():
         runs = [dict(o, seed=s) for s in (3, 4)]
         for x, st in zip(runs, train.train_stack(runs), strict=True):
             assert np.allclose(st["losses"], train.train_run(x)["losses"], rtol=1e-9), change
+    low = dict(base, freeze="ln1", ln1_gain=0.5)      # every weight the baseline's but LN1's gain
+    p0 = train.build_model(run_options.validate_options(low), train.draw_run(low)[3])[0]
+    assert all(np.array_equal(p0[k], init_b[k]) for k in init_b if k != "ln1_g")
+    assert np.all(p0["ln1_g"] == 0.5) and train.train_run(low)["losses"][0] != b["losses"][0]
     for clip in (0.0, 0.01):
-        for x in [dict(base, freeze="ln1", clip=clip)] * 2:
+        for x, g in [(dict(base, freeze="ln1", clip=clip), 1.0)] * 2 + [(dict(low, clip=clip), 0.5)]:
             for p in (train.train_run(x)["params"], train.train_stack([x])[0]["params"]):
-                assert np.all(p["ln1_g"] == 1) and not p["ln1_b"].any(), clip
+                assert np.all(p["ln1_g"] == g) and not p["ln1_b"].any(), clip
     ap = sweep.sweep_parser(commands=False)
     for name, change in (("freeze-ln1", dict(freeze="ln1")), ("freeze-lnf", dict(freeze="lnf")),
-                         ("decay-except-ln", dict(decay="except-ln"))):
+                         ("decay-except-ln", dict(decay="except-ln")),
+                         ("freeze-ln1-low", dict(freeze="ln1", ln1_gain=0.5))):
         a = ap.parse_args(["--protocol", name, "--out", "unused"])
         sweep.sweep_options(ap, a, [])
         assert {k: getattr(a, k) for k in change} == change, name
     with pytest.raises(ValueError, match="freeze acts on the Transformer"):
         run_options.validate_options(dict(model="mlp", freeze="ln1"))
+    with pytest.raises(ValueError, match="ln1_gain acts on the Transformer"):
+        run_options.validate_options(dict(model="mlp", ln1_gain=0.5))
 
 
 
@@ -6221,3 +6228,35 @@ def test_mechanism_cells_of_some_widths():
     assert [(c["d"], c["T"]) for c in plan["cells"]] == [(128, 3000)] and plan["seeds"] == 40
     with pytest.raises(ValueError, match="no borderline cells at width d = 96"):
         mechanism.arm_plan("results/mechanism", "freeze-ln1", "borderline", [3000], 20, [96])
+
+
+def test_factors_report_holds_each_factor_exactly(tmp_path, capsys):
+    """Issue 38: on made-up runs whose failures differ from their successes only in B_X (and so
+    in C), B_X and C separate them fully, C with B_X held at its cell median does not separate
+    at all (every run's C is then the same) and C with any other factor held still does; a
+    study whose runs lack C's factors is refused in one line that says how to get them."""
+    import csv
+    out = str(tmp_path / "s")
+    _synthetic_study(out)
+    path = os.path.join(out, "runs.csv")
+    rows = list(csv.DictReader(open(path)))
+    parts = dict(heads_scores=0.3, heads_values=2.0, heads_readout=1.0)
+    for r in rows:
+        B = 8.0 + (r["success"] == "0")
+        r.update(parts, B_X=B, readout_norm=0.9, mlp_factor=1.5, qk_fro=0.1, v_21=1.0,
+                 covering_constant=float(theory.covering_from_parts(B, 1.35, **parts)))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=mechanism.FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    text = open(failures.factors_report(out, str(tmp_path / "f.md"))).read()
+    line = lambda q: next(x for x in text.splitlines() if x.startswith(f"| 64 | {q} |"))
+    for q in ("C", "B_X (token norm after LN1)", "C, ‖W_QK‖_F held at its cell median",
+              "C, readout ‖w‖ held at its cell median"):
+        assert "| 1 [1, 1] | established |" in line(q), q
+    assert "| 0.5 [0.5, 0.5] | not detected |" in line("C, B_X held at its cell median")
+    assert "equals the runs' C to" in text
+    code, _, err = run_cli_main(capsys, mechanism.main, ["factors", "results/mechanism", "--out",
+                                                         str(tmp_path / "g.md")])
+    assert code == 1 and "do not carry C's factors" in err and "baseline-rerun" in err
+    assert not os.path.exists(tmp_path / "g.md")
