@@ -17,6 +17,7 @@ import folder
 import stats
 from mechanism import (fmt, is_final, load_study, read_plan, separation, study_cells, study_rows,
                        weighted_median, word)
+from theory import covering_from_parts
 
 
 # From a study's runs, no new training: C split into the factors it multiplies, each factor's
@@ -30,22 +31,23 @@ from mechanism import (fmt, is_final, load_study, read_plan, separation, study_c
 CELL_BOOT = 20_000      # resamples of each cell's seeds
 CELL_RNG = 38           # their generator's seed: a table comes out the same at every run
 
-# C's factors. theory.covering_constant sums over the heads three terms and cubes the sum; where
-# the first leads, C ~ B_X^6 ||W_QK||^2 ||W_V||^2 ||W_O||^2 L_after^2. runs.csv holds B_X, the
-# largest head's ||W_QK||_2 B_X^2 (score_scale), ||W_V||_2 and ||W_O||_2; the rest (L_after: the
-# MLP's and the readout's factor, the Frobenius and (2,1) norms, the sum over heads) only in C.
-FACTORS = (  # key, name, value of a row, exponent of C's leading term (None: not a factor)
-    ("covering_constant", "C", lambda r: r["covering_constant"], None),
-    ("B_X", "B_X (token norm after LN1)", lambda r: r["B_X"], 6),
-    ("qk", "‖W_QK‖_2, largest head (score scale / B_X²)",
-     lambda r: r["score_scale"] / r["B_X"] ** 2, 2),
-    ("norm_V", "‖W_V‖_2, largest head", lambda r: r["norm_V"], 2),
-    ("norm_O", "‖W_O‖_2, largest head", lambda r: r["norm_O"], 2),
-    ("rest", "rest = C / (B_X⁶ ‖W_QK‖² ‖W_V‖² ‖W_O‖²): MLP, readout, head sum",
-     lambda r: r["covering_constant"] / (r["B_X"] ** 6 * (r["score_scale"] / r["B_X"] ** 2) ** 2
-                                         * r["norm_V"] ** 2 * r["norm_O"] ** 2), None),
+# C's factors (theory.covering_parts): C = L_after^2 (B_X^2 S_scores + B_X^(2/3) (S_values +
+# S_readout))^3, L_after = the readout's ||w|| times the MLP's factor, the head sums over every
+# head's norms. A study's runs (folder.MECHANISM_FACTORS) hold each factor and the sums, so C with
+# one factor changed is computed again exactly, not through an exponent: held at its cell median,
+# B_X enters as itself, the attention norms as a common scale a of every head's matrix (the
+# largest head's norm brought to the median: S_scores by a^(2/3) for W_QK, every sum for W_V and
+# W_O), the readout and the MLP factor through L_after.
+FACTORS = (  # key, name, the arguments of scaled() it scales
+    ("covering_constant", "C", ()),
+    ("B_X", "B_X (token norm after LN1)", ("B",)),
+    ("qk_fro", "‖W_QK‖_F, largest head", ("qk",)),
+    ("norm_V", "‖W_V‖_2, largest head", ("v",)),
+    ("norm_O", "‖W_O‖_2, largest head", ("o",)),
+    ("readout_norm", "readout ‖w‖", ("L",)),
+    ("mlp_factor", "MLP factor 1 + ‖W_1‖_2 ‖W_2‖_2", ("L",)),
 )
-HELD = tuple((k, name.split(" (")[0].split(",")[0], e) for k, name, _, e in FACTORS if e)
+HELD = tuple((k, name.split(" (")[0].split(",")[0], args) for k, name, args in FACTORS if args)
 
 
 def cell_resamples(n_seeds, rng, n_boot=CELL_BOOT):  # -> [1 + n_boot, n_seeds]
@@ -55,48 +57,71 @@ def cell_resamples(n_seeds, rng, n_boot=CELL_BOOT):  # -> [1 + n_boot, n_seeds]
     return np.vstack([np.ones(n_seeds), stats.seed_counts(rng, n_seeds, n_boot)])
 
 
-def fitted_exponents(cells):
-    """Least squares of ln C on the ln of each factor with an exponent (B_X and the three norms),
-    within cells (each cell's means removed), all cells together -> {factor: slope}."""
-    keys = [k for k, _, e in HELD]
-    X, y = [], []
-    for rows in cells.values():
-        v = {k: np.log([f(r) for r in rows]) for k, _, f, _ in FACTORS}
-        X.append(np.column_stack([v[k] - v[k].mean() for k in keys]))
-        y.append(v["covering_constant"] - v["covering_constant"].mean())
-    beta = np.linalg.lstsq(np.vstack(X), np.concatenate(y), rcond=None)[0]
-    return dict(zip(keys, beta.tolist()))
+def scaled(r, B=1.0, qk=1.0, v=1.0, o=1.0, L=1.0):
+    """C of a run (a row with C's factors) with B_X times B, every head's W_QK times qk, W_V
+    times v, W_O times o and L_after times L (theory.covering_from_parts): exact."""
+    a = (v * o) ** (2.0 / 3.0)
+    return float(covering_from_parts(r["B_X"] * B, r["readout_norm"] * r["mlp_factor"] * L,
+                                     r["heads_scores"] * a * qk ** (2.0 / 3.0),
+                                     r["heads_values"] * a, r["heads_readout"] * a))
 
 
-def with_factors(rows, exps):
-    """rows with each factor as a key, and C with each factor held at the cell's median:
-    held_lead_X = C (x_med / x)^e with C's leading exponent e, held_fit_X with the fitted one."""
-    rows = [dict(r, **{k: f(r) for k, _, f, _ in FACTORS}) for r in rows]
-    for k, _, e in HELD:
+def with_factors(rows):
+    """rows with held_X: C with factor X held at the cell's median (the other factors the run's
+    own), for every factor of HELD."""
+    rows = [dict(r) for r in rows]
+    for k, _, args in HELD:
         med = np.median([r[k] for r in rows])
         for r in rows:
-            r["held_lead_" + k] = r["covering_constant"] * (med / r[k]) ** e
-            r["held_fit_" + k] = r["covering_constant"] * (med / r[k]) ** exps[k]
+            r["held_" + k] = scaled(r, **{a: med / r[k] for a in args})
     return rows
 
 
-def factors_table(plan, cells, rng, design="borderline"):
+def check_factors(cells, path):
+    """ValueError unless every run of `cells` carries C's factors and they give its C again (to
+    1e-9); -> the largest relative difference."""
+    rows = [r for rs in cells.values() for r in rs if np.isfinite(r["covering_constant"])]
+    if not rows or any(not np.isfinite(r[k]) for r in rows for k in folder.MECHANISM_FACTORS):
+        raise ValueError(f"{path}'s runs do not carry C's factors ({', '.join(folder.MECHANISM_FACTORS)}"
+                         f"; runs.csv written before them): train them again with `mechanism.py "
+                         f"arm OUT baseline-rerun --from {path} ...` and `mechanism.py run OUT`, "
+                         f"then give --factors OUT")
+    worst = max(abs(scaled(r) / r["covering_constant"] - 1) for r in rows)
+    if not worst < 1e-9:
+        raise ValueError(f"{path}: C from its factors differs from runs.csv's C by {worst:.3g} "
+                         f"(relative); the rows were edited or come from another definition of C")
+    return worst
+
+
+def reproduction_line(study_cells, cells, path, study):
+    """How closely the runs in `cells` give the study's run of the same seed again: the same
+    success, the same test accuracy, B_X and C to 1e-9 (relative), and the median relative
+    difference in C. Bit for bit on the machine that made the study; float32 training on another
+    CPU (another BLAS kernel) rounds differently, and a run drifts."""
+    ps = [p for v in arm_pairs(study_cells, cells, shared=True).values() for p in v]
+    rel = lambda b, r, k: abs(r[k] / b[k] - 1)
+    count = lambda ok: sum(bool(ok(b, r)) for b, r in ps)
+    return (f"The runs of {path} are {study}'s trained again, seed for seed: of {len(ps)}, "
+            f"{count(lambda b, r: r['success'] == b['success'])} end with the same success, "
+            f"{count(lambda b, r: r['test_acc'] == b['test_acc'])} with the same test accuracy, "
+            f"{count(lambda b, r: rel(b, r, 'B_X') < 1e-9 and rel(b, r, 'covering_constant') < 1e-9)}"
+            f" with the same B_X and C to 1e-9; the median relative difference in C is "
+            f"{np.median([rel(b, r, 'covering_constant') for b, r in ps]):.2g}.")
+
+
+def factors_table(plan, cells, rng, design):
     """Per width, pooled over T (pairs within each cell): each factor's and each held C's medians
     (successes / failures) and P(failure > success), against 1/2. -> (lines, intervals)."""
     mine = {k: v for k, v in sorted(cells.items()) if k[0] == design}
-    exps = fitted_exponents(mine)
-    quantities = [(k, name) for k, name, _, _ in FACTORS] + [
-        (f"held_{how}_{k}", f"C, {name} held at its cell median ("
-         + (f"exponent {e})" if how == "lead" else "fitted exponent)"))
-        for how in ("lead", "fit") for k, name, e in HELD]
-    lines = [f"Factors of C at the {design} m, pooled over T per width (pairs within each T). "
-             "Fitted exponents of ln C on the four ln factors within cells (both widths): "
-             + ", ".join(f"{k} {v:.2f}" for k, v in exps.items()) + ".", "",
+    quantities = [(k, name) for k, name, _ in FACTORS] + [
+        (f"held_{k}", f"C, {name} held at its cell median") for k, name, _ in HELD]
+    lines = [f"Factors of C at the borderline m (design {design}), pooled over T per width "
+             "(pairs within each T).", "",
              "| d | quantity | median: successes / failures | P(failure > success) [95% CI] | "
              "against 1/2 |", "|---|---|---|---|---|"]
     n = 0
     for d in sorted({k[1] for k in mine}):
-        group = [with_factors(rows, exps) for k, rows in mine.items() if k[1] == d]
+        group = [with_factors(rows) for k, rows in mine.items() if k[1] == d]
         W = [cell_resamples(plan["seeds"], rng) for _ in group]
         for q, name in quantities:
             p, lo, hi = separation(group, q, W)
@@ -106,10 +131,10 @@ def factors_table(plan, cells, rng, design="borderline"):
             lines.append(f"| {d} | {name} | {med[0]} / {med[1]} | {fmt(p, lo, hi)} | "
                          f"{word(lo, hi, 0.5)} |")
     return lines + ["", f"{CELL_BOOT} resamples of the seeds, each (d, T) cell on its own. 'held "
-                    "at its cell median': C (x_med / x)^e per run; e = 6 for B_X and 2 for the "
-                    "norms is the exponent of C's leading term (exact only where that term "
-                    "dominates); the fitted exponent is the within-cell least-squares slope "
-                    "above."], n
+                    "at its cell median': C computed again from the run's factors with that one "
+                    "factor at the median of its cell (for a head norm, every head's matrix "
+                    "scaled by one number that brings the largest head's norm to the median), "
+                    "the others the run's own; exact, by theory.covering_from_parts."], n
 
 
 def bound_table(cells, design):
@@ -131,13 +156,24 @@ def bound_table(cells, design):
     return lines
 
 
-def factors_report(study, out):
-    """The `factors` command: OUT (markdown) with factors_table and bound_table (each design)."""
+def factors_report(study, out, factors=None):
+    """The `factors` command: OUT (markdown) with factors_table from the runs of `factors` (a
+    baseline-rerun of the study, whose runs carry C's factors; default the study's own runs),
+    checked (check_factors, reproduction_line), and bound_table for each of the study's designs."""
     plan, cells = load_study(study)
+    source = factors or study
+    f_plan, f_cells = (plan, cells) if factors is None else load_study(factors)
+    design = "borderline" if any(k[0] == "borderline" for k in f_cells) else \
+        next(iter(f_cells), ("?",))[0]
+    mine = {k: v for k, v in f_cells.items() if k[0] == design}
+    worst = check_factors(mine, source)
     rng = np.random.default_rng(CELL_RNG)
-    lines, n = factors_table(plan, cells, rng)
-    lines = [f"## What C's separation is made of, and the bound at its size ({study})", ""] \
-        + lines + ["", f"{n} intervals against 1/2.", ""]
+    lines, n = factors_table(f_plan, f_cells, rng, design)
+    head = [f"## What C's separation is made of, and the bound at its size ({source})", ""]
+    if factors is not None:
+        head += [reproduction_line(cells, mine, factors, study), ""]
+    lines = head + lines + ["", f"{n} intervals against 1/2. C from the factors equals the runs' "
+                            f"C to {worst:.1g} (relative) or better.", ""]
     for design in folder.DESIGNS:
         if any(k[0] == design for k in cells):
             lines += bound_table(cells, design) + [""]
@@ -155,14 +191,17 @@ PAIR_FIELDS = ("intervention", "d", "T", "m", "seed", "base_success", "int_succe
                "base_test_acc", "int_test_acc", "base_B_X", "int_B_X", "base_C", "int_C")
 
 
-def arm_pairs(study_cells, arm_cells):
+def arm_pairs(study_cells, arm_cells, shared=False):
     """{(d, T, m): [(study row, arm row)] by seed} for every run of the arm; ValueError when the
-    study lacks a run of the arm's (d, T, m, seed)."""
+    study lacks a run of the arm's (d, T, m, seed), unless `shared` (then only the runs both
+    hold)."""
     base = {(r["d"], r["T"], r["m"], r["seed"]): r for rows in study_cells.values() for r in rows}
     out = {}
     for (_, d, T, m), rows in sorted(arm_cells.items()):
         for r in rows:
             b = base.get((d, T, m, r["seed"]))
+            if b is None and shared:
+                continue
             if b is None:
                 raise ValueError(f"the study has no run d={d} T={T} m={m} seed={r['seed']} to pair "
                                  f"with")
@@ -210,18 +249,9 @@ def paired_rows(arm, pairs, rng, n_seeds):
     return cell_lines, pooled
 
 
-def rerun_lines(study_cells, arm_cells, path):
-    """A baseline-rerun arm: how many of its runs give the study's test accuracy and B_X."""
-    ps = [p for v in arm_pairs(study_cells, arm_cells).values() for p in v]
-    same = sum(r["test_acc"] == b["test_acc"] for b, r in ps)
-    close = sum(abs(r["B_X"] - b["B_X"]) < 1e-9 for b, r in ps)
-    return [f"Baseline rerun ({path}): {same} of {len(ps)} runs give the study's test accuracy "
-            f"exactly, {close} of {len(ps)} its B_X to 1e-9.", ""]
-
-
 def paired_report(study, arms, out, pairs_csv=None):
     """The `paired` command: OUT (markdown) with each arm's runs against the study's run of the
-    same seed (paired_rows; a baseline-rerun arm: rerun_lines), the CPU time of each arm; with
+    same seed (paired_rows; a baseline-rerun arm: reproduction_line), the CPU time of each arm; with
     pairs_csv, every pair as a CSV row (PAIR_FIELDS)."""
     _, study_cells = load_study(study)
     rng = np.random.default_rng(CELL_RNG)
@@ -231,7 +261,7 @@ def paired_report(study, arms, out, pairs_csv=None):
         name = next(iter(arm_cells))[0]
         cpu[name] = sum(r["cpu_seconds"] for rows in arm_cells.values() for r in rows)
         if name == "baseline-rerun":
-            head += rerun_lines(study_cells, arm_cells, path)
+            head += [reproduction_line(study_cells, arm_cells, path, study), ""]
             continue
         pairs = arm_pairs(study_cells, arm_cells)
         c, p = paired_rows(name, pairs, rng, plan["seeds"])

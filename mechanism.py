@@ -975,6 +975,9 @@ def add_why_runs_fail_commands(sub):
                        "failures from successes pooled over T, and the reconstructed bound "
                        "sqrt(C ln(2dmT)/m) per cell beside 1.")
     f.add_argument("study", help="the study's folder (plan.json, runs.csv)")
+    f.add_argument("--factors", default=None,
+                   help="a baseline-rerun folder of the study whose runs carry C's factors "
+                   "(default: the study's own runs)")
     f.add_argument("--out", required=True, help="the markdown file to write")
     pr = sub.add_parser("paired", help="arms against the study's runs, paired by seed",
                         description="Issue 38: each arm's runs against the study's run of the "
@@ -1097,7 +1100,7 @@ def main(argv=None):
         elif a.command == "arm":
             write_arm(a)
         elif a.command == "factors":
-            failures.factors_report(a.study, a.out)
+            failures.factors_report(a.study, a.out, a.factors)
         elif a.command == "paired":
             failures.paired_report(a.study, a.arms, a.out, a.pairs)
         elif a.command == "run":
