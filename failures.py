@@ -35,19 +35,23 @@ CELL_RNG = 38           # their generator's seed: a table comes out the same at 
 # S_readout))^3, L_after = the readout's ||w|| times the MLP's factor, the head sums over every
 # head's norms. A study's runs (folder.MECHANISM_FACTORS) hold each factor and the sums, so C with
 # one factor changed is computed again exactly, not through an exponent: held at its cell median,
-# B_X enters as itself, the attention norms as a common scale a of every head's matrix (the
-# largest head's norm brought to the median: S_scores by a^(2/3) for W_QK, every sum for W_V and
-# W_O), the readout and the MLP factor through L_after.
+# B_X enters as itself, the largest head's norms as a common scale a of every head's matrix
+# (S_scores by a^(2/3) for W_QK, every sum for W_V and W_O), a head sum as itself, the readout and
+# the MLP factor through L_after.
 FACTORS = (  # key, name, the arguments of scaled() it scales
     ("covering_constant", "C", ()),
     ("B_X", "B_X (token norm after LN1)", ("B",)),
     ("qk_fro", "‖W_QK‖_F, largest head", ("qk",)),
     ("norm_V", "‖W_V‖_2, largest head", ("v",)),
     ("norm_O", "‖W_O‖_2, largest head", ("o",)),
+    ("heads_scores", "S_scores, every head: Σ (2 ‖W_QK‖_F ‖W_V‖_2 ‖W_O‖_2)^⅔", ("scores",)),
+    ("heads_values", "S_values, every head: Σ (‖W_V‖_2,1 ‖W_O‖_2)^⅔", ("values",)),
+    ("heads_readout", "S_readout, every head: Σ (‖W_V‖_2 ‖W_O‖_2)^⅔", ("readout",)),
     ("readout_norm", "readout ‖w‖", ("L",)),
     ("mlp_factor", "MLP factor 1 + ‖W_1‖_2 ‖W_2‖_2", ("L",)),
 )
-HELD = tuple((k, name.split(" (")[0].split(",")[0], args) for k, name, args in FACTORS if args)
+HELD = tuple((k, name.split(" (")[0].split(",")[0].split(":")[0], args)
+             for k, name, args in FACTORS if args)
 
 
 def cell_resamples(n_seeds, rng, n_boot=CELL_BOOT):  # -> [1 + n_boot, n_seeds]
@@ -57,13 +61,22 @@ def cell_resamples(n_seeds, rng, n_boot=CELL_BOOT):  # -> [1 + n_boot, n_seeds]
     return np.vstack([np.ones(n_seeds), stats.seed_counts(rng, n_seeds, n_boot)])
 
 
-def scaled(r, B=1.0, qk=1.0, v=1.0, o=1.0, L=1.0):
+def scaled(r, B=1.0, qk=1.0, v=1.0, o=1.0, L=1.0, scores=1.0, values=1.0, readout=1.0):
     """C of a run (a row with C's factors) with B_X times B, every head's W_QK times qk, W_V
-    times v, W_O times o and L_after times L (theory.covering_from_parts): exact."""
+    times v, W_O times o, L_after times L, and the head sums times scores, values and readout
+    (theory.covering_from_parts): exact."""
     a = (v * o) ** (2.0 / 3.0)
     return float(covering_from_parts(r["B_X"] * B, r["readout_norm"] * r["mlp_factor"] * L,
-                                     r["heads_scores"] * a * qk ** (2.0 / 3.0),
-                                     r["heads_values"] * a, r["heads_readout"] * a))
+                                     r["heads_scores"] * a * qk ** (2.0 / 3.0) * scores,
+                                     r["heads_values"] * a * values,
+                                     r["heads_readout"] * a * readout))
+
+
+def b_x_exponent(r):
+    """d ln C / d ln B_X of a run: 6 where the score term leads C, 2 where the other two do."""
+    s1 = r["B_X"] ** 2 * r["heads_scores"]
+    s23 = r["B_X"] ** (2.0 / 3.0) * (r["heads_values"] + r["heads_readout"])
+    return 3 * (2 * s1 + (2.0 / 3.0) * s23) / (s1 + s23)
 
 
 def with_factors(rows):
@@ -172,8 +185,12 @@ def factors_report(study, out, factors=None):
     head = [f"## What C's separation is made of, and the bound at its size ({source})", ""]
     if factors is not None:
         head += [reproduction_line(cells, mine, factors, study), ""]
+    e = np.array([b_x_exponent(r) for rs in mine.values() for r in rs
+                  if np.isfinite(r["covering_constant"])])
     lines = head + lines + ["", f"{n} intervals against 1/2. C from the factors equals the runs' "
-                            f"C to {worst:.1g} (relative) or better.", ""]
+                            f"C to {worst:.1g} (relative) or better. B_X's exponent in C, d ln C "
+                            f"/ d ln B_X run by run (6 where the score term leads): median "
+                            f"{np.median(e):.2f}, {e.min():.2f} to {e.max():.2f}.", ""]
     for design in folder.DESIGNS:
         if any(k[0] == design for k in cells):
             lines += bound_table(cells, design) + [""]
