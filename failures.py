@@ -17,7 +17,7 @@ import folder
 import stats
 from mechanism import (fmt, is_final, load_study, read_plan, separation, study_cells, study_rows,
                        weighted_median, word)
-from theory import covering_from_parts
+from theory import COVERING_SUMS, covering_from_parts
 
 
 # From a study's runs, no new training: C split into the factors it multiplies, each factor's
@@ -187,10 +187,20 @@ def factors_report(study, out, factors=None):
         head += [reproduction_line(cells, mine, factors, study), ""]
     e = np.array([b_x_exponent(r) for rs in mine.values() for r in rs
                   if np.isfinite(r["covering_constant"])])
+    def r_within(d, k):          # correlation of ln B_X and ln k, each cell's means removed
+        x, y = ([], [])
+        for key, rs in mine.items():
+            v = np.log([[r["B_X"], r[k]] for r in rs if np.isfinite(r["covering_constant"])])
+            if key[1] == d:
+                x, y = x + list(v[:, 0] - v[:, 0].mean()), y + list(v[:, 1] - v[:, 1].mean())
+        return np.corrcoef(x, y)[0, 1]
+    corr = "; ".join(f"d = {d}: " + ", ".join(f"{k} {r_within(d, k):.2f}" for k in COVERING_SUMS)
+                     for d in sorted({k[1] for k in mine}))
     lines = head + lines + ["", f"{n} intervals against 1/2. C from the factors equals the runs' "
                             f"C to {worst:.1g} (relative) or better. B_X's exponent in C, d ln C "
                             f"/ d ln B_X run by run (6 where the score term leads): median "
-                            f"{np.median(e):.2f}, {e.min():.2f} to {e.max():.2f}.", ""]
+                            f"{np.median(e):.2f}, {e.min():.2f} to {e.max():.2f}. Correlation of "
+                            f"ln B_X with the ln of each head sum within cells: {corr}.", ""]
     for design in folder.DESIGNS:
         if any(k[0] == design for k in cells):
             lines += bound_table(cells, design) + [""]
