@@ -230,8 +230,8 @@ def arm_options(arm):
 
 def arm_plan(source, arm, design, Ts, n_seeds, widths=None):
     """An arm of issue 38's interventions: the cells of `design` at the T in Ts of the study in
-    the folder `source` (every width), their options with the arm's one change (arm_options),
-    the design named by the arm, seeds 0..n_seeds-1. A seed fixes the data and the init whatever
+    the folder `source` (every width, or those in `widths`), their options with the arm's one
+    change (arm_options), the design named by the arm, seeds 0..n_seeds-1. A seed fixes the data and the init whatever
     these options (train.seeds_for), so each run pairs with the study's run of its seed."""
     study, cells = study_cells(source, design, Ts, widths)
     change = arm_options(arm)
@@ -938,8 +938,6 @@ def add_study_commands(sub):
     p.add_argument("--extra", type=extra_cells, default=[],
                    help="d:T cells run last, e.g. 128:10000")
     p.add_argument("--seeds", type=integer(1), default=20, help="seeds 0..N-1 per cell (20)")
-    p.add_argument("--widths", type=int_list, default=None,
-                   help="the study's widths d to take, e.g. 128 (default: every width)")
     p.add_argument("--fixed-from", type=integer(1), default=None,
                    help="the width whose m* sets the fixed m (default: the widest)")
     p.add_argument("--factor", type=number(0, strict=True), default=2.0,
@@ -963,7 +961,8 @@ def add_why_runs_fail_commands(sub):
     """Issue 38's commands on a study's cells: arm, factors, paired, trace, trace-report."""
     g = sub.add_parser("arm", help="write OUT/plan.json: an intervention arm of a study's cells",
                        description="Issue 38: the study's cells of one design at the given T "
-                       "(every width), each with the arm's one change of options (a sweep "
+                       "(every width, or --widths), each with the arm's one change of options "
+                       "(a sweep "
                        "protocol of the arm's name; none for baseline-rerun), paired by seed "
                        "with the study's runs.")
     g.add_argument("out", help="the arm's folder (created if missing)")
