@@ -48,7 +48,7 @@ FACTORS = (  # key, name, the arguments of scaled() it scales
     ("heads_values", "S_values, every head: Σ (‖W_V‖_2,1 ‖W_O‖_2)^⅔", ("values",)),
     ("heads_readout", "S_readout, every head: Σ (‖W_V‖_2 ‖W_O‖_2)^⅔", ("readout",)),
     ("readout_norm", "readout ‖w‖", ("L",)),
-    ("mlp_factor", "MLP factor 1 + ‖W_1‖_2 ‖W_2‖_2", ("L",)),
+    ("mlp_factor", "MLP factor 1 + L_act ‖W_1‖_2 ‖W_2‖_2 (L_act 1.13, GELU)", ("L",)),
 )
 HELD = tuple((k, name.split(" (")[0].split(",")[0].split(":")[0], args)
              for k, name, args in FACTORS if args)
@@ -84,7 +84,7 @@ def with_factors(rows):
     own), for every factor of HELD."""
     rows = [dict(r) for r in rows]
     for k, _, args in HELD:
-        med = np.median([r[k] for r in rows])
+        med = np.nanmedian([r[k] for r in rows])      # a diverged run (nan) is left out
         for r in rows:
             r["held_" + k] = scaled(r, **{a: med / r[k] for a in args})
     return rows
@@ -176,6 +176,14 @@ def factors_report(study, out, factors=None):
     plan, cells = load_study(study)
     source = factors or study
     f_plan, f_cells = (plan, cells) if factors is None else load_study(factors)
+    if factors is not None:
+        foreign = next((c for c in f_plan["cells"] if c["design"] != "baseline-rerun" or not
+                        c["source"].get("plan", "").startswith(f"{study}/plan.json")), None)
+        if foreign:
+            raise ValueError(f"{factors} is not a baseline-rerun of {study} (its cell d="
+                             f"{foreign['d']} T={foreign['T']} is {foreign['design']}, from "
+                             f"{foreign['source'].get('plan', 'no plan')}); --factors takes "
+                             f"`mechanism.py arm OUT baseline-rerun --from {study} ...`")
     design = "borderline" if any(k[0] == "borderline" for k in f_cells) else \
         next(iter(f_cells), ("?",))[0]
     mine = {k: v for k, v in f_cells.items() if k[0] == design}
@@ -193,7 +201,8 @@ def factors_report(study, out, factors=None):
             v = np.log([[r["B_X"], r[k]] for r in rs if np.isfinite(r["covering_constant"])])
             if key[1] == d:
                 x, y = x + list(v[:, 0] - v[:, 0].mean()), y + list(v[:, 1] - v[:, 1].mean())
-        return np.corrcoef(x, y)[0, 1]
+        with np.errstate(invalid="ignore", divide="ignore"):     # a constant sum: nan
+            return np.corrcoef(x, y)[0, 1]
     corr = "; ".join(f"d = {d}: " + ", ".join(f"{k} {r_within(d, k):.2f}" for k in COVERING_SUMS)
                      for d in sorted({k[1] for k in mine}))
     lines = head + lines + ["", f"{n} intervals against 1/2. C from the factors equals the runs' "

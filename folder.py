@@ -156,8 +156,10 @@ def _mechanism_row(r):
     except (ValueError, TypeError, AttributeError):
         ok = False
     if not ok:
-        bad = {k: r.get(k) for k in ("design", "d", "T", "m", "seed", "test_acc", "success")}
-        raise BadRow(f"not a valid mechanism row {bad}")
+        bad = {k: r.get(k) for k in ("design", "d", "T", "m", "seed", "test_acc", "success")
+               + (MECHANISM_FACTORS if any(r.get(k) for k in MECHANISM_FACTORS) else ())}
+        raise BadRow(f"not a valid mechanism row {bad} (C's factors: all empty, or all numbers "
+                     f">= 0 or nan)")
     return r
 
 

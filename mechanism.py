@@ -39,6 +39,7 @@ import glob
 import json
 import math
 import os
+import re
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 
@@ -241,8 +242,8 @@ def arm_plan(source, arm, design, Ts, n_seeds, widths=None):
 
 def trace_plan(source, design, Ts, n_seeds, every, widths=None):
     """The trajectories' plan (issue 38): the cells of `design` at the T in Ts of the study in the
-    folder `source` (every width), their options unchanged (the very runs of the study, seed for
-    seed), logged at step 1 and every `every` steps."""
+    folder `source` (every width, or those in `widths`), their options unchanged (the very runs
+    of the study, seed for seed), logged at step 1 and every `every` steps."""
     study, cells = study_cells(source, design, Ts, widths)
     return dict(seeds=n_seeds, bar=study["bar"], every=every, cells=cells)
 
@@ -404,7 +405,9 @@ def study_rows(out, plan, what="runs"):
     name, kind, _ = STUDY_CSVS[what]
     path = os.path.join(out, name)
     older = [k for k in kind["fields"] if k not in kind["optional"]]
-    parts = [path] + sorted(glob.glob(glob.escape(path[:-len(".csv")]) + "-part*.csv"))
+    part = re.compile(re.escape(path[:-len(".csv")]) + r"-part(\d+)\.csv$")     # RowWriter's names
+    parts = [path] + sorted((p for p in glob.glob(glob.escape(path[:-len(".csv")]) + "-part*.csv")
+                             if part.match(p)), key=lambda p: int(part.match(p).group(1)))
     for p in parts:
         if (folder.header_state(p, kind["fields"]) == "other"
                 and folder.header_state(p, older) == "other"):
@@ -467,7 +470,7 @@ def run_plan(out, workers=1, n_seeds=None, log=print, what="runs"):
             lock.close()
         raise
     total = sum(map(len, stacks))
-    log(f"mechanism: {len(done)} runs already in {writer.path}; {total} to run in {len(stacks)} "
+    log(f"mechanism: {len(done)} runs already in {out}; {total} to run in {len(stacks)} "
         f"stacks on {workers} worker(s)", flush=True)
     t0, n = time.perf_counter(), 0
     previous = signal.signal(signal.SIGTERM, _raise_stop)
@@ -989,7 +992,7 @@ def add_why_runs_fail_commands(sub):
     t = sub.add_parser("trace", help="train a study's cells again with their trajectories "
                        "logged, into OUT/trajectories.csv (resumable)",
                        description="Issue 38: the study's cells of one design at the given T "
-                       "(every width), the very runs of the study seed for seed, each logged at "
+                       "(every width, or --widths), the very runs of the study seed for seed, each logged at "
                        "step 1 and every EVERY steps (test accuracy, training loss, B_X, the top "
                        "head's score gap and mass on S), one row per run per logged step. "
                        "OUT/plan.json is written on the first call; rerun the same command to "

@@ -6216,7 +6216,9 @@ def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
     last = dict(rows[-1], **{k: 1.0 for k in folder.MECHANISM_FACTORS})
     writer.write(last)
     writer.close()
-    got = mechanism.study_rows(out, plan)
+    import shutil
+    shutil.copy(os.path.join(out, "runs-part2.csv"), os.path.join(out, "runs-partial.csv"))
+    got = mechanism.study_rows(out, plan)          # not a continuation: runs-partial.csv unread
     assert len(got) == len(rows) and got[-1]["qk_fro"] == "1.0"
     for bad in (dict(last, qk_fro=""), dict(last, v_21="-1")):
         with pytest.raises(folder.BadRow):
@@ -6256,6 +6258,8 @@ def test_factors_report_holds_each_factor_exactly(tmp_path, capsys):
         assert "| 1 [1, 1] | established |" in line(q), q
     assert "| 0.5 [0.5, 0.5] | not detected |" in line("C, B_X held at its cell median")
     assert "equals the runs' C to" in text
+    with pytest.raises(ValueError, match="is not a baseline-rerun of"):
+        failures.factors_report(out, str(tmp_path / "h.md"), factors=out)
     code, _, err = run_cli_main(capsys, mechanism.main, ["factors", "results/mechanism", "--out",
                                                          str(tmp_path / "g.md")])
     assert code == 1 and "do not carry C's factors" in err and "baseline-rerun" in err
