@@ -43,9 +43,10 @@ EOF
 
 # 3. the mechanism study's table, then every page's copies of the tables
 $PY mechanism.py report results/mechanism > /dev/null
-# issue 38's screen: C's factors and the bound's size, and the arms paired by seed with the study
-$PY mechanism.py factors results/mechanism \
-    --out results/mechanism-interventions/screen/factors.md > /dev/null
+# issue 38: C's factors (from the study's borderline runs trained again with them) and the bound's size
+$PY mechanism.py factors results/mechanism --factors results/mechanism-factors \
+    --out results/mechanism-factors/factors.md > /dev/null
+# issue 38's screen: the arms paired by seed with the study
 $PY mechanism.py paired results/mechanism results/mechanism-interventions/screen/{baseline-rerun,freeze-ln1,decay-except-ln,freeze-lnf} \
     --out results/mechanism-interventions/screen/paired.md \
     --pairs results/mechanism-interventions/screen/pairs.csv > /dev/null
@@ -53,6 +54,14 @@ $PY mechanism.py paired results/mechanism results/mechanism-interventions/screen
 $PY mechanism.py paired results/mechanism results/mechanism-interventions/full/{freeze-ln1,freeze-lnf,decay-except-ln} \
     --out results/mechanism-interventions/full/paired.md \
     --pairs results/mechanism-interventions/full/pairs.csv > /dev/null
+# issue 38's arm that lowers the token norm, made on the machine of results/mechanism-factors: paired with that rerun
+$PY mechanism.py paired results/mechanism-factors results/mechanism-interventions/full/freeze-ln1-low \
+    --out results/mechanism-interventions/full/paired-low.md \
+    --pairs results/mechanism-interventions/full/pairs-low.csv > /dev/null
+# issue 38's 40 seeds at d = 128, T = 3000: the LN1 arms paired by seed with a baseline trained beside them
+$PY mechanism.py paired results/mechanism-interventions/more-seeds/baseline-rerun results/mechanism-interventions/more-seeds/{freeze-ln1,decay-except-ln} \
+    --out results/mechanism-interventions/more-seeds/paired.md \
+    --pairs results/mechanism-interventions/more-seeds/pairs.csv > /dev/null
 # issue 38's trajectories: eventual successes against failures at every logged step
 $PY mechanism.py trace-report results/mechanism-trajectories > /dev/null
 $PY mechanism.py trace-report results/mechanism-trajectories-T > /dev/null
