@@ -58,6 +58,9 @@ $PY mechanism.py paired results/mechanism results/mechanism-interventions/full/{
 $PY mechanism.py paired results/mechanism-factors results/mechanism-interventions/full/freeze-ln1-low \
     --out results/mechanism-interventions/full/paired-low.md \
     --pairs results/mechanism-interventions/full/pairs-low.csv > /dev/null
+# and its m* at d = 64 (a sweep of protocol freeze-ln1-low, 10 seeds) beside the study's sweep, seed for seed
+$PY sweep.py compare results/extended results/protocols/freeze-ln1-low --seeds 10 --Ts 100,300,1100 \
+    --out results/mechanism-interventions/full/mstar-low.md > /dev/null
 # issue 38's 40 seeds at d = 128, T = 3000: the LN1 arms paired by seed with a baseline trained beside them
 $PY mechanism.py paired results/mechanism-interventions/more-seeds/baseline-rerun results/mechanism-interventions/more-seeds/{freeze-ln1,decay-except-ln} \
     --out results/mechanism-interventions/more-seeds/paired.md \
