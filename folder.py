@@ -541,6 +541,23 @@ def drop_torn_tail(path):
         if text and not text.endswith(b"\n"):
             f.truncate(text.rfind(b"\n") + 1)
 
+def study_csvs(path, kind, what):
+    """The existing CSVs of one kind of rows that `path` (NAME.csv) stands for: itself and the
+    continuations NAME-partK.csv that RowWriter opens beside a file of an older header, in K's
+    order. A file whose header is neither the kind's fields nor those without its optional
+    columns (written before them: read with them empty) is refused, one line naming it."""
+    stem = path[:-len(".csv")]
+    part = re.compile(re.escape(stem) + r"-part(\d+)\.csv$")
+    parts = [path] + sorted((p for p in glob.glob(glob.escape(stem) + "-part*.csv")
+                             if part.match(p)), key=lambda p: int(part.match(p).group(1)))
+    older = [k for k in kind["fields"] if k not in kind["optional"]]
+    for p in parts:
+        if header_state(p, kind["fields"]) == "other" and header_state(p, older) == "other":
+            raise ValueError(f"{p} is not {what} (another header, or no CSV at all); move it "
+                             f"away or use another folder")
+    return [p for p in parts if os.path.exists(p)]
+
+
 class RowWriter:
     """This session's CSV of runs of one kind (SWEEP_ROWS, STEPS_ROWS): each row written, flushed
     and synced as it finishes, after a torn last line (a crash mid-write) is cut away, never

@@ -35,11 +35,9 @@ if __name__ == "__main__":
     cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
 
 import functools
-import glob
 import json
 import math
 import os
-import re
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 
@@ -397,23 +395,12 @@ def study_rows(out, plan, what="runs"):
     read and checked by folder.py (folder.read_rows, folder.check_rows with the kind of rows of
     STUDY_CSVS) against the plan: a row that contradicts itself, the plan (its cell, seed, task,
     s, steps, its success under the bar) or another row of the same run is a one-line ValueError
-    naming the file and line; a torn last row is skipped. A CSV this study did not write
-    (another header, or no CSV) is refused before anything reads or changes it. A file written
-    before the kind's optional columns is read with them empty; the runs a newer version adds to
-    such a folder go to its continuation NAME-part2.csv (folder.RowWriter), read here too. Each
-    row once."""
+    naming the file and line; a torn last row is skipped. The files are folder.study_csvs's: a
+    CSV this study did not write is refused before anything reads or changes it, one of an
+    older header is read with its continuations. Each row once."""
     name, kind, _ = STUDY_CSVS[what]
-    path = os.path.join(out, name)
-    older = [k for k in kind["fields"] if k not in kind["optional"]]
-    part = re.compile(re.escape(path[:-len(".csv")]) + r"-part(\d+)\.csv$")     # RowWriter's names
-    parts = [path] + sorted((p for p in glob.glob(glob.escape(path[:-len(".csv")]) + "-part*.csv")
-                             if part.match(p)), key=lambda p: int(part.match(p).group(1)))
-    for p in parts:
-        if (folder.header_state(p, kind["fields"]) == "other"
-                and folder.header_state(p, older) == "other"):
-            raise ValueError(f"{p} is not the CSV of {what} mechanism.py writes (another header, "
-                             f"or no CSV at all); move it away or use another folder")
-    parts = [p for p in parts if os.path.exists(p)]
+    parts = folder.study_csvs(os.path.join(out, name), kind,
+                              f"the CSV of {what} mechanism.py writes")
     if not parts:
         return []
     return folder.check_rows(folder.read_rows(parts, kind=kind), plan["bar"], plan, kind=kind)

@@ -198,8 +198,10 @@ def norm_21(W):  # [a, b] -> float: sum over columns of the column 2-norms
 
 
 def readout_and_mlp_factors(p, cfg):
-    """The two factors of lipschitz_after_attention: (readout ||w||, MLP 1 + L_act ||W_1||_2
-    ||W_2||_2), L_act = 1 for ReLU and 1.13 for GELU; the MLP factor is 1 without an MLP."""
+    """The Lipschitz constant L_after of the map from the attention output (after W_O) to the
+    logit, *leaving out LN2 and LNf* (their constant 1/sigma depends on the activations, not on
+    T), as its two factors: (readout ||w||, MLP 1 + L_act ||W_1||_2 ||W_2||_2), L_act = 1 for
+    ReLU and 1.13 for GELU; the MLP factor is 1 without an MLP. L_after is their product."""
     attn.check_params(p, cfg)
     mlp = 1.0
     if cfg["mlp"]:
@@ -208,18 +210,10 @@ def readout_and_mlp_factors(p, cfg):
     return float(np.linalg.norm(p["w"])), mlp
 
 
-def lipschitz_after_attention(p, cfg):
-    """Lipschitz constant of the map from the attention output (after W_O) to the logit, *leaving
-    out LN2 and LNf* (their constant 1/sigma depends on the activations, not on T):
-    ||w|| (1 + L_act ||W_1||_2 ||W_2||_2), the product of readout_and_mlp_factors."""
-    readout, mlp = readout_and_mlp_factors(p, cfg)
-    return readout * mlp
-
-
 def norm_measures(p, cfg):
     """Edelman Section 3's norm bounds for a parameter dict -> dict.
-    Keys: B_X, L_after (lipschitz_after_attention) and its two factors readout_norm and
-    mlp_factor (readout_and_mlp_factors), and per-head lists qk_spec, qk_21, qk_fro,
+    Keys: B_X, L_after and its two factors readout_norm and mlp_factor
+    (readout_and_mlp_factors), and per-head lists qk_spec, qk_21, qk_fro,
     v_spec, v_21, o_spec (spectral, (2,1) and Frobenius norms of the per-head matrices above);
     and where B_X comes from: ln1_gain_rms ||g||/sqrt(d) and ln1_shift_norm ||b|| of LN1 (nan
     without LayerNorm), B_X_token, the token of largest norm ("cls", "bit0" or "bit1": bit value
@@ -274,12 +268,16 @@ def norm_measures(p, cfg):
 #     only through the logarithm. The studies measure their trained runs with these functions
 #     (mechanism.py imports them: one copy, and theory imports no study).
 
+def _check_nm(nm):
+    if not isinstance(nm, dict) or "qk_fro" not in nm:
+        raise ValueError(f"nm must be the dict returned by norm_measures, got {type(nm).__name__}")
+
+
 def covering_constant(nm):
     """C of the reconstructed bound from norm_measures(...) output; see the comment above. Summed
     head by head and term by term, as the comment writes it (covering_parts regroups the same sum
     by factor, and a test holds the two equal)."""
-    if not isinstance(nm, dict) or "qk_fro" not in nm:
-        raise ValueError(f"nm must be the dict returned by norm_measures, got {type(nm).__name__}")
+    _check_nm(nm)
     B, total = nm["B_X"], 0.0
     for qkF, v2, v21, o2 in zip(nm["qk_fro"], nm["v_spec"], nm["v_21"], nm["o_spec"]):
         L = o2 * nm["L_after"]
@@ -301,12 +299,11 @@ COVERING_SUMS = ("heads_scores", "heads_values", "heads_readout")
 
 def covering_parts(nm):
     """norm_measures(...) output -> dict of the head sums COVERING_SUMS (above)."""
-    covering_constant(nm)                       # the same argument check
-    o, v2 = np.asarray(nm["o_spec"]), np.asarray(nm["v_spec"])
-    third = 2.0 / 3.0
-    return dict(heads_scores=float(((2 * np.asarray(nm["qk_fro"]) * v2 * o) ** third).sum()),
-                heads_values=float(((np.asarray(nm["v_21"]) * o) ** third).sum()),
-                heads_readout=float(((v2 * o) ** third).sum()))
+    _check_nm(nm)
+    o, v2, e = np.asarray(nm["o_spec"]), np.asarray(nm["v_spec"]), 2.0 / 3.0
+    return dict(heads_scores=float(((2 * np.asarray(nm["qk_fro"]) * v2 * o) ** e).sum()),
+                heads_values=float(((np.asarray(nm["v_21"]) * o) ** e).sum()),
+                heads_readout=float(((v2 * o) ** e).sum()))
 
 
 def covering_from_parts(B_X, L_after, heads_scores, heads_values, heads_readout):

@@ -417,7 +417,7 @@ def set_up_stack(opts, watched=False):
     draws, params = [draw_run(x) for x in opts], []
     for r, (x, (_, (Xtr, ytr), _, r_init, _, _)) in enumerate(zip(opts, draws)):
         X[r, :x["m"]], y[r, :x["m"]], w[r, :x["m"]] = Xtr, ytr, 1.0 / x["m"]
-        params.append(init_transformer(o, cfg, r_init))
+        params.append(build_model(x, r_init)[0])
     P = optim.one_buffer({k: np.stack([p[k] for p in params]) for k in params[0]})
     state = optim.adam_init(P, o["decay"], frozen_parameters(o))
     val = tuple(np.stack([draw[5][i] for draw in draws]) for i in (0, 1)) if o["val"] else None
@@ -476,24 +476,17 @@ def model_config(o):
 
 
 def build_model(o, rng):
-    """(params, model) for model o["model"], initialised from rng: the Transformer (model.cfg its
-    attn.py config; model.dropout the seed's dropout stream when it trains with dropout, else
+    """(params, model) for model o["model"], initialised from rng: the Transformer, LN1's gain
+    at option ln1_gain (model.cfg its attn.py config; model.dropout the seed's dropout stream when it trains with dropout, else
     None), or baseline.py's MLP (model.cfg None). model.versions: set by a full-batch run."""
     if o["model"] == "mlp":
         params = baseline.init(o["T"], o["mlp"], rng, o["dtype"])
         return params, types.SimpleNamespace(cfg=None, dropout=None, versions=None)
     cfg = model_config(o)
     dropout = seeds_for(o["seed"]).dropout if o["dropout"] else None
-    return init_transformer(o, cfg, rng), types.SimpleNamespace(cfg=cfg, dropout=dropout,
-                                                                versions=None)
-
-
-def init_transformer(o, cfg, rng):
-    """attn.init_params from rng, then LN1's gain set to option ln1_gain (the draws untouched, so
-    a seed starts every other weight where the baseline's does)."""
     params = attn.init_params(cfg, rng)
-    params["ln1_g"][...] = o["ln1_gain"]
-    return params
+    params["ln1_g"][...] = o["ln1_gain"]       # after the draws: every other weight the same
+    return params, types.SimpleNamespace(cfg=cfg, dropout=dropout, versions=None)
 
 
 # ---------------------------------------------------------------- after the loop: results -----
