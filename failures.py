@@ -169,50 +169,59 @@ def bound_table(cells, design):
     return lines
 
 
+def check_rerun(study, factors, plan):
+    """ValueError (one line) unless every cell of the folder `factors` (its plan) is a
+    baseline-rerun of a cell of `study`."""
+    foreign = next((c for c in plan["cells"] if c["design"] != "baseline-rerun" or not
+                    c["source"].get("plan", "").startswith(f"{study}/plan.json")), None)
+    if foreign:
+        raise ValueError(f"{factors} is not a baseline-rerun of {study} (its cell d="
+                         f"{foreign['d']} T={foreign['T']} is {foreign['design']}, from "
+                         f"{foreign['source'].get('plan', 'no plan')}); --factors takes "
+                         f"`mechanism.py arm OUT baseline-rerun --from {study} ...`")
+
+
+def factor_notes(cells):
+    """B_X's exponent in C run by run (median, range), and the correlation of ln B_X with the ln
+    of each head sum within cells (each cell's means removed), per width: one sentence each."""
+    runs = {k: [r for r in rs if np.isfinite(r["covering_constant"])] for k, rs in cells.items()}
+    e = np.array([b_x_exponent(r) for rs in runs.values() for r in rs])
+
+    def within(d, k):
+        v = [np.log([[r["B_X"], r[k]] for r in rs]) for key, rs in runs.items() if key[1] == d]
+        x, y = (np.concatenate([u[:, i] - u[:, i].mean() for u in v]) for i in (0, 1))
+        with np.errstate(invalid="ignore", divide="ignore"):     # a constant sum: nan
+            return np.corrcoef(x, y)[0, 1]
+    corr = "; ".join(f"d = {d}: " + ", ".join(f"{k} {within(d, k):.2f}" for k in COVERING_SUMS)
+                     for d in sorted({k[1] for k in runs}))
+    return (f"B_X's exponent in C, d ln C / d ln B_X run by run (6 where the score term leads): "
+            f"median {np.median(e):.2f}, {e.min():.2f} to {e.max():.2f}. Correlation of ln B_X "
+            f"with the ln of each head sum within cells: {corr}.")
+
+
 def factors_report(study, out, factors=None):
     """The `factors` command: OUT (markdown) with factors_table from the runs of `factors` (a
     baseline-rerun of the study, whose runs carry C's factors; default the study's own runs),
-    checked (check_factors, reproduction_line), and bound_table for each of the study's designs."""
+    checked (check_rerun, check_factors, reproduction_line), and bound_table for each of the
+    study's designs."""
     plan, cells = load_study(study)
     source = factors or study
     f_plan, f_cells = (plan, cells) if factors is None else load_study(factors)
     if factors is not None:
-        foreign = next((c for c in f_plan["cells"] if c["design"] != "baseline-rerun" or not
-                        c["source"].get("plan", "").startswith(f"{study}/plan.json")), None)
-        if foreign:
-            raise ValueError(f"{factors} is not a baseline-rerun of {study} (its cell d="
-                             f"{foreign['d']} T={foreign['T']} is {foreign['design']}, from "
-                             f"{foreign['source'].get('plan', 'no plan')}); --factors takes "
-                             f"`mechanism.py arm OUT baseline-rerun --from {study} ...`")
+        check_rerun(study, factors, f_plan)
     design = "borderline" if any(k[0] == "borderline" for k in f_cells) else \
         next(iter(f_cells), ("?",))[0]
     mine = {k: v for k, v in f_cells.items() if k[0] == design}
     worst = check_factors(mine, source)
-    rng = np.random.default_rng(CELL_RNG)
-    lines, n = factors_table(f_plan, f_cells, rng, design)
+    lines, n = factors_table(f_plan, f_cells, np.random.default_rng(CELL_RNG), design)
     head = [f"## What C's separation is made of, and the bound at its size ({source})", ""]
     if factors is not None:
         head += [reproduction_line(cells, mine, factors, study), ""]
-    e = np.array([b_x_exponent(r) for rs in mine.values() for r in rs
-                  if np.isfinite(r["covering_constant"])])
-    def r_within(d, k):          # correlation of ln B_X and ln k, each cell's means removed
-        x, y = ([], [])
-        for key, rs in mine.items():
-            v = np.log([[r["B_X"], r[k]] for r in rs if np.isfinite(r["covering_constant"])])
-            if key[1] == d:
-                x, y = x + list(v[:, 0] - v[:, 0].mean()), y + list(v[:, 1] - v[:, 1].mean())
-        with np.errstate(invalid="ignore", divide="ignore"):     # a constant sum: nan
-            return np.corrcoef(x, y)[0, 1]
-    corr = "; ".join(f"d = {d}: " + ", ".join(f"{k} {r_within(d, k):.2f}" for k in COVERING_SUMS)
-                     for d in sorted({k[1] for k in mine}))
     lines = head + lines + ["", f"{n} intervals against 1/2. C from the factors equals the runs' "
-                            f"C to {worst:.1g} (relative) or better. B_X's exponent in C, d ln C "
-                            f"/ d ln B_X run by run (6 where the score term leads): median "
-                            f"{np.median(e):.2f}, {e.min():.2f} to {e.max():.2f}. Correlation of "
-                            f"ln B_X with the ln of each head sum within cells: {corr}.", ""]
-    for design in folder.DESIGNS:
-        if any(k[0] == design for k in cells):
-            lines += bound_table(cells, design) + [""]
+                            f"C to {worst:.1g} (relative) or better. " + factor_notes(mine), ""]
+    for g in folder.DESIGNS:
+        if any(k[0] == g for k in cells):
+            lines += bound_table(cells, g) + [""]
     return write_markdown(out, lines)
 
 
