@@ -1,6 +1,6 @@
 """cli.py: what the project's commands share: BLAS threads, option values, one-line errors, files.
 
-train.py, sweep.py, steps.py and theory.py are commands; they promise the same things to the
+train.py and the study commands (python -m studies.sweep, ...) promise the same things to the
 person typing them, and this file is where those promises are kept once:
   - numpy's BLAS runs on one thread unless asked otherwise (set before numpy is first imported);
   - a bad option value is one line that names the value and what is allowed, never a traceback
@@ -9,11 +9,10 @@ person typing them, and this file is where those promises are kept once:
     never over a file that is not the command's own kind of output (claim_output: the one check
     of every path the project writes);
   - Ctrl-C is one line and exit status 130, SIGTERM one line and 143, from the first line a
-    command runs (quiet_interrupts, installed while this file is imported by a command beside
-    it, before its other imports; one_line_errors, whose watchdog stops a command whose code
-    swallowed the signal), and workers never print a traceback for it (worker_pool);
-  - a page never retypes a table: it copies the file a command wrote between marker lines, and
-    `sweep.py pages` (pages_command) and `sweep.py headline --readme` copy it again.
+    command runs (quiet_interrupts, installed while this file is imported by a command of this
+    project, before its other imports; one_line_errors, whose watchdog stops a command whose code
+    swallowed the signal).
+The studies' worker pool and the pages that copy tables are studies/harness.py's.
 Standard library only, so that the thread setting can run before numpy is imported.
 """
 import os
@@ -54,7 +53,7 @@ def quiet_interrupts(prog):
     """Ctrl-C while the command `prog` is still starting (importing cli's own modules and numpy,
     building its parser) is one line and exit status 130 at once, never a traceback from inside
     an import and never swallowed by the code it lands in. Installed while this file is imported
-    by one of ENTRY_POINTS beside it, and called again (a no-op then) under each command's
+    by a command of this project (command_name), and called again (a no-op then) under each command's
     `if __name__ == "__main__"`, which says so where a reader looks. one_line_errors hands Ctrl-C
     kept. SIGTERM alike: one line and exit status 143 (one_line_errors then raises Terminated
     for it)."""
@@ -69,18 +68,25 @@ def quiet_interrupts(prog):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})   # block it) lands here now
 
 
-ENTRY_POINTS = ("train.py", "sweep.py", "steps.py", "theory.py", "mechanism.py")  # commands
+def command_name(path):
+    """The name a command of this project goes by: `train.py` for a file beside this one,
+    `studies.sweep` for a module of a package below it (run as `python -m studies.sweep`); None
+    for a file outside the project."""
+    rel = os.path.relpath(os.path.abspath(path), os.path.dirname(os.path.abspath(__file__)))
+    if rel.startswith(os.pardir) or not rel.endswith(".py"):
+        return None
+    return rel if os.sep not in rel else rel[:-3].replace(os.sep, ".")
+
+
 _main = getattr(sys.modules.get("__main__"), "__file__", None) or ""
-if (os.path.basename(_main) in ENTRY_POINTS
-        and os.path.dirname(os.path.abspath(_main)) == os.path.dirname(os.path.abspath(__file__))):
-    quiet_interrupts(os.path.basename(_main))     # a command beside this file is starting: its
-                                                  # own call under __main__ then finds it done
+if _main and command_name(_main):
+    quiet_interrupts(command_name(_main))   # a command of this project is starting: its
+                                            # own call under __main__ then finds it done
 
 import argparse  # noqa: E402  (after the guard: Ctrl-C while these load is one line too)
 import json  # noqa: E402
 import math  # noqa: E402
 import numbers  # noqa: E402
-import re  # noqa: E402
 import stat  # noqa: E402
 
 # ---------------------------------------------------------------- threads and memory -----------
@@ -135,71 +141,6 @@ def keep_freed_memory():
                     and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
     except (OSError, AttributeError):
         return False
-
-
-def worker_start(parent=None):
-    """A worker process's start-up (ProcessPoolExecutor's initializer): ignore Ctrl-C, which a
-    terminal sends to the whole process group while the parent handles it (saves, reports, stops
-    its workers), and, given the parent's pid, exit as soon as that parent is gone (killed, even
-    by SIGKILL or SIGTERM, which no handler of the parent may see) instead of training on for
-    nobody. A worker of worker_pool starts with Ctrl-C blocked, so one pressed while it imports
-    numpy is dropped here, never a traceback."""
-    import signal
-    import threading
-    import time
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})   # a pending one: dropped
-    if parent is not None:
-        def watch():
-            while os.getppid() == parent:
-                time.sleep(1.0)
-            os._exit(1)
-        threading.Thread(target=watch, daemon=True).start()
-
-
-class _SigintHeld:
-    """Ctrl-C held back (blocked, not lost) in this thread while a worker is started: the new
-    process inherits the block and starts with Ctrl-C held until worker_start ignores it; in this
-    process a press in between is delivered when the block ends (CPython's resource tracker
-    starts its process the same way)."""
-
-    def __enter__(self):
-        self.old = None
-        if hasattr(signal, "pthread_sigmask"):
-            self.old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-
-    def __exit__(self, *exc):
-        if self.old is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
-
-
-def worker_pool(workers):
-    """The one pool of worker processes of every command (sweeps, steps.py, the bench): `workers`
-    fresh interpreters (spawn: no copy of the parent's state) that start with Ctrl-C held
-    (_SigintHeld) and then ignore it (worker_start), and that exit within a second of their
-    parent's death, however it died (SIGKILL, SIGTERM, a crash). pool.stop() terminates the
-    workers still running and returns at once (Ctrl-C, SIGTERM or a failed run: nothing is left
-    running for nobody)."""
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
-    class WorkerPool(ProcessPoolExecutor):
-        def submit(self, fn, /, *args, **kwargs):      # workers start here, on demand
-            with _SigintHeld():
-                return super().submit(fn, *args, **kwargs)
-
-        def stop(self):
-            manager = getattr(self, "_executor_manager_thread", None)
-            for proc in list((getattr(self, "_processes", None) or {}).values()):
-                proc.terminate()
-            self.shutdown(wait=False, cancel_futures=True)
-            if manager is not None:    # it sees the terminated workers at once; left running, it
-                manager.join(timeout=10)   # raced the pool's exit hook, which then printed
-                                           # "Exception ignored ... Bad file descriptor"
-
-    return WorkerPool(workers, mp_context=mp.get_context("spawn"), initializer=worker_start,
-                      initargs=(os.getpid(),))
 
 
 # ---------------------------------------------------------------- option values ----------------
@@ -664,142 +605,6 @@ def claim_outputs(claims):
                                  f"of its own")
     for c in claims:
         claim_output(*c)
-
-
-# ---------------------------------------------------------------- pages that copy tables -------
-# A results page never retypes a table: it copies the file a command wrote between the lines
-# "<!-- begin PATH -->" and "<!-- end PATH -->" (PATH from the repository's root), and
-# `sweep.py pages` copies every such file again.
-
-MARKER = re.compile(r"<!-- (begin|end) (\S+) -->")      # a marker line, whole
-NEAR_MARKER = re.compile(r"\s*<!--\s*(begin|end)\b", re.I)  # a line that looks like one
-
-
-def page_lines(text):
-    """[(line, its end)] of a page: the end as written ('\\r\\n', '\\n', '\\r', or '' for a last
-    line without one), so that a page written back keeps its line ends."""
-    return [(m.group(1), m.group(2)) for m in re.finditer(r"([^\r\n]*)(\r\n|\n|\r|\Z)", text)
-            if m.group(0)]
-
-
-def paste_tables(text, files):
-    """text with the block of each marked PATH replaced by files[PATH] (blocks of other paths, and
-    a begin marker without its end, are left as they are). The copied lines take the line end of
-    their begin marker's line: a CRLF page stays CRLF."""
-    out, path, held = [], None, []
-    for line, end in page_lines(text):
-        m = MARKER.fullmatch(line)
-        if path is None:
-            out.append(line + end)
-            if m and m.group(1) == "begin" and m.group(2) in files and end:
-                path, eol, held = m.group(2), end, []
-        elif m and m.group(1) == "end" and m.group(2) == path:
-            body = files[path].replace("\r\n", "\n").replace("\r", "\n")
-            body += "" if body.endswith("\n") or not body else "\n"   # the end marker: own line
-            out.append(body.replace("\n", eol) + line + end)
-            path, held = None, []                            # the old block: replaced
-        else:
-            held.append(line + end)
-    return "".join(out + held)
-
-
-def marked_files(text):
-    """The PATHs of a page's marked blocks (a begin marker and, later, its end marker), in order."""
-    paths, open_paths = [], []
-    for line, _ in page_lines(text):
-        m = MARKER.fullmatch(line)
-        if m and m.group(1) == "begin":
-            open_paths.append(m.group(2))
-        elif m and m.group(2) in open_paths:
-            paths.append(m.group(2))
-            open_paths = open_paths[:open_paths.index(m.group(2))]
-    return paths
-
-
-def check_markers(text, page):
-    """ValueError, one line naming the page and line, unless its marker lines pair up: each
-    `<!-- begin PATH -->` line is followed by its `<!-- end PATH -->` line before any other
-    marker line (a missing, misspelt or crossed end marker would leave a block never copied),
-    and every line that looks like a marker (starts with `<!-- begin` or `<!-- end`, in any
-    case or spacing) is exactly one: a near miss (a trailing space, indented, upper case, a path
-    holding a space) would otherwise be ignored in silence."""
-    block = None                                  # (line, PATH) of the open block
-    for n, (line, _) in enumerate(page_lines(text), start=1):
-        m = MARKER.fullmatch(line)
-        if not m:
-            if NEAR_MARKER.match(line):
-                raise ValueError(f"{page} line {n}: {line!r} looks like a marker but is not "
-                                 f"exactly one ('<!-- begin PATH -->' or '<!-- end PATH -->' "
-                                 f"alone on its line, lower case, PATH without spaces)")
-            continue
-        kind, path = m.groups()
-        if kind == "begin" and block:
-            raise ValueError(f"{page} line {n}: a begin marker for {path} inside the block of "
-                             f"{block[1]} (line {block[0]}), whose end marker is missing")
-        if kind == "end" and (not block or block[1] != path):
-            raise ValueError(f"{page} line {n}: an end marker for {path} without its begin "
-                             f"marker" + (f" (the open block is {block[1]}, line {block[0]})"
-                                          if block else ""))
-        block = (n, path) if kind == "begin" else None
-    if block:
-        raise ValueError(f"{page} line {block[0]}: the begin marker for {block[1]} has no end "
-                         f"marker '<!-- end {block[1]} -->'")
-
-
-def page_target(page, root, what="page"):
-    """The file a page's new text is written to: the page itself, or, when the page is a
-    symbolic link, the file it links to, which must lie inside `root` (the repository): a link
-    is followed, never replaced by a regular file. ValueError, one line, otherwise."""
-    if not os.path.islink(page):
-        return page
-    top, target = os.path.realpath(root), os.path.realpath(page)
-    if os.path.commonpath([target, top]) != top:
-        raise ValueError(f"{what} {page} is a symbolic link to {target}, outside the repository "
-                         f"({top}); refusing to write through it")
-    return target
-
-
-def page_files(page, text, root):
-    """{PATH: text} of the files a page's blocks copy, each read as a file the project did not
-    write (cli.read_text_file: inside `root`, the repository, a regular text file of bounded
-    size). A page never copies itself or a file that holds markers (it would nest deeper on
-    every copy): ValueError, one line."""
-    check_markers(text, page)
-    files = {}
-    for path in marked_files(text):
-        where = f"{page}: the block file"
-        body = read_text_file(path, where, root=root)
-        if os.path.realpath(os.path.join(root, path)) == os.path.realpath(page):
-            raise ValueError(f"{where} {path} is the page itself; a block copies another file")
-        if any(MARKER.fullmatch(line) or NEAR_MARKER.match(line) for line in body.split("\n")):
-            raise ValueError(f"{where} {path} holds marker lines itself; copying it would nest "
-                             f"blocks deeper on every run")
-        files[path] = body
-    return files
-
-
-def pages_command(a, fail):
-    """`sweep.py pages PAGE ...`: copy each marked file into its block again; --check only says
-    which blocks differ from their files (exit 1 if any). Every page and file is read and checked
-    first (page_files; markers that do not pair up or near misses are an error, with --check
-    too; a link to a page outside the repository is refused: page_target), so a problem is one
-    line and no page is written. A page is written back with its own line ends."""
-    root, stale, plan = os.getcwd(), [], []
-    try:
-        for page in a.pages:
-            text = read_text_file(page, "page", keep_line_ends=True)
-            files = page_files(page, text, root)
-            plan.append((page, page_target(page, root), text, files, paste_tables(text, files)))
-    except ValueError as e:
-        fail(str(e))
-    for page, target, text, files, new in plan:
-        if new != text:
-            stale.append(page)
-            if not a.check:
-                write_text(target, new, newline="")
-        print(f"{page}: {len(files)} tables, {'differs from its files' if new != text else 'as its files'}"
-              + ("" if a.check or new == text else "; copied again"))
-    return 1 if a.check and stale else 0
 
 
 # ---------------------------------------------------------------- plots (optional) -------------

@@ -24,7 +24,6 @@ it, are in hypotheses.py; this file is the tasks alone.
 
 The file reads top to bottom: argument checks, then the task (make_task, SparseTask).
 """
-import math
 import os
 
 import numpy as np

@@ -1,11 +1,11 @@
-"""test_all.py: every test of the project, in one file.  Run: python -m pytest -q test_all.py
+"""test_all.py: the reference's tests (attn, fast, data, hypotheses, optim, train, cli, theory).
+Run with the studies' tests: python -m pytest -q
 
 The sections follow the files, in this order: attn.py and fast.py, data.py and hypotheses.py,
-train.py, stats.py, folder.py, sweep.py (with its subcommands), report.py, cli.py, steps.py,
-theory.py; each test sits in the
-section of the file whose behaviour it specifies. Helpers and fixtures that several sections use
-(small run options, run_cli, the session's smoke sweep smoke_ref) come first; a helper that one
-section uses opens that section.
+train.py, cli.py, theory.py; each test sits in the section of the file whose behaviour it
+specifies. Helpers and fixtures that several sections use (small run options, run_cli) come first;
+a helper that one section uses opens that section. studies/test_studies.py imports the helpers it
+shares from here; nothing here imports a study.
 
 Gradient checks (attn.py's section): float64 central differences (theory.numerical_jacobian) of
 sum(out * dout) with a random upstream gradient dout, inputs off-centre, LayerNorm gain != 1 and
@@ -32,20 +32,22 @@ import pytest
 
 import attn
 import baseline
+import cli
 import data
+import fast
 import hypotheses
 import optim
-import families
-import fast
-import theory
-import cli
-import folder
-import report
-import stats
-import steps
-import sweep
 import run_options
+import theory
 import train
+
+
+# optim.py and stats.py: the optimiser, and the statistics behind every table
+NAN = float("nan")
+
+
+_NUMBER = r"~?-?(?:\d[\d,]*(?:\.\d+)?(?:e\+\d+)?|inf)"   # ~: widened (stats.bound_text)
+
 
 
 # ===============================================================================================
@@ -76,67 +78,20 @@ TINY = ["--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4", "--n
         "--log-every", "0", "--steps", "5"]
 
 
-def run_cli_main(capsys, main, argv):
-    """(exit code, stdout, stderr) of main(argv) as the command line runs it (cli.one_line_errors)."""
-    capsys.readouterr()
-    try:
-        code = cli.one_line_errors("main", main, list(argv))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 def run_cli(capsys, *argv):
+    """(exit code, stdout, stderr) of train.main(argv) (the study commands' own: test_studies)."""
     capsys.readouterr()
-    main = train.main
-    if argv and argv[0] in ("sweep", "bench"):
-        main, argv = sweep.main, argv[1:] if argv[0] == "sweep" else argv
-    elif argv and argv[0] == "steps":
-        main, argv = steps.main, argv[1:]
     try:
-        code = main(list(argv))
+        code = train.main(list(argv))
     except SystemExit as e:
         code = e.code
     out, err = capsys.readouterr()
     return code, out, err
-
 
 def _python(*args, **kw):
     return subprocess.Popen([sys.executable, *args], cwd=HERE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)
-
-
-def _sweep(out, *extra):
-    return sweep.main(["--preset", "smoke", "--workers", "1", "--out", str(out),
-                       *extra])
-
-
-@pytest.fixture(scope="session")
-def smoke_ref(tmp_path_factory):
-    """The smoke sweep, run once for the session: tests read it, or copy it (_copy) to change it."""
-    out = tmp_path_factory.mktemp("smoke-ref")
-    assert _sweep(out) == 0
-    return out
-
-
-def _copy(folder, dest):
-    shutil.copytree(folder, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".lock"))
-    return dest
-
-
-def _rows(path):
-    rows = folder.read_rows([path])
-    return sorted((r["model"], r["T"], r["seed"], r["m"], r["test_acc"]) for r in rows)
-
-
-def _refused(folder_path, capsys, *extra):
-    """The one line (exit 2) a sweep or report of the folder stops with."""
-    with pytest.raises(SystemExit, match="^2$"):
-        _sweep(folder_path, *extra)
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1, err
-    return err
 
 
 # ===============================================================================================
@@ -147,17 +102,6 @@ def _refused(folder_path, capsys, *extra):
 
 RTOL = 1e-6          # the bar: relative error of every backward pass in float64
 WORST = {}           # largest relative error seen per check (printed by the last test)
-
-
-@pytest.fixture(scope="session", autouse=True)
-def fewer_resamples():
-    """Reports in the tests draw 2,000 bootstrap resamples, not stats.N_BOOT (100,000): the tests
-    check what a report computes and prints, which does not depend on how many resamples it
-    draws, and 100,000 per T would make the suite 2.5 times slower. The tests of the Monte Carlo
-    rule (stats.mc_decimals) pass their own numbers of resamples."""
-    shipped, stats.N_BOOT = stats.N_BOOT, 2000
-    yield shipped
-    stats.N_BOOT = shipped
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -891,74 +835,9 @@ def _literals(*names):  # legal for every value: the arguments a check helper's 
     return {n: {"*": LITERAL} for n in names}
 
 
-def _hostile(v, huge=False):
-    """{label: substitute} of issue 39's hostile values for an argument whose valid value is v;
-    huge: a number also gets 10**400, an integer no float holds."""
-    nan, inf = float("nan"), float("inf")
-    if v is None:                                   # an optional argument: its extras only
-        return {}
-    if isinstance(v, (bool, np.bool_)):
-        return {"None": None, "2": 2, "'yes'": "yes", "1j": 1j}
-    if isinstance(v, (int, np.integer, float, np.floating)):
-        return {"None": None, "nan": nan, "inf": inf, "-inf": -inf, "-1": -1, "0": 0,
-                "True": True, "False": False, "1j": 1j, "10**12": 10**12, "'1'": "1",
-                **({"2.5": 2.5} if isinstance(v, (int, np.integer)) else {}),
-                **({"10**400": 10**400} if huge else {})}
-    if isinstance(v, str):
-        return {"None": None, "'bogus'": "bogus", "1": 1, "[v]": [v]}
-    if isinstance(v, np.ndarray):
-        return {"None": None, "list": v.tolist(), "complex": v.astype(complex),
-                "text": v.astype(str), "0-d": np.array(v.flat[0]), "wrong shape":
-                np.stack([v, v], -1)}
-    if isinstance(v, dict):
-        return {"None": None, "items": list(v.items()),
-                "missing key": {k: v[k] for k in list(v)[1:]}}
-    if isinstance(v, np.random.Generator):
-        return {"None": None, "5": 5, "RandomState": np.random.RandomState(0)}
-    if isinstance(v, (data.SparseTask, hypotheses.Work)):
-        return {"None": None, "5": 5, "'and'": "and"}
-    if inspect.isgenerator(v):                      # a search (stats.bisect_search)
-        return {"None": None, "5": 5, "list": [8]}
-    if isinstance(v, tuple):                        # a cache, or (p, rng)
-        return {"None": None, "list": list(v), "short": tuple(v)[:-1]}
-    if isinstance(v, list):
-        return {"None": None, "'--x'": "--x", "[5]": [5]}
-    if callable(v):
-        return {"None": None, "5": 5}
-    raise AssertionError(f"no hostile values for {type(v).__name__}: extend _hostile")
-
-
-def _walk_fixtures():
-    """The small model, data and caches the valid calls use (float64, fresh for each walk)."""
-    rng = np.random.default_rng(0)
-    cfg = attn.default_config(T=4, d=4, heads=2, mlp=3, dtype="float64")
-    p = attn.init_params(cfg, rng, std=0.5)
-    X, y, xs = WX.copy(), WY.copy(), rng.standard_normal((3, 5, 4))
-    P, XX, yy = {k: np.stack([v, v]) for k, v in p.items()}, np.stack([X, X]), np.stack([y, y])
-    pb = baseline.init(4, 3, rng, "float64")
-    task = data.make_task("and", 4, 2, rng)
-    return dict(rng=rng, cfg=cfg, p=p, X=X, y=y, xs=xs, P=P, XX=XX, yy=yy, pb=pb, task=task,
-                R=rng.standard_normal((2, 5, 4)), g=rng.standard_normal(4) + 1,
-                z=np.array([0.5, -1.0, 2.0]), W=rng.standard_normal((4, 3)))
-
-
 
 def _bits(X):  # extra hostile values of a bits array
     return {"2": X * 2, "-1": -X.astype(np.int64), "0.5": X * 0.5}
-
-
-# attn.py's ops are the textbook reference (issue 40): their bodies are the arithmetic alone, so a
-# wrong argument gets numpy's own error; the model's entry points (walked) check the caller's.
-OP_EXEMPT = "a textbook op of the reference: numpy's own errors; the model's entry points check " \
-            "the caller's arguments"
-WALK_EXEMPT = {f"attn.{op}_{way}": OP_EXEMPT for way in ("forward", "backward") for op in (
-    "embed", "layernorm", "linear", "softmax", "dropout", "attention_cls", "self_attention",
-    "gelu", "relu", "mlp", "logistic")}
-
-# what stats.surely_above and surely_below take as it is: any bound and any threshold
-SURELY_BOUND_LEGAL = {"nan": "an undefined bound excludes nothing", "inf": "a bound",
-                      "-inf": "a bound", "-1": "a bound", "0": "a bound", "10**12": "a bound"}
-SURELY_VALUE_LEGAL = {k: "a threshold" for k in ("inf", "-inf", "-1", "0", "10**12")}
 
 
 WALK = {
@@ -1142,41 +1021,13 @@ WALK.update({
     "baseline.backward": Walk(lambda f: dict(dz=f["z"],
                                              cache=baseline.forward(f["pb"], f["X"])[1])),
 })
-
-# optim.py and stats.py: the optimiser, and the statistics behind every table
-NAN = float("nan")
-WALK_GRID = [8, 12, 16, 24, 32]
 ANY_LR = "any finite value >= 0 is one torch takes"
-
-
-def _stats_rows(T=10, model=None):
-    """Runs of 6 seeds at one T over WALK_GRID (one non-monotone seed): the stats walk's rows."""
-    thr = [12, 16, 16, 24, 12, 32]
-    return [dict(T=T, seed=s, m=m, success=int(m >= t and (s, m) != (2, 24)),
-                 **({"model": model} if model else {}))
-            for s, t in enumerate(thr) for m in WALK_GRID]
-
-
-def _estimate(T=10):
-    return stats.success_estimates(_stats_rows(T), n_boot=50)
-
-
-def _curve(n=4):  # (x, m50, m50_boot) of a curve over n values
-    x = np.array([10.0, 20.0, 40.0, 80.0][:n])
-    m50 = 5 * np.log(x) + 3
-    return x, m50, m50[:, None] * np.linspace(0.9, 1.1, 7)
 
 
 def _state(p, **kw):
     return optim.adam_init(p, **kw)
-
-
-BOUND = lambda: stats.Bound(5.0, (4.0, 6.0), "hi")
-SEEDS = dict.fromkeys(("0", "10**12", "10**400"), "a seed: numpy's SeedSequence takes any int >= 0")
 ARRAY_LIKE = "array-likes are read by np.asarray"
-ANY_SHAPE = "any shape: the values are raveled"
-WALKED += (optim, stats)
-HUGE_WALKED = ("optim", "stats")   # modules whose numbers are walked with 10**400 too
+WALKED += (optim,)
 WALK.update({
     # optim.py
     "optim.one_buffer": Walk(lambda f: dict(params=f["p"]),
@@ -1201,178 +1052,6 @@ WALK.update({
                                             max_norm={"10**12": "a bound never reached"}),
                                  extra=dict(runs={"0": 0, "-1": -1, "True": True, "2": 2,
                                                   "2.5": 2.5, "'1'": "1"})),
-    # stats.py: the m grid and the searches
-    "stats.m_grid": Walk(lambda f: dict(lo=8, hi=100, ratio=1.05),
-                         legal=dict(hi={"10**12": "about 520 sizes"},
-                                    ratio={"10**12": "a grid of its two ends"})),
-    "stats.bisect_search": Walk(lambda f: dict(grid=list(WALK_GRID)), legal=dict(grid={
-        "[5]": "a grid of one size"}), extra=dict(grid={"unsorted": [16, 8], "[]": [],
-                                                        "[0]": [0], "[nan]": [NAN]})),
-    "stats.grid_search": Walk(lambda f: dict(grid=list(WALK_GRID)), legal=dict(grid={
-        "[5]": "a grid of one size"}), extra=dict(grid={"unsorted": [16, 8], "[]": [],
-                                                        "[0]": [0], "[nan]": [NAN]})),
-    "stats.replay": Walk(lambda f: dict(gen=stats.bisect_search(list(WALK_GRID)),
-                                        saved={16: True, 8: False}, answer=None),
-                         legal=dict(saved={"missing key": "a search that needs a run"})),
-    "stats.seed_outcome": Walk(lambda f: dict(grid=list(WALK_GRID), search="bisect",
-                                              results={16: True, 8: False}),
-                               legal=dict(grid={"[5]": "a grid of one size"},
-                                          results={"missing key": "a search that needs a run"}),
-                               extra=dict(grid={"[]": []})),
-    # stats.py: rows
-    "stats.parse_rows": Walk(lambda f: dict(rows=_stats_rows()), names=dict(rows=r"\brows?\b"),
-                             extra=dict(rows={"nan m": [dict(T=10, seed=0, m=NAN, success=1)],
-                                              "success 2": [dict(T=10, seed=0, m=8, success=2)],
-                                              "[]": []})),
-    "stats.split_by_T": Walk(lambda f: dict(rows=_stats_rows()), names=dict(rows=r"\brows?\b")),
-    # stats.py: the success curve
-    "stats.sigmoid": Walk(lambda f: dict(z=f["z"]),
-                          legal=dict(z={"list": ARRAY_LIKE, "0-d": "elementwise: any shape",
-                                        "wrong shape": "elementwise: any shape"})),
-    "stats.fit_success_curve": Walk(lambda f: dict(m=np.array([8.0, 8, 16, 16, 32]),
-                                                   success=np.array([0.0, 0, 1, 0, 1])),
-                                    legal=dict(m={"list": ARRAY_LIKE}, success={"list":
-                                                                                ARRAY_LIKE}),
-                                    extra=dict(m={"-1": -np.ones(5), "nan": np.full(5, NAN)},
-                                               success={"2": np.full(5, 2.0)})),
-    "stats.m_at": Walk(lambda f: dict(p=0.5, a=-2.0, b=1.0),
-                       legal=dict(a={"inf": "every run succeeded: 0.0", "-inf": "every run "
-                                     "failed: inf", "-1": "an intercept", "0": "an intercept",
-                                     "10**12": "an intercept"},
-                                  b={"-1": "a falling curve: inf", "0": "a flat curve: inf",
-                                     "10**12": "a steep curve", "None": "undetermined: inf"}),
-                       extra=dict(a={"nan array": np.array([0.0, NAN]), "text": np.array(["1"])},
-                                  b={"nan array": np.array([1.0, NAN])})),
-    "stats.fit_flag": Walk(lambda f: dict(m=np.array([8.0, 8, 16, 16, 32]),
-                                          success=np.array([0.0, 0, 1, 0, 1]), a=-5.0, b=2.0),
-                           legal=dict(m={"list": ARRAY_LIKE}, success={"list": ARRAY_LIKE},
-                                      a={"inf": "the fit's all-succeeded encoding", "-inf":
-                                         "the fit's all-failed encoding", "-1": "an intercept",
-                                         "0": "an intercept", "10**12": "an intercept"},
-                                      b={"-1": "a falling curve, said so", "0": "a flat curve, "
-                                         "said so", "None": "undetermined, said so", "10**12":
-                                         "a steep curve"})),
-    # stats.py: the bootstrap over seeds
-    "stats.default_stat": Walk(lambda f: dict(a=np.array([-2.0, -3]), b=np.array([1.0, 1.2])),
-                               legal=dict(a={"list": ARRAY_LIKE, "0-d": "a scalar fit",
-                                             "wrong shape": "any shape a and b share"},
-                                          b={"list": ARRAY_LIKE, "0-d": "broadcast to a",
-                                             "None": "undetermined: inf"})),
-    "stats.Bound": Walk(lambda f: dict(value=5.0, band=(4.0, 6.0), side="hi"),
-                        legal=dict(value={"inf": "a bound above every resample", "-inf":
-                                          "a bound below every resample", "-1": "a bound",
-                                          "0": "a bound", "10**12": "a bound"},
-                                   band={"list": "a pair"}),
-                        extra=dict(band={"reversed": (6.0, 4.0), "nan": (NAN, 6.0),
-                                         "outside": (6.0, 7.0)})),
-    "stats.percentile_ci": Walk(lambda f: dict(samples=f["z"], lo=2.5, hi=97.5),
-                                legal=dict(samples={"list": ARRAY_LIKE, "0-d": "one sample",
-                                                    "wrong shape": ANY_SHAPE},
-                                           lo={"0": "the smallest sample"})),
-    "stats.mc_decimals": Walk(lambda f: dict(x=BOUND(), decimals=2),
-                              legal=dict(x={"nan": "a plain float: its decimals", "inf": "an "
-                                            "infinite bound: its decimals", "-inf": "likewise",
-                                            "-1": "a plain float", "0": "a plain float",
-                                            "10**12": "a plain float"},
-                                         decimals={"-1": "tens", "0": "units"})),
-    "stats.bound_text": Walk(lambda f: dict(x=BOUND(), decimals=2),
-                             legal=dict(x={"nan": "printed nan", "inf": "printed inf",
-                                           "-inf": "printed -inf", "-1": "a number",
-                                           "0": "a number", "10**12": "a number"},
-                                        decimals={"-1": "tens", "0": "units"})),
-    "stats.surely_above": Walk(lambda f: dict(lo=BOUND(), value=1.0),
-                               legal=dict(lo=SURELY_BOUND_LEGAL, value=SURELY_VALUE_LEGAL)),
-    "stats.surely_below": Walk(lambda f: dict(hi=BOUND(), value=1.0),
-                               legal=dict(hi=SURELY_BOUND_LEGAL, value=SURELY_VALUE_LEGAL)),
-    "stats.median_bootstrap": Walk(lambda f: dict(values=np.array([3.0, 1, 4, 1, 5, np.inf])),
-                                   legal=dict(values={"list": ARRAY_LIKE, "0-d": "one value",
-                                                      "wrong shape": ANY_SHAPE})),
-    "stats.order_statistic_bootstrap": Walk(lambda f: dict(values=np.array([3.0, 1, 4, 1, 5]),
-                                                           k=3),
-                                            legal=dict(values={"list": ARRAY_LIKE, "0-d": "one "
-                                                               "value (k = 1 refused by k)",
-                                                               "wrong shape": ANY_SHAPE})),
-    "stats.distribution_ci": Walk(lambda f: dict(support=np.array([1.0, 2, 3]),
-                                                 p=np.array([0.2, 0.5, 0.3]), lo=2.5, hi=97.5),
-                                  legal=dict(support={"list": ARRAY_LIKE}, p={"list": ARRAY_LIKE},
-                                             lo={"0": "the smallest value"}),
-                                  extra=dict(support={"unsorted": np.array([3.0, 2, 1])},
-                                             p={"-1": np.array([-0.2, 0.9, 0.3]),
-                                                "nan": np.array([NAN, 0.5, 0.5])})),
-    "stats.median_ci": Walk(lambda f: dict(values=np.array([3.0, 1, 4, 1, 5, 9]), lo=2.5,
-                                           hi=97.5),
-                            legal=dict(values={"list": ARRAY_LIKE, "0-d": "one value",
-                                               "wrong shape": ANY_SHAPE},
-                                       lo={"0": "the smallest value"})),
-    "stats.exact_resamples": Walk(lambda f: dict(n_seeds=5),
-                                  legal=dict(n_seeds={"10**12": "False: too many to list",
-                                                      "10**400": "False: too many to list"})),
-    "stats.seed_resamples": Walk(lambda f: dict(n_seeds=4, n_boot=100, rng=None, exact=True),
-                                 legal=dict(rng={"None": "the default generator"},
-                                            n_boot={"None": "N_BOOT"}),
-                                 extra=dict(rng=RNGS)),
-    "stats.resample_medians": Walk(lambda f: dict(values=np.array([3.0, 1, 4]),
-                                                  C=np.array([[1.0, 1, 1], [3, 0, 0]])),
-                                   legal=dict(values={"list": ARRAY_LIKE},
-                                              C={"list": ARRAY_LIKE}),
-                                   extra=dict(C={"-1": np.array([[-1.0, 2, 2], [3, 0, 0]]),
-                                                 "unequal rows": np.array([[1.0, 1, 1],
-                                                                           [1, 0, 0]])})),
-    "stats.weighted_percentile_ci": Walk(lambda f: dict(samples=np.array([1.0, 2, 3]),
-                                                        weights=np.array([0.2, 0.5, 0.3]),
-                                                        lo=2.5, hi=97.5),
-                                         legal=dict(samples={"list": ARRAY_LIKE},
-                                                    weights={"list": ARRAY_LIKE},
-                                                    lo={"0": "the smallest sample"}),
-                                         names=dict(samples=r"\bsamples\b"),
-                                         extra=dict(weights={"nan": np.array([NAN, 0.5, 0.5])})),
-    "stats.stratum_rng": Walk(lambda f: dict(T=10, seed=0),
-                              legal=dict(T={"10**12": "a context length", "2.5": "T is read as a "
-                                            "float (parse_rows)"}, seed=SEEDS)),
-    "stats.resample_counts": Walk(lambda f: dict(n_seeds=4, T=10, n_boot=100, seed=0),
-                                  legal=dict(T={"10**12": "a context length", "2.5": "a float T"},
-                                             n_boot={"None": "N_BOOT"}, seed=SEEDS)),
-    "stats.seed_counts": Walk(lambda f: dict(rng=f["rng"], n_seeds=4, n_boot=100),
-                              extra=dict(rng=RNGS)),
-    "stats.bootstrap_over_seeds": Walk(lambda f: dict(rows=_stats_rows(), stat=stats.default_stat,
-                                                      n_boot=50, rng=None),
-                                       names=dict(rows=r"\brows?\b"),
-                                       legal=dict(rng={"None": "the default generator"}),
-                                       extra=dict(rng=RNGS)),
-    "stats.success_estimates": Walk(lambda f: dict(rows=_stats_rows(), n_boot=50, seed=0),
-                                    names=dict(rows=r"\brows?\b"),
-                                    legal=dict(seed=SEEDS)),
-    # stats.py: m* by the majority rule
-    "stats.critical_sizes": Walk(lambda f: dict(rows=_stats_rows(model="transformer"),
-                                                grid_by_model={"transformer": list(WALK_GRID)},
-                                                search="bisect"),
-                                 names=dict(rows=r"\brows?\b")),
-    "stats.majority_mstar": Walk(lambda f: dict(rows=_stats_rows(), grid=None),
-                                 names=dict(rows=r"\brows?\b"),
-                                 extra=dict(grid={"'x'": "x", "[[8]]": [[8]], "[]": [],
-                                                  "[nan]": [NAN], "[1j]": [1j]})),
-    # stats.py: laws across T and s
-    "stats.fit_line": Walk(lambda f: dict(x=np.array([1.0, 2, 3]), y=np.array([2.0, 4, 7])),
-                           legal=dict(x={"list": ARRAY_LIKE}, y={"list": ARRAY_LIKE})),
-    "stats.scaling_fits": Walk(lambda f: dict(zip(("T", "m50", "m50_boot"), _curve())),
-                               legal=dict(T={"list": ARRAY_LIKE}, m50={"list": ARRAY_LIKE},
-                                          m50_boot={"list": ARRAY_LIKE})),
-    "stats.growth_in_s": Walk(lambda f: dict(zip(("s", "m50", "m50_boot"), _curve())),
-                              legal=dict(s={"list": ARRAY_LIKE}, m50={"list": ARRAY_LIKE},
-                                         m50_boot={"list": ARRAY_LIKE})),
-    "stats.log_departure": Walk(lambda f: dict(zip(("T", "m50", "m50_boot"), _curve()),
-                                               fit_below=20.0),
-                                legal=dict(T={"list": ARRAY_LIKE}, m50={"list": ARRAY_LIKE},
-                                           m50_boot={"list": ARRAY_LIKE},
-                                           fit_below={"inf": "every T in the fit", "10**12":
-                                                      "every T in the fit"})),
-    "stats.paired_growth": Walk(lambda f: dict(e=_estimate(10), ref=_estimate(10),
-                                               e0=_estimate(20), ref0=_estimate(20)),
-                                legal={k: {"missing key": "T, its first key, is not read"}
-                                       for k in ("e", "ref", "e0", "ref0")}),
-    "stats.paired_ratio": Walk(lambda f: dict(e=_estimate(10), ref=_estimate(10)),
-                               legal={k: {"missing key": "T, its first key, is not read"}
-                                      for k in ("e", "ref")}),
 })
 
 # hypotheses.py: the counts of compatible hypotheses and GF(2). Besides the values of its kind,
@@ -1445,21 +1124,82 @@ WALK.update({
 })
 
 
+# attn.py's ops are the textbook reference (issue 40): their bodies are the arithmetic alone, so a
+# wrong argument gets numpy's own error; the model's entry points (walked) check the caller's.
+OP_EXEMPT = "a textbook op of the reference: numpy's own errors; the model's entry points check " \
+            "the caller's arguments"
+
+
+def _walk_fixtures():
+    """The small model, data and caches the valid calls use (float64, fresh for each walk)."""
+    rng = np.random.default_rng(0)
+    cfg = attn.default_config(T=4, d=4, heads=2, mlp=3, dtype="float64")
+    p = attn.init_params(cfg, rng, std=0.5)
+    X, y, xs = WX.copy(), WY.copy(), rng.standard_normal((3, 5, 4))
+    P, XX, yy = {k: np.stack([v, v]) for k, v in p.items()}, np.stack([X, X]), np.stack([y, y])
+    pb = baseline.init(4, 3, rng, "float64")
+    task = data.make_task("and", 4, 2, rng)
+    return dict(rng=rng, cfg=cfg, p=p, X=X, y=y, xs=xs, P=P, XX=XX, yy=yy, pb=pb, task=task,
+                R=rng.standard_normal((2, 5, 4)), g=rng.standard_normal(4) + 1,
+                z=np.array([0.5, -1.0, 2.0]), W=rng.standard_normal((4, 3)))
+WALK_EXEMPT = {f"attn.{op}_{way}": OP_EXEMPT for way in ("forward", "backward") for op in (
+    "embed", "layernorm", "linear", "softmax", "dropout", "attention_cls", "self_attention",
+    "gelu", "relu", "mlp", "logistic")}
+HUGE_WALKED = ("optim", "stats")   # modules whose numbers are walked with 10**400 too
+
+
 def _public(module):
     """{"module.name": the function, class or method} of every public one defined in module (not
     imported; named tuples and exceptions are data, not calls)."""
-    out = {}
+    out, short = {}, module.__name__.rsplit(".", 1)[-1]      # studies.stats: "stats.name"
     for name, v in vars(module).items():
         if name.startswith("_") or getattr(v, "__module__", None) != module.__name__:
             continue
         if inspect.isfunction(v):
-            out[f"{module.__name__}.{name}"] = v
+            out[f"{short}.{name}"] = v
         elif inspect.isclass(v) and not issubclass(v, (tuple, BaseException)):
-            out[f"{module.__name__}.{name}"] = v
+            out[f"{short}.{name}"] = v
             for m, f in vars(v).items():
                 if not m.startswith("_") and inspect.isfunction(f):
-                    out[f"{module.__name__}.{name}.{m}"] = f
+                    out[f"{short}.{name}.{m}"] = f
     return out
+
+
+def _hostile(v, huge=False):
+    """{label: substitute} of issue 39's hostile values for an argument whose valid value is v;
+    huge: a number also gets 10**400, an integer no float holds."""
+    nan, inf = float("nan"), float("inf")
+    if v is None:                                   # an optional argument: its extras only
+        return {}
+    if isinstance(v, (bool, np.bool_)):
+        return {"None": None, "2": 2, "'yes'": "yes", "1j": 1j}
+    if isinstance(v, (int, np.integer, float, np.floating)):
+        return {"None": None, "nan": nan, "inf": inf, "-inf": -inf, "-1": -1, "0": 0,
+                "True": True, "False": False, "1j": 1j, "10**12": 10**12, "'1'": "1",
+                **({"2.5": 2.5} if isinstance(v, (int, np.integer)) else {}),
+                **({"10**400": 10**400} if huge else {})}
+    if isinstance(v, str):
+        return {"None": None, "'bogus'": "bogus", "1": 1, "[v]": [v]}
+    if isinstance(v, np.ndarray):
+        return {"None": None, "list": v.tolist(), "complex": v.astype(complex),
+                "text": v.astype(str), "0-d": np.array(v.flat[0]), "wrong shape":
+                np.stack([v, v], -1)}
+    if isinstance(v, dict):
+        return {"None": None, "items": list(v.items()),
+                "missing key": {k: v[k] for k in list(v)[1:]}}
+    if isinstance(v, np.random.Generator):
+        return {"None": None, "5": 5, "RandomState": np.random.RandomState(0)}
+    if isinstance(v, (data.SparseTask, hypotheses.Work)):
+        return {"None": None, "5": 5, "'and'": "and"}
+    if inspect.isgenerator(v):                      # a search (stats.bisect_search)
+        return {"None": None, "5": 5, "list": [8]}
+    if isinstance(v, tuple):                        # a cache, or (p, rng)
+        return {"None": None, "list": list(v), "short": tuple(v)[:-1]}
+    if isinstance(v, list):
+        return {"None": None, "'--x'": "--x", "[5]": [5]}
+    if callable(v):
+        return {"None": None, "5": 5}
+    raise AssertionError(f"no hostile values for {type(v).__name__}: extend _hostile")
 
 
 def _walk(key, fn, walk):
@@ -1515,7 +1255,7 @@ def test_every_public_function_refuses_hostile_values_naming_the_argument():
     for key in sorted(WALK):
         k, f = _walk(key, public[key], WALK[key])
         n, failures = n + k, failures + f
-    assert n > 2000 and not failures, f"{len(failures)} of {n} hostile calls:\n" + "\n".join(
+    assert n > 1500 and not failures, f"{len(failures)} of {n} hostile calls:\n" + "\n".join(
         failures)
 
 
@@ -2089,18 +1829,6 @@ def test_learns_sparse_and_small_T():
     assert r["top_attended"] == r["S"]
 
 
-def test_same_seed_same_bits_every_loss():
-    """A seed fixes every bit: the same options twice give the same loss at every step and the
-    same parameters; another seed gives another run."""
-    a, b = train.train_run(SMALL), train.train_run(SMALL)
-    assert a["losses"] == b["losses"] and len(a["losses"]) == SMALL["steps"]
-    assert a["loss"] == b["loss"]
-    assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"])
-    c = train.train_run(dict(SMALL, seed=SMALL["seed"] + 1))
-    assert not np.array_equal(a["params"]["W_Q"], c["params"]["W_Q"])
-    assert a["losses"] != c["losses"]
-
-
 def test_stack_equals_single_runs():
     """R = 4 runs stacked (same T and m, other seeds) against the 4 runs alone, 200 float64 steps:
     every loss within 1e-9 relative, same accuracies. Then a stack with different m (the shorter
@@ -2120,48 +1848,6 @@ def test_stack_equals_single_runs():
             assert alone["train_acc"] == st["train_acc"] and alone["S"] == st["S"]
     with pytest.raises(ValueError, match="differ on"):
         train.train_stack([dict(base, seed=0, m=20), dict(base, seed=1, m=20, T=31)])
-
-
-def test_interventions_pair_with_the_baseline_by_seed():
-    """An intervention run (freeze, decay except-ln) of a seed trains on the baseline's training
-    set, tests on its test set and starts from its weights: the same draws, the same init, the
-    same first loss (computed before any step), and a different run after it; stacked as alone;
-    frozen parameters end at their init, clipped or not; each is a protocol a sweep accepts."""
-    base = dict(SMALL, steps=3, dtype="float64")
-    b = train.train_run(base)
-    (_, (Xb, yb), (Tb, tb), r_b, _, _) = train.draw_run(base)
-    init_b = attn.init_params(train.model_config(run_options.validate_options(base)), r_b)
-    for change in (dict(freeze="ln1"), dict(freeze="lnf"), dict(decay="except-ln")):
-        o = dict(base, **change)
-        (_, (X, y), (Te, te), r_i, _, _) = train.draw_run(o)
-        assert np.array_equal(X, Xb) and np.array_equal(y, yb), change
-        assert np.array_equal(Te, Tb) and np.array_equal(te, tb), change
-        init = attn.init_params(train.model_config(run_options.validate_options(o)), r_i)
-        assert all(np.array_equal(init[k], init_b[k]) for k in init_b), change
-        r = train.train_run(o)
-        assert r["losses"][0] == b["losses"][0] and r["losses"][2] != b["losses"][2], change
-        runs = [dict(o, seed=s) for s in (3, 4)]
-        for x, st in zip(runs, train.train_stack(runs), strict=True):
-            assert np.allclose(st["losses"], train.train_run(x)["losses"], rtol=1e-9), change
-    low = dict(base, freeze="ln1", ln1_gain=0.5)      # every weight the baseline's but LN1's gain
-    p0 = train.build_model(run_options.validate_options(low), train.draw_run(low)[3])[0]
-    assert all(np.array_equal(p0[k], init_b[k]) for k in init_b if k != "ln1_g")
-    assert np.all(p0["ln1_g"] == 0.5) and train.train_run(low)["losses"][0] != b["losses"][0]
-    for clip in (0.0, 0.01):
-        for x, g in [(dict(base, freeze="ln1", clip=clip), 1.0)] * 2 + [(dict(low, clip=clip), 0.5)]:
-            for p in (train.train_run(x)["params"], train.train_stack([x])[0]["params"]):
-                assert np.all(p["ln1_g"] == g) and not p["ln1_b"].any(), clip
-    ap = sweep.sweep_parser(commands=False)
-    for name, change in (("freeze-ln1", dict(freeze="ln1")), ("freeze-lnf", dict(freeze="lnf")),
-                         ("decay-except-ln", dict(decay="except-ln")),
-                         ("freeze-ln1-low", dict(freeze="ln1", ln1_gain=0.5))):
-        a = ap.parse_args(["--protocol", name, "--out", "unused"])
-        sweep.sweep_options(ap, a, [])
-        assert {k: getattr(a, k) for k in change} == change, name
-    with pytest.raises(ValueError, match="freeze acts on the Transformer"):
-        run_options.validate_options(dict(model="mlp", freeze="ln1"))
-    with pytest.raises(ValueError, match="ln1_gain acts on the Transformer"):
-        run_options.validate_options(dict(model="mlp", ln1_gain=0.5))
 
 
 
@@ -2337,30 +2023,6 @@ def test_clipping_scales_each_runs_gradient_to_the_norm():
     assert all(np.allclose(one[k], g[k][0]) for k in one)
 
 
-def test_early_stopping_keeps_the_best_validation_step_and_never_looks_at_the_test_set(
-        monkeypatch):
-    opts = dict(SMALL, steps=60, val=150, val_every=10, n_test=321)
-    seen = []                          # (training steps so far, rows) of every forward pass
-    steps = [0]
-    real_lg, real_fw = fast.loss_and_grads, fast.model_forward
-    monkeypatch.setattr(fast, "loss_and_grads",
-                        lambda *a, **k: steps.__setitem__(0, steps[0] + 1) or real_lg(*a, **k))
-    monkeypatch.setattr(fast, "model_forward",
-                        lambda p, c, X, *a: seen.append((steps[0], len(X))) or real_fw(p, c, X, *a))
-    r = train.train_run(opts)
-    test_passes = [n for n, rows in seen if rows == 321]
-    assert test_passes and all(n == opts["steps"] for n in test_passes)  # test: only at the end
-    assert any(rows == 150 and n < opts["steps"] for n, rows in seen)     # validation: during
-    b = r["best_step"]
-    assert b % 10 == 0 and 10 <= b <= 60
-    monkeypatch.undo()
-    plain = train.train_run(dict(SMALL, steps=b, n_test=321))   # the same run stopped at b
-    assert all(np.array_equal(plain["params"][k], r["params"][k]) for k in r["params"])
-    assert plain["test_acc"] == r["test_acc"]
-    other = train.train_run(dict(opts, n_test=77))              # another test set: same choice
-    assert other["best_step"] == b
-
-
 def test_stacked_runs_follow_the_new_options_like_single_runs():
     opts = dict(SMALL, steps=40, dtype="float64", optimizer="adamw", wd=0.1, decay="matrices",
                 clip=0.5, beta2=0.95, val=60, val_every=10)
@@ -2452,26 +2114,6 @@ def test_a_plain_resume_trains_to_the_length_of_the_run_that_saved(tmp_path, cap
     assert code == 0 and "\n25 steps (5 of them in this session)" in out, out
 
 
-def test_a_plain_resume_of_a_checkpoint_without_its_length_asks_for_steps(tmp_path, capsys):
-    """An older checkpoint does not record its run's length: --resume alone is refused in one
-    line asking for --steps (it used to train on to the default 1000 in silence)."""
-    path = str(tmp_path / "ck.npz")
-    with pytest.raises(train.Interrupted):
-        train.train_run(dict(SMALL, steps=20), save=path, stop_after=7)
-    with np.load(path) as z:
-        arrays = {k: z[k] for k in z.files}
-    options = json.loads(str(arrays["options"]))
-    del options["steps"]
-    np.savez(path, **dict(arrays, options=np.array(json.dumps(options))))
-    assert train.load_checkpoint(path)["run_steps"] is None
-    code, out, err = run_cli(capsys, "--resume", path, "--log-every", "0")
-    assert code == 2 and "--steps" in err and "length" in err and len(err.splitlines()) <= 2
-    assert train.load_checkpoint(path)["step"] == 7
-    code, out, _ = run_cli(capsys, "--resume", path, "--steps", "20", "--log-every", "0")
-    assert code == 0 and "\n20 steps (13 of them in this session)" in out, out
-    assert "the run is judged by its last step." not in out        # no logged steps: no line
-
-
 def test_resume_refuses_another_configuration(tmp_path):
     path = str(tmp_path / "ck.npz")
     train.train_run(SMALL, save=path)
@@ -2559,29 +2201,6 @@ def test_crafted_checkpoints_are_one_line_naming_the_file_and_the_field(tmp_path
             train.train_run(dict(SMALL, T=12, m=40, n_test=100, steps=9), resume=resume)
 
 
-def test_damaged_files_are_one_line(tmp_path, capsys, smoke_ref):
-    path = str(tmp_path / "ck.npz")
-    assert run_cli(capsys, *TINY, "--save", path)[0] == 0
-    with np.load(path) as z:
-        arrays = {k: z[k] for k in z.files}
-    for key, value in [("param/W_Q", np.zeros((3, 3), np.float32)),
-                       ("adam_v/E_pos", np.full(arrays["adam_v/E_pos"].shape, np.nan, np.float32)),
-                       ("step", np.array(-4)), ("rng_order", np.array('{"state": 1}'))]:
-        bad = str(tmp_path / "bad.npz")
-        np.savez(bad, **dict(arrays, **{key: value}))
-        code, out, err = run_cli(capsys, "--resume", bad, "--steps", "9")
-        assert code in (1, 2) and "damaged" in err and "Traceback" not in err, (key, err)
-        assert len(err.strip().splitlines()) == 1
-    csv_path = _copy(smoke_ref, tmp_path / "s") / "runs.csv"
-    lines = csv_path.read_text().splitlines(keepends=True)
-    csv_path.write_text("".join(lines[:3]) + lines[3].replace(",transformer,", ",transformr,", 1)
-                        .replace("transformer,", "transformr,", 1) + "".join(lines[4:]))
-    with pytest.raises(SystemExit, match="^2$"):
-        _sweep(tmp_path / "s", "--report")
-    err = capsys.readouterr().err
-    assert "runs.csv line 4" in err and len(err.strip().splitlines()) == 1
-
-
 def test_divergence_names_step_and_keeps_last_finite_checkpoint(tmp_path):
     path = str(tmp_path / "ck.npz")
     with pytest.raises(train.Diverged, match=r"at step \d+.*smaller --lr.*last finite") as e:
@@ -2622,33 +2241,6 @@ def test_cli_checkpoint_errors_leave_files_alone(tmp_path, capsys):
     assert open(path, "rb").read() == good and notes.read_text() == "precious"
     code, out, err = run_cli(capsys, "--resume", path, "--steps", "9")
     assert code == 0 and "resumed at step 5" in out
-
-
-def test_writes_that_fail_are_one_line_and_keep_the_last_checkpoint(tmp_path, capsys,
-                                                                    monkeypatch):
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    for target, msg in [(str(blocker / "ck.npz"), "does not exist"),
-                        (str(tmp_path), "not a checkpoint")]:
-        code, out, err = run_cli(capsys, *TINY, "--save", target)
-        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
-    (tmp_path / "ck.npz.tmp.npz").mkdir()                     # a leftover in the way
-    code, out, err = run_cli(capsys, *TINY, "--save", str(tmp_path / "ck.npz"))
-    assert code == 2 and "in the way" in err
-    good = str(tmp_path / "good.npz")
-    assert run_cli(capsys, *TINY, "--save", good)[0] == 0
-    before = open(good, "rb").read()
-
-    def full_disk(path, **arrays):
-        open(path, "wb").write(b"half")
-        raise OSError(28, "No space left on device")
-    monkeypatch.setattr(np, "savez", full_disk)
-    code, out, err = run_cli(capsys, "--resume", good, "--steps", "8")
-    assert code == 1 and "No space left" in err and len(err.strip().splitlines()) == 1
-    assert open(good, "rb").read() == before and not os.path.exists(good + ".tmp.npz")
-    code, out, err = run_cli(capsys, "sweep", "--preset", "smoke", "--workers", "1", "--out",
-                             str(blocker / "sub"))
-    assert code == 2 and "cannot create the folder" in err
 
 
 # ---------------- the Python API and the command line ------------------------------------------
@@ -2714,80 +2306,6 @@ def test_python_api_names_the_argument_for_every_wrong_input(tmp_path):
     assert train.draw_run(dict(SMALL))[1][0].shape == (SMALL["m"], SMALL["T"])  # defaults filled
 
 
-@pytest.mark.parametrize("argv, msg", [
-    (["--d", "2000000", "--heads", "1"], "GiB"), (["--mlp", "3000000000"], "GiB"),
-    (["--model", "mlp", "--mlp", "1000000000", "--T", "1000"], "GiB"),
-    (["sweep", "--Ts", "100", "--d", "2000000", "--heads", "1"], "GiB"),
-    (["bench", "--Ts", "100000000"], "GiB"), (["bench", "--m", "1000000000"], "GiB")])
-def test_sizes_that_do_not_fit_are_one_line_before_anything_runs(argv, msg, capsys, tmp_path):
-    code, out, err = run_cli(capsys, *argv, *(["--out", str(tmp_path)] if argv[0] == "sweep"
-                                               else []))
-    assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
-
-
-def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_path, capsys,
-                                                                        monkeypatch):
-    """Family 6: with --save, Ctrl-C before step 1 or during the final evaluation never says
-    "no --save given", and the summary of an interrupted evaluation is one resume away; a
-    failure names the option and value that matter."""
-    path = str(tmp_path / "ck.npz")
-    real = {name: getattr(train, name) for name in ("draw_run", "summarise", "train_run")}
-
-    def ctrl_c(*args, **kw):
-        raise KeyboardInterrupt
-    monkeypatch.setattr(train, "draw_run", ctrl_c)                 # before step 1
-    code, out, err = run_cli(capsys, *TINY, "--save", path)
-    assert code == 130 and "nothing was saved" in err and "no --save" not in err
-    assert not os.path.exists(path)
-    monkeypatch.setattr(train, "draw_run", real["draw_run"])
-    monkeypatch.setattr(train, "summarise", ctrl_c)                # during the final evaluation
-    code, out, err = run_cli(capsys, *TINY, "--save", path)
-    assert code == 130 and "final evaluation" in err and "no --save" not in err
-    assert f"python train.py --resume {path} --steps 5" in err
-    with pytest.raises(train.Interrupted, match="final evaluation") as e:
-        train.train_run(SMALL, save=str(tmp_path / "py.npz"))
-    assert (e.value.step, e.value.phase) == (SMALL["steps"], "evaluation")
-
-    def sigterm(*args, **kw):                                      # SIGTERM's, under the guard
-        raise cli.Terminated
-    monkeypatch.setattr(train, "summarise", sigterm)
-    code, out, err = run_cli(capsys, *TINY, "--save", str(tmp_path / "term.npz"))
-    assert code == 143 and err.startswith("\nterminated (SIGTERM) during the final evaluation; "
-                                          "all 5 steps are saved"), err
-    monkeypatch.setattr(train, "summarise", real["summarise"])
-    code, out, err = run_cli(capsys, "--resume", path, "--steps", "5")   # evaluates, reports
-    assert code == 0 and "test accuracy" in out and "evaluating it" in out and not err
-    monkeypatch.setattr(train, "draw_run", ctrl_c)                 # a resume stopped at once
-    code, out, err = run_cli(capsys, "--resume", path, "--steps", "9")
-    assert code == 130 and "unchanged at step 5" in err and "no --save" not in err
-    monkeypatch.setattr(train, "draw_run", real["draw_run"])
-    assert train.load_checkpoint(path)["step"] == 5
-    code, out, err = run_cli(capsys, *TINY, "--wd", "1e308")       # the decay, not the rate
-    assert code == 1 and "smaller --wd (now 1e+308" in err and "--lr (now" not in err
-    code, out, err = run_cli(capsys, *TINY, "--lr", "1e30")
-    assert code == 1 and "smaller --lr (now 1e+30)" in err
-    for flag in ("--beta2", "--dropout"):                          # 1 is refused: "< 1"
-        code, out, err = run_cli(capsys, *TINY, flag, "1")
-        assert code == 2 and "< 1" in err and "<= 1" not in err, err
-    help_text = " ".join(train.train_parser().format_help().split())
-    assert "decay, >= 0 and < 1" in help_text and "probability, >= 0 and < 1" in help_text
-    code, out, err = run_cli(capsys, *TINY, "--val", "100000000")  # sized before allocating
-    assert code == 2 and "GiB" in err and "--val 100000000" in err
-    monkeypatch.setattr(train, "train_run", lambda *a, **k: (_ for _ in ()).throw(
-        MemoryError("Unable to allocate 9.1 GiB for an array")))
-    code, out, err = run_cli(capsys, *TINY)
-    assert code == 1 and "--T 12" in err and "Unable to allocate 9.1 GiB" in err
-    monkeypatch.setattr(train, "train_run", real["train_run"])
-    monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(
-        OSError(28, "No space left on device")))                  # a full disk at --json
-    out_json = tmp_path / "r.json"
-    code = cli.one_line_errors("train.py", train.main, [*TINY, "--json", str(out_json)])
-    err = capsys.readouterr().err
-    monkeypatch.undo()
-    assert code == 1 and str(out_json) in err and "No space left" in err
-    assert sorted(os.listdir(tmp_path)) == ["ck.npz", "py.npz", "term.npz"]   # no summary, no tmp
-
-
 def test_ctrl_c_while_the_last_checkpoint_is_written_is_not_swallowed(tmp_path, capsys,
                                                                      monkeypatch):
     """A Ctrl-C noted by the handler while the final checkpoint was written used to be
@@ -2835,1319 +2353,8 @@ def test_sigterm_saves_like_ctrl_c(tmp_path):
     assert train.load_checkpoint(path)["step"] >= 1
 
 
-# ===============================================================================================
-# stats.py: the estimator (searches, success curves, the seed bootstrap, m*, laws)
-# ===============================================================================================
-
-# ---------------- the searches and m* by the majority rule -------------------------------------
-
-def test_bisect_finds_the_grid_walks_m_star():
-    """Per-seed bisection gives the same m*(T) as walking the whole grid, when success is
-    monotone in m; and it needs far fewer runs."""
-    grid = stats.m_grid(8, 600)
-    rng = np.random.default_rng(0)
-    for trial in range(20):
-        thresholds = rng.integers(5, 700, size=rng.integers(1, 12))
-        rows_b, rows_g, calls = [], [], [0]
-        for seed, th in enumerate(thresholds):
-            def ok(m, th=th):
-                calls[0] += 1
-                return m >= th
-            for search, rows in ((stats.bisect_search, rows_b), (stats.grid_search, rows_g)):
-                gen = search(grid)
-                try:
-                    m = next(gen)
-                    while True:
-                        rows.append(dict(model="transformer", T=100, seed=seed, m=m,
-                                         success=ok(m)))
-                        m = gen.send(rows[-1]["success"])
-                except StopIteration as stop:
-                    expect = next((g for g in grid if g >= th), None)
-                    assert stop.value == expect
-        sb = stats.critical_sizes(rows_b, {"transformer": grid}, "bisect")[("transformer", 100)]
-        sg = stats.critical_sizes(rows_g, {"transformer": grid}, "grid")[("transformer", 100)]
-        assert sb["m_star"] == sg["m_star"] and sb["per_seed"] == sg["per_seed"]
-        assert len(rows_b) <= len(thresholds) * (np.log2(len(grid)) + 2) < len(rows_g)
-
-
-def test_critical_sizes_majority_rule():
-    grid = [10, 20, 30, 40]
-    rows = [dict(model="transformer", T=5, seed=s, m=m, success=m >= th)
-            for s, th in enumerate([20, 30, 40, 99]) for m in grid]
-    st = stats.critical_sizes(rows, {"transformer": grid}, "grid")[("transformer", 5)]
-    assert st["m_star"] == 30                   # 2 of 4 seeds succeed at 30: at least half
-    assert st["censored"] == 1 and st["mean"] == 30.0 and st["unfinished"] == 0
-    # not monotone: seed 0 fails again at 30. Walking the grid counts successes AT each m.
-    wobbly = [dict(r, success=False) if (r["seed"], r["m"]) == (0, 30) else r for r in rows]
-    assert stats.critical_sizes(wobbly, {"transformer": grid}, "grid")[("transformer", 5)][
-        "m_star"] == 40
-    # a search interrupted after its first probe is unfinished, not "above grid"
-    part = [r for r in rows if r["seed"] != 3 or r["m"] == 10]
-    st = stats.critical_sizes(part, {"transformer": grid}, "grid")[("transformer", 5)]
-    assert st["unfinished"] == 1 and st["censored"] == 0 and st["n_seeds"] == 3
-    assert st["m_star"] == 30
-
-
-def test_majority_mstar_interval_resamples_the_seeds():
-    """m* (majority) gets replicates from the same seed bootstrap as m50: replicate i draws the
-    seeds resample_counts draws at its T, and m* of those seeds, recomputed one resample at a time by the rule
-    itself, is the replicate. Under bisection, m* is the ceil(n/2)-th smallest critical m, so its
-    95% interval is computed exactly from order statistics instead of from the replicates."""
-    grid = [float(m) for m in stats.m_grid(8, 600)]
-    rng = np.random.default_rng(4)
-    thresholds = np.exp(rng.normal(np.log(80), 0.6, size=15))
-    thresholds[:3] = 10_000                                           # above the grid
-    def bisected(thresholds):
-        rows = []
-        for seed, th in enumerate(thresholds):
-            gen = stats.bisect_search(grid)
-            try:
-                m = next(gen)
-                while True:
-                    rows.append(dict(model="transformer", T=100, seed=seed, m=m, success=m >= th))
-                    m = gen.send(rows[-1]["success"])
-            except StopIteration:
-                pass
-        return rows
-    rows = bisected(thresholds)
-    st = stats.critical_sizes(rows, {"transformer": grid}, "bisect")[("transformer", 100)]
-    crit = np.array(st["per_seed"])
-    assert st["m_star"] == np.sort(crit)[7]                           # ceil(15 / 2) = 8th
-    C = stats.resample_counts(15, 100, stats.N_BOOT)                   # the design's, at T = 100
-    some = np.arange(0, stats.N_BOOT, 97)                              # 1,031 of the resamples
-    boot = [np.sort(np.repeat(crit, C[i].astype(int)))[7] for i in some]
-    assert len(st["m_star_boot"]) == stats.N_BOOT
-    np.testing.assert_array_equal(st["m_star_boot"][some], boot)
-    # the interval itself is exact: the bootstrap of the 8th smallest (order_statistic_bootstrap),
-    # here (56, 208) where the first 2,000 drawn resamples give (82, 122): P(m* <= 56) is 0.0255
-    assert (st["m_star_lo"], st["m_star_hi"]) == stats.distribution_ci(
-        *stats.order_statistic_bootstrap(crit, 8)) == (56.0, 208.0)
-    assert st["m_star_lo"] < st["m_star"] < st["m_star_hi"] < 600
-    # every seed alike: no spread; walking the grid counts successes at m, resampled the same way
-    st = stats.critical_sizes(bisected([50] * 6), {"transformer": grid}, "bisect")[
-        ("transformer", 100)]
-    assert st["n_seeds"] == 6 and st["m_star_lo"] == st["m_star"] == st["m_star_hi"] < 60
-    walk = [dict(model="transformer", T=5, seed=s, m=m, success=m >= th)
-            for s, th in enumerate([20, 30, 40, 99]) for m in (10, 20, 30, 40)]
-    st = stats.critical_sizes(walk, {"transformer": [10, 20, 30, 40]}, "grid")[("transformer", 5)]
-    C = stats.resample_counts(4, 5, 2000)                 # T = 5's own resamples
-    wins = np.array([[m >= th for m in (10, 20, 30, 40)] for th in (20, 30, 40, 99)], float)
-    first = [next((m for m, w in zip((10, 20, 30, 40), C[i] @ wins) if w >= 2), np.inf)
-             for i in range(2000)]
-    np.testing.assert_array_equal(st["m_star_boot"], first)
-
-
-def test_majority_mstar_hand_made():
-    rows = ([(100, s, 10.0, 0) for s in range(4)]                      # 0/4
-            + [(100, 0, 20.0, 1)] + [(100, s, 20.0, 0) for s in (1, 2, 3)]  # 1/4
-            + [(100, 0, 40.0, 0), (100, 1, 40.0, 1)]                     # 1/2: seed 0 regresses
-            + [(100, s, 80.0, int(s > 0)) for s in range(4)])            # 3/4
-    assert stats.majority_mstar(rows, [5.0, 10.0, 20.0, 40.0, 80.0]) == 40.0   # 5: no runs, skipped
-    assert stats.majority_mstar(rows) == 40.0
-    assert stats.majority_mstar(rows, [80.0, 10.0]) == 80.0                   # 40 not in the grid
-    assert stats.majority_mstar(rows, [80.0, 40.0, 10.0]) == 40.0    # walked up, not in list order
-    assert stats.majority_mstar(rows, [5.0, 10.0, 20.0]) == math.inf
-    dict_rows = [dict(T=t, seed=s, m=m, success=o) for t, s, m, o in rows]
-    assert stats.majority_mstar(dict_rows) == 40.0
-
-
 # ---------------- the success curve and the seed bootstrap: recovery and coverage --------------
 
-M50_TRUE, B_TRUE = 80.0, 4.0
-M90_TRUE = M50_TRUE * math.exp(math.log(9.0) / B_TRUE)     # no random effect: 138.6
-GRID = 10.0 * 1.15 ** np.arange(27)                          # 10 .. 378, 27 values
-
-
-def synth_rows(rng, n_seeds=40, re_sd=0.2, T=100, grid=GRID):
-    """One run per (seed, m): rows (T, seed, m, success), [n_seeds * len(grid)]."""
-    rows = []
-    for s in range(n_seeds):
-        l50 = math.log(M50_TRUE) + re_sd * rng.standard_normal()
-        ok = rng.random(grid.size) < 1.0 / (1.0 + np.exp(-B_TRUE * (np.log(grid) - l50)))
-        rows += [(T, s, float(m), int(o)) for m, o in zip(grid, ok)]
-    return rows
-
-
-def ci_ok(lo, hi, true):
-    """The coverage criterion: the CI holds the truth AND is informative, i.e. it excludes both
-    2x and 0.5x the truth (an estimator that ignores m, with a CI of [small, inf], fails)."""
-    return lo <= true <= hi and true / 2 < lo and hi < 2 * true
-
-
-def test_m50_coverage_with_seed_random_effects():
-    hits = 0
-    for k in range(20):
-        est = stats.success_estimates(synth_rows(np.random.default_rng(k)), n_boot=1000, seed=k)
-        assert est["n_seeds"] == 40 and est["n_runs"] == 40 * GRID.size and est["flag"] is None
-        hits += ci_ok(est["m50_lo"], est["m50_hi"], M50_TRUE)
-        # a wrong m50 (2x or 0.5x) is outside every CI: the check can fail
-        assert not ci_ok(est["m50_lo"], est["m50_hi"], 2 * M50_TRUE)
-        assert not ci_ok(est["m50_lo"], est["m50_hi"], M50_TRUE / 2)
-    assert hits >= 16, f"m50 CI covered the truth in {hits}/20 data sets"      # 17 at writing
-
-
-def test_m90_and_m50_coverage_without_random_effects():
-    hits50 = hits90 = 0
-    for k in range(20):
-        rows = synth_rows(np.random.default_rng(100 + k), re_sd=0.0)
-        est = stats.success_estimates(rows, n_boot=1000, seed=k)
-        hits50 += ci_ok(est["m50_lo"], est["m50_hi"], M50_TRUE)
-        hits90 += ci_ok(est["m90_lo"], est["m90_hi"], M90_TRUE)
-        assert est["m50_lo"] <= est["m50"] <= est["m50_hi"]
-        assert est["m90_lo"] <= est["m90"] <= est["m90_hi"]
-        assert 2.5 < est["b"] < 6.0                          # slope near B_TRUE = 4
-    assert hits50 >= 16 and hits90 >= 16, f"coverage m50 {hits50}/20, m90 {hits90}/20"  # 19, 18
-
-
-def test_the_coverage_check_fails_for_estimators_that_ignore_m_or_are_biased():
-    ignore_m = biased = 0
-    for k in range(10):
-        rng = np.random.default_rng(k)
-        rows = synth_rows(rng)
-        # wrong estimator 1: the m column shuffled across runs, so the fit cannot use m
-        ms = rng.permutation([r[2] for r in rows])
-        est = stats.success_estimates([(t, s, m, o) for (t, s, _, o), m in zip(rows, ms)],
-                                   n_boot=300, seed=k)
-        ignore_m += ci_ok(est["m50_lo"], est["m50_hi"], M50_TRUE)
-        # wrong estimator 2: the right fit, reported at 2x
-        est = stats.success_estimates(rows, n_boot=300, seed=k)
-        biased += ci_ok(2 * est["m50_lo"], 2 * est["m50_hi"], M50_TRUE)
-    assert ignore_m <= 2 and biased == 0, (ignore_m, biased)
-
-
-def test_point_fit_recovers_parameters_and_is_a_stationary_point():
-    rng = np.random.default_rng(5)
-    m = np.exp(rng.uniform(np.log(10), np.log(400), 20000))
-    y = (rng.random(m.size) < stats.sigmoid(B_TRUE * (np.log(m) - math.log(M50_TRUE)))) * 1.0
-    a, b = stats.fit_success_curve(m, y)
-    assert abs(b - B_TRUE) < 0.2 and abs(stats.m_at(0.5, a, b) / M50_TRUE - 1) < 0.03
-    # gradient of the penalised log-likelihood (centred parametrisation) is zero
-    x = np.log(m) - np.log(m).mean()
-    ac = a + b * np.log(m).mean()
-    r = y - stats.sigmoid(ac + b * x)
-    assert abs(r.sum() - stats.RIDGE * ac) < 1e-6 and abs((r * x).sum() - stats.RIDGE * b) < 1e-6
-
-
-def test_vectorised_bootstrap_matches_refitting_each_resample():
-    rows = synth_rows(np.random.default_rng(3), n_seeds=12)
-    ci, samples = stats.bootstrap_over_seeds(rows, n_boot=20, rng=np.random.default_rng(7))
-    C = stats.seed_counts(np.random.default_rng(7), 12, 20)     # the same draws
-    for i in range(20):
-        res = [r for r in rows for _ in range(int(C[i, r[1]]))]
-        a, b = stats.fit_success_curve([r[2] for r in res], [r[3] for r in res])
-        # equal up to the ridge's centring (full-data mean ln m vs the resample's): ~1e-5
-        assert math.isclose(stats.m_at(0.5, a, b), samples["m50"][i], rel_tol=1e-3)
-        assert math.isclose(stats.m_at(0.9, a, b), samples["m90"][i], rel_tol=1e-3)
-    assert ci["m50"] == stats.percentile_ci(samples["m50"])
-
-
-def test_the_bootstrap_does_not_depend_on_the_order_of_the_rows():
-    """Seeds are indexed in sorted order, so the same runs read in another order (a folder's CSV
-    against the width table's pooled rows, two protocols finishing in different orders) give the
-    same intervals, and replicate i resamples the same seed labels in every folder and at every T
-    (paired_ratio and scaling_fits rely on that)."""
-    grid = 10.0 * 1.2 ** np.arange(20)
-    rows = synth_rows(np.random.default_rng(0), n_seeds=25, grid=grid)      # 500 runs
-    est = stats.success_estimates(rows, n_boot=1000)
-    shuffled = [rows[i] for i in np.random.default_rng(1).permutation(len(rows))]
-    again = stats.success_estimates(shuffled, n_boot=1000)
-    assert est["n_runs"] == 500 and math.isfinite(est["m50_hi"])
-    for k in ("m50", "m50_lo", "m50_hi", "m90_lo", "m90_hi"):      # up to the order of sums
-        assert math.isclose(again[k], est[k], rel_tol=1e-9), k
-    np.testing.assert_allclose(again["m50_boot"], est["m50_boot"], rtol=1e-9)
-    assert stats.parse_rows(shuffled)["seeds"] == list(range(25))
-    csv_like = [{"T": "100", "seed": str(s), "m": "10", "success": "1"} for s in (10, 9, 2)]
-    assert stats.parse_rows(csv_like)["seeds"] == ["2", "9", "10"]      # by number, not text
-    assert stats.parse_rows(csv_like)["seed"].tolist() == [2, 1, 0]
-
-
-# ---------------- separation, censoring, tiny data: finite or inf with a flag, never NaN -------
-
-def _no_nan(est):
-    for k, v in est.items():
-        if isinstance(v, float):
-            assert not math.isnan(v), k
-        if isinstance(v, np.ndarray):
-            assert not np.isnan(v).any(), k
-
-
-def test_complete_separation_gives_a_finite_steep_fit_with_m50_in_the_gap():
-    rows = [(50, s, m, int(m >= 80)) for s in range(5) for m in (10.0, 20, 40, 80, 160, 320)]
-    est = stats.success_estimates(rows, n_boot=200)
-    _no_nan(est)
-    assert 40 < est["m50"] < 80 and math.isclose(est["m50"], math.sqrt(40 * 80), rel_tol=1e-6)
-    assert 5 < est["b"] < 100 and "complete separation" in est["flag"]
-    assert est["m50"] < est["m90"] < 80
-
-
-def test_all_fail_and_all_succeed_are_flagged_as_censored():
-    fail = [(50, s, m, 0) for s in range(4) for m in (10.0, 20, 40)]
-    est = stats.success_estimates(fail, n_boot=100)
-    _no_nan(est)
-    assert est["b"] is None and est["a"] == -math.inf and "above the largest m tried" in est["flag"]
-    assert est["m50"] == est["m50_lo"] == est["m50_hi"] == est["m90_hi"] == math.inf
-
-    win = [(50, s, m, 1) for s in range(4) for m in (10.0, 20, 40)]
-    est = stats.success_estimates(win, n_boot=100)
-    _no_nan(est)
-    assert est["b"] is None and est["a"] == math.inf and "below the smallest m tried" in est["flag"]
-    assert est["m50"] == est["m50_lo"] == est["m50_hi"] == est["m90"] == 0.0
-
-
-@pytest.mark.parametrize("m, s, m50", [
-    ([10.0], [0], math.inf), ([10.0], [1], 0.0),                # one run
-    ([10.0, 10.0], [0, 1], math.inf),                           # one m: slope undetermined
-    ([10.0, 20.0], [1, 0], math.inf),                           # decreasing: b < 0
-    ([10.0, 20.0], [0, 1], math.sqrt(200.0)),                   # separated pair
-])
-def test_tiny_data(m, s, m50):
-    a, b = stats.fit_success_curve(m, s)
-    assert not math.isnan(a) and (b is None or math.isfinite(b))
-    assert stats.m_at(0.5, a, b) == pytest.approx(m50)
-    assert stats.fit_flag(m, s, a, b) is not None            # every case here is degenerate
-
-
-def test_resamples_that_lose_all_successes_give_an_inf_upper_bound():
-    # 2 of 8 seeds ever succeed: (6/8)^8 = 10% of resamples draw neither -> m50 = inf in > 2.5%
-    rows = [(50, s, m, int(s < 2 and m >= 40)) for s in range(8) for m in (10.0, 20, 40, 80)]
-    est = stats.success_estimates(rows, n_boot=1000)
-    _no_nan(est)
-    frac_inf = np.isinf(est["m50_boot"]).mean()
-    assert frac_inf > 0.025 and est["m50_hi"] == math.inf and math.isfinite(est["m50_lo"])
-
-
-def test_percentile_ci_inf_rule():
-    v = np.r_[np.arange(975.0), np.full(25, np.inf)]          # exactly 2.5% inf
-    assert stats.percentile_ci(v) == (24.0, 974.0)
-    v = np.r_[np.arange(974.0), np.full(26, np.inf)]          # more than 2.5% inf
-    assert stats.percentile_ci(v) == (24.0, math.inf)
-
-
-def test_m_at_scalar_and_vector():
-    assert stats.m_at(0.5, -4 * math.log(80), 4.0) == pytest.approx(80.0)
-    out = stats.m_at(0.9, np.array([-4 * math.log(80), 0.0, -np.inf, np.inf, -1e6]),
-                  np.array([4.0, -1.0, 0.0, 0.0, 1e-3]))
-    assert out[0] == pytest.approx(M90_TRUE) and out[1] == out[2] == out[4] == math.inf
-    assert out[3] == 0.0
-
-
-# ---------------- laws across T: lines, scaling fits, departures, paired ratios ----------------
-
-def test_fit_line_recovers_a_line():
-    x = np.linspace(0.0, 5.0, 11)
-    a, b, r2 = stats.fit_line(x, 2.5 * x - 1.0)
-    assert abs(a - 2.5) < 1e-12 and abs(b + 1.0) < 1e-12 and abs(r2 - 1.0) < 1e-12
-    b, a, r2 = stats.fit_line([1, 2, 3], [3, 5, 7])                   # (slope, intercept, R^2)
-    assert abs(a - 1) < 1e-12 and abs(b - 2) < 1e-12 and abs(r2 - 1) < 1e-12
-    assert stats.fit_line(x, np.sin(7 * x))[2] < 0.5                  # not a line: low R^2
-
-
-T_GRID = np.array([10.0, 20, 50, 100, 200, 500, 1000])
-
-
-def _scaling_data(truth, sd, B=1000, seed=0):
-    rng = np.random.default_rng(seed)
-    point = truth + sd * rng.standard_normal(truth.size)
-    return point, point[:, None] + sd * rng.standard_normal((truth.size, B))
-
-
-def test_scaling_log_data_recovers_b_and_log_wins_aic():
-    point, boot = _scaling_data(30 + 40 * np.log(T_GRID), sd=5.0)
-    f = stats.scaling_fits(T_GRID, point, boot)
-    assert f["log_b_lo"] <= 40 <= f["log_b_hi"] and abs(f["log_b"] - 40) < 5
-    assert f["daic"] < 0 and f["daic_hi"] < 0 and f["p_log_better"] > 0.95
-    assert f["n_dropped"] == 0 and f["n_boot"] == 1000 and f["log_r2"] > 0.99
-
-
-def test_scaling_linear_data_linear_wins_aic():
-    point, boot = _scaling_data(50 + 0.5 * T_GRID, sd=5.0)
-    f = stats.scaling_fits(T_GRID, point, boot)
-    assert f["lin_b_lo"] <= 0.5 <= f["lin_b_hi"]
-    assert f["daic"] > 0 and f["daic_lo"] > 0 and f["p_log_better"] < 0.05
-
-
-def test_scaling_power_law_exact_and_dropped_replicates():
-    y = 3.0 * T_GRID ** 0.5
-    boot = np.repeat(y[:, None], 50, 1)
-    boot[2, :17] = np.inf
-    boot[4, 17:20] = 0.0
-    boot[3, 20] = 1e200                      # finite, but its squares overflow: no usable fit
-    f = stats.scaling_fits(T_GRID, y, boot)
-    assert f["n_dropped"] == 21 and f["pow_k"] == pytest.approx(0.5)
-    assert f["pow_a"] == pytest.approx(3.0)
-    assert (f["pow_k_lo"], f["pow_k_hi"]) == (-math.inf, math.inf)   # 21 of 50 count against both
-    boot = np.repeat(y[:, None], 1000, 1)
-    boot[2, :24] = np.inf                    # under 2.5% dropped: the bounds are the fits'
-    f = stats.scaling_fits(T_GRID, y, boot)
-    assert f["n_dropped"] == 24 and f["pow_k_lo"] == pytest.approx(0.5) == f["pow_k_hi"]
-    boot[2, :26] = np.inf                    # past 2.5%: both bounds open
-    f = stats.scaling_fits(T_GRID, y, boot)
-    assert (f["pow_k_lo"], f["pow_k_hi"]) == (-math.inf, math.inf)
-    all_bad = np.full((T_GRID.size, 5), np.inf)
-    f = stats.scaling_fits(T_GRID, y, all_bad)
-    assert f["n_dropped"] == 5 and f["p_log_better"] is None
-    assert (f["log_b_lo"], f["log_b_hi"]) == (-math.inf, math.inf)
-
-
-def test_log_departure_finds_where_a_curve_leaves_its_small_T_log_law():
-    T = np.array([10, 30, 100, 300, 1000, 3000])
-    on_law = 20 + 10 * np.log(T)
-    rng = np.random.default_rng(0)
-    noise = np.exp(0.05 * rng.standard_normal((T.size, 500)))     # replicates, independent per T
-    # on the law everywhere: no departure, every ratio's CI covers 1
-    dep = stats.log_departure(T, on_law, on_law[:, None] * noise, fit_below=100)
-    assert dep["departs"] is None and abs(dep["b"] - 10) < 1e-9 and abs(dep["a"] - 20) < 1e-9
-    assert all(lo < 1 < hi for _, lo, hi in dep["ratios"].values())
-    assert sorted(dep["ratios"]) == [300, 1000, 3000]
-    # doubled from T = 1000 on: departs there, not at 300, and the ratio is 2
-    bent = on_law * np.where(T >= 1000, 2.0, 1.0)
-    dep = stats.log_departure(T, bent, bent[:, None] * noise, fit_below=100)
-    assert dep["departs"] == 1000 and abs(dep["ratios"][1000][0] - 2) < 1e-9
-    assert dep["ratios"][1000][1] > 1.5
-    # an m50 above every m tried (inf) is above the law; fewer than 2 T in the fit range is refused
-    inf_boot = bent[:, None] * noise
-    inf_boot[-1] = np.inf
-    assert stats.log_departure(T, bent, inf_boot, 100)["ratios"][3000][1:] == (np.inf, np.inf)
-    with pytest.raises(ValueError, match="at least 2 T"):
-        stats.log_departure(T, bent, bent[:, None] * noise, fit_below=10)
-
-
-@pytest.mark.parametrize("law, power_wins", [(lambda s: 12.0 * s ** 1.5, True),
-                                              (lambda s: 6.0 * 2.5 ** s, False)])
-def test_growth_in_s_tells_a_power_law_from_an_exponential(law, power_wins):
-    s = np.arange(1, 6)
-    rng = np.random.default_rng(4)
-    point = law(s) * np.exp(0.03 * rng.standard_normal(s.size))
-    boot = point[:, None] * np.exp(0.03 * rng.standard_normal((s.size, 800)))
-    g = stats.growth_in_s(s, point, boot)
-    if power_wins:
-        assert g["pow_k_lo"] <= 1.5 <= g["pow_k_hi"] and g["daic_hi"] < 0
-        assert g["p_power_better"] > 0.95
-    else:
-        assert g["exp_b_lo"] <= 2.5 <= g["exp_b_hi"] and g["daic_lo"] > 0
-        assert g["p_power_better"] < 0.05
-    assert g["n_s"] == 5 and g["n_dropped"] == 0
-
-
-def test_growth_in_s_drops_undetermined_replicates_and_refuses_bad_input():
-    s, m = np.array([1, 2, 3]), np.array([10.0, 20.0, 40.0])
-    boot = np.repeat(m[:, None], 10, 1)
-    boot[2, :4] = np.inf                             # an m50 above every m tried
-    g = stats.growth_in_s(s, m, boot)
-    assert g["n_dropped"] == 4 and g["exp_b"] == pytest.approx(2.0)
-    assert (g["exp_b_lo"], g["exp_b_hi"], g["pow_k_hi"]) == (-np.inf, np.inf, np.inf)  # 40%
-    boot = np.repeat(m[:, None], 1000, 1)
-    boot[2, :20] = np.inf                            # 2% dropped: the bounds stay finite
-    g = stats.growth_in_s(s, m, boot)
-    assert g["n_dropped"] == 20 and g["exp_b_lo"] == g["exp_b_hi"] == pytest.approx(2.0)
-    with pytest.raises(ValueError, match=r"s must hold >= 3 distinct.*\[1, 2\]"):
-        stats.growth_in_s(s[:2], m[:2], boot[:2])
-    with pytest.raises(ValueError, match=r"m50 must be finite and > 0.*s=\[3\]"):
-        stats.growth_in_s(s, np.array([10.0, 20.0, np.inf]), boot)
-    with pytest.raises(ValueError, match=r"m50_boot must have shape \[n_s=3, B >= 1\]"):
-        stats.growth_in_s(s, m, boot[:2])
-
-
-def _seed_rows(rng_seed, T=100):
-    """Runs of 12 seeds at six m each, seed i succeeding from a log-normal critical m on."""
-    rng = np.random.default_rng(rng_seed)
-    return [dict(T=T, seed=seed, m=m, success=float(m >= crit))
-            for seed, crit in enumerate(40 * np.exp(0.4 * rng.standard_normal(12)))
-            for m in (20, 30, 45, 60, 90, 130)]
-
-
-def test_seeds_pair_cells_at_one_T_and_nothing_across_T():
-    """stats.py's design, shown on what a seed draws (train.draw_run) and on how it resamples:
-    at one T a seed gives every width and every m the same S and the same training inputs (a
-    larger m extends a smaller one's set), so those cells are paired and draw the same
-    resamples; at another T it shares nothing, and its resamples are drawn independently."""
-    run = lambda **o: train.draw_run(dict(SMALL, seed=3, **o))
-    a, b = run(T=12, m=40, d=8), run(T=12, m=80, d=16)
-    assert (a[0].S == b[0].S).all() and (a[1][0] == b[1][0][:40]).all()
-    assert (a[1][1] == b[1][1][:40]).all()                       # the same labelled examples
-    c = run(T=24, m=40, d=8)        # another T: the same coin flips cut into rows of another
-    assert (c[1][0][:20].reshape(40, 12) == a[1][0]).all()        # length, S drawn anew, so
-    assert 0.25 < (c[1][1][:40] == a[1][1]).mean() < 0.75          # labels that agree by chance
-    A, B = stats.resample_counts(20, 100, 4000), stats.resample_counts(20, 300, 4000)
-    assert (A == stats.resample_counts(20, 100, 4000)).all()      # one T: the same resamples
-    assert abs(np.corrcoef(A.ravel(), B.ravel())[0, 1]) < 0.03   # two T: independent ones
-    # so the same runs read at T = 100 and at T = 300 have independent bootstrap replicates, and
-    # a fit across T does not see a pairing the runs do not have
-    rows = _seed_rows(5)
-    e100 = stats.success_estimates(rows, n_boot=4000)
-    e300 = stats.success_estimates([dict(r, T=300) for r in rows], n_boot=4000)
-    assert e100["m50"] == e300["m50"]
-    assert abs(np.corrcoef(np.log(e100["m50_boot"]), np.log(e300["m50_boot"]))[0, 1]) < 0.06
-    np.testing.assert_array_equal(stats.success_estimates(rows, n_boot=4000)["m50_boot"],
-                                  e100["m50_boot"])
-
-
-def test_paired_ratio_cancels_the_seeds_shared_luck():
-    # protocol b is protocol a with every m doubled: the same seeds, the same outcomes
-    rows_a = _seed_rows(3)
-    rows_b = [dict(r, m=2 * r["m"]) for r in rows_a]
-    a, b = stats.success_estimates(rows_a), stats.success_estimates(rows_b)
-    ratio, lo, hi = stats.paired_ratio(b, a)
-    assert abs(ratio - 2) < 1e-6 and abs(lo - 2) < 1e-6 and abs(hi - 2) < 1e-6
-    # unpaired (another bootstrap draw of the seeds) the same ratio is uncertain
-    _, lo_u, hi_u = stats.paired_ratio(stats.success_estimates(rows_b, seed=1), a)
-    assert hi_u - lo_u > 0.2
-
-
-def test_paired_growth_cancels_a_constant_offset_and_sees_a_growing_gap():
-    """b needs 1.5 times a's m at T0 (an offset) and 3 times at T: growth 2, exactly, since every
-    replicate resamples the same seeds; the same offset at both T gives 1; unpaired, it wobbles."""
-    base = _seed_rows(4)
-    scaled = lambda k: stats.success_estimates([dict(r, m=k * r["m"]) for r in base])
-    a = stats.success_estimates(base)
-    g, lo, hi = stats.paired_growth(scaled(3.0), a, scaled(1.5), a)
-    assert (g, lo, hi) == pytest.approx((2, 2, 2))
-    assert stats.paired_growth(scaled(1.5), a, scaled(1.5), a) == pytest.approx((1, 1, 1))
-    other = stats.success_estimates([dict(r, m=3 * r["m"]) for r in base], seed=1)
-    _, lo_u, hi_u = stats.paired_growth(other, a, scaled(1.5), a)
-    assert hi_u - lo_u > 0.2
-
-
-# ---------------- input checks: one-line ValueErrors naming the bad value ----------------------
-
-@pytest.mark.parametrize("call, match", [
-    (lambda: stats.fit_success_curve([10.0, -1.0], [0, 1]), "m must be positive"),
-    (lambda: stats.fit_success_curve([10.0, 20.0], [0, 2]), r"success must be 0 or 1.*2"),
-    (lambda: stats.m_at(1.0, 0.0, 1.0), "p must be in"),
-    (lambda: stats.success_estimates([(10, 0, 5, 1), (20, 0, 5, 0)]), r"T=\[10.0, 20.0\]"),
-    (lambda: stats.success_estimates([(10, 0, 5, 1)], n_boot=0), "n_boot must be"),
-    (lambda: stats.parse_rows([(10, 0, 5, 0.5)]), "success must be 0 or 1, got 0.5"),
-    (lambda: stats.parse_rows([{"T": 10, "seed": 0, "m": 5}]), "lacks key 'success'"),
-    (lambda: stats.scaling_fits([10, 20], [1, 2], [[1], [2]]), "at least|>= 3"),
-    (lambda: stats.scaling_fits([10, 20, 40], [1, np.inf, 2], np.ones((3, 4))),
-     r"m50=\[inf\] at T=\[20\]"),
-    (lambda: stats.scaling_fits([10, 20, 40], [1, 2, 3], np.ones((2, 4))), r"shape \[n_T=3"),
-    # issue 39's hostile values: each names its argument in one line (no numpy message, no
-    # MemoryError)
-    (lambda: stats.success_estimates([(10, 0, 5, 1), (10, 1, 5, 0)], seed=-1), "^seed must be"),
-    (lambda: stats.seed_resamples(0), "^n_seeds must be an integer from 1, got 0"),
-    (lambda: stats.seed_resamples(3, n_boot=True, exact=False), "^n_boot must be"),
-    (lambda: stats.percentile_ci([1.0, 2.0], lo=120), "^lo must be a percent"),
-    (lambda: stats.median_ci([1.0, 2.0], lo=5, hi=5), "^lo must be below hi"),
-    (lambda: stats.success_estimates([(10, 0, 5, 1), (10, 1, 5, 0)], n_boot=10 ** 12),
-     "^n_boot must be an integer from 1 to 10,000,000, got 1000000000000"),
-    (lambda: stats.seed_resamples(20, n_boot=10 ** 12), "^n_boot must be"),
-    (lambda: stats.resample_counts(3, float("nan")), "^T must be a positive"),
-])
-def test_value_errors(call, match):
-    with pytest.raises(ValueError, match=match):
-        call()
-
-
-# ===============================================================================================
-# folder.py: a results folder (rows, the fingerprint, sweep.json, the lock)
-# ===============================================================================================
-
-def _edit_row(line, header, **fields):
-    cells = line.rstrip("\r\n").split(",")
-    for k, v in fields.items():
-        cells[header.index(k)] = v
-    return ",".join(cells) + "\r\n"
-
-
-def test_rows_must_agree_with_themselves_each_other_and_their_sweep_json(tmp_path, capsys,
-                                                                         smoke_ref, monkeypatch):
-    """Family 3: one row validator (folder.check_rows, folder.check_meta) for resume, merge and
-    report: a contradiction stops with one line naming the file and line; a torn row in the
-    middle of a file is named in a warning; a run recorded twice alike counts once."""
-    ref_table = (smoke_ref / "table.md").read_text()
-    lines = (smoke_ref / "runs.csv").read_text().splitlines(keepends=True)
-    header = lines[0].rstrip("\r\n").split(",")
-    success = [ln.split(",")[header.index("success")] for ln in lines]
-    ok, fail = success.index("1", 1), success.index("0", 1)        # a success, a failure
-    variants = [(ok, dict(success="0"), "success 0 contradicts its test accuracy"),
-                (fail, dict(success="1", test_acc="nan"), "success 1 contradicts its test "
-                                                           "accuracy nan"),
-                (fail, dict(test_acc="1.0"), "success 0 contradicts its test accuracy 1.0"),
-                (fail, dict(test_acc="0.995"), "success 0 contradicts its test accuracy 0.995")]
-    f = _copy(smoke_ref, tmp_path / "f")
-    for i, fields, msg in variants:
-        (f / "runs.csv").write_text("".join(lines[:i] + [_edit_row(lines[i], header, **fields)]
-                                            + lines[i + 1:]))
-        where = f"runs.csv line {i + 1}"
-        for extra in (["--report"], []):                            # report, and resume
-            err = _refused(f, capsys, *extra)
-            assert msg in err and where in err, (fields, err)
-        code, _, err = run_cli(capsys, "sweep", "compare", str(f))
-        assert code == 2 and msg in err and where in err
-        with pytest.raises(ValueError, match=re.escape(where)):
-            folder.folder_runs(str(f))
-    flipped = _edit_row(lines[ok], header, success="0", test_acc="0.5")     # one run, twice
-    (f / "runs.csv").write_text("".join(lines) + flipped)
-    err = _refused(f, capsys, "--report")
-    assert "opposite outcomes" in err and f"line {ok + 1}" in err and f"line {len(lines) + 1}" in err
-    (f / "runs.csv").write_text("".join(lines) + lines[ok])         # the same outcome twice
-    shutil.copy(f / "runs.csv", f / "runs-shard-0-of-1.csv")        # and a copy of the file
-    assert _sweep(f, "--report") == 0 and (f / "table.md").read_text() == ref_table
-    os.remove(f / "runs-shard-0-of-1.csv")
-    torn = lines[:3] + [lines[3][:20] + "\r\n", "\x00" * 30 + "\r\n"] + lines[5:]
-    (f / "runs.csv").write_text("".join(torn) + lines[5][:10])      # and a torn last line
-    capsys.readouterr()
-    assert _sweep(f, "--report") == 0
-    err = capsys.readouterr().err
-    assert "runs.csv line 4: a torn row" in err and "runs.csv line 5: a torn row (NUL" in err
-    assert len(err.strip().splitlines()) == 2                       # the last one: silent
-    (f / "runs.csv").write_text("".join(lines))
-    meta = json.loads((smoke_ref / "sweep.json").read_text())
-    for edit, field in [(dict(options=dict(meta["options"], steps=151)), "sweep_id"),
-                        (dict(bar=0.5), "sweep_id"), (dict(plan=dict(meta["plan"], Ts="8")), "plan"),
-                        (dict(plan=dict(meta["plan"], seeds=0)), "plan"), (dict(plan=[1]), "plan"),
-                        (dict(grids={"transformer": [8, "x"]}), "grids"),
-                        (dict(options=dict(meta["options"], lr="0.001")), "options")]:
-        (f / "sweep.json").write_text(json.dumps(dict(meta, **edit)))
-        for extra in (["--report"], []):
-            err = _refused(f, capsys, *extra)
-            assert f"sweep.json: field '{field}'" in err, (edit, err)
-        code, _, err = run_cli(capsys, "sweep", "compare", str(f))
-        assert code == 2 and f"field '{field}'" in err
-    (f / "sweep.json").write_text(json.dumps(meta))
-    limits = json.loads((smoke_ref / "limits.json").read_text())
-    (f / "limits.json").write_text(json.dumps({k: dict(v, median="x") for k, v in limits.items()}))
-    monkeypatch.setattr(report, "_LIMITS", {})      # else the process's own cache answers first
-    assert _sweep(f, "--report") == 0 and (f / "table.md").read_text() == ref_table
-    assert json.loads((f / "limits.json").read_text()) == limits   # the damaged entry, redone
-    (f / "limits.json").write_text("[1, 2]")                        # not a cache: left alone
-    err = _refused(f, capsys, "--report")
-    assert "not a cache of statistical limits" in err and (f / "limits.json").read_text() == "[1, 2]"
-
-
-def test_fingerprint_survives_new_options_at_their_defaults():
-    meta = dict(options=dict(task="and", steps=1000, lr=1e-3), bar=0.99, search="bisect")
-    more = dict(meta, options=dict(meta["options"], dropout=0.0, clip=0.0, optimizer="adam"))
-    assert folder.sweep_fingerprint(meta) == folder.sweep_fingerprint(more)
-    assert folder.sweep_fingerprint(meta) != folder.sweep_fingerprint(
-        dict(meta, options=dict(meta["options"], steps=500)))
-
-
-def test_old_headers_are_continued_aside_and_mixed_rows_refused(tmp_path, capsys, smoke_ref):
-    _copy(smoke_ref, tmp_path)
-    path = tmp_path / "runs.csv"
-    lines = path.read_text().splitlines(keepends=True)
-    old_cols = lines[0].rstrip("\n").split(",")[:12]                # an older, shorter header
-    path.write_text(",".join(old_cols) + "\n" + "".join(
-        ",".join(ln.rstrip("\n").split(",")[:12]) + "\n" for ln in lines[1:5]))
-    old = path.read_text()
-    assert _sweep(tmp_path) == 0                                     # resumes into a new file
-    assert (tmp_path / "runs-part2.csv").exists()
-    assert path.read_text() == old                                   # the old file untouched
-    with open(path, "a") as f:                                       # a longer row under it
-        f.write(lines[5])
-    with pytest.raises(ValueError, match="more fields than the header"):
-        folder.read_rows([str(path)])
-    empty = tmp_path / "e"
-    empty.mkdir()
-    (empty / "runs.csv").write_text("model,ta")                      # a header torn mid-write
-    assert _sweep(empty) == 0
-
-
-def test_a_second_sweep_into_a_busy_folder_stops_at_once(tmp_path, capsys):
-    held = folder.lock_folder(str(tmp_path))              # as if another sweep were running
-    try:
-        with pytest.raises(SystemExit, match="^2$"):
-            _sweep(tmp_path)
-        assert "in use by another sweep" in capsys.readouterr().err
-        assert not (tmp_path / "runs.csv").exists()
-    finally:
-        held.close()
-    assert _sweep(tmp_path) == 0                         # released: the folder works again
-
-
-def test_one_folder_runs_one_sweep_whatever_the_shard(tmp_path, capsys):
-    """A shard beside the whole sweep, shards of two splits, or two shards of one split: the
-    second to start into a folder stops at once, before it writes a row."""
-    for first, second in [((0, 1), "0/2"), ((0, 2), "0/3"), ((0, 2), "1/2"), ((1, 3), "1/3")]:
-        held = folder.lock_folder(str(tmp_path), first)
-        try:
-            with pytest.raises(SystemExit, match="^2$"):
-                _sweep(tmp_path, "--shard", second)
-            err = capsys.readouterr().err
-            assert "in use by another sweep" in err
-            assert f"shard {first[0]}/{first[1]}" in err
-            assert not list(tmp_path.glob("runs*.csv"))
-        finally:
-            held.close()
-
-
-# ===============================================================================================
-# sweep.py: the experiment (a sweep, its worker processes, its subcommands)
-# ===============================================================================================
-
-# ---------------- a sweep: resume, shards and their merge, one protocol per folder -------------
-
-def test_sweep_resumes_and_shards_merge(tmp_path, capsys, smoke_ref):
-    full = smoke_ref
-    ref_rows, ref_table = _rows(full / "runs.csv"), (full / "table.md").read_text()
-    assert len(ref_rows) > 8
-
-    # interrupted: keep the header and 5 finished rows, and a row torn mid-write
-    part = tmp_path / "part"
-    part.mkdir()
-    lines = (full / "runs.csv").read_text().splitlines(keepends=True)
-    (part / "runs.csv").write_text("".join(lines[:6]) + lines[6][:12])
-    (part / "sweep.json").write_text((full / "sweep.json").read_text())
-    capsys.readouterr()
-    assert _sweep(part) == 0
-    out = capsys.readouterr().out
-    assert "5 runs already saved" in out
-    assert f"sweep: {len(ref_rows) - 5} runs in" in out           # nothing finished is redone
-    assert _rows(part / "runs.csv") == ref_rows
-    assert (part / "table.md").read_text() == ref_table
-
-    # two shards, as on two machines, merged by --report
-    shards = tmp_path / "shards"
-    assert _sweep(shards, "--shard", "0/2") == 0
-    assert _sweep(shards, "--shard", "1/2") == 0
-    assert _sweep(shards, "--report") == 0
-    merged = sorted(_rows(shards / "runs-shard-0-of-2.csv") + _rows(shards / "runs-shard-1-of-2.csv"))
-    assert merged == ref_rows
-    assert (shards / "table.md").read_text() == ref_table
-
-
-def test_merge_refuses_another_protocol_and_reports_missing_shards(tmp_path, capsys):
-    a, b, merged = tmp_path / "a", tmp_path / "b", tmp_path / "merged"
-    assert _sweep(a, "--shard", "0/2") == 0
-    assert _sweep(b, "--shard", "1/2", "--steps", "140") == 0     # a mistyped shard
-    merged.mkdir()
-    shutil.copy(a / "runs-shard-0-of-2.csv", merged)
-    capsys.readouterr()
-    assert _sweep(merged, "--report", "--seeds", "2") == 0        # one shard only: said so
-    out = capsys.readouterr().out
-    assert "2 of 4 searches are missing or unfinished" in out
-    assert (merged / "table.md").read_text().startswith("INCOMPLETE: 2 searches")
-    shutil.copy(b / "runs-shard-1-of-2.csv", merged)
-    with pytest.raises(SystemExit, match="^2$"):
-        _sweep(merged, "--report", "--seeds", "2")
-    err = capsys.readouterr().err
-    assert "holds runs of another sweep" in err
-
-
-def test_sweep_refuses_other_options_in_same_folder(tmp_path, capsys, smoke_ref):
-    _copy(smoke_ref, tmp_path)
-    with pytest.raises(SystemExit, match="^2$"):
-        _sweep(tmp_path, "--lr", "0.01")
-    err = capsys.readouterr().err
-    assert "other options" in err and len(err.strip().splitlines()) == 1
-
-
-def test_sweep_folder_keeps_one_protocol(tmp_path, capsys):
-    assert _sweep(tmp_path, "--steps", "40") == 0
-    meta = (tmp_path / "sweep.json").read_text()
-    assert '"steps": 40' in meta                           # an explicit option beats the preset
-    for extra, msg in [(["--steps", "41"], "other options"), (["--search", "grid"], "other search"),
-                       (["--grid-ratio", "1.2"], "another m grid")]:
-        with pytest.raises(SystemExit, match="^2$"):
-            _sweep(tmp_path, "--steps", "40", *extra)
-        assert msg in capsys.readouterr().err
-    assert (tmp_path / "sweep.json").read_text() == meta   # nothing was overwritten
-    (tmp_path / "sweep.json").write_text("{broken")
-    with pytest.raises(SystemExit, match="^2$"):
-        _sweep(tmp_path, "--steps", "40")
-    assert "not a sweep description" in capsys.readouterr().err
-
-
-def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch, smoke_ref):
-    real, calls = sweep.sweep_worker, [0]
-    path = tmp_path / "runs.csv"
-
-    def worker(runs):
-        calls[0] += 1
-        if calls[0] == 3:                       # as `git checkout` would: a new file, old content
-            header = path.read_text().splitlines(keepends=True)[:2]
-            (tmp_path / "old.csv").write_text("".join(header))
-            os.replace(tmp_path / "old.csv", path)
-        return real(runs)
-    monkeypatch.setattr(sweep, "sweep_worker", worker)
-    assert _sweep(tmp_path) == 0
-    assert calls[0] > 3                             # replaced mid-sweep, with stacks still to run
-    assert _rows(path) == _rows(smoke_ref / "runs.csv")
-
-
-# ---------------- worker processes -------------------------------------------------------------
-
-def test_a_failing_run_is_the_same_one_line_under_workers_1(tmp_path, capsys, monkeypatch):
-    def boom(runs):
-        raise RuntimeError("boom")
-    monkeypatch.setattr(train, "train_stack", boom)
-    assert _sweep(tmp_path) == 1
-    err = capsys.readouterr().err
-    assert "failed: RuntimeError: boom" in err and len(err.strip().splitlines()) == 1
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.parametrize("command", ["sweep.py", "steps.py"])
-def test_a_killed_sweep_leaves_no_worker_behind(tmp_path, command):
-    args = (["--preset", "smoke", "--Ts", "400", "--seeds", "4", "--steps", "100000"]
-            if command == "sweep.py" else
-            ["--Ts", "400", "--seeds", "4", "--stack", "2", "--budget", "100000", "--m", "50",
-             "--d", "8", "--heads", "2", "--mlp", "4"])
-    p = _python(command, *args, "--workers", "2", "--out", str(tmp_path))
-    try:
-        assert p.stdout.readline().startswith(command[:-3] + ":")
-        time.sleep(1.5)
-        children = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == p.pid]
-        assert children
-    finally:
-        p.kill()                                          # SIGKILL: no handler runs in the parent
-        p.communicate()
-    deadline = time.time() + 10
-    while time.time() < deadline and any(os.path.exists(f"/proc/{c}") and _ppid(c) != 0
-                                         and not _zombie(c) for c in children):
-        time.sleep(0.2)
-    assert not [c for c in children if os.path.exists(f"/proc/{c}") and not _zombie(c)]
-
-
-def _ppid(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def _zombie(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
-# ---------------- the subcommands (compare, width, limit); every command's --help and Ctrl-C ----
-
-def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
-    _copy(smoke_ref, tmp_path / "a")
-    assert _sweep(tmp_path / "b", "--protocol", "steps-500", "--steps", "100") == 0
-    out = str(tmp_path / "cmp.md")
-    assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", out]) == 0
-    table = open(out).read()                 # neither runs its protocol as named: the smoke preset
-    assert "| ours (a) | 8 |" in table and "| steps-500 (b) | 16 |" in table   # and --steps 100
-    assert "memorised" in table and "| ours |" not in table and "| steps-500 |" not in table
-    smoke = dict(steps=150, n_test=500)      # a protocol that is the smoke preset: named alone
-    md, _ = report.compare_table([str(tmp_path / "a"), str(tmp_path / "b")], log=lambda *_: None,
-                                 protocols={"ours": smoke, "steps-500": dict(smoke, steps=100)})
-    assert "| ours | 8 |" in md and "| steps-500 | 16 |" in md
-    assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--out", out]) == 0
-    assert table.count("| ours (a) |") * 2 == open(out).read().count("| ours (a) |")
-    assert open(out).read().count("1.00 [1.00, 1.00]") == 2 * table.count("| ours (a) |")  # paired
-    md, _ = report.compare_table([str(tmp_path / "a")] * 2, log=lambda *_: None,
-                                 protocols={"ours": smoke})
-    assert "| ours |" not in md and md.count("| ours (a) |") == 2 * table.count("| ours (a) |")
-    assert sweep.main(["compare", str(tmp_path / "a"), "--seeds", "1", "--Ts", "16", "--out",
-                       out]) == 0             # the smoke preset is not ours: named by folder
-    table = open(out).read()
-    assert "| ours (a) | 16 |" in table and "| ours (a) | 8 |" not in table and "| 1 |" in table
-    code, _, err = run_cli(capsys, "sweep", "compare", str(tmp_path / "nowhere"))
-    assert code == 2 and "no folder" in err
-    assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--growth-from", "8",
-                       "--out", out]) == 0                  # itself: no gap, none growing
-    assert "- ours (a): (m50 / first) at T over the same at T = 8, paired 95% CI: T = 16: " \
-           "1.00 [1.00, 1.00]" in open(out).read()
-    c = _copy(tmp_path / "a", tmp_path / "c")              # c: a without its T = 8 runs
-    (c / "runs.csv").write_text("".join(ln for ln in (c / "runs.csv").read_text().splitlines(
-        keepends=True) if ln.split(",")[3] != "8"))            # column 3 is T
-    assert sweep.main(["compare", str(tmp_path / "a"), str(c), "--growth-from", "8",
-                       "--out", out]) == 0
-    assert "ours (c): m50 / first at T over at T = 8: not paired (T = 8 missing or other " \
-           "seeds)" in open(out).read() and "| ours (c) | 8 |" not in open(out).read()
-    code, _, err = run_cli(capsys, "sweep", "compare", str(tmp_path / "a"), "--growth-from", "9")
-    assert code == 2 and "--growth-from 9: no folder holds T = 9; T here: [8, 16]" in err
-
-
-def test_compare_places_the_papers_mstar_only_for_the_papers_task(smoke_ref, tmp_path,
-                                                                  monkeypatch):
-    monkeypatch.setattr(report, "PAPER_MSTAR", {8: 1.0, 16: 1e6})   # the smoke sweep's T
-    md, _ = report.compare_table([str(smoke_ref)], log=lambda *_: None)
-    assert "majority m* interval (95%): below at T = 8; above at T = 16" in md
-    assert "| 8 | " in md and " | 1.0 | " in md                      # the paper's m* column
-    other = _copy(smoke_ref, tmp_path / "or")                          # the same runs, called OR
-    meta = json.loads((other / "sweep.json").read_text())
-    meta["options"]["task"] = "or"
-    old, meta["sweep_id"] = meta["sweep_id"], folder.sweep_fingerprint(meta)
-    (other / "sweep.json").write_text(json.dumps(meta))              # rows relabelled to match
-    (other / "runs.csv").write_text((other / "runs.csv").read_text().replace(old, meta["sweep_id"])
-                                    .replace("transformer,and,", "transformer,or,"))
-    md, _ = report.compare_table([str(other)], log=lambda *_: None)
-    assert "paper's m*" not in md and " | 1.0 | " not in md
-
-
-def test_paper_position_places_the_papers_mstar_against_each_interval():
-    st = lambda lo, hi: dict(m_star_lo=lo, m_star_hi=hi, n_seeds=5)  # paper: 50 at 100, 69.2 at 300
-    stats = {("transformer", 100): st(51, 68), ("transformer", 300): st(60, 69),
-             ("transformer", 500): st(70, 90), ("transformer", 8): st(1, 2)}   # 8: not in it
-    assert report.paper_position("p", stats) == (
-        "p: the paper's m* against this folder's majority m* interval (95%): inside at T = 500; "
-        "below at T = 100; above at T = 300")
-    assert report.paper_position("p", {("transformer", 100): st(50, 50)}).endswith(
-        "inside at T = 100 (every paper T held)")
-    assert report.paper_position("p", {("transformer", 100): dict(
-        st(math.inf, math.inf), n_seeds=0)}).endswith("without a finished seed at T = 100")                         # the bounds count as inside
-    assert report.paper_position("p", {("transformer", 8): st(1, 2)}) is None
-
-
-def test_families_plot_series_hold_mstar_against_T_and_s(smoke_ref):
-    _, by_family = families.families_table([str(smoke_ref)], log=lambda *_: None)
-    (grid, cells, _, limits), = by_family.values()
-    (c,) = families.mstar_series(by_family)                 # one family, two T, one s: no s series
-    assert c["axis"] == "T" and c["label"] == "and s = 3" and c["x"] == [8, 16]
-    assert c["mstar"] == [cells[T][1]["m_star"] for T in (8, 16)]
-    assert all(lo <= m <= hi for lo, m, hi in zip(c["lo"], c["mstar"], c["hi"]))
-    assert c["limit"] == [limits[T]["median"] for T in (8, 16)]
-    st = dict(m_star=math.inf, m_star_lo=50.0, m_star_hi=math.inf)   # past the grid: at its end
-    two_s = {("junta", 1): ([8, 16], {100: (None, dict(st, m_star=9.0, m_star_hi=9.0))}, "", {}),
-             ("junta", 2): ([8, 16], {100: (None, st)}, "", {100: None})}
-    (c,) = families.mstar_series(two_s)
-    assert (c["axis"], c["label"], c["x"], c["mstar"], c["hi"], c["above"], c["open_hi"]) == (
-        "s", "junta, T = 100", [1, 2], [9.0, 16], [9.0, 16], [False, True], [False, True])
-
-
-def test_families_says_when_m50_is_not_located_rather_than_beyond_the_grid():
-    grid = [8, 16, 32]
-    e = lambda m50, b: dict(m50=m50, m50_lo=m50, m50_hi=m50, b=b)
-    falls, beyond, fine = e(math.inf, -0.5), e(math.inf, None), e(20.0, 1.0)
-    assert families.m50_text(falls) == "not located (success does not rise with m)"
-    assert families.m50_text(beyond) == "inf [inf, inf]" and families.m50_text(fine) == "20 [20, 20]"
-    assert families.m50_text(e(math.inf, 0.0)).startswith("not located")     # flat: not located
-    line = families.growth_line("junta", 100, "m50", [(1, grid, fine), (2, grid, falls),
-                                                       (3, grid, beyond)], "m50")
-    assert "left out: s = 2 (m50 not located: pooled success does not rise with m); " \
-           "3 (m50 above the largest m tried, 32)" in line
-
-
-def test_families_table_puts_tasks_side_by_side_with_label_balance(smoke_ref, tmp_path, capsys):
-    out = tmp_path / "families.md"
-    assert sweep.main(["families", str(smoke_ref), "--out", str(out)]) == 0
-    table = out.read_text()
-    rows = [ln for ln in table.splitlines() if ln.startswith("| and | 3 |")]
-    assert [ln.split(" | ")[2] for ln in rows] == ["8", "16"]
-    balance = [float(ln.split(" | ")[8].split(" +- ")[0]) for ln in rows]
-    assert all(abs(p - 0.5) < 0.02 for p in balance)          # data.py balances the labels
-    assert "m50 and m* within the m tried at 2 T only (8, 16): no fit across T" in table   # 2 T: no law
-    assert sweep.main(["families", str(smoke_ref), "--Ts", "16", "--seeds", "1", "--out",
-                       str(out)]) == 0
-    assert [ln.split(" | ")[2:4] for ln in out.read_text().splitlines()
-            if ln.startswith("| and |")] == [["16", "1"]]
-    code, _, err = run_cli(capsys, "sweep", "families", str(smoke_ref), str(smoke_ref))
-    assert code == 2 and "both hold and with s = 3" in err and len(err.splitlines()) == 1
-    p, se = families.label_balance("majority", 3, 20, n_seeds=2, n=500)
-    assert abs(p - 0.5) < 5 * se + 1e-9 and 0 < se < 0.05
-
-
-def test_a_junta_sweep_reports_without_enumerating_its_limit(tmp_path, monkeypatch):
-    """A sweep's own report never starts the enumeration that counts a junta's (or majority's)
-    hypotheses: at T = 1000 it ran for more than ten minutes after the runs had finished."""
-    def never(*a, **k):
-        raise AssertionError("the limit was enumerated")
-    monkeypatch.setattr(hypotheses, "first_identifying_m", never)
-    assert _sweep(tmp_path / "j", "--task", "junta", "--s", "4", "--Ts", "16", "--seeds", "1",
-                  "--steps", "10") == 0                        # C(16, 4) = 1820 supports
-    assert "statistical limit not computed at T = 16: for junta" in (tmp_path / "j" /
-                                                                     "table.md").read_text()
-    monkeypatch.undo()                                         # C(8, 1) = 8: counted, quickly
-    lim = report.statistical_limits("junta", 1, [8], compute=False)
-    assert set(lim) == {8} and 1 <= lim[8]["median"] <= 8
-
-
-def test_families_fit_m50_across_s_and_name_the_s_left_out():
-    """growth_lines on synthetic searches: m50 = 10 s^2 for s = 2..5 is fitted; s = 1 (every run
-    succeeds) and s = 6 (m50 extrapolated past the grid) are named and left out."""
-    rng, grid, by_family = np.random.default_rng(5), [5, 10, 20, 40, 80, 160, 320], {}
-    for s in range(1, 7):
-        rows = [dict(T=100, seed=seed, m=m, success=float(m >= crit)) for seed in range(12)
-                for crit in [(1 if s == 1 else 10 * s ** 2) * np.exp(0.2 * rng.standard_normal())]
-                for m in grid]
-        m_star = 10.0 * s ** 2                   # the m* line: exactly 10 s^2, 360 past the grid
-        entry = dict(m_star=m_star, m_star_boot=np.full(50, m_star))
-        by_family[("and", s)] = (grid, {100: (stats.success_estimates(rows), entry, rows)}, "f")
-    by_family[("or", 3)] = by_family[("and", 3)]                    # one s only: no line
-    line, line_mstar = families.growth_lines(by_family)
-    assert line_mstar.startswith("and at T = 100, m* across s = 1, 2, 3, 4, 5 (left out: s = 6 "
-                                 "(m* above the largest m tried, 320)): m* ~ a s^k, k = 2.00 "
-                                 "[2.00, 2.00]")
-    assert line.startswith("and at T = 100, m50 across s = 2, 3, 4, 5 (left out: s = 1 (m50 "
-                           "below the smallest m tried, 5); 6 (m50 above the largest m tried, "
-                           "320)): m50 ~ a s^k, k = ")
-    k, lo, hi = map(float, re.match(r".*k = ([\d.]+) \[([\d.]+), ([\d.]+)\]", line).groups())
-    assert lo <= 2 <= hi and abs(k - 2) < 0.3
-
-
-def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, tmp_path,
-                                                                     capsys):
-    readme = tmp_path / "README.md"
-    readme.write_text("# x\nbefore\n" + report.BEGIN + "\nold\n" + report.END + "\nafter\n")
-    out, wide = tmp_path / "headline.md", tmp_path / "d-128"
-    assert _sweep(wide, "--d", "128", "--seeds", "1") == 0           # --d128 must be at d = 128
-    args = ["headline", "--d64", str(smoke_ref), "--d128", str(wide), "--out", str(out),
-            "--readme", str(readme)]
-    assert sweep.main(args) == 0
-    table = out.read_text()
-    assert table.startswith("| T | the paper's m* (its figure's error bar) |") and "| 8 | - | " in table
-    assert readme.read_text() == ("# x\nbefore\n" + report.BEGIN + "\n" + table + report.END
-                                  + "\nafter\n")
-    assert sweep.main(args) == 0 and readme.read_text().count("| 16 | - |") == 1   # idempotent
-    readme.write_text("no markers\n")                                  # nowhere to paste: refused
-    code, _, err = run_cli(capsys, "sweep", *args)
-    assert code == 2 and "has no lines" in err and readme.read_text() == "no markers\n"
-    code, _, err = run_cli(capsys, "sweep", "headline", "--d64", str(tmp_path / "none"))
-    assert code == 2 and "no folder" in err
-
-
-def test_results_pages_show_their_tables_as_the_files_the_commands_wrote(tmp_path, capsys):
-    """Every table a committed page copies between its markers is, byte for byte, the file a
-    command wrote (a retyped or stale table fails here); `sweep.py pages` copies them again."""
-    pages = ["README.md"] + sorted(os.path.relpath(p, HERE) for p in
-                                   glob.glob(os.path.join(HERE, "results", "**", "README.md"),
-                                             recursive=True))
-    cwd = os.getcwd()
-    os.chdir(HERE)
-    try:
-        assert run_cli(capsys, "sweep", "pages", "--check", *pages)[0] == 0
-    finally:
-        os.chdir(cwd)
-    assert sum(len(cli.marked_files(open(os.path.join(HERE, p)).read())) for p in pages) >= 8
-    os.chdir(tmp_path)
-    try:
-        (tmp_path / "t.md").write_text("| a |\n")
-        page = tmp_path / "page.md"
-        page.write_text("x\n<!-- begin t.md -->\n| retyped |\n<!-- end t.md -->\ny\n")
-        code, out, _ = run_cli(capsys, "sweep", "pages", "--check", "page.md")
-        assert code == 1 and "differs from its files" in out
-        assert run_cli(capsys, "sweep", "pages", "page.md")[0] == 0
-        assert page.read_text() == "x\n<!-- begin t.md -->\n| a |\n<!-- end t.md -->\ny\n"
-    finally:
-        os.chdir(cwd)
-
-
-def test_a_width_screened_at_large_T_only_has_no_law_and_is_said_so(smoke_ref, tmp_path):
-    """A screen of a new width runs at large T only: the table shows it, naming the missing law,
-    instead of failing on the small-T fit it cannot make."""
-    table, curves = report.width_table([str(smoke_ref)], log=lambda line: None, fit_below=4)
-    assert [c["dep"]["ratios"] for c in curves] == [{}]
-    assert table.count("(no small-T law)") == 2 and "| no small-T law |" in table
-    assert "no small-T law (fewer than 2 T <= 4 run)" in table
-    table, curves = report.width_table([str(smoke_ref)], log=lambda line: None, fit_below=16)
-    assert "(fit range)" in table and "no small-T law" not in table
-
-
-def test_width_study_pools_a_width_and_puts_widths_side_by_side(tmp_path, capsys, smoke_ref):
-    assert _sweep(tmp_path / "a24", "--Ts", "24") == 0            # smoke_ref's sweep, one more T
-    assert _sweep(tmp_path / "b", "--Ts", "8,16,24", "--protocol", "d-32", "--steps", "40") == 0
-    out = tmp_path / "width.md"
-    assert sweep.main(["width", str(tmp_path / "b"), str(smoke_ref), str(tmp_path / "a24"),
-                       "--fit-below", "16", "--out", str(out)]) == 0
-    table = out.read_text()
-    assert table.index("| 32 | 8 |") < table.index("| 64 | 8 |")       # sorted by width
-    assert "| 64 | 24 |" in table and "| 64 | 16 | " in table            # pooled: 3 T at d = 64
-    assert "d_p = ceil(16 s ln T)" in table and "| 24 | 153 | " in table  # 16 * 3 * ln 24
-    assert sweep.main(["width", str(tmp_path / "b"), "--Ts", "8,16", "--out", str(out)]) == 0
-    assert "| 32 | 24 |" not in out.read_text()
-    cut = _copy(tmp_path / "b", tmp_path / "cut")                  # an interrupted sweep at T = 24
-    lines = (cut / "runs.csv").read_text().splitlines(keepends=True)
-    last = max(i for i, ln in enumerate(lines) if ",3,24," in ln)      # a search's last run
-    (cut / "runs.csv").write_text("".join(lines[:last] + lines[last + 1:]))
-    assert sweep.main(["width", str(cut), "--out", str(out)]) == 0
-    table = out.read_text()
-    assert "| 32 | 24 |" not in table and "T = 24: 1 of 2 seeds' searches unfinished" in table
-    code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), str(smoke_ref))
-    assert code == 2 and "both hold the run" in err
-    other = _copy(smoke_ref, tmp_path / "lr")             # another protocol: options, rows and
-    meta = json.loads((other / "sweep.json").read_text())                   # fingerprints agree
-    old_id, meta["options"]["lr"] = meta["sweep_id"], 0.01
-    meta["sweep_id"] = folder.sweep_fingerprint(meta)
-    (other / "sweep.json").write_text(json.dumps(meta))
-    (other / "runs.csv").write_text((other / "runs.csv").read_text().replace(old_id,
-                                                                              meta["sweep_id"]))
-    code, _, err = run_cli(capsys, "sweep", "width", str(smoke_ref), str(other))
-    assert code == 2 and "other options" in err
-    code, out, _ = run_cli(capsys, "sweep", "width", str(smoke_ref), "--fit-below", "8")
-    assert code == 0 and "no small-T law (fewer than 2 T <= 8 run)" in out
-
-
-def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
-    """Synthetic curves: at T = 300 d = 64 is above its law and 80 keeps it (64 < d <= 80); at
-    T = 1000 every width tried is above it (d > 128); at T = 3000 all keep it (d <= 64); the first
-    edge, 80 at T = 300, scaled like ln T; the fit range and a width not run say so."""
-    def curve(d, above):
-        ratios = {T: (1.5, 1.2, 2.0) if a else (0.9, 0.7, 1.1) for T, a in above.items()}
-        return dict(d=d, s=3, est={T: {} for T in [10, 30] + list(above)},
-                    dep=dict(ratios=ratios))
-    curves = [curve(64, {300: True, 1000: True, 3000: False}),
-              curve(80, {300: False, 1000: True, 3000: False}),
-              curve(128, {300: False, 1000: True})]
-    edges = {e["T"]: e for e in report.width_edges(curves, fit_below=100)}
-    assert edges[10]["edge"] is None and edges[10]["states"] == ["fit range"] * 3
-    assert edges[300]["edge"] == (64, 80) and edges[300]["states"][:2] == ["above it",
-                                                                            "consistent with it"]
-    assert edges[1000]["edge"] == (128, None) and edges[3000]["edge"] == (None, 64)
-    assert edges[3000]["states"][2] == "not run" and edges[10]["ln_T"] is None
-    assert edges[300]["ln_T"] == 80 and edges[3000]["ln_T"] == round(80 * np.log(3000) / np.log(300))
-    assert edges[300]["d_p"] == theory.construction_width(300, 3) == 274
-    odd = [curve(64, {300: False, 1000: True}), curve(80, {300: True, 1000: False}),
-           dict(curve(96, {}), est={10: {}, 30: {}, 300: {}}, dep=dict(ratios={}))]
-    edges = {e["T"]: e for e in report.width_edges(odd, fit_below=100)}
-    assert edges[300]["edge"] == (None, 64)          # a wider width above it does not bound it
-    assert edges[300]["states"][2] == "no small-T law" and edges[1000]["edge"] == (64, 80)
-    late = [curve(64, {300: True, 1000: False})]     # the first judged T keeps no width
-    edges = report.width_edges(late, fit_below=100)
-    assert [e["ln_T"] for e in edges] == [None, None, None, 64]
-
-    base = _seed_rows(4)                             # paired: 80 loses ground, 96 keeps its offset
-
-    def paired(d, k100, k3000):
-        rows = {T: [dict(r, T=T, m=k * r["m"]) for r in base] for T, k in ((100, k100),
-                                                                           (3000, k3000))}
-        return dict(d=d, s=3, est={T: stats.success_estimates(r) for T, r in rows.items()},
-                    runs=rows, dep=dict(ratios={3000: (0.9, 0.7, 1.1)}))
-    curves = [paired(80, 1.5, 3.0), paired(96, 1.5, 1.5), paired(128, 1.0, 1.0)]
-    e = report.width_edges(curves, fit_below=100)[-1]
-    assert e["states"] == ["consistent with it; loses ground to d = 128", "consistent with it",
-                           "consistent with it"]
-    assert e["edge"] == (None, 80) and e["paired"] == (80, 96)
-
-    class Axes:                                      # edge_panel without matplotlib: its calls
-        def __init__(self):
-            self.lines = []
-
-        def plot(self, x, y, *a, **k):
-            self.lines.append((list(x), list(y), k.get("label")))
-
-        def __getattr__(self, name):              # set, legend, title.set_fontsize, ...
-            return Axes.Any()
-
-        class Any:
-            def __call__(self, *a, **k):
-                return None
-
-            def __getattr__(self, name):
-                return self
-    ax = Axes()
-    report.edge_panel(ax, late, edges)
-    scaled = [ln for ln in ax.lines if ln[2] and "scaled like ln T (from T = 1000)" in ln[2]]
-    assert len(scaled) == 1 and scaled[0][1][0] == pytest.approx(64)   # starts at T = 1000's 64
-    assert [ln[1] for ln in ax.lines if ln[0] == [1000] and not ln[2]] == [[64]]   # filled marker
-
-
-def test_limit_command_writes_a_table_and_json(tmp_path, capsys):
-    assert sweep.main(["limit", "--Ts", "10,40", "--ms", "5,30", "--seeds", "8", "--sets", "20",
-                       "--out", str(tmp_path)]) == 0
-    rows = json.loads((tmp_path / "limit.json").read_text())["rows"]
-    assert [r["T"] for r in rows] == [10, 40]
-    assert all(r["q05"] <= r["median"] <= r["q95"] for r in rows)
-    assert rows[0]["p_ambiguous"]["5"] >= rows[0]["p_ambiguous"]["30"]
-    code, _, err = run_cli(capsys, "sweep", "limit", "--Ts", "2", "--s", "3")
-    assert code == 2 and "larger than the smallest T" in err
-
-
-def test_every_command_is_one_line_on_ctrl_c_and_odd_values(tmp_path, capsys, monkeypatch,
-                                                           smoke_ref):
-    """Families 5 and 6 for sweep.py: every command's --help; Ctrl-C during a report, in limit
-    and in bench; values that start with '-'; sizes and --workers checked before anything."""
-    for command in sweep.COMMANDS:
-        code, out, err = run_cli(capsys, "sweep", command, "--help")
-        assert code == 0 and out.startswith(f"usage: sweep.py {command}") and not err
-
-    def ctrl_c(*args, **kw):
-        raise KeyboardInterrupt
-    f = _copy(smoke_ref, tmp_path / "f")
-    for module, name, argv, msg in [
-            (report, "folder_report", ["--out", str(f), "--report"], "during the report"),
-            (report, "statistical_limits", ["limit", "--Ts", "10", "--seeds", "2"], "interrupted"),
-            (sweep, "matmul_gflops", ["bench", "--Ts", "10", "--throughput", "10"], "interrupted"),
-            (sweep, "sweep_parser", ["--out", str(f)], "interrupted")]:
-        monkeypatch.setattr(module, name, ctrl_c)
-        code = cli.one_line_errors("sweep.py", sweep.main, argv)
-        err = capsys.readouterr().err
-        monkeypatch.undo()
-        assert code == 130 and msg in err and len(err.strip().splitlines()) == 1, (name, err)
-    for argv, msg in [(["--shard", "-1/2"], "needs 0 <= i < n, got '-1/2'"),
-                      (["--Ts", "-5,3"], "integers >= 1, got '-5,3'"),
-                      (["--bar", "-.5"], "--bar"),
-                      (["--workers", "1000000"], "between 1 and"),
-                      (["--Ts", "10", "--val", "100000000"], "GiB"),
-                      (["limit", "--Ts", "1000000000"], "--Ts 1000000000"),
-                      (["limit", "--Ts", "100000", "--ms", "100000000"], "--ms 100000000")]:
-        extra = [] if argv[0] == "limit" else ["--out", str(tmp_path / "x")]
-        code, out, err = run_cli(capsys, "sweep", *argv, *extra)
-        assert code == 2 and msg in err and "expected one argument" not in err, (argv, err)
-        assert len(err.strip().splitlines()) == 1
-    assert not (tmp_path / "x").exists()
-
-
-# ===============================================================================================
-# report.py: a folder's table, critical.json and plot (--report), and every output
-# ===============================================================================================
-
-def test_report_keeps_every_model_and_never_rewrites_sweep_json(tmp_path, capsys):
-    assert _sweep(tmp_path, "--models", "transformer,mlp") == 0
-    table = (tmp_path / "table.md").read_text()
-    meta = (tmp_path / "sweep.json").read_text()
-    assert "| mlp |" in table
-    os.remove(tmp_path / "table.md")                      # so that the report must write it
-    assert _sweep(tmp_path, "--report") == 0              # no --models: all of the folder's
-    assert (tmp_path / "table.md").read_text() == table
-    assert (tmp_path / "sweep.json").read_text() == meta
-    assert _sweep(tmp_path, "--report", "--Ts", "999") == 0   # nothing there: nothing written
-    assert (tmp_path / "table.md").read_text() == table
-
-
-def test_report_reads_the_folders_own_protocol_and_grid(tmp_path, capsys):
-    assert _sweep(tmp_path, "--protocol", "steps-500", "--steps", "120", "--grid-max", "40") == 0
-    table = (tmp_path / "table.md").read_text()
-    os.remove(tmp_path / "table.md")                       # so that the report must write it
-    assert sweep.main(["--out", str(tmp_path), "--report"]) == 0     # nothing retyped
-    assert (tmp_path / "table.md").read_text() == table
-    capsys.readouterr()
-    with pytest.raises(SystemExit, match="^2$"):                      # a typed clash is refused
-        sweep.main(["--out", str(tmp_path), "--report", "--steps", "99"])
-    assert "other options" in capsys.readouterr().err
-
-
-def test_a_report_never_writes_a_fingerprint_it_did_not_run(tmp_path, capsys):
-    """Family 7: --report writes no sweep.json; a folder without one (copied shard CSVs) is
-    reported with the options given, checked against the rows' own fingerprints."""
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    assert _sweep(empty, "--report") == 0 and not (empty / "sweep.json").exists()
-    a = tmp_path / "a"
-    for shard in ("0/2", "1/2"):
-        assert _sweep(a, "--steps", "140", "--shard", shard) == 0
-    assert _sweep(a, "--report") == 0
-    table = (a / "table.md").read_text()
-    copied = tmp_path / "copied"
-    copied.mkdir()
-    for name in ("runs-shard-0-of-2.csv", "runs-shard-1-of-2.csv"):
-        shutil.copy(a / name, copied)
-    for extra in ([], ["--steps", "150"], ["--bar", "0.9"]):        # not the options of the runs
-        err = _refused(copied, capsys, "--report", *extra)
-        assert "holds runs of another sweep" in err and "no sweep.json" in err
-        assert not (copied / "sweep.json").exists()
-    assert _sweep(copied, "--report", "--steps", "140") == 0
-    assert (copied / "table.md").read_text() == table and not (copied / "sweep.json").exists()
-    old = copied / "runs-shard-1-of-2.csv"                          # rows with no fingerprint
-    old.write_text("".join(ln.rsplit(",", 1)[0] + ",\r\n" if i else ln
-                           for i, ln in enumerate(old.read_text().splitlines(keepends=True))))
-    err = _refused(copied, capsys, "--report", "--steps", "140")
-    assert "runs-shard-1-of-2.csv line 2: a row without a fingerprint" in err
-    assert _sweep(empty, "--steps", "140", "--Ts", "8", "--seeds", "1") == 0   # not stuck
-
-
-def test_reports_never_replace_a_file_that_is_not_their_own(tmp_path, capsys, monkeypatch,
-                                                            smoke_ref):
-    """Family 1 for sweep.py's outputs (--out tables, --plot images, headline --out, limit
-    --out, a folder's table.md), and family 6: a full disk leaves no empty table and no
-    temporary behind, and its line names the path."""
-    runs, readme, photo = tmp_path / "runs.csv", tmp_path / "README.md", tmp_path / "photo.png"
-    runs.write_text((smoke_ref / "runs.csv").read_text())
-    readme.write_text("# my notes\n")
-    photo.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
-    lim = tmp_path / "lim"
-    lim.mkdir()
-    (lim / "limit.json").write_text('{"mine": 1}')
-    before = {p: p.read_bytes() for p in (runs, readme, photo, lim / "limit.json")}
-    for argv, msg in [(["compare", str(smoke_ref), "--out", str(runs)], "not a table"),
-                      (["width", str(smoke_ref), "--out", str(readme)], "not a table"),
-                      (["compare", str(smoke_ref), "--plot", str(photo)], "not a plot"),
-                      (["width", str(smoke_ref), "--plot", str(runs)], "not a plot"),
-                      (["compare", str(smoke_ref), "--out", str(tmp_path)], "is a folder"),
-                      (["compare", str(smoke_ref), "--out", str(readme), "--plot", str(readme)],
-                       "same file"),
-                      (["headline", "--d64", str(smoke_ref), "--d128", str(smoke_ref), "--out",
-                        str(readme)], "not a table"),
-                      (["limit", "--Ts", "10", "--seeds", "2", "--sets", "2", "--out", str(lim)],
-                       "not a limit.json")]:
-        code, out, err = run_cli(capsys, "sweep", *argv)
-        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
-    assert {p: p.read_bytes() for p in before} == before
-    f = _copy(smoke_ref, tmp_path / "f")
-    (f / "table.md").write_text("my notes\n")
-    assert "not a table" in _refused(f, capsys, "--report")
-    assert (f / "table.md").read_text() == "my notes\n"
-    out = tmp_path / "cmp.md"                                        # its own table: rewritten
-    for _ in range(2):
-        assert run_cli(capsys, "sweep", "compare", str(smoke_ref), "--out", str(out))[0] == 0
-    assert out.read_text().startswith("| protocol | T |")
-    f = _copy(smoke_ref, tmp_path / "g")
-    files = {p.name: p.read_bytes() for p in f.iterdir() if p.name != ".lock"}   # the report's
-    monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(
-        OSError(28, "No space left on device")))
-    code = cli.one_line_errors("sweep.py", sweep.main, ["--out", str(f), "--report"])
-    code_cmp = cli.one_line_errors("sweep.py", sweep.main, ["compare", str(f), "--out",
-                                                             str(tmp_path / "new.md")])
-    monkeypatch.undo()
-    err = capsys.readouterr().err.strip().splitlines()
-    assert (code, code_cmp) == (1, 1) and len(err) == 2 and all("No space left" in e for e in err)
-    assert str(f) in err[0] and str(tmp_path / "new.md") in err[1]
-    assert {p.name: p.read_bytes() for p in f.iterdir()
-            if p.name != ".lock"} == files                          # no table, no temporary
-    assert not (tmp_path / "new.md").exists() and not list(tmp_path.glob("*.tmp*"))
-
-
-# ===============================================================================================
-# cli.py: what every command promises (option values, one line, Ctrl-C, files)
-# ===============================================================================================
-
-def _bad_values(action):
-    """Values that must be refused for one option, from its type."""
-    if action.choices:
-        return ["bogus"]
-    t = action.type
-    if t is None or action.nargs == 0:
-        return []
-    name, allowed = getattr(t, "__name__", ""), getattr(t, "allowed", "")
-    if allowed.startswith("an integer"):          # cli.integer(lo)
-        return ["abc", "1.5", "-1", ""]
-    if allowed.startswith("a finite number"):     # cli.number(lo)
-        return ["abc", "-1", "nan", "inf"]
-    if name == "int_list":
-        return ["abc", "0", "5,-3", ""]
-    if name == "shard_spec":
-        return ["2/2", "a/b", "1"]
-    if name == "model_list":
-        return ["cnn", ""]
-    return []
-
-
-def _subcommand(name):
-    """The parser of `sweep.py NAME`."""
-    ap = sweep.sweep_parser()
-    return next(a for a in ap._actions if a.__class__.__name__ == "_SubParsersAction").choices[name]
-
-
-@pytest.mark.parametrize("command", ["train", "sweep", "bench"])
-def test_every_option_refuses_bad_values_in_one_line(command, capsys, tmp_path):
-    """Walk every option of every command: a bad value gives exit 2 and one line on stderr."""
-    parser = {"train": train.train_parser, "sweep": sweep.sweep_parser,
-              "bench": lambda: _subcommand("bench")}[command]()
-    prefix = [] if command == "train" else [command]
-    tried = 0
-    for action in parser._actions:
-        if not action.option_strings or action.dest == "help":
-            continue
-        for bad in _bad_values(action):
-            code, out, err = run_cli(capsys, *prefix, action.option_strings[0], bad,
-                                     "--out" if command == "sweep" else "--json",
-                                     str(tmp_path / "x"))
-            assert code == 2, (action.dest, bad, out, err)
-            assert len(err.strip().splitlines()) == 1 and "error" in err, (action.dest, bad, err)
-            assert f"argument {'/'.join(action.option_strings)}:" in err, (action.dest, bad, err)
-            assert "Traceback" not in err
-            tried += 1
-    assert tried >= 10
-    # values that each pass alone but not together, and an impossible memory demand
-    if command != "bench":
-        for argv, msg in [(["--s", "200"], "larger than"), (["--heads", "7"], "must divide"),
-                          (["--task", "majority", "--s", "2"], "odd")]:
-            code, out, err = run_cli(capsys, *prefix, *argv, "--out" if command == "sweep"
-                                     else "--json", str(tmp_path / "x"))
-            assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
-    if command == "train":
-        for argv, msg in [(["--T", "100000000"], "GiB"), (["--batch", "900"], "larger than --m")]:
-            code, out, err = run_cli(capsys, *argv)
-            assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
 
 
 @pytest.mark.parametrize("argv", [["sweep", "--model", "mlp"], ["sweep", "--seed", "3"],
@@ -4155,87 +2362,6 @@ def test_every_option_refuses_bad_values_in_one_line(command, capsys, tmp_path):
 def test_no_option_is_taken_by_its_prefix(argv, capsys):
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and "unrecognized arguments" in err and not out
-
-
-def test_ctrl_c_while_a_command_starts_is_one_line(tmp_path, capsys, monkeypatch):
-    """Family 5: Ctrl-C while a command imports numpy or builds its parser is one line and exit
-    status 130 (Ctrl-C before Python has run the script's first line is Python's own)."""
-    hook = ("import os, signal, sys, runpy\n"
-            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # as in a terminal, even
-            "class Hook:\n"                                  # when pytest runs with SIGINT ignored
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name == 'numpy':\n"
-            "            os.kill(os.getpid(), signal.SIGINT)\n"
-            "sys.meta_path.insert(0, Hook())\n"
-            "sys.argv = sys.argv[1:]\n"
-            "runpy.run_path(sys.argv[0], run_name='__main__')\n")
-    for argv in (["train.py", "--steps", "5"], ["sweep.py", "limit"], ["sweep.py", "--help"]):
-        r = subprocess.run([sys.executable, "-c", hook, *argv], cwd=HERE, capture_output=True,
-                           text=True, timeout=60)
-        assert r.returncode == 130 and "Traceback" not in r.stderr, (argv, r.stderr)
-        assert r.stderr.strip().splitlines() == [f"{argv[0]}: interrupted while starting; "
-                                                 f"nothing was run"]
-
-    def ctrl_c(*args, **kw):
-        raise KeyboardInterrupt
-    monkeypatch.setattr(train, "train_parser", ctrl_c)
-    assert cli.one_line_errors("train.py", train.main, []) == 130
-    assert capsys.readouterr().err.strip() == "train.py: interrupted"
-
-
-def test_no_output_replaces_a_file_that_is_not_its_own(tmp_path, capsys):
-    """Family 1: every path the project writes passes one check (cli.claim_output): free, or
-    already this command's own kind of output. A checkpoint is never replaced by a --json, nor
-    another run's checkpoint by train_run(save=...)."""
-    ck = str(tmp_path / "x.npz")
-    code, out, err = run_cli(capsys, *TINY, "--save", ck, "--json", ck)
-    assert code == 2 and "same file" in err and len(err.strip().splitlines()) == 1
-    assert not os.path.exists(ck)
-    assert run_cli(capsys, *TINY, "--save", ck)[0] == 0
-    good = open(ck, "rb").read()
-    notes, other, empty, fifo = (tmp_path / n for n in ("notes.txt", "o.json", "e.json", "fifo"))
-    notes.write_text("precious")
-    other.write_text('{"a": 1}')
-    empty.write_text("")
-    os.mkfifo(fifo)
-    for target, msg in [(ck, "not a JSON summary"), (notes, "not a JSON summary"),
-                        (other, "not a JSON summary"), (empty, "not a JSON summary"),
-                        (fifo, "not a regular file"), (tmp_path, "is a folder")]:
-        code, out, err = run_cli(capsys, *TINY, "--json", str(target))
-        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (target, err)
-        assert "Traceback" not in err and not out
-    assert open(ck, "rb").read() == good and train.load_checkpoint(ck)["step"] == 5
-    assert (notes.read_text(), other.read_text(), empty.read_text()) == ("precious", '{"a": 1}', "")
-    summary = tmp_path / "r.json"                    # a summary is replaced by a new summary
-    assert run_cli(capsys, *TINY, "--json", str(summary))[0] == 0
-    assert run_cli(capsys, *TINY, "--seed", "1", "--json", str(summary))[0] == 0
-    assert json.loads(summary.read_text())["seed"] == 1
-    for target, msg in [(ck, "already holds a checkpoint at step 5"),    # Python: the same rule
-                        (str(notes), "not a checkpoint of this run"),
-                        (str(summary), "not a checkpoint of this run"), (str(tmp_path), "folder")]:
-        with pytest.raises(ValueError, match=msg):
-            train.train_run(SMALL, save=target)
-    with pytest.raises(TypeError, match="save must be a file path"):
-        train.train_run(SMALL, save=5)
-    assert open(ck, "rb").read() == good and notes.read_text() == "precious"
-    mine = str(tmp_path / "mine.npz")                # its own checkpoint: continued, so replaced
-    with pytest.raises(train.Interrupted, match="interrupted after step 7; checkpoint"):
-        train.train_run(SMALL, save=mine, stop_after=7)
-    train.train_run(SMALL, save=mine, resume=train.load_checkpoint(mine))
-    assert train.load_checkpoint(mine)["step"] == SMALL["steps"]
-    table, readme, photo = tmp_path / "t.md", tmp_path / "README.md", tmp_path / "photo.png"
-    table.write_text("| model | T | m50 |\n")
-    readme.write_text("# my notes\n")
-    photo.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
-    assert cli.claim_output(str(table), "table") == str(table)
-    for path, kind, msg in [(readme, "table", "not a table"), (photo, "plot", "not a plot"),
-                            (summary, "critical", "not a sweep report's critical.json"),
-                            (readme, "limits", "not a cache of statistical limits")]:
-        with pytest.raises(ValueError, match=msg):
-            cli.claim_output(str(path), kind, "--out")
-    with pytest.raises(ValueError, match=r"--plot .*x\.foo: the image's extension must be one of "
-                                         r"png, .*, got 'foo'"):
-        cli.claim_output(str(tmp_path / "x.foo"), "plot", "--plot")   # savefig would traceback
 
 
 def test_json_output_is_strict_json(tmp_path, capsys):
@@ -4314,160 +2440,99 @@ def test_plot_option_draws_the_run(tmp_path, capsys, monkeypatch):
     assert code == 0 and f"plot: {path}" in out and cli.claim_output(path, "plot") == path
 
 
-# ===============================================================================================
-# steps.py: training steps to success (its monitor, FirstHit, on train_stack)
-# ===============================================================================================
+# ---------------- the house: the reference at the root, the studies above it -------------------
 
-def test_a_monitor_only_watches_and_stops_a_stack_when_every_run_reaches_the_bar():
-    runs = [dict(SMALL, task="parity", s=2, T=10, m=400, steps=400, d=16, heads=4, mlp=16, seed=s)
-            for s in (0, 1)]
-    watch = steps.FirstHit(10, 2)
-    seen = train.train_stack(runs, monitor=watch)
-    plain = train.train_stack(runs)
-    ran = seen[0]["steps_run"]
-    assert (watch.first > 0).all() and ran == watch.first.max() < 400 and ran % 10 == 0
-    assert all(s["steps_run"] == ran for s in seen) and plain[0]["steps_run"] == 400
-    for a, b in zip(seen, plain, strict=True):   # the same training, cut where it stopped
-        assert a["losses"] == b["losses"][:ran]
-    never = steps.FirstHit(10, 2)
-    never.__class__ = type("Never", (steps.FirstHit,), {"__call__": lambda self, *a: False})
-    assert train.train_stack(runs, monitor=never)[0]["steps_run"] == 400
-
-
-def test_paired_medians_carry_the_settings_difference_not_the_seeds_luck():
-    rng = np.random.default_rng(6)
-    ref = [dict(T=50, seed=sd, steps_to_bar=int(rng.integers(50, 5000)), censored=0)
-           for sd in range(12)]
-    twice = [dict(r, steps_to_bar=2 * r["steps_to_bar"]) for r in ref][::-1]  # another order
-    assert steps.paired_medians(twice, ref)[2:] == (2.0, 2.0, 2.0, 12)   # exact: seeds paired
-    # a smaller budget on one side: both are censored at it
-    _, _, ratio, lo, hi, _ = steps.paired_medians(ref, ref, budget=int(np.median(
-        [r["steps_to_bar"] for r in ref])) - 1)
-    assert ratio is None and lo is None and hi is None             # both medians inf: undefined
-    censored = [dict(r, censored=1, steps_to_bar=None) if r["seed"] < 7 else r for r in twice]
-    ma, _, ratio, lo, hi, _ = steps.paired_medians(censored, ref)
-    assert ma == ratio == hi == np.inf and lo > 2                    # most censored: above
-    assert steps.paired_medians(twice[-5:], ref)[-1] == 5            # only the shared seeds
-    with pytest.raises(ValueError, match="share no seed"):
-        steps.paired_medians(twice[:3], ref[:3])
-
-
-def test_steps_sigterm_says_what_was_saved(tmp_path):
-    """SIGTERM during steps.py's runs: its own line (the runs saved, how to resume) and exit
-    status 143, as Ctrl-C's line and 130 (it used to be the generic "steps.py: terminated")."""
-    p = _python("steps.py", "--Ts", "8", "--seeds", "1", "--budget", "1000000", "--lr", "1e-9",
-                "--d", "16", "--heads", "2", "--mlp", "16", "--workers", "1", "--out",
-                str(tmp_path / "f"))
-    try:
-        assert p.stdout.readline().startswith("steps: 1 runs to do")        # the banner
-        time.sleep(1.0)                                                     # inside the run
-        p.terminate()
-        _, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
-    assert p.returncode == 143 and err.strip().splitlines() == [
-        f"terminated (SIGTERM): 0 runs of this session are saved in "
-        f"{tmp_path / 'f' / 'steps.csv'}; rerun the same command to resume"], err
-
-
-def test_steps_command_runs_resumes_and_pairs_two_folders(tmp_path, capsys):
-    tiny = ["--s", "2", "--Ts", "6,8", "--seeds", "2", "--budget", "300", "--d", "16",
-            "--heads", "4", "--mlp", "16", "--workers", "1", "--n-test", "200"]
-    a, b = str(tmp_path / "a"), str(tmp_path / "b")
-    assert steps.main(tiny + ["--m", "200", "--out", a]) == 0
-    assert steps.main(tiny + ["--m", "400", "--out", b, "--against", a]) == 0
-    table = (tmp_path / "b" / "against.md").read_text()
-    assert "settings that differ: m 400 here, 200 there" in table
-    rows = [ln.split(" | ") for ln in table.splitlines() if ln.startswith(("| 6 ", "| 8 "))]
-    assert [r[:2] for r in rows] == [["| 6", "2"], ["| 8", "2"]]
-    for folder_, column in ((b, 2), (a, 3)):                          # here, then there
-        done = steps.read_done(os.path.join(folder_, "steps.csv"))
-        med = np.median([np.inf if r["censored"] else r["steps_to_bar"]
-                         for (T, _), r in done.items() if T == 6])
-        assert rows[0][column] == ("inf" if np.isinf(med) else f"{med:.0f}")
-    before = (tmp_path / "a" / "steps.csv").read_text()
-    assert steps.main(tiny + ["--m", "200", "--out", a]) == 0          # resumes: nothing to run
-    assert (tmp_path / "a" / "steps.csv").read_text() == before
-    code, _, err = run_cli(capsys, "steps", "--out", b, "--report", "--against",
-                           str(tmp_path / "nowhere"))
-    assert code == 2 and "holds no readable steps.json" in err and len(err.splitlines()) == 1
-    (tmp_path / "a" / "steps.json").write_text("[1, 2]")                # JSON, but not ours
-    code, _, err = run_cli(capsys, "steps", "--out", b, "--report", "--against", a)
-    assert code == 2 and "holds no readable steps.json" in err and len(err.splitlines()) == 1
-
-
-def test_steps_with_one_seed_or_a_check_past_the_budget_writes_its_table(tmp_path):
-    # issue 39: one seed made seed_resamples(1) fail ("cannot reshape array of size 0"), after the
-    # training; its one resample is the seed itself. A check interval longer than the budget
-    # censors every run: the table says so, and that there is no fit
-    tiny = ["--s", "1", "--d", "8", "--heads", "2", "--mlp", "4", "--workers", "1", "--n-test",
-            "100", "--m", "60"]
-    assert steps.main(tiny + ["--Ts", "4", "--seeds", "1", "--budget", "60", "--out",
-                              str(tmp_path / "one")]) == 0
-    table = (tmp_path / "one" / "table.md").read_text()
-    assert table.count("\n| 4 | 1 |") == 1
-    assert steps.main(tiny + ["--Ts", "4,6", "--seeds", "2", "--budget", "5", "--every", "1000",
-                              "--out", str(tmp_path / "late")]) == 0
-    table = (tmp_path / "late" / "table.md").read_text()
-    assert "| 4 | 2 | 2 | inf [inf, inf]" in table and "no fit" in table
-    C, w = stats.seed_resamples(1)
-    assert C.tolist() == [[1.0]] and w.tolist() == [1.0]
-
-
-# ===============================================================================================
-# theory.py: every [theorem check] of the theory report, and its command line
-# ===============================================================================================
-
-# ---------------- where theory sits: below the studies, one contract per name --------------------
-STUDIES = {"mechanism", "failures", "report", "sweep", "families", "steps", "folder"}
-
-
-def project_imports(name):
-    """-> the project modules `name` imports, directly or through others, counting imports inside
-    functions too (read from the source with ast, so a lazy import counts as well)."""
+def module_imports(path):
+    """-> (the project modules the file at `path` imports, anywhere in it, lazy imports too, as
+    dotted names: 'attn', 'studies.stats'; the top-level names it imports and never uses)."""
     import ast
-    project = {os.path.basename(f)[:-3] for f in glob.glob(os.path.join(HERE, "*.py"))}
-    seen, todo = set(), [name]
-    while todo:
-        tree = ast.parse(open(os.path.join(HERE, todo.pop() + ".py"), encoding="utf-8").read())
-        for n in ast.walk(tree):
-            mods = ([a.name for a in n.names] if isinstance(n, ast.Import) else
-                    [n.module] if isinstance(n, ast.ImportFrom) and n.module else [])
-            for m in {m.split(".")[0] for m in mods} & project - seen - {name}:
-                seen.add(m)
-                todo.append(m)
-    return seen
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    root_mods = {os.path.basename(f)[:-3] for f in glob.glob(os.path.join(HERE, "*.py"))}
+    mods, bound = set(), {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            for a in n.names:
+                mods.add(a.name)
+                bound[a.asname or a.name.split(".")[0]] = n
+        elif isinstance(n, ast.ImportFrom) and n.module:
+            for a in n.names:
+                sub = f"{n.module}.{a.name}"
+                is_mod = n.module == "studies" or os.path.exists(
+                    os.path.join(HERE, *sub.split(".")) + ".py")
+                mods.add(sub if is_mod else n.module)
+                bound[a.asname or a.name] = n
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    used |= {n.value.id for n in ast.walk(tree)
+             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+    unused = {name for name in bound if name not in used}
+    ours = {m for m in mods if m.split(".")[0] in root_mods or m.startswith("studies.")}
+    return ours, unused
 
 
-def test_theory_sits_below_every_study():
-    """theory.py imports the model, the data, the hypotheses, the statistics and the training loop
-    (and what those import), never a study, also not through another module; the studies import
-    theory's measures. The check can fail: mechanism.py reaches folder.py and sweep.py."""
-    below = project_imports("theory")
-    assert not below & STUDIES, sorted(below & STUDIES)
-    assert {"attn", "data", "hypotheses", "stats", "train", "cli"} <= below, sorted(below)
-    assert {"folder", "sweep"} <= project_imports("mechanism")
-    assert "theory" in project_imports("mechanism") and "theory" in project_imports("report")
-    assert not project_imports("cli")                               # the shared helper: stdlib only
+def project_graph():
+    """{module: the project modules it imports} over the root's files and studies/ (tests left
+    out), with each module's unused imports."""
+    files = [f for f in glob.glob(os.path.join(HERE, "*.py")) + glob.glob(
+        os.path.join(HERE, "studies", "*.py")) if not os.path.basename(f).startswith("test_")]
+    graph, unused = {}, {}
+    for f in files:
+        rel = os.path.relpath(f, HERE)[:-3].replace(os.sep, ".")
+        if rel.endswith("__init__"):
+            continue
+        graph[rel], unused[rel] = module_imports(f)
+    return graph, unused
+
+
+def test_the_house_points_down_with_no_cycle_and_no_unused_import():
+    """Issue 44: the reference at the root imports no study; theory.py imports only attn, data
+    and fast (it can be copied beside them); attn.py and data.py import no project file; no
+    cycle among the modules; no module imports a name it never uses. Each check can fail: the
+    studies do reach the root (mechanism -> theory, sweep -> train)."""
+    graph, unused = project_graph()
+    root = {m for m in graph if not m.startswith("studies.")}
+    assert {"attn", "data", "fast", "train", "theory"} <= root and "studies.sweep" in graph
+    up = {m: sorted(i for i in graph[m] if i.startswith("studies")) for m in root}
+    assert not any(up.values()), {m: v for m, v in up.items() if v}
+    assert graph["theory"] <= {"attn", "data", "fast"}, sorted(graph["theory"])
+    assert not graph["attn"] and not graph["data"], (graph["attn"], graph["data"])
+    assert "theory" in graph["studies.mechanism"] and "train" in graph["studies.sweep"]
+    state, cycle = {}, []
+
+    def visit(m, path):
+        state[m] = "open"
+        for n in sorted(graph.get(m, ())):
+            if state.get(n) == "open":
+                cycle.append(path + [n])
+            elif n not in state:
+                visit(n, path + [n])
+        state[m] = "done"
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycle, cycle
+    assert not {m: u for m, u in unused.items() if u}, {m: sorted(u) for m, u in unused.items()
+                                                        if u}
 
 
 def test_theory_defines_no_name_another_module_defines():
     """One contract per name: a function or constant theory.py defines is defined nowhere else in
-    the project (attn.py's numerical_gradient calls f(); theory's numerical_jacobian calls f(x))."""
+    the project, the studies included (attn.py's numerical_gradient calls f(); theory's
+    numerical_jacobian calls f(x))."""
     import ast
 
-    def defined(name):
-        tree = ast.parse(open(os.path.join(HERE, name + ".py"), encoding="utf-8").read())
+    def defined(path):
+        tree = ast.parse(open(path, encoding="utf-8").read())
         return ({n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
                 | {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
                    if isinstance(t, ast.Name)})
-    ours = {n for n in defined("theory") if not n.startswith("_")} - {"main"}   # each command's
-    assert {"norm_measures", "covering_constant", "construction_width", "numerical_jacobian"} <= ours
-    clashes = {f"{os.path.basename(f)[:-3]}.{n}" for f in glob.glob(os.path.join(HERE, "*.py"))
-               if os.path.basename(f) not in ("theory.py", "test_all.py")
-               for n in ours & defined(os.path.basename(f)[:-3])}
+    ours = {n for n in defined(os.path.join(HERE, "theory.py")) if not n.startswith("_")} - {
+        "main"}                                                                 # each command's
+    assert {"norm_measures", "covering_constant", "construction_width", "numerical_jacobian",
+            "fit_line"} <= ours
+    files = glob.glob(os.path.join(HERE, "*.py")) + glob.glob(os.path.join(HERE, "studies", "*.py"))
+    clashes = {os.path.relpath(f, HERE) + f":{n}" for f in files
+               if os.path.basename(f) != "theory.py" and not os.path.basename(f).startswith("test_")
+               for n in ours & defined(f)}
     assert not clashes, sorted(clashes)
 
 
@@ -4537,19 +2602,6 @@ def test_rel_error_known_values():
     assert abs(attn.rel_error([3.0, 4.0], [3.0, 0.0]) - 0.8) < 1e-15
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: theory.numerical_jacobian(cubic, [[1.0, 2.0]]), "float64 numpy array"),
-    (lambda: theory.numerical_jacobian(cubic, np.ones((2, 3), np.float32)), "float32"),
-    (lambda: theory.numerical_jacobian(cubic, np.ones((2, 3)), h=0), "h must be"),
-    (lambda: theory.numerical_jacobian(cubic, np.ones((0, 3))), r"one element, got shape \(0, 3\)"),
-    (lambda: stats.fit_line([1.0, 1.0], [2.0, 3.0]), "distinct"),
-])
-def test_helpers_refuse_bad_input_in_one_line(call, message):
-    with pytest.raises(ValueError, match=message) as e:
-        call()
-    assert "\n" not in str(e.value)
-
-
 # ---------------- 1. capacity ------------------------------------------------------------------
 
 def test_softmax_lipschitz_at_most_2_and_search_reaches_near_1():
@@ -4585,30 +2637,6 @@ def test_norm_measures_known_matrices():
     assert nm["L_after"] == 2.0
     assert (nm["B_X_token"], nm["B_X_position"]) == ("bit0", 0)     # where B_X comes from
     assert math.isnan(nm["ln1_gain_rms"]) and math.isnan(nm["ln1_shift_norm"])   # no LN1
-
-
-def test_norm_measures_name_the_token_and_ln1_behind_B_X():
-    cfg = attn.default_config(T=3, d=4, heads=2, mlp=0, ln=False, dtype="float64")
-    p = attn.init_params(cfg, np.random.default_rng(0), std=0.0)
-    X, S = np.zeros((2, 3)), np.array([2])
-    for where, token, pos, in_S in ((("E_pos", 2), "bit0", 2, 1), (("E_tok", 1), "bit1", 0, 0),
-                                    (("cls", None), "cls", -1, 0)):
-        q = {k: v.copy() for k, v in p.items()}
-        q["E_pos"][:, 1] = [0.3, 0.2, 0.1]               # no ties: position 0 leads a bit value
-        (q[where[0]] if where[1] is None else q[where[0]][where[1]])[0] = 3.0
-        mech = mechanism.measure_mechanism(q, cfg, S, X)
-        assert (mech["B_X_token"], mech["B_X_position"], mech["B_X_in_S"]) == (token, pos, in_S)
-    cfg = dict(cfg, ln=True)
-    p = attn.init_params(cfg, np.random.default_rng(1), std=0.5)
-    p["ln1_g"][:], p["ln1_b"][:] = [1.0, 1.0, 3.0, 3.0], [0.0, 4.0, 0.0, 3.0]
-    nm = theory.norm_measures(p, cfg)
-    assert abs(nm["ln1_gain_rms"] - math.sqrt(5.0)) < 1e-12 and nm["ln1_shift_norm"] == 5.0
-    rows = np.concatenate([(p["E_tok"][:, None] + p["E_pos"]).reshape(-1, 4), p["cls"][None]])
-    norms = np.linalg.norm(attn.layernorm_forward(rows, p["ln1_g"], p["ln1_b"])[0], axis=1)
-    i = int(np.argmax(norms))
-    assert (nm["B_X_token"], nm["B_X_position"]) == (("cls", -1) if i == 6 else
-                                                     (f"bit{i // 3}", i % 3))
-    assert abs(nm["B_X"] - math.hypot(norms[i], 1.0)) < 1e-12
 
 
 def test_bound_grows_like_log_T_and_halfspaces_like_T():
@@ -4798,166 +2826,12 @@ def test_unknown_argument_is_one_line_and_exit_2(args):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("theory.py: error:"), r.stderr
     assert args[0] in lines[0]
-
-
-# ---- issue 31: claims and the front page
-
-def test_the_bootstrap_of_a_median_is_exact():
-    # every resample listed by hand (n^n of them) against the order-statistics formula, with ties
-    # and censored (+inf) values, for an odd and an even number of seeds
-    for n in (5, 6):
-        v = np.array([np.inf, 30.0, 10.0, 30.0, 70.0, 20.0][:n])
-        seen = {}
-        for idx in itertools.product(range(n), repeat=n):
-            m = float(np.median(v[list(idx)]))
-            seen[m] = seen.get(m, 0) + 1                 # counted, then divided: exact
-        support, p = stats.median_bootstrap(v)
-        assert sorted(seen) == list(support)
-        assert np.allclose([seen[x] / n ** n for x in support], p, rtol=0, atol=1e-14)
-        C, w = stats.seed_resamples(n)                   # the listed resamples agree with both
-        medians = stats.resample_medians(v, C)
-        assert np.allclose([w[medians == x].sum() for x in support], p, rtol=0, atol=1e-14)
-    x = np.random.default_rng(3).normal(size=999)       # equal weights: percentile_ci's rule
-    assert stats.weighted_percentile_ci(x, np.ones_like(x)) == stats.percentile_ci(x)
-    assert not stats.exact_resamples(20)                 # too many to list: drawn, equal weights
-    C, w = stats.seed_resamples(20, n_boot=50)
-    assert C.shape == (50, 20) and (C.sum(1) == 20).all() and np.allclose(w, 1 / 50)
-
-
-def test_parity_median_steps_at_T200_is_exact_not_a_cut_off_of_2000_resamples():
-    # 2,000 resamples put the 97.5% bound on 1,750, but the bootstrap median exceeds 1,750 with
-    # probability 3.3%: the exact bound is 2,850, and the committed table must say so
-    import csv
-    rows = list(csv.DictReader(open(os.path.join(HERE, "results/parity/s-2/steps.csv"))))
-    v = [np.inf if r["censored"] == "1" else float(r["steps_to_bar"]) for r in rows
-         if r["T"] == "200"]
-    support, p = stats.median_bootstrap(v)
-    assert abs(p[support > 1750].sum() - 0.0328) < 0.0005
-    assert stats.median_ci(v) == (475.0, 2850.0)
-    table = open(os.path.join(HERE, "results/parity/s-2/table.md")).read()
-    row = next(ln for ln in table.splitlines() if ln.startswith("| 200 |"))
-    assert "1360 [475, 2850]" in row and "1750" not in row
-
-
-def test_a_drawn_bound_carries_its_monte_carlo_error():
-    # over 300 independent draws of 2,000 resamples the 97.5% bound of a normal sample spreads
-    # by its standard error, about 0.060; the band percentile_ci gives each bound is two of them
-    # either side (stats.MC_Z), and holds about 95% of the other draws' bounds
-    rng = np.random.default_rng(5)
-    bounds = [stats.percentile_ci(rng.standard_normal(2000))[1] for _ in range(300)]
-    spread = np.std([float(b) for b in bounds])
-    half = np.mean([(b.band[1] - b.band[0]) / 2 for b in bounds])
-    assert 0.8 < half / (stats.MC_Z * spread) < 1.25 and abs(spread - 0.060) < 0.01
-    truth = np.median([float(b) for b in bounds])
-    assert 0.9 < np.mean([b.band[0] <= truth <= b.band[1] for b in bounds]) < 0.99
-    assert all(b.side == "hi" and b.band[0] <= b <= b.band[1] for b in bounds)
-    import pickle
-    again = pickle.loads(pickle.dumps(bounds[0]))
-    assert again == bounds[0] and again.band == bounds[0].band and again.side == "hi"
-    exact = stats.median_ci([3.0, 1.0, 2.0, 5.0])              # exact bounds are plain floats
-    assert not any(isinstance(b, stats.Bound) for b in exact)
-
-
-def test_a_bound_keeps_no_digit_its_monte_carlo_error_moves():
-    B = lambda v, a, b, side="hi": stats.Bound(v, (a, b), side)
-    assert stats.bound_text(B(206.3, 206.1, 206.6), 0) == "206"      # error 0.25: all digits
-    assert stats.bound_text(B(206.3, 204.0, 208.0), 0) == "210"      # error 2: not the units
-    assert stats.bound_text(B(1.4123, 1.40, 1.42), 2) == "1.4"       # band 0.02: one decimal
-    assert stats.bound_text(B(1.4123, 1.38, 1.45), 2) == "1"         # band 0.07: none
-    assert stats.bound_text(B(3.06e7, 3.03e7, 3.08e7, "lo"), 0) == "3.1e+07"
-    # not one figure left: widened to the band's outer end and marked ~ (a reader tells "~500",
-    # at most about that far, from a measured 500), or what is known where that end is inf or
-    # twice the inner end (a heavy tail): the power of ten inside the inner end
-    assert stats.bound_text(B(9.5e6, 8e6, 1.5e7), 0) == "~2e+07"
-    assert stats.bound_text(B(9.5e6, 6.8e6, 1.5e7), 0) == "> 1e+06"
-    assert stats.bound_text(B(548.0, 503.0, 607.0, "lo"), 0) == "~500"
-    assert stats.bound_text(B(-0.019, -0.0925, 0.0397), 1) == "~0.5"   # holds 0: not excluded
-    assert stats.bound_text(B(420.0, 380.0, np.inf), 0) == "> 100"
-    assert stats.bound_text(B(9e4, 2e3, 5e7), 0) == "> 1000"
-    assert stats.bound_text(B(-3.0, -np.inf, -2.2, "lo"), 1) == "< -1"
-    assert stats.bound_text(206.3, 0) == "206" and stats.bound_text(np.inf, 1) == "inf"
-    assert stats.mc_decimals(B(1.4123, 1.40, 1.42), 2) == 1 and stats.mc_decimals(0.5, 3) == 3
-    # a word rests on the whole band: a lower bound of 1.004 whose error reaches 0.998 is not
-    # "above 1", and the mechanism page's word for such an interval is "not detected"
-    assert not stats.surely_above(B(1.004, 0.998, 1.01, "lo"), 1.0)
-    assert stats.surely_above(B(1.004, 1.002, 1.006, "lo"), 1.0) and stats.surely_above(1.004, 1)
-    assert stats.surely_below(B(0.97, 0.96, 0.99), 1.0)
-    assert not stats.surely_below(B(0.97, 0.9, 1.02), 1.0)
-    assert mechanism.word(B(0.52, 0.49, 0.55, "lo"), B(0.8, 0.79, 0.81), 0.5) == "not detected"
-    assert mechanism.word(B(0.52, 0.51, 0.53, "lo"), B(0.8, 0.79, 0.81), 0.5) == "established"
-
-
-def _rerun_change_rate(B, rng):
-    """How often a printed 97.5% bound changes its text when drawn again from B other resamples:
-    20 reruns each of bounds at eight scales and ten places between two rounding points."""
-    changed = total = 0
-    for scale in (0.03, 0.1, 0.3, 1, 3, 10, 30, 100):
-        for offset in np.arange(10) / 10:
-            texts = [stats.bound_text(stats.percentile_ci(
-                scale * (offset + rng.standard_normal(B)))[1], 2) for _ in range(20)]
-            changed, total = changed + sum(t != texts[0] for t in texts[1:]), total + 19
-    return changed / total
-
-
-def test_a_printed_bound_keeps_its_text_in_about_nineteen_reruns_of_twenty(monkeypatch):
-    # the rule's measure (stats.py's module docstring): a band of two standard errors that spans
-    # at most half a unit of the last digit printed keeps the text in all but about 3% of reruns
-    # (this draw: 2.8%); the band of one standard error within a whole unit, the rule before,
-    # changed it in 36%
-    assert _rerun_change_rate(20000, np.random.default_rng(11)) <= 0.05
-    monkeypatch.setattr(stats, "MC_Z", 1)
-    monkeypatch.setattr(stats, "MC_SPAN", 1.0)
-    assert _rerun_change_rate(20000, np.random.default_rng(11)) > 0.25
-
-
-def test_headline_refuses_a_folder_at_another_width_in_one_line(smoke_ref, tmp_path, capsys):
-    out = tmp_path / "headline.md"                            # the smoke sweep runs at d = 64
-    (tmp_path / "R.md").write_text(report.BEGIN + "\n" + report.END + "\n")
-    code, _, err = run_cli(capsys, "sweep", "headline", "--d64", str(smoke_ref), "--d128",
-                           str(smoke_ref), "--out", str(out), "--readme", str(tmp_path / "R.md"))
-    assert code == 2 and len(err.strip().splitlines()) == 1 and not out.exists()
-    assert f"{smoke_ref} holds runs at d = 64, not 128" in err and "--d128" in err
-    narrow = tmp_path / "d-32"
-    assert _sweep(narrow, "--d", "32", "--seeds", "1", "--Ts", "8") == 0
-    code, _, err = run_cli(capsys, "sweep", "headline", "--d64", str(narrow), "--out", str(out),
-                           "--readme", str(tmp_path / "R.md"))
-    assert code == 2 and f"{narrow} holds runs at d = 32, not 64" in err and "--d64" in err
-
-
-_NUMBER = r"~?-?(?:\d[\d,]*(?:\.\d+)?(?:e\+\d+)?|inf)"   # ~: widened (stats.bound_text)
 INTERVAL = re.compile(rf"\[({_NUMBER}), ({_NUMBER})\]")
 
 
 def _intervals(text):
     """Every interval written [a, b] in a text, thousands separators dropped: {"[a, b]"}."""
     return {f"[{a.replace(',', '')}, {b.replace(',', '')}]" for a, b in INTERVAL.findall(text)}
-
-
-def test_the_bootstrap_shows_progress_on_a_terminal_only(monkeypatch, capsys):
-    rows = [dict(model="transformer", T=T, seed=sd, m=m, success=int(m >= 20 + sd))
-            for T in (10, 30) for sd in range(3) for m in (10, 20, 30, 40)]
-    report.success_table(rows, ["transformer"])
-    assert capsys.readouterr().err == ""                     # a pipe or a file: nothing
-    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    report.success_table(rows, ["transformer"])
-    err = capsys.readouterr().err
-    assert "transformer T = 30 (2 of 2)" in err and err.endswith("\r")   # cleared when done
-
-
-def test_regenerate_sh_writes_every_table_under_results():
-    # a table over several folders that results/regenerate.sh does not write could not be made
-    # again from the runs: each is named there (its variables expanded), or listed as left out
-    script = open(os.path.join(HERE, "results", "regenerate.sh")).read()
-    named = script.replace("$S/", "results/protocols/").replace("$W/", "results/width/") \
-        .replace("$F/", "results/families/")
-    for path in glob.glob(os.path.join(HERE, "results", "**", "*.md"), recursive=True):
-        rel = os.path.relpath(path, HERE).replace(os.sep, "/")
-        where = os.path.dirname(path)
-        own = os.path.basename(rel) in ("table.md", "against.md") and any(
-            os.path.exists(os.path.join(where, f)) for f in ("sweep.json", "steps.json", "plan.json"))
-        if os.path.basename(rel) != "README.md" and not own:
-            assert rel in named, f"{rel}: not written by results/regenerate.sh"
-    assert "results/protocols/mingpt-summed-batch.md (the old minGPT table" in script
 
 
 def test_every_interval_on_the_front_page_and_the_study_pages_is_one_a_results_file_holds():
@@ -4989,48 +2863,6 @@ def test_the_verdict_is_at_most_six_short_bullets_each_with_an_interval_and_a_li
         assert _intervals(b) and re.search(r"\]\((results/[^)]+README\.md)\)", b), b
     assert page.index("## Run it") < page.index("## The answer") < page.index("## Verdict")
     assert len(page[:page.index("## Run it")].split()) < 200      # the commands on the first screen
-
-
-def test_an_mstar_interval_open_at_the_grid_says_how_often_it_leaves_it():
-    grid = [8, 10, 580]
-    st = lambda m, lo, hi, above: dict(m_star=m, m_star_lo=lo, m_star_hi=hi, m_star_above=above)
-    cells = {30: (None, st(10, 8, 10, 0.0), None),                          # inside: no line
-             1000: (None, st(580, 10, math.inf, 0.25), None),
-             3000: (None, st(math.inf, 580, math.inf, 1.0), None)}          # off the grid
-    (line,) = families.grid_edge_lines({("junta", 3): (grid, cells, "f", {})})
-    assert line == ("junta s = 3, T = 1000: m* = 580, the largest m tried, so a growth to it is a "
-                    "lower bound; m* lies above the largest m tried (580) with bootstrap "
-                    "probability 0.250")
-    # the 3-junta at T = 1000: 9 of 20 seeds never succeed, so m* (the 10th smallest critical m)
-    # is above the grid exactly when fewer than 10 of 20 draws are among the 11 that succeed
-    p = sum(math.comb(20, j) * 0.55 ** j * 0.45 ** (20 - j) for j in range(10))
-    fam = open(os.path.join(HERE, "results/families/families.md")).read()
-    assert f"junta s = 3, T = 1000: m* = 580, the largest m tried" in fam
-    assert f"with bootstrap probability {p:.3f}" in fam and f"{p:.3f}" == "0.249"
-
-
-def test_majority_mstar_after_bisection_has_an_exact_interval():
-    # m* after bisection is the ceil(n/2)-th smallest critical m: its bootstrap distribution from
-    # binomial tails, against every resample listed (n = 5, 6), ties and seeds above the grid
-    for crit in ([np.inf, 30.0, 10.0, 30.0, 70.0], [np.inf, 30.0, 10.0, 30.0, 70.0, np.inf]):
-        n, k = len(crit), math.ceil(len(crit) / 2)
-        C, w = stats.seed_resamples(n)
-        kth = np.array([np.sort(np.repeat(crit, c.astype(int)))[k - 1] for c in C])
-        support, p = stats.order_statistic_bootstrap(crit, k)
-        assert np.allclose([w[kth == x].sum() for x in support], p, rtol=0, atol=1e-12)
-    grid = stats.m_grid(8, 600)
-    rng = np.random.default_rng(4)
-    rows = [dict(model="transformer", T=100, seed=sd, m=m, success=m >= th)
-            for sd, th in enumerate(rng.choice(grid[:40], 15).tolist() + [10_000] * 3)
-            for m in grid]                                   # every m run: bisection replays it
-    st = stats.critical_sizes(rows, {"transformer": grid}, "bisect")[("transformer", 100)]
-    support, p = stats.order_statistic_bootstrap(st["per_seed"], 9)
-    assert (st["m_star_lo"], st["m_star_hi"]) == stats.distribution_ci(support, p)
-    assert st["m_star_above"] == pytest.approx(p[np.isinf(support)].sum(), abs=1e-15)
-    # the one committed interval the drawn resamples had wrong: 50 seeds at T = 1100
-    table = open(os.path.join(HERE, "results/paper-range-ours/table.md")).read()
-    row = next(ln for ln in table.splitlines() if ln.startswith("| transformer | 1100 |"))
-    assert "| 134 [110, 208] |" in row
 # ---- issue 32: one harness
 # Every command and folder on the project's one way of doing each thing: folder.py's folder type
 # (lock, header, torn and NUL rows, resume, the one row validator) for steps.py too; one reader of
@@ -5039,344 +2871,11 @@ def test_majority_mstar_after_bisection_has_an_exact_interval():
 # (cli.worker_pool); sizes checked before anything is built.
 import signal  # noqa: E402  (signals for this block's tests; the imports above are shared)
 
-STEPS_TINY = ["--task", "parity", "--s", "1", "--Ts", "4,6", "--seeds", "3", "--budget", "60",
-              "--every", "10", "--d", "8", "--heads", "2", "--mlp", "4", "--workers", "1",
-              "--n-test", "100", "--m", "60", "--stack", "3", "--lr", "0.01"]
-
-
-@pytest.fixture(scope="module")
-def steps_ref(tmp_path_factory):
-    """A finished steps.py folder (s = 1 parity, T = 4 and 6, 3 seeds: hits and a censored run)."""
-    out = tmp_path_factory.mktemp("steps-ref")
-    assert steps.main(STEPS_TINY + ["--out", str(out)]) == 0
-    return out
-
-
-def _outcomes(out):
-    return {k: (r["censored"], r["steps_to_bar"])
-            for k, r in steps.read_done(os.path.join(str(out), "steps.csv")).items()}
-
 
 def _one_line(code, err, *words):
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     for w in words:
         assert w in err, (w, err)
-
-
-def test_steps_folder_resumes_after_any_crash_without_gluing_rows(steps_ref, tmp_path, capsys):
-    """A torn last row (SIGKILL mid-write), an empty steps.csv, NUL bytes mid-file or at the end:
-    the same command resumes into a file every later run reads, with the same outcomes."""
-    ref = (steps_ref / "steps.csv").read_text()
-    lines = ref.splitlines(keepends=True)
-    assert {c for c, _ in _outcomes(steps_ref).values()} == {0, 1}      # hits and a censored run
-    variants = {"torn last row": ref[:-9], "empty": "",
-                "NUL row mid-file": "".join(lines[:3]) + "\x00" * 40 + "\n" + "".join(lines[4:]),
-                "NUL tail": ref[:-9] + "\x00" * 64}
-    for name, text in variants.items():
-        f = _copy(steps_ref, tmp_path / name.replace(" ", "-"))
-        (f / "steps.csv").write_text(text)
-        code, _, err = run_cli(capsys, "steps", *STEPS_TINY, "--out", str(f))
-        assert code == 0 and "Traceback" not in err, (name, err)
-        assert _outcomes(f) == _outcomes(steps_ref), name
-        body = (f / "steps.csv").read_text()
-        assert body.startswith(lines[0]) and body.endswith("\n"), name
-        assert all(len(ln.split(",")) == len(steps.FIELDS) for ln in body.splitlines()
-                   if "\x00" not in ln), name                          # no row glued onto another
-        assert run_cli(capsys, "steps", *STEPS_TINY, "--out", str(f), "--report")[0] == 0, name
-
-
-def test_steps_rows_and_files_that_contradict_their_folder_are_one_line(steps_ref, tmp_path,
-                                                                        capsys):
-    """The one row validator for steps.py's rows: a flipped censored flag, a step that is not a
-    checked one, a row of another task, s, m, budget or check interval, one run twice with two
-    outcomes; and a steps.json or curves.json that is not what steps.py writes: one line naming
-    the file (and line), exit 2, for a resume and a report alike."""
-    lines = (steps_ref / "steps.csv").read_text().splitlines(keepends=True)
-    header = lines[0].rstrip("\r\n").split(",")
-    cens = [ln.split(",")[header.index("censored")] for ln in lines]
-    hit, miss = cens.index("0", 1), cens.index("1", 1)
-    rows = [(hit, dict(censored="1"), "censored 1 contradicts its steps_to_bar"),
-            (miss, dict(censored="0"), "censored 0 contradicts its steps_to_bar (blank)"),
-            (miss, dict(censored="0", steps_to_bar="20"), None),          # a hit: a censored
-            (hit, dict(steps_to_bar="25"), "not a checked step"),         # run is duplicated
-            (hit, dict(steps_to_bar="70"), "not a checked step"),
-            (hit, dict(task="and"), "task and is not the folder's task parity"),
-            (hit, dict(s="2"), "s 2 is not the folder's s 1"),
-            (hit, dict(m="120"), "m 120 is not the folder's m 60"),
-            (hit, dict(budget="100"), "budget 100 is not the folder's budget 60"),
-            (hit, dict(every="20"), "every 20 is not the folder's every 10")]
-    f = _copy(steps_ref, tmp_path / "f")
-    for i, fields, msg in rows:
-        edited = _edit_row(lines[i], header, **fields)
-        if msg is None:                                   # the same run, another outcome, twice
-            (f / "steps.csv").write_text("".join(lines) + edited)
-            msg, i = "opposite outcomes", len(lines)
-        else:
-            (f / "steps.csv").write_text("".join(lines[:i] + [edited] + lines[i + 1:]))
-        for extra in (["--report"], []):
-            code, _, err = run_cli(capsys, "steps", *STEPS_TINY, "--out", str(f), *extra)
-            _one_line(code, err, msg, f"steps.csv line {i + 1}")
-    (f / "steps.csv").write_text("".join(lines))
-    meta = (steps_ref / "steps.json").read_text()
-    for text, msg in [("[1, 2]", "holds no readable steps.json"),
-                      (meta.replace('"budget": 60', '"budget": "x"'), "budget = 'x'"),
-                      (meta.replace('"seeds": 3', '"seeds": true'), "seeds = True"),
-                      (meta.replace('"Ts": [', '"Ts": [0, '), "Ts = "),
-                      ("\xff\xfe binary", "holds no readable steps.json")]:
-        (f / "steps.json").write_text(text, errors="surrogateescape")
-        for extra in (["--report"], []):
-            code, _, err = run_cli(capsys, "steps", *STEPS_TINY, "--out", str(f), *extra)
-            _one_line(code, err, msg)
-    (f / "steps.json").write_text(meta)
-    for text in ("{", "[1]", '{"4|0": [1]}', '{"x": {"step": [], "test_acc": [], "loss": []}}',
-                 '{"4|0": {"step": [1], "test_acc": [], "loss": []}}'):
-        (f / "curves.json").write_text(text)
-        for extra in (["--report"], []):
-            code, _, err = run_cli(capsys, "steps", *STEPS_TINY, "--out", str(f), *extra)
-            _one_line(code, err, "curves.json is not the curves steps.py writes")
-    (f / "curves.json").write_bytes(b"\xff\x00\x01")
-    code, _, err = run_cli(capsys, "steps", *STEPS_TINY, "--out", str(f))
-    _one_line(code, err, "curves.json")
-
-
-def test_steps_and_reports_take_the_folders_one_lock(steps_ref, smoke_ref, tmp_path, capsys):
-    """A steps.py run, a steps.py report and a sweep's report never write into a folder that
-    another command holds: each stops at once, in one line naming the holder, changing nothing."""
-    f = _copy(steps_ref, tmp_path / "steps")
-    g = _copy(smoke_ref, tmp_path / "sweep")
-    before = {p: p.read_bytes() for d in (f, g) for p in d.iterdir() if p.name != ".lock"}
-    for d, argv in [(f, ["steps", *STEPS_TINY, "--out", str(f)]),
-                    (f, ["steps", *STEPS_TINY, "--out", str(f), "--report"]),
-                    (f, ["steps", *STEPS_TINY, "--Ts", "4,6,8", "--out", str(f)]),
-                    (g, ["sweep", "--out", str(g), "--report"]),
-                    (g, ["sweep", "--preset", "smoke", "--workers", "1", "--out", str(g)])]:
-        held = folder.lock_folder(str(d), (1, 3))
-        try:
-            code, _, err = run_cli(capsys, *argv)
-        finally:
-            held.close()
-        _one_line(code, err, "is in use by another", "shard 1/3")
-        assert {p: p.read_bytes() for dd in (f, g) for p in dd.iterdir()
-                if p.name != ".lock"} == before, argv
-    assert run_cli(capsys, "sweep", "--out", str(g), "--report")[0] == 0   # free again
-
-
-def test_sweep_rows_that_contradict_their_folder_are_one_line(smoke_ref, tmp_path, capsys):
-    """Rows without a fingerprint are trusted to their folder's sweep.json, so they must agree
-    with it: a row of another task, s or step count, an m off the folder's grid, or an m on the
-    grid that the seed's bisection never runs (the issue's T = 16 row moved from m 26 to 17,
-    which moved m90) stops report, resume and compare with one line naming the file and line."""
-    lines = (smoke_ref / "runs.csv").read_text().splitlines(keepends=True)
-    header = lines[0].rstrip("\r\n").split(",")
-    meta = json.loads((smoke_ref / "sweep.json").read_text())
-    grid = meta["grids"]["transformer"]
-    i = next(k for k, ln in enumerate(lines) if k and ln.split(",")[header.index("T")] == "16")
-    m = int(lines[i].split(",")[header.index("m")])
-    off = next(v for v in range(grid[0], grid[-1]) if v not in grid)
-    probe = 17                        # on the grid; the issue's edit of the first T = 16 row
-    assert m == 26 and probe in grid
-    f = _copy(smoke_ref, tmp_path / "f")
-    for fields, msg in [(dict(task="or"), "task or is not the folder's task and"),
-                        (dict(s="4"), "s 4 is not the folder's s 3"),
-                        (dict(steps="151"), "steps 151 is not the folder's steps 150"),
-                        (dict(m=str(off)), f"m {off} is not on the folder's transformer grid"),
-                        (dict(m=str(probe)), f"m {probe} is not a size the folder's bisect "
-                                             f"search runs")]:
-        edited = _edit_row(lines[i], header, sweep_id="", **fields)
-        (f / "runs.csv").write_text("".join(lines[:i] + [edited] + lines[i + 1:]))
-        for extra in (["--report"], []):
-            err = _refused(f, capsys, *extra)
-            assert msg in err and f"runs.csv line {i + 1}" in err, (fields, err)
-        code, _, err = run_cli(capsys, "sweep", "compare", str(f))
-        _one_line(code, err, msg)
-    code, _, err = run_cli(capsys, "sweep", "families", str(smoke_ref), "--Ts", "7")
-    _one_line(code, err, "T = 7", "it holds T = 8, 16")
-
-
-def _in(folder_path, capsys, *argv):
-    cwd = os.getcwd()
-    os.chdir(folder_path)
-    try:
-        return run_cli(capsys, "sweep", *argv)
-    finally:
-        os.chdir(cwd)
-
-
-def test_pages_read_only_text_files_of_the_repository(tmp_path, capsys):
-    """`sweep.py pages` copies only regular text files inside the repository (the folder it runs
-    in) of bounded size; anything else (an absolute path, `..`, a symlink out, a folder, a FIFO,
-    a huge or binary file, a binary page, the page itself, a file holding markers, markers that
-    do not pair up, with --check too) is one line naming it, and no page is written."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "t.md").write_text("| a |\n")
-    (tmp_path / "outside.md").write_text("| secret |\n")
-    os.symlink(tmp_path / "outside.md", repo / "link.md")
-    (repo / "adir").mkdir()
-    os.mkfifo(repo / "fifo.md")
-    (repo / "big.md").write_bytes(b"x" * ((16 << 20) + 1))         # the bound: 16 MiB
-    (repo / "bin.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
-    (repo / "marked.md").write_text("<!-- begin t.md -->\n| a |\n<!-- end t.md -->\n")
-    block = lambda path: f"<!-- begin {path} -->\nold\n<!-- end {path} -->\n"
-    variants = [(block("/etc/hostname"), "an absolute path"),
-                (block("../outside.md"), "outside the repository"),
-                (block("link.md"), "outside the repository"),
-                (block("adir"), "not a regular file"), (block("fifo.md"), "not a regular file"),
-                (block("big.md"), "larger than"), (block("bin.md"), "not a text file"),
-                (block("page.md"), "is the page itself"),
-                (block("marked.md"), "holds marker lines itself"),
-                ("<!-- begin t.md -->\nold\n", "has no end marker"),
-                ("<!-- begin t.md -->\nold\n<!-- end t.m -->\n", "without its begin marker"),
-                ("old\n<!-- end t.md -->\n", "without its begin marker"),
-                ("<!-- begin t.md -->\n<!-- begin x.md -->\n<!-- end t.md -->\n", "inside the "
-                                                                                  "block of")]
-    page = repo / "page.md"
-    for text, msg in variants:
-        page.write_text("x\n" + text + "y\n")
-        for check in (["--check"], []):
-            code, out, err = _in(repo, capsys, "pages", *check, "page.md")
-            _one_line(code, err, msg, "page.md")
-            assert page.read_text() == "x\n" + text + "y\n" and out == "", (text, err)
-    page.write_bytes(b"\xff\xfe<!-- begin t.md -->\n")                       # a binary page
-    code, _, err = _in(repo, capsys, "pages", "page.md")
-    _one_line(code, err, "page page.md is not UTF-8 text")
-    good = repo / "good.md"
-    good.write_text("x\n" + block("t.md"))
-    page.write_text(block("/etc/hostname"))                         # a bad page after a good one:
-    code, _, err = _in(repo, capsys, "pages", "good.md", "page.md")  # nothing written at all
-    _one_line(code, err, "/etc/hostname")
-    assert "old" in good.read_text()
-    assert _in(repo, capsys, "pages", "good.md")[0] == 0 and good.read_text() == (
-        "x\n<!-- begin t.md -->\n| a |\n<!-- end t.md -->\n")
-
-
-def test_pages_refuse_near_miss_markers_follow_links_inside_and_keep_line_ends(tmp_path, capsys):
-    """A line that looks like a marker but is not exactly one (a trailing space, indented, without
-    spaces, upper case, a path holding a space) is one line naming the page and line, with
-    --check too, and no byte of the page changes; a page that is a symbolic link updates the page
-    it links to inside the repository (the link stays a link) and is refused when that page lies
-    outside; a CRLF page stays CRLF."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "t.md").write_text("| a |\n")
-    (repo / "my t.md").write_text("| b |\n")
-    page = repo / "page.md"
-    for begin, end in [("<!-- begin t.md --> ", "<!-- end t.md --> "),
-                       ("  <!-- begin t.md -->", "  <!-- end t.md -->"),
-                       ("<!--begin t.md-->", "<!--end t.md-->"),
-                       ("<!-- BEGIN t.md -->", "<!-- END t.md -->"),
-                       ("<!-- Begin t.md -->", "<!-- end t.md -->"),
-                       ("<!-- begin my t.md -->", "<!-- end my t.md -->"),
-                       ("<!-- begin t.md -->", "<!-- end t.md --> ")]:
-        text = f"x\n{begin}\nold\n{end}\ny\n".encode()
-        page.write_bytes(text)
-        for check in (["--check"], []):
-            code, out, err = _in(repo, capsys, "pages", *check, "page.md")
-            _one_line(code, err, "page.md line ", "looks like a marker but is not exactly one")
-            assert page.read_bytes() == text and out == "", (begin, err)
-    block = "<!-- begin t.md -->\nold\n<!-- end t.md -->\n"
-    (repo / "near.md").write_text("| a |\n<!-- END x.md -->\n")        # a block file too
-    page.write_text(block.replace("t.md", "near.md"))
-    _one_line(*_in(repo, capsys, "pages", "page.md")[::2], "holds marker lines itself")
-    crlf = b"x\r\n" + block.replace("\n", "\r\n").encode() + b"y\r\n"
-    page.write_bytes(crlf)
-    assert _in(repo, capsys, "pages", "page.md")[0] == 0
-    assert page.read_bytes() == crlf.replace(b"old", b"| a |")
-    assert _in(repo, capsys, "pages", "--check", "page.md")[0] == 0
-    (repo / "real.md").write_text(block)
-    os.symlink("real.md", repo / "link.md")
-    assert _in(repo, capsys, "pages", "link.md")[0] == 0
-    assert os.path.islink(repo / "link.md") and (repo / "real.md").read_text() == \
-        block.replace("old", "| a |")
-    (tmp_path / "outside.md").write_text(block)
-    os.symlink(tmp_path / "outside.md", repo / "out.md")
-    for check in (["--check"], []):
-        code, _, err = _in(repo, capsys, "pages", *check, "out.md")
-        _one_line(code, err, "out.md is a symbolic link to", "outside the repository")
-    assert os.path.islink(repo / "out.md") and (tmp_path / "outside.md").read_text() == block
-
-
-def test_headline_reads_its_readme_as_pages_do(smoke_ref, tmp_path, capsys):
-    """A binary --readme, a missing one, one without the headline block, one whose headline
-    markers do not pair up (a broken, missing or crossed end marker) or are near misses, or a
-    link to a page outside the repository, is one line, and neither the README nor --out is
-    written; a link inside it updates the page it links to, whose CRLF line ends are kept."""
-    out, readme, wide = tmp_path / "headline.md", tmp_path / "README.md", tmp_path / "wide"
-    assert _sweep(wide, "--d", "128", "--seeds", "1") == 0           # --d128 must be at d = 128
-    args = ["headline", "--d64", str(smoke_ref), "--d128", str(wide), "--out", str(out),
-            "--readme", str(readme)]
-    for text, msg in [(b"\xff\xfe\x00binary", "not a text file"),
-                      (b"\x89PNG\r\n\x1a\n", "not UTF-8 text"),
-                      ((report.BEGIN + "\nold\n<!-- end results/headline.m -->\n").encode(),
-                       "without its begin marker"),
-                      ((report.BEGIN + "\nold\n").encode(), "has no end marker"),
-                      ((report.END + "\nold\n" + report.BEGIN + "\n").encode(),
-                       "without its begin marker"),
-                      (b"# notes\n", "has no lines"), (b"", "has no lines"),     # no block
-                      (("<!-- BEGIN results/headline.md -->\nold\n<!-- END results/headline.md"
-                        " -->\n").encode(), "looks like a marker"),
-                      (("  " + report.BEGIN + "\nold\n" + report.END + "\n").encode(),
-                       "looks like a marker")]:
-        readme.write_bytes(text)
-        code, _, err = run_cli(capsys, "sweep", *args)
-        _one_line(code, err, msg, "README.md")
-        assert readme.read_bytes() == text and not out.exists()
-    code, _, err = run_cli(capsys, "sweep", *args[:-1], str(tmp_path / "missing.md"))
-    _one_line(code, err, "missing.md: cannot read it")
-    readme.write_text(report.BEGIN + "\nold\n" + report.END + "\n")
-    os.symlink(readme, tmp_path / "elsewhere.md")
-    code, _, err = run_cli(capsys, "sweep", *args[:-1], str(tmp_path / "elsewhere.md"))
-    _one_line(code, err, "elsewhere.md is a symbolic link to", "outside the repository")
-    crlf = (report.BEGIN + "\r\nOLD TABLE\r\n" + report.END + "\r\n").encode()
-    real = tmp_path / "real.md"
-    real.write_bytes(crlf)
-    os.symlink(real, tmp_path / "link.md")
-    cwd = os.getcwd()
-    os.chdir(tmp_path)                          # the repository: a link inside it is followed
-    try:                                        # (the link's page updated, CRLF kept)
-        assert run_cli(capsys, "sweep", *args[:-1], "link.md")[0] == 0
-    finally:
-        os.chdir(cwd)
-    assert os.path.islink(tmp_path / "link.md") and b"OLD TABLE" not in real.read_bytes()
-    assert real.read_bytes().count(b"\r\n") == real.read_bytes().count(b"\n") > 3   # CRLF kept
-
-
-_HOOK = ("import os, signal, sys, runpy\n"
-         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"   # as in a terminal
-         "AT, SWALLOW = sys.argv[1], sys.argv[2] == 'swallow'\n"
-         "class Hook:\n"
-         "    def find_spec(self, name, path=None, target=None):\n"
-         "        if name == AT:\n"
-         "            sys.meta_path.remove(self)\n"
-         "            try:\n"                  # code that swallows what lands in it, as some do
-         "                os.kill(os.getpid(), signal.SIGINT)\n"
-         "                sum(range(10 ** 5))\n"
-         "            except BaseException:\n"
-         "                if not SWALLOW:\n"
-         "                    raise\n"
-         "sys.meta_path.insert(0, Hook())\n"
-         "sys.argv = sys.argv[3:]\n"
-         "runpy.run_path(sys.argv[0], run_name='__main__')\n")
-
-
-def test_ctrl_c_at_start_up_is_one_line_and_never_swallowed():
-    """Ctrl-C while any command starts (in its first line, `import cli`; importing numpy or its
-    own modules), even where the code it lands in swallows exceptions: one line, exit status 130,
-    nothing run (it used to print the line and then run on to exit 0, or give a traceback:
-    steps.py, theory.py, and every command during `import cli`)."""
-    commands = [["steps.py", "--out", "nowhere-32"], ["theory.py"], ["train.py", "--steps", "5"],
-                ["sweep.py", "limit"], ["sweep.py", "headline", "--out", "nowhere-32.md"]]
-    points = [("argparse", "raise"), ("numpy", "swallow"), ("attn", "raise"), ("attn", "swallow")]
-    for argv, (at, mode) in itertools.product(commands, points):
-        if (at, mode) == ("attn", "raise") and argv[0] != "theory.py":
-            continue                                  # once after numpy is enough
-        r = subprocess.run([sys.executable, "-c", _HOOK, at, mode, *argv], cwd=HERE,
-                           capture_output=True, text=True, timeout=60)
-        assert r.returncode == 130, (argv, at, mode, r.returncode, r.stderr[-500:])
-        assert r.stderr.strip().splitlines() == [f"{argv[0]}: interrupted while starting; "
-                                                 f"nothing was run"], (argv, at, mode)
-        assert r.stdout == ""
-    assert not os.path.exists(os.path.join(HERE, "nowhere-32"))
 
 
 _SWALLOWED = ("import os, signal, sys, time\n"
@@ -5419,733 +2918,6 @@ def test_ctrl_c_or_sigterm_in_main_is_one_line_even_where_it_is_swallowed():
     assert p.returncode == 143 and err.strip().splitlines() == ["train.py: terminated (SIGTERM)"]
 
 
-def test_a_stopped_pool_leaves_no_thread_to_race_the_exit():
-    """pool.stop() returns once the pool's manager thread is gone: left running, it raced the
-    pool's exit hook, and a Ctrl-C'd sweep printed "Exception ignored ... Bad file descriptor"
-    under its one line (4 of 40 trials on a busy machine)."""
-    pool = cli.worker_pool(2)
-    futures = [pool.submit(time.sleep, 30) for _ in range(2)]
-    deadline = time.time() + 60
-    while not all(f.running() for f in futures) and time.time() < deadline:
-        time.sleep(0.05)
-    manager = pool._executor_manager_thread
-    pool.stop()
-    assert not manager.is_alive()
-
-
-def test_mechanism_run_stops_its_pool_as_every_command_does(tmp_path, monkeypatch):
-    """mechanism.py's workers come from cli.worker_pool and stop by pool.stop() on Ctrl-C (it
-    built a pool of its own, whose shutdown raced the pool's exit hook: "Exception ignored ...
-    Bad file descriptor" under the one line)."""
-    made, real = [], cli.worker_pool
-
-    def recording_pool(workers):
-        pool = real(workers)
-        stop = pool.stop
-        pool.stop = lambda: (made.append("stopped"), stop())[1]
-        made.append(workers)
-        return pool
-
-    def ctrl_c(stacks, pool, workers, write, train_fn):
-        assert pool.submit(os.getpid).result(timeout=60) != os.getpid()   # a worker answers
-        raise KeyboardInterrupt
-    _tiny_plan(str(tmp_path))
-    monkeypatch.setattr(cli, "worker_pool", recording_pool)
-    monkeypatch.setattr(mechanism, "run_stacks", ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
-        mechanism.run_plan(str(tmp_path), workers=2, log=lambda *a, **k: None)
-    assert made == [2, "stopped"]
-
-
-def test_ctrl_c_in_a_sweeps_process_group_is_one_line(tmp_path):
-    """A terminal sends Ctrl-C to the sweep and its workers at once: one line (the rows kept),
-    exit status 130, no worker's traceback."""
-    p = _python("sweep.py", "--preset", "smoke", "--workers", "2", "--out", str(tmp_path / "f"),
-                start_new_session=True)
-    try:
-        p.stdout.readline(), p.stdout.readline()                          # the first run's row
-        os.killpg(p.pid, signal.SIGINT)
-        _, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
-    assert p.returncode == 130 and len(err.strip().splitlines()) == 1, err
-    assert err.strip().startswith("interrupted: ") and "saved in" in err
-
-
-def test_workers_start_with_ctrl_c_held_and_ignore_it(capfd):
-    """Every command's workers come from cli.worker_pool: Ctrl-C reaching a worker while it starts
-    (the terminal sends it to the whole process group) is dropped, never a traceback or a dead
-    worker; the worker then answers its task."""
-    for delay in (0.0, 0.05, 0.3):
-        pool = cli.worker_pool(1)
-        try:
-            fut = pool.submit(os.getpid)
-            (pid,) = list(pool._processes)
-            time.sleep(delay)
-            os.kill(pid, signal.SIGINT)
-            assert fut.result(timeout=60) == pid
-            assert pool.submit(signal.getsignal, signal.SIGINT).result(timeout=60) == \
-                signal.SIG_IGN
-        finally:
-            pool.stop()
-    assert "Traceback" not in capfd.readouterr().err
-
-
-@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
-def test_bench_leaves_no_worker_behind(how):
-    """SIGTERM or SIGKILL during `sweep.py bench`'s throughput part: its workers are gone within
-    seconds (they watch their parent); SIGTERM is one line and exit status 143."""
-    p = _python("sweep.py", "bench", "--Ts", "8", "--d", "16", "--m", "8", "--steps", "100000",
-                "--tp-steps", "100000", "--throughput", "100", "--stack", "2")
-    try:
-        for line in p.stdout:
-            if line.startswith("sweep throughput"):
-                break
-        children, deadline = [], time.time() + 60
-        while time.time() < deadline and len(children) < 2:
-            time.sleep(0.3)
-            children = [int(d) for d in os.listdir("/proc") if d.isdigit()
-                        and _ppid(int(d)) == p.pid and b"resource_tracker" not in
-                        open(f"/proc/{d}/cmdline", "rb").read()]
-        assert children
-        time.sleep(1.0)
-        p.send_signal(how)
-        _, err = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
-    deadline = time.time() + 10
-    while time.time() < deadline and any(os.path.exists(f"/proc/{c}") and not _zombie(c)
-                                         for c in children):
-        time.sleep(0.2)
-    assert not [c for c in children if os.path.exists(f"/proc/{c}") and not _zombie(c)]
-    if how == signal.SIGTERM:
-        assert p.returncode == 143 and err.strip().splitlines() == [
-            "sweep.py bench: terminated (SIGTERM); its workers are stopped"], err
-
-
-def test_sigterm_during_the_bench_step_table_is_one_line():
-    """SIGTERM while the bench times its step table (before any worker starts) is one line and
-    exit status 143, as in its throughput part (it used to end with -15 and no word)."""
-    p = _python("sweep.py", "bench", "--Ts", "3000", "--m", "100", "--throughput", "100")
-    try:
-        assert p.stdout.readline().startswith("model heads=")              # the banner
-        p.stdout.readline(), p.stdout.readline()                          # float32: matmul
-        p.terminate()
-        out, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
-    assert p.returncode == 143 and err.strip().splitlines() == [
-        "sweep.py bench: terminated (SIGTERM) during its step table"], err
-    assert "sweep throughput" not in out
-
-
-def test_sizes_are_checked_before_anything_is_built(smoke_ref, tmp_path, capsys, monkeypatch):
-    """--seeds 1000000000 (sweep, its report, steps.py) is one line naming --seeds before a list
-    of searches is built; so is a grid too fine to build."""
-    def built(*args, **kw):
-        raise AssertionError("a list of searches was built before the sizes were checked")
-    monkeypatch.setattr(sweep, "run_searches", built)
-    monkeypatch.setattr(folder, "missing_searches", built)
-    monkeypatch.setattr(steps, "run_all", built)
-    f = _copy(smoke_ref, tmp_path / "f")
-    for argv in (["sweep", "--preset", "smoke", "--workers", "1", "--out", str(tmp_path / "n"),
-                  "--seeds", "1000000000"],
-                 ["sweep", "--out", str(f), "--report", "--seeds", "1000000000"],
-                 ["sweep", "--out", str(f), "--report", "--models", "transformer,mlp",
-                  "--Ts", "8,16,32", "--seeds", "200000"],
-                 ["steps", *STEPS_TINY, "--out", str(tmp_path / "s"), "--seeds", "1000000000"]):
-        code, _, err = run_cli(capsys, *argv)
-        _one_line(code, err, f"--seeds {argv[-1]}")
-    code, _, err = run_cli(capsys, "sweep", "--preset", "smoke", "--out", str(tmp_path / "g"),
-                           "--grid-ratio", "1.0000001", "--grid-max", "1000000000")
-    _one_line(code, err, "m_grid", "sizes")
-    assert not (tmp_path / "n").exists() and not (tmp_path / "g" / "runs.csv").exists()
-
-
-class _FullDisk:
-    """A file on a disk that fills after `room` writes: that write fails with ENOSPC, and so does
-    every flush and the close after it (what the buffered data meets on a full disk)."""
-
-    def __init__(self, f, room):
-        self.f, self.room, self.full = f, room, False
-
-    def write(self, text):
-        if self.room <= 0:
-            self.full = True
-            raise OSError(28, "No space left on device")
-        self.room -= 1
-        return self.f.write(text)
-
-    def flush(self):
-        if self.full:
-            raise OSError(28, "No space left on device")
-        return self.f.flush()
-
-    def close(self):
-        self.f.close()
-        if self.full:
-            raise OSError(28, "No space left on device")
-
-    def __getattr__(self, name):
-        return getattr(self.f, name)
-
-
-def test_a_full_disk_names_the_file_and_leaves_no_empty_csv(tmp_path, capsys, monkeypatch,
-                                                            steps_ref):
-    """Disk full while a sweep, steps.py or mechanism.py writes its CSV's header or first row:
-    one line naming the CSV's path, exit status 1, and no empty CSV left behind."""
-    real = open
-    for room, command, name in [(0, "sweep", "runs.csv"), (1, "sweep", "runs.csv"),
-                                (0, "steps", "steps.csv"), (1, "steps", "steps.csv"),
-                                (0, "mechanism", "runs.csv"), (1, "mechanism", "runs.csv")]:
-        out = tmp_path / f"{command}-{room}"
-        def full(path, mode="r", *args, room=room, **kw):       # CSVs opened to write: full
-            f = real(path, mode, *args, **kw)
-            return _FullDisk(f, room) if str(path).endswith(".csv") and mode in "wa" else f
-        monkeypatch.setattr(folder, "open", full, raising=False)
-        argv = {"sweep": ["--preset", "smoke", "--workers", "1", "--out", str(out)],
-                "steps": STEPS_TINY + ["--out", str(out)], "mechanism": ["run", str(out)]}[command]
-        if command == "mechanism":
-            _tiny_plan(str(out))
-        capsys.readouterr()
-        code = cli.one_line_errors(f"{command}.py", dict(sweep=sweep.main, steps=steps.main,
-                                                         mechanism=mechanism.main)[command], argv)
-        err = capsys.readouterr().err
-        assert code == 1 and err.strip().splitlines() == [
-            f"{command}.py: cannot access {out / name}: No space left on device"], err
-        assert not (out / name).exists() or (out / name).read_text().count("\n") == 1
-        monkeypatch.undo()
-
-
-def test_m_grid_and_limit_caches_refuse_impossible_values(smoke_ref, tmp_path, monkeypatch):
-    """stats.m_grid refuses complex, bool, inf and nan in one line; a limits.json entry that is
-    no number of samples (99999 [0, 1e300], a fraction, beyond the search) is computed again, not
-    shown, and a cache that is not a readable text file is not read."""
-    for args in [(8, 600, 1j), (True, 600), (8, True), (np.bool_(True), 600), (8, math.inf),
-                 (8, 600, math.inf), (8, 600, math.nan), (8, 600, 1), (8, 600, True), (8.5, 600),
-                 (0, 600), (600, 8), ("8", 600)]:
-        with pytest.raises(ValueError, match="^m_grid: .* got "):
-            stats.m_grid(*args)
-    assert stats.m_grid(np.int64(8), 13, np.float32(1.5)) == [8, 12]
-    f = _copy(smoke_ref, tmp_path / "f")
-    ref_table, limits = (smoke_ref / "table.md").read_text(), json.loads(
-        (smoke_ref / "limits.json").read_text())
-    for bad in (dict(median=99999, q05=0, q95=1e300), dict(median=7.5, q05=3, q95=9),
-                dict(median=7, q05=3, q95=200000), dict(median=7, q05=0, q95=9)):
-        assert report.cached_limit(dict(bad, n_seeds=200), 200, 16, 3) is None, bad
-    assert report.cached_limit(dict(median=7, q05=3, q95=None, n_seeds=200), 200, 16, 3) == \
-        dict(median=7.0, q05=3.0, q95=math.inf, n_seeds=200)
-    assert report.cached_limit(dict(median=0, q05=0, q95=0, n_seeds=200), 200, 3, 3)  # T = s
-    (f / "limits.json").write_text(json.dumps({k: dict(v, median=99999, q05=0, q95=1e300)
-                                               for k, v in limits.items()}))
-    monkeypatch.setattr(report, "_LIMITS", {})
-    assert _sweep(f, "--report") == 0 and "99999" not in (f / "table.md").read_text()
-    assert (f / "table.md").read_text() == ref_table
-    assert json.loads((f / "limits.json").read_text()) == limits
-
-
-def test_limit_cache_not_finite_or_huge_is_computed_again_with_a_warning(smoke_ref, tmp_path,
-                                                                          monkeypatch, capsys):
-    """A limits.json entry holding -Infinity, Infinity or NaN (which strict JSON never writes: inf
-    is null) or a 400-digit integer is no limit: one warning line, computed again, never shown as
-    'inf [inf, inf]' and never an OverflowError."""
-    for v in (-math.inf, math.inf, math.nan, 10 ** 400, -10 ** 400):
-        assert report.cached_limit(dict(median=v, q05=3, q95=None, n_seeds=200), 200, 16, 3) \
-            is None, v
-    f = _copy(smoke_ref, tmp_path / "f")
-    ref_table, limits = (smoke_ref / "table.md").read_text(), json.loads(
-        (smoke_ref / "limits.json").read_text())
-    for bad in ('-Infinity', 'NaN', '9' * 400):
-        text = json.dumps({k: dict(v, median=0, q05=0, q95=0) for k, v in limits.items()})
-        (f / "limits.json").write_text(text.replace('"median": 0, "q05": 0, "q95": 0',
-                                                    f'"median": {bad}, "q05": {bad}, "q95": {bad}'))
-        monkeypatch.setattr(report, "_LIMITS", {})
-        capsys.readouterr()
-        assert _sweep(f, "--report") == 0, bad
-        out = capsys.readouterr().out
-        warned = [line for line in out.splitlines() if line.startswith("warning: the cache")]
-        assert len(warned) == len(limits) and "computed again" in warned[0], out
-        assert (f / "table.md").read_text() == ref_table and "inf [inf" not in ref_table
-        assert json.loads((f / "limits.json").read_text()) == limits
-
-
-# ---- issue 33: the mechanism
-# mechanism.py: the measurement (with theory.py's norms and covering constant, one copy) of a
-# trained model on weights whose answer is known, the study's CSV and its resume, the report.
-import failures  # noqa: E402
-import mechanism  # noqa: E402
-
-
-def _two_head_model(R=5.0, T=6, S=(1, 3)):
-    """d = 4, 2 heads, no LayerNorm. Head 0: W_QK = R e_CLS e_0^T (the [CLS] query reads
-    coordinate 3, the keys coordinate 0, which is 1 exactly on S): score R on S, 0 elsewhere.
-    Head 1: all zero, uniform attention. The bit sits in coordinate 2, which no key reads."""
-    cfg = attn.default_config(T=T, d=4, heads=2, mlp=0, ln=False, dtype="float64")
-    p = attn.init_params(cfg, np.random.default_rng(0), std=0.0)
-    p["E_pos"][list(S), 0] = 1.0
-    p["E_tok"][1, 2] = 1.0
-    p["cls"][3] = 1.0
-    p["W_Q"][3, 0] = 2.0
-    p["W_K"][0, 0] = R * math.sqrt(2) / 2.0           # undoes attn.py's 1/sqrt(e), e = 2
-    p["W_V"][:] = np.eye(4)
-    p["W_O"][:] = 2 * np.eye(4)
-    p["w"][0] = 1.0
-    return p, cfg
-
-
-def test_mechanism_measures_a_head_with_a_known_W_QK():
-    R, T, S = 5.0, 6, [1, 3]
-    p, cfg = _two_head_model(R, T, S)
-    X = (np.random.default_rng(1).random((50, T)) < 0.5).astype(np.uint8)
-    m = mechanism.measure_mechanism(p, cfg, S, X)
-    B_X = math.sqrt(2 + 1)            # longest token: a position of S holding bit 1, norm sqrt 2
-    assert abs(m["B_X"] - B_X) < 1e-12
-    assert m["top_head"] == 0 and m["heads_on_S"] == 1
-    assert abs(m["top_score_scale"] - R * B_X ** 2) < 1e-9 and m["score_scale"] == \
-        m["top_score_scale"]
-    mass = 2 * math.exp(R) / (2 * math.exp(R) + (T - 2) + 1)      # + 1: [CLS], score 0
-    assert abs(m["mass_on_S"] - mass) < 1e-12
-    assert abs(m["score_gap"] - R) < 1e-12                          # R on S, 0 on the rest
-    assert abs(m["per_head"]["mass_on_S"][1] - 2 / (T + 1)) < 1e-12   # head 1: uniform
-    assert m["per_head"]["score_gap"][1] == 0 and m["per_head"]["score_scale"][1] == 0
-    assert abs(m["norm_V"] - 1) < 1e-12 and abs(m["norm_O"] - 2) < 1e-12
-    nm = theory.norm_measures(p, cfg)
-    assert m["covering_constant"] == theory.covering_constant(nm) > 0
-
-
-def test_the_studies_use_theorys_measures_not_a_copy():
-    for name in ("norm_measures", "covering_constant", "paper_score_gap"):
-        assert getattr(mechanism, name) is getattr(theory, name), name
-    assert report.construction_width is theory.construction_width
-
-
-def test_mechanism_attention_agrees_with_attn_reference():
-    """With LayerNorm on and random non-tiny weights, the mass and the score gap from the 2T + 1
-    scores equal those of attn.cls_attention's weights (the log-weights differ from the scores
-    by one constant per input, which cancels in the gap)."""
-    cfg = attn.default_config(T=9, d=8, heads=2, mlp=4, dtype="float64")
-    p = attn.init_params(cfg, np.random.default_rng(3), std=0.7)
-    p["ln1_g"][:] = np.random.default_rng(4).uniform(0.5, 2.0, 8)
-    p["ln1_b"][:] = 0.3
-    S = np.array([0, 4, 7])
-    X = (np.random.default_rng(5).random((40, 9)) < 0.6).astype(np.uint8)
-    mass, gap = mechanism.head_attention_on_S(p, cfg, S, X)
-    A = attn.cls_attention(p, cfg, X)                                  # [n, H, T + 1]
-    rest = np.setdiff1d(np.arange(9), S)
-    logA = np.log(A)
-    assert np.allclose(mass, A[:, :, S].sum(-1).mean(0), atol=1e-12, rtol=0)
-    assert np.allclose(gap, (logA[:, :, S].mean(-1) - logA[:, :, rest].mean(-1)).mean(0),
-                       atol=1e-10, rtol=0)
-    assert np.ptp(mass) > 0.01                         # the heads really differ
-
-
-def test_mechanism_on_the_hand_built_sparse_head():
-    task = data.make_task("and", 30, 3, np.random.default_rng([30, 3, 0]))
-    p, cfg, info = theory.build_sparse_head(task, np.random.default_rng([30, 3, 0, 1]))
-    X = task.sample(100, np.random.default_rng(2))[0]
-    m = mechanism.measure_mechanism(p, cfg, task.S, X)
-    assert abs(m["mass_on_S"] - info["mass_on_S"]) < 1e-9 and m["heads_on_S"] == 1
-    assert abs(m["top_score_scale"] - info["qk_spec"] * 3.0) < 1e-9   # B_X^2 = 1 + 1 + 1
-    u, P = p["W_K"][:info["d_p"], 0], p["E_pos"][:, :info["d_p"]]
-    rest = np.setdiff1d(np.arange(30), task.S)
-    assert abs(m["score_gap"] - (info["R"] - (P[rest] @ u).mean())) < 1e-9
-
-
-def test_mechanism_refuses_a_bad_support_in_one_line():
-    p, cfg = _two_head_model()
-    X = np.zeros((3, 6), np.uint8)
-    for S in ([], [0, 0], [7], list(range(6))):
-        with pytest.raises(ValueError, match="S must hold") as e:
-            mechanism.measure_mechanism(p, cfg, S, X)
-        assert "\n" not in str(e.value)
-    with pytest.raises(ValueError, match="X must be"):
-        mechanism.measure_mechanism(p, cfg, [1], np.zeros((3, 5)))
-
-
-def test_best_seen_monitor_and_loss_summary():
-    b = mechanism.BestSeen(every=10)
-    assert b(10, [0.5, np.nan], [1, 1]) is False
-    assert b(20, [0.9, 0.7], [1, 1]) is False
-    assert b(30, [0.9, 0.6], [1, 1]) is False           # a tie keeps the first step
-    assert b.best.tolist() == [0.9, 0.7] and b.step.tolist() == [20, 20]
-    final, low, jump = mechanism.loss_summary([0.7, 0.005, 0.002, 0.68, 0.3])
-    assert (final, low, jump) == (0.3, 0.002, 0.68)
-    assert math.isnan(mechanism.loss_summary([0.7, 0.5])[2])
-
-
-def _tiny_plan(out, seeds=2, steps=20, **extra):
-    o = dict(folder.full_options({}), d=8, heads=2, mlp=8, steps=steps, n_test=100)
-    plan = dict(seeds=seeds, bar=0.99, cells=[dict(design="fixed", d=8, T=8, m=16, options=o,
-                                                   source=dict(m_star=8, T_folder=8))], **extra)
-    os.makedirs(out, exist_ok=True)
-    cli.write_json(os.path.join(out, "plan.json"), plan)
-
-
-def test_mechanism_study_writes_its_columns_and_resumes(tmp_path):
-    out = str(tmp_path)
-    _tiny_plan(out)
-    quiet = lambda *a, **k: None
-    assert mechanism.run_plan(out, log=quiet) == 2
-    path = os.path.join(out, "runs.csv")
-    assert folder.csv_header(path) == list(mechanism.FIELDS)
-    rows = folder.read_rows([path])
-    assert [(r["d"], r["T"], r["m"], r["seed"]) for r in rows] == [("8", "8", "16", "0"),
-                                                                  ("8", "8", "16", "1")]
-    for r in rows:
-        assert r["success"] == (float(r["test_acc"]) >= 0.99)          # read_rows: a bool
-        assert 0 < float(r["covering_constant"]) and 0 <= float(r["mass_on_S"]) <= 1
-        assert r["best_step"] == "20" and float(r["best_test_acc"]) >= float(r["test_acc"])
-    assert mechanism.run_plan(out, log=quiet) == 0                  # nothing left to run
-    with open(path) as f:
-        text = f.read()
-    with open(path, "w") as f:                         # seed 1 lost, a torn row in its place
-        f.write(text[:text.rstrip("\n").rfind("\n") + 1] + "fixed,8,8,16,1,1,0.5")
-    assert mechanism.run_plan(out, log=quiet) == 1                  # only seed 1 again
-    again = folder.read_rows([path])
-    assert len(again) == 2 and again[1]["test_acc"] == rows[1]["test_acc"]   # the same run
-    with open(path) as f:
-        assert "0.5fixed" not in f.read() and len(f.read().splitlines()) == 0
-
-
-def test_mechanism_trace_ends_where_the_unmonitored_run_ends(tmp_path):
-    out, quiet = str(tmp_path), lambda *a, **k: None
-    _tiny_plan(out, every=5)
-    assert mechanism.run_plan(out, log=quiet) == 2                     # runs.csv: no trace
-    assert mechanism.run_plan(out, log=quiet, what="trace") == 2
-    base = {r["seed"]: r for r in folder.read_rows([os.path.join(out, "runs.csv")],
-                                                   kind=folder.MECHANISM_ROWS)}
-    trace = folder.read_rows([os.path.join(out, "trajectories.csv")],
-                             kind=folder.TRAJECTORY_ROWS)
-    for seed, b in base.items():
-        mine = [r for r in trace if r["seed"] == seed]
-        assert [int(r["step"]) for r in mine] == [1, 5, 10, 15, 20]
-        last = mine[-1]                        # the monitor changed nothing of the training
-        for k in ("B_X", "mass_on_S", "score_gap", "top_head", "test_acc"):
-            assert last[k] == b[k], k
-        assert last["final_test_acc"] == b["test_acc"] and last["train_loss"] == b["final_loss"]
-        assert {r["success"] for r in mine} == {b["success"]}
-    # the step-1 row measures the parameters after step 1: those a 1-step run ends with
-    plan = folder.read_plan(out)
-    runs = [dict(plan["cells"][0]["options"], T=8, m=16, seed=s, steps=1) for s in (0, 1)]
-    for r, res in zip([r for r in trace if r["step"] == "1"], train.train_stack(runs)):
-        X = train.draw_run(runs[0] | dict(seed=res["seed"]))[2][0][:mechanism.N_MEASURE]
-        mech = mechanism.measure_mechanism(res["params"], res["cfg"], res["S"], X)
-        assert float(r["B_X"]) == mech["B_X"] != float(base[r["seed"]]["B_X"])
-    assert mechanism.run_plan(out, log=quiet, what="trace") == 0       # resumed: nothing left
-
-
-def test_trajectory_rows_are_checked_against_their_plan_and_run(tmp_path):
-    out = str(tmp_path)
-    _tiny_plan(out, every=5)
-    plan = folder.read_plan(out)
-    row = dict(design="fixed", d="8", T="8", m="16", seed="0", step="5", B_X="3.0",
-               score_gap="0.1", mass_on_S="0.4", top_head="1", train_loss="0.6",
-               test_acc="0.9", success="0", final_test_acc="0.95", steps="20",
-               cpu_seconds="0.1")
-    check = lambda rows: folder.check_rows(rows, plan["bar"], plan, kind=folder.TRAJECTORY_ROWS)
-    assert len(check([dict(row), dict(row, step="1")])) == 2
-    for bad, words in ((dict(row, step="7"), "not a logged step"),
-                       (dict(row, success="1"), "contradicts its final test accuracy"),
-                       (dict(row, m="17"), "not a cell of the folder's plan"),
-                       (dict(row, steps="40"), "not its cell's steps")):
-        with pytest.raises(ValueError, match=words):
-            check([bad])
-    with pytest.raises(ValueError, match="one run has one end"):
-        check([dict(row), dict(row, step="10", final_test_acc="0.96")])
-    with pytest.raises(folder.BadRow):
-        folder.TRAJECTORY_ROWS["parse"](dict(row, step="21"))       # past the run's steps
-    # where B_X comes from: all given and consistent, or all absent (a file from before them)
-    src = dict(ln1_gain_rms="0.9", ln1_shift_norm="0.1", B_X_token="bit1", B_X_position="7",
-               B_X_in_S="1")
-    assert folder.TRAJECTORY_ROWS["parse"](dict(row))["B_X_token"] == ""
-    assert folder.TRAJECTORY_ROWS["parse"](dict(row, **src))["B_X_position"] == "7"
-    for bad in (dict(B_X_position="8"), dict(B_X_token="cls"), dict(B_X_token="bit2"),
-                dict(B_X_in_S="2"), dict(ln1_gain_rms="-1"), dict(ln1_shift_norm=""),
-                dict(B_X_token="cls", B_X_position="-1")):            # [CLS] is never in S
-        with pytest.raises(folder.BadRow):
-            folder.TRAJECTORY_ROWS["parse"](dict(row, **dict(src, **bad)))
-    assert folder.TRAJECTORY_ROWS["parse"](dict(row, **dict(src, B_X_token="cls",
-                                                            B_X_position="-1", B_X_in_S="0")))
-    with pytest.raises(ValueError, match="every"):
-        folder.check_plan(dict(plan, every=3))                     # 20 steps: 20 not logged
-
-
-def _synthetic_trace(out, seeds=8, source=False):
-    """A trajectories folder by hand: seeds 0-3 succeed, 4-7 fail; the failures' B_X splits from
-    step 50, their test accuracy from step 100 (B_X's split comes before). With `source`, where
-    B_X comes from: the failures' LN1 gain RMS larger from step 50 (1.2 against 1.0), the shift
-    norm 0.1 in every run, B_X's token a bit 1 at position 2 (in S, {0, 1, 2}) in every
-    failure, [CLS] in every success; without, the columns are left empty (an older file)."""
-    _tiny_plan(out, seeds=seeds, steps=200, every=50)
-    w = folder.RowWriter(os.path.join(out, "trajectories.csv"), folder.TRAJECTORY_ROWS)
-    for seed in range(seeds):
-        ok = seed < seeds // 2
-        for step in (1, 50, 100, 150, 200):
-            w.write(dict(design="fixed", d=8, T=8, m=16, seed=seed, step=step,
-                         B_X=5.0 if ok or step == 1 else 6.0 + 0.1 * seed, score_gap=0.0,
-                         mass_on_S=0.3, top_head=0, train_loss=0.1,
-                         test_acc=0.875 if step < 100 else 1.0 if ok else 0.9,
-                         success=int(ok), final_test_acc=1.0 if ok else 0.9, steps=200,
-                         cpu_seconds=1.0, **(dict(
-                             ln1_gain_rms=1.0 if ok or step == 1 else 1.2, ln1_shift_norm=0.1,
-                             B_X_token="cls" if ok else "bit1", B_X_position=-1 if ok else 2,
-                             B_X_in_S=int(not ok)) if source else {})))
-    w.close()
-
-
-def test_trace_report_finds_which_split_comes_first(tmp_path):
-    out = str(tmp_path)
-    _synthetic_trace(out)
-    text = failures.trace_report(out, log=lambda *a: None)
-    assert open(os.path.join(out, "table.md")).read() == text
-    onsets = next(ln for ln in text.splitlines() if ln.startswith("| 8 | 8 | 16 | 4 / 4 |"))
-    cols = [c.strip() for c in onsets.split("|")]
-    assert cols[5:7] == ["50 / 50", "100 / 100"] and cols[-2] == "before"
-    step = lambda k: next(ln for ln in text.splitlines() if ln.startswith(f"| 8 | 8 | 16 | {k} |"))
-    assert "| 5 / 5 | 0 [0, 0] not detected |" in step(1)            # no split at the start
-    assert "| 5 / 6.55 | 1.55 [" in step(50) and "established" in step(50).split("|")[6]
-    assert "not detected" in step(50).split("|")[8]                  # test accuracy: not yet
-    assert "Where B_X comes from" not in text                        # an older file: no columns
-
-
-def test_trace_report_says_where_B_X_comes_from(tmp_path):
-    out = str(tmp_path)
-    _synthetic_trace(out, source=True)
-    text = failures.trace_report(out, log=lambda *a: None)
-    part = text.split("### Where B_X comes from")[1]
-    step = lambda k: [c.strip() for c in next(
-        ln for ln in part.splitlines() if ln.startswith(f"| 8 | 8 | 16 | {k} |")).split("|")]
-    c1, c50 = step(1), step(50)
-    assert c1[5:9] == ["1 / 1", "0 [0, 0] not detected", "0.1 / 0.1", "0 [0, 0] not detected"]
-    assert c50[5] == "1 / 1.2" and c50[6].startswith("0.2 [") and c50[6].endswith("established")
-    assert c50[9:11] == ["4/4 / 0/4", "-1 [-1, -1] established"]            # [CLS]: successes
-    assert c50[11] == "0/4 / 0/4" and c50[13] == "0/4 / 4/4" and c50[15] == "0/4 / 4/4"
-    assert c50[16] == "1 [1, 1] established"                                # in S: failures
-
-
-def test_mechanism_plan_from_the_committed_folders():
-    plan = mechanism.plan_cells(["results/extended", "results/width/d-128"], [10, 1000],
-                                extra=[(128, 10000)], n_seeds=20)
-    got = [(c["design"], c["d"], c["T"]) for c in plan["cells"]]
-    assert got == [("borderline", 64, 10), ("borderline", 128, 10), ("borderline", 64, 1000),
-                   ("borderline", 128, 1000), ("fixed", 64, 10), ("fixed", 128, 10),
-                   ("fixed", 64, 1000), ("fixed", 128, 1000), ("borderline", 128, 10000),
-                   ("fixed", 128, 10000)]
-    c = {(c["design"], c["d"], c["T"]): c for c in plan["cells"]}
-    assert c[("borderline", 64, 1000)]["source"]["T_folder"] == 1100     # nearest in ln T
-    for T in (10, 1000, 10000):
-        assert c[("fixed", 128, T)]["m"] == 2 * c[("borderline", 128, T)]["m"]
-    assert c[("fixed", 64, 1000)]["m"] == c[("fixed", 128, 1000)]["m"]
-    assert c[("borderline", 64, 10)]["options"]["d"] == 64 and plan["bar"] == 0.99
-    with pytest.raises(ValueError, match="no T within"):
-        mechanism.plan_cells(["results/width/d-128"], [600])
-
-
-def _synthetic_study(out):
-    """A folder of made-up rows: at the borderline m of T = 10 and 100 every failure has the
-    larger C (4 vs 1); at T = 1000 C does not tell (all 2); at the fixed m, C = 10 + 3 ln T
-    exactly and one run reached the bar at a logged step but ended below it."""
-    cells, rows = [], []
-    base = dict(train_acc=1.0, final_loss=0.01, min_loss=0.001, loss_jump=0.01, B_X=8.0,
-                score_scale=5.0, norm_V=1.0, norm_O=1.0, top_head=0, mass_on_S=0.9,
-                score_gap=4.0, heads_on_S=1, top_score_scale=5.0, top_norm_V=1.0,
-                top_norm_O=1.0, attn_on_S=0.2, model="transformer", task="and", s=3,
-                steps=1000, seconds=1.0, cpu_seconds=1.0)
-    for design, T, m in (("borderline", 10, 20), ("borderline", 100, 50),
-                         ("borderline", 1000, 60), ("fixed", 10, 40), ("fixed", 100, 100),
-                         ("fixed", 1000, 120)):
-        cells.append(dict(design=design, d=64, T=T, m=m, options={}, source={}))
-        for seed in range(12):
-            ok = seed % 2 if design == "borderline" else 1
-            C = (2.0 if T == 1000 else 4.0 - 3 * ok) if design == "borderline" else \
-                10 + 3 * math.log(T)
-            acc = best = 1.0 if ok else 0.8
-            if (design, T, seed) == ("fixed", 100, 0):
-                acc = 0.95                                 # the bar reached, then lost
-            rows.append(dict(base, design=design, d=64, T=T, m=m, seed=seed,
-                             success=int(acc >= 0.99), test_acc=acc, best_test_acc=best,
-                             best_step=500, covering_constant=C))
-    os.makedirs(out, exist_ok=True)
-    cli.write_json(os.path.join(out, "plan.json"), dict(seeds=12, bar=0.99, cells=cells))
-    with open(os.path.join(out, "runs.csv"), "w", newline="") as f:
-        import csv
-        w = csv.DictWriter(f, fieldnames=mechanism.FIELDS)
-        w.writeheader()
-        w.writerows(rows)
-
-
-def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, capsys):
-    """Issue 38: `mechanism.py arm` plans an arm as the study's cells with one option changed
-    (the sweep protocol of its name), under a design name check_plan accepts; an unknown arm or a
-    T the study lacks is one line. `paired` on the committed screen writes its committed table
-    and pairs again, each run against the study's run of its seed."""
-    for arm, change in (("freeze-ln1", dict(freeze="ln1")), ("baseline-rerun", {}),
-                        ("decay-except-ln", dict(decay="except-ln"))):
-        plan = mechanism.arm_plan("results/mechanism", arm, "borderline", [100, 3000], 20)
-        study = [c for c in mechanism.read_plan("results/mechanism")["cells"]
-                 if c["design"] == "borderline" and c["T"] in (100, 3000)]
-        assert [(c["design"], c["d"], c["T"], c["m"]) for c in plan["cells"]] == [
-            (arm, c["d"], c["T"], c["m"]) for c in study] and len(study) == 4
-        assert all(c["options"] == dict(b["options"], **change)
-                   for c, b in zip(plan["cells"], study))
-        folder.check_plan(plan)
-    with pytest.raises(ValueError, match="no borderline cells at T = 200"):
-        mechanism.arm_plan("results/mechanism", "freeze-ln1", "borderline", [100, 200], 20)
-    with pytest.raises(ValueError, match="arm must be baseline-rerun or one of"):
-        mechanism.arm_plan("results/mechanism", "freeze-ln2", "borderline", [100], 20)
-    assert set(folder.INTERVENTIONS) <= set(sweep.PROTOCOLS)
-    S = "results/mechanism-interventions/screen"
-    arms = [f"{S}/{a}" for a in ("baseline-rerun", "freeze-ln1", "decay-except-ln", "freeze-lnf")]
-    failures.paired_report("results/mechanism", arms, str(tmp_path / "p.md"),
-                            str(tmp_path / "p.csv"))
-    for mine, committed in (("p.md", "paired.md"), ("p.csv", "pairs.csv")):
-        with open(tmp_path / mine) as a, open(f"{S}/{committed}") as b:
-            assert a.read() == b.read(), committed
-    W = failures.cell_resamples(5, np.random.default_rng(0), n_boot=50)
-    assert W.shape == (51, 5) and (W[0] == 1).all() and (W.sum(1) == 5).all()
-
-
-def test_mechanism_report_on_a_synthetic_folder(tmp_path):
-    out = str(tmp_path)
-    _synthetic_study(out)
-    text = mechanism.report(out, log=lambda *a: None)
-    assert open(os.path.join(out, "table.md")).read() == text and text.startswith("| d | T |")
-    line = lambda start: next(ln for ln in text.splitlines() if ln.startswith(start))
-    assert "| 1 [1, 1] established |" in line("| 64 | 10 | 20 | 6 / 6 |")
-    assert "| 0.5 [0.5, 0.5] not detected |" in line("| 64 | 1000 | 60 | 6 / 6 |")
-    pooled = line("| 64 | all 3 T |")
-    p = float(pooled.split("|")[6].split()[0])
-    assert abs(p - 5 / 6) < 1e-3 and "established" in pooled.split("|")[6]  # (1 + 1 + 1/2) / 3
-    assert pooled.split("|")[5].strip() == "1 / 4"              # medians of C (T = 1000: all 2)
-    fit = line("| 64 | C |")
-    assert fit.split("|")[5].strip().startswith("3 [3, 3]")          # b of 10 + 3 ln T
-    lost = line("| 64 | fixed | 36 |")
-    assert lost.split("|")[6].strip().startswith("1 (0.028")          # 1 run of 36
-    assert mechanism.plot_study.__doc__                                 # plots: matplotlib only
-
-
-def _damaged(f, cases, argvs, main):
-    """Each case (a function that damages the folder f, words the refusal must hold) under each
-    command line: a non-zero exit, one line on stderr naming the problem, and not a byte of any
-    file changed (the lock file aside)."""
-    for damage, words in cases:
-        undo = {p: p.read_bytes() for p in f.iterdir() if p.is_file()}
-        damage(f)
-        before = {p: p.read_bytes() for p in f.iterdir() if p.is_file() and p.name != ".lock"}
-        for argv in argvs:
-            code, _, err = main(argv)
-            assert code not in (0, None) and len(err.strip().splitlines()) == 1, (words, err)
-            assert "Traceback" not in err and all(w in err for w in words), (words, err)
-            assert {p: p.read_bytes() for p in f.iterdir()
-                    if p.is_file() and p.name != ".lock"} == before
-        for p in f.iterdir():
-            if p.is_file() and p not in undo:
-                p.unlink()
-        for p, data in undo.items():
-            p.write_bytes(data)
-
-
-def _edit_plan(change):
-    def damage(f):
-        plan = json.loads((f / "plan.json").read_text())
-        change(plan)
-        (f / "plan.json").write_text(json.dumps(plan))
-    return damage
-
-
-def _edit_csv(name, line, append=False, **fields):
-    def damage(f):
-        lines = (f / name).read_text().splitlines(keepends=True)
-        edited = _edit_row(lines[line - 1], lines[0].rstrip("\r\n").split(","), **fields)
-        lines = lines + [edited] if append else lines[:line - 1] + [edited] + lines[line:]
-        (f / name).write_text("".join(lines))
-    return damage
-
-
-def test_every_study_refuses_a_damaged_plan_or_damaged_rows_in_one_line(tmp_path, capsys,
-                                                                         smoke_ref, steps_ref):
-    """One harness (folder.py) for every study: a plan or rows that are not what the study
-    writes, or contradict each other, stop mechanism.py's run and report, a sweep's report and
-    resume, steps.py's run and report in one line naming the problem (the file and line for a
-    row), before anything is written."""
-    f = tmp_path / "mechanism"
-    _synthetic_study(str(f))
-    mech = lambda argv: run_cli_main(capsys, mechanism.main, argv)
-    both = [["run", str(f)], ["report", str(f)]]
-    cell = lambda **kw: _edit_plan(lambda p: p["cells"][0].update(kw))
-    plan_cases = [
-        (_edit_plan(lambda p: p["cells"][0].pop("T")), ["cells[0] has no T"]),
-        (_edit_plan(lambda p: p["cells"][0].pop("options")), ["cells[0] has no options"]),
-        (_edit_plan(lambda p: p.update(cells="cells")), ["cells must be a non-empty list"]),
-        (cell(options=dict(steps="x")), ["steps = 'x'"]),
-        (_edit_plan(lambda p: p.update(bar="x")), ["bar must be a number in (0, 1]"]),
-        (_edit_plan(lambda p: p.update(bar=2)), ["bar must be a number in (0, 1], got 2"]),
-        (cell(d="1j"), ["d = '1j'"]),
-        (cell(design="other"), ["design 'other'"]),
-        (cell(options=dict(d=32)), ["cells[0] has d = 64 but its options train d = 32"]),
-        (_edit_plan(lambda p: p.update(seeds=10 ** 9)), ["seeds", "more than"]),
-        (_edit_plan(lambda p: p.update(cells=p["cells"] * 2)), ["cells[6] repeats cells[0]"]),
-        (lambda f: (f / "plan.json").write_text("my notes"), ["plan.json is not a plan"]),
-    ]
-    row_cases = [
-        (_edit_csv("runs.csv", 3, success="0"), ["line 3", "success 0 contradicts"]),
-        (_edit_csv("runs.csv", 2, append=True, success="1", test_acc="1.0"),
-         ["line 74", "opposite outcomes"]),
-        (_edit_csv("runs.csv", 5, task="or"), ["line 5", "task or is not its cell's task and"]),
-        (_edit_csv("runs.csv", 5, steps="500"), ["line 5", "steps 500"]),
-        (_edit_csv("runs.csv", 5, seed="99"), ["line 5", "seed 99 is not one of the plan's"]),
-        (_edit_csv("runs.csv", 5, m="21"), ["line 5", "borderline d=64 T=10 m=21 is not a cell"]),
-        (_edit_csv("runs.csv", 5, test_acc="x"), ["line 5", "not a valid mechanism row"]),
-        (lambda f: (f / "runs.csv").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff" * 40 + b"tail"),
-         ["runs.csv is not the CSV of runs mechanism.py writes"]),
-    ]
-    _damaged(f, plan_cases + row_cases, both, mech)
-    (f / "notes").mkdir()
-    (f / "notes" / "plan.json").write_text("my notes")
-    _damaged(f / "notes", [(lambda f: None, ["plan.json is not a plan"])],
-             [["plan", str(f / "notes"), "results/width/d-128", "--Ts", "10", "--seeds", "2"]],
-             mech)
-    _damaged(f, [(lambda f: None, ["--seeds 1000000000", "more than"])],
-             [["plan", str(tmp_path / "new"), "results/width/d-128", "--Ts", "10", "--seeds",
-               "1000000000"]], mech)
-    assert not (tmp_path / "new").exists()
-    g = _copy(smoke_ref, tmp_path / "sweep")
-    _damaged(g, [(lambda g: (g / "sweep.json").write_text(
-                      (smoke_ref / "sweep.json").read_text().replace('"bar": 0.99', '"bar": "x"')),
-                  ["'bar' must be a number in (0, 1]"]),
-                 (_edit_csv("runs.csv", 2, success="1", test_acc="0.5"),
-                  ["line 2", "success 1 contradicts its test accuracy 0.5"])],
-             [["sweep", "--out", str(g), "--report"], ["sweep", "--preset", "smoke", "--workers",
-                                                       "1", "--out", str(g)]],
-             lambda argv: run_cli(capsys, *argv))
-    h = _copy(steps_ref, tmp_path / "steps")
-    _damaged(h, [(lambda h: (h / "steps.json").write_text(
-                      (steps_ref / "steps.json").read_text().replace('"budget": 60',
-                                                                     '"budget": "x"')),
-                  ["budget = 'x'"]),
-                 (_edit_csv("steps.csv", 2, task="and"), ["line 2", "task and is not the"])],
-             [["steps", *STEPS_TINY, "--out", str(h), "--report"],
-              ["steps", *STEPS_TINY, "--out", str(h)]], lambda argv: run_cli(capsys, *argv))
-
-
-def test_mechanism_command_line_help_and_one_line_errors(tmp_path):
-    run = lambda *a: subprocess.run([sys.executable, "mechanism.py", *a], cwd=HERE,
-                                    capture_output=True, text=True, timeout=60,
-                                    env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
-    r = run("--help")
-    assert r.returncode == 0 and all(w in r.stdout for w in ("plan", "run", "report", "trace"))
-    r = run("run", str(tmp_path))                                    # no plan.json yet
-    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "plan.json is missing" in r.stderr
-    r = run("plan", str(tmp_path), "results/extended", "--Ts", "10", "--extra", "64-100")
-    assert r.returncode == 2 and "d:T pairs" in r.stderr and r.stderr.count("\n") == 1
-
-
 def test_covering_constant_regrouped_by_factor_is_the_same_sum():
     """Issue 38: C = L_after^2 (B_X^2 S_scores + B_X^(2/3) (S_values + S_readout))^3 from the
     head sums (theory.covering_parts) equals covering_constant's head-by-head sum, on trained-like
@@ -6183,84 +2955,3 @@ def test_covering_constant_regrouped_by_factor_is_the_same_sum():
             assert abs(theory.covering_constant(nq) / want - 1) < 1e-12, key
     with pytest.raises(ValueError, match="must be the dict returned by norm_measures"):
         theory.covering_parts({"B_X": 1.0})
-
-
-def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
-    """Issue 38: measure_mechanism's C's factors give C again (covering_from_parts); a runs.csv
-    written before those columns reads with them nan; a row with only some of them, or a negative
-    one, is refused; a folder of the older header resumed by this version continues in
-    runs-part2.csv, which study_rows reads with it."""
-    R, T, S = 5.0, 6, [1, 3]
-    p, cfg = _two_head_model(R, T, S)
-    p["w"][0] = 3.0
-    X = (np.random.default_rng(1).random((50, T)) < 0.5).astype(np.uint8)
-    m = mechanism.measure_mechanism(p, cfg, S, X)
-    assert set(folder.MECHANISM_FACTORS) <= set(m) <= set(m) | set(mechanism.MEASURED)
-    C = theory.covering_from_parts(m["B_X"], m["readout_norm"] * m["mlp_factor"],
-                                   *(m[k] for k in theory.COVERING_SUMS))
-    assert abs(C / m["covering_constant"] - 1) < 1e-12 and m["readout_norm"] == 3.0
-    out = str(tmp_path / "s")
-    _synthetic_study(out)                       # rows without the factor columns: written ""
-    plan, cells = mechanism.load_study(out)
-    r = cells[("borderline", 64, 10, 20)][0]
-    assert all(math.isnan(r[k]) for k in folder.MECHANISM_FACTORS)
-    older = [k for k in mechanism.FIELDS if k not in folder.MECHANISM_FACTORS]
-    import csv
-    rows = list(csv.DictReader(open(os.path.join(out, "runs.csv"))))
-    with open(os.path.join(out, "runs.csv"), "w", newline="") as f:     # the older header
-        w = csv.DictWriter(f, fieldnames=older, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows[:-1])
-    writer = folder.RowWriter(os.path.join(out, "runs.csv"), folder.MECHANISM_ROWS)
-    assert writer.path.endswith("runs-part2.csv")
-    last = dict(rows[-1], **{k: 1.0 for k in folder.MECHANISM_FACTORS})
-    writer.write(last)
-    writer.close()
-    import shutil
-    shutil.copy(os.path.join(out, "runs-part2.csv"), os.path.join(out, "runs-partial.csv"))
-    got = mechanism.study_rows(out, plan)          # not a continuation: runs-partial.csv unread
-    assert len(got) == len(rows) and got[-1]["qk_fro"] == "1.0"
-    for bad in (dict(last, qk_fro=""), dict(last, v_21="-1")):
-        with pytest.raises(folder.BadRow):
-            folder.MECHANISM_ROWS["parse"](bad)
-
-
-def test_mechanism_cells_of_some_widths():
-    plan = mechanism.arm_plan("results/mechanism", "freeze-ln1", "borderline", [3000], 40, [128])
-    assert [(c["d"], c["T"]) for c in plan["cells"]] == [(128, 3000)] and plan["seeds"] == 40
-    with pytest.raises(ValueError, match="no borderline cells at width d = 96"):
-        mechanism.arm_plan("results/mechanism", "freeze-ln1", "borderline", [3000], 20, [96])
-
-
-def test_factors_report_holds_each_factor_exactly(tmp_path, capsys):
-    """Issue 38: on made-up runs whose failures differ from their successes only in B_X (and so
-    in C), B_X and C separate them fully, C with B_X held at its cell median does not separate
-    at all (every run's C is then the same) and C with any other factor held still does; a
-    study whose runs lack C's factors is refused in one line that says how to get them."""
-    import csv
-    out = str(tmp_path / "s")
-    _synthetic_study(out)
-    path = os.path.join(out, "runs.csv")
-    rows = list(csv.DictReader(open(path)))
-    parts = dict(heads_scores=0.3, heads_values=2.0, heads_readout=1.0)
-    for r in rows:
-        B = 8.0 + (r["success"] == "0")
-        r.update(parts, B_X=B, readout_norm=0.9, mlp_factor=1.5, qk_fro=0.1, v_21=1.0,
-                 covering_constant=float(theory.covering_from_parts(B, 1.35, **parts)))
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=mechanism.FIELDS)
-        w.writeheader()
-        w.writerows(rows)
-    text = open(failures.factors_report(out, str(tmp_path / "f.md"))).read()
-    line = lambda q: next(x for x in text.splitlines() if x.startswith(f"| 64 | {q} |"))
-    for q in ("C", "B_X (token norm after LN1)", "C, ‖W_QK‖_F held at its cell median",
-              "C, readout ‖w‖ held at its cell median"):
-        assert "| 1 [1, 1] | established |" in line(q), q
-    assert "| 0.5 [0.5, 0.5] | not detected |" in line("C, B_X held at its cell median")
-    assert "equals the runs' C to" in text
-    with pytest.raises(ValueError, match="is not a baseline-rerun of"):
-        failures.factors_report(out, str(tmp_path / "h.md"), factors=out)
-    code, _, err = run_cli_main(capsys, mechanism.main, ["factors", "results/mechanism", "--out",
-                                                         str(tmp_path / "g.md")])
-    assert code == 1 and "do not carry C's factors" in err and "baseline-rerun" in err
-    assert not os.path.exists(tmp_path / "g.md")

@@ -33,7 +33,7 @@ import sys
 import cli                      # standard library only: Ctrl-C from the first line
 
 if __name__ == "__main__":
-    cli.quiet_interrupts("steps.py")    # Ctrl-C while starting: one line, exit 130
+    cli.quiet_interrupts("studies.steps")    # Ctrl-C while starting: one line, exit 130
     cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
 
 import json
@@ -46,15 +46,14 @@ from cli import OneLineParser, int_list, integer
 
 import numpy as np
 
-import data
 import hypotheses
-import folder
-import report
 import run_options
-import stats
 import train
-from stats import (bound_text, fit_line, median_ci, resample_medians,
-                   seed_resamples, weighted_percentile_ci)
+from theory import fit_line
+
+from studies import folder, harness, report, stats
+from studies.stats import (bound_text, median_ci, resample_medians,
+                           seed_resamples, weighted_percentile_ci)
 
 FIELDS = folder.STEPS_FIELDS       # one CSV row per run (folder.py reads, checks and writes it)
 OPTIONS = ("task", "s", "m", "lr", "wd", "batch", "d", "heads", "mlp", "dtype", "optimizer",
@@ -212,7 +211,7 @@ def run_all(a, out, base, done=None, curves=None):
           f"{writer.path}", flush=True)
     curves_path = os.path.join(out, "curves.json")
     t0, n = time.perf_counter(), 0
-    pool = cli.worker_pool(a.workers) if a.workers > 1 else None    # 1: in this process
+    pool = harness.worker_pool(a.workers) if a.workers > 1 else None    # 1: in this process
     try:
         pending = {}
         while stacks or pending:
@@ -423,7 +422,7 @@ def steps_plot(out, med, o, budget, curves=None):
 # ---------------------------------------------------------------- the command line -------------
 
 def parser():
-    ap = OneLineParser(prog="steps.py", description=(
+    ap = OneLineParser(prog="studies.steps", description=(
         "Training steps until test accuracy first reaches 0.99, against T, at a training set "
         "large enough that data is not the limit (sparse parity's wall)."))
     ap.add_argument("--Ts", type=int_list, default=[10, 20, 30, 50, 100], help="T values")
@@ -493,4 +492,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(cli.one_line_errors("steps.py", main))
+    sys.exit(cli.one_line_errors("studies.steps", main))

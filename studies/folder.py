@@ -27,8 +27,8 @@ import numpy as np
 
 import cli
 import run_options
-import train
-from stats import SEARCHES, seed_outcome
+
+from studies.stats import SEARCHES, seed_outcome
 
 ROW_FIELDS = ("model", "task", "s", "T", "m", "seed", "test_acc", "train_acc", "success",
               "attn_on_S", "steps", "seconds", "best_step", "pos_overlap", "sweep_id")

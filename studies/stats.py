@@ -17,8 +17,8 @@ value. It reads top to bottom:
      (mc_decimals, bound_text).
   5. m* by the majority rule, the paper's statistic: the smallest grid m at which at least half of
      the seeds succeed (critical_sizes for the sweep's searches, majority_mstar for plain rows).
-  6. laws across T and s: least-squares lines (fit_line), m50(T) against ln T, T and T^k with
-     paired bootstrap intervals and AIC (scaling_fits), m50(s) as a power law or an exponential
+  6. laws across T and s: least-squares lines (theory.fit_line's, vectorised), m50(T) against
+     ln T, T and T^k with paired bootstrap intervals and AIC (scaling_fits), m50(s) as a power law or an exponential
      (growth_in_s), where a curve leaves the log law it follows at small T (log_departure), and
      paired ratios of two protocols on the same seeds (paired_ratio).
 
@@ -975,24 +975,6 @@ def majority_mstar(rows, grid=None):
     return math.inf
 
 # ---------------------------------------------------------------- 6. laws across T and s
-
-def fit_line(x, y):  # [n], [n] -> (slope, intercept, R^2)
-    """Least squares y ~ slope * x + intercept, n >= 2 finite points, x not constant.
-
-    R^2 = 1 - residual sum of squares / total sum of squares (1.0 when y is constant).
-    """
-    x, y = _check_reals("x", x), _check_reals("y", y)
-    if x.ndim != 1 or x.shape != y.shape or x.size < 2:
-        raise ValueError(f"x and y must be 1-D of the same length >= 2, got shapes {x.shape}, "
-                         f"{y.shape}")
-    if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        raise ValueError("x and y must be finite")
-    if np.ptp(x) == 0:
-        raise ValueError(f"x must take at least 2 distinct values, got all {x[0]}")
-    a, b = np.polyfit(x, y, 1)
-    ss = ((y - y.mean()) ** 2).sum()
-    r2 = 1.0 - ((y - (a * x + b)) ** 2).sum() / ss if ss > 0 else 1.0
-    return float(a), float(b), float(r2)
 
 
 def _three_fits(T, Y):

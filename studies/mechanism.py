@@ -31,7 +31,7 @@ import sys
 import cli                      # standard library only: the thread setting acts before numpy
 
 if __name__ == "__main__":
-    cli.quiet_interrupts("mechanism.py")
+    cli.quiet_interrupts("studies.mechanism")
     cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
 
 import functools
@@ -44,11 +44,13 @@ from concurrent.futures import FIRST_COMPLETED, wait
 import numpy as np
 
 import attn
-import folder
-import stats
 import train
 from cli import OneLineParser, int_list, integer, number
 from theory import covering_constant, covering_parts, norm_measures, paper_score_gap
+
+from studies import failures, folder, harness, stats
+from studies.study import (STUDY_CSVS, fmt, is_final, load_study, median_ci, read_plan,
+                           seed_weights, separation, study_cells, study_rows, weights_at, word)
 
 # ======== 1. ONE TRAINED MODEL: the mechanism it ends with =====================================
 # In a one-layer model read out at [CLS], the [CLS] token's query does not depend on the input,
@@ -210,15 +212,10 @@ def plan_cells(folders, Ts, extra=(), n_seeds=20, fixed_from=None, factor=2.0):
     return dict(seeds=n_seeds, bar=next(iter(widths.values()))[2], cells=cells)
 
 
-def read_plan(out):
-    """OUT/plan.json, every field checked (folder.read_plan: the harness every study stands on)."""
-    return folder.read_plan(out)
-
-
 def arm_options(arm):
     """The one change an arm makes to its study's options: none for baseline-rerun, else the
     sweep protocol of the arm's name (folder.INTERVENTIONS)."""
-    from sweep import PROTOCOLS
+    from studies.sweep import PROTOCOLS
     if arm == "baseline-rerun":
         return {}
     if arm not in folder.INTERVENTIONS:
@@ -244,21 +241,6 @@ def trace_plan(source, design, Ts, n_seeds, every, widths=None):
     of the study, seed for seed), logged at step 1 and every `every` steps."""
     study, cells = study_cells(source, design, Ts, widths)
     return dict(seeds=n_seeds, bar=study["bar"], every=every, cells=cells)
-
-
-def study_cells(source, design, Ts, widths=None):
-    """(the study's plan, its cells of `design` at the T in Ts and the widths d in `widths`
-    (default every width), each naming the plan it comes from); ValueError naming the T or width
-    the study has no such cell at."""
-    study = read_plan(source)
-    cells = [dict(c, source=dict(c["source"], plan=f"{source}/plan.json ({design})"))
-             for c in study["cells"] if c["design"] == design and c["T"] in Ts]
-    for name, want, key in (("T", Ts, "T"), ("width d", widths or (), "d")):
-        missing = sorted(set(want) - {c[key] for c in cells})
-        if missing:
-            raise ValueError(f"{source}/plan.json has no {design} cells at {name} = "
-                             f"{', '.join(map(str, missing))}")
-    return study, [c for c in cells if widths is None or c["d"] in widths]
 
 
 # ======== 3. THE RUNS: one CSV row per trained run ==============================================
@@ -386,37 +368,13 @@ def train_trace(runs, every):
 # The two kinds of a study's CSV: runs.csv (one row per run, train_cell) and trajectories.csv
 # (one row per run per logged step, train_trace): the file, its rows (folder.py) and the column
 # that holds the run's final test accuracy, whose success the writer sets under the plan's bar.
-STUDY_CSVS = dict(runs=("runs.csv", folder.MECHANISM_ROWS, "test_acc"),
-                  trace=("trajectories.csv", folder.TRAJECTORY_ROWS, "final_test_acc"))
-
-
-def study_rows(out, plan, what="runs"):
-    """The finished rows in OUT/runs.csv (what="runs") or OUT/trajectories.csv ("trace"), each
-    read and checked by folder.py (folder.read_rows, folder.check_rows with the kind of rows of
-    STUDY_CSVS) against the plan: a row that contradicts itself, the plan (its cell, seed, task,
-    s, steps, its success under the bar) or another row of the same run is a one-line ValueError
-    naming the file and line; a torn last row is skipped. The files are folder.study_csvs's: a
-    CSV this study did not write is refused before anything reads or changes it, one of an
-    older header is read with its continuations. Each row once."""
-    name, kind, _ = STUDY_CSVS[what]
-    parts = folder.study_csvs(os.path.join(out, name), kind,
-                              f"the CSV of {what} mechanism.py writes")
-    if not parts:
-        return []
-    return folder.check_rows(folder.read_rows(parts, kind=kind), plan["bar"], plan, kind=kind)
-
-
-def is_final(row):
-    """Whether a study's row is its run's last: every row of runs.csv, the last step's of
-    trajectories.csv (a run whose last row is written is finished: rows go out in step order)."""
-    return "step" not in row or int(row["step"]) == int(row["steps"])
 
 
 def stacks_to_run(plan, done, n_seeds=None):
     """The plan's runs (seeds 0..n_seeds-1, default all the plan's) not in `done`, as stacks
     (lists of option dicts of one cell), in the plan's order; each stack as large as
     sweep.stack_size allows at its T and width."""
-    from sweep import stack_size
+    from studies.sweep import stack_size
     out = []
     for c in plan["cells"]:
         o = c["options"]
@@ -482,7 +440,7 @@ def run_plan(out, workers=1, n_seeds=None, log=print, what="runs"):
     pool = None
     try:
         if workers > 1:
-            pool = cli.worker_pool(workers)
+            pool = harness.worker_pool(workers)
         run_stacks(stacks, pool, workers, write, train_fn)
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -523,10 +481,6 @@ def run_stacks(stacks, pool, workers, write, train_fn=None):
 # a cube of sums and has a long tail. A separation P(failure's X > success's X) (ties count 1/2)
 # is undefined in a resample without both outcomes; such resamples count against both bounds.
 
-NUMBERS = ("test_acc", "best_test_acc", "train_acc", "final_loss", "min_loss", "loss_jump",
-           "covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "mass_on_S",
-           "score_gap", "top_score_scale", "top_norm_V", "top_norm_O", "attn_on_S", "seconds",
-           "cpu_seconds", "heads_on_S", "top_head", "best_step", "steps")
 SEPARATED = (("covering_constant", "C"), ("score_scale", "score scale"),
              ("norm_V", "‖W_V‖"), ("norm_O", "‖W_O‖"), ("mass_on_S", "mass on S (top head)"))
 GROWN = (("covering_constant", "C"), ("score_scale", "score scale, largest head"),
@@ -534,118 +488,6 @@ GROWN = (("covering_constant", "C"), ("score_scale", "score scale, largest head"
          ("norm_O", "‖W_O‖, largest head"), ("score_gap", "score gap, top head"),
          ("mass_on_S", "mass on S, top head"))
 EPS_LINE = 0.1      # the construction's line drawn in the plot: R = ln((T - s) / (s eps))
-
-
-def load_study(out):
-    """(plan, {(design, d, T, m): rows sorted by seed}) with numbers as floats, for the plan's
-    cells (a cell with no runs yet is left out)."""
-    plan = read_plan(out)
-    rows = study_rows(out, plan)
-    by = {}
-    for r in rows:
-        r = dict(r, **{k: float(r[k]) for k in NUMBERS},
-                 **{k: float(r[k] or "nan") for k in folder.MECHANISM_FACTORS},   # "": not taken
-                 d=int(r["d"]), T=int(r["T"]), m=int(r["m"]), seed=int(r["seed"]),
-                 success=int(r["success"]))
-        by.setdefault((r["d"], r["T"], r["m"]), {})[r["seed"]] = r      # a run once
-    cells = {}
-    for c in plan["cells"]:
-        got = by.get((c["d"], c["T"], c["m"]), {})
-        if got:
-            cells[(c["design"], c["d"], c["T"], c["m"])] = [got[s] for s in sorted(got)]
-    return plan, cells
-
-
-def seed_weights(n_seeds, Ts, n_boot=None, seed=0):  # -> {T: [1 + n_boot, n_seeds]}
-    """How often each seed label 0..n_seeds-1 is drawn at each T: row 0 the data itself (all 1),
-    then n_boot (default stats.N_BOOT) resamples (stats.resample_counts: the same at one T,
-    independent across T)."""
-    return {T: np.vstack([np.ones(n_seeds), stats.resample_counts(n_seeds, T, n_boot, seed)])
-            for T in sorted(set(Ts))}
-
-
-def weights_at(W, rows):  # -> [1 + B, n_seeds]: the weights of the rows' T (one T per cell)
-    """W is seed_weights' {T: weights}, or one cell's own weights (cell_resamples), taken as is."""
-    if isinstance(W, np.ndarray):
-        return W
-    return W[rows[0]["T"]] if rows else next(iter(W.values()))
-
-
-def weighted_median(v, w):  # [n], [B, n] -> [B] (nan where the weights are all 0)
-    order = np.argsort(v)
-    v, cw = v[order], np.cumsum(w[:, order], 1)
-    half = cw[:, -1:] / 2
-    lo, hi = np.argmax(cw >= half, 1), np.argmax(cw > half, 1)
-    med = (v[lo] + v[hi]) / 2
-    return np.where(cw[:, -1] > 0, med, np.nan)
-
-
-def median_ci(rows, key, W):
-    """(median, lo, hi, [B] replicates) of rows' `key` (nan values left out), seeds weighted by
-    W [1 + B, n_seeds]."""
-    W = weights_at(W, rows)
-    pairs = [(r[key], r["seed"]) for r in rows if np.isfinite(r[key])]
-    if not pairs:
-        return math.nan, math.nan, math.nan, np.full(W.shape[0] - 1, np.nan)
-    v, s = map(np.array, zip(*pairs))
-    med = weighted_median(v.astype(np.float64), W[:, s])
-    lo, hi = stats.percentile_ci(med[1:][np.isfinite(med[1:])]) if np.isfinite(
-        med[1:]).any() else (math.nan, math.nan)
-    return float(med[0]), lo, hi, med[1:]
-
-
-def pair_counts(rows, key, W):  # -> (numerator [1 + B], denominator [1 + B])
-    """Over the (failure, success) pairs of rows, weighted by their seeds' draws: the count of
-    pairs whose failure has the larger `key` (ties 1/2), and the count of pairs."""
-    W, rows = weights_at(W, rows), [r for r in rows if np.isfinite(r[key])]
-    if not rows:
-        return np.zeros(W.shape[0]), np.zeros(W.shape[0])
-    v = np.array([r[key] for r in rows])
-    ok = np.array([r["success"] for r in rows], np.float64)
-    w = W[:, [r["seed"] for r in rows]]
-    G = ((v[:, None] > v[None]) + 0.5 * (v[:, None] == v[None])) * np.outer(1 - ok, ok)
-    return np.einsum("bi,ij,bj->b", w, G, w), (w * (1 - ok)).sum(1) * (w * ok).sum(1)
-
-
-def separation(cells_rows, key, W):
-    """P(a failure's `key` > a success's) over the (failure, success) pairs within each cell of
-    cells_rows (a list of cells' rows: one cell, or every T pooled) -> (point, lo, hi); nan when
-    no cell has both outcomes. Undefined resamples count against both bounds (as 0 for lo, 1 for
-    hi). W: the seeds' weights, one for every cell, or a list of one per cell (cell_resamples)."""
-    num = den = 0.0
-    for rows, w in zip(cells_rows, W if isinstance(W, list) else [W] * len(cells_rows)):
-        a, b = pair_counts(rows, key, w)
-        num, den = num + a, den + b
-    if not den[0] > 0:
-        return math.nan, math.nan, math.nan
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = num / den
-    rep, bad = p[1:], ~(den[1:] > 0)
-    lo = stats.percentile_ci(np.where(bad, 0.0, rep))[0]
-    hi = stats.percentile_ci(np.where(bad, 1.0, rep))[1]
-    return float(p[0]), lo, hi
-
-
-def word(lo, hi, null):
-    """The page's wording for one interval against the value `null` of "no difference"."""
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        return "n/a"
-    clear = stats.surely_above(lo, null) or stats.surely_below(hi, null)   # beyond its MC error
-    return "established" if clear else "not detected"
-
-
-def fmt(v, lo=None, hi=None, digits=3):
-    """v [lo, hi] to `digits` significant figures, a bound to fewer where its Monte Carlo error
-    moves the last one (stats.bound_text)."""
-    if v is None or not np.isfinite(v):
-        return "n/a"
-
-    def f(x):
-        dec = digits - 1 - math.floor(math.log10(abs(x))) if x and np.isfinite(x) else digits
-        if stats.mc_decimals(x, dec) != dec:
-            return stats.bound_text(x, dec)
-        return f"{x:.{digits}g}" if abs(x) < 1e5 else f"{x:.2e}"
-    return f(v) if lo is None else f"{f(v)} [{f(lo)}, {f(hi)}]"
 
 
 def cell_table(plan, cells, W):
@@ -905,7 +747,7 @@ def extra_cells(text):
 
 
 def parser():
-    ap = OneLineParser(prog="mechanism.py", description=(
+    ap = OneLineParser(prog="studies.mechanism", description=(
         "What training finds: the norms of Edelman et al.'s capacity bound (score scale "
         "||W_QK||_2 B_X^2, ||W_V||, ||W_O||, the covering constant C) and the head that attends "
         "S, measured on trained runs over seeds, T and widths. Three steps: plan, run, report."))
@@ -1020,7 +862,6 @@ def write_plan(a):
 
 def write_arm(a):
     """The `arm` command: an arm's plan from a study's (arm_plan), saved (save_plan)."""
-    import failures              # issue 38's reports; failures.py imports this file
     plan = save_plan(a.out, lambda: arm_plan(a.source, a.arm, a.design, a.Ts, a.seeds,
                                                      a.widths))
     per, minutes = failures.plan_cost(plan, a.source)
@@ -1079,7 +920,6 @@ def save_plan(out, make):
 
 
 def main(argv=None):
-    import failures              # issue 38's reports; failures.py imports this file
     a = parser().parse_args(argv)
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)
@@ -1113,4 +953,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(cli.one_line_errors("mechanism.py", main))
+    sys.exit(cli.one_line_errors("studies.mechanism", main))

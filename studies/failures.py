@@ -13,11 +13,11 @@ import os
 import numpy as np
 
 import cli
-import folder
-import stats
-from mechanism import (fmt, is_final, load_study, read_plan, separation, study_cells, study_rows,
-                       weighted_median, word)
 from theory import COVERING_SUMS, covering_from_parts
+
+from studies import folder, stats
+from studies.study import (fmt, is_final, load_study, read_plan, separation, study_rows,
+                           weighted_median, word)
 
 
 # From a study's runs, no new training: C split into the factors it multiplies, each factor's

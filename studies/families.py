@@ -13,10 +13,11 @@ import numpy as np
 import data
 import train
 from cli import pyplot_or_hint, save_figure
-from folder import folder_rows, full_options
-from report import (STRUCTURED, ci_text, cpu_minutes, fits_line, limit_text, over_folders,
+
+from studies.folder import folder_rows, full_options
+from studies.report import (STRUCTURED, ci_text, cpu_minutes, fits_line, limit_text, over_folders,
                     rounding_note, statistical_limits, success_table)
-from stats import critical_sizes, growth_in_s, scaling_fits, split_by_T
+from studies.stats import critical_sizes, growth_in_s, scaling_fits, split_by_T
 
 
 def label_balance(task, s, T, n_seeds=20, n=2000):

@@ -23,15 +23,16 @@ import numpy as np
 import data
 import hypotheses
 import run_options
-import stats
 import train
-from cli import (check_markers, claim_outputs, marked_files, page_target, paste_tables,
-                 pyplot_or_hint, read_text_file, save_figure, write_json, write_text)
-from folder import folder_rows, full_options
-from stats import (bound_text, critical_sizes, fit_line, log_departure, paired_growth, paired_ratio,
-                   scaling_fits, seed_outcome, split_by_T, success_estimates, surely_above,
-                   surely_below)
-from theory import construction_width
+from cli import claim_outputs, pyplot_or_hint, read_text_file, save_figure, write_json, write_text
+from theory import construction_width, fit_line
+
+from studies import stats
+from studies.folder import folder_rows, full_options
+from studies.harness import check_markers, marked_files, page_target, paste_tables
+from studies.stats import (bound_text, critical_sizes, log_departure, paired_growth,
+                           paired_ratio, scaling_fits, seed_outcome, split_by_T,
+                           success_estimates, surely_above, surely_below)
 
 # ---------------------------------------------------------------- the paper's figure -----------
 # "Transformer, 3-way AND": the critical sample size m* per T, read off the published image to

@@ -27,7 +27,7 @@ import sys
 import cli                      # standard library only: Ctrl-C from the first line
 
 if __name__ == "__main__":
-    cli.quiet_interrupts("sweep.py")    # Ctrl-C while starting: one line, exit 130
+    cli.quiet_interrupts("studies.sweep")    # Ctrl-C while starting: one line, exit 130
     cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
 
 import os
@@ -41,13 +41,12 @@ import numpy as np
 import attn
 import data
 import fast
-import families
-import folder
 import optim
-import report
 import run_options
 import train
-from stats import SEARCHES, m_grid, replay
+
+from studies import families, folder, harness, report
+from studies.stats import SEARCHES, m_grid, replay
 
 # ---------------------------------------------------------------- presets and protocols --------
 
@@ -116,7 +115,7 @@ def sweep_parser(commands=True):
     """The sweep's options, and (commands=True) the other commands as subcommands, each with its
     own --help. main leaves the subcommands out when none is named, so that a stray word after a
     mistyped option ("--model mlp") is reported as unrecognized, not as an unknown command."""
-    ap = OneLineParser(prog="sweep.py", description=(
+    ap = OneLineParser(prog="studies.sweep", description=(
         "Critical sample size m*(T) of a sparse task (the paper's Section 5 figure). Runs are "
         "saved as they finish, one CSV row each, in OUT/runs*.csv; rerunning the same command "
         "resumes. Shards (--shard i/n) split the (model, T, seed) searches across machines; copy "
@@ -278,7 +277,7 @@ def add_pages_command(sub):
     c.add_argument("pages", nargs="+", help="markdown pages, e.g. README.md results/*/README.md")
     c.add_argument("--check", action="store_true",
                    help="change nothing; exit 1 if a block differs from its file")
-    c.set_defaults(run=cli.pages_command, parser=c)
+    c.set_defaults(run=harness.pages_command, parser=c)
 
 
 def main(argv=None):
@@ -603,7 +602,7 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
     pool = None
     if a.workers > 1:
         cli.set_blas_threads()          # one BLAS thread per worker: the pool is the parallelism
-        pool = cli.worker_pool(a.workers)
+        pool = harness.worker_pool(a.workers)
 
     def finish(probes, rows):
         """Record a stack's rows and queue each search's next probe."""
@@ -773,7 +772,7 @@ def sweep_throughput(T, R, steps, full_steps, workers, repeats=3, d=64):
     (m = 100): timed on `steps` steps and scaled (setup and evaluation included once); the median
     of `repeats` timings, since a shared machine's speed wanders by 20% from one to the next."""
     walls = []
-    ex = cli.worker_pool(workers)     # they exit when this process is gone, even by SIGKILL
+    ex = harness.worker_pool(workers)     # they exit when this process is gone, even by SIGKILL
     try:
         list(ex.map(_throughput_worker, [(T, R, 2, 0, d)] * workers))      # start-up and warm-up
         for _ in range(repeats):
@@ -856,4 +855,4 @@ def bench_throughput(a, H):
 
 
 if __name__ == "__main__":
-    sys.exit(cli.one_line_errors("sweep.py", main))
+    sys.exit(cli.one_line_errors("studies.sweep", main))

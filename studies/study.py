@@ -1,0 +1,183 @@
+"""study.py (studies): a mechanism study's folder read back, and the statistics its reports share.
+
+mechanism.py writes a study (plan.json, runs.csv, trajectories.csv) and failures.py reports on a
+study and its arms; both read the folder and draw their intervals through this file, so neither
+imports the other's internals. Top to bottom: the plan and its cells, the rows, the seeds'
+resampling weights, medians and separations with their intervals, and the page's wording.
+Every interval is a 95% percentile interval over stats.N_BOOT resamples of the SEED labels (a
+drawn seed brings its run in every cell of its T), by stats.py's design: the cells at one T share
+a seed's S, data and (at one width) init, and draw the same resamples; each T draws its own.
+Medians, not means: C is a cube of sums and has a long tail. A separation P(failure's X >
+success's X) (ties count 1/2) is undefined in a resample without both outcomes; such resamples
+count against both bounds.
+"""
+import math
+import os
+
+import numpy as np
+
+from studies import folder, stats
+
+
+def read_plan(out):
+    """OUT/plan.json, every field checked (folder.read_plan: the harness every study stands on)."""
+    return folder.read_plan(out)
+
+
+def study_cells(source, design, Ts, widths=None):
+    """(the study's plan, its cells of `design` at the T in Ts and the widths d in `widths`
+    (default every width), each naming the plan it comes from); ValueError naming the T or width
+    the study has no such cell at."""
+    study = read_plan(source)
+    cells = [dict(c, source=dict(c["source"], plan=f"{source}/plan.json ({design})"))
+             for c in study["cells"] if c["design"] == design and c["T"] in Ts]
+    for name, want, key in (("T", Ts, "T"), ("width d", widths or (), "d")):
+        missing = sorted(set(want) - {c[key] for c in cells})
+        if missing:
+            raise ValueError(f"{source}/plan.json has no {design} cells at {name} = "
+                             f"{', '.join(map(str, missing))}")
+    return study, [c for c in cells if widths is None or c["d"] in widths]
+
+
+STUDY_CSVS = dict(runs=("runs.csv", folder.MECHANISM_ROWS, "test_acc"),
+                  trace=("trajectories.csv", folder.TRAJECTORY_ROWS, "final_test_acc"))
+
+
+def study_rows(out, plan, what="runs"):
+    """The finished rows in OUT/runs.csv (what="runs") or OUT/trajectories.csv ("trace"), each
+    read and checked by folder.py (folder.read_rows, folder.check_rows with the kind of rows of
+    STUDY_CSVS) against the plan: a row that contradicts itself, the plan (its cell, seed, task,
+    s, steps, its success under the bar) or another row of the same run is a one-line ValueError
+    naming the file and line; a torn last row is skipped. The files are folder.study_csvs's: a
+    CSV this study did not write is refused before anything reads or changes it, one of an
+    older header is read with its continuations. Each row once."""
+    name, kind, _ = STUDY_CSVS[what]
+    parts = folder.study_csvs(os.path.join(out, name), kind,
+                              f"the CSV of {what} mechanism.py writes")
+    if not parts:
+        return []
+    return folder.check_rows(folder.read_rows(parts, kind=kind), plan["bar"], plan, kind=kind)
+
+
+def is_final(row):
+    """Whether a study's row is its run's last: every row of runs.csv, the last step's of
+    trajectories.csv (a run whose last row is written is finished: rows go out in step order)."""
+    return "step" not in row or int(row["step"]) == int(row["steps"])
+
+
+NUMBERS = ("test_acc", "best_test_acc", "train_acc", "final_loss", "min_loss", "loss_jump",
+           "covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "mass_on_S",
+           "score_gap", "top_score_scale", "top_norm_V", "top_norm_O", "attn_on_S", "seconds",
+           "cpu_seconds", "heads_on_S", "top_head", "best_step", "steps")
+
+
+def load_study(out):
+    """(plan, {(design, d, T, m): rows sorted by seed}) with numbers as floats, for the plan's
+    cells (a cell with no runs yet is left out)."""
+    plan = read_plan(out)
+    rows = study_rows(out, plan)
+    by = {}
+    for r in rows:
+        r = dict(r, **{k: float(r[k]) for k in NUMBERS},
+                 **{k: float(r[k] or "nan") for k in folder.MECHANISM_FACTORS},   # "": not taken
+                 d=int(r["d"]), T=int(r["T"]), m=int(r["m"]), seed=int(r["seed"]),
+                 success=int(r["success"]))
+        by.setdefault((r["d"], r["T"], r["m"]), {})[r["seed"]] = r      # a run once
+    cells = {}
+    for c in plan["cells"]:
+        got = by.get((c["d"], c["T"], c["m"]), {})
+        if got:
+            cells[(c["design"], c["d"], c["T"], c["m"])] = [got[s] for s in sorted(got)]
+    return plan, cells
+
+
+def seed_weights(n_seeds, Ts, n_boot=None, seed=0):  # -> {T: [1 + n_boot, n_seeds]}
+    """How often each seed label 0..n_seeds-1 is drawn at each T: row 0 the data itself (all 1),
+    then n_boot (default stats.N_BOOT) resamples (stats.resample_counts: the same at one T,
+    independent across T)."""
+    return {T: np.vstack([np.ones(n_seeds), stats.resample_counts(n_seeds, T, n_boot, seed)])
+            for T in sorted(set(Ts))}
+
+
+def weights_at(W, rows):  # -> [1 + B, n_seeds]: the weights of the rows' T (one T per cell)
+    """W is seed_weights' {T: weights}, or one cell's own weights (cell_resamples), taken as is."""
+    if isinstance(W, np.ndarray):
+        return W
+    return W[rows[0]["T"]] if rows else next(iter(W.values()))
+
+
+def weighted_median(v, w):  # [n], [B, n] -> [B] (nan where the weights are all 0)
+    order = np.argsort(v)
+    v, cw = v[order], np.cumsum(w[:, order], 1)
+    half = cw[:, -1:] / 2
+    lo, hi = np.argmax(cw >= half, 1), np.argmax(cw > half, 1)
+    med = (v[lo] + v[hi]) / 2
+    return np.where(cw[:, -1] > 0, med, np.nan)
+
+
+def median_ci(rows, key, W):
+    """(median, lo, hi, [B] replicates) of rows' `key` (nan values left out), seeds weighted by
+    W [1 + B, n_seeds]."""
+    W = weights_at(W, rows)
+    pairs = [(r[key], r["seed"]) for r in rows if np.isfinite(r[key])]
+    if not pairs:
+        return math.nan, math.nan, math.nan, np.full(W.shape[0] - 1, np.nan)
+    v, s = map(np.array, zip(*pairs))
+    med = weighted_median(v.astype(np.float64), W[:, s])
+    lo, hi = stats.percentile_ci(med[1:][np.isfinite(med[1:])]) if np.isfinite(
+        med[1:]).any() else (math.nan, math.nan)
+    return float(med[0]), lo, hi, med[1:]
+
+
+def pair_counts(rows, key, W):  # -> (numerator [1 + B], denominator [1 + B])
+    """Over the (failure, success) pairs of rows, weighted by their seeds' draws: the count of
+    pairs whose failure has the larger `key` (ties 1/2), and the count of pairs."""
+    W, rows = weights_at(W, rows), [r for r in rows if np.isfinite(r[key])]
+    if not rows:
+        return np.zeros(W.shape[0]), np.zeros(W.shape[0])
+    v = np.array([r[key] for r in rows])
+    ok = np.array([r["success"] for r in rows], np.float64)
+    w = W[:, [r["seed"] for r in rows]]
+    G = ((v[:, None] > v[None]) + 0.5 * (v[:, None] == v[None])) * np.outer(1 - ok, ok)
+    return np.einsum("bi,ij,bj->b", w, G, w), (w * (1 - ok)).sum(1) * (w * ok).sum(1)
+
+
+def separation(cells_rows, key, W):
+    """P(a failure's `key` > a success's) over the (failure, success) pairs within each cell of
+    cells_rows (a list of cells' rows: one cell, or every T pooled) -> (point, lo, hi); nan when
+    no cell has both outcomes. Undefined resamples count against both bounds (as 0 for lo, 1 for
+    hi). W: the seeds' weights, one for every cell, or a list of one per cell (cell_resamples)."""
+    num = den = 0.0
+    for rows, w in zip(cells_rows, W if isinstance(W, list) else [W] * len(cells_rows)):
+        a, b = pair_counts(rows, key, w)
+        num, den = num + a, den + b
+    if not den[0] > 0:
+        return math.nan, math.nan, math.nan
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = num / den
+    rep, bad = p[1:], ~(den[1:] > 0)
+    lo = stats.percentile_ci(np.where(bad, 0.0, rep))[0]
+    hi = stats.percentile_ci(np.where(bad, 1.0, rep))[1]
+    return float(p[0]), lo, hi
+
+
+def word(lo, hi, null):
+    """The page's wording for one interval against the value `null` of "no difference"."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "n/a"
+    clear = stats.surely_above(lo, null) or stats.surely_below(hi, null)   # beyond its MC error
+    return "established" if clear else "not detected"
+
+
+def fmt(v, lo=None, hi=None, digits=3):
+    """v [lo, hi] to `digits` significant figures, a bound to fewer where its Monte Carlo error
+    moves the last one (stats.bound_text)."""
+    if v is None or not np.isfinite(v):
+        return "n/a"
+
+    def f(x):
+        dec = digits - 1 - math.floor(math.log10(abs(x))) if x and np.isfinite(x) else digits
+        if stats.mc_decimals(x, dec) != dec:
+            return stats.bound_text(x, dec)
+        return f"{x:.{digits}g}" if abs(x) < 1e5 else f"{x:.2e}"
+    return f(v) if lo is None else f"{f(v)} [{f(lo)}, {f(hi)}]"
