@@ -480,7 +480,7 @@ def read_text_file(path, what, root=None, most=TEXT_MOST, keep_line_ends=False):
 # device) is never replaced. A checkpoint is replaced only by the run that continues it: the
 # caller says which file that is (`ours`).
 TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| task | s |",
-               "INCOMPLETE:", "## What C's separation is made of",     # mechanism.py factors,
+               "INCOMPLETE:", "## What C's separation is made of",     # studies.mechanism factors,
                "## Interventions paired by seed", "intervention,d,T,m,seed,",   # paired, --pairs
                "## When a run becomes a success or a failure")                 # trace-report
 SUMMARY_KEYS = {"model", "task", "T", "s", "m", "seed", "train_acc", "test_acc", "steps"}
@@ -540,7 +540,7 @@ OUTPUT_KINDS = {   # kind: (what a file must be to be replaced, how to tell)
     "table": ("a table this project wrote (a markdown table)", _is_table),
     "plot": ("a plot (an image matplotlib drew)", _is_plot),
     "critical": ("a sweep report's critical.json", _is_critical),
-    "limit": ("a limit.json of sweep.py limit", _is_limit),
+    "limit": ("a limit.json of studies.sweep limit", _is_limit),
     "limits": ("a cache of statistical limits (limits.json)", _is_limits_cache),
     "checkpoint": ("a checkpoint of this run", None),
 }

@@ -23,7 +23,7 @@ BRUTE_FORCE_MAX = 2_000_000  # most candidate supports (or parity solutions) a c
 WORK_MAX = 5e9               # "and"/"or": most elementary steps (~1 ns each) one count may take
 SOS_MAX_ROWS = 18            # "and"/"or": inclusion-exclusion over at most this many negatives
 SIZE_MAX = 2 ** 62           # most samples or positions an argument may name (none fits memory)
-SETS_MAX = 10 ** 6           # most training sets one call draws (sweep.py limit --sets's bound)
+SETS_MAX = 10 ** 6           # most training sets one call draws (studies.sweep limit --sets's bound)
 
 
 # ------------------------------------------------------------------- what the functions accept

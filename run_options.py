@@ -2,8 +2,11 @@
 
 Each row of OPTIONS is (name, default, parser, help); train.py's command line, a Python caller's
 dict and a sweep's options are all checked by validate_options against it, and RUN_KEYS says
-which of them define a run (a checkpoint must agree on them). Needs data.py and cli.py.
+which of them define a run (a checkpoint must agree on them); model_config and run_shapes say
+what model a run's options build. Needs attn.py, baseline.py, data.py and cli.py.
 """
+import attn
+import baseline
 import data
 from cli import BadValue, choice, integer, number
 
@@ -104,9 +107,27 @@ def check_options(o, flag=py_flag):
     return None
 
 
-def validate_options(opts):
+class Options(dict):
+    """A run's options as validate_options returns them: every key of DEFAULTS, every value
+    checked, read-only (a change is a new dict, dict(o, m=50), which is checked again). The one
+    type a run's options have, from the door (the command line, train_run, a sweep) to the line
+    where each acts: a function given an Options knows it was checked and does not check again."""
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("run options are read-only once checked: make a new dict, "
+                        "dict(o, name=value), and check it again (validate_options)")
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _read_only
+
+    def __reduce__(self):                       # pickled whole (a sweep's worker processes)
+        return Options, (dict(self),)
+
+
+def validate_options(opts, flag=py_flag):
     """Defaults filled in and every value checked: ValueError (one line naming the value and what
-    is allowed) otherwise. Returns the full option dict."""
+    is allowed, the option named by `flag`: py_flag "s=5", or cli_flag "--s 5") otherwise.
+    Returns the full options as an Options; an Options is returned as it is."""
+    if isinstance(opts, Options):
+        return opts
     if not isinstance(opts, dict):
         raise TypeError(f"opts must be a dict of options (the keys of run_options.DEFAULTS), got "
                         f"{type(opts).__name__}")
@@ -118,8 +139,21 @@ def validate_options(opts):
         try:
             o[k] = PARSE[k](o[k])
         except BadValue as e:
-            raise ValueError(f"{k} {e}") from None
-    problem = check_options(o)
+            raise ValueError(f"{flag(k, o[k]).split()[0].split('=')[0]} {e}") from None
+    problem = check_options(o, flag)
     if problem:
         raise ValueError(problem)
-    return o
+    return Options(o)
+
+
+def model_config(o):
+    """attn.py's config of the Transformer that options `o` train."""
+    return attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
+                               dtype=o["dtype"], dropout=o["dropout"], pos_init=o["pos_init"])
+
+
+def run_shapes(o):
+    """{name: shape} of the parameters of the model a run with options o trains (no allocation)."""
+    if o["model"] == "mlp":
+        return baseline.param_shapes(o["T"], o["mlp"])
+    return attn.param_shapes(model_config(o))

@@ -32,6 +32,7 @@ import pytest
 
 import attn
 import baseline
+import checkpoint
 import cli
 import data
 import fast
@@ -2087,11 +2088,11 @@ def test_resume_is_exact(tmp_path, batch):
     opts = dict(SMALL, batch=batch)
     straight = train.train_run(opts)
     path = str(tmp_path / "ck.npz")
-    with pytest.raises(train.Interrupted, match="interrupted after step 13; checkpoint .* at "
+    with pytest.raises(checkpoint.Interrupted, match="interrupted after step 13; checkpoint .* at "
                                                 "step 13") as e:
         train.train_run(opts, save=path, stop_after=13)
     assert e.value.step == 13
-    ck = train.load_checkpoint(path, dict(run_options.DEFAULTS, **opts))
+    ck = checkpoint.load_checkpoint(path, dict(run_options.DEFAULTS, **opts))
     assert ck["step"] == 13
     resumed = train.train_run(opts, save=path, resume=ck)
     assert resumed["losses"] == straight["losses"][13:]
@@ -2104,9 +2105,9 @@ def test_a_plain_resume_trains_to_the_length_of_the_run_that_saved(tmp_path, cap
     """--resume with no --steps goes on to the saved run's own length (not the default 1000);
     a typed --steps still wins."""
     path = str(tmp_path / "ck.npz")
-    with pytest.raises(train.Interrupted):
+    with pytest.raises(checkpoint.Interrupted):
         train.train_run(dict(SMALL, steps=20), save=path, stop_after=7)
-    assert train.load_checkpoint(path)["run_steps"] == 20
+    assert checkpoint.load_checkpoint(path)["run_steps"] == 20
     code, out, _ = run_cli(capsys, "--resume", path, "--log-every", "0")
     assert code == 0 and "(resumed at step 7)" in out and "\n20 steps (13 of them in this " \
         "session)" in out, out
@@ -2117,7 +2118,7 @@ def test_a_plain_resume_trains_to_the_length_of_the_run_that_saved(tmp_path, cap
 def test_resume_refuses_another_configuration(tmp_path):
     path = str(tmp_path / "ck.npz")
     train.train_run(SMALL, save=path)
-    ck = train.load_checkpoint(path)
+    ck = checkpoint.load_checkpoint(path)
     with pytest.raises(ValueError, match="another configuration: seed=2"):
         train.train_run(dict(SMALL, seed=3, steps=40), resume=ck)
 
@@ -2135,15 +2136,15 @@ def test_checkpoint_refuses_bad_files(tmp_path):
                       ("other.npz", "not a checkpoint of train.py"),
                       ("missing.npz", "no checkpoint")]:
         with pytest.raises(ValueError, match=msg):
-            train.load_checkpoint(str(tmp_path / name), opts)
+            checkpoint.load_checkpoint(str(tmp_path / name), opts)
     for key, val in [("T", 13), ("d", 16), ("heads", 4), ("task", "parity")]:
         with pytest.raises(ValueError, match=f"another configuration: {key}="):
-            train.load_checkpoint(path, dict(opts, **{key: val}))
+            checkpoint.load_checkpoint(path, dict(opts, **{key: val}))
     assert open(path, "rb").read() == good               # nothing was overwritten
 
 
 def test_crafted_checkpoints_are_one_line_naming_the_file_and_the_field(tmp_path, capsys):
-    """Family 4: one reader (train.load_checkpoint, check_checkpoint) checks every field; a
+    """Family 4: one reader (checkpoint.load_checkpoint, check_checkpoint) checks every field; a
     checkpoint's options never override what the user typed."""
     path = str(tmp_path / "ck.npz")
     assert run_cli(capsys, *TINY, "--save", path)[0] == 0
@@ -2187,7 +2188,7 @@ def test_crafted_checkpoints_are_one_line_naming_the_file_and_the_field(tmp_path
             crafted[key] = value
         np.savez(bad, **crafted)
         with pytest.raises(ValueError, match=re.escape(msg)) as e:
-            train.load_checkpoint(bad)
+            checkpoint.load_checkpoint(bad)
         assert "bad.npz" in str(e.value)
         code, out, err = run_cli(capsys, "--resume", bad, "--steps", "9")
         assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (key, err)
@@ -2196,7 +2197,7 @@ def test_crafted_checkpoints_are_one_line_naming_the_file_and_the_field(tmp_path
     code, out, err = run_cli(capsys, "--resume", bad, "--steps", "8")     # typed, not stored
     assert code == 0 and "8 steps (3 of them in this session)" in out, (out, err)
     for resume, kind, msg in [({}, ValueError, "resume: field"), ([1], TypeError, "resume must"),
-                              (dict(train.load_checkpoint(path), step=2.0), ValueError, "'step'")]:
+                              (dict(checkpoint.load_checkpoint(path), step=2.0), ValueError, "'step'")]:
         with pytest.raises(kind, match=msg):
             train.train_run(dict(SMALL, T=12, m=40, n_test=100, steps=9), resume=resume)
 
@@ -2205,7 +2206,7 @@ def test_divergence_names_step_and_keeps_last_finite_checkpoint(tmp_path):
     path = str(tmp_path / "ck.npz")
     with pytest.raises(train.Diverged, match=r"at step \d+.*smaller --lr.*last finite") as e:
         train.train_run(dict(SMALL, lr=1e37, steps=50), save=path, save_every=1)
-    ck = train.load_checkpoint(path)
+    ck = checkpoint.load_checkpoint(path)
     assert all(np.all(np.isfinite(v)) for v in ck["params"].values())
     assert ck["step"] == int(re.search(r"at step (\d+)", str(e.value))[1]) - 1
 
@@ -2297,7 +2298,7 @@ def test_python_api_names_the_argument_for_every_wrong_input(tmp_path):
              (lambda: train.accuracy([1.0, -1.0], [1]), ValueError, "z and y must be"),
              (lambda: optim.adam_init([1, 2]), TypeError, "params must be"),
              (lambda: optim.adam_init({"w": np.zeros(3)}, "some"), ValueError, "decay must be"),
-             (lambda: train.load_checkpoint(5), TypeError, "path must be"),
+             (lambda: checkpoint.load_checkpoint(5), TypeError, "path must be"),
              (lambda: run_options.validate_options(None), TypeError, "opts must be a dict")]
     for call, kind, msg in cases:
         with pytest.raises(kind, match=re.escape(msg)):
@@ -2324,7 +2325,7 @@ def test_ctrl_c_while_the_last_checkpoint_is_written_is_not_swallowed(tmp_path, 
     assert "after the last step; all 5 steps are saved" in err and \
         f"python train.py --resume {path} --steps 5" in err
     monkeypatch.undo()
-    assert train.load_checkpoint(path)["step"] == 5
+    assert checkpoint.load_checkpoint(path)["step"] == 5
 
 
 def test_progress_reaches_a_pipe_while_the_run_goes_on():
@@ -2350,7 +2351,7 @@ def test_sigterm_saves_like_ctrl_c(tmp_path):
     out, err = p.communicate(timeout=30)
     assert p.returncode == 143 and "checkpoint saved" in err and "Traceback" not in err, err
     assert err.strip().startswith("terminated (SIGTERM) after step"), err
-    assert train.load_checkpoint(path)["step"] >= 1
+    assert checkpoint.load_checkpoint(path)["step"] >= 1
 
 
 # ---------------- the success curve and the seed bootstrap: recovery and coverage --------------

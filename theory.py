@@ -281,7 +281,7 @@ def norm_measures(p, cfg):
 #       log N_inf(F; eps) <= C * log(2 d m T) / eps^2,   C = (sum_{h,i} (a_i rho_i)^(2/3))^3
 #     and the gap sqrt(C log(2 d m T) / m) (Dudley's integral, log factors dropped). T enters
 #     only through the logarithm. The studies measure their trained runs with these functions
-#     (mechanism.py imports them: one copy, and theory imports no study).
+#     (studies/mechanism.py imports them: one copy, and theory imports no study).
 
 def _check_nm(nm):
     if not isinstance(nm, dict) or "qk_fro" not in nm:

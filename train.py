@@ -2,7 +2,7 @@
 
     python train.py              the demo: learn 3-sparse AND at T=100 from 500 samples
     python train.py --help       every option
-    python sweep.py ...          the experiment built on this file: m*(T), the paper's figure
+    python -m studies.sweep ...  the experiment built on this file: m*(T), the paper's figure
 
 Training (Section 5, as reproductions read it): Adam with bias correction, lr 1e-3, weight decay
 1e-4 *added to the gradient* (L2, as torch.optim.Adam does, not decoupled AdamW) on every
@@ -11,9 +11,11 @@ parameter, full-batch logistic loss, 1000 steps, accuracy on fresh test samples.
 The file reads top to bottom: one run (train_run) and a stack of runs (train_stack: R runs at
 once) set up and run the one loop, train_loop (batch, loss and gradients, finite check, clip,
 Adam's step, early stopping, log, checkpoint), whose parts follow it; then the set-up, the
-result's measurements, memory, checkpoint files, the command line and the run's picture. Adam's
-arithmetic is optim.py's; the options (one table of defaults, checks and --help) run_options.py's.
-Dimension names: B batch, T bits, d width, R runs. `o` is always a run's option dict.
+result's measurements, memory, the command line and the run's picture. Adam's arithmetic is
+optim.py's; the options (one table of defaults, checks and --help) run_options.py's; the
+checkpoint files and the Ctrl-C that saves one checkpoint.py's. Dimension names: B batch, T
+bits, d width, R runs. `o` is always a run's options, checked once at the door
+(run_options.validate_options: an Options, read-only) and passed on as they are.
 """
 import signal
 if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
@@ -26,9 +28,7 @@ if __name__ == "__main__":
     cli.quiet_interrupts("train.py")        # Ctrl-C while starting: one line, exit 130
     cli.threads_from_argv(sys.argv[1:])     # BLAS threads: before numpy is first imported
 
-import argparse
 import collections
-import json
 import math
 import os
 import time
@@ -44,14 +44,16 @@ import data
 import fast
 import hypotheses
 import optim
-from run_options import (DEFAULTS, OPTIONS, RUN_KEYS, check_options, cli_flag, py_flag,
-                         validate_options)
+from checkpoint import (Interrupted, StopRequests, check_checkpoint, checkpoint_owner,
+                        load_checkpoint, restore, same_path, save_checkpoint)
+from run_options import (DEFAULTS, OPTIONS, RUN_KEYS, cli_flag, model_config, py_flag,
+                         run_shapes, validate_options)
 
 
 # ---------------------------------------------------------------- training --------------------
 # One run (train_run) and a stack of runs (train_stack) set up, run the one loop (train_loop), and
-# report. The loop's parts follow it; the set-up, the result's measurements, memory, checkpoint
-# files and the command line come after, where a reader of the loop need not pass.
+# report. The loop's parts follow it; the set-up, the result's measurements, memory and the
+# command line come after, where a reader of the loop need not pass.
 
 def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=None,
               curve=False):
@@ -193,8 +195,8 @@ def loss_and_grads(model, params, X, y, weights=None):
         z, cache = baseline.forward(params, X)
         loss, c_loss = attn.logistic_forward(z, y)
         return loss, baseline.backward(attn.logistic_backward(1.0, c_loss), cache)
-    if model.dropout is not None:
-        return attn.loss_and_grads(params, model.cfg, X, y, rng=model.dropout)[:2]
+    if model.dropout_rng is not None:
+        return attn.loss_and_grads(params, model.cfg, X, y, rng=model.dropout_rng)[:2]
     return fast.loss_and_grads(params, model.cfg, X, y, weights=weights,
                                versions=model.versions)[:2]
 
@@ -298,40 +300,6 @@ def curve_steps(steps, every=0, n=60):
         set(range(every, steps + 1, every)) if every else set())
 
 
-class StopRequests:
-    """Context: Ctrl-C (SIGINT) and SIGTERM are noted instead of killing the run, so the loop can
-    finish its step, save and stop: after(step) says whether to stop after this step (also when
-    step is `stop_after`, for tests). Off (signals act as usual) when enabled is False or outside
-    the main thread."""
-
-    def __init__(self, enabled=True, stop_after=None):
-        self.enabled, self.now, self.old, self.stop_after = enabled, False, {}, stop_after
-        self.signum = signal.SIGINT         # the first signal that came (stop_after: Ctrl-C's)
-
-    def __enter__(self):
-        if self.enabled:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                try:
-                    self.old[sig] = signal.signal(sig, self._request)
-                except ValueError:                  # not the main thread
-                    pass
-        return self
-
-    def _request(self, signum, frame):
-        if not self.now:
-            self.signum = signum
-        self.now = True
-
-    def after(self, step):
-        self.now |= step == self.stop_after
-        return self.now
-
-    def __exit__(self, *exc):
-        for sig, handler in self.old.items():
-            signal.signal(sig, handler)
-        return False
-
-
 # ---------------------------------------------------------------- setting up ------------------
 # A run's checks, the seed's draws, the model, the optimiser and what the loop logs, gathered in
 # one namespace `run`: R (None for one run), X, y, w (training data, a stack's sample weights),
@@ -364,19 +332,21 @@ def set_up_run(o, log, resume, curve, kept):
     """One run's `run` namespace: the seed's draws, the model, the parameters in one buffer (for
     Adam's fast step) and Adam's state, restored from `resume`; the first step; early stopping;
     what is logged."""
-    task, (Xtr, ytr), test, r_init, r_order, val = draw_run(o)
-    params, model = build_model(o, r_init)
+    draw = draw_run(o)
+    (Xtr, ytr), val = draw.train, draw.val
+    params, model = build_model(o, draw.init)
     params = optim.one_buffer(params)
     state = optim.adam_init(params, o["decay"], frozen_parameters(o))
-    first = 1 if resume is None else restore(resume, o, params, state, r_order)
-    if model.cfg and not model.dropout and (not o["batch"] or o["batch"] >= o["m"]):
+    first = 1 if resume is None else restore(resume, o, params, state, draw.order)
+    if model.cfg and not model.dropout_rng and (not o["batch"] or o["batch"] >= o["m"]):
         model.versions = fast.two_versions(Xtr, Xtr.dtype)   # full batch: the bits never change
-    shown = val or test          # with early stopping, the validation set is shown instead
+    shown = val or draw.test     # with early stopping, the validation set is shown instead
     return types.SimpleNamespace(
-        R=None, task=task, X=Xtr, y=ytr.astype(Xtr.dtype), w=None, labels=ytr, test=test,
-        order=r_order, model=model, params=params, state=state, first=first,
+        R=None, task=draw.task, X=Xtr, y=ytr.astype(Xtr.dtype), w=None, labels=ytr,
+        test=draw.test, order=draw.order, model=model, params=params, state=state, first=first,
         losses=np.empty(o["steps"] - first + 1), val=val, best=val and best_so_far(params),
-        progress=Progress(log, o, (Xtr, ytr), shown, task.S, "val" if val else "test", curve),
+        progress=Progress(log, o, draw.train, shown, draw.task.S, "val" if val else "test",
+                          curve),
         t0=time.perf_counter(), kept=kept)
 
 
@@ -415,18 +385,18 @@ def set_up_stack(opts, watched=False):
     dt, cfg = np.dtype(o["dtype"]), model_config(o)
     X, y, w = np.zeros((R, M, o["T"]), bool), np.zeros((R, M), dt), np.zeros((R, M), dt)
     draws, params = [draw_run(x) for x in opts], []
-    for r, (x, (_, (Xtr, ytr), _, r_init, _, _)) in enumerate(zip(opts, draws)):
-        X[r, :x["m"]], y[r, :x["m"]], w[r, :x["m"]] = Xtr, ytr, 1.0 / x["m"]
-        params.append(build_model(x, r_init)[0])
+    for r, (x, draw) in enumerate(zip(opts, draws)):
+        X[r, :x["m"]], y[r, :x["m"]], w[r, :x["m"]] = *draw.train, 1.0 / x["m"]
+        params.append(build_model(x, draw.init)[0])
     P = optim.one_buffer({k: np.stack([p[k] for p in params]) for k in params[0]})
     state = optim.adam_init(P, o["decay"], frozen_parameters(o))
-    val = tuple(np.stack([draw[5][i] for draw in draws]) for i in (0, 1)) if o["val"] else None
-    test = tuple(np.stack([draw[2][i] for draw in draws]) for i in (0, 1)) if watched else None
-    model = types.SimpleNamespace(cfg=cfg, dropout=None, versions=None if o["batch"] else
+    val = tuple(np.stack(a) for a in zip(*(draw.val for draw in draws))) if o["val"] else None
+    test = tuple(np.stack(a) for a in zip(*(draw.test for draw in draws))) if watched else None
+    model = types.SimpleNamespace(cfg=cfg, dropout_rng=None, versions=None if o["batch"] else
                                   fast.two_versions(X, dt))
     return types.SimpleNamespace(
         R=R, draws=draws, X=X, y=y, w=w, ms=[x["m"] for x in opts],
-        order=[draw[4] for draw in draws], model=model, params=P, state=state, first=1,
+        order=[draw.order for draw in draws], model=model, params=P, state=state, first=1,
         losses=np.empty((o["steps"], R)), val=val, best=val and best_so_far(P, R),
         progress=None, test=test, t0=time.perf_counter(), kept=0)
 
@@ -443,10 +413,14 @@ def seeds_for(seed):
     return Streams(*(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(7)))
 
 
+Draw = collections.namedtuple("Draw", "task train test init order val")
+
+
 def draw_run(o):
-    """What the seed fixes, drawn from independent streams: the task (support S), the training
-    set (X [m, T] in the run's dtype, y [m] uint8), the test set, and the generators of the init
-    and of the minibatch order. o: options (validate_options fills in the defaults)."""
+    """What the seed fixes, drawn from independent streams, as a Draw: task (the support S),
+    train and test (each (X [n, T] in the run's dtype, y [n] uint8)), init and order (the
+    generators of the init and of the minibatch order), val (the validation set, or None without
+    early stopping). o: options (validate_options fills in the defaults)."""
     o = validate_options(o)
     streams = seeds_for(o["seed"])
     task = data.make_task(o["task"], o["T"], o["s"], streams.task)
@@ -460,7 +434,8 @@ def draw_run(o):
     if o["val"]:
         Xv, yv = task.sample(o["val"], streams.val)
         val = (Xv.astype(dt), yv)
-    return task, (Xtr.astype(dt), ytr), (Xte.astype(dt), yte), streams.init, streams.order, val
+    return Draw(task=task, train=(Xtr.astype(dt), ytr), test=(Xte.astype(dt), yte),
+                init=streams.init, order=streams.order, val=val)
 
 
 def frozen_parameters(o):
@@ -469,24 +444,19 @@ def frozen_parameters(o):
     return optim.LAYERNORMS.get(o["freeze"], ())
 
 
-def model_config(o):
-    """attn.py's config of the Transformer that options `o` train."""
-    return attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
-                               dtype=o["dtype"], dropout=o["dropout"], pos_init=o["pos_init"])
-
-
 def build_model(o, rng):
     """(params, model) for model o["model"], initialised from rng: the Transformer, LN1's gain
-    at option ln1_gain (model.cfg its attn.py config; model.dropout the seed's dropout stream when it trains with dropout, else
-    None), or baseline.py's MLP (model.cfg None). model.versions: set by a full-batch run."""
+    at option ln1_gain (model.cfg its attn.py config; model.dropout_rng the seed's dropout
+    stream when it trains with dropout, else None), or baseline.py's MLP (model.cfg None).
+    model.versions: set by a full-batch run."""
     if o["model"] == "mlp":
         params = baseline.init(o["T"], o["mlp"], rng, o["dtype"])
-        return params, types.SimpleNamespace(cfg=None, dropout=None, versions=None)
+        return params, types.SimpleNamespace(cfg=None, dropout_rng=None, versions=None)
     cfg = model_config(o)
-    dropout = seeds_for(o["seed"]).dropout if o["dropout"] else None
+    dropout_rng = seeds_for(o["seed"]).dropout if o["dropout"] else None
     params = attn.init_params(cfg, rng)
     params["ln1_g"][...] = o["ln1_gain"]       # after the draws: every other weight the same
-    return params, types.SimpleNamespace(cfg=cfg, dropout=dropout, versions=None)
+    return params, types.SimpleNamespace(cfg=cfg, dropout_rng=dropout_rng, versions=None)
 
 
 # ---------------------------------------------------------------- after the loop: results -----
@@ -513,12 +483,13 @@ def stack_results(opts, run, ran, seconds):
     losses = run.losses[:ran]
     finite = np.isfinite(losses).all(0)
     out = []
-    for r, (x, (task, train, test, _, _, _)) in enumerate(zip(opts, run.draws)):
+    for r, (x, draw) in enumerate(zip(opts, run.draws)):
         if not finite[r]:
             out.append(dict(diverged_result(x), losses=losses[:, r].tolist()))
             continue
         p = {k: v[r] for k, v in run.params.items()}
-        res = summarise(x, task, p, run.model, train, test, losses[:, r].tolist(), seconds)
+        res = summarise(x, draw.task, p, run.model, draw.train, draw.test,
+                        losses[:, r].tolist(), seconds)
         out.append(dict(res, diverged=False, steps_run=ran,
                         best_step=int(run.best.step[r]) if run.val else ran))
     return out
@@ -621,28 +592,8 @@ def diverged_result(o):
                 pos_overlap=float("nan"))
 
 
-class Interrupted(Exception):
-    """Training stopped by Ctrl-C or SIGTERM: at a step boundary (phase "training"), before step 1
-    ("start") or during the final evaluation ("evaluation"). .step is the step the checkpoint
-    .path holds (0: nothing saved yet), .phase where it stopped, .signum the signal (SIGINT or
-    SIGTERM) and .code the command's exit status for it (130 or 143, as cli.one_line_errors)."""
-
-    def __init__(self, step, path, phase="training", signum=signal.SIGINT):
-        where = {"training": f"after step {step}", "start": "before training",
-                 "evaluation": "during the final evaluation"}[phase]
-        self.word = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
-        super().__init__(f"{self.word} {where}; checkpoint {path} at step {step}" if step else
-                         f"{self.word} {where}; nothing was saved yet")
-        self.step, self.path, self.phase = step, path, phase
-        self.signum, self.code = signum, 143 if signum == signal.SIGTERM else 130
-
-
 class Diverged(Exception):
     pass
-
-
-def same_path(a, b):
-    return a is not None and b is not None and cli.same_file(a, b)
 
 
 # ---------------------------------------------------------------- memory ----------------------
@@ -680,213 +631,6 @@ def check_run_memory(o, flag=py_flag):
 # "param/NAME", "adam_m/NAME", "adam_v/NAME", and 0-d arrays "adam_t", "step", "options" (JSON),
 # "rng_order" (JSON of the minibatch generator's state), "format".
 
-CKPT_FORMAT = "sparse-attention-checkpoint-v1"
-
-
-def save_checkpoint(path, params, state, rng_order, opts, step):
-    """Write atomically (a temporary file, then rename): a crash never leaves half a file, and no
-    failure leaves the temporary behind. Skipped when a parameter is not finite, so the file on
-    disk stays the last finite state. -> whether it was written."""
-    if not all(np.all(np.isfinite(v)) for v in params.values()):
-        return False
-    arrays = {"format": np.array(CKPT_FORMAT), "step": np.array(step),
-              "adam_t": np.array(state["t"]),
-              "options": np.array(json.dumps(dict({k: opts[k] for k in RUN_KEYS},
-                                                  steps=opts["steps"]))),
-              "rng_order": np.array(json.dumps(rng_order.bit_generator.state))}
-    for k in params:
-        arrays["param/" + k] = params[k]
-        arrays["adam_m/" + k], arrays["adam_v/" + k] = state["m"][k], state["v"][k]
-    tmp = path + ".tmp.npz"
-    try:
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
-    except OSError as e:            # a full disk, a folder gone read-only: say so, keep the old
-        raise ValueError(f"cannot write the checkpoint {path} ({e.strerror or e}); the previous "
-                         f"checkpoint, if any, is unchanged") from None
-    finally:
-        if os.path.isfile(tmp):
-            os.remove(tmp)
-    return True
-
-
-CKPT_FIELDS = ("format", "step", "adam_t", "options", "rng_order")   # and param/, adam_m/, adam_v/
-
-
-def load_checkpoint(path, opts=None):
-    """Read a checkpoint and check every field (check_checkpoint): ValueError, one line naming
-    the file and the field, if it is missing, truncated, not ours, damaged or crafted in any
-    field, or was made for other options than `opts` (compared on RUN_KEYS). Returns a dict:
-    params, m, v (name -> array), t, step, options (the RUN_KEYS only: a checkpoint never says
-    how long to train), rng_order, and the path it was read from."""
-    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
-        raise TypeError(f"path must be a file path (str), got {type(path).__name__}")
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise ValueError(f"no checkpoint at {path!r}")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except Exception as e:
-        raise ValueError(f"{path!r} is not a readable checkpoint (truncated or another kind of "
-                         f"file: {type(e).__name__})") from None
-    fmt = arrays.get("format")
-    if fmt is None or fmt.shape != () or fmt.dtype.kind != "U" or str(fmt) != CKPT_FORMAT:
-        raise ValueError(f"{path!r} is not a checkpoint of train.py (no {CKPT_FORMAT!r} mark)")
-    where = repr(path)
-    for k in arrays:
-        if k not in CKPT_FIELDS and not k.startswith(("param/", "adam_m/", "adam_v/")):
-            raise _damaged(where, k, "is not a field train.py writes")
-
-    def scalar(k, kind):
-        if k not in arrays:
-            raise _damaged(where, k, "is missing")
-        a = arrays[k]
-        if a.shape != () or a.dtype.kind not in kind:
-            raise _damaged(where, k, f"must be a single {'integer' if 'i' in kind else 'text'}, "
-                                     f"got {_show(a)}")
-        return a.item()
-
-    def from_json(k):
-        text = scalar(k, "U")
-        try:
-            return json.loads(text)
-        except ValueError:
-            raise _damaged(where, k, "is not JSON") from None
-    group = lambda pre: {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}
-    ck = dict(params=group("param/"), m=group("adam_m/"), v=group("adam_v/"),
-              t=scalar("adam_t", "iu"), step=scalar("step", "iu"), options=from_json("options"),
-              rng_order=from_json("rng_order"), path=path)
-    ck = check_checkpoint(ck, where)
-    if opts is not None:
-        check_same_configuration(ck["options"], opts, where)
-    return ck
-
-
-def _show(a):
-    text = repr(a)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _damaged(where, field, problem):
-    return ValueError(f"{where}: field {field!r} {problem}: the file is damaged or was not "
-                      f"written by this train.py")
-
-
-def run_shapes(o):
-    """{name: shape} of the parameters of the model a run with options o trains (no allocation)."""
-    if o["model"] == "mlp":
-        return baseline.param_shapes(o["T"], o["mlp"])
-    return attn.param_shapes(model_config(o))
-
-
-def check_checkpoint(ck, where="resume"):
-    """The one check of a checkpoint's contents, for a file (load_checkpoint) and for a dict given
-    to train_run(resume=...): step a positive integer and Adam's count equal to it; options a
-    dict of valid values (validate_options) for a run that can be checkpointed; every parameter
-    and both Adam moments present, of the options' dtype and shapes, finite (the second moment
-    >= 0), no other; a minibatch generator state numpy's PCG64 accepts. ValueError (TypeError for
-    a ck that is not a dict), one line naming `where` and the field; returns ck with the options
-    reduced to RUN_KEYS, the numbers as ints, and run_steps: the length of the run that wrote it
-    (None for a file that does not say)."""
-    if not isinstance(ck, dict):
-        raise TypeError(f"{where} must be a checkpoint dict from train.load_checkpoint, got "
-                        f"{type(ck).__name__}")
-    names = dict(step="step", t="adam_t", options="options", rng_order="rng_order",
-                 params="param/", m="adam_m/", v="adam_v/")
-    missing = [names[k] for k in names if k not in ck]
-    if missing:
-        raise ValueError(f"{where}: field(s) {', '.join(missing)} missing: not a checkpoint dict "
-                         f"from train.load_checkpoint")
-    step, t = ck["step"], ck["t"]
-    if not cli.is_integer(step) or step < 1:
-        raise _damaged(where, "step", f"must be a positive integer, got {_show(step)}")
-    if not cli.is_integer(t) or t != step:
-        raise _damaged(where, "adam_t", f"must be an integer equal to the step {step}, got "
-                                        f"{_show(t)}")
-    if not isinstance(ck["options"], dict):
-        raise _damaged(where, "options", f"must be a dict, got {type(ck['options']).__name__}")
-    text = [k for k, v in ck["options"].items()      # JSON numbers stay numbers, names names
-            if k in DEFAULTS and isinstance(v, str) != isinstance(DEFAULTS[k], str)]
-    if text:
-        raise _damaged(where, "options", f"holds a bad value ({text[0]} = "
-                                         f"{ck['options'][text[0]]!r}, of the wrong type)")
-    try:                                     # a key the file does not hold: its default
-        o = validate_options(dict({k: DEFAULTS[k] for k in RUN_KEYS}, **ck["options"]))
-    except ValueError as e:
-        raise _damaged(where, "options", f"holds a bad value ({e})") from None
-    if o["val"] or o["dropout"]:
-        raise _damaged(where, "options", "ask for val or dropout, which train.py never saves")
-    shapes, dtype = run_shapes(o), np.dtype(o["dtype"])
-    for part in ("params", "m", "v"):
-        group = ck[part]
-        if not isinstance(group, dict):
-            raise _damaged(where, names[part], f"must be a dict of arrays, got "
-                                               f"{type(group).__name__}")
-        for k in sorted(set(group) - set(shapes), key=str):
-            raise _damaged(where, names[part] + str(k), "is not a parameter of this model")
-        for k, shape in shapes.items():
-            a, field = group.get(k), names[part] + k
-            if a is None:
-                raise _damaged(where, field, "is missing")
-            if not isinstance(a, np.ndarray):
-                raise _damaged(where, field, f"must be an array, got {type(a).__name__}")
-            if a.dtype != dtype:
-                raise _damaged(where, field, f"has dtype {a.dtype}, not the options' {dtype}")
-            if a.shape != shape:
-                raise _damaged(where, field, f"has shape {a.shape}, not {shape} (T={o['T']}, "
-                                             f"d={o['d']}, mlp={o['mlp']})")
-            if not np.all(np.isfinite(a)):
-                raise _damaged(where, field, "is not finite")
-            if part == "v" and np.any(a < 0):
-                raise _damaged(where, field, "is negative (Adam's second moment never is)")
-    try:
-        np.random.PCG64().state = ck["rng_order"]
-    except Exception:              # TypeError, ValueError, KeyError, OverflowError, ...
-        raise _damaged(where, "rng_order", "is not a state numpy's PCG64 generator "
-                                           "accepts") from None
-    return dict(ck, options={k: o[k] for k in RUN_KEYS}, step=int(step), t=int(t),
-                run_steps=o["steps"] if "steps" in ck["options"] else None)
-
-
-def checkpoint_owner(resume_path, cli_style=True):
-    """cli.claim_output's `ours` for a checkpoint path: only the file the run was resumed from
-    may be replaced; another run's checkpoint is named with its step and how to continue it."""
-    def ours(path):
-        if same_path(path, resume_path):
-            return True
-        try:
-            step = load_checkpoint(path)["step"]
-        except ValueError:
-            return False
-        how = (f"--resume {path}, or give another --save path" if cli_style else
-               f"resume=train.load_checkpoint({path!r}), or give another save path")
-        return f"already holds a checkpoint at step {step}; continue it with {how}"
-    return ours
-
-
-def check_same_configuration(saved, opts, what="the checkpoint"):
-    """ValueError naming every RUN_KEYS option on which a checkpoint differs from opts."""
-    diff = [f"{k}={saved[k]!r} (not {opts[k]!r})" for k in RUN_KEYS if saved[k] != opts[k]]
-    if diff:
-        raise ValueError(f"{what} was made for another configuration: " + ", ".join(diff))
-
-
-def restore(ckpt, o, params, state, rng_order):
-    """Load a checkpoint (checked by check_checkpoint) into the parameters, Adam state and
-    minibatch generator; -> the next step (o["steps"] + 1 when it is at its last step already:
-    nothing left to train, the run is evaluated)."""
-    check_same_configuration(ckpt["options"], o)
-    if ckpt["step"] > o["steps"]:
-        raise ValueError(f"the checkpoint is already at step {ckpt['step']}; ask for at least "
-                         f"{ckpt['step']} steps")
-    for k in params:
-        params[k][...] = ckpt["params"][k]
-        state["m"][k][...], state["v"][k][...] = ckpt["m"][k], ckpt["v"][k]
-    state["t"] = ckpt["t"]
-    rng_order.bit_generator.state = ckpt["rng_order"]
-    return ckpt["step"] + 1
-
 
 # ---------------------------------------------------------------- command line ----------------
 
@@ -907,7 +651,7 @@ def train_parser():
     ap = cli.OneLineParser(prog="train.py", description=(
         "Train the one-block Transformer of Edelman et al. (2022) on an s-sparse Boolean task. "
         "With no options: the demo, 3-sparse AND at T=100 from 500 samples. The experiment: "
-        "'python sweep.py --help'."))
+        "'python -m studies.sweep --help'."))
     add_options(ap, [name for name, *_ in OPTIONS])
     ap.add_argument("--json", metavar="PATH", help="also write the summary as JSON to PATH")
     ap.add_argument("--plot", metavar="PATH", help="also draw the run (losses, accuracies, each "
@@ -960,21 +704,19 @@ def main(argv=None):
                            (save, "checkpoint", "--save", checkpoint_owner(resume))])
     except ValueError as e:
         ap.error(str(e))
-    problem = check_options(opts, cli_flag)
-    if problem:
-        ap.error(problem)
-    try:
-        check_run_memory(validate_options(opts), cli_flag)
+    try:                                      # the door: every option checked, once
+        o = validate_options(opts, cli_flag)
+        check_run_memory(o, cli_flag)
     except ValueError as e:
         ap.error(str(e))
-    o = argparse.Namespace(**opts)
-    at_end = bool(ckpt) and ckpt["step"] == o.steps
-    print(f"{o.model} on task {o.task}  T={o.T}  s={o.s}  m={o.m}  steps={o.steps}  lr={o.lr}  "
-          f"wd={o.wd}  d={o.d}  heads={o.heads}  mlp={o.mlp}  {o.dtype}  seed={o.seed}"
+    at_end = bool(ckpt) and ckpt["step"] == o["steps"]
+    print(f"{o['model']} on task {o['task']}  T={o['T']}  s={o['s']}  m={o['m']}  "
+          f"steps={o['steps']}  lr={o['lr']}  wd={o['wd']}  d={o['d']}  heads={o['heads']}  "
+          f"mlp={o['mlp']}  {o['dtype']}  seed={o['seed']}"
           + ((f"  (checkpoint at its last step {ckpt['step']}: evaluating it)" if at_end else
               f"  (resumed at step {ckpt['step']})") if ckpt else ""), flush=True)
     try:
-        r = train_run(opts, log=lambda line: print(line, flush=True), save=save,
+        r = train_run(o, log=lambda line: print(line, flush=True), save=save,
                       save_every=save_every, resume=ckpt, curve=bool(plot))
     except Interrupted as e:
         print(interrupted_message(e, o), file=sys.stderr)
@@ -983,8 +725,8 @@ def main(argv=None):
         print(f"train.py: {e}", file=sys.stderr)
         return 1
     except MemoryError as e:
-        sizes = " ".join(cli_flag(k, opts[k]) for k in ("T", "m", "n_test", "val", "d", "mlp")
-                         if k != "val" or opts["val"])
+        sizes = " ".join(cli_flag(k, o[k]) for k in ("T", "m", "n_test", "val", "d", "mlp")
+                         if k != "val" or o["val"])
         print(f"train.py: out of memory ({e}) in a run with {sizes}: make one of them smaller",
               file=sys.stderr)
         return 1
@@ -1028,8 +770,8 @@ def plot_run(r, o, path):
     acc.set_ylim(0.4, 1.02)
     acc.set_ylabel("accuracy")
     acc.legend(lines, [line.get_label() for line in lines], loc="center left", fontsize=8)
-    ax.set_title(f"{o.model} on {o.task}, T={o.T}, s={o.s}, m={o.m}, seed={o.seed}: "
-                 f"test accuracy {r['test_acc']:.3f} at the end", fontsize=9)
+    ax.set_title(f"{o['model']} on {o['task']}, T={o['T']}, s={o['s']}, m={o['m']}, "
+                 f"seed={o['seed']}: test accuracy {r['test_acc']:.3f} at the end", fontsize=9)
     if r["cfg"]:
         ax = axes[1, 0]
         A = r["cls_attention"][:-1]                                   # [T, H]; [CLS] left out
@@ -1039,13 +781,13 @@ def plot_run(r, o, path):
             ax.plot(A[:, h], lw=1.6 if best else 0.6, color="C3" if best else "0.6",
                     label=f"head {h} (most mass on S)" if best else
                     "the other heads" if first_other else None)
-        ax.axhline(1 / (o.T + 1), color="k", ls="--", lw=0.8,
-                   label=f"uniform attention, 1/(T+1) = {1 / (o.T + 1):.3f}")
+        ax.axhline(1 / (o['T'] + 1), color="k", ls="--", lw=0.8,
+                   label=f"uniform attention, 1/(T+1) = {1 / (o['T'] + 1):.3f}")
         for i, t in enumerate(r["S"]):
             ax.axvline(t, color="C0", ls=":", lw=1, label=f"S = {r['S']}" if i == 0 else None)
         ax.set_xlabel("position t")
         ax.set_ylabel("[CLS] attention")
-        ax.set_title(f"each head's [CLS] attention at the end, mean over {min(200, o.n_test)} "
+        ax.set_title(f"each head's [CLS] attention at the end, mean over {min(200, o['n_test'])} "
                      f"test samples", fontsize=9)
         ax.legend(fontsize=8)
     cli.save_figure(plt, fig, path)
@@ -1056,11 +798,11 @@ def plot_run(r, o, path):
 def interrupted_message(e, o):
     """What an Interrupted run kept, and the command that goes on from it."""
     again = (f"  python train.py --resume {e.path}" +
-             (f" --steps {o.steps}" if o.steps != DEFAULTS["steps"] else ""))
+             (f" --steps {o['steps']}" if o['steps'] != DEFAULTS["steps"] else ""))
     if not e.step:
         where = "before training started" if e.phase == "start" else "before a step was saved"
         return f"\n{e.word} {where}; nothing was saved in {e.path} yet"
-    if e.phase == "evaluation" or (e.phase == "training" and e.step == o.steps):
+    if e.phase == "evaluation" or (e.phase == "training" and e.step == o['steps']):
         when = "during the final evaluation" if e.phase == "evaluation" else "after the last step"
         return (f"\n{e.word} {when}; all {e.step} steps are saved in {e.path}. Evaluate and "
                 f"report them with:\n{again}")
@@ -1073,17 +815,17 @@ def interrupted_message(e, o):
 
 def print_summary(r, o, save):
     ok = r["test_acc"] >= 0.99
-    print(f"\ntest accuracy {r['test_acc']:.4f} on {o.n_test} fresh samples "
+    print(f"\ntest accuracy {r['test_acc']:.4f} on {o['n_test']} fresh samples "
           f"({'reaches' if ok else 'is below'} the 0.99 bar); train accuracy {r['train_acc']:.4f}")
-    if o.val:
+    if o['val']:
         print(f"early stopping: the parameters of step {r['best_step']}, the lowest loss on "
-              f"{o.val} validation samples (checked every {o.val_every} steps)")
+              f"{o['val']} validation samples (checked every {o['val_every']} steps)")
     print(f"true support S         {r['S']}")
     if r["cfg"]:
-        print(f"[CLS] attends most to  {r['top_attended']}  (mean over {o.heads} heads: "
+        print(f"[CLS] attends most to  {r['top_attended']}  (mean over {o['heads']} heads: "
               f"{'found S' if r['top_attended'] == r['S'] else 'not S'}; mass on S "
-              f"{r['attn_on_S']:.3f}, uniform {o.s / (o.T + 1):.3f})")
-        print(f"head {r['best_head']} of {o.heads} attends most to  {r['best_head_top']}  "
+              f"{r['attn_on_S']:.3f}, uniform {o['s'] / (o['T'] + 1):.3f})")
+        print(f"head {r['best_head']} of {o['heads']} attends most to  {r['best_head_top']}  "
               f"(the most mass on S, {r['best_head_on_S']:.3f}: "
               f"{'found S' if r['best_head_top'] == r['S'] else 'not S'})")
     if r["logged"]:
