@@ -498,23 +498,33 @@ def refuse(name, v, what, right_type, hint=""):  # the one-line error; WrongType
 
 
 INTS, REALS = (int, np.integer), (int, float, np.integer, np.floating)
+FLOAT_MAX = float(np.finfo(np.float64).max)       # 10**400 is an int no float holds: refused
 
 
-def check_number(name, v, types, lo, hi, what, bools=False):  # lo <= v < hi, '{lo}' in what
-    right_type = isinstance(v, types) and (bools or not isinstance(v, bool))
-    if not (right_type and lo <= v < hi):
-        raise refuse(name, v, what.format(lo=lo), right_type)
-
-
-def check_choice(name, v, allowed):  # v one of the strings `allowed` (never hashed: a str only)
-    if not (isinstance(v, str) and v in allowed):
-        raise refuse(name, v, f"one of {', '.join(allowed)}", isinstance(v, str))
+def check_number(name, v, types, lo, hi=math.inf, what=None, bools=False):
+    """v (a numpy scalar as the Python number) when it is of `types` (INTS or REALS; bools only
+    where `bools`), lo <= v < hi and within a float's range; else refuse's one line "{name} must
+    be {what}", '{lo}' and '{hi}' filled in (by default "an integer >= {lo}" or "a finite number
+    >= {lo}", and "< {hi}" where hi is finite)."""
+    right_type = isinstance(v, types) and (bools or not isinstance(v, (bool, np.bool_)))
+    if not (right_type and lo <= v < hi and -FLOAT_MAX <= v <= FLOAT_MAX):
+        if what is None:
+            what = ("an integer" if types == INTS else "a finite number") + " >= {lo}" + (
+                " and < {hi}" if hi < math.inf else "")
+        raise refuse(name, v, what.format(lo=lo, hi=hi), right_type)
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def check_rng(rng, optional=False):  # a numpy Generator; None too where optional (dropout off)
     if not (isinstance(rng, np.random.Generator) or (optional and rng is None)):
         raise refuse("rng", rng, "a numpy Generator such as np.random.default_rng(seed)"
                      + " or None" * optional, False)
+    return rng
+
+
+def check_choice(name, v, allowed):  # v one of the strings `allowed` (never hashed: a str only)
+    if not (isinstance(v, str) and v in allowed):
+        raise refuse(name, v, f"one of {', '.join(allowed)}", isinstance(v, str))
 
 
 def check_array(name, v, kinds, shape, what):

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from data import (JUNTA_MAX_S, TASKS, SparseTask, check_bits, check_generator, check_int,
+from data import (INTS, JUNTA_MAX_S, TASKS, SparseTask, check_bits, check_number, check_rng,
                   check_sample_size, make_task)
 
 BRUTE_FORCE_MAX = 2_000_000  # most candidate supports (or parity solutions) a count may visit
@@ -31,14 +31,11 @@ SETS_MAX = 10 ** 6           # most training sets one call draws (studies.sweep 
 # naming it and what is allowed (never an AttributeError, an OverflowError or a hang).
 
 def _int(name, v, lo, hi=SIZE_MAX):
-    """v as an int in [lo, hi] (numpy integers too; bools, floats, arrays refused)."""
-    if isinstance(v, np.ndarray):
-        raise ValueError(f"{name} must be an integer, got an array of shape {v.shape}")
-    v = check_int(name, v, lo, hi if hi is not None and hi < SIZE_MAX else None)
-    if hi is not None and v > hi:
-        raise ValueError(f"{name} must be at most {hi}, got "
-                         + (f"{v}" if v < 10 ** 30 else f"an integer of {len(str(v))} digits"))
-    return v
+    """v as an int in [lo, hi] (numpy integers too; bools, floats, arrays refused); hi None:
+    SIZE_MAX."""
+    hi = SIZE_MAX if hi is None else hi
+    return check_number(name, v, INTS, lo, hi + 1, "an integer from {lo} to " + (
+        "2**62" if hi == SIZE_MAX else str(hi)))
 
 
 def _bits(name, A, ndim=None):
@@ -373,7 +370,7 @@ def learn_sparse_parity(X, y):
 def gf2_sample_need(T, s, rng):
     """Samples the GF(2) learner needs on one draw of make_task('parity', T, s, rng), the training
     stream drawn from rng after the task: -> (m0, S recovered at m0, unique already at m0 - 1)."""
-    T, s, rng = _int("T", T, 1), _int("s", s, 1), check_generator(rng)
+    T, s, rng = _int("T", T, 1), _int("s", s, 1), check_rng(rng)
     check_sample_size(T + 200, T)               # before the task: T positions are drawn from
     task = make_task("parity", T, s, rng)
     X, y = task.sample(T + 200, rng)
@@ -489,7 +486,7 @@ def sample_unambiguous(task, m, rng, max_tries=1000):
     try consumes m samples, and which try is accepted depends on m. After max_tries ambiguous
     sets, a ValueError says m is too small to identify S at this T.
     """
-    task, rng = _task_arg(task), check_generator(rng)
+    task, rng = _task_arg(task), check_rng(rng)
     m = _int("m", m, 1)
     max_tries = _int("max_tries", max_tries, 1, SETS_MAX)
     for _ in range(max_tries):
@@ -512,7 +509,7 @@ def first_identifying_m(task, rng, m_max):
     every positive so far), so only those columns are kept: memory O(m |P|), not O(m T), and
     T = 10^5 is cheap. Returns 0 when T == s (no data needed). Section 5's protocol, per stream.
     """
-    task, rng = _task_arg(task), check_generator(rng)
+    task, rng = _task_arg(task), check_rng(rng)
     m_max = _int("m_max", m_max, 1)
     name, T, s = task.name, task.T, task.s
     if math.comb(T, s) == 1:
@@ -562,7 +559,7 @@ def ambiguity_probability(task, m, rng, n_sets):
     """Fraction of n_sets training sets of size m (each task.sample(m, rng), drawn in turn) that
     are compatible with more than one hypothesis -> float in [0, 1]: the rejection rate of
     sample_unambiguous at this m (Section 5), non-increasing in m on average."""
-    task, rng = _task_arg(task), check_generator(rng)
+    task, rng = _task_arg(task), check_rng(rng)
     m = _int("m", m, 1)
     n_sets = _int("n_sets", n_sets, 1, SETS_MAX)
     bad = 0

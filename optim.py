@@ -13,7 +13,7 @@ that buffer instead of a dozen small operations per parameter (at T = 100, numpy
 overhead on 20 parameters costs about a tenth of a step); a test holds the two to the same bits.
 """
 import math
-import numbers
+import reprlib
 
 import numpy as np
 
@@ -25,7 +25,6 @@ DECAYED = ("W_Q", "W_K", "W_V", "W_O", "W_1", "W_2", "w")
 # parameter but these, and a run may freeze one LayerNorm's (issue 38's interventions).
 LAYERNORMS = {"ln1": ("ln1_g", "ln1_b"), "ln2": ("ln2_g", "ln2_b"), "lnf": ("lnf_g", "lnf_b")}
 DECAYS = ("all", "matrices", "except-ln")
-MAX_FLOAT = float(np.finfo(np.float64).max)
 STATE_KEYS = {"t", "shapes", "decayed", "frozen", "flat", "m", "v"}   # adam_init's, in every state
 
 
@@ -107,10 +106,9 @@ def clip_gradients(grads, max_norm, runs=None):
     torch.nn.utils.clip_grad_norm_: factor max_norm / (norm + 1e-6) when below 1). For a stack of
     `runs` runs (a leading run axis on every array), each run's own norm. -> the norms."""
     _check_params(grads, "grads")
-    _check_number("max_norm", max_norm, 0, strict=True)
+    check_number("max_norm", max_norm, REALS, math.ulp(0.0), what="a finite number > 0")
     if runs is not None:
-        if not isinstance(runs, numbers.Integral) or isinstance(runs, (bool, np.bool_)) or runs < 1:
-            raise ValueError(f"runs must be None or an integer >= 1, got {runs!r}")
+        check_number("runs", runs, INTS, 1, what="None or an integer >= 1")
         if any(g.ndim < 1 or len(g) != runs for g in grads.values()):
             raise ValueError(f"grads must each have a leading run axis of length runs={runs}")
     lead = (runs, -1) if runs else (1, -1)
@@ -188,6 +186,45 @@ def _flat_buffer(params):
 
 
 # ---------------------------------------------------------------- argument checks --------------
+# One vocabulary for every check (WrongType .. check_number): attn.py, data.py and optim.py each
+# keep the part they use, word for word (each file stands alone; test_all.py pins the copies
+# equal). Then optim.py's own: a parameter dict, a step's arguments.
+
+class WrongType(ValueError, TypeError):
+    """A wrong type: a ValueError like every refusal here, a TypeError for callers expecting one."""
+
+
+def describe(v):  # what a caller gave, in a few words: 5, 'cls', [[0, 1], ...], an array's shape
+    if isinstance(v, np.ndarray):
+        return f"an array of shape {v.shape} and dtype {v.dtype}"
+    plain = (type(None), int, float, complex, str, list, tuple, dict, type, np.generic, np.dtype)
+    return reprlib.repr(v) if isinstance(v, plain) else f"an object of type {type(v).__name__}"
+
+
+def refuse(name, v, what, right_type, hint=""):  # the one-line error; WrongType: a wrong type
+    return (ValueError if right_type else WrongType)(
+        f"{name} must be {what}, got {describe(v)}{hint}")
+
+
+INTS, REALS = (int, np.integer), (int, float, np.integer, np.floating)
+FLOAT_MAX = float(np.finfo(np.float64).max)       # 10**400 is an int no float holds: refused
+
+
+def check_number(name, v, types, lo, hi=math.inf, what=None, bools=False):
+    """v (a numpy scalar as the Python number) when it is of `types` (INTS or REALS; bools only
+    where `bools`), lo <= v < hi and within a float's range; else refuse's one line "{name} must
+    be {what}", '{lo}' and '{hi}' filled in (by default "an integer >= {lo}" or "a finite number
+    >= {lo}", and "< {hi}" where hi is finite)."""
+    right_type = isinstance(v, types) and (bools or not isinstance(v, (bool, np.bool_)))
+    if not (right_type and lo <= v < hi and -FLOAT_MAX <= v <= FLOAT_MAX):
+        if what is None:
+            what = ("an integer" if types == INTS else "a finite number") + " >= {lo}" + (
+                " and < {hi}" if hi < math.inf else "")
+        raise refuse(name, v, what.format(lo=lo, hi=hi), right_type)
+    return v.item() if isinstance(v, np.generic) else v
+
+
+
 
 def _check_params(params, name="params"):
     if not isinstance(params, dict) or not params or not all(
@@ -197,16 +234,6 @@ def _check_params(params, name="params"):
     dtypes = {v.dtype for v in params.values()}
     if len(dtypes) != 1:
         raise ValueError(f"{name} must hold arrays of one dtype, got {sorted(map(str, dtypes))}")
-
-
-def _check_number(name, v, lo, strict=False, hi=math.inf):
-    """v a finite real number, > lo (strict) or >= lo, and < hi (NaN fails every comparison)."""
-    if type(v) is not float and (not isinstance(v, numbers.Real)
-                                 or isinstance(v, (bool, np.bool_))):
-        raise TypeError(f"{name} must be a real number, got {v!r} ({type(v).__name__})")
-    if not ((lo < v) if strict else (lo <= v)) or not v < hi or v > MAX_FLOAT:   # 10**400: no float
-        allowed = f"{'>' if strict else '>='} {lo}" + (f" and < {hi}" if hi < math.inf else "")
-        raise ValueError(f"{name} must be a finite number {allowed}, got {v!r}")
 
 
 def _check_step(params, grads, state, lr, wd, b1, b2, eps, decoupled):
@@ -233,10 +260,8 @@ def _check_step(params, grads, state, lr, wd, b1, b2, eps, decoupled):
                              "(params[k][...] = value) so the optimiser still sees it")
     elif any(params[k].shape != shape for k, shape in shapes.items()):
         raise ValueError("params: a parameter changed shape after adam_init")
-    _check_number("lr", lr, 0)
-    _check_number("wd", wd, 0)
-    _check_number("b1", b1, 0, hi=1)
-    _check_number("b2", b2, 0, hi=1)
-    _check_number("eps", eps, 0)
+    for name, v, hi in (("lr", lr, math.inf), ("wd", wd, math.inf), ("b1", b1, 1), ("b2", b2, 1),
+                        ("eps", eps, math.inf)):
+        check_number(name, v, REALS, 0, hi)
     if not isinstance(decoupled, (bool, np.bool_)):
         raise TypeError(f"decoupled must be True or False, got {decoupled!r}")

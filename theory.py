@@ -48,18 +48,12 @@ import attn  # noqa: E402
 import data  # noqa: E402
 import fast  # noqa: E402
 from attn import rel_error  # noqa: E402
-from data import check_generator, check_int  # noqa: E402
+from data import INTS, REALS, check_number, check_rng  # noqa: E402
 
-# argument checks beside data.check_int / check_generator: one-line ValueErrors naming the value
+# argument checks: data.py's vocabulary (check_number, check_rng), and two of theory's own
 
-def _pos_arg(name, v):
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive number, got {v!r}") from None
-    if not np.isfinite(f) or f <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {v!r}")
-    return f
+def _positive(name, v):  # a finite number > 0
+    return check_number(name, v, REALS, math.ulp(0.0), what="a finite number > 0")
 
 
 def _float_array(name, a, ndim=None):
@@ -96,7 +90,7 @@ def numerical_jacobian(f, x, h=1e-6):  # f: x [...] -> y [k...]; -> [k..., ...] 
         raise ValueError("x must be a writeable array (it is moved in place), got a read-only one")
     if x.size == 0:
         raise ValueError(f"x must have at least one element, got shape {x.shape}")
-    h = _pos_arg("h", h)
+    h = _positive("h", h)
     diffs = []
     for i in np.ndindex(x.shape):
         old = x[i]
@@ -166,8 +160,8 @@ def softmax_lipschitz_search(rng, n_random=6000, n_climb=400):
     overall). random: Gaussian a, b at scales 1e-2..1e2, T in {2, 3, 5, 10, 100, 1000};
     constructed: random a, b = a + eps * balanced_direction(a), eps in [1e-3, 1]; climbed: from
     random pairs (T in {2, 3, 4, 8}), random steps on (a, b) kept when the ratio grows."""
-    rng = check_generator(rng)
-    n_random, n_climb = check_int("n_random", n_random, 6), check_int("n_climb", n_climb, 1)
+    rng = check_rng(rng)
+    n_random, n_climb = check_number("n_random", n_random, INTS, 6), check_number("n_climb", n_climb, INTS, 1)
     Ts = (2, 3, 5, 10, 100, 1000)
     best_random = best_built = best_climb = 0.0
     for T in Ts:
@@ -332,8 +326,8 @@ def covering_from_parts(B_X, L_after, heads_scores, heads_values, heads_readout)
 
 def log_covering_bound(C, d, m, T, eps):
     """Reconstructed shape: log N_inf(F; eps; m samples of length T) <= C log(2 d m T) / eps^2."""
-    C, eps = _pos_arg("C", C), _pos_arg("eps", eps)
-    d, m, T = check_int("d", d, 1), check_int("m", m, 1), check_int("T", T, 1)
+    C, eps = _positive("C", C), _positive("eps", eps)
+    d, m, T = check_number("d", d, INTS, 1), check_number("m", m, INTS, 1), check_number("T", T, INTS, 1)
     return C * math.log(2 * d * m * T) / eps ** 2
 
 
@@ -344,8 +338,8 @@ def generalization_gap(C, d, m, T):
 
 def samples_for_gap(C, d, T, gap):
     """Smallest m with generalization_gap(C, d, m, T) <= gap: solve m = C log(2dmT) / gap^2."""
-    C, gap = _pos_arg("C", C), _pos_arg("gap", gap)
-    d, T = check_int("d", d, 1), check_int("T", T, 1)
+    C, gap = _positive("C", C), _positive("gap", gap)
+    d, T = check_number("d", d, INTS, 1), check_number("T", T, INTS, 1)
     m = max(1.0, C / gap ** 2)
     for _ in range(100):                       # a contraction: the right side grows like log m
         m = C * math.log(2 * d * m * T) / gap ** 2
@@ -355,7 +349,7 @@ def samples_for_gap(C, d, T, gap):
 def linear_class_samples(T, gap):
     """Halfspaces on the T bits have VC dimension T + 1; the VC bound's shape sqrt(VC log m / m)
     <= gap asks for m = (T + 1) log(m) / gap^2 samples. Grows like T."""
-    T, gap = check_int("T", T, 1), _pos_arg("gap", gap)
+    T, gap = check_number("T", T, INTS, 1), _positive("gap", gap)
     m = (T + 1) / gap ** 2
     for _ in range(100):
         m = (T + 1) * math.log(max(m, 2.0)) / gap ** 2
@@ -404,8 +398,8 @@ def paper_score_gap(T, s, eps):  # T: int or array -> float or array
 
 def positional_codes(T, d_p, rng):  # -> [T, d_p], rows of unit norm
     """Random +-1/sqrt(d_p) codes: nearly orthogonal once d_p ~ s ln T (Edelman Section 4)."""
-    T, d_p = check_int("T", T, 1), check_int("d_p", d_p, 1)
-    return check_generator(rng).choice(np.array([-1.0, 1.0]), size=(T, d_p)) * d_p ** -0.5
+    T, d_p = check_number("T", T, INTS, 1), check_number("d_p", d_p, INTS, 1)
+    return check_rng(rng).choice(np.array([-1.0, 1.0]), size=(T, d_p)) * d_p ** -0.5
 
 
 def relu_interpolant(x, y):  # [n] increasing knots, [n] targets -> (knots, coefs, y0)
@@ -464,8 +458,8 @@ def build_sparse_head(task, rng, code_factor=16.0):
     """
     if not isinstance(task, data.SparseTask):
         raise ValueError(f"task must be a data.SparseTask, got {type(task).__name__}")
-    rng = check_generator(rng)
-    code_factor = _pos_arg("code_factor", code_factor)
+    rng = check_rng(rng)
+    code_factor = _positive("code_factor", code_factor)
     T, s, S = task.T, task.s, task.S
     d_p = construction_width(T, s, code_factor)
     P = positional_codes(T, d_p, rng)                                   # [T, d_p]
@@ -509,7 +503,7 @@ def check_construction(p, cfg, task, rng, n_fill=2, path="fast"):
     attn.check_params(p, cfg)
     if not isinstance(task, data.SparseTask) or task.T != cfg["T"]:
         raise ValueError(f"task must be a data.SparseTask with T={cfg['T']}, got {task!r}")
-    rng, n_fill = check_generator(rng), check_int("n_fill", n_fill, 0)
+    rng, n_fill = check_rng(rng), check_number("n_fill", n_fill, INTS, 0)
     pats = ((np.arange(2 ** task.s)[:, None] >> np.arange(task.s)) & 1).astype(np.uint8)
     fills = [np.zeros((len(pats), task.T), np.uint8), np.ones((len(pats), task.T), np.uint8)]
     fills += [(rng.random((len(pats), task.T)) < 0.5).astype(np.uint8) for _ in range(n_fill)]
@@ -532,7 +526,7 @@ def check_construction(p, cfg, task, rng, n_fill=2, path="fast"):
 
 def lse(z, beta=1.0):  # [..., n] -> [...]
     """beta^-1 log sum_j exp(beta z_j), stabilised by the data's own max."""
-    z, beta = _float_array("z", z), _pos_arg("beta", beta)
+    z, beta = _float_array("z", z), _positive("beta", beta)
     zb = beta * z
     M = zb.max(-1, keepdims=True)
     return (M[..., 0] + np.log(np.exp(zb - M).sum(-1))) / beta
@@ -540,13 +534,13 @@ def lse(z, beta=1.0):  # [..., n] -> [...]
 
 def lse_grad(K, q, beta=1.0):  # [n, d], [..., d] -> [..., d]
     """K^T softmax(beta K q): the attention readout with values = keys (attn.softmax_forward)."""
-    K, q, beta = _float_array("K", K, 2), _float_array("q", q), _pos_arg("beta", beta)
+    K, q, beta = _float_array("K", K, 2), _float_array("q", q), _positive("beta", beta)
     return attn.softmax_forward(beta * (q @ K.T))[0] @ K
 
 
 def lse_hessian(K, q, beta=1.0):  # [n, d], [d] -> [d, d]
     """beta Cov_p[k] = beta (K^T diag(p) K - mu mu^T), p = softmax(beta K q), mu = K^T p."""
-    K, q, beta = _float_array("K", K, 2), _float_array("q", q, 1), _pos_arg("beta", beta)
+    K, q, beta = _float_array("K", K, 2), _float_array("q", q, 1), _positive("beta", beta)
     p = attn.softmax_forward(beta * (K @ q))[0]
     mu = p @ K
     return beta * ((K.T * p) @ K - np.outer(mu, mu))
@@ -559,7 +553,7 @@ def head_as_lse_gradient(K, theta, beta=1.0):  # [n, d], [d] -> [d]
     so the head is the gradient of lse over the keys {k_j} and one extra key 0 (a null category).
     """
     K, theta = _float_array("K", K, 2), _float_array("theta", theta, 1)
-    beta = _pos_arg("beta", beta)
+    beta = _positive("beta", beta)
     n, d = K.shape
     if theta.size != d:
         raise ValueError(f"theta must have length d={d}, got {theta.size}")
@@ -598,14 +592,14 @@ def layernorm_jacobian_norm(x):  # [d] -> float: 1 / sqrt(sigma^2 + LN_EPS)
 def infonce_loss(anchor, cands, beta=1.0):  # [d], [n, d] (row 0 the positive) -> scalar
     """-log softmax(beta cands @ anchor)[0]: the NLL of the positive in the categorical family."""
     a, C = _float_array("anchor", anchor, 1), _float_array("cands", cands, 2)
-    z = _pos_arg("beta", beta) * (C @ a)
+    z = _positive("beta", beta) * (C @ a)
     return float(lse(z) - z[0])
 
 
 def infonce_grad(anchor, cands, beta=1.0):  # -> [d]
     """beta (E_p[t] - t_+), p = softmax(beta cands @ anchor): an attention readout minus the
     positive (with beta = 1: E_p[T] - T_+)."""
-    return _pos_arg("beta", beta) * (lse_grad(cands, anchor, beta) - _float_array("c", cands, 2)[0])
+    return _positive("beta", beta) * (lse_grad(cands, anchor, beta) - _float_array("c", cands, 2)[0])
 
 
 def pairwise_ratios(X, Y):  # [n, d], [n, d] -> [n(n-1)/2]: ||y_i - y_j|| / ||x_i - x_j||
@@ -624,7 +618,7 @@ def pairwise_ratios(X, Y):  # [n, d], [n, d] -> [n(n-1)/2]: ||y_i - y_j|| / ||x_
 def check_lse_gradient(rng, n=7, d=5, beta=1.7):
     """-> dict: rel errors of K^T softmax vs central differences of lse, and of attn.py's head
     (head_as_lse_gradient) vs the gradient of lse over the keys plus a 0 key."""
-    rng = check_generator(rng)
+    rng = check_rng(rng)
     K, q = rng.standard_normal((n, d)), rng.standard_normal(d)
     fd = numerical_jacobian(lambda x: lse(K @ x, beta), q)
     K0 = np.vstack([K, np.zeros(d)])
@@ -636,7 +630,7 @@ def check_lse_gradient(rng, n=7, d=5, beta=1.7):
 
 def check_lse_hessian(rng, n=7, d=5, beta=1.7):
     """-> dict: rel error of beta Cov vs differences of the gradient; min eigenvalue / max."""
-    rng = check_generator(rng)
+    rng = check_rng(rng)
     K, q = rng.standard_normal((n, d)), rng.standard_normal(d)
     Hm = lse_hessian(K, q, beta)
     fd = numerical_jacobian(lambda x: lse_grad(K, x, beta), q)
@@ -652,7 +646,7 @@ def check_tied_expansion(rng, trials=200, n=6, d=4):
                   central differences of F at one point
     min_lse_rise: min lse(K F(x)) - lse(K x) (theorem: >= 0, by convexity of lse)
     """
-    rng, trials = check_generator(rng), check_int("trials", trials, 1)
+    rng, trials = check_rng(rng), check_number("trials", trials, INTS, 1)
     ratios, logdets, rises = [], [], []
     for _ in range(trials):
         K = rng.standard_normal((n, d)) * rng.uniform(0.3, 3)
@@ -674,7 +668,7 @@ def check_layernorm(rng, trials=20, d=16):
     """-> dict: worst rel error of ||J_LN|| (SVD of central differences of attn.layernorm_forward)
     against 1/sqrt(sigma^2 + eps) over sigma in [0.1, 10]; the range of 1/sigma seen; and the max
     pairwise distance ratio ||LN(a) - LN(b)|| / ||a - b|| over pairs whose sigma are >= 1."""
-    rng, trials = check_generator(rng), check_int("trials", trials, 1)
+    rng, trials = check_rng(rng), check_number("trials", trials, INTS, 1)
     errs, norms = [], []
     for _ in range(trials):
         x = rng.standard_normal(d) * 10 ** rng.uniform(-1, 1) + rng.uniform(-3, 3)
@@ -694,7 +688,7 @@ def check_layernorm(rng, trials=20, d=16):
 
 def check_infonce(rng, n=6, d=5, beta=0.8):
     """-> dict: rel error of beta (E_p[t] - t_+) vs central differences of the InfoNCE loss."""
-    rng = check_generator(rng)
+    rng = check_rng(rng)
     a, C = rng.standard_normal(d), rng.standard_normal((n, d))
     fd = numerical_jacobian(lambda x: infonce_loss(x, C, beta), a)
     return dict(rel_err=rel_error(infonce_grad(a, C, beta), fd), grad_norm=float(np.abs(fd).max()))
@@ -703,7 +697,7 @@ def check_infonce(rng, n=6, d=5, beta=0.8):
 def demo_untied(rng, n=6, d=4, beta=2.0, tries=50):
     """Untied values V != keys K: F(x) = x + V^T softmax(beta K x) is not a gradient field. -> the
     smallest ||F(a) - F(b)|| / ||a - b|| found, b - a along J_F's smallest singular direction."""
-    rng = check_generator(rng)
+    rng = check_rng(rng)
     best = np.inf
     for _ in range(tries):
         K, V, a = rng.standard_normal((n, d)), rng.standard_normal((n, d)), rng.standard_normal(d)
@@ -717,7 +711,7 @@ def demo_energy(rng, trials=500, n=6, d=4):
     """Fraction of random (K, x, beta) where the residual step x + grad lse RAISES the modern
     Hopfield energy E(x) = x.x/2 - lse_beta(K x) (Ramsauer et al. 2020), and the largest rise
     (the plain update x <- grad lse is the one that descends)."""
-    rng = check_generator(rng)
+    rng = check_rng(rng)
     rises = []
     for _ in range(trials):
         K, beta = rng.standard_normal((n, d)), 10 ** rng.uniform(-1, 1)
@@ -732,7 +726,7 @@ def demo_post_ln_collapse(rng, n=12, d=16, blocks=6):
     """Tokens X [n, d] on LN's sphere through post-LN blocks X <- LN(X + SelfAttn(X)) built from
     attn.self_attention_forward (W_Q = I/d^0.25 and W_K = I/d^0.25: scores x_i.x_j/d, the cosine;
     W_V = W_O = I). -> mean pairwise distance after each block / before the first."""
-    rng = check_generator(rng)
+    rng = check_rng(rng)
     X = layernorm_plain(rng.standard_normal((n, d)))
     I, z = np.eye(d), np.zeros(d)
     Wq = I * d ** -0.25

@@ -179,10 +179,10 @@ def next_batch(X, y, batch, rng):
             raise TypeError(f"{name} must be a numpy array, got {type(a).__name__}")
     if len(X) != len(y):
         raise ValueError(f"X and y must have as many rows, got {len(X)} and {len(y)}")
-    batch = data.check_int("batch", batch, 0)
+    batch = data.check_number("batch", batch, data.INTS, 0)
     if not batch or batch >= len(X):
         return X, y
-    data.check_generator(rng)
+    data.check_rng(rng)
     idx = rng.choice(len(X), size=batch, replace=False)
     return X[idx], y[idx]
 
@@ -310,8 +310,9 @@ def check_run_call(opts, log, save, save_every, resume, stop_after):
     """train_run's arguments, before anything runs -> (options, save_every, stop_after, the
     checked checkpoint)."""
     o = validate_options(opts)
-    save_every = data.check_int("save_every", save_every, 0)
-    stop_after = None if stop_after is None else data.check_int("stop_after", stop_after, 1)
+    save_every = data.check_number("save_every", save_every, data.INTS, 0)
+    if stop_after is not None:
+        stop_after = data.check_number("stop_after", stop_after, data.INTS, 1)
     if log is not None and not callable(log):
         raise TypeError(f"log must be a function of one line (e.g. print) or None, got "
                         f"{type(log).__name__}")
@@ -409,7 +410,7 @@ def seeds_for(seed):
     data), test (test data), init, order (minibatches), val (validation data), dropout (masks).
     Each is a child of SeedSequence(seed) fixed by its index in that order, so the seven streams
     never change one another."""
-    seed = data.check_int("seed", seed, 0)
+    seed = data.check_number("seed", seed, data.INTS, 0)
     return Streams(*(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(7)))
 
 
