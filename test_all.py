@@ -1466,11 +1466,11 @@ def test_attn_py_command_is_one_line_on_bad_arguments_full_stdout_and_ctrl_c(tmp
                                               "Broken pipe\n", err
     go = ("import runpy, sys; print('go', flush=True); sys.argv = ['attn.py']; "
           "runpy.run_path('attn.py', run_name='__main__')")
-    for attempt in range(3):     # a press that lands after the check has ended is tried again
-        p = subprocess.Popen([sys.executable, "-E", "-c", go], cwd=tmp_path, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert p.stdout.readline() == "go\n"
-        time.sleep(0.5)                                   # in the check (it takes over a second)
+    for wait in (0.3, 0.15, 0.05, 0.4, 0.2):   # a press that lands after the check has ended
+        p = subprocess.Popen([sys.executable, "-E", "-c", go], cwd=tmp_path, env=env,   # (it
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # takes
+        assert p.stdout.readline() == "go\n"              # 0.7 s on a fast machine) is tried
+        time.sleep(wait)                                  # again, sooner
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=60)
         if p.returncode != 0:

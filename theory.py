@@ -496,10 +496,11 @@ def build_sparse_head(task, rng, code_factor=16.0):
 
 
 def check_construction(p, cfg, task, rng, n_fill=2, path="fast"):
-    """Run attn.model_forward on every pattern of the s relevant bits, each with the other T - s
-    bits all 0, all 1 (the extreme leaks) and n_fill random fair fills -> dict(n, wrong, margin).
-    margin = min over inputs of (logit if the label is 1 else -logit); > 0 means all correct.
-    """
+    """Run the model on every pattern of the s relevant bits, each with the other T - s bits all
+    0, all 1 (the extreme leaks) and n_fill random fair fills -> dict(n, wrong, margin). margin =
+    min over inputs of (logit if the label is 1 else -logit); > 0 means all correct. path: which
+    exact form computes the logits: "fast" (fast.model_forward, what training runs; the
+    default), "cls" (attn.model_forward, the [CLS] row) or "full" (attn.full_model_forward)."""
     attn.check_params(p, cfg)
     if not isinstance(task, data.SparseTask) or task.T != cfg["T"]:
         raise ValueError(f"task must be a data.SparseTask with T={cfg['T']}, got {task!r}")

@@ -681,24 +681,7 @@ def main(argv=None):
     opts.pop("threads")
     ckpt = None
     if resume:
-        explicit = cli.explicit_options(ap, argv)
-        try:
-            ckpt = load_checkpoint(resume)
-        except ValueError as e:
-            ap.error(str(e))
-        clash = [f"--{k.replace('_', '-')} {opts[k]} (checkpoint: {ckpt['options'][k]})"
-                 for k in RUN_KEYS if k in explicit and opts[k] != ckpt["options"][k]]
-        if clash:
-            ap.error(f"{resume} was made for another configuration: " + ", ".join(clash))
-        opts.update(ckpt["options"])          # RUN_KEYS only; the length, unless typed:
-        if "steps" not in explicit:
-            if not ckpt["run_steps"]:
-                ap.error(f"{resume} does not record its run's length (an older checkpoint): "
-                         f"give --steps, the length to train it to")
-            opts["steps"] = ckpt["run_steps"]
-        if ckpt["step"] > opts["steps"]:
-            ap.error(f"{resume} is already at step {ckpt['step']}; ask for at least that many "
-                     f"with --steps")
+        ckpt = resume_options(ap, argv, opts, resume)
         save = save or resume
     try:                                      # never over a file that is not this run's own
         cli.claim_outputs([(out_json, "summary", "--json"), (plot, "plot", "--plot"),
@@ -742,6 +725,31 @@ def main(argv=None):
     if plot:
         plot_run(r, o, plot)
     return 0
+
+
+def resume_options(ap, argv, opts, resume):
+    """--resume: the checkpoint read and checked, its options put into `opts` (the run's length
+    too, unless --steps was typed); an option typed anew that contradicts it, or a checkpoint
+    past the steps asked for, is the parser's one-line error. -> the checkpoint."""
+    explicit = cli.explicit_options(ap, argv)
+    try:
+        ckpt = load_checkpoint(resume)
+    except ValueError as e:
+        ap.error(str(e))
+    clash = [f"--{k.replace('_', '-')} {opts[k]} (checkpoint: {ckpt['options'][k]})"
+             for k in RUN_KEYS if k in explicit and opts[k] != ckpt["options"][k]]
+    if clash:
+        ap.error(f"{resume} was made for another configuration: " + ", ".join(clash))
+    opts.update(ckpt["options"])          # RUN_KEYS only; the length, unless typed:
+    if "steps" not in explicit:
+        if not ckpt["run_steps"]:
+            ap.error(f"{resume} does not record its run's length (an older checkpoint): "
+                     f"give --steps, the length to train it to")
+        opts["steps"] = ckpt["run_steps"]
+    if ckpt["step"] > opts["steps"]:
+        ap.error(f"{resume} is already at step {ckpt['step']}; ask for at least that many "
+                 f"with --steps")
+    return ckpt
 
 
 def plot_run(r, o, path):
