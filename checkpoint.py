@@ -6,7 +6,8 @@
 
 One .npz, no pickled objects (np.load(..., allow_pickle=False) never runs code): arrays
 "param/NAME", "adam_m/NAME", "adam_v/NAME", and 0-d arrays "adam_t", "step", "options" (JSON),
-"rng_order" (JSON of the minibatch generator's state), "format". Top to bottom: writing and
+"rng_order" (JSON of the minibatch generator's state), "arithmetic" (JSON: the BLAS library,
+kernel, threads, CPU and dtype that made it, arithmetic.record), "format". Top to bottom: writing and
 reading a file, the one check of its contents (check_checkpoint), which file a run may replace,
 putting a checkpoint back into a run, and the signals that stop a run at a step boundary
 (StopRequests, Interrupted). The loop that uses them is train.py's.
@@ -17,6 +18,7 @@ import signal
 
 import numpy as np
 
+import arithmetic
 import cli
 from run_options import DEFAULTS, RUN_KEYS, run_shapes, validate_options
 
@@ -37,7 +39,8 @@ def save_checkpoint(path, params, state, rng_order, opts, step):
               "adam_t": np.array(state["t"]),
               "options": np.array(json.dumps(dict({k: opts[k] for k in RUN_KEYS},
                                                   steps=opts["steps"]))),
-              "rng_order": np.array(json.dumps(rng_order.bit_generator.state))}
+              "rng_order": np.array(json.dumps(rng_order.bit_generator.state)),
+              "arithmetic": np.array(json.dumps(arithmetic.record(opts["dtype"])))}
     for k in params:
         arrays["param/" + k] = params[k]
         arrays["adam_m/" + k], arrays["adam_v/" + k] = state["m"][k], state["v"][k]
@@ -54,7 +57,8 @@ def save_checkpoint(path, params, state, rng_order, opts, step):
     return True
 
 
-CKPT_FIELDS = ("format", "step", "adam_t", "options", "rng_order")   # and param/, adam_m/, adam_v/
+CKPT_FIELDS = ("format", "step", "adam_t", "options", "rng_order",   # and param/, adam_m/, adam_v/
+               "arithmetic")      # what made it (arithmetic.record); older checkpoints lack it
 
 
 def load_checkpoint(path, opts=None):
@@ -100,7 +104,8 @@ def load_checkpoint(path, opts=None):
     group = lambda pre: {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}
     ck = dict(params=group("param/"), m=group("adam_m/"), v=group("adam_v/"),
               t=scalar("adam_t", "iu"), step=scalar("step", "iu"), options=from_json("options"),
-              rng_order=from_json("rng_order"), path=path)
+              rng_order=from_json("rng_order"), path=path,
+              arithmetic=from_json("arithmetic") if "arithmetic" in arrays else None)
     ck = check_checkpoint(ck, where)
     if opts is not None:
         check_same_configuration(ck["options"], opts, where)
@@ -155,6 +160,9 @@ def check_checkpoint(ck, where="resume"):
     if o["val"] or o["dropout"]:
         raise _damaged(where, "options", "ask for val or dropout, which train.py never saves")
     check_arrays(ck, o, where)
+    if not isinstance(ck.get("arithmetic"), (dict, type(None))):
+        raise _damaged(where, "arithmetic", f"must be a dict (arithmetic.record), got "
+                                            f"{type(ck['arithmetic']).__name__}")
     try:
         np.random.PCG64().state = ck["rng_order"]
     except Exception:              # TypeError, ValueError, KeyError, OverflowError, ...

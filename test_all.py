@@ -20,6 +20,7 @@ import inspect
 import itertools
 import json
 import math
+import platform
 import os
 import re
 import shutil
@@ -30,6 +31,7 @@ import time
 import numpy as np
 import pytest
 
+import arithmetic
 import attn
 import baseline
 import checkpoint
@@ -2976,3 +2978,55 @@ def test_covering_constant_regrouped_by_factor_is_the_same_sum():
             assert abs(theory.covering_constant(nq) / want - 1) < 1e-12, key
     with pytest.raises(ValueError, match="must be the dict returned by norm_measures"):
         theory.covering_parts({"B_X": 1.0})
+
+
+# ---------------- arithmetic.py: what arithmetic made a number (issue 46) ----------------------
+
+def test_a_run_and_its_checkpoint_record_the_arithmetic_that_made_them(tmp_path, capsys):
+    """Issue 46: a float32 run replays bit for bit only under the same BLAS kernel, so a run's
+    JSON, its printed summary and its checkpoint record the BLAS library, its version, the
+    kernel it ran (read from the loaded library: OPENBLAS_CORETYPE names only a request), the
+    threads, numpy, Python, the CPU and the dtype."""
+    rec = arithmetic.record("float32")
+    assert set(arithmetic.DECIDING) <= set(rec) and rec["dtype"] == "float32"
+    assert {"threads", "numpy", "python", "cpu", "numpy_simd", "coretype_env"} <= set(rec)
+    assert rec["numpy"] == np.__version__ and rec["python"] == platform.python_version()
+    if rec["blas"] == "OpenBLAS":                      # numpy's wheels: the kernel is read
+        assert rec["kernel"] != arithmetic.UNREAD and rec["blas_version"][0].isdigit()
+    out, ck = tmp_path / "r.json", tmp_path / "c.npz"
+    code, printed, _ = run_cli(capsys, *TINY, "--json", str(out), "--save", str(ck))
+    assert code == 0 and f"arithmetic: {arithmetic.words(rec)}" in printed
+    assert json.loads(out.read_text())["arithmetic"] == rec
+    assert checkpoint.load_checkpoint(str(ck))["arithmetic"] == rec
+
+
+def test_a_resume_under_another_arithmetic_says_so_and_records_both(tmp_path):
+    """A checkpoint made by another kernel resumes (the numbers stay valid), but the log says the
+    run will not replay bit for bit and the result keeps the checkpoint's record beside its
+    own; a checkpoint of the same arithmetic adds nothing. Older checkpoints hold no record."""
+    path, lines = str(tmp_path / "c.npz"), []
+    with pytest.raises(checkpoint.Interrupted):
+        train.train_run(SMALL, log=None, save=path, stop_after=5)
+    ck = checkpoint.load_checkpoint(path)
+    same = train.train_run(SMALL, log=lines.append, resume=ck)
+    assert "arithmetic_before_resume" not in same and not any("note:" in x for x in lines)
+    other = dict(ck["arithmetic"], kernel="Imaginary")
+    r = train.train_run(SMALL, log=lines.append, resume=dict(ck, arithmetic=other))
+    assert r["arithmetic_before_resume"] == other and r["arithmetic"] == ck["arithmetic"]
+    assert any("note: the checkpoint was made by" in x and "Imaginary" in x for x in lines)
+    assert arithmetic.differences(other, ck["arithmetic"]) == [
+        f"kernel: Imaginary vs {ck['arithmetic']['kernel']}"]
+    with pytest.raises(ValueError, match="'arithmetic' must be a dict"):
+        train.train_run(SMALL, log=None, resume=dict(ck, arithmetic="SkylakeX"))
+    legacy = {k: v for k, v in ck.items() if k != "arithmetic"}
+    assert "arithmetic_before_resume" not in train.train_run(SMALL, log=None, resume=legacy)
+
+
+def test_only_kernels_the_processor_can_run_are_offered(monkeypatch):
+    """A kernel the CPU cannot run crashes it: kernels_here offers one only when every flag it
+    needs is present, and none where the flags cannot be read."""
+    monkeypatch.setattr(arithmetic, "cpu_flags", lambda: {"sse4_2", "avx", "avx2", "fma"})
+    assert arithmetic.kernels_here() == ["Nehalem", "Sandybridge", "Haswell", "Zen"]
+    monkeypatch.setattr(arithmetic, "cpu_flags", lambda: set())
+    assert arithmetic.kernels_here() == []
+

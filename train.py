@@ -38,6 +38,7 @@ from cli import integer
 
 import numpy as np
 
+import arithmetic
 import attn
 import baseline
 import data
@@ -342,13 +343,20 @@ def set_up_run(o, log, resume, curve, kept):
     if model.cfg and not model.dropout_rng and (not o["batch"] or o["batch"] >= o["m"]):
         model.versions = fast.two_versions(Xtr, Xtr.dtype)   # full batch: the bits never change
     shown = val or draw.test     # with early stopping, the validation set is shown instead
+    now, before = arithmetic.record(o["dtype"]), resume and resume.get("arithmetic")
+    if before and arithmetic.differences(before, now):
+        if log:
+            log(f"note: the checkpoint was made by {arithmetic.words(before)}; this session runs "
+                f"{arithmetic.words(now)}, so the run will not replay bit for bit")
+    else:
+        before = None
     return types.SimpleNamespace(
         R=None, task=draw.task, X=Xtr, y=ytr.astype(Xtr.dtype), w=None, labels=ytr,
         test=draw.test, order=draw.order, model=model, params=params, state=state, first=first,
         losses=np.empty(o["steps"] - first + 1), val=val, best=val and best_so_far(params),
         progress=Progress(log, o, draw.train, shown, draw.task.S, "val" if val else "test",
                           curve),
-        t0=time.perf_counter(), kept=kept)
+        t0=time.perf_counter(), kept=kept, arithmetic=now, before=before)
 
 
 def best_so_far(params, R=None):
@@ -469,7 +477,9 @@ def finish_run(o, run):
     losses = run.losses.tolist()
     r = summarise(o, run.task, run.params, run.model, (run.X, run.labels), run.test, losses,
                   time.perf_counter() - run.t0)
-    r.update(over_the_run(losses, run.progress, o["steps"]))
+    r.update(over_the_run(losses, run.progress, o["steps"]), arithmetic=run.arithmetic)
+    if run.before is not None:                 # resumed from a checkpoint another arithmetic made
+        r["arithmetic_before_resume"] = run.before
     if run.progress.curve is not None:
         r["curve"] = run.progress.curve
     if not run.val:
@@ -845,7 +855,9 @@ def print_summary(r, o, save):
               f"above {10 * LOSS_LOW} at step {r['loss_jump_step']}")
     ran = len(r["losses"])
     print(f"{r['steps']} steps" + (f" ({ran} of them in this session)" if ran < r["steps"] else "")
-          + f" in {r['seconds']:.1f} s" + (f"; checkpoint {save}" if save else ""), flush=True)
+          + f" in {r['seconds']:.1f} s" + (f"; checkpoint {save}" if save else "")
+          + f"\narithmetic: {arithmetic.words(r['arithmetic'])} on {r['arithmetic']['cpu']}",
+          flush=True)
 
 
 if __name__ == "__main__":
