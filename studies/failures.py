@@ -1,4 +1,4 @@
-"""failures.py: why runs fail (issue 38), from the mechanism study's runs and its arms.
+"""failures.py (studies): why runs fail (issue 38), from the mechanism study's runs and its arms.
 
 Three reports on folders that mechanism.py writes (its commands `factors`, `paired` and
 `trace-report` call them): C of Edelman et al.'s reconstructed bound split into the factors it
@@ -22,11 +22,11 @@ from studies.study import (fmt, is_final, load_study, read_plan, separation, stu
 
 # From a study's runs, no new training: C split into the factors it multiplies, each factor's
 # separation of failures from successes and C's with each factor held at its cell median, and the
-# reconstructed bound's value per cell. From arms (mechanism.py arm, then run): each run against
-# the study's run of its seed, which shares its data and init. Intervals resample the seeds of
-# each T on their own (cell_resamples), since runs at other T share no data (stats' design); the
-# two widths at one T share each seed's training set, so where a table pools them (the paired
-# table's last row) their seeds are drawn together; an arm's pair is resampled whole.
+# reconstructed bound's value per cell. From arms (studies.mechanism arm, then run): each run
+# against the study's run of its seed, which shares its data and init. Intervals resample the
+# seeds of each T on their own (cell_resamples), since runs at other T share no data (stats'
+# design); the two widths at one T share each seed's training set, so where a table pools them
+# (the paired table's last row) their seeds are drawn together; an arm's pair is resampled whole.
 
 CELL_BOOT = 20_000      # resamples of each cell's seeds
 CELL_RNG = 38           # their generator's seed: a table comes out the same at every run
@@ -96,9 +96,9 @@ def check_factors(cells, path):
     rows = [r for rs in cells.values() for r in rs if np.isfinite(r["covering_constant"])]
     if not rows or any(not np.isfinite(r[k]) for r in rows for k in folder.MECHANISM_FACTORS):
         raise ValueError(f"{path}'s runs do not carry C's factors ({', '.join(folder.MECHANISM_FACTORS)}"
-                         f"; runs.csv written before them): train them again with `mechanism.py "
-                         f"arm OUT baseline-rerun --from {path} ...` and `mechanism.py run OUT`, "
-                         f"then give --factors OUT")
+                         f"; runs.csv written before them): train them again with `python -m "
+                         f"studies.mechanism arm OUT baseline-rerun --from {path} ...` and "
+                         f"`python -m studies.mechanism run OUT`, then give --factors OUT")
     worst = max(abs(scaled(r) / r["covering_constant"] - 1) for r in rows)
     if not worst < 1e-9:
         raise ValueError(f"{path}: C from its factors differs from runs.csv's C by {worst:.3g} "
@@ -178,7 +178,8 @@ def check_rerun(study, factors, plan):
         raise ValueError(f"{factors} is not a baseline-rerun of {study} (its cell d="
                          f"{foreign['d']} T={foreign['T']} is {foreign['design']}, from "
                          f"{foreign['source'].get('plan', 'no plan')}); --factors takes "
-                         f"`mechanism.py arm OUT baseline-rerun --from {study} ...`")
+                         f"`python -m studies.mechanism arm OUT baseline-rerun --from {study} "
+                         f"...`")
 
 
 def factor_notes(cells):
@@ -348,7 +349,7 @@ def plan_cost(plan, source):
 
 
 # When a run becomes a success or a failure (issue 38, question 2): the trajectories of the
-# borderline runs (mechanism.py trace: train_trace's rows in OUT/trajectories.csv), eventual
+# borderline runs (studies.mechanism trace: train_trace's rows in OUT/trajectories.csv), eventual
 # successes against eventual failures at every logged step. A split at a step is the difference
 # of the two groups' medians; its interval resamples the cell's seeds (cell_resamples, the same
 # resamples at every step of a cell), and a resample without a success or without a failure
@@ -538,7 +539,7 @@ def trace_report(out, log=print):
     plan, cells = load_trace(out)
     if not cells:
         raise ValueError(f"{out}: no finished runs yet in trajectories.csv; run `python "
-                         f"mechanism.py trace {out} ...`")
+                         f"-m studies.mechanism trace {out} ...`")
     rng = np.random.default_rng(CELL_RNG)
     table, onsets, n = trace_table(plan, cells, rng)
     runs = [rs for c in cells.values() for rs in c.values()]

@@ -1,4 +1,4 @@
-"""families.py: other Boolean families beside 3-sparse AND (sweep.py families).
+"""families.py (studies): other Boolean families beside 3-sparse AND (studies.sweep families).
 
 One table over sweep folders of different tasks or sparsities s: m50 and the majority m* per
 (task, s, T) with their 95% intervals, the statistical limit, P(label = 1) measured on draws and
@@ -268,7 +268,8 @@ def families_plot(series, path):
 
 
 def families_command(a, fail):
-    """`sweep.py families DIR DIR ...`: families_table into --out, families_plot with --plot."""
+    """`python -m studies.sweep families DIR DIR ...`: families_table into --out, families_plot
+    with --plot."""
     _, by_family = over_folders(a, fail, lambda: families_table(a.folders, n_seeds=a.seeds,
                                                                  Ts=a.Ts))
     if a.plot:

@@ -1,7 +1,7 @@
-"""folder.py: a results folder on disk, a sweep's, steps.py's or mechanism.py's: its CSV rows, its
-description (sweep.json, steps.json, plan.json) and its lock. Every command that writes runs into
-a folder stands on it: a new study defines its kind of rows here (SWEEP_ROWS, STEPS_ROWS,
-MECHANISM_ROWS) and reads, checks and writes them with the functions below.
+"""folder.py (studies): a results folder on disk, a sweep's, steps.py's or mechanism.py's: its
+CSV rows, its description (sweep.json, steps.json, plan.json) and its lock. Every command that
+writes runs into a folder stands on it: a new study defines its kind of rows here (SWEEP_ROWS,
+STEPS_ROWS, MECHANISM_ROWS) and reads, checks and writes them with the functions below.
 
 A folder holds one experiment: every run is one row of OUT/runs*.csv (written and flushed as it
 finishes, so an interrupted sweep loses nothing), and OUT/sweep.json records the options, the m
@@ -125,7 +125,7 @@ MECHANISM_FIELDS = ("design", "d", "T", "m", "seed", "success", "test_acc", "bes
                     "top_norm_O", "attn_on_S", "model", "task", "s", "steps", "seconds",
                     "cpu_seconds") + MECHANISM_FACTORS
 # A cell's design: its m the folder's m* (borderline) or a factor times one width's (fixed); or an
-# arm of issue 38's interventions, planned from a study's cells (mechanism.py plan --from): the
+# arm of issue 38's interventions, planned from a study's cells (studies.mechanism arm --from): the
 # baseline trained again (baseline-rerun), or one of the INTERVENTIONS, sweep.py's protocols of
 # the same names, each changing one option.
 INTERVENTIONS = ("freeze-ln1", "decay-except-ln", "freeze-lnf", "freeze-ln1-low")
@@ -779,7 +779,7 @@ def option_problem(k, v):
 # options, the seeds and the bar) and OUT/runs.csv (MECHANISM_ROWS), read and checked here as a
 # sweep's sweep.json and runs are.
 
-def read_plan(out, command="python mechanism.py plan"):
+def read_plan(out, command="python -m studies.mechanism plan"):
     """OUT/plan.json as a dict, every field checked (check_plan), each cell's options completed
     with train.py's defaults; a one-line ValueError naming the file otherwise (missing: how to
     write it)."""

@@ -196,11 +196,12 @@ def page_files(page, text, root):
 
 
 def pages_command(a, fail):
-    """`sweep.py pages PAGE ...`: copy each marked file into its block again; --check only says
-    which blocks differ from their files (exit 1 if any). Every page and file is read and checked
-    first (page_files; markers that do not pair up or near misses are an error, with --check
-    too; a link to a page outside the repository is refused: page_target), so a problem is one
-    line and no page is written. A page is written back with its own line ends."""
+    """`python -m studies.sweep pages PAGE ...`: copy each marked file into its block again;
+    --check only says which blocks differ from their files (exit 1 if any). Every page and file
+    is read and checked first (page_files; markers that do not pair up or near misses are an
+    error, with --check too; a link to a page outside the repository is refused: page_target),
+    so a problem is one line and no page is written. A page is written back with its own line
+    ends."""
     root, stale, plan = os.getcwd(), [], []
     try:
         for page in a.pages:

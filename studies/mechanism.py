@@ -1,14 +1,16 @@
-"""mechanism.py: what training finds, measured against the theory of Edelman et al. (ICML 2022).
+"""mechanism.py (studies): what training finds, measured against the theory of Edelman et al.
+(ICML 2022). Run from the repository's root:
 
-    python mechanism.py plan OUT FOLDER FOLDER ... --Ts 10,100   the cells: per width and T a
-                      borderline m (the folder's m*) and a fixed m, in OUT/plan.json
-    python mechanism.py run OUT [--workers 2]    train every planned run: one row of OUT/runs.csv
-                      each, flushed as it finishes (rerun to resume)
-    python mechanism.py report OUT               OUT/table.md, and OUT/mechanism.png (matplotlib)
-    python mechanism.py trace OUT --from STUDY --Ts 1000 --every 50   the study's runs again, each
-                      logged at step 1 and every 50 steps, in OUT/trajectories.csv (issue 38)
-    python mechanism.py trace-report OUT         OUT/table.md, and OUT/trajectories.png (matplotlib)
-    python mechanism.py --help                   every option
+    python -m studies.mechanism plan OUT FOLDER FOLDER ... --Ts 10,100   the cells: per width and
+                      T a borderline m (the folder's m*) and a fixed m, in OUT/plan.json
+    python -m studies.mechanism run OUT [--workers 2]   train every planned run: one row of
+                      OUT/runs.csv each, flushed as it finishes (rerun to resume)
+    python -m studies.mechanism report OUT      OUT/table.md, and OUT/mechanism.png (matplotlib)
+    python -m studies.mechanism trace OUT --from STUDY --Ts 1000 --every 50   the study's runs
+                      again, each logged at step 1 and every 50 steps, in OUT/trajectories.csv
+                      (issue 38)
+    python -m studies.mechanism trace-report OUT   OUT/table.md, OUT/trajectories.png (matplotlib)
+    python -m studies.mechanism --help          every option, and issue 38's arm, factors, paired
 
 The capacity argument (Section 3) says heads of bounded norm form a class whose covering number
 grows only like log T; the construction (Section 4) creates the sparse variable with a head whose
@@ -404,7 +406,7 @@ def run_plan(out, workers=1, n_seeds=None, log=print, what="runs"):
     name, kind, final = STUDY_CSVS[what]
     train_fn = train_cell if what == "runs" else functools.partial(train_trace,
                                                                   every=plan["every"])
-    lock = folder.lock_folder(out, holder=f"mechanism.py {what}, pid {os.getpid()}")
+    lock = folder.lock_folder(out, holder=f"studies.mechanism {what}, pid {os.getpid()}")
     try:
         key = folder.MECHANISM_ROWS["run"]
         done = {key(r) for r in study_rows(out, plan, what) if is_final(r)}
@@ -648,7 +650,8 @@ def report(out, log=print):
     matplotlib, OUT/mechanism.png. -> the table's text."""
     plan, cells = load_study(out)
     if not cells:
-        raise ValueError(f"{out}: no runs yet in runs.csv; run `python mechanism.py run {out}`")
+        raise ValueError(f"{out}: no runs yet in runs.csv; run "
+                         f"`python -m studies.mechanism run {out}`")
     W = seed_weights(plan["seeds"], [T for (_, _, T, _) in cells])
     sep, n_sep, pooled = separation_table(plan, cells, W)
     grow, n_grow, fits = growth_table(plan, cells, W)
@@ -815,7 +818,8 @@ def add_why_runs_fail_commands(sub):
                         "same seed (same data, same init): per cell and pooled, successes, "
                         "discordant pairs, the paired difference of the success rate.")
     pr.add_argument("study", help="the study's folder (the baseline)")
-    pr.add_argument("arms", nargs="+", help="arm folders (mechanism.py arm, then run)")
+    pr.add_argument("arms", nargs="+",
+                    help="arm folders (python -m studies.mechanism arm, then run)")
     pr.add_argument("--out", required=True, help="the markdown file to write")
     pr.add_argument("--pairs", default=None, help="also write every pair to this CSV")
     t = sub.add_parser("trace", help="train a study's cells again with their trajectories "
@@ -901,7 +905,7 @@ def save_plan(out, make):
     free()
     plan = make()
     os.makedirs(out, exist_ok=True)
-    lock = folder.lock_folder(out, holder=f"mechanism.py plan, pid {os.getpid()}")
+    lock = folder.lock_folder(out, holder=f"studies.mechanism plan, pid {os.getpid()}")
     try:
         free()
         folder.check_plan(plan, path)
@@ -937,7 +941,7 @@ def main(argv=None):
         elif a.command == "trace":
             write_trace(a)
         else:
-            lock = folder.lock_folder(a.out, holder=f"mechanism.py report, pid {os.getpid()}")
+            lock = folder.lock_folder(a.out, holder=f"studies.mechanism report, pid {os.getpid()}")
             try:
                 (failures.trace_report if a.command == "trace-report" else report)(a.out)
             finally:
@@ -945,9 +949,10 @@ def main(argv=None):
                     lock.close()
     except (ValueError, Stop) as e:
         if isinstance(e, Stop):
-            print("mechanism.py: terminated; the rows written so far are kept", file=sys.stderr)
+            print("studies.mechanism: terminated; the rows written so far are kept",
+                  file=sys.stderr)
             return 143
-        print(f"mechanism.py: {e}", file=sys.stderr)
+        print(f"studies.mechanism: {e}", file=sys.stderr)
         return 1
     return 0
 

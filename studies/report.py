@@ -1,11 +1,11 @@
-"""report.py: tables and plots from finished sweep folders; nothing here trains.
+"""report.py (studies): tables and plots from finished sweep folders; nothing here trains.
 
-    python sweep.py --out DIR --report      one folder's table.md, critical.json and mstar.png
-    python sweep.py compare DIR DIR ...     protocols side by side, paired on the same seeds
-    python sweep.py width DIR DIR ...       widths side by side, and where each leaves its log law
-    python sweep.py limit                   the statistical limit per T (no training)
-    python sweep.py headline                the front page's table, from the committed folders
-    python sweep.py families DIR DIR ...    tasks and sparsities side by side, across T and s
+    python -m studies.sweep --out DIR --report    a folder's table.md, critical.json, mstar.png
+    python -m studies.sweep compare DIR DIR ...   protocols side by side, paired on their seeds
+    python -m studies.sweep width DIR DIR ...     widths side by side, where each leaves its log law
+    python -m studies.sweep limit                 the statistical limit per T (no training)
+    python -m studies.sweep headline              the front page's table, from committed folders
+    python -m studies.sweep families DIR DIR ...  tasks and sparsities side by side, across T and s
 
 Every number comes from stats.py (the estimator) applied to the rows of folder.py; plots need
 matplotlib and are skipped with a one-line hint without it. The file reads top to bottom: the
@@ -153,9 +153,9 @@ def limit_text(lim):
     return f"{show(lim['median'])} [{show(lim['q05'])}, {show(lim['q95'])}]"
 
 def limit_command(a, fail):
-    """`sweep.py limit`: per T, the statistical limit and the probability that a random training
-    set of m samples leaves more than one hypothesis; a is the parsed command line, fail(text)
-    ends the command with one line."""
+    """`python -m studies.sweep limit`: per T, the statistical limit and the probability that a
+    random training set of m samples leaves more than one hypothesis; a is the parsed command
+    line, fail(text) ends the command with one line."""
     if a.s > min(a.Ts):
         fail(f"--s {a.s} is larger than the smallest T {min(a.Ts)}")
     for T in a.Ts:                           # sizes, before anything is allocated
@@ -410,7 +410,7 @@ def folder_report(out, rows, grids, a, protocol, missing):
     if a.task not in STRUCTURED and set(Ts) - set(limits):
         note = (f"statistical limit not computed at T = "
                 f"{', '.join(str(T) for T in Ts if T not in limits)}: for {a.task} it enumerates "
-                f"every support, many minutes per T (python sweep.py limit --task {a.task} "
+                f"every support, many minutes per T (python -m studies.sweep limit --task {a.task} "
                 f"--s {a.s} --Ts ...)")
         print(note)
         table += "\n" + note + "\n"
@@ -936,7 +936,7 @@ def over_folders(a, fail, make, also=()):
 
 
 def compare_command(a, fail):
-    """`sweep.py compare DIR DIR ...`: compare_table, and compare_plot with --plot."""
+    """`python -m studies.sweep compare DIR DIR ...`: compare_table, compare_plot with --plot."""
     table, entries = over_folders(a, fail, lambda: compare_table(
         a.folders, n_seeds=a.seeds, Ts=a.Ts, protocols=a.protocols, growth_from=a.growth_from))
     if a.plot:
@@ -946,7 +946,7 @@ def compare_command(a, fail):
 
 
 def width_command(a, fail):
-    """`sweep.py width DIR DIR ...`: width_table, and width_plot with --plot."""
+    """`python -m studies.sweep width DIR DIR ...`: width_table, and width_plot with --plot."""
     cache = a.plot and os.path.join(os.path.dirname(os.path.abspath(a.plot)), "limits.json")
     table, curves = over_folders(a, fail, lambda: width_table(
         a.folders, n_seeds=a.seeds, fit_below=a.fit_below, Ts=a.Ts),
@@ -1060,7 +1060,8 @@ BEGIN, END = "<!-- begin results/headline.md -->", "<!-- end results/headline.md
 
 
 def headline_command(a, fail):
-    """`sweep.py headline`: headline_table into --out, and between the markers of --readme."""
+    """`python -m studies.sweep headline`: headline_table into --out, and between the markers of
+    --readme."""
     for f in [a.d64] + a.d128:
         if not os.path.isdir(f):
             fail(f"no folder {f}")

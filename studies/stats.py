@@ -1,4 +1,4 @@
-"""stats.py: the statistics of the experiment, from which m grid to run to the fitted laws.
+"""stats.py (studies): the experiment's statistics, from which m grid to run to the fitted laws.
 
 Numpy only; every function checks its input and raises a one-line ValueError that names the bad
 value. It reads top to bottom:

@@ -1,8 +1,9 @@
-"""steps.py: the computational side of sparse learning: training steps until success against T.
+"""steps.py (studies): the computational side of sparse learning: training steps until success
+against T. Run from the repository's root:
 
-    python steps.py --task parity --s 2 --out results/parity/s-2      steps to 0.99, T = 10..100
-    python steps.py --out DIR --report                                 the table and plot again
-    python steps.py --out DIR --report --against REF                   steps paired with REF's
+    python -m studies.steps --task parity --s 2 --out results/parity/s-2  steps to 0.99, T = 10..100
+    python -m studies.steps --out DIR --report                             the table and plot again
+    python -m studies.steps --out DIR --report --against REF               steps paired with REF's
 
 Statistics are not computation. Sparse parity is statistically cheap (a few times s log T samples
 identify S, and Gaussian elimination over GF(2) needs about T), but Barak et al. (2022, "Hidden
@@ -468,7 +469,7 @@ def main(argv=None):
             if a.against:
                 read_steps_meta(a.against)          # a typo shows now, not after the runs
             os.makedirs(a.out, exist_ok=True)
-            lock = folder.lock_folder(a.out, holder=f"steps.py, pid {os.getpid()}")
+            lock = folder.lock_folder(a.out, holder=f"studies.steps, pid {os.getpid()}")
             if not a.report:                      # the folder's own runs, checked, first
                 check_folder(a.out, meta)
                 done = read_done(os.path.join(a.out, "steps.csv"), read_steps_meta(a.out))

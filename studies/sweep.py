@@ -1,15 +1,16 @@
-"""sweep.py: the paper's experiment, the critical sample size m*(T) (Edelman et al. 2022, Section 5).
+"""sweep.py (studies): the paper's experiment, the critical sample size m*(T) (Edelman et al. 2022,
+Section 5). Run from the repository's root:
 
-    python sweep.py --preset paper         T = 100..1100: the paper's figure
-    python sweep.py --preset extended      T = 10..10^4, 30 seeds (hours: shard it)
-    python sweep.py --help                 every option, and the other commands:
-    python sweep.py compare DIR DIR ...    one table over sweeps of different protocols
-    python sweep.py width DIR DIR ...      widths side by side, and where each leaves its log T law
-    python sweep.py families DIR DIR ...   other tasks and sparsities side by side
-    python sweep.py limit                  the statistical limit per T, no training
-    python sweep.py headline               the front page's table, from the committed folders
-    python sweep.py pages PAGE ...         copy the tables results pages show from their files
-    python sweep.py bench                  time per training step, GFLOP/s beside numpy's matmul
+    python -m studies.sweep --preset paper        T = 100..1100: the paper's figure
+    python -m studies.sweep --preset extended     T = 10..10^4, 30 seeds (hours: shard it)
+    python -m studies.sweep --help                every option, and the other commands:
+    python -m studies.sweep compare DIR DIR ...   one table over sweeps of different protocols
+    python -m studies.sweep width DIR DIR ...     widths side by side, where each leaves its log law
+    python -m studies.sweep families DIR DIR ...  other tasks and sparsities side by side
+    python -m studies.sweep limit                 the statistical limit per T, no training
+    python -m studies.sweep headline              the front page's table, from the committed folders
+    python -m studies.sweep pages PAGE ...        copy again the tables results pages show
+    python -m studies.sweep bench                 time per step, GFLOP/s beside numpy's matmul
 
 For each T and seed, training runs (train.train_stack) at training-set sizes m on a grid say
 whether the model reaches test accuracy >= 0.99; a search per seed (stats.bisect_search) picks the
@@ -153,14 +154,15 @@ def sweep_parser(commands=True):
                          "stack by one worker; fewer at large T, where big stacks run slower "
                          "(default %(default)s; 1 = one run at a time)")
     ap.add_argument("--protocol", choices=sorted(PROTOCOLS), default="ours",
-                    help="named option set (PROTOCOLS in sweep.py): ours = train.py's defaults; "
-                         "paper-data = training sets redrawn until one hypothesis fits, 10^4 test "
-                         "samples; the others change one training choice (default %(default)s)")
+                    help="named option set (PROTOCOLS in studies/sweep.py): ours = train.py's "
+                         "defaults; paper-data = training sets redrawn until one hypothesis fits, "
+                         "10^4 test samples; the others change one training choice (default "
+                         "%(default)s)")
     train.add_options(ap, folder.MODEL_OPTIONS, defaults={k: None for k in folder.MODEL_OPTIONS})
     if not commands:
         return ap
     sub = ap.add_subparsers(dest="command", parser_class=OneLineParser,
-                            title="other commands (python sweep.py COMMAND --help)",
+                            title="other commands (python -m studies.sweep COMMAND --help)",
                             metavar="{" + ",".join(COMMANDS) + "}")
     add_compare_command(sub)
     add_width_command(sub)
@@ -482,7 +484,7 @@ def run_and_report(ap, a, out, meta, accepted, base, Ts, n_seeds):
         report.folder_report(out, rows, meta["grids"], a, meta["protocol"], missing)
     except KeyboardInterrupt:
         print(f"\ninterrupted during the report; every finished run is saved in {out}, and "
-              f"`python sweep.py --out {out} --report` makes the report again",
+              f"`python -m studies.sweep --out {out} --report` makes the report again",
               file=sys.stderr)
         return 130
     return 0
@@ -628,7 +630,7 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
               f"command to resume", file=sys.stderr)
         return 130 if isinstance(e, KeyboardInterrupt) else 143
     except RunFailed as e:
-        print(f"sweep.py: {e}; the {progress.n_run} runs finished before it are saved in "
+        print(f"studies.sweep: {e}; the {progress.n_run} runs finished before it are saved in "
               f"{out.path}", file=sys.stderr)
         return 1
     finally:
@@ -787,8 +789,9 @@ def sweep_throughput(T, R, steps, full_steps, workers, repeats=3, d=64):
 
 
 def main_bench(a, fail):
-    """`sweep.py bench`: the step table per width and dtype, then the sweep throughput (at the
-    first width). Every size is checked to fit in memory before any time is spent."""
+    """`python -m studies.sweep bench`: the step table per width and dtype, then the sweep
+    throughput (at the first width). Every size is checked to fit in memory before any time is
+    spent."""
     H, k = run_options.DEFAULTS["heads"], run_options.DEFAULTS["mlp"]
     for d in a.d:
         if d % H:
@@ -808,7 +811,7 @@ def main_bench(a, fail):
             said = "; its workers are stopped"
             bench_throughput(a, H)
     except Terminated:
-        print(f"\nsweep.py bench: terminated (SIGTERM){said}", file=sys.stderr)
+        print(f"\nstudies.sweep bench: terminated (SIGTERM){said}", file=sys.stderr)
         return 143
     return 0
 

@@ -1507,7 +1507,8 @@ def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, 
 
 def test_results_pages_show_their_tables_as_the_files_the_commands_wrote(tmp_path, capsys):
     """Every table a committed page copies between its markers is, byte for byte, the file a
-    command wrote (a retyped or stale table fails here); `sweep.py pages` copies them again."""
+    command wrote (a retyped or stale table fails here); `python -m studies.sweep pages` copies them
+    again."""
     pages = ["README.md"] + sorted(os.path.relpath(p, HERE) for p in
                                    glob.glob(os.path.join(HERE, "results", "**", "README.md"),
                                              recursive=True))
@@ -1796,7 +1797,7 @@ def test_reports_never_replace_a_file_that_is_not_their_own(tmp_path, capsys, mo
 
 
 def _subcommand(name):
-    """The parser of `sweep.py NAME`."""
+    """The parser of `python -m studies.sweep NAME`."""
     ap = sweep.sweep_parser()
     return next(a for a in ap._actions if a.__class__.__name__ == "_SubParsersAction").choices[name]
 
@@ -2337,7 +2338,7 @@ def test_sweep_rows_that_contradict_their_folder_are_one_line(smoke_ref, tmp_pat
 
 
 def test_pages_read_only_text_files_of_the_repository(tmp_path, capsys):
-    """`sweep.py pages` copies only regular text files inside the repository (the folder it runs
+    """`studies.sweep pages` copies only regular text files inside the repository (the folder it runs
     in) of bounded size; anything else (an absolute path, `..`, a symlink out, a folder, a FIFO,
     a huge or binary file, a binary page, the page itself, a file holding markers, markers that
     do not pair up, with --check too) is one line naming it, and no page is written."""
@@ -2493,7 +2494,7 @@ def test_ctrl_c_in_a_sweeps_process_group_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
 def test_bench_leaves_no_worker_behind(how):
-    """SIGTERM or SIGKILL during `sweep.py bench`'s throughput part: its workers are gone within
+    """SIGTERM or SIGKILL during `studies.sweep bench`'s throughput part: its workers are gone within
     seconds (they watch their parent); SIGTERM is one line and exit status 143."""
     p = _python("-m", "studies.sweep", "bench", "--Ts", "8", "--d", "16", "--m", "8", "--steps", "100000",
                 "--tp-steps", "100000", "--throughput", "100", "--stack", "2")
@@ -2522,7 +2523,7 @@ def test_bench_leaves_no_worker_behind(how):
     assert not [c for c in children if os.path.exists(f"/proc/{c}") and not _zombie(c)]
     if how == signal.SIGTERM:
         assert p.returncode == 143 and err.strip().splitlines() == [
-            "sweep.py bench: terminated (SIGTERM); its workers are stopped"], err
+            "studies.sweep bench: terminated (SIGTERM); its workers are stopped"], err
 
 
 def test_sigterm_during_the_bench_step_table_is_one_line():
@@ -2539,7 +2540,7 @@ def test_sigterm_during_the_bench_step_table_is_one_line():
             p.kill()
             p.communicate()
     assert p.returncode == 143 and err.strip().splitlines() == [
-        "sweep.py bench: terminated (SIGTERM) during its step table"], err
+        "studies.sweep bench: terminated (SIGTERM) during its step table"], err
     assert "sweep throughput" not in out
 
 
@@ -2932,7 +2933,7 @@ def _synthetic_study(out):
 
 
 def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, capsys):
-    """Issue 38: `mechanism.py arm` plans an arm as the study's cells with one option changed
+    """Issue 38: `studies.mechanism arm` plans an arm as the study's cells with one option changed
     (the sweep protocol of its name), under a design name check_plan accepts; an unknown arm or a
     T the study lacks is one line. `paired` on the committed screen writes its committed table
     and pairs again, each run against the study's run of its seed."""

@@ -1,6 +1,6 @@
 """theory_report.py (studies): the paper's quantities measured on trained models.
 
-    python -m studies.theory_report     prints the report (about a minute on 2 cores); -h: usage
+    python -m studies.theory_report     prints the report (about 15 s on 2 cores); -h: usage
 
 theory.py checks the theory on hand-built weights and random draws, with no training; this report
 trains small models with train.py and measures them with theory.py's quantities:
@@ -41,7 +41,8 @@ def train_models(Ts, ms, steps, task="and", s=3, dtype="float32", tolerate_diver
     """train.train_run for each (T, m) pair, seed 0; -> list of result dicts. With
     tolerate_divergence a diverged run gives dict(T=T, m=m, test_acc=nan) instead of raising.
     log(line) gets one line per trained model (which, how far, test accuracy, seconds), flushed
-    by default so that it shows under `python theory.py > log`; log=None for silence."""
+    by default so that it shows under `python -m studies.theory_report > log`; log=None for
+    silence."""
     out = []
     for k, (T, m) in enumerate(zip(Ts, ms), 1):
         t0 = time.perf_counter()
