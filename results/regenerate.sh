@@ -3,7 +3,7 @@
 # the committed runs, in place: no training, about 5 minutes on 2 cores. Run it from the repo root
 # of a clean checkout, then `git diff --stat` lists what the code of this checkout changes (with
 # matplotlib installed, folders committed without a plot gain one, as untracked files).
-# Left out: results/limit/table.md (`python sweep.py limit`, 2.4 min, no runs behind it) and
+# Left out: results/limit/table.md (`python -m studies.sweep limit`, 2.4 min, no runs behind it) and
 # results/protocols/mingpt-summed-batch.md (the old minGPT table, kept as it was);
 # results/mechanism-interventions/full/RUN.md (how issue 38's full cells were run: not a table).
 set -euo pipefail
@@ -13,60 +13,62 @@ par() { xargs -P 2 -I{} sh -c '{}'; }     # at most 2 commands at a time (2 core
 
 # 1. each folder's table.md (and critical.json, and mstar.png where matplotlib is installed)
 { for j in $(find results -name sweep.json | sort); do
-      echo "$PY sweep.py --out $(dirname "$j") --report > /dev/null"; done
-  for d in s-2 s-3; do echo "$PY steps.py --out results/parity/$d --report > /dev/null"; done
-  for d in s-2 s-3; do echo "$PY steps.py --out results/parity/$d-m-4000 --report --against \
+      echo "$PY -m studies.sweep --out $(dirname "$j") --report > /dev/null"; done
+  for d in s-2 s-3; do echo "$PY -m studies.steps --out results/parity/$d --report > /dev/null"; done
+  for d in s-2 s-3; do echo "$PY -m studies.steps --out results/parity/$d-m-4000 --report --against \
 results/parity/$d > /dev/null"; done; } | par
 
-# 2. the tables over several folders (each page names the one it quotes)
+# 2. the tables over several folders (each page names the one it quotes); the protocol study's
+# compare.md is written from inside results/protocols, as it was made, with the repo root on
+# PYTHONPATH so that `-m studies.sweep` finds the package
 S=results/protocols; W=results/width; F=results/families
 par > /dev/null <<EOF
-$PY sweep.py families $F/and-s1 $F/and-s2 $W/d-128 $F/and-s4 $F/and-s5 $F/or-s3 $F/majority-s3 $F/junta-s1 $F/junta-s2 $F/junta-s3 $F/junta-s4 $F/junta-s5 $F/parity-s2 --seeds 20 --out $F/families.md
-$PY sweep.py families $F/and-s1 $F/and-s2 $W/d-128 $F/and-s4 $F/and-s5 $F/junta-s1 $F/junta-s2 $F/junta-s3 $F/junta-s4 $F/junta-s5 --Ts 100 --seeds 20 --out $F/across-s.md
-cd $S && $PY ../../sweep.py compare ../paper-range-ours steps-250 steps-500 steps-2000 early-stop adamw mingpt lr-3e-4 lr-3e-3 heads-1 heads-4 ../width/d-32 ../width/d-128 float64 paper-data-d-128 --seeds 20 --Ts 100,300,1100 --out ../../$S/compare.md
-$PY sweep.py compare $W/d-128 $S/paper-data-d-128 --seeds 20 --Ts 100,300,1100 --out $S/paper-data-d-128-vs-d-128.md
-$PY sweep.py compare results/paper-range-ours $S/pos-zero $S/mlp-4d $S/mlp-4d-pos-zero --seeds 10 --Ts 300,1100 --out $S/mingpt-block-screen.md
-$PY sweep.py compare results/paper-range-ours $S/pos-zero $S/mlp-4d $S/mlp-4d-pos-zero --seeds 20 --Ts 100,300,500,700,900,1100 --growth-from 100 --out $S/mingpt-block.md
-$PY sweep.py compare $W/d-128 $S/d-128-pos-zero --seeds 10 --Ts 300,1100 --out $S/d-128-pos-zero-screen.md
-$PY sweep.py compare results/extended $S/mlp-4d --seeds 10 --Ts 100,300,1100,3000 --growth-from 100 --out $S/mlp-4d-T3000.md
-$PY sweep.py width $W/d-32 results/extended $W/d-128 $W/d-256 --seeds 20 --Ts 10,30,100,300,1100,3000 --out $W/width.md
-$PY sweep.py width results/extended $W/d-128 --seeds 20 --Ts 10,30,100,300,1100,3000,10000 --out $W/three-decades.md
-$PY sweep.py width $W/d-128 --seeds 10 --out $W/d-128-seeds-0-9.md
-$PY sweep.py width results/extended $W/d-80 $W/d-96 $W/d-112 $W/d-128 --seeds 20 --Ts 10,30,100,300,1100,3000 --out $W/critical.md
-$PY sweep.py compare results/extended $W/d-80 $W/d-128 --seeds 20 --Ts 10,30,100,300,1100,3000 --out $W/critical-paired.md
-$PY sweep.py compare $W/d-128 $W/d-80 $W/d-96 $W/d-112 --seeds 20 --Ts 10,30,100,300,1100,3000 --growth-from 100 --out $W/edge.md
-$PY sweep.py compare results/extended $W/d-80 $W/d-96 $W/d-112 $W/d-128 --seeds 10 --Ts 300,1100 --out $W/critical-screen.md
-$PY sweep.py compare results/extended $S/heads-4 $W/d-128-h-32 $W/d-128 --seeds 10 --Ts 300,1100 --out $W/head-width.md
-$PY sweep.py compare results/paper-range-ours results/paper-range-paper-data --out results/paper-range-paper-data/compare.md
-$PY sweep.py headline --d64 results/extended --d128 $W/d-128 --out results/headline.md --readme README.md
+$PY -m studies.sweep families $F/and-s1 $F/and-s2 $W/d-128 $F/and-s4 $F/and-s5 $F/or-s3 $F/majority-s3 $F/junta-s1 $F/junta-s2 $F/junta-s3 $F/junta-s4 $F/junta-s5 $F/parity-s2 --seeds 20 --out $F/families.md
+$PY -m studies.sweep families $F/and-s1 $F/and-s2 $W/d-128 $F/and-s4 $F/and-s5 $F/junta-s1 $F/junta-s2 $F/junta-s3 $F/junta-s4 $F/junta-s5 --Ts 100 --seeds 20 --out $F/across-s.md
+cd $S && PYTHONPATH=../.. $PY -m studies.sweep compare ../paper-range-ours steps-250 steps-500 steps-2000 early-stop adamw mingpt lr-3e-4 lr-3e-3 heads-1 heads-4 ../width/d-32 ../width/d-128 float64 paper-data-d-128 --seeds 20 --Ts 100,300,1100 --out ../../$S/compare.md
+$PY -m studies.sweep compare $W/d-128 $S/paper-data-d-128 --seeds 20 --Ts 100,300,1100 --out $S/paper-data-d-128-vs-d-128.md
+$PY -m studies.sweep compare results/paper-range-ours $S/pos-zero $S/mlp-4d $S/mlp-4d-pos-zero --seeds 10 --Ts 300,1100 --out $S/mingpt-block-screen.md
+$PY -m studies.sweep compare results/paper-range-ours $S/pos-zero $S/mlp-4d $S/mlp-4d-pos-zero --seeds 20 --Ts 100,300,500,700,900,1100 --growth-from 100 --out $S/mingpt-block.md
+$PY -m studies.sweep compare $W/d-128 $S/d-128-pos-zero --seeds 10 --Ts 300,1100 --out $S/d-128-pos-zero-screen.md
+$PY -m studies.sweep compare results/extended $S/mlp-4d --seeds 10 --Ts 100,300,1100,3000 --growth-from 100 --out $S/mlp-4d-T3000.md
+$PY -m studies.sweep width $W/d-32 results/extended $W/d-128 $W/d-256 --seeds 20 --Ts 10,30,100,300,1100,3000 --out $W/width.md
+$PY -m studies.sweep width results/extended $W/d-128 --seeds 20 --Ts 10,30,100,300,1100,3000,10000 --out $W/three-decades.md
+$PY -m studies.sweep width $W/d-128 --seeds 10 --out $W/d-128-seeds-0-9.md
+$PY -m studies.sweep width results/extended $W/d-80 $W/d-96 $W/d-112 $W/d-128 --seeds 20 --Ts 10,30,100,300,1100,3000 --out $W/critical.md
+$PY -m studies.sweep compare results/extended $W/d-80 $W/d-128 --seeds 20 --Ts 10,30,100,300,1100,3000 --out $W/critical-paired.md
+$PY -m studies.sweep compare $W/d-128 $W/d-80 $W/d-96 $W/d-112 --seeds 20 --Ts 10,30,100,300,1100,3000 --growth-from 100 --out $W/edge.md
+$PY -m studies.sweep compare results/extended $W/d-80 $W/d-96 $W/d-112 $W/d-128 --seeds 10 --Ts 300,1100 --out $W/critical-screen.md
+$PY -m studies.sweep compare results/extended $S/heads-4 $W/d-128-h-32 $W/d-128 --seeds 10 --Ts 300,1100 --out $W/head-width.md
+$PY -m studies.sweep compare results/paper-range-ours results/paper-range-paper-data --out results/paper-range-paper-data/compare.md
+$PY -m studies.sweep headline --d64 results/extended --d128 $W/d-128 --out results/headline.md --readme README.md
 EOF
 
 # 3. the mechanism study's table, then every page's copies of the tables
-$PY mechanism.py report results/mechanism > /dev/null
+$PY -m studies.mechanism report results/mechanism > /dev/null
 # issue 38: C's factors (from the study's borderline runs trained again with them) and the bound's size
-$PY mechanism.py factors results/mechanism --factors results/mechanism-factors \
+$PY -m studies.mechanism factors results/mechanism --factors results/mechanism-factors \
     --out results/mechanism-factors/factors.md > /dev/null
 # issue 38's screen: the arms paired by seed with the study
-$PY mechanism.py paired results/mechanism results/mechanism-interventions/screen/{baseline-rerun,freeze-ln1,decay-except-ln,freeze-lnf} \
+$PY -m studies.mechanism paired results/mechanism results/mechanism-interventions/screen/{baseline-rerun,freeze-ln1,decay-except-ln,freeze-lnf} \
     --out results/mechanism-interventions/screen/paired.md \
     --pairs results/mechanism-interventions/screen/pairs.csv > /dev/null
 # issue 38's full cells: each intervention paired by seed with the study, T = 100..3000
-$PY mechanism.py paired results/mechanism results/mechanism-interventions/full/{freeze-ln1,freeze-lnf,decay-except-ln} \
+$PY -m studies.mechanism paired results/mechanism results/mechanism-interventions/full/{freeze-ln1,freeze-lnf,decay-except-ln} \
     --out results/mechanism-interventions/full/paired.md \
     --pairs results/mechanism-interventions/full/pairs.csv > /dev/null
 # issue 38's arm that lowers the token norm, made on the machine of results/mechanism-factors: paired with that rerun
-$PY mechanism.py paired results/mechanism-factors results/mechanism-interventions/full/freeze-ln1-low \
+$PY -m studies.mechanism paired results/mechanism-factors results/mechanism-interventions/full/freeze-ln1-low \
     --out results/mechanism-interventions/full/paired-low.md \
     --pairs results/mechanism-interventions/full/pairs-low.csv > /dev/null
 # and its m* at d = 64 (a sweep of protocol freeze-ln1-low, 10 seeds) beside the study's sweep, seed for seed
-$PY sweep.py compare results/extended results/protocols/freeze-ln1-low --seeds 10 --Ts 100,300,1100 \
+$PY -m studies.sweep compare results/extended results/protocols/freeze-ln1-low --seeds 10 --Ts 100,300,1100 \
     --out results/mechanism-interventions/full/mstar-low.md > /dev/null
 # issue 38's 40 seeds at d = 128, T = 3000: the LN1 arms paired by seed with a baseline trained beside them
-$PY mechanism.py paired results/mechanism-interventions/more-seeds/baseline-rerun results/mechanism-interventions/more-seeds/{freeze-ln1,decay-except-ln} \
+$PY -m studies.mechanism paired results/mechanism-interventions/more-seeds/baseline-rerun results/mechanism-interventions/more-seeds/{freeze-ln1,decay-except-ln} \
     --out results/mechanism-interventions/more-seeds/paired.md \
     --pairs results/mechanism-interventions/more-seeds/pairs.csv > /dev/null
 # issue 38's trajectories: eventual successes against failures at every logged step
-$PY mechanism.py trace-report results/mechanism-trajectories > /dev/null
-$PY mechanism.py trace-report results/mechanism-trajectories-T > /dev/null
-$PY sweep.py pages $( { ls README.md; find results -name '*.md' | sort; } | xargs grep -l '^<!-- begin ' ) > /dev/null
+$PY -m studies.mechanism trace-report results/mechanism-trajectories > /dev/null
+$PY -m studies.mechanism trace-report results/mechanism-trajectories-T > /dev/null
+$PY -m studies.sweep pages $( { ls README.md; find results -name '*.md' | sort; } | xargs grep -l '^<!-- begin ' ) > /dev/null
 echo "done: git diff --stat shows what changed"
