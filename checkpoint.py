@@ -160,6 +160,7 @@ def check_checkpoint(ck, where="resume"):
     if o["val"] or o["dropout"]:
         raise _damaged(where, "options", "ask for val or dropout, which train.py never saves")
     check_arrays(ck, o, where)
+    check_frozen(ck["params"], o, where)
     if not isinstance(ck.get("arithmetic"), (dict, type(None))):
         raise _damaged(where, "arithmetic", f"must be a dict (arithmetic.record), got "
                                             f"{type(ck['arithmetic']).__name__}")
@@ -200,6 +201,21 @@ def check_arrays(ck, o, where):
                 raise _damaged(where, field, "is not finite")
             if part == "v" and np.any(a < 0):
                 raise _damaged(where, field, "is negative (Adam's second moment never is)")
+
+
+def check_frozen(params, o, where):
+    """A LayerNorm the options freeze (freeze ln1 or lnf) holds its init in every entry: the gain
+    ln1_gain (ln1) or 1 (lnf), the shift 0; a checkpoint whose frozen values say otherwise was
+    made with other options or edited: ValueError naming `where` and the field."""
+    if o["freeze"] == "none":
+        return
+    gain = o["ln1_gain"] if o["freeze"] == "ln1" else 1.0
+    for name, value in ((o["freeze"] + "_g", gain), (o["freeze"] + "_b", 0.0)):
+        off = params[name] != params[name].dtype.type(value)
+        if off.any():
+            raise _damaged(where, "param/" + name, f"holds {params[name][off].flat[0].item()!r} "
+                           f"where freeze {o['freeze']} keeps it at its init {value} (other "
+                           f"options, or edited)")
 
 
 def same_path(a, b):

@@ -5,6 +5,8 @@ dict and a sweep's options are all checked by validate_options against it, and R
 which of them define a run (a checkpoint must agree on them); model_config and run_shapes say
 what model a run's options build. Needs attn.py, baseline.py, data.py and cli.py.
 """
+import numpy as np
+
 import attn
 import baseline
 import data
@@ -99,6 +101,10 @@ def check_options(o, flag=py_flag):
         return f"dropout must be below 1, got {f('dropout')}"
     if o.get("freeze", "none") != "none" and o.get("model") == "mlp":
         return f"freeze acts on the Transformer's LayerNorms only, got {f('freeze')} with model mlp"
+    most = (float(np.finfo(o.get("dtype", "float32")).max) / o["d"]) ** 0.5
+    if o.get("ln1_gain", 1.0) >= most:
+        return (f"{f('ln1_gain')} is too large for {o.get('dtype', 'float32')}: the attention "
+                f"scores grow like ln1_gain^2 d and would overflow; ask for less than {most:.3g}")
     if o.get("ln1_gain", 1.0) != 1.0 and o.get("model") == "mlp":
         return (f"ln1_gain acts on the Transformer's first LayerNorm only, got {f('ln1_gain')} "
                 f"with model mlp")

@@ -3030,3 +3030,57 @@ def test_only_kernels_the_processor_can_run_are_offered(monkeypatch):
     monkeypatch.setattr(arithmetic, "cpu_flags", lambda: set())
     assert arithmetic.kernels_here() == []
 
+
+
+# ---------------- issue 45: the culprit named ----------------------------------------------------
+
+def test_an_ln1_gain_that_overflows_the_dtype_names_its_option(capsys):
+    """--ln1-gain 1e300 (or 1e38 in float32) used to give numpy's RuntimeWarning and then
+    'training diverged; try a smaller --lr': now one line naming --ln1-gain, the dtype and the
+    largest gain it allows, before anything runs; a gain near that limit that diverges is
+    blamed on it too."""
+    for gain, dtype in (("1e300", "float32"), ("1e38", "float32"), ("1e300", "float64")):
+        code, out, err = run_cli(capsys, *TINY, "--ln1-gain", gain, "--dtype", dtype)
+        assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
+        assert f"--ln1-gain {float(gain)} is too large for {dtype}" in err, err
+    with pytest.raises(ValueError, match="ln1_gain=1e.300 is too large for float32"):
+        run_options.validate_options(dict(ln1_gain=1e300))
+    o = run_options.validate_options(dict(ln1_gain=1e16))
+    assert train.divergence_culprit(o).startswith("--ln1-gain (now 1e+16")
+    assert train.divergence_culprit(run_options.validate_options({})).startswith("--lr")
+
+
+def test_a_run_of_very_many_steps_starts_and_its_checkpoint_resumes(tmp_path):
+    """--steps 10**18 (or resuming a checkpoint of a 10**15-step run) was refused as 'out of
+    memory ... make one of --T --m ... smaller': the loss history was allocated for every step
+    up front. It now grows as the run goes, so such a run starts, saves and resumes."""
+    path = str(tmp_path / "long.npz")
+    with pytest.raises(checkpoint.Interrupted, match="after step 3"):
+        train.train_run(dict(SMALL, steps=10**18), log=None, save=path, stop_after=3)
+    ck = checkpoint.load_checkpoint(path)
+    assert ck["run_steps"] == 10**18 and ck["step"] == 3
+    with pytest.raises(checkpoint.Interrupted, match="after step 6"):
+        train.train_run(dict(SMALL, steps=10**15), log=None, save=path, resume=ck, stop_after=6)
+    h = train.LossHistory(R=2, room=2)
+    for i in range(5):
+        h.put(i, [i, -i])
+    assert h.values.tolist() == [[i, -i] for i in range(5)]
+    assert len(train.curve_steps(10**18)) <= 70
+
+
+def test_a_checkpoint_whose_frozen_layernorm_moved_is_refused(tmp_path):
+    """freeze ln1 keeps LN1's gain at ln1_gain and its shift at 0 for the whole run; a checkpoint
+    whose frozen values say otherwise (other options, or edited) was resumed without a word. Now
+    it is refused in one line naming the field and the value."""
+    o = dict(SMALL, freeze="ln1", ln1_gain=0.5)
+    path = str(tmp_path / "f.npz")
+    with pytest.raises(checkpoint.Interrupted):
+        train.train_run(o, log=None, save=path, stop_after=3)
+    ck = checkpoint.load_checkpoint(path)
+    assert (ck["params"]["ln1_g"] == np.float32(0.5)).all()
+    for name, change in (("ln1_g", lambda a: a * 2), ("ln1_b", lambda a: a + 0.25)):
+        bad = dict(ck, params=dict(ck["params"], **{name: change(ck["params"][name])}))
+        with pytest.raises(ValueError, match=f"field 'param/{name}' holds .* where freeze ln1 "
+                                             f"keeps it at its init"):
+            train.train_run(o, log=None, resume=bad)
+    assert train.train_run(o, log=None, resume=ck)["steps"] == SMALL["steps"]

@@ -137,13 +137,13 @@ def train_loop(run, o, save=None, save_every=0, stop_after=None, monitor=None):
                     run.R)
             optim.adam_step(run.params, grads, run.state, o["lr"], o["wd"], b2=o["beta2"],
                             decoupled=o["optimizer"] == "adamw")
-            run.losses[step - run.first] = loss
+            run.losses.put(step - run.first, loss)
             if run.val and (step % o["val_every"] == 0 or step == o["steps"]):
                 keep_if_best(run, step)                          # early stopping
             if run.progress and run.progress.due(step):
                 log_progress(run, step, loss)
             if monitor and (step % monitor.every == 0 or step == 1 and monitor.at_start) and (
-                    monitor(step, monitored_accuracies(run), run.losses[step - run.first],
+                    monitor(step, monitored_accuracies(run), run.losses.values[step - run.first],
                             run.params)):
                 return step
             stopping = stop.after(step)                          # Ctrl-C or SIGTERM came
@@ -226,6 +226,8 @@ def divergence_culprit(o):
                      or wd >= 1e-3 * math.sqrt(float(np.finfo(o["dtype"]).max)))
     if strong and lr < 1:
         return f"--wd (now {wd}, too strong for --lr {lr} in {o['dtype']})"
+    if o["ln1_gain"] >= 1e-3 * (float(np.finfo(o["dtype"]).max) / o["d"]) ** 0.5:  # ~ gain^2 d
+        return f"--ln1-gain (now {o['ln1_gain']}, near where {o['dtype']} overflows) or --lr"
     return f"--lr (now {lr})" + (f" or --wd (now {wd})" if strong else "")
 
 
@@ -283,22 +285,43 @@ class Progress:
     def __init__(self, log, o, train, shown, S, label, curve):
         self.say, self.every = log, o["log_every"] if log else 0
         self.train, self.shown, self.S, self.label = train, shown, S, label
-        self.extra = frozenset(curve_steps(o["steps"], self.every)) if curve else frozenset()
+        self.extra = frozenset(curve_steps(o["steps"])) if curve else frozenset()
         self.logged, self.curve = [], [] if curve else None
 
     def printed(self, step):
         return bool(self.every) and (step % self.every == 0 or step == 1)
 
-    def due(self, step):                               # printed, or a point of the curve
-        return (self.every and (step % self.every == 0 or step == 1)) or step in self.extra
+    def due(self, step):             # printed (each multiple of every), or a point of the curve
+        return self.printed(step) or step in self.extra
 
 
-def curve_steps(steps, every=0, n=60):
-    """The picture's steps: each of the first 10, then about n log-spaced ones up to `steps`,
-    and each multiple of `every`, so the early rise is drawn where it happens."""
-    spaced = np.unique(np.geomspace(1, steps, n).round().astype(int)).tolist()
-    return set(range(1, min(10, steps) + 1)) | set(spaced) | (
-        set(range(every, steps + 1, every)) if every else set())
+def curve_steps(steps, n=60):
+    """The picture's steps besides the printed ones: each of the first 10, then about n
+    log-spaced ones up to `steps`, so the early rise is drawn where it happens (a set of at most
+    n + 10 steps, whatever `steps` is)."""
+    spaced = np.unique(np.geomspace(1, steps, n).round().astype(np.int64)).tolist()
+    return set(range(1, min(10, steps) + 1)) | set(spaced)
+
+
+class LossHistory:
+    """The training loss at each step of this session, [n] for one run or [n, R] for a stack,
+    grown as the run goes (doubling its room), so a run asks for no memory for steps it has not
+    reached: a run of 10**15 steps starts like any other. .values: the losses so far."""
+
+    def __init__(self, R=None, room=1024):
+        self.a, self.n = np.empty((room,) + ((R,) if R else ())), 0
+
+    def put(self, i, loss):
+        if i >= len(self.a):
+            grown = np.empty((max(2 * len(self.a), i + 1),) + self.a.shape[1:])
+            grown[:len(self.a)] = self.a
+            self.a = grown
+        self.a[i] = loss
+        self.n = max(self.n, i + 1)
+
+    @property
+    def values(self):
+        return self.a[:self.n]
 
 
 # ---------------------------------------------------------------- setting up ------------------
@@ -353,7 +376,7 @@ def set_up_run(o, log, resume, curve, kept):
     return types.SimpleNamespace(
         R=None, task=draw.task, X=Xtr, y=ytr.astype(Xtr.dtype), w=None, labels=ytr,
         test=draw.test, order=draw.order, model=model, params=params, state=state, first=first,
-        losses=np.empty(o["steps"] - first + 1), val=val, best=val and best_so_far(params),
+        losses=LossHistory(), val=val, best=val and best_so_far(params),
         progress=Progress(log, o, draw.train, shown, draw.task.S, "val" if val else "test",
                           curve),
         t0=time.perf_counter(), kept=kept, arithmetic=now, before=before)
@@ -406,7 +429,7 @@ def set_up_stack(opts, watched=False):
     return types.SimpleNamespace(
         R=R, draws=draws, X=X, y=y, w=w, ms=[x["m"] for x in opts],
         order=[draw.order for draw in draws], model=model, params=P, state=state, first=1,
-        losses=np.empty((o["steps"], R)), val=val, best=val and best_so_far(P, R),
+        losses=LossHistory(R), val=val, best=val and best_so_far(P, R),
         progress=None, test=test, t0=time.perf_counter(), kept=0)
 
 
@@ -474,7 +497,7 @@ def finish_run(o, run):
     """The result of a trained run: early stopping's parameters put back, then the summary."""
     if run.val:
         restore_best(run)
-    losses = run.losses.tolist()
+    losses = run.losses.values.tolist()
     r = summarise(o, run.task, run.params, run.model, (run.X, run.labels), run.test, losses,
                   time.perf_counter() - run.t0)
     r.update(over_the_run(losses, run.progress, o["steps"]), arithmetic=run.arithmetic)
@@ -491,7 +514,7 @@ def finish_run(o, run):
 
 def stack_results(opts, run, ran, seconds):
     """One result dict per run of a trained stack (diverged runs as diverged_result)."""
-    losses = run.losses[:ran]
+    losses = run.losses.values[:ran]
     finite = np.isfinite(losses).all(0)
     out = []
     for r, (x, draw) in enumerate(zip(opts, run.draws)):
