@@ -2891,7 +2891,7 @@ def test_the_verdict_is_at_most_six_short_bullets_each_with_an_interval_and_a_li
 # (lock, header, torn and NUL rows, resume, the one row validator) for steps.py too; one reader of
 # files the project did not write (cli.read_text_file) for pages, --readme and caches; the report
 # under the folder's lock; one start-up guard (cli.quiet_interrupts) and one worker pool
-# (cli.worker_pool); sizes checked before anything is built.
+# (studies/harness.py's worker_pool); sizes checked before anything is built.
 import signal  # noqa: E402  (signals for this block's tests; the imports above are shared)
 
 

@@ -384,7 +384,7 @@ def linear_class_samples(T, gap):
 def construction_width(T, s, code_factor=16.0):
     """The width d_p of the construction's positional codes, max(8, ceil(code_factor * s * ln T)):
     random +-1/sqrt(d_p) codes stay nearly orthogonal over T positions at about 16 s ln T (about
-    8 ln T was seen to fail). build_sparse_head builds its heads with it; report.py's width table
+    8 ln T was seen to fail). build_sparse_head builds its heads with it; studies/report.py's width table
     sets it beside the widths trained."""
     return max(8, int(math.ceil(code_factor * s * math.log(max(T, 2)))))
 
