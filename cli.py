@@ -482,7 +482,8 @@ def read_text_file(path, what, root=None, most=TEXT_MOST, keep_line_ends=False):
 TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| task | s |",
                "INCOMPLETE:", "## What C's separation is made of",     # studies.mechanism factors,
                "## Interventions paired by seed", "intervention,d,T,m,seed,",   # paired, --pairs
-               "## When a run becomes a success or a failure")                 # trace-report
+               "## When a run becomes a success or a failure",                 # trace-report
+               "| folder | the arithmetic that replays")                  # studies.replay --table
 SUMMARY_KEYS = {"model", "task", "T", "s", "m", "seed", "train_acc", "test_acc", "steps"}
 
 
@@ -528,6 +529,11 @@ def _is_limit(path):
     return isinstance(j, dict) and {"task", "s", "rows"} <= set(j)
 
 
+def _is_replay(path):
+    j = _json_file(path)
+    return isinstance(j, dict) and {"found", "tried", "rows"} <= set(j)
+
+
 def _is_limits_cache(path):
     j = _json_file(path)
     return isinstance(j, dict) and all(isinstance(v, dict) for v in j.values())
@@ -543,6 +549,7 @@ OUTPUT_KINDS = {   # kind: (what a file must be to be replaced, how to tell)
     "limit": ("a limit.json of studies.sweep limit", _is_limit),
     "limits": ("a cache of statistical limits (limits.json)", _is_limits_cache),
     "checkpoint": ("a checkpoint of this run", None),
+    "replay": ("a replay's finding (arithmetic.json of studies.replay --find)", _is_replay),
 }
 
 
