@@ -5,26 +5,25 @@ STEPS_ROWS, MECHANISM_ROWS) and reads, checks and writes them with the functions
 
 A folder holds one experiment: every run is one row of OUT/runs*.csv (written and flushed as it
 finishes, so an interrupted sweep loses nothing), and OUT/sweep.json records the options, the m
-grids, the search, the success bar, the plan (models, T, seeds) and the machines, with a
-fingerprint of what defines the experiment (sweep_fingerprint) that every row carries too. Shards
-write CSVs of their own into one folder; reports read them all. steps.py's folder is the same
-kind: OUT/steps.csv (STEPS_ROWS) read, written and checked by the same functions.
+grids, the search, the success bar, the plan (models, T, seeds) and the machines (each with
+the arithmetic it ran: arithmetic.py's record), with a fingerprint of what defines the experiment
+(sweep_fingerprint) that every row carries too. Shards write CSVs of their own into one folder;
+reports read them all. steps.py's folder is the same kind: OUT/steps.csv (STEPS_ROWS) read,
+written and checked by the same functions.
 
 The file reads top to bottom: the rows (fields, reading, the one validator, appending), the
 fingerprint and the checks that rows belong to one sweep, sweep.json, a study's plan.json, the
-lock, the machine.
+lock, the machine and the arithmetic a folder's rows were made by.
 """
 import csv
 import glob
 import hashlib
 import json
 import os
-import platform
 import re
 import sys
 
-import numpy as np
-
+import arithmetic
 import cli
 import run_options
 
@@ -567,8 +566,12 @@ class RowWriter:
     deleted file), the file is reopened and this session's rows it no longer holds are written
     back. Every OSError (a full disk) names the file."""
 
-    def __init__(self, path, kind=SWEEP_ROWS):
-        self.kind = kind
+    def __init__(self, path, kind=SWEEP_ROWS, arithmetic_of=None):
+        self.kind, self.sidecar = kind, None
+        if arithmetic_of is not None:  # the session's arithmetic differs from the folder's
+            name = os.path.basename(re.sub(r"(-part\d+)?(-shard-\d+-of-\d+)?\.csv$", "", path))
+            self.sidecar = (os.path.join(os.path.dirname(path), f"arithmetic-of-{name}.csv"),
+                            arithmetic_of)
         k = 1
         while header_state(path, kind["fields"]) == "other":
             k += 1                 # written by an older version: never touched, continued aside
@@ -587,6 +590,21 @@ class RowWriter:
         except OSError as e:                # a full disk: one line that names the file
             raise OSError(e.errno, e.strerror or str(e), self.path) from None
         self.rows.append(row)
+        if self.sidecar:
+            self._record_arithmetic(row)
+
+    def _record_arithmetic(self, row):
+        """The row's arithmetic beside it: (the run's name, the arithmetic's id) in the sidecar."""
+        path, rec = self.sidecar
+        try:
+            fresh = not os.path.exists(path)
+            with open(path, "a", newline="") as f:
+                w = csv.writer(f)
+                if fresh:
+                    w.writerow(["run", "arithmetic"])
+                w.writerow([self.kind["name"](self.kind["run"](row)), arithmetic_id(rec)])
+        except OSError as e:
+            raise OSError(e.errno, e.strerror or str(e), path) from None
 
     def _still_ours(self):
         try:
@@ -848,6 +866,8 @@ def check_plan(plan, path="plan.json"):
                              f"m={key[3]})")
         seen[key] = i
         cells.append(dict(c, options=options))
+    if not isinstance(plan.get("machines", []), list):
+        raise bad("machines", "must be a list")
     every = plan.get("every", 1)
     if not positive(every) or any(c["options"]["steps"] % every for c in cells):
         raise bad("every", f"= {every!r:.40} must be an integer >= 1 that divides every cell's "
@@ -935,21 +955,54 @@ def lock_folder(out, shard=(0, 1), holder=None):
     return fh
 
 
-def machine():
-    """Where a sweep ran: CPU, BLAS library and threads, numpy. Borderline runs can flip between
-    machines (float rounding differs with the BLAS kernels), so sweep.json keeps every machine
-    that added runs to a folder."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    try:
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-        blas = f"{blas.get('name')} {blas.get('version')}"
-    except Exception:                 # older numpy: no dict form; the version is still recorded
-        blas = "unknown"
-    return dict(cpu=cpu, cores=os.cpu_count(), blas=blas,
-                blas_threads=os.environ.get("OPENBLAS_NUM_THREADS", "default"),
-                numpy=np.__version__, python=platform.python_version())
+def machine(dtype="float32"):
+    """Where and with what arithmetic a session adds runs to a folder: the cores and
+    arithmetic.record(dtype) (the BLAS library, the kernel it runs, threads, numpy, Python, the
+    CPU). Borderline runs flip between kernels (float32 rounding differs), so a folder's
+    description keeps every machine that added runs to it, and a continuation under another
+    arithmetic is refused (check_arithmetic) unless asked for."""
+    return dict(cores=os.cpu_count(), **arithmetic.record(dtype))
+
+
+# ---------------------------------------------------------------- the arithmetic of a folder
+# Which arithmetic made a folder's rows (issue 46): the last machine of its description that names
+# a kernel (every session since the move writes one), else what a replay found
+# (OUT/arithmetic.json, studies.replay --find); a session that continues a folder under another
+# arithmetic, allowed by --other-arithmetic, writes each of its rows' arithmetic beside them
+# (OUT/arithmetic-of-NAME.csv: the run's name and the arithmetic's id).
+
+def arithmetic_id(rec):
+    """'OpenBLAS 0.3.31.188.0 SkylakeX': the library, its version and kernel of a record."""
+    return " ".join(str(rec.get(k, arithmetic.UNREAD)) for k in ("blas", "blas_version", "kernel"))
+
+
+def recorded_arithmetic(out, meta):
+    """The arithmetic the folder `out` records (a record with at least arithmetic.DECIDING's
+    fields), from its description `meta` or its replay finding; None when it records none."""
+    named = [m for m in meta.get("machines", []) if isinstance(m, dict) and "kernel" in m]
+    if named:
+        return named[-1]
+    path = os.path.join(out, "arithmetic.json")
+    if os.path.isfile(path):
+        found = read_json(path, "a replay's finding (arithmetic.json)",
+                          "write it again with python -m studies.replay FOLDER --find")
+        if isinstance(found, dict) and isinstance(found.get("found"), dict):
+            return found["found"]
+    return None
+
+
+def check_arithmetic(out, meta, here, allow=False, flag="--other-arithmetic"):
+    """ValueError, one line naming both, when the folder `out` records another arithmetic than
+    `here` (a record): its rows and this session's would be two arithmetics in one table, which
+    no single machine replays. allow (the command's `flag`): continue, each new row recording
+    its own. A folder that records none is continued (its finding is studies.replay --find's)."""
+    was = recorded_arithmetic(out, meta)
+    if allow or was is None or not arithmetic.differences(was, here):
+        return
+    kernel = was.get("kernel", arithmetic.UNREAD)
+    how = (f"OPENBLAS_CORETYPE={kernel} python -m ... (this CPU can run it)" if kernel in
+           arithmetic.kernels_here() else f"a machine whose OpenBLAS runs {kernel}")
+    raise ValueError(f"{out} was made by {arithmetic.words(dict(was, threads=1))}; this machine "
+                     f"runs {arithmetic.words(dict(here, threads=1))}: continuing would mix two "
+                     f"arithmetics in one table. Continue it with {how}, or give {flag} to "
+                     f"continue here, each new row recording its own")

@@ -45,6 +45,7 @@ from concurrent.futures import FIRST_COMPLETED, wait
 
 import numpy as np
 
+import arithmetic
 import attn
 import train
 from cli import OneLineParser, int_list, integer, number
@@ -396,12 +397,28 @@ def _raise_stop(signum, frame):
     raise Stop()
 
 
-def run_plan(out, workers=1, n_seeds=None, log=print, what="runs"):
+def note_machine(out, plan, allow=False):
+    """This session's machine added to OUT/plan.json's machines (the arithmetic it runs), after
+    folder.check_arithmetic: a study continued under another arithmetic is refused unless
+    `allow` (--other-arithmetic). -> the arithmetic each new row records beside it (RowWriter's
+    arithmetic_of), or None when it is the folder's own."""
+    here = folder.machine(plan["cells"][0]["options"]["dtype"])
+    folder.check_arithmetic(out, plan, here, allow)
+    was = folder.recorded_arithmetic(out, plan)
+    path = os.path.join(out, "plan.json")
+    raw = folder.read_json(path, "a plan", "restore it, or use another folder")
+    if here not in raw.get("machines", []):
+        cli.write_json(path, dict(raw, machines=raw.get("machines", []) + [here]))
+    return here if was is not None and arithmetic.differences(was, here) else None
+
+
+def run_plan(out, workers=1, n_seeds=None, log=print, what="runs", other_arithmetic=False):
     """Train every run of OUT/plan.json (seeds 0..n_seeds-1; default all) not yet finished in the
     study's CSV (what: "runs", train_cell's rows in OUT/runs.csv; "trace", train_trace's in
     OUT/trajectories.csv, at the plan's `every`), its rows written and flushed as its stack
-    finishes. workers > 1: that many worker processes (BLAS one thread each). -> the number of
-    runs written."""
+    finishes. workers > 1: that many worker processes (BLAS one thread each). Under another
+    arithmetic than the study's: refused unless other_arithmetic (note_machine). -> the number
+    of runs written."""
     plan = read_plan(out)
     name, kind, final = STUDY_CSVS[what]
     train_fn = train_cell if what == "runs" else functools.partial(train_trace,
@@ -411,7 +428,8 @@ def run_plan(out, workers=1, n_seeds=None, log=print, what="runs"):
         key = folder.MECHANISM_ROWS["run"]
         done = {key(r) for r in study_rows(out, plan, what) if is_final(r)}
         stacks = stacks_to_run(plan, done, n_seeds)
-        writer = folder.RowWriter(os.path.join(out, name), kind)
+        mixed = note_machine(out, plan, other_arithmetic)
+        writer = folder.RowWriter(os.path.join(out, name), kind, mixed)
     except BaseException:
         if lock:
             lock.close()
@@ -785,6 +803,7 @@ def add_study_commands(sub):
                    help="worker processes, one BLAS thread each (1)")
     r.add_argument("--seeds", type=integer(1), default=None,
                    help="only seeds 0..N-1 of the plan's (a screen); default: all")
+    add_other_arithmetic(r)
     q = sub.add_parser("report", help="OUT/table.md and OUT/mechanism.png from OUT/runs.csv",
                        description="The tables (per cell, the separation of successes and "
                        "failures, the growth with T, the final step against the best seen) and "
@@ -836,12 +855,19 @@ def add_why_runs_fail_commands(sub):
                    help="steps between logged steps, dividing the runs' steps (50)")
     t.add_argument("--workers", type=integer(1), default=1,
                    help="worker processes, one BLAS thread each (1)")
+    add_other_arithmetic(t)
     tr = sub.add_parser("trace-report", help="OUT/table.md and OUT/trajectories.png from "
                         "OUT/trajectories.csv", description="Issue 38: per cell and logged "
                         "step, eventual successes against failures (B_X, test accuracy, the top "
                         "head's mass on S and score gap), each split with its interval, and the "
                         "first step each split is established; the plot with matplotlib.")
     tr.add_argument("out")
+
+
+def add_other_arithmetic(p):
+    p.add_argument("--other-arithmetic", dest="other_arithmetic", action="store_true",
+                   help="continue a study made by another arithmetic (BLAS kernel) than this "
+                        "machine's, each new row recording its own (refused otherwise)")
 
 
 def add_cells_arguments(p):
@@ -879,14 +905,15 @@ def write_trace(a):
     plan = trace_plan(a.source, a.design, a.Ts, a.seeds, a.every, a.widths)
     path = os.path.join(a.out, "plan.json")
     if os.path.lexists(path):
-        same = lambda p: json.dumps(folder.check_plan(p, path), sort_keys=True)
+        same = lambda p: json.dumps({k: v for k, v in folder.check_plan(p, path).items()
+                                     if k != "machines"}, sort_keys=True)
         if same(read_plan(a.out)) != same(plan):
             raise ValueError(f"{path} holds another plan (other cells, seeds or --every); use "
                              f"another folder, or give the options it was written with")
         print(f"{path}: the same plan; resuming")
     else:
         save_plan(a.out, lambda: plan)
-    run_plan(a.out, a.workers, what="trace")
+    run_plan(a.out, a.workers, what="trace", other_arithmetic=a.other_arithmetic)
 
 
 def save_plan(out, make):
@@ -937,7 +964,7 @@ def main(argv=None):
         elif a.command == "paired":
             failures.paired_report(a.study, a.arms, a.out, a.pairs)
         elif a.command == "run":
-            run_plan(a.out, a.workers, a.seeds)
+            run_plan(a.out, a.workers, a.seeds, other_arithmetic=a.other_arithmetic)
         elif a.command == "trace":
             write_trace(a)
         else:

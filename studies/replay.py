@@ -180,22 +180,7 @@ def compare(kind, recorded, again, all_rows=None):
 
 
 # ---------------------------------------------------------------- the folder's arithmetic ------
-
-def folder_arithmetic(out, meta):
-    """The arithmetic the folder records: its description's last machine that names a kernel
-    (sweep.json, steps.json and plan.json record one each session since issue 46), else what a
-    replay found (OUT/arithmetic.json, written by --find); None when it records none."""
-    named = [m for m in meta.get("machines", []) if isinstance(m, dict) and "kernel" in m]
-    if named:
-        return named[-1]
-    path = os.path.join(out, "arithmetic.json")
-    if os.path.isfile(path):
-        found = folder.read_json(path, "a replay's finding (arithmetic.json)",
-                                 "write it again with python -m studies.replay FOLDER --find")
-        if isinstance(found, dict) and isinstance(found.get("found"), dict):
-            return found["found"]
-    return None
-
+# (folder.recorded_arithmetic: its description's machines, or what a replay found)
 
 def kernel_advice(wanted, here):
     """What to do when the folder's kernel is not the one this machine runs: the variable that
@@ -273,7 +258,7 @@ def replay(out, n_rows=5, seed=0, kernel=None, workers=1, cheap=False, log=say):
             results.append((r, diff))
             if log:
                 log(f"  {r['line']}: {difference_text(diff)}")
-    return dict(kind=kind, rows=results, arithmetic=rec, recorded=folder_arithmetic(out, meta))
+    return dict(kind=kind, rows=results, arithmetic=rec, recorded=folder.recorded_arithmetic(out, meta))
 
 
 def difference_text(diff):

@@ -47,6 +47,7 @@ from cli import OneLineParser, int_list, integer
 
 import numpy as np
 
+import arithmetic
 import hypotheses
 import run_options
 import train
@@ -152,20 +153,28 @@ def _is_value_of(k, v):
         return False
 
 
-def check_folder(out, meta):
-    """The folder's steps.json must record the same options and budget, or none yet; then the
-    merged description (Ts and seeds of every run) is written."""
+def check_folder(out, meta, other_arithmetic=False):
+    """The folder's steps.json must record the same options and budget, or none yet, and the
+    same arithmetic unless other_arithmetic (folder.check_arithmetic); then the merged
+    description (Ts and seeds of every run, every machine) is written. -> the arithmetic each
+    new row records beside it (folder.RowWriter's arithmetic_of), or None."""
+    mixed = None
     if os.path.lexists(os.path.join(out, "steps.json")):
         old = read_steps_meta(out)
         for k in ("options", "budget", "every"):
             if old.get(k) != meta[k]:
                 raise ValueError(f"{out} holds runs with other {k} ({old.get(k)}, not "
                                  f"{meta[k]}); use another --out or the same options")
+        here = meta["machines"][0]
+        folder.check_arithmetic(out, old, here, other_arithmetic)
+        was = folder.recorded_arithmetic(out, old)
+        mixed = here if was is not None and arithmetic.differences(was, here) else None
         meta["Ts"] = sorted(set(old["Ts"]) | set(meta["Ts"]))
         meta["seeds"] = max(old["seeds"], meta["seeds"])
         meta["machines"] = old.get("machines", []) + [
             m for m in meta["machines"] if m not in old.get("machines", [])]
     cli.write_json(os.path.join(out, "steps.json"), meta)
+    return mixed
 
 
 def read_curves(out):
@@ -207,7 +216,7 @@ def run_all(a, out, base, done=None, curves=None):
         R = max(1, min(a.stack, len(seeds)))
         stacks += [[dict(base, T=T, seed=sd) for sd in seeds[i:i + R]]
                    for i in range(0, len(seeds), R)]
-    writer = folder.RowWriter(path, folder.STEPS_ROWS)
+    writer = folder.RowWriter(path, folder.STEPS_ROWS, getattr(a, "arithmetic_of", None))
     print(f"steps: {len(todo)} runs to do in {len(stacks)} stacks, {len(done)} saved; writing "
           f"{writer.path}", flush=True)
     curves_path = os.path.join(out, "curves.json")
@@ -438,6 +447,9 @@ def parser():
                     help="processes (default %(default)s)")
     ap.add_argument("--stack", type=integer(1), default=10, help="runs per stack (default 10)")
     ap.add_argument("--report", action="store_true", help="only the table and plot")
+    ap.add_argument("--other-arithmetic", dest="other_arithmetic", action="store_true",
+                    help="continue a folder made by another arithmetic (BLAS kernel) than this "
+                         "machine's, each new row recording its own (refused otherwise)")
     ap.add_argument("--against", metavar="DIR",
                     help="also write OUT/against.md: the median steps paired on seeds with those "
                          "of another steps.py folder (e.g. the same runs with half the samples)")
@@ -460,7 +472,7 @@ def main(argv=None):
         ap.error(f"--s {a.s} is larger than the smallest T {min(a.Ts)}")
     base.pop("T")
     meta = dict(options={k: base[k] for k in OPTIONS}, budget=a.budget, every=a.every,
-                Ts=a.Ts, seeds=a.seeds, machines=[folder.machine()])
+                Ts=a.Ts, seeds=a.seeds, machines=[folder.machine(base["dtype"])])
     if os.path.exists(a.out) and not os.path.isdir(a.out):
         ap.error(f"--out {a.out} is a file; give a folder")
     lock = None
@@ -471,7 +483,7 @@ def main(argv=None):
             os.makedirs(a.out, exist_ok=True)
             lock = folder.lock_folder(a.out, holder=f"studies.steps, pid {os.getpid()}")
             if not a.report:                      # the folder's own runs, checked, first
-                check_folder(a.out, meta)
+                a.arithmetic_of = check_folder(a.out, meta, a.other_arithmetic)
                 done = read_done(os.path.join(a.out, "steps.csv"), read_steps_meta(a.out))
                 curves = read_curves(a.out)
         except ValueError as e:

@@ -39,6 +39,7 @@ from cli import OneLineParser, int_list, integer, number
 
 import numpy as np
 
+import arithmetic
 import attn
 import data
 import fast
@@ -146,6 +147,9 @@ def sweep_parser(commands=True):
                     help="run share I of N (0 <= I < N)")
     ap.add_argument("--workers", type=integer(1, os.cpu_count() or 1), default=os.cpu_count() or 1,
                     help="processes, at most the number of cores (default %(default)s)")
+    ap.add_argument("--other-arithmetic", dest="other_arithmetic", action="store_true",
+                    help="continue a folder made by another arithmetic (BLAS kernel) than this "
+                         "machine's, each new row recording its own (refused otherwise)")
     ap.add_argument("--report", action="store_true",
                     help="only merge OUT/runs*.csv and report (by default every model, T and "
                          "seed in the folder; sweep.json is left as it is)")
@@ -415,8 +419,9 @@ def folder_meta(ap, a, out, base, grids, Ts, n_seeds, old=None):
     sweep.json when the caller has read it already (folder.read_meta: every field checked).
     -> (meta, the fingerprints whose rows belong to this sweep)."""
     meta_path = os.path.join(out, "sweep.json")
+    here = folder.machine(base["dtype"])
     meta = dict(options=base, bar=a.bar, search=a.search, grids=grids, protocol=a.protocol,
-                machines=[folder.machine()])
+                machines=[here])
     meta["sweep_id"] = folder.sweep_fingerprint(meta)
     meta["plan"] = dict(models=a.models, Ts=Ts, seeds=n_seeds)
     accepted = {meta["sweep_id"]}
@@ -425,6 +430,14 @@ def folder_meta(ap, a, out, base, grids, Ts, n_seeds, old=None):
             old = dict(old or folder.read_meta(out))
         except ValueError as e:
             ap.error(str(e))
+        if not a.report:                   # one arithmetic per folder, unless asked
+            try:
+                folder.check_arithmetic(out, old, here, a.other_arithmetic)
+            except ValueError as e:
+                ap.error(str(e))
+            was = folder.recorded_arithmetic(out, old)
+            if was is not None and arithmetic.differences(was, here):
+                a.arithmetic_of = here     # --other-arithmetic: each new row records its own
         old_grids = dict(old.get("grids", {}))
         old["options"] = folder.full_options(old["options"])
         for key in ("options", "bar", "search"):
@@ -592,7 +605,7 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
     Returns the exit code: 0, 130 (Ctrl-C), 143 (SIGTERM) or 1 (a run failed)."""
     jobs = [(model, T, seed) for model in a.models for T in Ts for seed in range(n_seeds)]
     jobs = [j for k, j in enumerate(jobs) if k % shard[1] == shard[0]]
-    out = RowWriter(csv_path)
+    out = RowWriter(csv_path, arithmetic_of=getattr(a, "arithmetic_of", None))
     per_search = (len(next(iter(grids.values()))) if a.search == "grid"
                   else int(np.ceil(np.log2(max(len(g) for g in grids.values()) + 1))))
     searches = Searches(jobs, grids, a.search, done)

@@ -21,6 +21,7 @@ import time
 import numpy as np
 import pytest
 
+import arithmetic
 import attn
 import cli
 import data
@@ -3416,3 +3417,100 @@ def test_workers_start_with_ctrl_c_held_and_ignore_it(capfd):
         finally:
             pool.stop()
     assert "Traceback" not in capfd.readouterr().err
+
+
+# ---------------- issue 46: every committed run replays, and says what arithmetic made it -------
+from studies import replay  # noqa: E402
+
+
+def _other_kernel(path, name):
+    """The folder description at `path` with every machine's kernel renamed `name`."""
+    meta = json.loads(open(path).read())
+    meta["machines"] = [dict(m, kernel=name) for m in meta.get("machines", [])]
+    cli.write_json(path, meta)
+
+
+def test_a_new_folder_records_its_arithmetic_and_replays_bit_for_bit(tmp_path, smoke_ref):
+    """Issue 46: sweep.json's machines record the BLAS library, its kernel, threads, numpy,
+    Python, the CPU and the dtype (arithmetic.record); studies.replay draws rows spread over the
+    folder's cells, trains them again through the sweep's own worker and finds every recorded
+    column equal; a row whose last digit is changed is named, with its column."""
+    meta = json.loads((smoke_ref / "sweep.json").read_text())
+    here = arithmetic.record(meta["options"]["dtype"])
+    assert {k: meta["machines"][-1][k] for k in arithmetic.DECIDING} == {
+        k: here[k] for k in arithmetic.DECIDING}
+    assert folder.recorded_arithmetic(str(smoke_ref), meta)["kernel"] == here["kernel"]
+    res = replay.replay(str(smoke_ref), n_rows=3, log=None)
+    assert len(res["rows"]) == 3 and all(d is None for _, d in res["rows"]), res["rows"]
+    assert len({(r["model"], r["T"]) for r, _ in res["rows"]}) == 2      # spread over cells
+    line = replay.summary(str(smoke_ref), res)
+    assert "3 of 3 rows replay bit for bit" in line and here["kernel"] in line
+    f = _copy(smoke_ref, tmp_path / "f")
+    row = res["rows"][0][0]
+    n = int(row["line"].rsplit(" ", 1)[1])
+    lines = (f / "runs.csv").read_text().splitlines(keepends=True)
+    header = lines[0].strip().split(",")
+    cells = lines[n - 1].rstrip("\r\n").split(",")
+    i = header.index("attn_on_S")
+    cells[i] = repr(float(cells[i]) + 1e-9)
+    lines[n - 1] = ",".join(cells) + "\r\n"
+    (f / "runs.csv").write_text("".join(lines))
+    bad = replay.replay(str(f), n_rows=3, log=None)
+    diffs = [d for _, d in bad["rows"] if d is not None]
+    assert len(diffs) == 1 and diffs[0][0] == "attn_on_S" and abs(diffs[0][3] + 1e-9) < 1e-12
+    assert "first difference" in replay.summary(str(f), bad) and "attn_on_S" in \
+        replay.summary(str(f), bad)
+
+
+def test_a_folder_of_another_arithmetic_is_not_continued_unless_asked(tmp_path, capsys,
+                                                                     smoke_ref):
+    """Issue 46: a folder continued on another machine mixed two arithmetics in silence. Now a
+    sweep into a folder whose recorded kernel is another is refused in one line naming both;
+    --other-arithmetic continues it, each new row recorded beside it with its arithmetic. A
+    report (no training) is never refused."""
+    f = _copy(smoke_ref, tmp_path / "f")
+    _other_kernel(f / "sweep.json", "Imaginary")
+    (f / "runs.csv").write_text("".join((smoke_ref / "runs.csv").read_text().splitlines(
+        keepends=True)[:4]))                                    # most runs still to do
+    err = _refused(f, capsys)
+    assert "Imaginary" in err and "--other-arithmetic" in err and "mix two arithmetics" in err
+    assert _sweep(f, "--report") == 0
+    assert _sweep(f, "--other-arithmetic") == 0
+    side = (f / "arithmetic-of-runs.csv").read_text().splitlines()
+    here = folder.arithmetic_id(arithmetic.record("float32"))
+    assert side[0] == "run,arithmetic" and len(side) > 2 and all(
+        s.endswith("," + here) for s in side[1:])
+    machines = json.loads((f / "sweep.json").read_text())["machines"]
+    assert machines[0]["kernel"] == "Imaginary" and machines[-1]["kernel"] == \
+        arithmetic.record("float32")["kernel"]
+
+
+def test_a_study_of_another_arithmetic_is_not_continued_unless_asked(tmp_path):
+    """The same for the mechanism study: plan.json records each machine that ran it; a run
+    under another recorded kernel is refused naming both, unless other_arithmetic."""
+    out = str(tmp_path)
+    _tiny_plan(out, seeds=2, steps=10)
+    quiet = lambda *a, **k: None
+    assert mechanism.run_plan(out, log=quiet, n_seeds=1) == 1
+    plan = json.loads(open(os.path.join(out, "plan.json")).read())
+    assert plan["machines"][-1]["kernel"] == arithmetic.record("float32")["kernel"]
+    _other_kernel(os.path.join(out, "plan.json"), "Imaginary")
+    with pytest.raises(ValueError, match="was made by .*Imaginary.*--other-arithmetic"):
+        mechanism.run_plan(out, log=quiet)
+    assert mechanism.run_plan(out, log=quiet, other_arithmetic=True) == 1
+    assert os.path.isfile(os.path.join(out, "arithmetic-of-runs.csv"))
+    assert replay.folder_kind(out) == "runs"
+    res = replay.replay(out, n_rows=2, log=None)
+    assert len(res["rows"]) == 2 and all(d is None for _, d in res["rows"])
+
+
+def test_replay_refuses_what_it_cannot_do_in_one_line(tmp_path, capsys):
+    """Not a study folder, or a kernel this processor cannot run (it would crash it): one line,
+    exit 2, nothing trained."""
+    code, out, err = run_cli_main(capsys, replay.main, [str(tmp_path)])
+    assert code == 2 and "not a folder the studies write" in err
+    missing = [k for k in sorted(arithmetic.KERNEL_FLAGS) if k not in arithmetic.kernels_here()]
+    if missing:
+        code, out, err = run_cli_main(capsys, replay.main, [str(tmp_path), "--kernel",
+                                                            missing[0]])
+        assert code == 2 and "cannot run on this processor" in err
