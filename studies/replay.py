@@ -234,11 +234,11 @@ class kernel_pool:
         return False
 
 
-def say(line):
+def log_line(line):
     print(line, flush=True)
 
 
-def replay(out, n_rows=5, seed=0, kernel=None, workers=1, cheap=False, log=say):
+def replay(out, n_rows=5, seed=0, kernel=None, workers=1, cheap=False, log=log_line):
     """Train n_rows of the folder `out` again (draw_rows) under `kernel` (None: this machine's
     own) -> dict(kind, rows: [(row, difference or None)], arithmetic: the record the runs got,
     recorded: the folder's record or None)."""
@@ -284,7 +284,7 @@ def summary(out, res):
     return line
 
 
-def find(out, n_rows=2, seed=0, workers=1, log=say):
+def find(out, n_rows=2, seed=0, workers=1, log=log_line):
     """Replay the same rows under this machine's kernel, then under each other kernel this
     processor can run (each served kernel once), until one replays every row -> the finding
     (dict: found, the record of the kernel that replays, or None; tried; rows; command),
