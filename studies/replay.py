@@ -170,8 +170,8 @@ def compare(kind, recorded, again, all_rows=None):
                 return (f"{diff[0]} at step {new['step']}",) + diff[1:]
         return None
     new = again[0]
-    columns = STEPS_COMPARED if kind == "steps" else [
-        k for k in new if k not in TIMING and k in recorded and k != "line"]
+    columns = STEPS_COMPARED if kind == "steps" else [      # a column a file written before it
+        k for k in new if k not in TIMING and recorded.get(k, "") != "" and k != "line"]  # lacks
     for k in columns:
         ok, delta = same(recorded[k], new[k])
         if not ok:
