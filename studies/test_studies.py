@@ -30,8 +30,8 @@ import hypotheses
 import run_options
 import theory
 import train
-from studies import (families, failures, folder, harness, mechanism, report, stats, steps, study,
-                     sweep, theory_report)
+from studies import (families, failures, folder, harness, kernels, mechanism, report, stats, steps,
+                     study, sweep, theory_report)
 from test_all import (ARRAY_LIKE, HERE, NAN, RNGS, SMALL, TINY, Walk, _one_line, _public, _python,
                       _walk, cubic)
 
@@ -3514,3 +3514,38 @@ def test_replay_refuses_what_it_cannot_do_in_one_line(tmp_path, capsys):
         code, out, err = run_cli_main(capsys, replay.main, [str(tmp_path), "--kernel",
                                                             missing[0]])
         assert code == 2 and "cannot run on this processor" in err
+
+
+def test_kernels_counts_the_runs_that_change_outcome_and_the_verdicts_that_move(tmp_path,
+                                                                              capsys):
+    """Issue 46's question, how much the arithmetic moves the science: studies.kernels pairs a
+    study's runs with the same runs made again (by seed) and counts the outcomes that change,
+    with the exact sign test; a run changed in the copy is counted; one folder given twice, or
+    two studies of no common cell, is one line."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    _tiny_plan(str(a), seeds=3, steps=10)
+    assert mechanism.run_plan(str(a), log=lambda *x, **k: None) == 3
+    shutil.copytree(a, b)
+    lines = (b / "runs.csv").read_text().splitlines(keepends=True)
+    header = lines[0].strip().split(",")
+    cells = lines[1].rstrip("\r\n").split(",")
+    was = cells[header.index("success")] == "1"
+    cells[header.index("success")] = "0" if was else "1"
+    cells[header.index("test_acc")] = "0.5" if was else "1.0"
+    lines[1] = ",".join(cells) + "\r\n"
+    (b / "runs.csv").write_text("".join(lines))
+    text = kernels.kernels_table(str(a), str(b))
+    assert f"1 of 3 runs change outcome ({int(was)} lost, {int(not was)} gained" in text
+    assert kernels.sign_test(0, 0) == 1.0 and kernels.sign_test(4, 0) == 0.125
+    assert kernels.sign_test(5, 0) == 0.0625
+    code, out, err = run_cli_main(capsys, kernels.main, [str(a), str(a) + "/", "--out",
+                                                         str(tmp_path / "k.md")])
+    assert code == 2 and "are one folder" in err
+    c = tmp_path / "c"
+    _tiny_plan(str(c), seeds=1, steps=10)
+    plan = json.loads((c / "plan.json").read_text())
+    plan["cells"][0].update(T=9)
+    cli.write_json(str(c / "plan.json"), plan)
+    assert mechanism.run_plan(str(c), log=lambda *x, **k: None) == 1
+    with pytest.raises(ValueError, match="share no cell"):
+        kernels.kernels_table(str(a), str(c))
