@@ -125,6 +125,9 @@ def record(dtype):
     """The arithmetic a run in `dtype` gets in this process: BLAS library, version, kernel,
     threads, numpy's version and SIMD targets, Python's version, the CPU model, the dtype, and
     OPENBLAS_CORETYPE as the environment set it (None: OpenBLAS chose)."""
+    if not (isinstance(dtype, (str, np.dtype)) and str(dtype) in ("float32", "float64")
+            or dtype is np.float32 or dtype is np.float64):
+        raise TypeError(f"dtype must be float32 or float64, got {dtype!r:.40}")
     return dict(blas(), numpy=np.__version__, numpy_simd=numpy_simd(),
                 python=platform.python_version(), cpu=cpu_model(), dtype=str(np.dtype(dtype)),
                 coretype_env=os.environ.get("OPENBLAS_CORETYPE"))
@@ -133,12 +136,15 @@ def record(dtype):
 def differences(a, b):
     """The DECIDING fields on which two records differ, as 'field: a vs b' (empty: the same
     arithmetic, as far as a record can tell)."""
+    for name, rec in (("a", a), ("b", b)):
+        _check_record(name, rec)
     return [f"{k}: {a.get(k, UNREAD)} vs {b.get(k, UNREAD)}" for k in DECIDING
             if a.get(k, UNREAD) != b.get(k, UNREAD)]
 
 
 def words(rec):
     """A record in a few words: 'OpenBLAS 0.3.31 SkylakeX, 1 thread, float32'."""
+    _check_record("rec", rec)
     threads = rec.get("threads", UNREAD)
     return (f"{rec.get('blas', UNREAD)} {rec.get('blas_version', UNREAD)} "
             f"{rec.get('kernel', UNREAD)}, {threads} thread{'s' * (threads != 1)}, "
@@ -151,3 +157,8 @@ def kernels_here():
     flags = cpu_flags()
     return [k for k, need in KERNEL_FLAGS.items() if flags and need <= flags]
 
+
+def _check_record(name, rec):
+    if not isinstance(rec, dict):
+        raise TypeError(f"{name} must be a record of arithmetic.record (a dict), got "
+                        f"{type(rec).__name__}")

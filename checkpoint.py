@@ -19,7 +19,9 @@ import signal
 import numpy as np
 
 import arithmetic
+import attn
 import cli
+import data
 from run_options import DEFAULTS, RUN_KEYS, run_shapes, validate_options
 
 # ---------------------------------------------------------------- the file ---------------------
@@ -33,6 +35,9 @@ def save_checkpoint(path, params, state, rng_order, opts, step):
     """Write atomically (a temporary file, then rename): a crash never leaves half a file, and no
     failure leaves the temporary behind. Skipped when a parameter is not finite, so the file on
     disk stays the last finite state. -> whether it was written."""
+    _check_path("path", path)
+    opts, step = validate_options(opts), data.check_number("step", step, data.INTS, 1)
+    _check_state(params, state, rng_order)
     if not all(np.all(np.isfinite(v)) for v in params.values()):
         return False
     arrays = {"format": np.array(CKPT_FORMAT), "step": np.array(step),
@@ -71,7 +76,7 @@ def load_checkpoint(path, opts=None):
         raise TypeError(f"path must be a file path (str), got {type(path).__name__}")
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise ValueError(f"no checkpoint at {path!r}")
+        raise ValueError(f"path {path!r}: no checkpoint there")
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
@@ -108,7 +113,7 @@ def load_checkpoint(path, opts=None):
               arithmetic=from_json("arithmetic") if "arithmetic" in arrays else None)
     ck = check_checkpoint(ck, where)
     if opts is not None:
-        check_same_configuration(ck["options"], opts, where)
+        _check_same_configuration(ck["options"], validate_options(opts), where)
     return ck
 
 
@@ -131,6 +136,8 @@ def check_checkpoint(ck, where="resume"):
     a ck that is not a dict), one line naming `where` and the field; returns ck with the options
     reduced to RUN_KEYS, the numbers as ints, and run_steps: the length of the run that wrote it
     (None for a file that does not say)."""
+    if not isinstance(where, str):
+        raise attn.refuse("where", where, "a few words naming the checkpoint (a str)", False)
     if not isinstance(ck, dict):
         raise TypeError(f"{where} must be a checkpoint dict from checkpoint.load_checkpoint, got "
                         f"{type(ck).__name__}")
@@ -159,8 +166,8 @@ def check_checkpoint(ck, where="resume"):
         raise _damaged(where, "options", f"holds a bad value ({e})") from None
     if o["val"] or o["dropout"]:
         raise _damaged(where, "options", "ask for val or dropout, which train.py never saves")
-    check_arrays(ck, o, where)
-    check_frozen(ck["params"], o, where)
+    _check_arrays(ck, o, where)
+    _check_frozen(ck["params"], o, where)
     if not isinstance(ck.get("arithmetic"), (dict, type(None))):
         raise _damaged(where, "arithmetic", f"must be a dict (arithmetic.record), got "
                                             f"{type(ck['arithmetic']).__name__}")
@@ -173,7 +180,7 @@ def check_checkpoint(ck, where="resume"):
                 run_steps=o["steps"] if "steps" in ck["options"] else None)
 
 
-def check_arrays(ck, o, where):
+def _check_arrays(ck, o, where):
     """check_checkpoint's part for the arrays: every parameter and both Adam moments of the model
     options `o` build, present, of its dtype and shape, finite (the second moment >= 0), no
     other; ValueError, one line naming `where` and the field."""
@@ -203,7 +210,7 @@ def check_arrays(ck, o, where):
                 raise _damaged(where, field, "is negative (Adam's second moment never is)")
 
 
-def check_frozen(params, o, where):
+def _check_frozen(params, o, where):
     """A LayerNorm the options freeze (freeze ln1 or lnf) holds its init in every entry: the gain
     ln1_gain (ln1) or 1 (lnf), the shift 0; a checkpoint whose frozen values say otherwise was
     made with other options or edited: ValueError naming `where` and the field."""
@@ -219,12 +226,41 @@ def check_frozen(params, o, where):
 
 
 def same_path(a, b):
+    """Whether two paths (or None) name one file."""
+    for name, v in (("a", a), ("b", b)):
+        if v is not None:
+            _check_path(name, v)
     return a is not None and b is not None and cli.same_file(a, b)
+
+
+def _check_path(name, v):
+    if not (isinstance(v, (str, os.PathLike)) and not isinstance(v, bytes) and os.fspath(v)):
+        raise attn.refuse(name, v, "a file path (a non-empty str)", False)
+
+
+def _check_state(params, state, rng_order):
+    """A run's parameters (a dict of float arrays), Adam's state (optim.adam_init's dict) and its
+    minibatch generator, for a checkpoint written from them or restored into them."""
+    if not (isinstance(params, dict) and params and all(
+            isinstance(v, np.ndarray) and v.dtype.kind == "f" for v in params.values())):
+        raise attn.refuse("params", params, "a non-empty dict of float arrays", False)
+    if not (isinstance(state, dict) and {"t", "m", "v"} <= set(state)
+            and isinstance(state["m"], dict) and set(state["m"]) >= set(params)
+            and isinstance(state["v"], dict) and set(state["v"]) >= set(params)):
+        raise attn.refuse("state", state, "the dict optim.adam_init returned for params", False)
+    if not isinstance(rng_order, np.random.Generator):
+        raise attn.refuse("rng_order", rng_order, "the run's minibatch generator (a numpy "
+                          "Generator)", False)
 
 
 def checkpoint_owner(resume_path, cli_style=True):
     """cli.claim_output's `ours` for a checkpoint path: only the file the run was resumed from
     may be replaced; another run's checkpoint is named with its step and how to continue it."""
+    if resume_path is not None:
+        _check_path("resume_path", resume_path)
+    if not isinstance(cli_style, (bool, np.bool_)):
+        raise attn.refuse("cli_style", cli_style, "True or False", False)
+
     def ours(path):
         if same_path(path, resume_path):
             return True
@@ -238,7 +274,7 @@ def checkpoint_owner(resume_path, cli_style=True):
     return ours
 
 
-def check_same_configuration(saved, opts, what="the checkpoint"):
+def _check_same_configuration(saved, opts, what="the checkpoint"):
     """ValueError naming every RUN_KEYS option on which a checkpoint differs from opts."""
     diff = [f"{k}={saved[k]!r} (not {opts[k]!r})" for k in RUN_KEYS if saved[k] != opts[k]]
     if diff:
@@ -249,7 +285,12 @@ def restore(ckpt, o, params, state, rng_order):
     """Load a checkpoint (checked by check_checkpoint) into the parameters, Adam state and
     minibatch generator; -> the next step (o["steps"] + 1 when it is at its last step already:
     nothing left to train, the run is evaluated)."""
-    check_same_configuration(ckpt["options"], o)
+    ckpt, o = check_checkpoint(ckpt, "ckpt"), validate_options(o, name="o")
+    _check_state(params, state, rng_order)
+    if set(params) != set(ckpt["params"]):
+        raise ValueError(f"params must be the parameters of the checkpoint's model, got "
+                         f"{sorted(params)}")
+    _check_same_configuration(ckpt["options"], o)
     if ckpt["step"] > o["steps"]:
         raise ValueError(f"the checkpoint is already at step {ckpt['step']}; ask for at least "
                          f"{ckpt['step']} steps")
@@ -272,6 +313,10 @@ class StopRequests:
     the main thread."""
 
     def __init__(self, enabled=True, stop_after=None):
+        if not isinstance(enabled, (bool, np.bool_)):
+            raise attn.refuse("enabled", enabled, "True or False", False)
+        if stop_after is not None:
+            stop_after = data.check_number("stop_after", stop_after, data.INTS, 1)
         self.enabled, self.now, self.old, self.stop_after = enabled, False, {}, stop_after
         self.signum = signal.SIGINT         # the first signal that came (stop_after: Ctrl-C's)
 
@@ -290,6 +335,8 @@ class StopRequests:
         self.now = True
 
     def after(self, step):
+        if not (type(step) is int and 1 <= step < 2**62):
+            step = data.check_number("step", step, data.INTS, 1, 2**62)
         self.now |= step == self.stop_after
         return self.now
 

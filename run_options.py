@@ -71,17 +71,28 @@ RUN_KEYS = ("model", "task", "T", "s", "m", "data", "n_test", "lr", "wd", "batch
 
 
 def py_flag(name, value):       # how a Python caller names an option: "s=5"
+    if not isinstance(name, str):
+        raise TypeError(f"name must be an option's name (a str), got {name!r:.40}")
     return f"{name}={value!r}"
 
 
 def cli_flag(name, value):      # how the command line names it: "--s 5"
+    if not isinstance(name, str):
+        raise TypeError(f"name must be an option's name (a str), got {name!r:.40}")
     return f"--{name.replace('_', '-')} {value}"
 
 
 def check_options(o, flag=py_flag):
     """Cross-option checks one value cannot do; returns one line, or None when all is well.
     `flag` names an option with its value: as a Python keyword (default) or as a command-line
-    flag (cli_flag), so each caller reads about what it typed."""
+    flag (cli_flag), so each caller reads about what it typed. o: a dict holding at least s, T,
+    task, d and heads (values parsed already)."""
+    if not (isinstance(o, dict) and {"s", "T", "task", "d", "heads"} <= set(o)):
+        raise TypeError(f"o must be a dict of options holding s, T, task, d and heads, got "
+                        f"{o!r:.60}")
+    if not callable(flag):
+        raise TypeError(f"flag must be a function (name, value) -> text such as "
+                        f"run_options.py_flag or cli_flag, got {flag!r:.40}")
     f = lambda k: flag(k, o[k])
     if o["s"] > o["T"]:
         return f"{f('s')} is larger than {f('T')}; s must be between 1 and T"
@@ -114,10 +125,21 @@ def check_options(o, flag=py_flag):
 
 
 class Options(dict):
-    """A run's options as validate_options returns them: every key of DEFAULTS, every value
-    checked, read-only (a change is a new dict, dict(o, m=50), which is checked again). The one
-    type a run's options have, from the door (the command line, train_run, a sweep) to the line
-    where each acts: a function given an Options knows it was checked and does not check again."""
+    """A run's options, checked: Options(opts) fills in the defaults and checks every value
+    (ValueError, one line naming the value and what is allowed; `flag` names an option: py_flag
+    "s=5", or cli_flag "--s 5"), and the result is read-only (a change is a new dict, dict(o,
+    m=50), checked again). The one type a run's options have, from the door (the command line,
+    train_run, a sweep) to the line where each acts: a function given an Options knows it was
+    checked and does not check again (validate_options passes one through)."""
+
+    def __init__(self, opts, flag=py_flag, name="opts"):
+        if not isinstance(opts, dict):
+            raise TypeError(f"{name} must be a dict of options (the keys of "
+                            f"run_options.DEFAULTS), got {type(opts).__name__}")
+        if not callable(flag):
+            raise TypeError(f"flag must be a function (name, value) -> text such as "
+                            f"run_options.py_flag or cli_flag, got {flag!r:.40}")
+        super().__init__(opts if isinstance(opts, Options) else _checked(opts, flag))
 
     def _read_only(self, *args, **kwargs):
         raise TypeError("run options are read-only once checked: make a new dict, "
@@ -128,15 +150,8 @@ class Options(dict):
         return Options, (dict(self),)
 
 
-def validate_options(opts, flag=py_flag):
-    """Defaults filled in and every value checked: ValueError (one line naming the value and what
-    is allowed, the option named by `flag`: py_flag "s=5", or cli_flag "--s 5") otherwise.
-    Returns the full options as an Options; an Options is returned as it is."""
-    if isinstance(opts, Options):
-        return opts
-    if not isinstance(opts, dict):
-        raise TypeError(f"opts must be a dict of options (the keys of run_options.DEFAULTS), got "
-                        f"{type(opts).__name__}")
+def _checked(opts, flag):
+    """opts with the defaults filled in, every value parsed and the cross-option checks passed."""
     unknown = sorted(set(opts) - set(DEFAULTS), key=repr)
     if unknown:
         raise ValueError(f"unknown option(s) {unknown}; allowed: {sorted(DEFAULTS)}")
@@ -149,17 +164,25 @@ def validate_options(opts, flag=py_flag):
     problem = check_options(o, flag)
     if problem:
         raise ValueError(problem)
-    return Options(o)
+    return o
+
+
+def validate_options(opts, flag=py_flag, name="opts"):
+    """The run's options checked (Options(opts, flag); a wrong type is named `name`, the caller's
+    argument); an Options is returned as it is."""
+    return opts if isinstance(opts, Options) else Options(opts, flag, name)
 
 
 def model_config(o):
     """attn.py's config of the Transformer that options `o` train."""
+    o = validate_options(o, name="o")
     return attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
                                dtype=o["dtype"], dropout=o["dropout"], pos_init=o["pos_init"])
 
 
 def run_shapes(o):
     """{name: shape} of the parameters of the model a run with options o trains (no allocation)."""
+    o = validate_options(o, name="o")
     if o["model"] == "mlp":
         return baseline.param_shapes(o["T"], o["mlp"])
     return attn.param_shapes(model_config(o))

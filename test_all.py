@@ -15,6 +15,7 @@ A test that cannot fail is a defect, so: every pytest.raises names the error it 
 a gradient check refuses a numerical gradient of ~0 and a backward pass that returns fewer
 gradients than it has inputs; a loop over results checks that there were results.
 """
+import argparse
 import glob
 import inspect
 import itertools
@@ -1134,6 +1135,130 @@ OP_EXEMPT = "a textbook op of the reference: numpy's own errors; the model's ent
             "the caller's arguments"
 
 
+# the reference's other modules (issue 45): train, checkpoint, run_options, arithmetic
+ROWS = "any array's rows are drawn: the sampling reads no value"
+ANY_DICT = "a missing option takes its default"
+WALKED += (train, checkpoint, run_options, arithmetic)
+
+
+def _walk_checkpoint():
+    """A checkpoint of a two-step run on disk: (path, its checkpoint dict, the run's options)."""
+    import tempfile
+    path = os.path.join(tempfile.mkdtemp(), "c.npz")
+    o = dict(SMALL, steps=4)
+    try:
+        train.train_run(o, log=None, save=path, stop_after=2)
+    except checkpoint.Interrupted:
+        pass
+    return path, checkpoint.load_checkpoint(path), run_options.validate_options(o)
+
+
+def _walk_state():
+    ck, o = _walk_checkpoint()[1:]
+    params = {k: v.copy() for k, v in ck["params"].items()}
+    state = optim.adam_init(params)
+    return dict(ckpt=ck, o=o, params=params, state=state, rng_order=np.random.default_rng(0))
+
+
+WALK.update({
+    "train.train_run": Walk(lambda f: dict(opts=dict(SMALL, steps=2), log=None, save=None,
+                                           save_every=0, resume=None, stop_after=None,
+                                           curve=False),
+                            legal=dict(opts={"missing key": ANY_DICT},
+                                       save_every={"0": "only at the end", "10**12": "never "
+                                                   "before the end"})),
+    "train.train_stack": Walk(lambda f: dict(runs=[dict(SMALL, steps=2)], monitor=None)),
+    "train.next_batch": Walk(lambda f: dict(X=f["X"], y=f["y"], batch=2, rng=f["rng"]),
+                             legal=dict(X=dict.fromkeys(("complex", "text", "wrong shape"), ROWS),
+                                        y=dict.fromkeys(("complex", "text", "wrong shape"), ROWS),
+                                        batch={"0": "the whole set", "10**12": "the whole set"})),
+    "train.divergence_culprit": Walk(lambda f: dict(o=run_options.validate_options({})),
+                                     legal=dict(o={"missing key": ANY_DICT})),
+    "train.seeds_for": Walk(lambda f: dict(seed=0), legal=dict(seed={
+        "10**12": "a seed: numpy's SeedSequence takes any int >= 0", "0": "seed 0"})),
+    "train.draw_run": Walk(lambda f: dict(o=dict(SMALL)), legal=dict(o={"missing key": ANY_DICT})),
+    "train.build_model": Walk(lambda f: dict(o=dict(SMALL), rng=f["rng"]),
+                              legal=dict(o={"missing key": ANY_DICT})),
+    "train.accuracy": Walk(lambda f: dict(z=f["z"], y=np.array([1, 0, 1])),
+                           legal=dict(z={"list": ARRAY_LIKE, "text": "numeric text is read"},
+                                      y={"list": ARRAY_LIKE, "text": "numeric text is read"})),
+    "train.best_head": Walk(lambda f: dict(A=np.full((5, 2), 0.2), S=np.array([1, 3])),
+                            legal=dict(S={"list": ARRAY_LIKE})),
+    "train.over_the_run": Walk(lambda f: dict(losses=[0.7, 0.005, 0.5], logged=[], label="test",
+                                              steps=3),
+                               legal=dict(losses={"list": ARRAY_LIKE, "[5]": "one step's loss"},
+                                          steps={"10**12": "a long run's last steps"})),
+    "train.position_overlap": Walk(lambda f: dict(E_pos=f["W"], S=np.array([0, 2])),
+                                   legal=dict(S={"list": ARRAY_LIKE})),
+    "train.diverged_result": Walk(lambda f: dict(o=dict(SMALL)),
+                                  legal=dict(o={"missing key": ANY_DICT})),
+    "train.check_run_memory": Walk(lambda f: dict(o=dict(SMALL), flag=run_options.py_flag),
+                                   legal=dict(o={"missing key": ANY_DICT})),
+    "train.add_options": Walk(lambda f: dict(ap=cli.OneLineParser(prog="x"), names=["lr"],
+                                             defaults=None), legal=dict(names={"[v]": LITERAL})),
+    "train.train_parser": Walk(lambda f: dict()),
+    "train.main": Walk(lambda f: dict(argv=["--help"]), run=False,
+                       legal=dict(argv={"None": "the process's own arguments"})),
+    # checkpoint.py
+    "checkpoint.save_checkpoint": Walk(lambda f: dict(
+        path=_walk_checkpoint()[0], **{k: v for k, v in _walk_state().items() if k in (
+            "params", "state", "rng_order")}, opts=dict(SMALL, steps=4), step=3),
+        legal=dict(opts={"missing key": ANY_DICT}, step={"10**12": "a step number"},
+                   params={"missing key": "any parameters: a file of them"},
+                   path={"'bogus'": "a new file name"})),
+    "checkpoint.load_checkpoint": Walk(lambda f: dict(path=_walk_checkpoint()[0], opts=None)),
+    "checkpoint.check_checkpoint": Walk(lambda f: dict(ck=_walk_checkpoint()[1], where="resume"),
+                                        legal=dict(where=_literals("where")["where"]),
+                                        names=dict(ck="resume")),       # as `where` names it
+    "checkpoint.same_path": Walk(lambda f: dict(a="x.npz", b="y.npz"), legal=dict(
+        a={"'bogus'": "a path", "None": "no path"}, b={"'bogus'": "a path", "None": "no path"})),
+    "checkpoint.checkpoint_owner": Walk(lambda f: dict(resume_path="x.npz", cli_style=True),
+                                        legal=dict(resume_path={"'bogus'": "a path", "None":
+                                                                "no resume: none is ours"})),
+    "checkpoint.restore": Walk(lambda f: _walk_state(), legal=dict(
+        o={"missing key": ANY_DICT}, params={"missing key": "refused: not the checkpoint's"})),
+    "checkpoint.StopRequests": Walk(lambda f: dict(enabled=True, stop_after=None)),
+    "checkpoint.StopRequests.after": Walk(lambda f: dict(self=checkpoint.StopRequests(), step=1),
+                                          legal=dict(step={"10**12": "a step number"})),
+    # run_options.py
+    "run_options.py_flag": Walk(lambda f: dict(name="s", value=5),
+                                legal=dict(name={"'bogus'": "a name", "[v]": "refused"},
+                                           value={"*": "any value is shown"})),
+    "run_options.cli_flag": Walk(lambda f: dict(name="s", value=5),
+                                 legal=dict(name={"'bogus'": "a name"},
+                                            value={"*": "any value is shown"})),
+    "run_options.check_options": Walk(lambda f: dict(o=dict(run_options.DEFAULTS),
+                                                     flag=run_options.py_flag),
+                                      legal=dict(o={"missing key": "refused"})),
+    "run_options.Options": Walk(lambda f: dict(opts=dict(SMALL), flag=run_options.py_flag),
+                                legal=dict(opts={"missing key": ANY_DICT})),
+    "run_options.validate_options": Walk(lambda f: dict(opts=dict(SMALL),
+                                                        flag=run_options.py_flag),
+                                         legal=dict(opts={"missing key": ANY_DICT})),
+    "run_options.model_config": Walk(lambda f: dict(o=dict(SMALL)),
+                                     legal=dict(o={"missing key": ANY_DICT})),
+    "run_options.run_shapes": Walk(lambda f: dict(o=dict(SMALL)),
+                                   legal=dict(o={"missing key": ANY_DICT})),
+    **{f"run_options.Options.{m}": Walk(lambda f: dict(self=run_options.validate_options({})),
+                                        run=False)       # read-only: every call is a TypeError
+       for m in ("update", "pop", "popitem", "clear", "setdefault")},
+    # arithmetic.py
+    "arithmetic.blas_path": Walk(lambda f: dict()),
+    "arithmetic.blas": Walk(lambda f: dict()),
+    "arithmetic.cpu_model": Walk(lambda f: dict()),
+    "arithmetic.cpu_flags": Walk(lambda f: dict()),
+    "arithmetic.numpy_simd": Walk(lambda f: dict()),
+    "arithmetic.kernels_here": Walk(lambda f: dict()),
+    "arithmetic.record": Walk(lambda f: dict(dtype="float32")),
+    "arithmetic.differences": Walk(lambda f: dict(a=arithmetic.record("float32"),
+                                                  b=arithmetic.record("float64")),
+                                   legal=dict(a={"missing key": "a field it lacks differs"},
+                                              b={"missing key": "a field it lacks differs"})),
+    "arithmetic.words": Walk(lambda f: dict(rec=arithmetic.record("float32")),
+                             legal=dict(rec={"missing key": "a field it lacks: 'not read'"})),
+})
+
+
 def _walk_fixtures():
     """The small model, data and caches the valid calls use (float64, fresh for each walk)."""
     rng = np.random.default_rng(0)
@@ -1149,7 +1274,8 @@ def _walk_fixtures():
 WALK_EXEMPT = {f"attn.{op}_{way}": OP_EXEMPT for way in ("forward", "backward") for op in (
     "embed", "layernorm", "linear", "softmax", "dropout", "attention_cls", "self_attention",
     "gelu", "relu", "mlp", "logistic")}
-HUGE_WALKED = ("optim", "stats")   # modules whose numbers are walked with 10**400 too
+HUGE_WALKED = ("attn", "baseline", "data", "fast", "optim", "hypotheses", "stats", "train", "checkpoint",
+               "run_options", "arithmetic")   # every walked module: numbers get 10**400 too
 
 
 def _public(module):
@@ -1201,6 +1327,8 @@ def _hostile(v, huge=False):
         return {"None": None, "list": list(v), "short": tuple(v)[:-1]}
     if isinstance(v, list):
         return {"None": None, "'--x'": "--x", "[5]": [5]}
+    if isinstance(v, argparse.ArgumentParser):
+        return {"None": None, "5": 5, "'ap'": "ap"}
     if callable(v):
         return {"None": None, "5": 5}
     raise AssertionError(f"no hostile values for {type(v).__name__}: extend _hostile")
@@ -1879,12 +2007,10 @@ def test_accuracy_is_computed_in_chunks(monkeypatch):
     give the accuracies of one pass over the whole set."""
     whole = train.train_run(SMALL)
     monkeypatch.setattr(train, "EVAL_CHUNK", 7)
-    evaluating, seen = [], []                  # rows of every forward pass of the evaluation
-    real, real_summarise = fast.model_forward, train.summarise
-    monkeypatch.setattr(train, "summarise",
-                        lambda *a: evaluating.append(1) or real_summarise(*a))
+    seen = []                                  # rows of every forward pass of the evaluation
+    real = fast.model_forward                  # training's forwards see the whole set (40 rows)
     monkeypatch.setattr(fast, "model_forward", lambda p, c, X, *a: (
-        seen.append(len(X)) if evaluating else None) or real(p, c, X, *a))
+        seen.append(len(X)) if len(X) != SMALL["m"] else None) or real(p, c, X, *a))
     chunked = train.train_run(SMALL)
     assert seen and max(seen) <= 7 and sum(seen) == SMALL["m"] + SMALL["n_test"], seen
     assert chunked["test_acc"] == whole["test_acc"]
@@ -2403,11 +2529,10 @@ def test_summary_says_what_the_last_step_hides_and_names_the_head_that_found_s(t
     class Logged:
         label, logged = "test", [dict(step=1, acc=0.5), dict(step=3, acc=0.9), dict(step=5,
                                                                                      acc=0.6)]
-    got = train.over_the_run([0.7, 0.005, 0.004, 0.5, 0.3], Logged, steps=5)
+    got = train.over_the_run([0.7, 0.005, 0.004, 0.5, 0.3], Logged.logged, Logged.label, steps=5)
     assert (got["best_logged_acc"], got["best_logged_step"]) == (0.9, 3)
     assert (got["loss_low_step"], got["loss_jump_step"]) == (2, 4)
-    quiet = train.over_the_run([0.7, 0.05, 0.004, 0.009], type("L", (), dict(
-        label="val", logged=[])), steps=10)                      # resumed at step 7, no logging
+    quiet = train.over_the_run([0.7, 0.05, 0.004, 0.009], [], "val", steps=10)  # resumed at 7
     assert quiet["loss_low_step"] == 9 and quiet["loss_jump_step"] is None
     assert quiet["best_logged_step"] is None and np.isnan(quiet["best_logged_acc"])
     A = np.full((7, 3), 0.1)
@@ -3061,11 +3186,6 @@ def test_a_run_of_very_many_steps_starts_and_its_checkpoint_resumes(tmp_path):
     assert ck["run_steps"] == 10**18 and ck["step"] == 3
     with pytest.raises(checkpoint.Interrupted, match="after step 6"):
         train.train_run(dict(SMALL, steps=10**15), log=None, save=path, resume=ck, stop_after=6)
-    h = train.LossHistory(R=2, room=2)
-    for i in range(5):
-        h.put(i, [i, -i])
-    assert h.values.tolist() == [[i, -i] for i in range(5)]
-    assert len(train.curve_steps(10**18)) <= 70
 
 
 def test_a_checkpoint_whose_frozen_layernorm_moved_is_refused(tmp_path):

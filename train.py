@@ -9,7 +9,7 @@ Training (Section 5, as reproductions read it): Adam with bias correction, lr 1e
 parameter, full-batch logistic loss, 1000 steps, accuracy on fresh test samples.
 
 The file reads top to bottom: one run (train_run) and a stack of runs (train_stack: R runs at
-once) set up and run the one loop, train_loop (batch, loss and gradients, finite check, clip,
+once) set up and run the one loop, _train_loop (batch, loss and gradients, finite check, clip,
 Adam's step, early stopping, log, checkpoint), whose parts follow it; then the set-up, the
 result's measurements, memory, the command line and the run's picture. Adam's arithmetic is
 optim.py's; the options (one table of defaults, checks and --help) run_options.py's; the
@@ -28,6 +28,7 @@ if __name__ == "__main__":
     cli.quiet_interrupts("train.py")        # Ctrl-C while starting: one line, exit 130
     cli.threads_from_argv(sys.argv[1:])     # BLAS threads: before numpy is first imported
 
+import argparse
 import collections
 import math
 import os
@@ -52,7 +53,7 @@ from run_options import (DEFAULTS, OPTIONS, RUN_KEYS, cli_flag, model_config, py
 
 
 # ---------------------------------------------------------------- training --------------------
-# One run (train_run) and a stack of runs (train_stack) set up, run the one loop (train_loop), and
+# One run (train_run) and a stack of runs (train_stack) set up, run the one loop (_train_loop), and
 # report. The loop's parts follow it; the set-up, the result's measurements, memory and the
 # command line come after, where a reader of the loop need not pass.
 
@@ -69,18 +70,20 @@ def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=
     is evaluated and reported without training. stop_after: behave as if Ctrl-C came after that
     step (for tests). A non-finite loss raises Diverged and leaves the last (finite) checkpoint
     untouched. log: a function of one line, or None for none. curve: also measure the
-    accuracies at log-spaced steps (curve_steps), for the run's picture: result["curve"].
+    accuracies at log-spaced steps (_curve_steps), for the run's picture: result["curve"].
     """
-    o, save_every, stop_after, resume = check_run_call(opts, log, save, save_every, resume,
+    if not isinstance(curve, (bool, np.bool_)):
+        raise attn.refuse("curve", curve, "True or False", False)
+    o, save_every, stop_after, resume = _check_run_call(opts, log, save, save_every, resume,
                                                        stop_after)
     kept = resume["step"] if resume and save and same_path(save, resume.get("path")) else 0
     run, phase = None, "start"       # where a Ctrl-C that is not caught at a step boundary came
     try:
-        run = set_up_run(o, log, resume, curve, kept)
+        run = _set_up_run(o, log, resume, curve, kept)
         phase = "training"
-        train_loop(run, o, save, save_every, stop_after)
+        _train_loop(run, o, save, save_every, stop_after)
         phase = "evaluation"
-        return finish_run(o, run)
+        return _finish_run(o, run)
     except (KeyboardInterrupt, cli.Terminated) as e:
         if not save:
             raise
@@ -108,29 +111,29 @@ def train_stack(runs, monitor=None):
     parameters after the step ({name: [R, ...]}, the live arrays: read them, never write), and
     the stack stops early when it returns True (each result's "steps_run" says where). The test
     set then only watches; nothing is chosen by it."""
-    opts, o = check_stack(runs)
-    run = set_up_stack(opts, watched=monitor is not None)
-    ran = train_loop(run, o, monitor=monitor)
+    opts, o = _check_stack(runs)
+    run = _set_up_stack(opts, watched=monitor is not None)
+    ran = _train_loop(run, o, monitor=monitor)
     if run.val:
-        restore_best(run)
-    return stack_results(opts, run, ran, (time.perf_counter() - run.t0) / run.R)
+        _restore_best(run)
+    return _stack_results(opts, run, ran, (time.perf_counter() - run.t0) / run.R)
 
 
-def train_loop(run, o, save=None, save_every=0, stop_after=None, monitor=None):
+def _train_loop(run, o, save=None, save_every=0, stop_after=None, monitor=None):
     """The training loop, for one run and for a stack of runs alike (run.R: None, or the number
-    of runs; `run` is set_up_run's or set_up_stack's). Each step: the batch, the loss and its
+    of runs; `run` is _set_up_run's or _set_up_stack's). Each step: the batch, the loss and its
     gradients, the finite check (one run), clipping, Adam's step, early stopping's check, the
     log, the checkpoint. With `save`, Ctrl-C and SIGTERM end the loop after the step they come
     in, checkpointed (Interrupted). -> the number of steps run (fewer when monitor ended it)."""
     with StopRequests(bool(save), stop_after) as stop, np.errstate(over="ignore",
                                                                    invalid="ignore"):
         for step in range(run.first, o["steps"] + 1):
-            X, y, weights = draw_batch(run, o["batch"])
-            loss, grads = loss_and_grads(run.model, run.params, X, y, weights)
+            X, y, weights = _draw_batch(run, o["batch"])
+            loss, grads = _loss_and_grads(run.model, run.params, X, y, weights)
             if run.R is None:       # a stack's runs go on; each is judged by its losses at the end
                 loss = float(loss)
                 if not math.isfinite(loss):     # the blow-up is caught here: overflow warnings off
-                    raise Diverged(divergence_message(loss, step, o, save))
+                    raise Diverged(_divergence_message(loss, step, o, save))
             if o["clip"]:             # frozen parameters have no gradient to clip (torch's
                 optim.clip_gradients(   # requires_grad=False): the norm is the others' alone
                     {k: g for k, g in grads.items() if k not in run.state["frozen"]}, o["clip"],
@@ -139,11 +142,11 @@ def train_loop(run, o, save=None, save_every=0, stop_after=None, monitor=None):
                             decoupled=o["optimizer"] == "adamw")
             run.losses.put(step - run.first, loss)
             if run.val and (step % o["val_every"] == 0 or step == o["steps"]):
-                keep_if_best(run, step)                          # early stopping
+                _keep_if_best(run, step)                          # early stopping
             if run.progress and run.progress.due(step):
-                log_progress(run, step, loss)
+                _log_progress(run, step, loss)
             if monitor and (step % monitor.every == 0 or step == 1 and monitor.at_start) and (
-                    monitor(step, monitored_accuracies(run), run.losses.values[step - run.first],
+                    monitor(step, _monitored_accuracies(run), run.losses.values[step - run.first],
                             run.params)):
                 return step
             stopping = stop.after(step)                          # Ctrl-C or SIGTERM came
@@ -160,7 +163,7 @@ def train_loop(run, o, save=None, save_every=0, stop_after=None, monitor=None):
 
 # the loop's parts
 
-def draw_batch(run, size):
+def _draw_batch(run, size):
     """The step's batch: X, y and the samples' weights (a stack's, [R, B]; None for one run, whose
     loss is the mean). The whole training set when size is 0 (one run: or >= m), else `size` rows
     of each run drawn without replacement by its own minibatch generator (run.order)."""
@@ -176,8 +179,8 @@ def draw_batch(run, size):
 def next_batch(X, y, batch, rng):
     """The whole training set (batch 0 or >= m), else `batch` rows drawn without replacement."""
     for name, a in (("X", X), ("y", y)):
-        if not isinstance(a, np.ndarray):
-            raise TypeError(f"{name} must be a numpy array, got {type(a).__name__}")
+        if not isinstance(a, np.ndarray) or a.ndim < 1:
+            raise attn.refuse(name, a, "a numpy array of rows", False)
     if len(X) != len(y):
         raise ValueError(f"X and y must have as many rows, got {len(X)} and {len(y)}")
     batch = data.check_number("batch", batch, data.INTS, 0)
@@ -188,7 +191,7 @@ def next_batch(X, y, batch, rng):
     return X[idx], y[idx]
 
 
-def loss_and_grads(model, params, X, y, weights=None):
+def _loss_and_grads(model, params, X, y, weights=None):
     """The loss and its gradients for model (build_model's): the Transformer on fast.py (with
     `versions` kept by a full-batch run), with dropout on attn.py's reference (masks from the
     seed's dropout stream), or baseline.py's MLP (model.cfg None)."""
@@ -202,14 +205,14 @@ def loss_and_grads(model, params, X, y, weights=None):
                                versions=model.versions)[:2]
 
 
-def logits(model, params, X):  # X [n, T] -> [n], or a stack's [R, n, T] -> [R, n]
+def _logits(model, params, X):  # X [n, T] -> [n], or a stack's [R, n, T] -> [R, n]
     """The model's logits, without dropout (for accuracies and early stopping)."""
     if model.cfg is None:
         return baseline.forward(params, X)[0]
     return fast.model_forward(params, model.cfg, X)[0]
 
 
-def divergence_message(loss, step, o, save):
+def _divergence_message(loss, step, o, save):
     """Diverged's line: the step, the option to make smaller, the last finite checkpoint."""
     kept = f"; the last finite checkpoint is {save}" if save and os.path.exists(save) else ""
     return (f"loss is {loss} at step {step}: training diverged; try a smaller "
@@ -221,6 +224,7 @@ def divergence_culprit(o):
     is strong enough to do it alone (with adamw, lr * wd >= 1: a decoupled step more than zeroes
     every parameter; or wd so large that wd * p, squared in Adam's second moment, leaves the
     dtype's range) and the learning rate is not itself >= 1; else the learning rate."""
+    o = validate_options(o, name="o")
     wd, lr = o["wd"], o["lr"]
     strong = wd and ((o["optimizer"] == "adamw" and lr * wd >= 1)
                      or wd >= 1e-3 * math.sqrt(float(np.finfo(o["dtype"]).max)))
@@ -231,11 +235,11 @@ def divergence_culprit(o):
     return f"--lr (now {lr})" + (f" or --wd (now {wd})" if strong else "")
 
 
-def keep_if_best(run, step):
+def _keep_if_best(run, step):
     """Early stopping's check: the validation loss of the run (of each run of a stack) now; the
-    parameters at the lowest so far are kept in run.best (restore_best puts them back at the
+    parameters at the lowest so far are kept in run.best (_restore_best puts them back at the
     end). A nan loss is never lower. The test set plays no part in the choice."""
-    loss = np.atleast_1d(val_loss(chunked(run.model, run.params, run.val[0]), run.val[1]))
+    loss = np.atleast_1d(_val_loss(_chunked(run.model, run.params, run.val[0]), run.val[1]))
     better = loss < run.best.loss
     if not better.any():
         return
@@ -247,25 +251,25 @@ def keep_if_best(run, step):
             run.best.params[k][...] = v
 
 
-def val_loss(z, y):  # logits [..., n], labels [..., n] in {0, 1} -> mean logistic loss [...]
+def _val_loss(z, y):  # logits [..., n], labels [..., n] in {0, 1} -> mean logistic loss [...]
     """Early stopping's measure: attn.logistic_forward in float64 whatever the model's dtype (so a
     float32 run's choice is not decided by rounding)."""
     return attn.logistic_forward(z.astype(np.float64), y)[0]
 
 
-def restore_best(run):
+def _restore_best(run):
     for k, v in run.params.items():
         v[...] = run.best.params[k]
 
 
-def log_progress(run, step, loss):
+def _log_progress(run, step, loss):
     """Measure the run at this step (accuracy on the training set and on the shown set, [CLS]
     attention mass on S) for the picture's curve, and at the printed steps the progress line
     (flushed by the caller's log, so it shows under redirection too)."""
     p = run.progress
-    tr = accuracy(logits(run.model, run.params, p.train[0]), p.train[1])
-    te = accuracy(logits(run.model, run.params, p.shown[0]), p.shown[1])
-    mass = (attention_on_support(run.params, run.model.cfg, p.shown[0][:200], p.S)[0]
+    tr = accuracy(_logits(run.model, run.params, p.train[0]), p.train[1])
+    te = accuracy(_logits(run.model, run.params, p.shown[0]), p.shown[1])
+    mass = (_attention_on_support(run.params, run.model.cfg, p.shown[0][:200], p.S)[0]
             if run.model.cfg else np.nan)
     entry = dict(step=step, loss=loss, train_acc=tr, acc=te, attn_on_S=mass)
     if p.curve is not None:
@@ -276,16 +280,16 @@ def log_progress(run, step, loss):
               f"attn on S {mass:.3f}  {time.perf_counter() - run.t0:6.1f}s")
 
 
-class Progress:
+class _Progress:
     """When and on what a run is logged: the progress line at step 1 and every log_every steps
-    (when there is a log), and with curve the picture's points too, at curve_steps. .logged
+    (when there is a log), and with curve the picture's points too, at _curve_steps. .logged
     keeps the printed lines' numbers (step, loss, train_acc, acc, attn_on_S), .curve (None
     without curve) every measured step's."""
 
     def __init__(self, log, o, train, shown, S, label, curve):
         self.say, self.every = log, o["log_every"] if log else 0
         self.train, self.shown, self.S, self.label = train, shown, S, label
-        self.extra = frozenset(curve_steps(o["steps"])) if curve else frozenset()
+        self.extra = frozenset(_curve_steps(o["steps"])) if curve else frozenset()
         self.logged, self.curve = [], [] if curve else None
 
     def printed(self, step):
@@ -295,7 +299,7 @@ class Progress:
         return self.printed(step) or step in self.extra
 
 
-def curve_steps(steps, n=60):
+def _curve_steps(steps, n=60):
     """The picture's steps besides the printed ones: each of the first 10, then about n
     log-spaced ones up to `steps`, so the early rise is drawn where it happens (a set of at most
     n + 10 steps, whatever `steps` is)."""
@@ -303,7 +307,7 @@ def curve_steps(steps, n=60):
     return set(range(1, min(10, steps) + 1)) | set(spaced)
 
 
-class LossHistory:
+class _LossHistory:
     """The training loss at each step of this session, [n] for one run or [n, R] for a stack,
     grown as the run goes (doubling its room), so a run asks for no memory for steps it has not
     reached: a run of 10**15 steps starts like any other. .values: the losses so far."""
@@ -311,7 +315,7 @@ class LossHistory:
     def __init__(self, R=None, room=1024):
         self.a, self.n = np.empty((room,) + ((R,) if R else ())), 0
 
-    def put(self, i, loss):
+    def put(self, i, loss):             # the step's index in this session, its loss (a stack's [R])
         if i >= len(self.a):
             grown = np.empty((max(2 * len(self.a), i + 1),) + self.a.shape[1:])
             grown[:len(self.a)] = self.a
@@ -330,7 +334,7 @@ class LossHistory:
 # order (minibatch generator(s)), model, params, state (Adam's), first (step), losses, val and
 # best (early stopping), progress, t0, kept (the step the checkpoint on disk holds).
 
-def check_run_call(opts, log, save, save_every, resume, stop_after):
+def _check_run_call(opts, log, save, save_every, resume, stop_after):
     """train_run's arguments, before anything runs -> (options, save_every, stop_after, the
     checked checkpoint)."""
     o = validate_options(opts)
@@ -353,7 +357,7 @@ def check_run_call(opts, log, save, save_every, resume, stop_after):
     return o, save_every, stop_after, resume
 
 
-def set_up_run(o, log, resume, curve, kept):
+def _set_up_run(o, log, resume, curve, kept):
     """One run's `run` namespace: the seed's draws, the model, the parameters in one buffer (for
     Adam's fast step) and Adam's state, restored from `resume`; the first step; early stopping;
     what is logged."""
@@ -361,7 +365,7 @@ def set_up_run(o, log, resume, curve, kept):
     (Xtr, ytr), val = draw.train, draw.val
     params, model = build_model(o, draw.init)
     params = optim.one_buffer(params)
-    state = optim.adam_init(params, o["decay"], frozen_parameters(o))
+    state = optim.adam_init(params, o["decay"], _frozen_parameters(o))
     first = 1 if resume is None else restore(resume, o, params, state, draw.order)
     if model.cfg and not model.dropout_rng and (not o["batch"] or o["batch"] >= o["m"]):
         model.versions = fast.two_versions(Xtr, Xtr.dtype)   # full batch: the bits never change
@@ -376,25 +380,25 @@ def set_up_run(o, log, resume, curve, kept):
     return types.SimpleNamespace(
         R=None, task=draw.task, X=Xtr, y=ytr.astype(Xtr.dtype), w=None, labels=ytr,
         test=draw.test, order=draw.order, model=model, params=params, state=state, first=first,
-        losses=LossHistory(), val=val, best=val and best_so_far(params),
-        progress=Progress(log, o, draw.train, shown, draw.task.S, "val" if val else "test",
+        losses=_LossHistory(), val=val, best=val and _best_so_far(params),
+        progress=_Progress(log, o, draw.train, shown, draw.task.S, "val" if val else "test",
                           curve),
         t0=time.perf_counter(), kept=kept, arithmetic=now, before=before)
 
 
-def best_so_far(params, R=None):
+def _best_so_far(params, R=None):
     """Early stopping's record: the lowest validation loss of each run, its step, its params."""
     return types.SimpleNamespace(loss=np.full(R or 1, np.inf), step=np.zeros(R or 1, int),
                                  params={k: v.copy() for k, v in params.items()})
 
 
-def check_stack(runs):
+def _check_stack(runs):
     """train_stack's runs, checked -> (their full options, the first's)."""
     if not isinstance(runs, (list, tuple)):
         raise TypeError(f"runs must be a list of option dicts, got {type(runs).__name__}")
     if not runs:
         raise ValueError("runs must hold at least one option dict, got an empty list")
-    opts = [validate_options(o) for o in runs]
+    opts = [validate_options(o, name=f"runs[{i}]") for i, o in enumerate(runs)]
     o = opts[0]
     differ = [k for k in STACK_KEYS if any(x[k] != o[k] for x in opts)]
     if differ or o["model"] != "transformer":
@@ -408,7 +412,7 @@ def check_stack(runs):
     return opts, o
 
 
-def set_up_stack(opts, watched=False):
+def _set_up_stack(opts, watched=False):
     """A stack's `run` namespace: each run's draws; the training sets padded to the longest (X
     [R, M, T] bits, y [R, M], weights w [R, M]: 1/m on a run's own samples, 0 on the padding);
     the stacked parameters [R, ...] in one buffer and Adam's state; each run's validation set
@@ -421,7 +425,7 @@ def set_up_stack(opts, watched=False):
         X[r, :x["m"]], y[r, :x["m"]], w[r, :x["m"]] = *draw.train, 1.0 / x["m"]
         params.append(build_model(x, draw.init)[0])
     P = optim.one_buffer({k: np.stack([p[k] for p in params]) for k in params[0]})
-    state = optim.adam_init(P, o["decay"], frozen_parameters(o))
+    state = optim.adam_init(P, o["decay"], _frozen_parameters(o))
     val = tuple(np.stack(a) for a in zip(*(draw.val for draw in draws))) if o["val"] else None
     test = tuple(np.stack(a) for a in zip(*(draw.test for draw in draws))) if watched else None
     model = types.SimpleNamespace(cfg=cfg, dropout_rng=None, versions=None if o["batch"] else
@@ -429,7 +433,7 @@ def set_up_stack(opts, watched=False):
     return types.SimpleNamespace(
         R=R, draws=draws, X=X, y=y, w=w, ms=[x["m"] for x in opts],
         order=[draw.order for draw in draws], model=model, params=P, state=state, first=1,
-        losses=LossHistory(R), val=val, best=val and best_so_far(P, R),
+        losses=_LossHistory(R), val=val, best=val and _best_so_far(P, R),
         progress=None, test=test, t0=time.perf_counter(), kept=0)
 
 
@@ -453,7 +457,7 @@ def draw_run(o):
     train and test (each (X [n, T] in the run's dtype, y [n] uint8)), init and order (the
     generators of the init and of the minibatch order), val (the validation set, or None without
     early stopping). o: options (validate_options fills in the defaults)."""
-    o = validate_options(o)
+    o = validate_options(o, name="o")
     streams = seeds_for(o["seed"])
     task = data.make_task(o["task"], o["T"], o["s"], streams.task)
     if o["data"] == "unambiguous":                 # ValueError when m cannot identify S
@@ -470,7 +474,7 @@ def draw_run(o):
                 init=streams.init, order=streams.order, val=val)
 
 
-def frozen_parameters(o):
+def _frozen_parameters(o):
     """The parameters option freeze holds at their init (optim.LAYERNORMS' gain and shift of one
     LayerNorm; none for "none")."""
     return optim.LAYERNORMS.get(o["freeze"], ())
@@ -481,6 +485,7 @@ def build_model(o, rng):
     at option ln1_gain (model.cfg its attn.py config; model.dropout_rng the seed's dropout
     stream when it trains with dropout, else None), or baseline.py's MLP (model.cfg None).
     model.versions: set by a full-batch run."""
+    o, rng = validate_options(o, name="o"), data.check_rng(rng)
     if o["model"] == "mlp":
         params = baseline.init(o["T"], o["mlp"], rng, o["dtype"])
         return params, types.SimpleNamespace(cfg=None, dropout_rng=None, versions=None)
@@ -493,14 +498,15 @@ def build_model(o, rng):
 
 # ---------------------------------------------------------------- after the loop: results -----
 
-def finish_run(o, run):
+def _finish_run(o, run):
     """The result of a trained run: early stopping's parameters put back, then the summary."""
     if run.val:
-        restore_best(run)
+        _restore_best(run)
     losses = run.losses.values.tolist()
-    r = summarise(o, run.task, run.params, run.model, (run.X, run.labels), run.test, losses,
+    r = _summarise(o, run.task, run.params, run.model, (run.X, run.labels), run.test, losses,
                   time.perf_counter() - run.t0)
-    r.update(over_the_run(losses, run.progress, o["steps"]), arithmetic=run.arithmetic)
+    r.update(over_the_run(losses, run.progress.logged, run.progress.label, o["steps"]),
+             arithmetic=run.arithmetic)
     if run.before is not None:                 # resumed from a checkpoint another arithmetic made
         r["arithmetic_before_resume"] = run.before
     if run.progress.curve is not None:
@@ -512,7 +518,7 @@ def finish_run(o, run):
                 r["loss"])
 
 
-def stack_results(opts, run, ran, seconds):
+def _stack_results(opts, run, ran, seconds):
     """One result dict per run of a trained stack (diverged runs as diverged_result)."""
     losses = run.losses.values[:ran]
     finite = np.isfinite(losses).all(0)
@@ -522,55 +528,61 @@ def stack_results(opts, run, ran, seconds):
             out.append(dict(diverged_result(x), losses=losses[:, r].tolist()))
             continue
         p = {k: v[r] for k, v in run.params.items()}
-        res = summarise(x, draw.task, p, run.model, draw.train, draw.test,
+        res = _summarise(x, draw.task, p, run.model, draw.train, draw.test,
                         losses[:, r].tolist(), seconds)
         out.append(dict(res, diverged=False, steps_run=ran,
                         best_step=int(run.best.step[r]) if run.val else ran))
     return out
 
 
-def monitored_accuracies(run):
+def _monitored_accuracies(run):
     """For a stack's monitor: each run's accuracy on its own test set, [R]."""
     Xte, yte = run.test
-    return np.mean((chunked(run.model, run.params, Xte) > 0) == (yte > 0), axis=-1)
+    return np.mean((_chunked(run.model, run.params, Xte) > 0) == (yte > 0), axis=-1)
 
 
 # evaluation: accuracies and attention, on whole sets EVAL_CHUNK rows at a time
 
-def chunked(model, params, X):  # X [n, T] -> [n], or a stack's [R, n, T] -> [R, n]
-    """logits(model, params, X) EVAL_CHUNK rows at a time: a final accuracy on 10^5 samples must
+def _chunked(model, params, X):  # X [n, T] -> [n], or a stack's [R, n, T] -> [R, n]
+    """_logits(model, params, X) EVAL_CHUNK rows at a time: a final accuracy on 10^5 samples must
     not need the memory of a 10^5-row batch (and lose a finished run to it)."""
-    return np.concatenate([logits(model, params, X[..., i:i + EVAL_CHUNK, :])
+    return np.concatenate([_logits(model, params, X[..., i:i + EVAL_CHUNK, :])
                            for i in range(0, X.shape[-2], EVAL_CHUNK)], axis=-1)
 
 
 def accuracy(z, y):
     """Share of logits z [n] on the side of their 0/1 labels y [n]."""
-    z, y = np.asarray(z, dtype=float), np.asarray(y, dtype=float)
+    try:
+        if np.asarray(z).dtype.kind not in "biufU" or np.asarray(y).dtype.kind not in "biufU":
+            raise TypeError("not real numbers")
+        z, y = np.asarray(z, dtype=float), np.asarray(y, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"z and y must be arrays of numbers, got {attn.describe(z)} and "
+                         f"{attn.describe(y)}") from None
     if z.shape != y.shape or not z.size:
         raise ValueError(f"z and y must be arrays of one non-empty shape, got {z.shape} and "
                          f"{y.shape}")
     return float(np.mean((z > 0) == (y > 0)))
 
 
-def attention_on_support(params, cfg, X, S):
+def _attention_on_support(params, cfg, X, S):
     """Mean over samples and heads of the [CLS] attention mass on S; the mean weight [T]; and
     each head's mean weight [T+1, H] (fast.cls_attention_mean: one forward for all three)."""
     A, by_head = fast.cls_attention_mean(params, cfg, X)
     return float(A[S].sum()), A[:-1], by_head
 
 
-def summarise(o, task, params, model, train, test, losses, seconds):
+def _summarise(o, task, params, model, train, test, losses, seconds):
     """The result dict of a run: accuracies, attention on S, the [CLS]'s top positions, params."""
     cfg = model.cfg
     r = dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
              loss=losses[-1] if losses else float("nan"), losses=losses,
-             train_acc=accuracy(chunked(model, params, train[0]), train[1]),
-             test_acc=accuracy(chunked(model, params, test[0]), test[1]),
+             train_acc=accuracy(_chunked(model, params, train[0]), train[1]),
+             test_acc=accuracy(_chunked(model, params, test[0]), test[1]),
              attn_on_S=float("nan"), S=task.S.tolist(), top_attended=[], steps=o["steps"],
              seconds=seconds, params=params, cfg=cfg, pos_overlap=float("nan"))
     if cfg:
-        mass, A, by_head = attention_on_support(params, cfg, test[0][:200], task.S)
+        mass, A, by_head = _attention_on_support(params, cfg, test[0][:200], task.S)
         r.update(attn_on_S=mass, top_attended=np.sort(np.argsort(A)[::-1][:o["s"]]).tolist(),
                  pos_overlap=position_overlap(params["E_pos"], task.S))
         r.update(best_head(by_head, task.S))
@@ -581,6 +593,9 @@ def best_head(A, S):  # A [T+1, H]: each head's mean [CLS] attention -> dict
     """The head whose [CLS] attention puts the most mass on S, its mass there and its top s
     positions; and A itself (cls_attention, [T+1, H], for the plot). Averaging over heads can
     hide a head that found S behind heads that attend elsewhere."""
+    attn.check_array("A", A, "f", lambda s: len(s) == 2 and s[0] >= 2,
+                     "a float array [T+1, heads] of [CLS] attention")
+    S = data.check_support(S, len(A) - 1, len(S) if np.ndim(S) == 1 else -1)
     on_S = A[S].sum(0)                                                # [H]
     h = int(np.argmax(on_S))
     top = np.sort(np.argsort(A[:-1, h])[::-1][:len(S)]).tolist()
@@ -590,17 +605,30 @@ def best_head(A, S):  # A [T+1, H]: each head's mean [CLS] attention -> dict
 LOSS_LOW = 0.01        # a training loss below this has fit its set; a jump is back above 10x this
 
 
-def over_the_run(losses, progress, steps):
-    """What the last step hides: the best accuracy at the logged steps (on the test set, or the
-    validation set with early stopping) and its step, and the first jump of the training loss
-    above 10 * LOSS_LOW after it had fallen below LOSS_LOW (steps of this session; None: none).
-    Nothing here chooses anything: the outcome stays the last step's."""
+def over_the_run(losses, logged, label, steps):
+    """What the last step hides: the best accuracy at the logged steps (`logged`: dicts with
+    step and acc, measured on the `label` set, "test", or "val" with early stopping) and its
+    step, and the first jump of the training loss above 10 * LOSS_LOW after it had fallen below
+    LOSS_LOW (losses: this session's, the last at step `steps`; None: none). Nothing here
+    chooses anything: the outcome stays the last step's."""
+    try:
+        values = np.asarray(losses, dtype=np.float64)
+    except (TypeError, ValueError):
+        values = np.empty((0, 0))
+    if values.ndim != 1 or isinstance(losses, (str, bytes)):
+        raise attn.refuse("losses", losses, "a list or 1-D array of numbers", False)
+    losses = values.tolist()
+    if not (isinstance(logged, list) and all(isinstance(e, dict) and {"step", "acc"} <= set(e)
+                                             for e in logged)):
+        raise attn.refuse("logged", logged, "a list of dicts with step and acc", False)
+    attn.check_choice("label", label, ("test", "val"))
+    steps = data.check_number("steps", steps, data.INTS, max(len(losses), 1))
     first = steps - len(losses) + 1
     low = next((i for i, v in enumerate(losses) if v < LOSS_LOW), None)
     jump = None if low is None else next((i for i, v in enumerate(losses[low:], low)
                                           if v > 10 * LOSS_LOW), None)
-    best = max(progress.logged, key=lambda e: e["acc"], default=None)
-    return dict(logged=progress.logged, logged_on=progress.label,
+    best = max(logged, key=lambda e: e["acc"], default=None)
+    return dict(logged=logged, logged_on=label,
                 best_logged_acc=best["acc"] if best else float("nan"),
                 best_logged_step=best["step"] if best else None,
                 loss_low_step=None if low is None else first + low,
@@ -611,6 +639,9 @@ def position_overlap(E_pos, S):
     """How alike the learned positional embeddings of S and of the other positions are: the
     largest cosine between E_pos[t], t in S, and E_pos[u], u not in S (1 = some other position
     looks exactly like one in S; near 0 = S stands apart). O(s T d). nan when S is everything."""
+    attn.check_array("E_pos", E_pos, "f", lambda s: len(s) == 2 and s[0] >= 1,
+                     "a float array [T, d] of positional embeddings")
+    S = data.check_support(S, len(E_pos), len(S) if np.ndim(S) == 1 else -1)
     E = E_pos / np.maximum(np.linalg.norm(E_pos, axis=1, keepdims=True), 1e-30)
     rest = np.setdiff1d(np.arange(len(E)), S)
     if not len(rest):
@@ -620,6 +651,7 @@ def position_overlap(E_pos, S):
 
 def diverged_result(o):
     """The result of a run whose loss stopped being finite: a failed run, accuracies nan."""
+    o = validate_options(o, name="o")
     return dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
                 train_acc=float("nan"), test_acc=float("nan"), attn_on_S=float("nan"),
                 steps=o["steps"], seconds=float("nan"), diverged=True, best_step=0,
@@ -636,7 +668,7 @@ MEMORY_BUDGET = 0.5   # refuse runs that would take more than this share of phys
 EVAL_CHUNK = 4096     # accuracies are computed this many samples at a time
 
 
-def run_bytes(o):
+def _run_bytes(o):
     """Rough peak bytes of one run: its data (bits, floats and labels), the parameters with their
     gradient and Adam's two moments, and the activations of one batch or evaluation chunk."""
     item = np.dtype(o["dtype"]).itemsize
@@ -651,16 +683,19 @@ def run_bytes(o):
 
 
 def check_run_memory(o, flag=py_flag):
-    """ValueError (one line) if a run would not fit in memory, before anything is allocated."""
-    need, limit = run_bytes(o), MEMORY_BUDGET * (attn.physical_memory() or math.inf)
+    """ValueError (one line) if a run would not fit in memory, before anything is allocated;
+    flag names an option (run_options.py_flag or cli_flag)."""
+    if not callable(flag):
+        raise attn.refuse("flag", flag, "a function (name, value) -> text such as "
+                          "run_options.py_flag or cli_flag", False)
+    o = validate_options(o, flag, "o")
+    need, limit = _run_bytes(o), MEMORY_BUDGET * (attn.physical_memory() or math.inf)
     if need > limit:
         sizes = ", ".join(flag(k, o[k]) for k in ("T", "m", "n_test", "val", "d", "mlp")
                           if k != "val" or o["val"])
         raise ValueError(f"a run with {sizes} needs about {need / 2**30:.1f} GiB; this machine "
                          f"allows {limit / 2**30:.1f} GiB: make one of them smaller")
 
-
-# ---------------------------------------------------------------- checkpoints -----------------
 # One .npz, no pickled objects (np.load(..., allow_pickle=False) never runs code): arrays
 # "param/NAME", "adam_m/NAME", "adam_v/NAME", and 0-d arrays "adam_t", "step", "options" (JSON),
 # "rng_order" (JSON of the minibatch generator's state), "format".
@@ -672,6 +707,14 @@ def add_options(ap, names, defaults=None):
     """Add --NAME options from the OPTIONS table (help and default from the table, or from
     `defaults` where given)."""
     table = {name: (default, parse, text) for name, default, parse, text in OPTIONS}
+    if not isinstance(ap, argparse.ArgumentParser):
+        raise attn.refuse("ap", ap, "an argparse.ArgumentParser", False)
+    if not (isinstance(names, (list, tuple)) and all(isinstance(n, str) and n in table
+                                                     for n in names)):
+        raise attn.refuse("names", names, f"a list of option names ({', '.join(table)})",
+                          isinstance(names, (list, tuple)))
+    if not (defaults is None or isinstance(defaults, dict) and set(defaults) <= set(table)):
+        raise attn.refuse("defaults", defaults, "None or a dict of option defaults", False)
     for name in names:
         default, parse, text = table[name]
         default = (defaults or {}).get(name, default)
@@ -705,6 +748,8 @@ def train_parser():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if not (isinstance(argv, list) and all(isinstance(v, str) for v in argv)):
+        raise attn.refuse("argv", argv, "None or a list of strings (the command line)", False)
     cli.keep_freed_memory()
     ap = train_parser()
     a = ap.parse_args(argv)
@@ -714,7 +759,7 @@ def main(argv=None):
     opts.pop("threads")
     ckpt = None
     if resume:
-        ckpt = resume_options(ap, argv, opts, resume)
+        ckpt = _resume_options(ap, argv, opts, resume)
         save = save or resume
     try:                                      # never over a file that is not this run's own
         cli.claim_outputs([(out_json, "summary", "--json"), (plot, "plot", "--plot"),
@@ -736,7 +781,7 @@ def main(argv=None):
         r = train_run(o, log=lambda line: print(line, flush=True), save=save,
                       save_every=save_every, resume=ckpt, curve=bool(plot))
     except Interrupted as e:
-        print(interrupted_message(e, o), file=sys.stderr)
+        print(_interrupted_message(e, o), file=sys.stderr)
         return e.code
     except (Diverged, ValueError) as e:       # ValueError: e.g. --data unambiguous, m too small
         print(f"train.py: {e}", file=sys.stderr)
@@ -751,16 +796,16 @@ def main(argv=None):
         print("\ninterrupted (no --save given, so nothing was kept; add --save PATH to be "
               "able to resume)", file=sys.stderr)
         return 130
-    print_summary(r, o, save)
+    _print_summary(r, o, save)
     if out_json:
         summary = {k: v for k, v in r.items() if k not in ("params", "cfg", "cls_attention")}
         cli.write_json(out_json, summary)          # strict JSON: NaN is written as null
     if plot:
-        plot_run(r, o, plot)
+        _plot_run(r, o, plot)
     return 0
 
 
-def resume_options(ap, argv, opts, resume):
+def _resume_options(ap, argv, opts, resume):
     """--resume: the checkpoint read and checked, its options put into `opts` (the run's length
     too, unless --steps was typed); an option typed anew that contradicts it, or a checkpoint
     past the steps asked for, is the parser's one-line error. -> the checkpoint."""
@@ -785,7 +830,7 @@ def resume_options(ap, argv, opts, resume):
     return ckpt
 
 
-def plot_run(r, o, path):
+def _plot_run(r, o, path):
     """The run in one picture: the training loss at every step and the accuracies at the steps
     measured for it (r["curve"]: each of the first 10, then log-spaced, on a log step axis, so
     the early rise is drawn where it happens); each head's mean [CLS] attention over the T
@@ -837,7 +882,7 @@ def plot_run(r, o, path):
     return path
 
 
-def interrupted_message(e, o):
+def _interrupted_message(e, o):
     """What an Interrupted run kept, and the command that goes on from it."""
     again = (f"  python train.py --resume {e.path}" +
              (f" --steps {o['steps']}" if o['steps'] != DEFAULTS["steps"] else ""))
@@ -855,7 +900,7 @@ def interrupted_message(e, o):
             f"{again}")
 
 
-def print_summary(r, o, save):
+def _print_summary(r, o, save):
     ok = r["test_acc"] >= 0.99
     print(f"\ntest accuracy {r['test_acc']:.4f} on {o['n_test']} fresh samples "
           f"({'reaches' if ok else 'is below'} the 0.99 bar); train accuracy {r['train_acc']:.4f}")

@@ -3219,7 +3219,7 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     "no --save given", and the summary of an interrupted evaluation is one resume away; a
     failure names the option and value that matter."""
     path = str(tmp_path / "ck.npz")
-    real = {name: getattr(train, name) for name in ("draw_run", "summarise", "train_run")}
+    real = {name: getattr(train, name) for name in ("draw_run", "accuracy", "train_run")}
 
     def ctrl_c(*args, **kw):
         raise KeyboardInterrupt
@@ -3228,7 +3228,7 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     assert code == 130 and "nothing was saved" in err and "no --save" not in err
     assert not os.path.exists(path)
     monkeypatch.setattr(train, "draw_run", real["draw_run"])
-    monkeypatch.setattr(train, "summarise", ctrl_c)                # during the final evaluation
+    monkeypatch.setattr(train, "accuracy", ctrl_c)                # during the final evaluation
     code, out, err = run_cli(capsys, *TINY, "--save", path)
     assert code == 130 and "final evaluation" in err and "no --save" not in err
     assert f"python train.py --resume {path} --steps 5" in err
@@ -3238,11 +3238,11 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
 
     def sigterm(*args, **kw):                                      # SIGTERM's, under the guard
         raise cli.Terminated
-    monkeypatch.setattr(train, "summarise", sigterm)
+    monkeypatch.setattr(train, "accuracy", sigterm)
     code, out, err = run_cli(capsys, *TINY, "--save", str(tmp_path / "term.npz"))
     assert code == 143 and err.startswith("\nterminated (SIGTERM) during the final evaluation; "
                                           "all 5 steps are saved"), err
-    monkeypatch.setattr(train, "summarise", real["summarise"])
+    monkeypatch.setattr(train, "accuracy", real["accuracy"])
     code, out, err = run_cli(capsys, "--resume", path, "--steps", "5")   # evaluates, reports
     assert code == 0 and "test accuracy" in out and "evaluating it" in out and not err
     monkeypatch.setattr(train, "draw_run", ctrl_c)                 # a resume stopped at once
