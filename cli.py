@@ -53,7 +53,7 @@ def quiet_interrupts(prog):
     """Ctrl-C while the command `prog` is still starting (importing cli's own modules and numpy,
     building its parser) is one line and exit status 130 at once, never a traceback from inside
     an import and never swallowed by the code it lands in. Installed while this file is imported
-    by a command of this project (command_name), and called again (a no-op then) under each command's
+    by a command of this project (_command_name), and called again (a no-op then) under each command's
     `if __name__ == "__main__"`, which says so where a reader looks. one_line_errors hands Ctrl-C
     kept. SIGTERM alike: one line and exit status 143 (one_line_errors then raises Terminated
     for it)."""
@@ -68,7 +68,7 @@ def quiet_interrupts(prog):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})   # block it) lands here now
 
 
-def command_name(path):
+def _command_name(path):
     """The name a command of this project goes by: `train.py` for a file beside this one,
     `studies.sweep` for a module of a package below it (run as `python -m studies.sweep`); None
     for a file outside the project."""
@@ -79,8 +79,8 @@ def command_name(path):
 
 
 _main = getattr(sys.modules.get("__main__"), "__file__", None) or ""
-if _main and command_name(_main):
-    quiet_interrupts(command_name(_main))   # a command of this project is starting: its
+if _main and _command_name(_main):
+    quiet_interrupts(_command_name(_main))   # a command of this project is starting: its
                                             # own call under __main__ then finds it done
 
 import argparse  # noqa: E402  (after the guard: Ctrl-C while these load is one line too)
@@ -107,7 +107,7 @@ def set_blas_threads(n=None):
             os.environ[var] = str(n)
 
 
-def option_value(argv, flag):
+def _option_value(argv, flag):
     """The text given to `flag` in argv (`--threads 2` or `--threads=2`), or None. For the few
     settings that must act before argparse runs (threads: before numpy is imported)."""
     for i, a in enumerate(argv):
@@ -121,7 +121,7 @@ def option_value(argv, flag):
 def threads_from_argv(argv):
     """set_blas_threads with the --threads N of argv when it is a positive integer, else the
     default; a bad value is left for argparse to report."""
-    n = option_value(argv, "--threads")
+    n = _option_value(argv, "--threads")
     set_blas_threads(int(n) if n is not None and n.strip().isdigit() and int(n) >= 1 else None)
 
 
@@ -254,11 +254,11 @@ class Terminated(BaseException):
     so that no `except Exception` swallows it."""
 
 
-def raise_terminated(signum, frame):
+def _raise_terminated(signum, frame):
     raise Terminated()
 
 
-raise_terminated.raises_terminated = True
+_raise_terminated.raises_terminated = True
 
 
 class sigterm_raises:
@@ -270,7 +270,7 @@ class sigterm_raises:
         self.old = None
         if threading.current_thread() is threading.main_thread() and not getattr(
                 signal.getsignal(signal.SIGTERM), "raises_terminated", False):
-            self.old = signal.signal(signal.SIGTERM, raise_terminated)
+            self.old = signal.signal(signal.SIGTERM, _raise_terminated)
         return self
 
     def __exit__(self, *exc):
@@ -346,14 +346,14 @@ def one_line_errors(prog, main, argv=None):
 
 # ---------------------------------------------------------------- files ------------------------
 
-def json_safe(x):
+def _json_safe(x):
     """x with every non-finite float as None and numpy scalars and arrays as Python values."""
     if isinstance(x, dict):
-        return {k: json_safe(v) for k, v in x.items()}
+        return {k: _json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [json_safe(v) for v in x]
+        return [_json_safe(v) for v in x]
     if hasattr(x, "tolist") and not isinstance(x, (str, bytes)):     # numpy arrays and scalars
-        return json_safe(x.tolist())
+        return _json_safe(x.tolist())
     if isinstance(x, float):
         return x if math.isfinite(x) else None
     return x
@@ -382,7 +382,7 @@ def replace_atomically(path, write):
 def write_json(path, obj):
     """Strict JSON (NaN and inf become null, never the non-JSON NaN), written atomically
     (replace_atomically), so a reader never sees half a file."""
-    text = json.dumps(json_safe(obj), indent=1, allow_nan=False)
+    text = json.dumps(_json_safe(obj), indent=1, allow_nan=False)
 
     def write(tmp):
         with open(tmp, "w") as f:
@@ -399,7 +399,7 @@ def write_text(path, text, newline=None):
     replace_atomically(path, write)
 
 
-def check_writable(path, what, temporaries=()):
+def _check_writable(path, what, temporaries=()):
     """One line if `path` cannot be written (its folder is missing or read-only, it is a folder,
     or one of the `temporaries` written beside it is a folder in the way), else None."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -594,7 +594,7 @@ def claim_output(path, kind, what=None, ours=None):
     if kind == "plot" and ext not in PLOT_FORMATS:
         raise ValueError(f"{what} {path}: the image's extension must be one of "
                          f"{', '.join(PLOT_FORMATS)}, got {ext or 'none'!r}")
-    problem = check_writable(path, what, (path + ".tmp.npz",) if kind == "checkpoint" else ())
+    problem = _check_writable(path, what, (path + ".tmp.npz",) if kind == "checkpoint" else ())
     if problem:
         raise ValueError(problem)
     return path

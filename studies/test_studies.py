@@ -3441,8 +3441,8 @@ def test_a_new_folder_records_its_arithmetic_and_replays_bit_for_bit(tmp_path, s
         k: here[k] for k in arithmetic.DECIDING}
     assert folder.recorded_arithmetic(str(smoke_ref), meta)["kernel"] == here["kernel"]
     res = replay.replay(str(smoke_ref), n_rows=3, log=None)
-    assert len(res["rows"]) == 3 and all(d is None for _, d in res["rows"]), res["rows"]
-    assert len({(r["model"], r["T"]) for r, _ in res["rows"]}) == 2      # spread over cells
+    assert len(res["rows"]) == 3 and all(d is None for _, d, _ in res["rows"]), res["rows"]
+    assert len({(r["model"], r["T"]) for r, _, _ in res["rows"]}) == 2      # spread over cells
     line = replay.summary(str(smoke_ref), res)
     assert "3 of 3 rows replay bit for bit" in line and here["kernel"] in line
     f = _copy(smoke_ref, tmp_path / "f")
@@ -3456,7 +3456,7 @@ def test_a_new_folder_records_its_arithmetic_and_replays_bit_for_bit(tmp_path, s
     lines[n - 1] = ",".join(cells) + "\r\n"
     (f / "runs.csv").write_text("".join(lines))
     bad = replay.replay(str(f), n_rows=3, log=None)
-    diffs = [d for _, d in bad["rows"] if d is not None]
+    diffs = [d for _, d, _ in bad["rows"] if d is not None]
     assert len(diffs) == 1 and diffs[0][0] == "attn_on_S" and abs(diffs[0][3] + 1e-9) < 1e-12
     assert "first difference" in replay.summary(str(f), bad) and "attn_on_S" in \
         replay.summary(str(f), bad)
@@ -3501,7 +3501,7 @@ def test_a_study_of_another_arithmetic_is_not_continued_unless_asked(tmp_path):
     assert os.path.isfile(os.path.join(out, "arithmetic-of-runs.csv"))
     assert replay.folder_kind(out) == "runs"
     res = replay.replay(out, n_rows=2, log=None)
-    assert len(res["rows"]) == 2 and all(d is None for _, d in res["rows"])
+    assert len(res["rows"]) == 2 and all(d is None for _, d, _ in res["rows"])
 
 
 def test_replay_refuses_what_it_cannot_do_in_one_line(tmp_path, capsys):
