@@ -17,7 +17,8 @@ from cli import pyplot_or_hint, save_figure
 from studies.folder import folder_rows, full_options
 from studies.report import (STRUCTURED, ci_text, cpu_minutes, fits_line, limit_text, over_folders,
                     rounding_note, statistical_limits, success_table)
-from studies.stats import critical_sizes, growth_in_s, scaling_fits, split_by_T
+from studies.laws import growth_in_s, scaling_fits
+from studies.stats import critical_sizes, split_by_T
 
 
 def label_balance(task, s, T, n_seeds=20, n=2000):

@@ -834,38 +834,12 @@ def check_plan(plan, path="plan.json"):
         raise bad("cells", f"must be a non-empty list of cells, got {plan['cells']!r:.40}")
     cells, seen = [], {}
     for i, c in enumerate(plan["cells"]):
-        field = f"cells[{i}]"
-        if not isinstance(c, dict):
-            raise bad(field, f"must be an object, got {c!r:.40}")
-        for k in ("design", "d", "T", "m", "options"):
-            if k not in c:
-                raise bad(field, f"has no {k}")
-        if c["design"] not in DESIGNS:
-            raise bad(field, f"has design {c['design']!r:.40}, not one of {', '.join(DESIGNS)}")
-        for k in ("d", "T", "m"):
-            if not positive(c[k]):
-                raise bad(field, f"has {k} = {c[k]!r:.40}, not an integer >= 1")
-        if not isinstance(c["options"], dict):
-            raise bad(field, f"has options {c['options']!r:.40}, not an object")
-        for k, v in c["options"].items():
-            problem = option_problem(k, v)
-            if problem:
-                raise bad(field + ".options", problem)
-        options = full_options(c["options"])
-        if options["d"] != c["d"]:
-            raise bad(field, f"has d = {c['d']} but its options train d = {options['d']}")
-        try:
-            run_options.validate_options(dict(options, T=c["T"], m=c["m"]))
-        except ValueError as e:
-            raise bad(field, f"cannot be trained ({e})") from None
-        if not isinstance(c.get("source", {}), dict):
-            raise bad(field, "has a source that is not an object")
+        cells.append(_check_cell(c, f"cells[{i}]", bad))
         key = (c["design"], c["d"], c["T"], c["m"])
         if key in seen:
-            raise bad(field, f"repeats cells[{seen[key]}] ({key[0]} d={key[1]} T={key[2]} "
-                             f"m={key[3]})")
+            raise bad(f"cells[{i}]", f"repeats cells[{seen[key]}] ({key[0]} d={key[1]} T={key[2]} "
+                                     f"m={key[3]})")
         seen[key] = i
-        cells.append(dict(c, options=options))
     if not isinstance(plan.get("machines", []), list):
         raise bad("machines", "must be a list")
     every = plan.get("every", 1)
@@ -877,6 +851,38 @@ def check_plan(plan, path="plan.json"):
                            f"= {len(cells) * plan['seeds']} runs, more than the {MAX_SEARCHES} "
                            f"one folder may plan")
     return dict(plan, cells=cells)
+
+
+def _check_cell(c, field, bad):
+    """check_plan's check of one cell (`field` names it, `bad` makes the error) -> the cell with
+    its options completed."""
+    positive = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1
+    if not isinstance(c, dict):
+        raise bad(field, f"must be an object, got {c!r:.40}")
+    for k in ("design", "d", "T", "m", "options"):
+        if k not in c:
+            raise bad(field, f"has no {k}")
+    if c["design"] not in DESIGNS:
+        raise bad(field, f"has design {c['design']!r:.40}, not one of {', '.join(DESIGNS)}")
+    for k in ("d", "T", "m"):
+        if not positive(c[k]):
+            raise bad(field, f"has {k} = {c[k]!r:.40}, not an integer >= 1")
+    if not isinstance(c["options"], dict):
+        raise bad(field, f"has options {c['options']!r:.40}, not an object")
+    for k, v in c["options"].items():
+        problem = option_problem(k, v)
+        if problem:
+            raise bad(field + ".options", problem)
+    options = full_options(c["options"])
+    if options["d"] != c["d"]:
+        raise bad(field, f"has d = {c['d']} but its options train d = {options['d']}")
+    try:
+        run_options.validate_options(dict(options, T=c["T"], m=c["m"]))
+    except ValueError as e:
+        raise bad(field, f"cannot be trained ({e})") from None
+    if not isinstance(c.get("source", {}), dict):
+        raise bad(field, "has a source that is not an object")
+    return dict(c, options=options)
 
 
 def csv_paths(folder, stem="runs"):
@@ -989,6 +995,13 @@ def recorded_arithmetic(out, meta):
         if isinstance(found, dict) and isinstance(found.get("found"), dict):
             return found["found"]
     return None
+
+
+def add_other_arithmetic(ap):
+    """The option every command that adds runs to a folder takes (check_arithmetic's allow)."""
+    ap.add_argument("--other-arithmetic", dest="other_arithmetic", action="store_true",
+                    help="continue a folder made by another arithmetic (BLAS kernel) than this "
+                         "machine's, each new row recording its own (refused otherwise)")
 
 
 def check_arithmetic(out, meta, here, allow=False, flag="--other-arithmetic"):

@@ -51,7 +51,7 @@ import train
 from cli import OneLineParser, int_list, integer, number
 from theory import covering_constant, covering_parts, norm_measures, paper_score_gap
 
-from studies import failures, folder, harness, stats
+from studies import failures, folder, harness, laws, stats
 from studies.study import (STUDY_CSVS, fmt, is_final, load_study, median_ci, read_plan,
                            seed_weights, separation, study_cells, study_rows, weights_at, word)
 
@@ -578,7 +578,7 @@ def growth_table(plan, cells, W, design="fixed"):
             got = [median_ci(rows, key, W) for _, rows in mine]
             med, boot = np.array([g[0] for g in got]), np.array([g[3] for g in got])
             try:
-                f = stats.scaling_fits(Ts, med, boot)
+                f = laws.scaling_fits(Ts, med, boot)
             except ValueError:           # a median <= 0 (a gap): the power law has no meaning
                 f = None
             fits[(d, key)] = f
@@ -803,7 +803,7 @@ def add_study_commands(sub):
                    help="worker processes, one BLAS thread each (1)")
     r.add_argument("--seeds", type=integer(1), default=None,
                    help="only seeds 0..N-1 of the plan's (a screen); default: all")
-    add_other_arithmetic(r)
+    folder.add_other_arithmetic(r)
     q = sub.add_parser("report", help="OUT/table.md and OUT/mechanism.png from OUT/runs.csv",
                        description="The tables (per cell, the separation of successes and "
                        "failures, the growth with T, the final step against the best seen) and "
@@ -855,19 +855,13 @@ def add_why_runs_fail_commands(sub):
                    help="steps between logged steps, dividing the runs' steps (50)")
     t.add_argument("--workers", type=integer(1), default=1,
                    help="worker processes, one BLAS thread each (1)")
-    add_other_arithmetic(t)
+    folder.add_other_arithmetic(t)
     tr = sub.add_parser("trace-report", help="OUT/table.md and OUT/trajectories.png from "
                         "OUT/trajectories.csv", description="Issue 38: per cell and logged "
                         "step, eventual successes against failures (B_X, test accuracy, the top "
                         "head's mass on S and score gap), each split with its interval, and the "
                         "first step each split is established; the plot with matplotlib.")
     tr.add_argument("out")
-
-
-def add_other_arithmetic(p):
-    p.add_argument("--other-arithmetic", dest="other_arithmetic", action="store_true",
-                   help="continue a study made by another arithmetic (BLAS kernel) than this "
-                        "machine's, each new row recording its own (refused otherwise)")
 
 
 def add_cells_arguments(p):

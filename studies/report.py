@@ -30,8 +30,8 @@ from theory import construction_width, fit_line
 from studies import stats
 from studies.folder import folder_rows, full_options
 from studies.harness import check_markers, marked_files, page_target, paste_tables
-from studies.stats import (bound_text, critical_sizes, log_departure, paired_growth,
-                           paired_ratio, scaling_fits, seed_outcome, split_by_T,
+from studies.laws import log_departure, paired_growth, paired_ratio, scaling_fits
+from studies.stats import (bound_text, critical_sizes, seed_outcome, split_by_T,
                            success_estimates, surely_above, surely_below)
 
 # ---------------------------------------------------------------- the paper's figure -----------
@@ -453,6 +453,19 @@ def cpu_minutes(runs):
     return np.nansum([float(r["seconds"]) for r in runs]) / 60
 
 
+def _compare_line(name, T, runs, e, seeds, ref, papers):
+    """compare_table's row of one folder at one T (ref: the first folder's (seeds, estimates))."""
+    ratio = _ratio(paired_ratio(e, ref[1])) if ref and ref[0] == seeds else "-"
+    fail = [r for r in runs if not r["success"]]
+    known = [r for r in fail if np.isfinite(float(r["train_acc"]))]   # nan: not recorded
+    memo = sum(float(r["train_acc"]) == 1.0 for r in known)
+    unrecorded = f" ({len(fail) - len(known)} not recorded)" if len(known) < len(fail) else ""
+    return (f"| {name} | {T} | {ci_text(e, 'm50')} | {ratio} | {ci_text(e, 'm90')} | "
+            f"{e['n_seeds']} | {PAPER_MSTAR.get(T, '-') if papers else '-'} | "
+            f"{memo} of {len(known)}{unrecorded} | {_split_medians(runs, 'attn_on_S')} | "
+            f"{_split_medians(runs, 'pos_overlap')} | {cpu_minutes(runs):.1f} |")
+
+
 def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, growth_from=None):
     """One table over sweep folders (one protocol each): per folder and T, m50 and m90 with 95%
     CIs, m50 over the first folder's with a paired CI (paired_ratio; only where both hold the same
@@ -497,18 +510,8 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
             if i == 0:
                 first[int(T)] = (seeds, e)
             own[int(T)] = (seeds, e)
-            ref = first.get(int(T))
-            ratio = _ratio(paired_ratio(e, ref[1])) if ref and ref[0] == seeds else "-"
             entries.append((name, int(T), e))
-            fail = [r for r in runs if not r["success"]]
-            known = [r for r in fail if np.isfinite(float(r["train_acc"]))]   # nan: not recorded
-            memo = sum(float(r["train_acc"]) == 1.0 for r in known)
-            lines.append(f"| {name} | {int(T)} | {ci_text(e, 'm50')} | {ratio} | {ci_text(e, 'm90')} | "
-                         f"{e['n_seeds']} | {PAPER_MSTAR.get(int(T), '-') if papers else '-'} | "
-                         f"{memo} of {len(known)}"
-                         f"{f' ({len(fail) - len(known)} not recorded)' if len(known) < len(fail) else ''}"
-                         f" | {_split_medians(runs, 'attn_on_S')} | "
-                         f"{_split_medians(runs, 'pos_overlap')} | {cpu_minutes(runs):.1f} |")
+            lines.append(_compare_line(name, int(T), runs, e, seeds, first.get(int(T)), papers))
         star = _mstar_entries(meta, rows) if growth_from is not None else {}
         first_star.update(star if i == 0 else {})
         if growth_from is not None and i > 0:

@@ -1,4 +1,4 @@
-"""stats.py (studies): the experiment's statistics, from which m grid to run to the fitted laws.
+"""stats.py (studies): the experiment's statistics, from which m grid to run to m* and its interval.
 
 Numpy only; every function checks its input and raises a one-line ValueError that names the bad
 value. It reads top to bottom:
@@ -17,10 +17,8 @@ value. It reads top to bottom:
      (mc_decimals, bound_text).
   5. m* by the majority rule, the paper's statistic: the smallest grid m at which at least half of
      the seeds succeed (critical_sizes for the sweep's searches, majority_mstar for plain rows).
-  6. laws across T and s: least-squares lines (theory.fit_line's, vectorised), m50(T) against
-     ln T, T and T^k with paired bootstrap intervals and AIC (scaling_fits), m50(s) as a power law or an exponential
-     (growth_in_s), where a curve leaves the log law it follows at small T (log_departure), and
-     paired ratios of two protocols on the same seeds (paired_ratio).
+  The laws across T and s fitted to these estimates (scaling_fits, growth_in_s, log_departure,
+  paired ratios) are laws.py's.
 
 Why pooled runs and not each seed's first success: success is not monotone in m within a seed (a
 seed can fail above its first success), so m50 comes from one logistic fit over every run of a T.
@@ -382,7 +380,7 @@ def fit_success_curve(m, success):
 
 def _check_runs(m, success):
     """Runs' sizes m [n] (finite, > 0) and outcomes success [n] (0 or 1) as float arrays."""
-    m, success = _check_reals("m", m), _check_reals("success", success, bools=True)
+    m, success = check_reals("m", m), check_reals("success", success, bools=True)
     if m.ndim != 1 or m.size == 0 or m.shape != success.shape:
         raise ValueError(f"m and success must be 1-D of the same non-zero length, got shapes "
                          f"{m.shape}, {success.shape}")
@@ -400,12 +398,12 @@ def m_at(p, a, b):
     where b <= 0 or b is None (the curve never rises to p), except 0.0 where a = +inf (every run
     succeeded: m* is below the smallest m tried). Scalar in, float out; arrays in, array out.
     a: real, +-inf allowed (the encodings above), never NaN; b: finite."""
-    p = _check_real("p", p)
+    p = check_real("p", p)
     if not 0.0 < p < 1.0:
         raise ValueError(f"p must be in (0, 1), got {p!r}")
     scalar = np.ndim(a) == 0 and (b is None or np.ndim(b) == 0)
-    a = _check_reals("a", a)
-    b = np.zeros_like(a) if b is None else _check_reals("b", b)
+    a = check_reals("a", a)
+    b = np.zeros_like(a) if b is None else check_reals("b", b)
     if np.isnan(a).any():
         raise ValueError("a must not be NaN (+-inf: every run succeeded or failed)")
     if not np.isfinite(b).all():
@@ -428,7 +426,7 @@ def fit_flag(m, success, a, b):
 
     m, success [n] the runs; (a, b) their fit_success_curve result."""
     m, success = _check_runs(m, success)
-    a, b = _check_real("a", a), None if b is None else _check_real("b", b)
+    a, b = check_real("a", a), None if b is None else check_real("b", b)
     if b is not None and not math.isfinite(b):
         raise ValueError(f"b must be finite or None (undetermined), got {b!r}")
     if b is None:
@@ -459,7 +457,7 @@ class Bound(float):
     (distribution_ci) are plain floats: they have no Monte Carlo error."""
 
     def __new__(cls, value, band, side):
-        value = _check_real("value", value)
+        value = check_real("value", value)
         if not (isinstance(band, (tuple, list)) and len(band) == 2
                 and all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
                         for v in band) and band[0] <= value <= band[1]):
@@ -487,7 +485,7 @@ def percentile_ci(samples, lo=2.5, hi=97.5):
     carries the order statistics MC_Z * s places either side as its band, and bound_text prints
     no digit that band moves. lo and hi: percents with 0 <= lo < hi <= 100."""
     _check_percents(lo, hi)
-    v = np.sort(_check_reals("samples", samples).ravel())
+    v = np.sort(check_reals("samples", samples).ravel())
     if v.size == 0 or np.isnan(v).any():
         raise ValueError(f"samples must be non-empty and NaN-free, got {v.size} values "
                          f"with {int(np.isnan(v).sum())} NaN")
@@ -506,7 +504,7 @@ def mc_decimals(x, decimals):
     digit printed is one a rerun at another bootstrap seed keeps (the module docstring measures
     how often it does; negative: tens, hundreds, ...). None when the band leaves the bound
     without one significant figure, or beside an infinite resample."""
-    _check_real("x", x, nan=True)
+    check_real("x", x, nan=True)
     _check_decimals(decimals)
     if not isinstance(x, Bound) or not math.isfinite(x):
         return decimals
@@ -529,7 +527,7 @@ def bound_text(x, decimals):
     "> a" and a lower bound as "< b", a and b the power of ten at or inside the inner end: known
     only to exceed a. Bounds of a million or more that lose digits print as 8.4e+06. Plain floats
     (exact bounds, point estimates) print with `decimals` decimals; infinities as inf and -inf."""
-    v = _check_real("x", x, nan=True)
+    v = check_real("x", x, nan=True)
     _check_decimals(decimals)
     if math.isnan(v):
         return "nan"
@@ -565,15 +563,15 @@ def surely_above(lo, value):
     a Bound, a plain (exact) float itself. The tests of the pages (does an interval exclude 1,
     or 0?) use this and surely_below, so no word rests on a digit the resampling moves. A NaN
     bound (undefined) is above nothing."""
-    _check_real("lo", lo, nan=True)
-    _check_real("value", value)
+    check_real("lo", lo, nan=True)
+    check_real("value", value)
     return (lo.band[0] if isinstance(lo, Bound) else lo) > value
 
 
 def surely_below(hi, value):
     """True when an upper bound lies below `value` beyond its Monte Carlo error (surely_above)."""
-    _check_real("hi", hi, nan=True)
-    _check_real("value", value)
+    check_real("hi", hi, nan=True)
+    check_real("value", value)
     return (hi.band[1] if isinstance(hi, Bound) else hi) < value
 
 
@@ -589,7 +587,7 @@ def median_bootstrap(values):
     statistics are (v_p, v_q), p < q, exactly when C_{p-1} < k, C_p = k = C_{q-1} and C_q > k;
     both are v_p when C_{p-1} < k < C_p. Each event is a sum of binomial terms, O(n^3) in all, so
     the bound carries no Monte Carlo error; tied values are merged at the end."""
-    v = np.sort(_check_reals("values", values).ravel())
+    v = np.sort(check_reals("values", values).ravel())
     n = v.size
     if n == 0 or np.isnan(v).any() or (v == -np.inf).any():
         raise ValueError(f"values must be non-empty, NaN-free and > -inf, got {v.size} values")
@@ -620,7 +618,7 @@ def order_statistic_bootstrap(values, k):
     The k-th smallest draw is at most v exactly when k or more of the n draws are, so
     P(X_(k) <= v) = P(Binomial(n, F(v)) >= k), F(v) the share of the values at most v. Majority
     m* after bisection is such a statistic: the ceil(n/2)-th smallest critical m of the seeds."""
-    v = np.sort(_check_reals("values", values).ravel())
+    v = np.sort(check_reals("values", values).ravel())
     n, k = v.size, _check_count("k", k)
     if n == 0 or np.isnan(v).any() or not 1 <= k <= n:
         raise ValueError(f"need 1 <= k <= n NaN-free values, got k = {k} and {n} values")
@@ -636,7 +634,7 @@ def distribution_ci(support, p, lo=2.5, hi=97.5):
     probabilities) -> (lo, hi) floats: the bound at q is the smallest value whose probability of
     lying at or below it reaches q%, the rule percentile_ci applies to drawn resamples."""
     _check_percents(lo, hi)
-    support, p = _check_reals("support", support), _check_reals("p", p)
+    support, p = check_reals("support", support), check_reals("p", p)
     if support.ndim != 1 or support.size == 0 or p.shape != support.shape:
         raise ValueError(f"support and p must be 1-D of the same non-zero length, got shapes "
                          f"{support.shape}, {p.shape}")
@@ -694,7 +692,7 @@ def seed_resamples(n_seeds, n_boot=None, rng=None, exact=True):
 def resample_medians(values, C):
     """np.median of each resample given by counts C [K, n] over values [n] (may hold +inf) ->
     [K]: the middle order statistic, or the mean of the two for an even number of draws."""
-    v, C = _check_reals("values", values), _check_reals("C", C)
+    v, C = check_reals("values", values), check_reals("C", C)
     if v.ndim != 1 or v.size == 0 or np.isnan(v).any():
         raise ValueError(f"values must be 1-D, non-empty and NaN-free, got shape {v.shape}")
     if C.ndim != 2 or C.shape[0] == 0 or C.shape[1] != v.size or not (C >= 0).all():
@@ -714,7 +712,7 @@ def weighted_percentile_ci(samples, weights, lo=2.5, hi=97.5):
     bound at q is the smallest sample whose cumulative probability reaches q%. With equal weights
     it is percentile_ci's order statistic."""
     _check_percents(lo, hi)
-    x, w = _check_reals("samples", samples).ravel(), _check_reals("weights", weights).ravel()
+    x, w = check_reals("samples", samples).ravel(), check_reals("weights", weights).ravel()
     if x.size == 0 or x.size != w.size or np.isnan(x).any() or not (
             np.isfinite(w).all() and (w >= 0).all() and w.sum() > 0):
         raise ValueError(f"samples and weights must be non-empty, NaN-free and alike in size, got "
@@ -731,7 +729,7 @@ def _show(v):  # what a caller gave, in a few words
         else f"an object of type {type(v).__name__}"
 
 
-def _check_real(name, v, nan=False):
+def check_real(name, v, nan=False):
     """v as a float when it is a real number (no bool, no text), NaN only where `nan`; +-inf
     passes (the caller bounds it). Else one line naming it."""
     if not (isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))) or (
@@ -741,7 +739,7 @@ def _check_real(name, v, nan=False):
     return float(v)
 
 
-def _check_reals(name, v, bools=False):
+def check_reals(name, v, bools=False):
     """v as a float64 array when it holds real numbers (an array, a number or a list of them;
     bools only where `bools`); the caller checks shapes and values. Else one line naming it."""
     try:
@@ -909,6 +907,18 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
     if not isinstance(grid_by_model, collections.abc.Mapping):
         raise ValueError(f"grid_by_model must be a dict {{model: its m grid}}, got "
                          f"{_show(grid_by_model)}")
+    by = _runs_by_cell(rows)
+    out = {}
+    missing = sorted({model for model, _ in by} - set(grid_by_model), key=str)
+    if missing:
+        raise ValueError(f"grid_by_model has no grid for model(s) {missing}")
+    for (model, T), seeds in sorted(by.items()):
+        out[(model, T)] = _cell_mstar(model, T, seeds, grid_by_model[model], search)
+    return out
+
+
+def _runs_by_cell(rows):
+    """{(model, T): {seed: {m: success}}} of critical_sizes' rows, seeds in order."""
     by, keys = {}, {"model", "T", "seed", "m", "success"}
     for i, r in enumerate(_rows_list(rows)):
         if not (isinstance(r, dict) and keys <= r.keys()):
@@ -916,44 +926,40 @@ def critical_sizes(rows, grid_by_model, search="bisect"):
                              f"{_show(r)}")
         seeds = by.setdefault((r["model"], int(r["T"])), {})
         seeds.setdefault(int(r["seed"]), {})[int(r["m"])] = r["success"] in (True, "1", 1)
-    by = {key: dict(sorted(seeds.items())) for key, seeds in by.items()}   # per-seed order: seed
-    out = {}
-    missing = sorted({model for model, _ in by} - set(grid_by_model), key=str)
-    if missing:
-        raise ValueError(f"grid_by_model has no grid for model(s) {missing}")
-    for (model, T), seeds in sorted(by.items()):
-        grid = grid_by_model[model]
-        outcomes = [seed_outcome(grid, search, res) for res in seeds.values()]
-        crit = np.array([c for state, c in outcomes if state == "done"], dtype=float)
-        n = len(crit)
-        if search == "grid":        # the definition itself: count the seeds that succeed AT m
-            done = [res for res, (state, _) in zip(seeds.values(), outcomes) if state == "done"]
-            wins = np.array([[float(res[m]) for m in grid] for res in done]).reshape(n, len(grid))
-        else:                       # bisection: each seed's answer, success taken as monotone
-            wins = (crit[:, None] <= np.asarray(grid, dtype=float)[None]).astype(float)
-        # per resample (row of C; the identity row gives m* itself): the first grid m at which
-        # the drawn seeds' successes reach half of the n drawn
-        boot = np.full(1 + N_BOOT, np.inf)
-        if n:
-            C = np.vstack([np.ones(n), resample_counts(n, T, N_BOOT, 0)])
-            half = (C @ wins) >= n / 2                              # [1 + N_BOOT, n_grid]
-            boot[half.any(1)] = np.asarray(grid, dtype=float)[np.argmax(half, 1)[half.any(1)]]
-        mstar, boot = float(boot[0]), boot[1:]
-        finite = crit[np.isfinite(crit)]
-        lo, hi = percentile_ci(boot)
-        above = float(np.mean(np.isinf(boot)))
-        if search != "grid" and n:   # the ceil(n/2)-th smallest critical m: its exact bootstrap
-            support, p = order_statistic_bootstrap(crit, math.ceil(n / 2))
-            (lo, hi), above = distribution_ci(support, p), float(p[np.isinf(support)].sum())
-        out[(model, T)] = dict(model=model, T=T, n_seeds=n, m_star=mstar, m_star_lo=lo,
-                               m_star_hi=hi, m_star_boot=boot, m_star_above=above,
-                               unfinished=len(outcomes) - n,
-                               mean=float(finite.mean()) if len(finite) else np.inf,
-                               std=float(finite.std(ddof=1)) if len(finite) > 1 else 0.0,
-                               lo=float(finite.min()) if len(finite) else np.inf,
-                               hi=float(finite.max()) if len(finite) else np.inf,
-                               censored=int(n - len(finite)), per_seed=crit.tolist())
-    return out
+    return {key: dict(sorted(seeds.items())) for key, seeds in by.items()}
+
+
+def _cell_mstar(model, T, seeds, grid, search):
+    """critical_sizes' entry for one (model, T): the seeds' critical m, m* and its interval."""
+    outcomes = [seed_outcome(grid, search, res) for res in seeds.values()]
+    crit = np.array([c for state, c in outcomes if state == "done"], dtype=float)
+    n = len(crit)
+    if search == "grid":        # the definition itself: count the seeds that succeed AT m
+        done = [res for res, (state, _) in zip(seeds.values(), outcomes) if state == "done"]
+        wins = np.array([[float(res[m]) for m in grid] for res in done]).reshape(n, len(grid))
+    else:                       # bisection: each seed's answer, success taken as monotone
+        wins = (crit[:, None] <= np.asarray(grid, dtype=float)[None]).astype(float)
+    # per resample (row of C; the identity row gives m* itself): the first grid m at which
+    # the drawn seeds' successes reach half of the n drawn
+    boot = np.full(1 + N_BOOT, np.inf)
+    if n:
+        C = np.vstack([np.ones(n), resample_counts(n, T, N_BOOT, 0)])
+        half = (C @ wins) >= n / 2                              # [1 + N_BOOT, n_grid]
+        boot[half.any(1)] = np.asarray(grid, dtype=float)[np.argmax(half, 1)[half.any(1)]]
+    mstar, boot = float(boot[0]), boot[1:]
+    finite = crit[np.isfinite(crit)]
+    lo, hi = percentile_ci(boot)
+    above = float(np.mean(np.isinf(boot)))
+    if search != "grid" and n:   # the ceil(n/2)-th smallest critical m: its exact bootstrap
+        support, p = order_statistic_bootstrap(crit, math.ceil(n / 2))
+        (lo, hi), above = distribution_ci(support, p), float(p[np.isinf(support)].sum())
+    return dict(model=model, T=T, n_seeds=n, m_star=mstar, m_star_lo=lo, m_star_hi=hi,
+                m_star_boot=boot, m_star_above=above, unfinished=len(outcomes) - n,
+                mean=float(finite.mean()) if len(finite) else np.inf,
+                std=float(finite.std(ddof=1)) if len(finite) > 1 else 0.0,
+                lo=float(finite.min()) if len(finite) else np.inf,
+                hi=float(finite.max()) if len(finite) else np.inf,
+                censored=int(n - len(finite)), per_seed=crit.tolist())
 
 
 def majority_mstar(rows, grid=None):
@@ -963,7 +969,7 @@ def majority_mstar(rows, grid=None):
     m succeeded". m values of the grid with no runs are skipped; grid None = every m in rows.
     Returns a float, inf if no m qualifies."""
     d = _one_T(rows)
-    grid = np.unique(d["m"]) if grid is None else _check_reals("grid", grid)
+    grid = np.unique(d["m"]) if grid is None else check_reals("grid", grid)
     if grid.ndim != 1 or grid.size == 0 or np.isnan(grid).any():
         raise ValueError(f"grid must be a non-empty 1-D list of m values, got shape {grid.shape}"
                          + (" holding NaN" if np.isnan(grid).any() else ""))
@@ -973,228 +979,3 @@ def majority_mstar(rows, grid=None):
         if at.any() and 2.0 * d["success"][at].sum() >= at.sum():
             return float(m)
     return math.inf
-
-# ---------------------------------------------------------------- 6. laws across T and s
-
-
-def _three_fits(T, Y):
-    """T [n], Y [n, B] > 0 (B curves at once) -> {"log", "lin", "pow": (slope, intercept, R^2),
-    each [B]; "daic": AIC(log) - AIC(lin), [B]}: least squares per column, as fit_line."""
-    n = T.size
-    lT = np.log(T)
-    out, rss = {}, {}
-    for name, x, yy in (("log", lT, Y), ("lin", T, Y), ("pow", lT, np.log(Y))):
-        s, c = np.polyfit(x, yy, 1)                   # one least-squares solve for all columns
-        res = ((yy - (s * x[:, None] + c)) ** 2).sum(0)
-        ss = ((yy - yy.mean(0)) ** 2).sum(0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out[name] = (s, c, np.where(ss > 0, 1.0 - res / ss, 1.0))
-        rss[name] = np.maximum(res, np.finfo(float).tiny)
-    # Gaussian AIC n ln(RSS/n) + 2p with p = 2 for both models (response m in both): the 2p cancel
-    out["daic"] = n * np.log(rss["log"] / n) - n * np.log(rss["lin"] / n)
-    return out
-
-
-def _check_curve(name, x, m50, m50_boot):
-    """The checks scaling_fits and growth_in_s share: x [n] (T or s) >= 3 distinct positive values,
-    m50 [n] finite and > 0, m50_boot [n, B]. -> (x, m50, boot as float arrays, keep [B]: the
-    replicates whose every value is finite and > 0)."""
-    x, m50 = _check_reals(name, x), _check_reals("m50", m50)
-    show = lambda v: f"[{', '.join(f'{u:g}' for u in v)}]"
-    if x.ndim != 1 or x.shape != m50.shape:
-        raise ValueError(f"{name} and m50 must be 1-D of the same length, got {x.shape}, "
-                         f"{m50.shape}")
-    if not (np.isfinite(x).all() and (x > 0).all()) or np.unique(x).size != x.size or x.size < 3:
-        raise ValueError(f"{name} must hold >= 3 distinct positive finite values, got {show(x)}")
-    bad = ~(np.isfinite(m50) & (m50 > 0))
-    if bad.any():
-        raise ValueError(f"m50 must be finite and > 0 at every {name}, got m50={m50[bad].tolist()} "
-                         f"at {name}={show(x[bad])}")
-    try:
-        boot = np.asarray(m50_boot)
-    except ValueError:
-        raise ValueError(f"m50_boot must be [n_{name}, B]: every {name} needs the same number B "
-                         f"of replicates") from None
-    boot = _check_reals("m50_boot", boot)
-    if boot.ndim != 2 or boot.shape[0] != x.size or boot.shape[1] < 1:
-        raise ValueError(f"m50_boot must have shape [n_{name}={x.size}, B >= 1], got {boot.shape}")
-    with np.errstate(invalid="ignore"):
-        keep = (np.isfinite(boot) & (boot > 0)).all(0)
-    return x, m50, boot, keep
-
-
-def scaling_fits(T, m50, m50_boot):
-    """Fits of m50(T) across T with stratified-bootstrap 95% CIs.
-
-    T [n] distinct positive context lengths, n >= 3; m50 [n] point estimates (finite, > 0);
-    m50_boot [n, B] bootstrap replicates of m50 at each T (e.g. success_estimates(...)["m50_boot"]
-    for each T, same B). Replicate i combines one resample of each T's seeds, drawn independently
-    at each T (the design in the module docstring: a seed shares nothing across T; the callers
-    draw with resample_counts, success_estimates or critical_sizes). A replicate with any non-finite
-    or non-positive value (an m50 or m* above every m tried), or one so large that its fits
-    overflow, has no fit: it is dropped and counted against both bounds, so a bound is +-inf once
-    more than 2.5% of the replicates are dropped (an interval of the kept ones alone would be
-    conditional on the value lying within the grid).
-    Models (least squares, fit_line): log  m = a + b ln T;  lin  m = a + b T;
-    pow  ln m = ln a + k ln T. daic = AIC(log) - AIC(lin) (Gaussian, n ln(RSS/n) + 2*2 each);
-    negative favours the log model.
-    Returns a dict: for name in (log_b, lin_b, pow_k, daic): name, name_lo, name_hi; log_a,
-    lin_a, pow_a (point estimates; pow_a = a of a T^k), log_r2, lin_r2, pow_r2,
-    p_log_better (fraction of kept replicates with daic < 0; None if none kept), n_T, n_boot,
-    n_dropped."""
-    T, m50, boot, keep = _check_curve("T", T, m50, m50_boot)
-    point = {k: np.ravel(v) if k == "daic" else tuple(float(u[0]) for u in v)
-             for k, v in _three_fits(T, m50[:, None]).items()}
-    pick = {"log_b": lambda f: f["log"][0], "lin_b": lambda f: f["lin"][0],
-            "pow_k": lambda f: f["pow"][0], "daic": lambda f: f["daic"]}
-    with np.errstate(over="ignore", invalid="ignore"):   # a huge m50 (flat curve) overflows:
-        reps = _three_fits(T, boot[:, keep] if keep.any() else np.ones((T.size, 1)))
-        ok = np.logical_and.reduce([np.isfinite(get(reps)) for get in pick.values()]) & (
-            keep.any())                                    # replicates whose fits fail: dropped
-    out = {"n_T": int(T.size), "n_boot": int(boot.shape[1]),
-           "n_dropped": int(boot.shape[1] - ok.sum())}
-    n_out = out["n_dropped"]                   # counted against both bounds, as in growth_in_s
-    for name, get in pick.items():
-        out[name] = float(np.ravel(get(point))[0])
-        v = get(reps)[ok] if ok.any() else np.empty(0)
-        out[name + "_lo"] = percentile_ci(np.append(v, np.full(n_out, -np.inf)))[0]
-        out[name + "_hi"] = percentile_ci(np.append(v, np.full(n_out, np.inf)))[1]
-    out.update(log_a=point["log"][1], lin_a=point["lin"][1], pow_a=math.exp(point["pow"][1]),
-               log_r2=point["log"][2], lin_r2=point["lin"][2], pow_r2=point["pow"][2],
-               p_log_better=float(np.mean(reps["daic"][ok] < 0)) if ok.any() else None)
-    return out
-
-
-def growth_in_s(s, m50, m50_boot):
-    """How m50 grows with the sparsity s at one T: a power law or an exponential, with
-    bootstrap 95% CIs (the theory: weight norms poly(s) for symmetric functions, 2^O(s) for
-    arbitrary ones).
-
-    s [n] distinct sparsities, n >= 3 (with 3, each model keeps one residual degree of freedom: read
-    its AIC with care); m50 [n] finite and > 0; m50_boot [n, B], independent across s (replicate i
-    resamples seed indices i at every s: paired where the folders hold the same seeds). A replicate
-    with a value that is not finite and positive (an m50 above the grid) has no fit: it is dropped
-    and counted against both bounds, so a bound is +-inf once more than 2.5% of the replicates are
-    dropped. Both models fit ln m50 by least squares, so their AIC compare:
-    power  ln m = ln a + k ln s;  exponential  ln m = ln a + s ln b.  daic = AIC(power) -
-    AIC(exponential), negative favours the power law. At one T the folders of different s are
-    paired (a seed gives them the same inputs X and, at one width, the same init). -> dict: pow_k,
-    exp_b, daic, each with _lo and _hi; pow_a, exp_a, p_power_better (fraction of kept replicates
-    with daic < 0, None if none kept), n_s, n_boot, n_dropped."""
-    s, m50, boot, keep = _check_curve("s", s, m50, m50_boot)
-
-    def fits(Y):                                   # Y [n, B] > 0 -> (k, ln a, ln b, ln a', daic)
-        n, lY = s.size, np.log(Y)
-        (k, c_pow), (lb, c_exp) = np.polyfit(np.log(s), lY, 1), np.polyfit(s, lY, 1)
-        rss = [np.maximum(((lY - (sl * x[:, None] + c)) ** 2).sum(0), np.finfo(float).tiny)
-               for sl, c, x in ((k, c_pow, np.log(s)), (lb, c_exp, s))]
-        return k, c_pow, lb, c_exp, n * np.log(rss[0] / n) - n * np.log(rss[1] / n)
-
-    k, c_pow, lb, c_exp, daic = (float(v[0]) for v in fits(m50[:, None]))
-    out = dict(pow_k=k, pow_a=math.exp(c_pow), exp_b=math.exp(lb), exp_a=math.exp(c_exp),
-               daic=daic, n_s=int(s.size), n_boot=int(boot.shape[1]),
-               n_dropped=int(boot.shape[1] - keep.sum()), p_power_better=None)
-    for name in ("pow_k", "exp_b", "daic"):
-        out[name + "_lo"], out[name + "_hi"] = -math.inf, math.inf
-    if keep.any():
-        rk, _, rlb, _, rd = fits(boot[:, keep])
-        n_out = out["n_dropped"]
-        for name, v in (("pow_k", rk), ("exp_b", np.exp(rlb)), ("daic", rd)):
-            out[name + "_lo"] = percentile_ci(np.append(v, np.full(n_out, -np.inf)))[0]
-            out[name + "_hi"] = percentile_ci(np.append(v, np.full(n_out, np.inf)))[1]
-        out["p_power_better"] = float(np.mean(rd < 0))
-    return out
-
-
-def log_departure(T, m50, m50_boot, fit_below):
-    """Where a curve m50(T) leaves the log law it follows at small T.
-
-    T [n] distinct context lengths; m50 [n]; m50_boot [n, B] bootstrap replicates, drawn
-    independently at each T (as in scaling_fits). Fits m50 ~ a + b ln T over the
-    T <= fit_below (at least 2 of them), in every replicate too, and divides each larger T's m50
-    by the fit's extrapolation a + b ln T: ratio [95% CI] (replicates whose small-T values are not
-    finite and positive, or whose extrapolation is not positive, are dropped; an m50 above every m
-    tried gives an inf ratio, which counts as above). The departure is the first larger T whose
-    whole interval lies above 1, beyond its Monte Carlo error (surely_above): m50 grows faster
-    there than the small-T log law, at 95% confidence. -> dict(a, b (nan when a small-T m50 is
-    not finite), ratios {T: (ratio, lo, hi)}, departs: that T or None)."""
-    T, m50 = _check_reals("T", T), _check_reals("m50", m50)
-    boot, fit_below = _check_reals("m50_boot", m50_boot), _check_real("fit_below", fit_below)
-    if T.ndim != 1 or m50.shape != T.shape or boot.ndim != 2 or boot.shape[0] != T.size:
-        raise ValueError(f"T [n], m50 [n] and m50_boot [n, B] needed, got {T.shape}, "
-                         f"{m50.shape}, {boot.shape}")
-    small = T <= fit_below
-    if np.unique(T[small]).size < 2:
-        raise ValueError(f"the small-T log fit needs at least 2 T <= fit_below={fit_below:g}, "
-                         f"got {T[small].tolist()}")
-    x = np.log(T[small])
-    xc = x - x.mean()
-
-    def line(y):                                   # y [k, ...] -> (intercept, slope), per column
-        b = np.tensordot(xc, y, axes=1) / (xc @ xc)
-        return y.mean(0) - b * x.mean(), b
-
-    with np.errstate(invalid="ignore"):             # an inf m50 at small T: a, b are nan
-        a, b = line(m50[small])
-        ok = (np.isfinite(boot[small]) & (boot[small] > 0)).all(0)
-        a_b, b_b = line(np.where(ok, boot[small], 0.0))
-    ratios, departs = {}, None
-    for i in np.flatnonzero(~small)[np.argsort(T[~small])]:
-        pred, pred_b = a + b * math.log(T[i]), a_b + b_b * math.log(T[i])
-        keep = ok & (pred_b > 0) & ~np.isnan(boot[i])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = boot[i][keep] / pred_b[keep]
-        point = m50[i] / pred if pred > 0 else math.nan
-        lo, hi = percentile_ci(r) if r.size else (math.nan, math.nan)
-        ratios[int(T[i])] = (float(point), lo, hi)
-        if departs is None and surely_above(lo, 1.0):
-            departs = int(T[i])
-    return dict(a=float(a), b=float(b), ratios=ratios, departs=departs)
-
-
-def paired_growth(e, ref, e0, ref0):
-    """How a paired ratio changes with T: (m50 / ref's m50) at one T over the same at T0, with a
-    95% bootstrap CI. All four are success_estimates of the same seeds with the same n_boot and
-    bootstrap seed, so replicate i resamples the same seeds in both folders at one T (paired by
-    construction) and independent resamples at T and at T0 (the design): a constant offset between
-    the two (one width needing 1.2 times the other's samples at every T) cancels, and an interval
-    above 1 says the first loses ground as T grows. Replicates whose value is undefined are dropped.
-    -> (growth, lo, hi)."""
-    _check_estimates(e=e, ref=ref, e0=e0, ref0=ref0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        q = (np.asarray(e["m50_boot"]) / np.asarray(ref["m50_boot"])) / (
-            np.asarray(e0["m50_boot"]) / np.asarray(ref0["m50_boot"]))
-        point = (e["m50"] / ref["m50"]) / (e0["m50"] / ref0["m50"])
-    q = q[~np.isnan(q)]
-    return (float(point),) + (percentile_ci(q) if q.size else (math.nan, math.nan))
-
-
-def paired_ratio(e, ref):
-    """m50 of one protocol over a reference's at one T, with a paired 95% bootstrap CI.
-
-    e, ref: success_estimates of the same seeds with the same n_boot and bootstrap seed, so
-    replicate i of both resamples the same seeds (parse_rows orders seeds by label): the ratio's
-    interval then carries only the protocols' difference, not the seeds' shared luck. Replicates
-    whose ratio is undefined (inf / inf, 0 / 0) are dropped. -> (ratio, lo, hi)."""
-    _check_estimates(e=e, ref=ref)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.asarray(e["m50_boot"]) / np.asarray(ref["m50_boot"])
-        point = e["m50"] / ref["m50"] if ref["m50"] > 0 else math.nan
-    r = r[~np.isnan(r)]
-    return (float(point),) + (percentile_ci(r) if r.size else (math.nan, math.nan))
-
-
-def _check_estimates(**estimates):
-    """Each a success_estimates dict: m50 a number >= 0, m50_boot [B], one B for all."""
-    sizes = set()
-    for name, e in estimates.items():
-        ok = isinstance(e, collections.abc.Mapping) and "m50" in e and "m50_boot" in e
-        boot = _check_reals(f"{name}['m50_boot']", e["m50_boot"]) if ok else None
-        if not (ok and isinstance(e["m50"], numbers.Real) and not isinstance(
-                e["m50"], (bool, np.bool_)) and e["m50"] >= 0 and boot.ndim == 1):
-            raise ValueError(f"{name} must be a dict of success_estimates (m50 >= 0, m50_boot "
-                             f"[B]), got {_show(e)}")
-        sizes.add(boot.size)
-    if len(sizes) > 1:
-        raise ValueError(f"{', '.join(estimates)} must have one number of replicates (the same "
-                         f"n_boot), got {sorted(sizes)}")

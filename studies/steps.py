@@ -447,9 +447,7 @@ def parser():
                     help="processes (default %(default)s)")
     ap.add_argument("--stack", type=integer(1), default=10, help="runs per stack (default 10)")
     ap.add_argument("--report", action="store_true", help="only the table and plot")
-    ap.add_argument("--other-arithmetic", dest="other_arithmetic", action="store_true",
-                    help="continue a folder made by another arithmetic (BLAS kernel) than this "
-                         "machine's, each new row recording its own (refused otherwise)")
+    folder.add_other_arithmetic(ap)
     ap.add_argument("--against", metavar="DIR",
                     help="also write OUT/against.md: the median steps paired on seeds with those "
                          "of another steps.py folder (e.g. the same runs with half the samples)")

@@ -147,9 +147,7 @@ def sweep_parser(commands=True):
                     help="run share I of N (0 <= I < N)")
     ap.add_argument("--workers", type=integer(1, os.cpu_count() or 1), default=os.cpu_count() or 1,
                     help="processes, at most the number of cores (default %(default)s)")
-    ap.add_argument("--other-arithmetic", dest="other_arithmetic", action="store_true",
-                    help="continue a folder made by another arithmetic (BLAS kernel) than this "
-                         "machine's, each new row recording its own (refused otherwise)")
+    folder.add_other_arithmetic(ap)
     ap.add_argument("--report", action="store_true",
                     help="only merge OUT/runs*.csv and report (by default every model, T and "
                          "seed in the folder; sweep.json is left as it is)")

@@ -30,10 +30,10 @@ import hypotheses
 import run_options
 import theory
 import train
-from studies import (families, failures, folder, harness, kernels, mechanism, report, stats, steps,
-                     study, sweep, theory_report)
-from test_all import (ARRAY_LIKE, HERE, NAN, RNGS, SMALL, TINY, Walk, _one_line, _public, _python,
-                      _walk, cubic)
+from studies import (families, failures, folder, harness, kernels, laws, mechanism, report, stats,
+                     steps, study, sweep, theory_report)
+from test_all import (ARRAY_LIKE, HERE, NAN, RNGS, SMALL, TINY, Walk, _literals, _one_line, _public,
+                      _python, assert_walked, cubic)
 
 M50_TRUE, B_TRUE = 80.0, 4.0
 
@@ -497,26 +497,50 @@ STATS_WALK = {
                                  extra=dict(grid={"'x'": "x", "[[8]]": [[8]], "[]": [],
                                                   "[nan]": [NAN], "[1j]": [1j]})),
     # stats.py: laws across T and s
-    "stats.scaling_fits": Walk(lambda f: dict(zip(("T", "m50", "m50_boot"), _curve())),
+
+}
+
+
+LAWS_WALK = {
+    "laws.scaling_fits": Walk(lambda f: dict(zip(("T", "m50", "m50_boot"), _curve())),
                                legal=dict(T={"list": ARRAY_LIKE}, m50={"list": ARRAY_LIKE},
                                           m50_boot={"list": ARRAY_LIKE})),
-    "stats.growth_in_s": Walk(lambda f: dict(zip(("s", "m50", "m50_boot"), _curve())),
+    "laws.growth_in_s": Walk(lambda f: dict(zip(("s", "m50", "m50_boot"), _curve())),
                               legal=dict(s={"list": ARRAY_LIKE}, m50={"list": ARRAY_LIKE},
                                          m50_boot={"list": ARRAY_LIKE})),
-    "stats.log_departure": Walk(lambda f: dict(zip(("T", "m50", "m50_boot"), _curve()),
+    "laws.log_departure": Walk(lambda f: dict(zip(("T", "m50", "m50_boot"), _curve()),
                                                fit_below=20.0),
                                 legal=dict(T={"list": ARRAY_LIKE}, m50={"list": ARRAY_LIKE},
                                            m50_boot={"list": ARRAY_LIKE},
                                            fit_below={"inf": "every T in the fit", "10**12":
                                                       "every T in the fit"})),
-    "stats.paired_growth": Walk(lambda f: dict(e=_estimate(10), ref=_estimate(10),
+    "laws.paired_growth": Walk(lambda f: dict(e=_estimate(10), ref=_estimate(10),
                                                e0=_estimate(20), ref0=_estimate(20)),
                                 legal={k: {"missing key": "T, its first key, is not read"}
                                        for k in ("e", "ref", "e0", "ref0")}),
-    "stats.paired_ratio": Walk(lambda f: dict(e=_estimate(10), ref=_estimate(10)),
+    "laws.paired_ratio": Walk(lambda f: dict(e=_estimate(10), ref=_estimate(10)),
                                legal={k: {"missing key": "T, its first key, is not read"}
                                       for k in ("e", "ref")}),
 }
+STATS_WALK.update({
+    "stats.check_real": Walk(lambda f: dict(name="v", v=0.5, nan=False),
+                             legal=dict(name=_literals("name")["name"],
+                                        nan=_literals("nan")["nan"],
+                                        v=dict.fromkeys(("inf", "-inf", "-1", "0", "10**12"),
+                                                        "a real number: the caller bounds it"))),
+    "stats.check_reals": Walk(lambda f: dict(name="v", v=np.array([0.5, 1.0]), bools=False),
+                              legal=dict(name=_literals("name")["name"],
+                                         bools=_literals("bools")["bools"],
+                                         v={"list": ARRAY_LIKE, "0-d": "a number is a 0-d array",
+                                            "wrong shape": "the caller checks shapes"})),
+})
+
+
+def test_every_public_function_of_laws_refuses_hostile_values_naming_the_argument():
+    """The walker of test_all.py over studies/laws.py (the laws across T and s)."""
+    public = _public(laws)
+    assert set(public) == set(LAWS_WALK), sorted(set(public) ^ set(LAWS_WALK))
+    assert_walked(public, LAWS_WALK, least=50)
 
 
 def test_every_public_function_of_stats_refuses_hostile_values_naming_the_argument():
@@ -525,12 +549,7 @@ def test_every_public_function_of_stats_refuses_hostile_values_naming_the_argume
     public = _public(stats)
     assert not set(public) - set(STATS_WALK), sorted(set(public) - set(STATS_WALK))
     assert not set(STATS_WALK) - set(public), sorted(set(STATS_WALK) - set(public))
-    n, failures = 0, []
-    for key in sorted(STATS_WALK):
-        k, f = _walk(key, public[key], STATS_WALK[key])
-        n, failures = n + k, failures + f
-    assert n > 500 and not failures, f"{len(failures)} of {n} hostile calls:\n" + "\n".join(
-        failures)
+    assert_walked(public, STATS_WALK, least=500)
 
 
 def test_interventions_pair_with_the_baseline_by_seed():
@@ -898,7 +917,7 @@ def test_fit_line_recovers_a_line():
 
 def test_scaling_log_data_recovers_b_and_log_wins_aic():
     point, boot = _scaling_data(30 + 40 * np.log(T_GRID), sd=5.0)
-    f = stats.scaling_fits(T_GRID, point, boot)
+    f = laws.scaling_fits(T_GRID, point, boot)
     assert f["log_b_lo"] <= 40 <= f["log_b_hi"] and abs(f["log_b"] - 40) < 5
     assert f["daic"] < 0 and f["daic_hi"] < 0 and f["p_log_better"] > 0.95
     assert f["n_dropped"] == 0 and f["n_boot"] == 1000 and f["log_r2"] > 0.99
@@ -906,7 +925,7 @@ def test_scaling_log_data_recovers_b_and_log_wins_aic():
 
 def test_scaling_linear_data_linear_wins_aic():
     point, boot = _scaling_data(50 + 0.5 * T_GRID, sd=5.0)
-    f = stats.scaling_fits(T_GRID, point, boot)
+    f = laws.scaling_fits(T_GRID, point, boot)
     assert f["lin_b_lo"] <= 0.5 <= f["lin_b_hi"]
     assert f["daic"] > 0 and f["daic_lo"] > 0 and f["p_log_better"] < 0.05
 
@@ -917,19 +936,19 @@ def test_scaling_power_law_exact_and_dropped_replicates():
     boot[2, :17] = np.inf
     boot[4, 17:20] = 0.0
     boot[3, 20] = 1e200                      # finite, but its squares overflow: no usable fit
-    f = stats.scaling_fits(T_GRID, y, boot)
+    f = laws.scaling_fits(T_GRID, y, boot)
     assert f["n_dropped"] == 21 and f["pow_k"] == pytest.approx(0.5)
     assert f["pow_a"] == pytest.approx(3.0)
     assert (f["pow_k_lo"], f["pow_k_hi"]) == (-math.inf, math.inf)   # 21 of 50 count against both
     boot = np.repeat(y[:, None], 1000, 1)
     boot[2, :24] = np.inf                    # under 2.5% dropped: the bounds are the fits'
-    f = stats.scaling_fits(T_GRID, y, boot)
+    f = laws.scaling_fits(T_GRID, y, boot)
     assert f["n_dropped"] == 24 and f["pow_k_lo"] == pytest.approx(0.5) == f["pow_k_hi"]
     boot[2, :26] = np.inf                    # past 2.5%: both bounds open
-    f = stats.scaling_fits(T_GRID, y, boot)
+    f = laws.scaling_fits(T_GRID, y, boot)
     assert (f["pow_k_lo"], f["pow_k_hi"]) == (-math.inf, math.inf)
     all_bad = np.full((T_GRID.size, 5), np.inf)
-    f = stats.scaling_fits(T_GRID, y, all_bad)
+    f = laws.scaling_fits(T_GRID, y, all_bad)
     assert f["n_dropped"] == 5 and f["p_log_better"] is None
     assert (f["log_b_lo"], f["log_b_hi"]) == (-math.inf, math.inf)
 
@@ -940,21 +959,21 @@ def test_log_departure_finds_where_a_curve_leaves_its_small_T_log_law():
     rng = np.random.default_rng(0)
     noise = np.exp(0.05 * rng.standard_normal((T.size, 500)))     # replicates, independent per T
     # on the law everywhere: no departure, every ratio's CI covers 1
-    dep = stats.log_departure(T, on_law, on_law[:, None] * noise, fit_below=100)
+    dep = laws.log_departure(T, on_law, on_law[:, None] * noise, fit_below=100)
     assert dep["departs"] is None and abs(dep["b"] - 10) < 1e-9 and abs(dep["a"] - 20) < 1e-9
     assert all(lo < 1 < hi for _, lo, hi in dep["ratios"].values())
     assert sorted(dep["ratios"]) == [300, 1000, 3000]
     # doubled from T = 1000 on: departs there, not at 300, and the ratio is 2
     bent = on_law * np.where(T >= 1000, 2.0, 1.0)
-    dep = stats.log_departure(T, bent, bent[:, None] * noise, fit_below=100)
+    dep = laws.log_departure(T, bent, bent[:, None] * noise, fit_below=100)
     assert dep["departs"] == 1000 and abs(dep["ratios"][1000][0] - 2) < 1e-9
     assert dep["ratios"][1000][1] > 1.5
     # an m50 above every m tried (inf) is above the law; fewer than 2 T in the fit range is refused
     inf_boot = bent[:, None] * noise
     inf_boot[-1] = np.inf
-    assert stats.log_departure(T, bent, inf_boot, 100)["ratios"][3000][1:] == (np.inf, np.inf)
+    assert laws.log_departure(T, bent, inf_boot, 100)["ratios"][3000][1:] == (np.inf, np.inf)
     with pytest.raises(ValueError, match="at least 2 T"):
-        stats.log_departure(T, bent, bent[:, None] * noise, fit_below=10)
+        laws.log_departure(T, bent, bent[:, None] * noise, fit_below=10)
 
 
 @pytest.mark.parametrize("law, power_wins", [(lambda s: 12.0 * s ** 1.5, True),
@@ -964,7 +983,7 @@ def test_growth_in_s_tells_a_power_law_from_an_exponential(law, power_wins):
     rng = np.random.default_rng(4)
     point = law(s) * np.exp(0.03 * rng.standard_normal(s.size))
     boot = point[:, None] * np.exp(0.03 * rng.standard_normal((s.size, 800)))
-    g = stats.growth_in_s(s, point, boot)
+    g = laws.growth_in_s(s, point, boot)
     if power_wins:
         assert g["pow_k_lo"] <= 1.5 <= g["pow_k_hi"] and g["daic_hi"] < 0
         assert g["p_power_better"] > 0.95
@@ -978,19 +997,19 @@ def test_growth_in_s_drops_undetermined_replicates_and_refuses_bad_input():
     s, m = np.array([1, 2, 3]), np.array([10.0, 20.0, 40.0])
     boot = np.repeat(m[:, None], 10, 1)
     boot[2, :4] = np.inf                             # an m50 above every m tried
-    g = stats.growth_in_s(s, m, boot)
+    g = laws.growth_in_s(s, m, boot)
     assert g["n_dropped"] == 4 and g["exp_b"] == pytest.approx(2.0)
     assert (g["exp_b_lo"], g["exp_b_hi"], g["pow_k_hi"]) == (-np.inf, np.inf, np.inf)  # 40%
     boot = np.repeat(m[:, None], 1000, 1)
     boot[2, :20] = np.inf                            # 2% dropped: the bounds stay finite
-    g = stats.growth_in_s(s, m, boot)
+    g = laws.growth_in_s(s, m, boot)
     assert g["n_dropped"] == 20 and g["exp_b_lo"] == g["exp_b_hi"] == pytest.approx(2.0)
     with pytest.raises(ValueError, match=r"s must hold >= 3 distinct.*\[1, 2\]"):
-        stats.growth_in_s(s[:2], m[:2], boot[:2])
+        laws.growth_in_s(s[:2], m[:2], boot[:2])
     with pytest.raises(ValueError, match=r"m50 must be finite and > 0.*s=\[3\]"):
-        stats.growth_in_s(s, np.array([10.0, 20.0, np.inf]), boot)
+        laws.growth_in_s(s, np.array([10.0, 20.0, np.inf]), boot)
     with pytest.raises(ValueError, match=r"m50_boot must have shape \[n_s=3, B >= 1\]"):
-        stats.growth_in_s(s, m, boot[:2])
+        laws.growth_in_s(s, m, boot[:2])
 
 
 def test_seeds_pair_cells_at_one_T_and_nothing_across_T():
@@ -1024,10 +1043,10 @@ def test_paired_ratio_cancels_the_seeds_shared_luck():
     rows_a = _seed_rows(3)
     rows_b = [dict(r, m=2 * r["m"]) for r in rows_a]
     a, b = stats.success_estimates(rows_a), stats.success_estimates(rows_b)
-    ratio, lo, hi = stats.paired_ratio(b, a)
+    ratio, lo, hi = laws.paired_ratio(b, a)
     assert abs(ratio - 2) < 1e-6 and abs(lo - 2) < 1e-6 and abs(hi - 2) < 1e-6
     # unpaired (another bootstrap draw of the seeds) the same ratio is uncertain
-    _, lo_u, hi_u = stats.paired_ratio(stats.success_estimates(rows_b, seed=1), a)
+    _, lo_u, hi_u = laws.paired_ratio(stats.success_estimates(rows_b, seed=1), a)
     assert hi_u - lo_u > 0.2
 
 
@@ -1037,11 +1056,11 @@ def test_paired_growth_cancels_a_constant_offset_and_sees_a_growing_gap():
     base = _seed_rows(4)
     scaled = lambda k: stats.success_estimates([dict(r, m=k * r["m"]) for r in base])
     a = stats.success_estimates(base)
-    g, lo, hi = stats.paired_growth(scaled(3.0), a, scaled(1.5), a)
+    g, lo, hi = laws.paired_growth(scaled(3.0), a, scaled(1.5), a)
     assert (g, lo, hi) == pytest.approx((2, 2, 2))
-    assert stats.paired_growth(scaled(1.5), a, scaled(1.5), a) == pytest.approx((1, 1, 1))
+    assert laws.paired_growth(scaled(1.5), a, scaled(1.5), a) == pytest.approx((1, 1, 1))
     other = stats.success_estimates([dict(r, m=3 * r["m"]) for r in base], seed=1)
-    _, lo_u, hi_u = stats.paired_growth(other, a, scaled(1.5), a)
+    _, lo_u, hi_u = laws.paired_growth(other, a, scaled(1.5), a)
     assert hi_u - lo_u > 0.2
 
 
@@ -1055,10 +1074,10 @@ def test_paired_growth_cancels_a_constant_offset_and_sees_a_growing_gap():
     (lambda: stats.success_estimates([(10, 0, 5, 1)], n_boot=0), "n_boot must be"),
     (lambda: stats.parse_rows([(10, 0, 5, 0.5)]), "success must be 0 or 1, got 0.5"),
     (lambda: stats.parse_rows([{"T": 10, "seed": 0, "m": 5}]), "lacks key 'success'"),
-    (lambda: stats.scaling_fits([10, 20], [1, 2], [[1], [2]]), "at least|>= 3"),
-    (lambda: stats.scaling_fits([10, 20, 40], [1, np.inf, 2], np.ones((3, 4))),
+    (lambda: laws.scaling_fits([10, 20], [1, 2], [[1], [2]]), "at least|>= 3"),
+    (lambda: laws.scaling_fits([10, 20, 40], [1, np.inf, 2], np.ones((3, 4))),
      r"m50=\[inf\] at T=\[20\]"),
-    (lambda: stats.scaling_fits([10, 20, 40], [1, 2, 3], np.ones((2, 4))), r"shape \[n_T=3"),
+    (lambda: laws.scaling_fits([10, 20, 40], [1, 2, 3], np.ones((2, 4))), r"shape \[n_T=3"),
     # issue 39's hostile values: each names its argument in one line (no numpy message, no
     # MemoryError)
     (lambda: stats.success_estimates([(10, 0, 5, 1), (10, 1, 5, 0)], seed=-1), "^seed must be"),
