@@ -20,6 +20,24 @@ import signal
 import sys
 import threading
 
+# ---------------------------------------------------------------- argument checks ---------------
+# First in the file: quiet_interrupts checks its argument while this file is still loading.
+
+def _need(name, v, ok, what):
+    """The one-line refusal of this file's functions: TypeError "{name} must be {what}"."""
+    if not ok:
+        shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
+        raise TypeError(f"{name} must be {what}, got {shown}")
+
+
+def _strings(v):
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _is_path(v):
+    return isinstance(v, (str, os.PathLike)) and not isinstance(v, bytes) and bool(os.fspath(v))
+
+
 # ---------------------------------------------------------------- Ctrl-C while starting ---------
 # First in this file, before its own imports: a command's first line is `import cli`, and Ctrl-C
 # during that import is the command's too.
@@ -57,6 +75,7 @@ def quiet_interrupts(prog):
     `if __name__ == "__main__"`, which says so where a reader looks. one_line_errors hands Ctrl-C
     kept. SIGTERM alike: one line and exit status 143 (one_line_errors then raises Terminated
     for it)."""
+    _need("prog", prog, isinstance(prog, str) and prog, "a command's name (a str)")
     try:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not when ignored
             signal.signal(signal.SIGINT, _interrupted_while_starting(prog))
@@ -100,6 +119,8 @@ def set_blas_threads(n=None):
     process started after (a sweep's workers). One thread because the training step's matrices
     are small: a second thread buys little, and while another process kept a core busy numpy's
     default threads made a run 10 to 16 times slower (the README's performance page)."""
+    _need("n", n, n is None or is_integer(n) and 1 <= n <= 4096, "None or a number of threads "
+          "from 1 to 4096")
     for var in BLAS_VARS:
         if n is None:
             os.environ.setdefault(var, "1")
@@ -121,6 +142,7 @@ def _option_value(argv, flag):
 def threads_from_argv(argv):
     """set_blas_threads with the --threads N of argv when it is a positive integer, else the
     default; a bad value is left for argparse to report."""
+    _need("argv", argv, _strings(argv), "a list of strings (the command line)")
     n = _option_value(argv, "--threads")
     set_blas_threads(int(n) if n is not None and n.strip().isdigit() and int(n) >= 1 else None)
 
@@ -204,6 +226,8 @@ def choice(*allowed):
 
 def int_list(text):
     """Parser for comma-separated integers >= 1 (e.g. --Ts 100,300): sorted, without repeats."""
+    if not isinstance(text, str):
+        raise BadValue(f"must be comma-separated integers (text), got {text!r:.40}")
     try:
         vals = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -238,6 +262,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 def explicit_options(ap, argv):
     """The dests the user actually typed (parsing again with every default set to a marker)."""
+    _need("ap", ap, isinstance(ap, argparse.ArgumentParser), "an argparse.ArgumentParser")
+    _need("argv", argv, _strings(argv), "a list of strings (the command line)")
     marker = object()
     ap2 = OneLineParser(add_help=False)
     for action in ap._actions:
@@ -305,6 +331,9 @@ def one_line_errors(prog, main, argv=None):
     Ctrl-C that main does not handle itself is one line, exit code 130, and SIGTERM (raised as
     Terminated from the first line of main to its last) one line, exit code 143. Whatever was
     saved before stays saved (rows and checkpoints are written as they finish)."""
+    _need("prog", prog, isinstance(prog, str) and prog, "a command's name (a str)")
+    _need("main", main, callable(main), "a function of argv")
+    _need("argv", argv, argv is None or _strings(argv), "None or a list of strings")
     pressed, old = {}, {}      # the first signal's code and line; the handlers replaced
     stops = {signal.SIGINT: (KeyboardInterrupt, "interrupted", 130),
              signal.SIGTERM: (Terminated, "terminated (SIGTERM)", 143)}
@@ -364,6 +393,8 @@ def replace_atomically(path, write):
     same extension, so a plotting library picks the format from it), which is then renamed over
     path. Any failure (a full disk, Ctrl-C) removes the temporary and leaves path as it was; an
     OSError names `path`, not the temporary."""
+    _need("path", path, _is_path(path), "a file path (a non-empty str)")
+    _need("write", write, callable(write), "a function of the temporary path")
     root, ext = os.path.splitext(path)
     tmp = f"{root}.{os.getpid()}.tmp{ext}"             # shards may write at the same time
     try:
@@ -382,7 +413,11 @@ def replace_atomically(path, write):
 def write_json(path, obj):
     """Strict JSON (NaN and inf become null, never the non-JSON NaN), written atomically
     (replace_atomically), so a reader never sees half a file."""
-    text = json.dumps(_json_safe(obj), indent=1, allow_nan=False)
+    try:
+        text = json.dumps(_json_safe(obj), indent=1, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"obj must be JSON data (dicts, lists, numbers, text), got "
+                        f"{type(obj).__name__}: {e}") from None
 
     def write(tmp):
         with open(tmp, "w") as f:
@@ -393,6 +428,8 @@ def write_json(path, obj):
 def write_text(path, text, newline=None):
     """A text file written whole or not at all (replace_atomically), so a full disk never leaves
     an empty or half table behind. newline="" writes text's line ends as they are (a page)."""
+    _need("text", text, isinstance(text, str), "a str")
+    _need("newline", newline, newline in (None, "", "\n", "\r\n"), "None, '', '\\n' or '\\r\\n'")
     def write(tmp):
         with open(tmp, "w", newline=newline) as f:
             f.write(text)
@@ -437,6 +474,11 @@ def read_text_file(path, what, root=None, most=TEXT_MOST, keep_line_ends=False):
     Otherwise a ValueError, one line naming `what` and the path. -> the text, with newlines
     read as text mode reads them, or, with keep_line_ends, as they are (a page written back
     keeps its CRLF)."""
+    _need("path", path, _is_path(path), "a file path (a non-empty str)")
+    _need("what", what, isinstance(what, str), "a few words naming the file (a str)")
+    _need("root", root, root is None or _is_path(root), "None or a folder")
+    _need("most", most, is_integer(most) and most >= 1, "a number of bytes >= 1")
+    _need("keep_line_ends", keep_line_ends, isinstance(keep_line_ends, bool), "True or False")
     if not isinstance(path, str) or not path:
         raise ValueError(f"{what}: not a file path: {path!r}")
     full = path
@@ -555,6 +597,9 @@ OUTPUT_KINDS = {   # kind: (what a file must be to be replaced, how to tell)
 
 
 def same_file(a, b):
+    """Whether paths a and b name one file (the same inode, or one real path)."""
+    _need("a", a, _is_path(a), "a path")
+    _need("b", b, _is_path(b), "a path")
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -569,7 +614,9 @@ def claim_output(path, kind, what=None, ours=None):
     file we cannot recognise (not even an empty one), a folder or a device. `ours(path)` decides
     instead, for a checkpoint: True (the run continues this very file), or a sentence saying
     why not. Returns the path."""
-    if kind not in OUTPUT_KINDS:
+    _need("what", what, what is None or isinstance(what, str), "None or a few words (a str)")
+    _need("ours", ours, ours is None or callable(ours), "None or a function of the path")
+    if not (isinstance(kind, str) and kind in OUTPUT_KINDS):
         raise ValueError(f"kind must be one of {', '.join(OUTPUT_KINDS)}, got {kind!r}")
     what = what or kind
     if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
@@ -604,6 +651,8 @@ def claim_outputs(claims):
     """claim_output for each (path, kind, what[, ours]) of one command, after checking that no two
     of them are one file (`--json x.npz --save x.npz` would write a summary over the checkpoint).
     Claims whose path is None (an output not asked for) are skipped."""
+    _need("claims", claims, isinstance(claims, (list, tuple)) and all(
+        isinstance(c, tuple) and 3 <= len(c) <= 4 for c in claims), "a list of (path, kind, what[, ours])")
     claims = [c for c in claims if c[0] is not None]
     for i, (p, _, w, *_) in enumerate(claims):
         for q, _, v, *_ in claims[:i]:
@@ -620,6 +669,7 @@ def claim_outputs(claims):
 def pyplot_or_hint(then):
     """matplotlib.pyplot on the file-only Agg backend; None, with a one-line hint ending in
     `then`, when matplotlib is not installed (plots are optional)."""
+    _need("then", then, isinstance(then, str), "what to do after installing it (a str)")
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -632,6 +682,9 @@ def pyplot_or_hint(then):
 
 def save_figure(plt, fig, path):
     """The figure into `path`, whole or not at all (cli.replace_atomically)."""
+    _need("plt", plt, hasattr(plt, "close"), "matplotlib.pyplot (pyplot_or_hint's)")
+    _need("fig", fig, hasattr(fig, "savefig") and hasattr(fig, "tight_layout"), "a figure")
+    _need("path", path, _is_path(path), "a file path (a non-empty str)")
     fig.tight_layout()
     try:
         replace_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120))
