@@ -10,6 +10,7 @@ worker processes every sweep runs on, and the pages that copy tables.
 import os
 import re
 import signal
+import unicodedata
 
 from cli import read_text_file, write_text
 
@@ -89,7 +90,18 @@ def worker_pool(workers):
 MARKER = re.compile(r"<!-- (begin|end) (\S+) -->")      # a marker line, whole
 
 
-NEAR_MARKER = re.compile(r"\s*<!--\s*(begin|end)\b", re.I)  # a line that looks like one
+NEAR_MARKER = re.compile(r"\s*<\s*!\s*(?:-\s*)+(begin|end)\b", re.I)  # one, once folded
+
+
+def _looks_like_marker(line):
+    """Whether a line reads as a marker to a person: after Unicode normalisation (NFKC: a
+    full-width '＜' is '<'), with invisible format characters dropped (a zero-width space), every
+    dash a hyphen and any spacing or dashes after '<!' allowed ('<! --', '<!—'), it starts with '<!-- begin' or
+    '<!-- end' in any case. An invisible character is read as nothing and as a space."""
+    line = "".join("-" if unicodedata.category(c) == "Pd" else c
+                   for c in unicodedata.normalize("NFKC", line))
+    return any(NEAR_MARKER.match("".join(gap if unicodedata.category(c) == "Cf" else c
+                                         for c in line)) for gap in ("", " "))
 
 
 def page_lines(text):
@@ -144,7 +156,7 @@ def check_markers(text, page):
     for n, (line, _) in enumerate(page_lines(text), start=1):
         m = MARKER.fullmatch(line)
         if not m:
-            if NEAR_MARKER.match(line):
+            if _looks_like_marker(line):
                 raise ValueError(f"{page} line {n}: {line!r} looks like a marker but is not "
                                  f"exactly one ('<!-- begin PATH -->' or '<!-- end PATH -->' "
                                  f"alone on its line, lower case, PATH without spaces)")
@@ -188,7 +200,7 @@ def page_files(page, text, root):
         body = read_text_file(path, where, root=root)
         if os.path.realpath(os.path.join(root, path)) == os.path.realpath(page):
             raise ValueError(f"{where} {path} is the page itself; a block copies another file")
-        if any(MARKER.fullmatch(line) or NEAR_MARKER.match(line) for line in body.split("\n")):
+        if any(MARKER.fullmatch(line) or _looks_like_marker(line) for line in body.split("\n")):
             raise ValueError(f"{where} {path} holds marker lines itself; copying it would nest "
                              f"blocks deeper on every run")
         files[path] = body

@@ -3416,3 +3416,26 @@ def test_workers_start_with_ctrl_c_held_and_ignore_it(capfd):
         finally:
             pool.stop()
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_pages_refuse_markers_that_match_once_unicode_and_spacing_are_folded(tmp_path, capsys):
+    """Issue 45: a zero-width space after '<!--', '<! --' or a full-width '＜', on either end of a
+    block or on both, is a near miss: one line naming the page and line, with --check too, and no
+    byte of the page changes (before, both ends missed and the block was never copied)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "t.md").write_text("| a |\n")
+    page = repo / "page.md"
+    good = ("<!-- begin t.md -->", "<!-- end t.md -->")
+    for near in (lambda m: m.replace("<!--", "<!--\u200b"), lambda m: m.replace("<!--", "<! --"),
+                 lambda m: m.replace("<", "\uff1c"), lambda m: m.replace(" t.md", "\u200bt.md"),
+                 lambda m: m.replace("--", "\u2014")):
+        for begin, end, line in ((near(good[0]), near(good[1]), 2), (near(good[0]), good[1], 2),
+                                 (good[0], near(good[1]), 4)):
+            text = f"x\n{begin}\nold\n{end}\ny\n".encode()
+            page.write_bytes(text)
+            for check in (["--check"], []):
+                code, out, err = _in(repo, capsys, "pages", *check, "page.md")
+                _one_line(code, err, f"page.md line {line}:",
+                          "looks like a marker but is not exactly one")
+                assert page.read_bytes() == text and out == "", (begin, end, err)
