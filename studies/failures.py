@@ -7,6 +7,8 @@ multiplies, each factor's separation of failures from successes, and the bound a
 and trajectories over training, successes against failures at every logged step (trace_report).
 The measures come from theory.py through mechanism.py's runs; this file only reads rows.
 """
+import csv
+import io
 import math
 import os
 
@@ -15,9 +17,9 @@ import numpy as np
 import cli
 from theory import COVERING_SUMS, covering_from_parts
 
-from studies import folder, stats
-from studies.study import (fmt, is_final, load_study, read_plan, separation, study_rows,
-                           weighted_median, word)
+from studies import folder, harness, stats
+from studies.study import (fmt, is_final, load_study, read_plan, recorded_folder, same_folder,
+                           separation, study_files, study_rows, weighted_median, word)
 
 
 # From a study's runs, no new training: C split into the factors it multiplies, each factor's
@@ -172,8 +174,11 @@ def bound_table(cells, design):
 def check_rerun(study, factors, plan):
     """ValueError (one line) unless every cell of the folder `factors` (its plan) is a
     baseline-rerun of a cell of `study`."""
-    foreign = next((c for c in plan["cells"] if c["design"] != "baseline-rerun" or not
-                    c["source"].get("plan", "").startswith(f"{study}/plan.json")), None)
+    def of_study(c):                # the study's folder as the plan recorded it, found from here
+        src = c["source"].get("plan", "")
+        return c["design"] == "baseline-rerun" and "/plan.json" in src and recorded_folder(
+            src.rsplit("/plan.json", 1)[0], factors, study)
+    foreign = next((c for c in plan["cells"] if not of_study(c)), None)
     if foreign:
         raise ValueError(f"{factors} is not a baseline-rerun of {study} (its cell d="
                          f"{foreign['d']} T={foreign['T']} is {foreign['design']}, from "
@@ -295,15 +300,47 @@ def paired_rows(arm, pairs, rng, n_seeds):
     return cell_lines, pooled
 
 
+def _runs_of(path, role):
+    """(plan, cells) of a study or arm folder that holds finished runs (load_study); ValueError,
+    one line naming the folder, for a trajectories folder or one whose runs are not trained yet."""
+    plan, cells = load_study(path)
+    if "every" in plan:
+        raise ValueError(f"{role} {path} is a trajectories folder (studies.mechanism trace), "
+                         f"not a study or an arm; `paired` reads runs.csv")
+    if not cells:
+        raise ValueError(f"{role} {path}: no finished runs in {os.path.join(path, 'runs.csv')} "
+                         f"yet; run `python -m studies.mechanism run {path}` first")
+    return plan, cells
+
+
+def _check_paired_folders(study, arms):
+    """ValueError, one line, when an arm is the study's folder or another arm's (any spelling:
+    study.same_folder): a study paired with itself is no comparison."""
+    for i, path in enumerate(arms):
+        if same_folder(path, study):
+            raise ValueError(f"the arm {path} is the study's folder {study}; pair the study with "
+                             f"its arms (python -m studies.mechanism arm ...), not with itself")
+        twin = next((p for p in arms[:i] if same_folder(p, path)), None)
+        if twin is not None:
+            raise ValueError(f"the arm {path} is given twice ({twin}); give each arm once")
+
+
 def paired_report(study, arms, out, pairs_csv=None):
     """The `paired` command: OUT (markdown) with each arm's runs against the study's run of the
     same seed (paired_rows; a baseline-rerun arm: reproduction_line), the CPU time of each arm; with
-    pairs_csv, every pair as a CSV row (PAIR_FIELDS)."""
-    _, study_cells = load_study(study)
+    pairs_csv, every pair as a CSV row (PAIR_FIELDS). Both outputs are claimed before anything is
+    written (harness.claim_outputs: neither is an input nor the other), each written whole."""
+    arms = list(arms) if isinstance(arms, (list, tuple)) else arms
+    if not isinstance(arms, list) or not arms:
+        raise TypeError(f"arms must be a non-empty list of arm folders, got {arms!r:.40}")
+    _check_paired_folders(study, arms)
+    inputs = [f for path in [study] + arms for f in study_files(path)]
+    harness.claim_outputs([(out, "table", "--out"), (pairs_csv, "table", "--pairs")], inputs)
+    _, study_cells = _runs_of(study, "the study")
     rng = np.random.default_rng(CELL_RNG)
     head, cells, pooled, cpu, csv_rows = [], [], [], {}, []
     for path in arms:
-        plan, arm_cells = load_study(path)
+        plan, arm_cells = _runs_of(path, "the arm")
         name = next(iter(arm_cells))[0]
         cpu[name] = sum(r["cpu_seconds"] for rows in arm_cells.values() for r in rows)
         if name == "baseline-rerun":
@@ -316,7 +353,23 @@ def paired_report(study, arms, out, pairs_csv=None):
                                             b["test_acc"], r["test_acc"], b["B_X"], r["B_X"],
                                             b["covering_constant"], r["covering_constant"])))
                      for (d, T, m), ps in pairs.items() for b, r in ps]
-    lines = [f"## Interventions paired by seed with {study}", ""] + head + [
+    if pairs_csv:
+        cli.write_text(pairs_csv, _csv_text(csv_rows), newline="")
+    return write_markdown(out, _paired_page(study, head, cells, pooled, cpu))
+
+
+def _csv_text(rows):
+    """The pairs as CSV text, as csv.DictWriter writes a file (its \\r\\n line ends)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=PAIR_FIELDS)
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def _paired_page(study, head, cells, pooled, cpu):
+    """The paired page's lines: the per-cell table, the pooled one, the CPU time."""
+    return [f"## Interventions paired by seed with {study}", ""] + head + [
         "| intervention | d | T | m | pairs | baseline successes | intervention successes | "
         "lost (base yes, int. no) | gained (base no, int. yes) | success rate, int. - base "
         "[95% CI] | B_X, smallest-largest: base / int. | median C: base / int. | median test "
@@ -328,13 +381,6 @@ def paired_report(study, arms, out, pairs_csv=None):
     ] + pooled + ["", "CPU time (the runs' own cpu_seconds, summed): " + "; ".join(
         f"{k} {v / 60:.1f} min" for k, v in cpu.items())
         + f"; total {sum(cpu.values()) / 60:.1f} CPU min."]
-    if pairs_csv:
-        import csv
-        with open(cli.claim_output(pairs_csv, "table", "the pairs"), "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=PAIR_FIELDS)
-            w.writeheader()
-            w.writerows(csv_rows)
-    return write_markdown(out, lines)
 
 
 def plan_cost(plan, source):
@@ -364,6 +410,9 @@ def load_trace(out):
     """(plan, {(d, T, m): {seed: [rows by step]}}) with numbers as floats, from
     OUT/trajectories.csv (finished runs only: those whose last step is written)."""
     plan = read_plan(out)
+    if "every" not in plan:
+        raise ValueError(f"{os.path.join(out, 'plan.json')}: every is missing; not the plan of a "
+                         f"trajectories folder (python -m studies.mechanism trace writes it)")
     runs = {}
     for r in study_rows(out, plan, "trace"):
         r = dict(r, **{k: float(r[k]) for k in ("B_X", "score_gap", "mass_on_S", "train_loss",
@@ -377,9 +426,26 @@ def load_trace(out):
     for key, seeds in sorted(runs.items()):
         done = {s: sorted(rs, key=lambda r: r["step"]) for s, rs in sorted(seeds.items())
                 if any(is_final(r) for r in rs)}
+        for rs in done.values():
+            _check_logged_steps(rs, plan["every"])
         if done:
             cells[key] = done
     return plan, cells
+
+
+def _check_logged_steps(rs, every):
+    """ValueError naming the file and line unless a finished run's rows (by step) hold every
+    logged step, 1 and each multiple of `every` up to its steps: a gap would pair its runs'
+    steps wrongly."""
+    want = sorted({1} | set(range(every, rs[-1]["steps"] + 1, every)))
+    have = [r["step"] for r in rs]
+    if have != want:
+        gap = next((i for i, (h, w) in enumerate(zip(have, want)) if h != w), len(have))
+        r = rs[min(gap, len(rs) - 1)]
+        raise ValueError(f"{r['line']}: the run d={r['d']} T={r['T']} m={r['m']} seed={r['seed']}"
+                         f" has no row at step {want[gap]} (it logs 1 and every {every} steps to "
+                         f"{r['steps']}); the file was cut or edited: restore it, or trace the "
+                         f"run again")
 
 
 def split(runs, step, key, sign, W):
@@ -508,9 +574,10 @@ def onset_lines(cells, onsets):
     return lines
 
 
-def trace_check_lines(plan, cells):
-    """Whether the monitored runs end where the study's unmonitored runs of the same cell and
-    seed ended (the study named by each cell's source): how many give its final test accuracy,
+def trace_check_lines(out, plan, cells):
+    """Whether the monitored runs of the folder OUT end where the study's unmonitored runs of the
+    same cell and seed ended (the study named by each cell's source, found from here or from a
+    folder above OUT: study.recorded_folder): how many give its final test accuracy,
     B_X, mass on S and score gap exactly."""
     studies = {c["source"]["plan"].rsplit("/plan.json", 1)[0] for c in plan["cells"]
                if "plan" in c["source"]}
@@ -518,9 +585,12 @@ def trace_check_lines(plan, cells):
         return []
     base = {}
     for path in studies:
+        found = recorded_folder(path, out)
         try:
+            if found is None:
+                raise ValueError("no such folder from here")
             base.update({(r["d"], r["T"], r["m"], r["seed"]): r for rows in
-                         load_study(path)[1].values() for r in rows})
+                         load_study(found)[1].values() for r in rows})
         except (OSError, ValueError) as e:
             return [f"The study {path} could not be read ({e}): no check of the runs' ends."]
     ends = [(key + (seed,), rs[-1]) for key, runs in cells.items() for seed, rs in runs.items()]
@@ -535,7 +605,11 @@ def trace_check_lines(plan, cells):
 
 def trace_report(out, log=print):
     """The `trace-report` command: OUT/table.md (trace_table, the onsets, the cost) and, with
-    matplotlib, OUT/trajectories.png (plot_trace). -> the table's text."""
+    matplotlib, OUT/trajectories.png (plot_trace), both claimed before either is written
+    (harness.claim_outputs). -> the table's text."""
+    harness.claim_outputs([(os.path.join(out, "table.md"), "table", "the table"),
+                           (os.path.join(out, "trajectories.png"), "plot", "the plot")],
+                          study_files(out))
     plan, cells = load_trace(out)
     if not cells:
         raise ValueError(f"{out}: no finished runs yet in trajectories.csv; run `python "
@@ -557,7 +631,7 @@ def trace_report(out, log=print):
         + table
         + source_lines(plan, cells)
         + ["", f"CPU time: {len(runs)} runs, {cpu / 60:.1f} CPU min (the runs' own "
-               f"cpu_seconds, monitor included).", ""] + trace_check_lines(plan, cells)) + "\n"
+               f"cpu_seconds, monitor included).", ""] + trace_check_lines(out, plan, cells)) + "\n"
     path = cli.claim_output(os.path.join(out, "table.md"), "table", "the table")
     cli.write_text(path, text)
     log(f"wrote {path}")

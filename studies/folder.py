@@ -928,10 +928,17 @@ def lock_folder(out, shard=(0, 1), holder=None):
         raise ValueError(f"{out} is in use by another sweep, steps.py run or report ({held}); "
                          f"one command writes into a folder at a time: wait for it, or use "
                          f"another --out") from None
-    fh.seek(0)
-    fh.truncate()
-    fh.write(holder or f"pid {os.getpid()}, shard {shard[0]}/{shard[1]}")
-    fh.flush()
+    try:
+        fh.seek(0)
+        fh.truncate()
+        fh.write(holder or f"pid {os.getpid()}, shard {shard[0]}/{shard[1]}")
+        fh.flush()
+    except OSError as e:                  # a full disk: one line naming the lock file
+        try:
+            fh.close()
+        except OSError:
+            pass
+        raise OSError(e.errno, e.strerror or str(e), path) from None
     return fh
 
 

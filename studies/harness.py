@@ -12,6 +12,7 @@ import re
 import signal
 import unicodedata
 
+import cli
 from cli import read_text_file, write_text
 
 # ---------------------------------------------------------------- the worker pool ---------------
@@ -81,6 +82,25 @@ def worker_pool(workers):
 
     return WorkerPool(workers, mp_context=mp.get_context("spawn"), initializer=worker_start,
                       initargs=(os.getpid(),))
+
+
+# ---------------------------------------------------------------- the outputs of a command ------
+
+def claim_outputs(claims, inputs=()):
+    """The one claim a study command makes before it writes anything: no output (each claim is
+    cli.claim_outputs's (path, kind, what), None where not asked for) is one of the files the
+    command reads (`inputs`: a CSV of runs written over by its own report would be lost), no two
+    outputs are one file, and each is free or already this command's kind of output
+    (cli.claim_outputs). ValueError, one line naming the output. Every output is then written
+    whole to a temporary name and renamed (cli.write_text), a full disk naming the file."""
+    for path, _, what, *_ in claims:
+        if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+            continue                                   # cli.claim_outputs names it
+        for f in inputs:
+            if os.path.lexists(f) and cli.same_file(path, f):
+                raise ValueError(f"{what} {path} is {f}, a file this command reads; give the "
+                                 f"output a path of its own")
+    cli.claim_outputs(claims)
 
 
 # ---------------------------------------------------------------- pages that copy tables -------

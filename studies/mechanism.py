@@ -52,7 +52,8 @@ from theory import covering_constant, covering_parts, norm_measures, paper_score
 
 from studies import failures, folder, harness, stats
 from studies.study import (STUDY_CSVS, fmt, is_final, load_study, median_ci, read_plan,
-                           seed_weights, separation, study_cells, study_rows, weights_at, word)
+                           seed_weights, separation, study_cells, study_files, study_rows,
+                           weights_at, word)
 
 # ======== 1. ONE TRAINED MODEL: the mechanism it ends with =====================================
 # In a one-layer model read out at [CLS], the [CLS] token's query does not depend on the input,
@@ -647,7 +648,11 @@ def reproduction_lines(plan, cells):
 
 def report(out, log=print):
     """OUT/table.md (the four tables, the counts of intervals and the costs) and, with
-    matplotlib, OUT/mechanism.png. -> the table's text."""
+    matplotlib, OUT/mechanism.png, both claimed before either is written
+    (harness.claim_outputs). -> the table's text."""
+    harness.claim_outputs([(os.path.join(out, "table.md"), "table", "the table"),
+                           (os.path.join(out, "mechanism.png"), "plot", "the plot")],
+                          study_files(out))
     plan, cells = load_study(out)
     if not cells:
         raise ValueError(f"{out}: no runs yet in runs.csv; run "

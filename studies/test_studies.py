@@ -6,6 +6,7 @@ The sections follow the files: stats.py, folder.py, sweep.py (with its subcomman
 harness.py, steps.py, the theory report, then the issues' blocks. Helpers the reference's tests
 share (small run options, the walker's machinery, subprocess runners) come from test_all.py.
 """
+import errno
 import glob
 import itertools
 import json
@@ -3439,3 +3440,144 @@ def test_pages_refuse_markers_that_match_once_unicode_and_spacing_are_folded(tmp
                 _one_line(code, err, f"page.md line {line}:",
                           "looks like a marker but is not exactly one")
                 assert page.read_bytes() == text and out == "", (begin, end, err)
+
+
+SCREEN = "results/mechanism-interventions/screen"
+
+
+def _study_refused(code, err, *words):
+    """A study command's refusal: exit 1, one line on stderr holding every word, no traceback."""
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert all(w in err for w in words), (words, err)
+
+
+def _paired_folders(tmp_path):
+    """A copy of the mechanism study and of the screen's freeze-ln1 arm, and a folder `other`
+    holding a pairs table of its own (the committed screen's pairs.csv)."""
+    study, arm, other = tmp_path / "study", tmp_path / "arm", tmp_path / "other"
+    _copy("results/mechanism", study)
+    _copy(f"{SCREEN}/freeze-ln1", arm)
+    other.mkdir()
+    shutil.copy(f"{SCREEN}/pairs.csv", other / "pairs.csv")
+    return study, arm, other
+
+
+def test_paired_claims_every_output_before_it_writes_and_names_a_full_disk(tmp_path, capsys,
+                                                                          monkeypatch):
+    """Issue 45: `paired` claims its page and its pairs table (free or a table, neither an input
+    nor the other) before it writes either, then writes each whole under a temporary name: a
+    refused --out leaves --pairs untouched (before, the pairs were already written over), --out X
+    --pairs X and a --pairs or --out that is one of the folders' files are one line, and a full
+    disk leaves the old pairs.csv whole and names it."""
+    study, arm, other = _paired_folders(tmp_path)
+    notes, old = tmp_path / "notes.txt", (other / "pairs.csv").read_bytes()
+    notes.write_text("my notes\n")
+    files = lambda: {p: p.read_bytes() for d in (study, arm, other, tmp_path) for p in d.iterdir()
+                     if p.is_file() and p.name != ".lock"}
+    before = files()
+    mech = lambda *argv: run_cli_main(capsys, mechanism.main, ["paired", str(study), str(arm),
+                                                               *argv])
+    for argv, words in (
+            (["--out", str(notes), "--pairs", str(other / "pairs.csv")],
+             ["notes.txt exists and is not a table"]),
+            (["--out", str(tmp_path / "x.md"), "--pairs", str(tmp_path / "x.md")],
+             ["are the same file"]),
+            (["--out", str(tmp_path / "p.md"), "--pairs", str(arm / "runs.csv")],
+             ["--pairs", "a file this command reads"]),
+            (["--out", f"{study}/./plan.json"], ["--out", "a file this command reads"]),
+            (["--out", str(tmp_path / "p.md"), "--pairs", str(study / "runs.csv")],
+             ["--pairs", "a file this command reads"])):
+        code, _, err = mech(*argv)
+        _study_refused(code, err, *words)
+        assert files() == before, argv
+    real = cli.replace_atomically
+
+    def full_disk(path, write):
+        def half(tmp):
+            with open(tmp, "w") as f:
+                f.write("intervention,d,T")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(path, half)
+    monkeypatch.setattr(cli, "replace_atomically", full_disk)
+    code, _, err = mech("--out", str(tmp_path / "p.md"), "--pairs", str(other / "pairs.csv"))
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert str(other / "pairs.csv") in err and "No space left" in err, err
+    assert (other / "pairs.csv").read_bytes() == old and files() == before
+    assert sorted(os.listdir(other)) == ["pairs.csv"]               # no temporary left behind
+
+
+def test_a_full_disk_while_locking_a_folder_names_the_lock_file(tmp_path, monkeypatch):
+    """Issue 45: `trace-report` and `arm` on a full disk named no file: the lock's holder line
+    failed to write. Now the OSError names OUT/.lock (one line through cli.one_line_errors)."""
+    class Full:
+        def __init__(self, path, mode):
+            self.f = open(path, mode)
+
+        def write(self, text):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+    monkeypatch.setattr(folder, "open", Full, raising=False)
+    with pytest.raises(OSError) as e:
+        folder.lock_folder(str(tmp_path))
+    assert e.value.filename == os.path.join(str(tmp_path), ".lock")
+
+
+@pytest.mark.parametrize("where", ["slash", "dot", "absolute", "from results/"])
+def test_factors_takes_the_study_in_any_spelling(tmp_path, capsys, monkeypatch, where):
+    """Issue 45: `factors STUDY --factors RERUN` compares the rerun's recorded study with STUDY as
+    folders, not as text: a trailing slash, ./, an absolute path or a run from results/ (the
+    plan recorded results/mechanism from the root) are the same study; another study is not."""
+    out = str(tmp_path / "f.md")
+    study, rerun = {"slash": ("results/mechanism/", "results/mechanism-factors/"),
+                    "dot": ("./results/mechanism", "./results/mechanism-factors"),
+                    "absolute": (os.path.abspath("results/mechanism"),
+                                 os.path.abspath("results/mechanism-factors")),
+                    "from results/": ("mechanism", "mechanism-factors")}[where]
+    if where == "from results/":
+        monkeypatch.chdir("results")
+    code, _, err = run_cli_main(capsys, mechanism.main, ["factors", study, "--factors", rerun,
+                                                         "--out", out])
+    assert code == 0 and err == "", err
+    tables = lambda path: [ln for ln in open(path) if ln.startswith("|")]  # the text echoes names
+    assert tables(out) == tables(os.path.join(HERE, "results/mechanism-factors/factors.md"))
+    code, _, err = run_cli_main(capsys, mechanism.main, ["factors", rerun, "--factors", rerun,
+                                                         "--out", out])
+    _study_refused(code, err, "is not a baseline-rerun of")
+
+
+def test_paired_and_trace_report_refuse_what_they_cannot_read_in_one_line(tmp_path, capsys):
+    """Issue 45: an arm planned but not run, a trajectories folder given as an arm, a study paired
+    with itself (in another spelling) or an arm given twice, a trajectories file missing a middle
+    logged step of one run, and a trajectories plan without `every` are one line naming the
+    folder or file and line; before: StopIteration, KeyError, or a page of zero differences."""
+    study, arm, _ = _paired_folders(tmp_path)
+    planned, trace = tmp_path / "planned", tmp_path / "trace"
+    planned.mkdir()
+    shutil.copy(arm / "plan.json", planned / "plan.json")
+    _synthetic_trace(str(trace))
+    out = ["--out", str(tmp_path / "p.md")]
+    mech = lambda *argv: run_cli_main(capsys, mechanism.main, list(argv))
+    for argv, words in (
+            (["paired", str(study), str(planned), *out], ["planned: no finished runs in",
+                                                          "studies.mechanism run"]),
+            (["paired", str(study), str(trace), *out], ["is a trajectories folder"]),
+            (["paired", str(trace), str(arm), *out], ["is a trajectories folder"]),
+            (["paired", str(study), f"{study}/", *out], ["is the study's folder"]),
+            (["paired", str(study), str(arm), f"./{os.path.relpath(arm)}", *out],
+             ["is given twice"])):
+        code, _, err = mech(*argv)
+        _study_refused(code, err, *words)
+    assert not (tmp_path / "p.md").exists()
+    lines = (trace / "trajectories.csv").read_text().splitlines(keepends=True)
+    gone = next(i for i, ln in enumerate(lines) if ln.startswith("fixed,8,8,16,2,100,"))
+    (trace / "trajectories.csv").write_text("".join(lines[:gone] + lines[gone + 1:]))
+    code, _, err = mech("trace-report", str(trace))
+    _study_refused(code, err, f"trajectories.csv line {gone + 1}:",
+              "seed=2 has no row at step 100")
+    _synthetic_trace(str(tmp_path / "trace2"))
+    _edit_plan(lambda p: p.pop("every"))(tmp_path / "trace2")
+    code, _, err = mech("trace-report", str(tmp_path / "trace2"))
+    _study_refused(code, err, "plan.json: every is missing")
+    assert not (trace / "table.md").exists() and not (tmp_path / "trace2" / "table.md").exists()
