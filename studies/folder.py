@@ -477,14 +477,14 @@ def check_rows(rows, bar=None, meta=None, kind=SWEEP_ROWS):
     return kept
 
 
-def csv_header(path):
+def _csv_header(path):
     """The column names of a CSV's first complete line, or None when it has none yet."""
     with open(path, newline="", errors="replace") as f:
         first = f.readline()
     return next(csv.reader([first])) if first.endswith("\n") else None
 
 
-def header_state(path, fields):
+def _header_state(path, fields):
     """Whose CSV `path` is, read before a byte of it is changed: "fresh" (missing, empty, or the
     start of the header this project writes, torn mid-write), "ours" (its header is `fields`),
     or "other" (another header, or bytes that are no CSV header at all: never cut, never
@@ -493,7 +493,7 @@ def header_state(path, fields):
         return "fresh"
     if not os.path.isfile(path):
         return "other"
-    header = csv_header(path)
+    header = _csv_header(path)
     if header is not None:
         return "ours" if header == list(fields) else "other"
     with open(path, "rb") as f:
@@ -501,13 +501,13 @@ def header_state(path, fields):
     return "fresh" if (",".join(fields) + "\r\n").encode().startswith(head) else "other"
 
 
-def open_csv(path, fields=ROW_FIELDS):
+def _open_csv(path, fields=ROW_FIELDS):
     """(file, writer, fresh): `path` opened for appending rows, a header written first when the
     file is missing or has no complete header line yet (header_state "fresh"); a file of another
     header or of bytes that are no CSV is refused (ValueError naming it), never overwritten. A
     header that cannot be written (a full disk) leaves no file behind, and the OSError names the
     file."""
-    state = header_state(path, fields)
+    state = _header_state(path, fields)
     if state == "other":
         raise ValueError(f"{path} is not a CSV of runs this command writes (another header, or "
                          f"no CSV at all); refusing to write into it: move it away or use "
@@ -532,7 +532,7 @@ def open_csv(path, fields=ROW_FIELDS):
     return fh, writer, fresh
 
 
-def drop_torn_tail(path):
+def _drop_torn_tail(path):
     """Cut a CSV back to its last complete line, so appending cannot glue onto a torn row."""
     if not os.path.exists(path):
         return
@@ -552,7 +552,7 @@ def study_csvs(path, kind, what):
                              if part.match(p)), key=lambda p: int(part.match(p).group(1)))
     older = [k for k in kind["fields"] if k not in kind["optional"]]
     for p in parts:
-        if header_state(p, kind["fields"]) == "other" and header_state(p, older) == "other":
+        if _header_state(p, kind["fields"]) == "other" and _header_state(p, older) == "other":
             raise ValueError(f"{p} is not {what} (another header, or no CSV at all); move it "
                              f"away or use another folder")
     return [p for p in parts if os.path.exists(p)]
@@ -570,13 +570,13 @@ class RowWriter:
     def __init__(self, path, kind=SWEEP_ROWS):
         self.kind = kind
         k = 1
-        while header_state(path, kind["fields"]) == "other":
+        while _header_state(path, kind["fields"]) == "other":
             k += 1                 # written by an older version: never touched, continued aside
             path = re.sub(r"(-part\d+)?\.csv$", f"-part{k}.csv", path)
-        if header_state(path, kind["fields"]) == "ours":
-            drop_torn_tail(path)   # only a file of ours is ever cut
+        if _header_state(path, kind["fields"]) == "ours":
+            _drop_torn_tail(path)   # only a file of ours is ever cut
         self.path, self.rows = path, []
-        self.fh, self.writer, _ = open_csv(path, kind["fields"])
+        self.fh, self.writer, _ = _open_csv(path, kind["fields"])
 
     def write(self, row):
         try:
@@ -595,9 +595,9 @@ class RowWriter:
         except OSError:                            # removed
             pass
         self.close()
-        if header_state(self.path, self.kind["fields"]) == "ours":
-            drop_torn_tail(self.path)
-        self.fh, self.writer, fresh = open_csv(self.path, self.kind["fields"])
+        if _header_state(self.path, self.kind["fields"]) == "ours":
+            _drop_torn_tail(self.path)
+        self.fh, self.writer, fresh = _open_csv(self.path, self.kind["fields"])
         key = self.kind["run"]
         on_disk = {key(r) for r in ([] if fresh else read_rows([self.path], kind=self.kind))}
         back = [r for r in self.rows if key(r) not in on_disk]
@@ -636,7 +636,7 @@ def sweep_fingerprint(meta):
     return hashlib.sha1(key.encode()).hexdigest()[:12]   # at its default changes no fingerprint
 
 
-def check_one_sweep(rows, sweep_ids, out):
+def _check_one_sweep(rows, sweep_ids, out):
     """ValueError unless every row with a fingerprint carries one of `sweep_ids` (this sweep's,
     and the one the folder's sweep.json recorded for the same options); rows written before
     fingerprints existed carry none and are trusted to the folder's sweep.json (a folder without
@@ -696,7 +696,7 @@ def read_meta(folder):
     if not os.path.lexists(path):
         return {}
     meta = read_json(path, "a sweep description", "use another --out, or restore it")
-    return check_meta(meta, path)
+    return _check_meta(meta, path)
 
 
 def read_json(path, what, advice):
@@ -709,7 +709,7 @@ def read_json(path, what, advice):
         raise ValueError(f"{path} is not {what} ({type(e).__name__}: damaged?); {advice}") from None
 
 
-def check_meta(meta, path="sweep.json"):
+def _check_meta(meta, path="sweep.json"):
     """A sweep.json's fields, each checked: options (train.py's values for MODEL_OPTIONS), bar in
     (0, 1], search, grids {model: increasing m >= 1}, plan (models, Ts, seeds), protocol,
     machines; and the recorded fingerprint must be the one of its options, bar and search
@@ -727,7 +727,7 @@ def check_meta(meta, path="sweep.json"):
     if not isinstance(meta["options"], dict):
         raise bad("options", f"must be an object, got {type(meta['options']).__name__}")
     for k, v in meta["options"].items():
-        problem = option_problem(k, v)
+        problem = _option_problem(k, v)
         if problem:
             raise bad("options", problem)
     bar = meta["bar"]
@@ -761,7 +761,7 @@ def check_meta(meta, path="sweep.json"):
 MODELS = ("transformer", "mlp")
 
 
-def option_problem(k, v):
+def _option_problem(k, v):
     """What is wrong with v as the value of the model option k in a folder's description (None
     when nothing): an option of MODEL_OPTIONS, of its default's kind, a value train.py takes."""
     if k not in MODEL_OPTIONS:
@@ -830,7 +830,7 @@ def check_plan(plan, path="plan.json"):
         if not isinstance(c["options"], dict):
             raise bad(field, f"has options {c['options']!r:.40}, not an object")
         for k, v in c["options"].items():
-            problem = option_problem(k, v)
+            problem = _option_problem(k, v)
             if problem:
                 raise bad(field + ".options", problem)
         options = full_options(c["options"])
@@ -872,7 +872,7 @@ def folder_runs(folder, bar=None, sweep_ids=None, warn=None, meta=None):
     Each run once."""
     rows = read_rows(csv_paths(folder), warn)
     if sweep_ids is not None:
-        check_one_sweep(rows, sweep_ids, folder)
+        _check_one_sweep(rows, sweep_ids, folder)
     meta = read_meta(folder) if meta is None else meta
     return check_rows(rows, meta.get("bar") if bar is None else bar, meta)
 

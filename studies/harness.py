@@ -19,7 +19,7 @@ from cli import read_text_file, write_text
 
 
 
-def worker_start(parent=None):
+def _worker_start(parent=None):
     """A worker process's start-up (ProcessPoolExecutor's initializer): ignore Ctrl-C, which a
     terminal sends to the whole process group while the parent handles it (saves, reports, stops
     its workers), and, given the parent's pid, exit as soon as that parent is gone (killed, even
@@ -80,7 +80,7 @@ def worker_pool(workers):
                 manager.join(timeout=10)   # raced the pool's exit hook, which then printed
                                            # "Exception ignored ... Bad file descriptor"
 
-    return WorkerPool(workers, mp_context=mp.get_context("spawn"), initializer=worker_start,
+    return WorkerPool(workers, mp_context=mp.get_context("spawn"), initializer=_worker_start,
                       initargs=(os.getpid(),))
 
 
@@ -124,7 +124,7 @@ def _looks_like_marker(line):
                                          for c in line)) for gap in ("", " "))
 
 
-def page_lines(text):
+def _page_lines(text):
     """[(line, its end)] of a page: the end as written ('\\r\\n', '\\n', '\\r', or '' for a last
     line without one), so that a page written back keeps its line ends."""
     return [(m.group(1), m.group(2)) for m in re.finditer(r"([^\r\n]*)(\r\n|\n|\r|\Z)", text)
@@ -136,7 +136,7 @@ def paste_tables(text, files):
     a begin marker without its end, are left as they are). The copied lines take the line end of
     their begin marker's line: a CRLF page stays CRLF."""
     out, path, held = [], None, []
-    for line, end in page_lines(text):
+    for line, end in _page_lines(text):
         m = MARKER.fullmatch(line)
         if path is None:
             out.append(line + end)
@@ -155,7 +155,7 @@ def paste_tables(text, files):
 def marked_files(text):
     """The PATHs of a page's marked blocks (a begin marker and, later, its end marker), in order."""
     paths, open_paths = [], []
-    for line, _ in page_lines(text):
+    for line, _ in _page_lines(text):
         m = MARKER.fullmatch(line)
         if m and m.group(1) == "begin":
             open_paths.append(m.group(2))
@@ -173,7 +173,7 @@ def check_markers(text, page):
     case or spacing) is exactly one: a near miss (a trailing space, indented, upper case, a path
     holding a space) would otherwise be ignored in silence."""
     block = None                                  # (line, PATH) of the open block
-    for n, (line, _) in enumerate(page_lines(text), start=1):
+    for n, (line, _) in enumerate(_page_lines(text), start=1):
         m = MARKER.fullmatch(line)
         if not m:
             if _looks_like_marker(line):
@@ -208,7 +208,7 @@ def page_target(page, root, what="page"):
     return target
 
 
-def page_files(page, text, root):
+def _page_files(page, text, root):
     """{PATH: text} of the files a page's blocks copy, each read as a file the project did not
     write (cli.read_text_file: inside `root`, the repository, a regular text file of bounded
     size). A page never copies itself or a file that holds markers (it would nest deeper on
@@ -238,7 +238,7 @@ def pages_command(a, fail):
     try:
         for page in a.pages:
             text = read_text_file(page, "page", keep_line_ends=True)
-            files = page_files(page, text, root)
+            files = _page_files(page, text, root)
             plan.append((page, page_target(page, root), text, files, paste_tables(text, files)))
     except ValueError as e:
         fail(str(e))

@@ -65,7 +65,7 @@ ON_S = 0.5          # a head "attends S" when its mean [CLS] attention mass on S
 N_MEASURE = 500     # inputs (the first of the run's own test set) the attention is averaged over
 
 
-def cls_scores(p, cfg):  # -> scores [2, T, H] (bit 0, bit 1 at each position), cls [H]
+def _cls_scores(p, cfg):  # -> scores [2, T, H] (bit 0, bit 1 at each position), cls [H]
     """The [CLS] query's attention scores q . k_t / sqrt(e) per head, in float64, from the same
     tokens attn.py feeds its head (embedding, then LN1 with the trained gain and shift)."""
     attn.check_params(p, cfg)
@@ -81,11 +81,11 @@ def cls_scores(p, cfg):  # -> scores [2, T, H] (bit 0, bit 1 at each position), 
     return s[:2 * T].reshape(2, T, H), s[2 * T]
 
 
-def head_attention_on_S(p, cfg, S, X):  # -> mass [H], gap [H]
+def _head_attention_on_S(p, cfg, S, X):  # -> mass [H], gap [H]
     """Per head, the means over the inputs X [n, T] of (mass) the [CLS] attention weight on S and
     (gap) the mean score over S minus the mean score over the T - s other bit positions ([CLS]'s
     own score is left out of both)."""
-    sc, s_cls = cls_scores(p, cfg)
+    sc, s_cls = _cls_scores(p, cfg)
     X = np.asarray(X, np.float64)
     S = np.asarray(S, np.intp)
     T, s = cfg["T"], len(S)
@@ -127,7 +127,7 @@ def measure_mechanism(p, cfg, S, X):
     head sums theory.COVERING_SUMS, from which theory.covering_from_parts gives C again;
     per_head: each of score_scale, norm_V, norm_O, mass_on_S, score_gap per head."""
     nm = norm_measures(p, cfg)
-    mass, gap = head_attention_on_S(p, cfg, S, X)
+    mass, gap = _head_attention_on_S(p, cfg, S, X)
     at = nm["B_X_position"]
     scale = np.asarray(nm["qk_spec"]) * nm["B_X"] ** 2
     per_head = dict(score_scale=scale, norm_V=np.asarray(nm["v_spec"]),
@@ -156,7 +156,7 @@ def measure_mechanism(p, cfg, S, X):
 NEAR_T = 1.25       # a folder's T may stand in for T when within this factor of it
 
 
-def folder_mstars(path, Ts, n_seeds):
+def _folder_mstars(path, Ts, n_seeds):
     """(width d, the folder's full training options, bar, {T: where its m* comes from}) for a
     committed sweep folder: for each T, the folder's nearest T (within NEAR_T) and its m* over
     seeds 0..n_seeds-1 with the 95% interval. ValueError when the folder has no T near one."""
@@ -186,7 +186,7 @@ def plan_cells(folders, Ts, extra=(), n_seeds=20, fixed_from=None, factor=2.0):
     widths = {}
     for path in folders:
         Ts_here = sorted(set(Ts) | {T for d, T in extra})
-        d, options, bar, mstars = folder_mstars(path, Ts_here, n_seeds)
+        d, options, bar, mstars = _folder_mstars(path, Ts_here, n_seeds)
         if d in widths:
             raise ValueError(f"two folders of width d={d}: {widths[d][0]} and {path}")
         widths[d] = (path, options, bar, mstars)
@@ -215,7 +215,7 @@ def plan_cells(folders, Ts, extra=(), n_seeds=20, fixed_from=None, factor=2.0):
     return dict(seeds=n_seeds, bar=next(iter(widths.values()))[2], cells=cells)
 
 
-def arm_options(arm):
+def _arm_options(arm):
     """The one change an arm makes to its study's options: none for baseline-rerun, else the
     sweep protocol of the arm's name (folder.INTERVENTIONS)."""
     from studies.sweep import PROTOCOLS
@@ -227,18 +227,18 @@ def arm_options(arm):
     return dict(PROTOCOLS[arm])
 
 
-def arm_plan(source, arm, design, Ts, n_seeds, widths=None):
+def _arm_plan(source, arm, design, Ts, n_seeds, widths=None):
     """An arm of issue 38's interventions: the cells of `design` at the T in Ts of the study in
     the folder `source` (every width, or those in `widths`), their options with the arm's one
     change (arm_options), the design named by the arm, seeds 0..n_seeds-1. A seed fixes the data and the init whatever
     these options (train.seeds_for), so each run pairs with the study's run of its seed."""
     study, cells = study_cells(source, design, Ts, widths)
-    change = arm_options(arm)
+    change = _arm_options(arm)
     return dict(seeds=n_seeds, bar=study["bar"], cells=[
         dict(c, design=arm, options=dict(c["options"], **change)) for c in cells])
 
 
-def trace_plan(source, design, Ts, n_seeds, every, widths=None):
+def _trace_plan(source, design, Ts, n_seeds, every, widths=None):
     """The trajectories' plan (issue 38): the cells of `design` at the T in Ts of the study in the
     folder `source` (every width, or those in `widths`), their options unchanged (the very runs
     of the study, seed for seed), logged at step 1 and every `every` steps."""
@@ -263,7 +263,7 @@ LOG_EVERY = 100     # the monitor's steps (gcd with the run's steps, so the last
 LOSS_LOW = 0.01     # loss_jump: the largest training loss after the loss first fell below this
 
 
-class BestSeen:
+class _BestSeen:
     """train.train_stack's monitor: each run's best test accuracy at the logged steps (every
     `every` steps) and the first step that reached it. It never stops training (returns False):
     the test set only watches."""
@@ -281,7 +281,7 @@ class BestSeen:
         return False
 
 
-class Trace:
+class _Trace:
     """train.train_stack's monitor for the trajectories (issue 38): at step 1 and every `every`
     steps, each run's test accuracy, training loss and the mechanism of its parameters then
     (measure_mechanism on the run's support S and its inputs X: B_X, the top head, its score gap
@@ -310,7 +310,7 @@ TRACED = ("B_X", "score_gap", "mass_on_S", "top_head",    # what Trace takes of 
           "ln1_gain_rms", "ln1_shift_norm", "B_X_token", "B_X_position", "B_X_in_S")
 
 
-def loss_summary(losses):  # [steps] -> final_loss, min_loss, loss_jump
+def _loss_summary(losses):  # [steps] -> final_loss, min_loss, loss_jump
     """The last and smallest training loss, and the largest loss after it first fell below
     LOSS_LOW (nan when it never did): a run that lost a fitted training set shows a jump."""
     L = np.asarray(losses, np.float64)
@@ -326,7 +326,7 @@ def train_cell(runs):
     cli.keep_freed_memory()
     design = runs[0]["design"]
     runs = [{k: v for k, v in o.items() if k != "design"} for o in runs]
-    cpu0, monitor = time.process_time(), BestSeen(math.gcd(LOG_EVERY, runs[0]["steps"]))
+    cpu0, monitor = time.process_time(), _BestSeen(math.gcd(LOG_EVERY, runs[0]["steps"]))
     results = train.train_stack(runs, monitor=monitor)
     cpu = (time.process_time() - cpu0) / len(runs)
     rows = []
@@ -337,7 +337,7 @@ def train_cell(runs):
                    best_test_acc=float(monitor.best[i]) if monitor.best is not None else math.nan,
                    best_step=int(monitor.step[i]) if monitor.best is not None else 0,
                    seconds=r["seconds"], cpu_seconds=cpu)
-        row["final_loss"], row["min_loss"], row["loss_jump"] = loss_summary(r["losses"])
+        row["final_loss"], row["min_loss"], row["loss_jump"] = _loss_summary(r["losses"])
         if r.get("diverged"):
             row.update({k: math.nan for k in MEASURED})
         else:
@@ -356,7 +356,7 @@ def train_trace(runs, every):
     design = runs[0]["design"]
     runs = [{k: v for k, v in o.items() if k != "design"} for o in runs]
     draws = [train.draw_run(o) for o in runs]
-    monitor = Trace(every, train.model_config(runs[0]), [d[0].S for d in draws],
+    monitor = _Trace(every, train.model_config(runs[0]), [d[0].S for d in draws],
                     [d[2][0][:N_MEASURE] for d in draws])        # each run's own test inputs
     cpu0 = time.process_time()
     results = train.train_stack(runs, monitor=monitor)
@@ -373,7 +373,7 @@ def train_trace(runs, every):
 # that holds the run's final test accuracy, whose success the writer sets under the plan's bar.
 
 
-def stacks_to_run(plan, done, n_seeds=None):
+def _stacks_to_run(plan, done, n_seeds=None):
     """The plan's runs (seeds 0..n_seeds-1, default all the plan's) not in `done`, as stacks
     (lists of option dicts of one cell), in the plan's order; each stack as large as
     sweep.stack_size allows at its T and width."""
@@ -397,7 +397,7 @@ def _raise_stop(signum, frame):
     raise Stop()
 
 
-def run_plan(out, workers=1, n_seeds=None, log=print, what="runs"):
+def _run_plan(out, workers=1, n_seeds=None, log=print, what="runs"):
     """Train every run of OUT/plan.json (seeds 0..n_seeds-1; default all) not yet finished in the
     study's CSV (what: "runs", train_cell's rows in OUT/runs.csv; "trace", train_trace's in
     OUT/trajectories.csv, at the plan's `every`), its rows written and flushed as its stack
@@ -411,7 +411,7 @@ def run_plan(out, workers=1, n_seeds=None, log=print, what="runs"):
     try:
         key = folder.MECHANISM_ROWS["run"]
         done = {key(r) for r in study_rows(out, plan, what) if is_final(r)}
-        stacks = stacks_to_run(plan, done, n_seeds)
+        stacks = _stacks_to_run(plan, done, n_seeds)
         writer = folder.RowWriter(os.path.join(out, name), kind)
     except BaseException:
         if lock:
@@ -444,7 +444,7 @@ def run_plan(out, workers=1, n_seeds=None, log=print, what="runs"):
     try:
         if workers > 1:
             pool = harness.worker_pool(workers)
-        run_stacks(stacks, pool, workers, write, train_fn)
+        _run_stacks(stacks, pool, workers, write, train_fn)
     finally:
         signal.signal(signal.SIGTERM, previous)
         if pool:            # running workers stopped, the pool's manager thread joined (no race)
@@ -458,7 +458,7 @@ def run_plan(out, workers=1, n_seeds=None, log=print, what="runs"):
     return n
 
 
-def run_stacks(stacks, pool, workers, write, train_fn=None):
+def _run_stacks(stacks, pool, workers, write, train_fn=None):
     """Each stack through train_fn (default train_cell), in order: in this process, or at most
     `workers` at a time on the pool; write(rows) as each finishes."""
     train_fn = train_fn or train_cell
@@ -493,7 +493,7 @@ GROWN = (("covering_constant", "C"), ("score_scale", "score scale, largest head"
 EPS_LINE = 0.1      # the construction's line drawn in the plot: R = ln((T - s) / (s eps))
 
 
-def cell_table(plan, cells, W):
+def _cell_table(plan, cells, W):
     """Table 1: per cell, the outcome and the medians of the mechanism, with intervals."""
     bar = plan["bar"]
     lines = ["| d | T | design | m | runs | succeed | C | score scale, largest head | "
@@ -514,7 +514,7 @@ def cell_table(plan, cells, W):
     return lines
 
 
-def separation_table(plan, cells, W, design="borderline"):
+def _separation_table(plan, cells, W, design="borderline"):
     """Table 2: per cell of `design` and pooled over T per width, P(failure's X > success's X)
     for each quantity of SEPARATED, with the wording of each interval against 1/2. -> (lines,
     the number of intervals, {d: pooled results})."""
@@ -544,7 +544,7 @@ def separation_table(plan, cells, W, design="borderline"):
     return lines, int(n_tests), pooled
 
 
-def growth_table(plan, cells, W, design="fixed"):
+def _growth_table(plan, cells, W, design="fixed"):
     """Table 3: how each quantity of GROWN moves with T at the fixed m, per width: the median at
     each T fitted (stats.scaling_fits, each T resampled on its own) as a + b ln T and a T^k, over the cells
     whose every seed ran. -> (lines, the number of intervals, {(d, key): fit})."""
@@ -575,7 +575,7 @@ def growth_table(plan, cells, W, design="fixed"):
     return lines, n_tests, fits
 
 
-def final_table(plan, cells, W):
+def _final_table(plan, cells, W):
     """Table 4: the final step against the best test accuracy seen at the logged steps, per width
     and design: runs, successes at the end, runs that reached the bar at a logged step but ended
     below it (with a seed-bootstrap interval of the share), runs that ended more than 0.01 below
@@ -592,8 +592,8 @@ def final_table(plan, cells, W):
                 continue
             for r in rs:
                 r["lost"] = float(r["best_test_acc"] >= bar > r["test_acc"])
-            num = sum(pair_weights(rows, "lost", W) for rows in group)
-            den = sum(pair_weights(rows, None, W) for rows in group)
+            num = sum(_pair_weights(rows, "lost", W) for rows in group)
+            den = sum(_pair_weights(rows, None, W) for rows in group)
             lo, hi = stats.percentile_ci(num[1:] / np.maximum(den[1:], 1))
             lines.append(
                 f"| {d} | {design} | {len(rs)} | {sum(r['test_acc'] >= bar for r in rs)} | "
@@ -605,12 +605,12 @@ def final_table(plan, cells, W):
     return lines
 
 
-def pair_weights(rows, key, W):  # -> [1 + B]: the seeds' weights summed (times key when given)
+def _pair_weights(rows, key, W):  # -> [1 + B]: the seeds' weights summed (times key when given)
     w = weights_at(W, rows)[:, [r["seed"] for r in rows]]
     return w.sum(1) if key is None else w @ np.array([r[key] for r in rows])
 
 
-def cost_lines(cells):
+def _cost_lines(cells):
     """What the runs cost, from their rows: CPU and wall seconds per run summed."""
     rs = [r for rows in cells.values() for r in rows]
     cpu, wall = sum(r["cpu_seconds"] for r in rs), sum(r["seconds"] for r in rs)
@@ -624,7 +624,7 @@ def cost_lines(cells):
     return out
 
 
-def reproduction_lines(plan, cells):
+def _reproduction_lines(plan, cells):
     """How many of the study's runs the committed folders ran too (same width, T, m and seed: the
     same run, since a seed fixes S, the data and the init), and how many of those gave the very
     same test accuracy: a check that the study trains what the folders trained."""
@@ -646,7 +646,7 @@ def reproduction_lines(plan, cells):
             f"and seed); {same} of them gave the same final test accuracy"]
 
 
-def report(out, log=print):
+def _report(out, log=print):
     """OUT/table.md (the four tables, the counts of intervals and the costs) and, with
     matplotlib, OUT/mechanism.png, both claimed before either is written
     (harness.claim_outputs). -> the table's text."""
@@ -658,11 +658,11 @@ def report(out, log=print):
         raise ValueError(f"{out}: no runs yet in runs.csv; run "
                          f"`python -m studies.mechanism run {out}`")
     W = seed_weights(plan["seeds"], [T for (_, _, T, _) in cells])
-    sep, n_sep, pooled = separation_table(plan, cells, W)
-    grow, n_grow, fits = growth_table(plan, cells, W)
+    sep, n_sep, pooled = _separation_table(plan, cells, W)
+    grow, n_grow, fits = _growth_table(plan, cells, W)
     s = int(next(iter(cells.values()))[0]["s"])                  # the task's sparsity
     text = "\n".join(
-        cell_table(plan, cells, W)
+        _cell_table(plan, cells, W)
         + ["", f"Medians over seeds [95% CI, {stats.N_BOOT:,} seed resamples, each T's on its "
                f"own; a bound keeps no digit its Monte Carlo band (two standard errors either "
                f"side) moves, and ~ marks one widened to that band's far end]; 'top head' = the "
@@ -673,17 +673,17 @@ def report(out, log=print):
                  "predicts failures have the larger norms: P > 1/2.", ""]
         + grow + ["", f"{n_grow} intervals. The construction's score gap grows as "
                   f"ln((T - s)/(s eps)): b = 1 in ln T at a fixed leak eps.", ""]
-        + final_table(plan, cells, W) + [""] + cost_lines(cells)
-        + reproduction_lines(plan, cells)) + "\n"
+        + _final_table(plan, cells, W) + [""] + _cost_lines(cells)
+        + _reproduction_lines(plan, cells)) + "\n"
     path = cli.claim_output(os.path.join(out, "table.md"), "table", "the table")
     cli.write_text(path, text)
     log(text)
     log(f"wrote {path}")
-    plot_study(out, plan, cells, W, s, log)
+    _plot_study(out, plan, cells, W, s, log)
     return text
 
 
-def plot_study(out, plan, cells, W, s, log=print):
+def _plot_study(out, plan, cells, W, s, log=print):
     """OUT/mechanism.png: C and the score scales against T (successes filled, failures open),
     the top head's score gap beside the construction's ln((T - s)/(s eps)), and the separation of
     C per T at the borderline m. Skipped with one line when matplotlib is missing."""
@@ -743,7 +743,7 @@ def plot_study(out, plan, cells, W, s, log=print):
 
 # ======== 5. THE COMMAND LINE ====================================================================
 
-def extra_cells(text):
+def _extra_cells(text):
     """Parser for --extra: d:T pairs, comma-separated (128:10000)."""
     try:
         pairs = [tuple(int(v) for v in p.split(":")) for p in text.split(",") if p.strip()]
@@ -754,19 +754,19 @@ def extra_cells(text):
     return pairs
 
 
-def parser():
+def _parser():
     ap = OneLineParser(prog="studies.mechanism", description=(
         "What training finds: the norms of Edelman et al.'s capacity bound (score scale "
         "||W_QK||_2 B_X^2, ||W_V||, ||W_O||, the covering constant C) and the head that attends "
         "S, measured on trained runs over seeds, T and widths. Three steps: plan, run, report."))
     sub = ap.add_subparsers(dest="command", required=True, metavar=(
         "{plan,arm,run,report,factors,paired,trace,trace-report}"))
-    add_study_commands(sub)
-    add_why_runs_fail_commands(sub)
+    _add_study_commands(sub)
+    _add_why_runs_fail_commands(sub)
     return ap
 
 
-def add_study_commands(sub):
+def _add_study_commands(sub):
     """plan, run, report: the study itself."""
     p = sub.add_parser("plan", help="write OUT/plan.json: the cells (d, T, m) from committed "
                        "sweep folders", description="Per width (one committed sweep folder) and "
@@ -775,7 +775,7 @@ def add_study_commands(sub):
     p.add_argument("out", help="the study's folder (created if missing)")
     p.add_argument("folders", nargs="+", help="committed sweep folders, one per width")
     p.add_argument("--Ts", type=int_list, required=True, help="T of every width, e.g. 10,30,100")
-    p.add_argument("--extra", type=extra_cells, default=[],
+    p.add_argument("--extra", type=_extra_cells, default=[],
                    help="d:T cells run last, e.g. 128:10000")
     p.add_argument("--seeds", type=integer(1), default=20, help="seeds 0..N-1 per cell (20)")
     p.add_argument("--fixed-from", type=integer(1), default=None,
@@ -797,7 +797,7 @@ def add_study_commands(sub):
     q.add_argument("out")
 
 
-def add_why_runs_fail_commands(sub):
+def _add_why_runs_fail_commands(sub):
     """Issue 38's commands on a study's cells: arm, factors, paired, trace, trace-report."""
     g = sub.add_parser("arm", help="write OUT/plan.json: an intervention arm of a study's cells",
                        description="Issue 38: the study's cells of one design at the given T "
@@ -807,7 +807,7 @@ def add_why_runs_fail_commands(sub):
                        "with the study's runs.")
     g.add_argument("out", help="the arm's folder (created if missing)")
     g.add_argument("arm", choices=("baseline-rerun",) + folder.INTERVENTIONS)
-    add_cells_arguments(g)
+    _add_cells_arguments(g)
     f = sub.add_parser("factors", help="C's factors and the bound's size from a study's runs",
                        description="Issue 38, from a study's runs (no training): each factor of "
                        "C and C with each factor held at its cell median, their separations of "
@@ -836,7 +836,7 @@ def add_why_runs_fail_commands(sub):
                        "OUT/plan.json is written on the first call; rerun the same command to "
                        "resume.")
     t.add_argument("out", help="the trajectories' folder (created if missing)")
-    add_cells_arguments(t)
+    _add_cells_arguments(t)
     t.add_argument("--every", type=integer(1), default=50,
                    help="steps between logged steps, dividing the runs' steps (50)")
     t.add_argument("--workers", type=integer(1), default=1,
@@ -849,7 +849,7 @@ def add_why_runs_fail_commands(sub):
     tr.add_argument("out")
 
 
-def add_cells_arguments(p):
+def _add_cells_arguments(p):
     """Which of a study's cells a new folder takes (arm, trace): --from, --design, --Ts,
     --seeds."""
     p.add_argument("--from", dest="source", required=True, help="the study's folder (plan.json)")
@@ -862,26 +862,26 @@ def add_cells_arguments(p):
                    help="the study's widths d to take, e.g. 128 (default: every width)")
 
 
-def write_plan(a):
+def _write_plan(a):
     """The `plan` command: the cells from committed sweep folders, saved (save_plan)."""
     folder.check_plan_size(2 * len(a.folders), len(a.Ts) + len(a.extra), a.seeds)
-    save_plan(a.out, lambda: plan_cells(a.folders, a.Ts, a.extra, a.seeds, a.fixed_from,
+    _save_plan(a.out, lambda: plan_cells(a.folders, a.Ts, a.extra, a.seeds, a.fixed_from,
                                         a.factor))
 
 
-def write_arm(a):
+def _write_arm(a):
     """The `arm` command: an arm's plan from a study's (arm_plan), saved (save_plan)."""
-    plan = save_plan(a.out, lambda: arm_plan(a.source, a.arm, a.design, a.Ts, a.seeds,
+    plan = _save_plan(a.out, lambda: _arm_plan(a.source, a.arm, a.design, a.Ts, a.seeds,
                                                      a.widths))
     per, minutes = failures.plan_cost(plan, a.source)
     print(f"CPU time from {a.source}'s runs: " + "; ".join(per) + f"; about {minutes:.0f} CPU "
           f"min for {len(plan['cells'])} cells x {plan['seeds']} seeds")
 
 
-def write_trace(a):
+def _write_trace(a):
     """The `trace` command: the trajectories' plan (trace_plan) saved on the first call, the same
     plan required on a later one (a folder holds one plan), then its runs (run_plan, "trace")."""
-    plan = trace_plan(a.source, a.design, a.Ts, a.seeds, a.every, a.widths)
+    plan = _trace_plan(a.source, a.design, a.Ts, a.seeds, a.every, a.widths)
     path = os.path.join(a.out, "plan.json")
     if os.path.lexists(path):
         same = lambda p: json.dumps(folder.check_plan(p, path), sort_keys=True)
@@ -890,11 +890,11 @@ def write_trace(a):
                              f"another folder, or give the options it was written with")
         print(f"{path}: the same plan; resuming")
     else:
-        save_plan(a.out, lambda: plan)
-    run_plan(a.out, a.workers, what="trace")
+        _save_plan(a.out, lambda: plan)
+    _run_plan(a.out, a.workers, what="trace")
 
 
-def save_plan(out, make):
+def _save_plan(out, make):
     """OUT/plan.json = make(), written under the folder's lock, checked as every reader checks it
     (folder.check_plan), into a folder that holds no runs and no file called plan.json that is
     not a plan (someone's notes are never replaced); each cell printed."""
@@ -929,26 +929,26 @@ def save_plan(out, make):
 
 
 def main(argv=None):
-    a = parser().parse_args(argv)
+    a = _parser().parse_args(argv)
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)
     try:
         if a.command == "plan":
-            write_plan(a)
+            _write_plan(a)
         elif a.command == "arm":
-            write_arm(a)
+            _write_arm(a)
         elif a.command == "factors":
             failures.factors_report(a.study, a.out, a.factors)
         elif a.command == "paired":
             failures.paired_report(a.study, a.arms, a.out, a.pairs)
         elif a.command == "run":
-            run_plan(a.out, a.workers, a.seeds)
+            _run_plan(a.out, a.workers, a.seeds)
         elif a.command == "trace":
-            write_trace(a)
+            _write_trace(a)
         else:
             lock = folder.lock_folder(a.out, holder=f"studies.mechanism report, pid {os.getpid()}")
             try:
-                (failures.trace_report if a.command == "trace-report" else report)(a.out)
+                (failures.trace_report if a.command == "trace-report" else _report)(a.out)
             finally:
                 if lock:
                     lock.close()

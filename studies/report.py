@@ -48,13 +48,13 @@ PAPER_BAR = {100: (48.7, 51.3), 150: (48.3, 57.3), 200: (53.3, 62.1), 250: (51.1
              1000: (105.8, 116.2), 1100: (107.8, 119.1)}
 
 
-def asks_papers_question(task, s, bar):
+def _asks_papers_question(task, s, bar):
     """True when a sweep measures what the paper's figure does (3-sparse AND, success = test
     accuracy 0.99), so its m* may be set beside PAPER_MSTAR."""
     return (task, s, bar) == ("and", 3, 0.99)
 
 
-def paper_bar(T):
+def _paper_bar(T):
     """The figure's error bar at T as the table prints it ("48.7-51.3"), or '' off the figure."""
     return f"{PAPER_BAR[T][0]:.1f}-{PAPER_BAR[T][1]:.1f}" if T in PAPER_BAR else ""
 
@@ -97,7 +97,7 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
             cache, known = None, {}
     for T in Ts:
         key = f"{task}|{s}|{T}|{n_seeds}"
-        hit = _LIMITS.get(key) or cached_limit(known.get(key), n_seeds, T, s)
+        hit = _LIMITS.get(key) or _cached_limit(known.get(key), n_seeds, T, s)
         redo = compute or math.comb(T, s) <= CHEAP_SUPPORTS
         if not hit and key in known:
             print(f"warning: the cache {cache}: the entry {key} is not a limit (median, q05, q95 "
@@ -125,7 +125,7 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
     return out
 
 
-def cached_limit(entry, n_seeds, T=None, s=None):
+def _cached_limit(entry, n_seeds, T=None, s=None):
     """A limits.json entry as statistical_limits returns it (null, how strict JSON writes inf,
     read back as inf), or None when it is not one (damaged or impossible: computed again). A
     limit is a number of samples: each of median, q05 and q95 is inf or a whole number from 1
@@ -282,7 +282,7 @@ def fits_line(head, what, f):
             f"(95% CIs, bootstrap over seeds)")
 
 
-def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
+def _sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
     """The printed table, ours beside the paper's at the shared T (only when our protocol asks
     the paper's question: 3-sparse AND, bar 0.99): the success-curve m50 and m90 and the
     majority-rule m*, each with its 95% CI, the per-seed spread, the statistical limit (median
@@ -303,7 +303,7 @@ def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
                      f"[{st['lo']:.0f}, {st['hi']:.0f}]"
                      f"{' (' + ', '.join(notes) + ')' if notes else ''} | {st['n_seeds']} | "
                      f"{PAPER_MSTAR.get(T, '') if show else ''} | "
-                     f"{paper_bar(T) if show else ''} | {limit_text(limits.get(T))} |")
+                     f"{_paper_bar(T) if show else ''} | {limit_text(limits.get(T))} |")
     fits = []                       # m50 with bootstrap CIs first, then the majority-rule m*
     for model, f in scaling.items():
         fits.append(fits_line(f"{model}: ", "m50", f))
@@ -327,7 +327,7 @@ def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
     return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n"
 
 
-def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
+def _sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
     """m50 with its 95% CI per model against T (log scale), the majority-rule m*, the paper's
     points with their bars, and the statistical limit; None when matplotlib is missing."""
     plt = pyplot_or_hint("rerun with --report to draw it from the saved runs")
@@ -397,7 +397,7 @@ def folder_report(out, rows, grids, a, protocol, missing):
     sweep's options (task, s, bar, n_test, steps, search, grid_ratio); missing: the searches asked
     for but not finished, [(model, T, seed)], named at the top of the table."""
     stats = critical_sizes(rows, grids, a.search)
-    comparable = asks_papers_question(a.task, a.s, a.bar)
+    comparable = _asks_papers_question(a.task, a.s, a.bar)
     what = f"{a.s}-sparse {a.task.upper() if a.task in ('and', 'or') else a.task}"
     print(f"\ncritical sample size of {what}, success = test accuracy >= {a.bar} on {a.n_test} "
           f"fresh samples after {a.steps} steps, {a.search} search on a grid of ratio "
@@ -406,7 +406,7 @@ def folder_report(out, rows, grids, a, protocol, missing):
     Ts = sorted({k[1] for k in stats})
     limits = statistical_limits(a.task, a.s, Ts, cache=os.path.join(out, "limits.json"),
                                 compute=a.task in STRUCTURED)   # majority, junta: enumeration
-    table = sweep_table(stats, comparable, est, scaling, limits=limits)
+    table = _sweep_table(stats, comparable, est, scaling, limits=limits)
     if a.task not in STRUCTURED and set(Ts) - set(limits):
         note = (f"statistical limit not computed at T = "
                 f"{', '.join(str(T) for T in Ts if T not in limits)}: for {a.task} it enumerates "
@@ -423,7 +423,7 @@ def folder_report(out, rows, grids, a, protocol, missing):
                [{k: v for k, v in dict(st, **est[key], limit=limits.get(key[1])).items()
                  if not k.endswith("_boot") and k != "m_star_above"}     # the JSON keeps its fields
                 for key, st in stats.items()])
-    png = sweep_plot(stats, os.path.join(out, "mstar.png"),
+    png = _sweep_plot(stats, os.path.join(out, "mstar.png"),
                      f"{what}: samples to reach test accuracy >= {a.bar}", comparable, est=est,
                      limits=limits)
     print(f"saved {out}/table.md, {out}/critical.json" + (f", {png}" if png else ""))
@@ -453,7 +453,7 @@ def cpu_minutes(runs):
     return np.nansum([float(r["seconds"]) for r in runs]) / 60
 
 
-def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, growth_from=None):
+def _compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, growth_from=None):
     """One table over sweep folders (one protocol each): per folder and T, m50 and m90 with 95%
     CIs, m50 over the first folder's with a paired CI (paired_ratio; only where both hold the same
     seeds), the paper's m*, the share of failed runs that fit their training set perfectly
@@ -489,7 +489,7 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
         name = names[i] if names.count(names[i]) == 1 and not changed else \
             f"{names[i]} ({os.path.basename(folder.rstrip('/'))})"   # e.g. ours at another d
         est, scaling = success_table(rows, ["transformer"])
-        papers = asks_papers_question(opts["task"], opts["s"], meta.get("bar", 0.99))
+        papers = _asks_papers_question(opts["task"], opts["s"], meta.get("bar", 0.99))
         own = {}
         for T, runs in sorted(split_by_T(rows).items(), key=lambda kv: int(kv[0])):
             e = est[("transformer", int(T))]
@@ -517,7 +517,7 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
                 growth.append(_gap_growth_line(name, star, first_star, growth_from, "m*"))
         if papers:
             grid = meta.get("grids", {}).get("transformer")
-            line = grid and paper_position(name, critical_sizes(
+            line = grid and _paper_position(name, critical_sizes(
                 rows, {"transformer": grid}, meta.get("search", "bisect")))
             paper += [line] if line else []
         f = scaling.get("transformer")
@@ -530,7 +530,7 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
     return "\n".join(lines + [""] + ["- " + f for f in fits + growth + paper]) + "\n", entries
 
 
-def paper_position(name, stats):
+def _paper_position(name, stats):
     """Where the paper's m* (its figure, PAPER_MSTAR) falls against one folder's majority m*
     interval (critical_sizes: {(model, T): entry}) at each T of the figure the folder holds:
     inside it (bounds included), below it or above it; a T where no seed's search finished is named
@@ -580,7 +580,7 @@ def _gap_growth_line(name, own, first, T0, what="m50"):
             ("; ".join(parts) if parts else "no larger T with the same seeds"))
 
 
-def compare_plot(entries, path, title):
+def _compare_plot(entries, path, title):
     """One panel per T: each protocol's m50 with its 95% CI (log m axis), the first protocol's m50
     as a dashed line, the paper's m* (and its bar) as a red band. None when matplotlib is missing."""
     plt = pyplot_or_hint("rerun")
@@ -624,7 +624,7 @@ def compare_plot(entries, path, title):
 
 # ---------------------------------------------------------------- the width study
 
-def pool_by_width(folders, n_seeds=None, Ts=None):
+def _pool_by_width(folders, n_seeds=None, Ts=None):
     """{d: pool} of the folders' Transformer rows, one pool per width d. Folders of the same d are
     pooled (e.g. one sweep's T range extended in another folder): they must share every option,
     the m grid and the search, and no run may be in two; ValueError otherwise. A pool is
@@ -652,7 +652,7 @@ def pool_by_width(folders, n_seeds=None, Ts=None):
     return pools
 
 
-def finished_cells(pool, d):
+def _finished_cells(pool, d):
     """(the pool's rows without the T where some seed's search is unfinished, a note per T left
     out): an interrupted sweep's partial searches are not a cell of the study."""
     rows, left_out = pool["rows"], []
@@ -671,13 +671,13 @@ def finished_cells(pool, d):
     return rows, left_out
 
 
-def width_curves(folders, n_seeds=None, fit_below=100, Ts=None):
+def _width_curves(folders, n_seeds=None, fit_below=100, Ts=None):
     """(curves, notes of the T left out): one curve per width d, sorted by d, each dict(d, heads,
     s, task, name, est {T: success_estimates}, runs {T: rows}, dep (log_departure against the
     small-T law fitted over T <= fit_below), fit (scaling_fits over all T, or None))."""
     curves, left_out = [], []
-    for d, pool in pool_by_width(folders, n_seeds, Ts).items():
-        rows, skipped = finished_cells(pool, d)
+    for d, pool in _pool_by_width(folders, n_seeds, Ts).items():
+        rows, skipped = _finished_cells(pool, d)
         left_out += skipped
         opts = pool["opts"]
         est, scaling = success_table(rows, ["transformer"])
@@ -695,7 +695,7 @@ def width_curves(folders, n_seeds=None, fit_below=100, Ts=None):
     return curves, left_out
 
 
-def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
+def _width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
     """One table over sweep folders that differ in the width d (width_curves): per d and T, m50
     and m90 with 95% CIs, m50 over the extrapolated small-T log law with its CI (log_departure),
     the median [CLS] attention on S and positional overlap of S in successes and failures, and
@@ -703,7 +703,7 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
     over all T; then per T, the construction's d_p beside each width's standing against its law
     (above it: that T's ratio interval lies above 1), the narrowest width not detected above its
     law and the first such width scaled like ln T (width_edges). -> (markdown, curves)."""
-    curves, left_out = width_curves(folders, n_seeds, fit_below, Ts)
+    curves, left_out = _width_curves(folders, n_seeds, fit_below, Ts)
     lines = ["| d | T | m50 [95% CI] | m90 [95% CI] | seeds | m50 / small-T log law [95% CI] | "
              "attention on S: successes / failures (median) | positional overlap of S: "
              "successes / failures (median) | CPU min |", "|---|---|---|---|---|---|---|---|---|"]
@@ -736,7 +736,7 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
             "width scaled like ln T |", "|---|---|" + "---|" * (len(curves) + 3)]
     where = lambda b: ("-" if b is None else f"{b[0]} < d <= {b[1]}" if b[0] and b[1] else
                        f"d <= {b[1]}" if b[1] else f"d > {b[0]}")
-    for e in width_edges(curves, fit_below):
+    for e in _width_edges(curves, fit_below):
         need.append(f"| {e['T']} | {e['d_p']} | " + " | ".join(e["states"]) + f" | "
                     f"{where(e['edge'])} | {where(e['paired'])} | "
                     f"{'-' if e['ln_T'] is None else e['ln_T']} |")
@@ -746,7 +746,7 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
     return "\n".join(lines + [""] + ["- " + n for n in notes] + [""] + need) + "\n", curves
 
 
-def width_edges(curves, fit_below=100):
+def _width_edges(curves, fit_below=100):
     """Per T, where the width the log law needs lies, curves sorted by d (the widest last). Each
     width's state against its small-T law: "above it" (the ratio's interval lies above 1),
     "consistent with it" (not detected above it: a wide interval says little), "fit range", "not
@@ -809,7 +809,7 @@ def _loses_ground(c, widest, T, small):
                                       widest["est"][T0])[1], 1.0)
 
 
-def width_plot(curves, path, limits=None, fit_below=100):
+def _width_plot(curves, path, limits=None, fit_below=100):
     """Left: m50 against T per width, 95% CIs as bands, the small-T log law extrapolated (thin
     dashed), the paper's points with their bars and the statistical limit. Middle: edge_panel.
     Right: the median positional overlap of S in successes (solid) and failures (dashed). None
@@ -818,7 +818,7 @@ def width_plot(curves, path, limits=None, fit_below=100):
     if plt is None:
         return None
     fig, (ax, cx, bx) = plt.subplots(1, 3, figsize=(16, 4.4))
-    edge_panel(cx, curves, width_edges(curves, fit_below))
+    _edge_panel(cx, curves, _width_edges(curves, fit_below))
     top = 4 * max(e["m50"] for c in curves for e in c["est"].values() if np.isfinite(e["m50"]))
     for c, color in zip(curves, plt.rcParams["axes.prop_cycle"].by_key()["color"]):
         Ts = sorted(c["est"])
@@ -855,7 +855,7 @@ def width_plot(curves, path, limits=None, fit_below=100):
     return save_figure(plt, fig, path)
 
 
-def edge_panel(ax, curves, edges):
+def _edge_panel(ax, curves, edges):
     """width_plot's middle panel, width_edges against T: a bar from the widest width above its law
     (open circle) to the narrowest not detected above it (filled; an arrow up where every width
     tried is above it), the widths tried (grey lines), the construction's d_p = ceil(16 s ln T)
@@ -937,10 +937,10 @@ def over_folders(a, fail, make, also=()):
 
 def compare_command(a, fail):
     """`python -m studies.sweep compare DIR DIR ...`: compare_table, compare_plot with --plot."""
-    table, entries = over_folders(a, fail, lambda: compare_table(
+    table, entries = over_folders(a, fail, lambda: _compare_table(
         a.folders, n_seeds=a.seeds, Ts=a.Ts, protocols=a.protocols, growth_from=a.growth_from))
     if a.plot:
-        compare_plot(entries, a.plot, "m50 and its 95% CI (bootstrap over seeds); dashed: "
+        _compare_plot(entries, a.plot, "m50 and its 95% CI (bootstrap over seeds); dashed: "
                      f"{entries[0][0]}; red: the paper's m* and bar")
     return 0
 
@@ -948,13 +948,13 @@ def compare_command(a, fail):
 def width_command(a, fail):
     """`python -m studies.sweep width DIR DIR ...`: width_table, and width_plot with --plot."""
     cache = a.plot and os.path.join(os.path.dirname(os.path.abspath(a.plot)), "limits.json")
-    table, curves = over_folders(a, fail, lambda: width_table(
+    table, curves = over_folders(a, fail, lambda: _width_table(
         a.folders, n_seeds=a.seeds, fit_below=a.fit_below, Ts=a.Ts),
         also=[(cache, "limits", "--plot's limits cache")] if cache else [])
     if a.plot:
         Ts = sorted({T for c in curves for T in c["est"]})
         limits = statistical_limits(curves[0]["task"], curves[0]["s"], Ts, cache=cache)
-        width_plot(curves, a.plot, limits, a.fit_below)
+        _width_plot(curves, a.plot, limits, a.fit_below)
     return 0
 
 
@@ -965,21 +965,21 @@ def _folder_estimates(folders, d=None, flag=None):
     of one protocol, with the grid and search of the first folder's sweep.json. With d, a folder
     whose runs are at another width is refused in one line naming it, its width and flag."""
     for f in folders if d is not None else ():
-        (width,) = pool_by_width([f]) or (None,)
+        (width,) = _pool_by_width([f]) or (None,)
         if width != d:
             raise ValueError(f"{f} holds runs at d = {width}, not {d}: not a folder for {flag}")
-    pools = pool_by_width(folders)
+    pools = _pool_by_width(folders)
     if len(pools) != 1:
         raise ValueError(f"{', '.join(folders)}: expected folders of one width, got d in "
                          f"{sorted(pools)}")
     (d, pool), = pools.items()
-    rows, _ = finished_cells(pool, d)
+    rows, _ = _finished_cells(pool, d)
     stats = critical_sizes(rows, {"transformer": pool["grid"]}, pool["search"])
     est, _ = success_table(rows, ["transformer"])
     return {T: (est[("transformer", T)], st) for (_, T), st in stats.items()}, pool["opts"]
 
 
-def headline_table(d64, d128, plot=None):
+def _headline_table(d64, d128, plot=None):
     """The README's table: per T, the paper's m* with its figure's bar, our majority m* with its
     95% interval (bootstrap over seeds) at d = 64 (folders d64) and at d = 128 (folders d128), and
     the statistical limit (the median over streams), each column one statistic, every interval
@@ -992,13 +992,13 @@ def headline_table(d64, d128, plot=None):
     cache = os.path.join(d64[0], "limits.json")
     limits = statistical_limits(opts["task"], opts["s"], Ts, cache=cache)
     if plot:
-        headline_plot({64: a, 128: b}, limits, plot)
+        _headline_plot({64: a, 128: b}, limits, plot)
     m = lambda x: ci_text(dict(m=x["m_star"], m_lo=x["m_star_lo"], m_hi=x["m_star_hi"]), "m")
     cell = lambda at, T: m(at[T][1]) if T in at else "-"
     lines = ["| T | the paper's m* (its figure's error bar) | ours, d = 64: m* [95% CI] | ours, "
              "d = 128: m* [95% CI] | statistical limit |", "|---|---|---|---|---|"]
     for T in Ts:
-        paper = f"{PAPER_MSTAR[T]} (bar {paper_bar(T)})" if T in PAPER_MSTAR else "-"
+        paper = f"{PAPER_MSTAR[T]} (bar {_paper_bar(T)})" if T in PAPER_MSTAR else "-"
         lim = f"{limits[T]['median']:.0f}" if limits.get(T) else "-"
         lines.append(f"| {T} | {paper} | {cell(a, T)} | {cell(b, T)} | {lim} |")
     return ("\n".join(lines) + "\n\n"
@@ -1029,7 +1029,7 @@ def _seed_counts(at):
     return f"{usual} seeds" + "".join(f", {k} at T = {', '.join(Ts)}" for k, Ts in odd.items())
 
 
-def headline_plot(widths, limits, path):
+def _headline_plot(widths, limits, path):
     """m* (majority) with its 95% interval against T for each width {d: {T: (est, st)}}, the
     paper's figure with its bars, and the statistical limit; None without matplotlib."""
     plt = pyplot_or_hint("rerun")
@@ -1073,7 +1073,7 @@ def headline_command(a, fail):
             raise ValueError(f"--readme {a.readme} has no lines '{BEGIN}' and '{END}' to paste "
                              f"the table between; add them, or give another --readme")
         target = page_target(a.readme, os.getcwd(), "--readme")
-        table = headline_table([a.d64], a.d128, a.plot)
+        table = _headline_table([a.d64], a.d128, a.plot)
     except ValueError as e:
         fail(str(e))
     write_text(a.out, table)

@@ -179,7 +179,7 @@ def median_ci(rows, key, W):
     return float(med[0]), lo, hi, med[1:]
 
 
-def pair_counts(rows, key, W):  # -> (numerator [1 + B], denominator [1 + B])
+def _pair_counts(rows, key, W):  # -> (numerator [1 + B], denominator [1 + B])
     """Over the (failure, success) pairs of rows, weighted by their seeds' draws: the count of
     pairs whose failure has the larger `key` (ties 1/2), and the count of pairs."""
     W, rows = weights_at(W, rows), [r for r in rows if np.isfinite(r[key])]
@@ -199,7 +199,7 @@ def separation(cells_rows, key, W):
     hi). W: the seeds' weights, one for every cell, or a list of one per cell (cell_resamples)."""
     num = den = 0.0
     for rows, w in zip(cells_rows, W if isinstance(W, list) else [W] * len(cells_rows)):
-        a, b = pair_counts(rows, key, w)
+        a, b = _pair_counts(rows, key, w)
         num, den = num + a, den + b
     if not den[0] > 0:
         return math.nan, math.nan, math.nan

@@ -562,12 +562,12 @@ def test_interventions_pair_with_the_baseline_by_seed():
         for x, g in [(dict(base, freeze="ln1", clip=clip), 1.0)] * 2 + [(dict(low, clip=clip), 0.5)]:
             for p in (train.train_run(x)["params"], train.train_stack([x])[0]["params"]):
                 assert np.all(p["ln1_g"] == g) and not p["ln1_b"].any(), clip
-    ap = sweep.sweep_parser(commands=False)
+    ap = sweep._sweep_parser(commands=False)
     for name, change in (("freeze-ln1", dict(freeze="ln1")), ("freeze-lnf", dict(freeze="lnf")),
                          ("decay-except-ln", dict(decay="except-ln")),
                          ("freeze-ln1-low", dict(freeze="ln1", ln1_gain=0.5))):
         a = ap.parse_args(["--protocol", name, "--out", "unused"])
-        sweep.sweep_options(ap, a, [])
+        sweep._sweep_options(ap, a, [])
         assert {k: getattr(a, k) for k in change} == change, name
     with pytest.raises(ValueError, match="freeze acts on the Transformer"):
         run_options.validate_options(dict(model="mlp", freeze="ln1"))
@@ -1078,7 +1078,7 @@ def test_value_errors(call, match):
 
 def test_rows_must_agree_with_themselves_each_other_and_their_sweep_json(tmp_path, capsys,
                                                                          smoke_ref, monkeypatch):
-    """Family 3: one row validator (folder.check_rows, folder.check_meta) for resume, merge and
+    """Family 3: one row validator (folder.check_rows, folder._check_meta) for resume, merge and
     report: a contradiction stops with one line naming the file and line; a torn row in the
     middle of a file is named in a warning; a run recorded twice alike counts once."""
     ref_table = (smoke_ref / "table.md").read_text()
@@ -1338,13 +1338,13 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
     assert "| ours (a) | 8 |" in table and "| steps-500 (b) | 16 |" in table   # and --steps 100
     assert "memorised" in table and "| ours |" not in table and "| steps-500 |" not in table
     smoke = dict(steps=150, n_test=500)      # a protocol that is the smoke preset: named alone
-    md, _ = report.compare_table([str(tmp_path / "a"), str(tmp_path / "b")], log=lambda *_: None,
+    md, _ = report._compare_table([str(tmp_path / "a"), str(tmp_path / "b")], log=lambda *_: None,
                                  protocols={"ours": smoke, "steps-500": dict(smoke, steps=100)})
     assert "| ours | 8 |" in md and "| steps-500 | 16 |" in md
     assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--out", out]) == 0
     assert table.count("| ours (a) |") * 2 == open(out).read().count("| ours (a) |")
     assert open(out).read().count("1.00 [1.00, 1.00]") == 2 * table.count("| ours (a) |")  # paired
-    md, _ = report.compare_table([str(tmp_path / "a")] * 2, log=lambda *_: None,
+    md, _ = report._compare_table([str(tmp_path / "a")] * 2, log=lambda *_: None,
                                  protocols={"ours": smoke})
     assert "| ours |" not in md and md.count("| ours (a) |") == 2 * table.count("| ours (a) |")
     assert sweep.main(["compare", str(tmp_path / "a"), "--seeds", "1", "--Ts", "16", "--out",
@@ -1371,7 +1371,7 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
 def test_compare_places_the_papers_mstar_only_for_the_papers_task(smoke_ref, tmp_path,
                                                                   monkeypatch):
     monkeypatch.setattr(report, "PAPER_MSTAR", {8: 1.0, 16: 1e6})   # the smoke sweep's T
-    md, _ = report.compare_table([str(smoke_ref)], log=lambda *_: None)
+    md, _ = report._compare_table([str(smoke_ref)], log=lambda *_: None)
     assert "majority m* interval (95%): below at T = 8; above at T = 16" in md
     assert "| 8 | " in md and " | 1.0 | " in md                      # the paper's m* column
     other = _copy(smoke_ref, tmp_path / "or")                          # the same runs, called OR
@@ -1381,7 +1381,7 @@ def test_compare_places_the_papers_mstar_only_for_the_papers_task(smoke_ref, tmp
     (other / "sweep.json").write_text(json.dumps(meta))              # rows relabelled to match
     (other / "runs.csv").write_text((other / "runs.csv").read_text().replace(old, meta["sweep_id"])
                                     .replace("transformer,and,", "transformer,or,"))
-    md, _ = report.compare_table([str(other)], log=lambda *_: None)
+    md, _ = report._compare_table([str(other)], log=lambda *_: None)
     assert "paper's m*" not in md and " | 1.0 | " not in md
 
 
@@ -1389,20 +1389,20 @@ def test_paper_position_places_the_papers_mstar_against_each_interval():
     st = lambda lo, hi: dict(m_star_lo=lo, m_star_hi=hi, n_seeds=5)  # paper: 50 at 100, 69.2 at 300
     stats = {("transformer", 100): st(51, 68), ("transformer", 300): st(60, 69),
              ("transformer", 500): st(70, 90), ("transformer", 8): st(1, 2)}   # 8: not in it
-    assert report.paper_position("p", stats) == (
+    assert report._paper_position("p", stats) == (
         "p: the paper's m* against this folder's majority m* interval (95%): inside at T = 500; "
         "below at T = 100; above at T = 300")
-    assert report.paper_position("p", {("transformer", 100): st(50, 50)}).endswith(
+    assert report._paper_position("p", {("transformer", 100): st(50, 50)}).endswith(
         "inside at T = 100 (every paper T held)")
-    assert report.paper_position("p", {("transformer", 100): dict(
+    assert report._paper_position("p", {("transformer", 100): dict(
         st(math.inf, math.inf), n_seeds=0)}).endswith("without a finished seed at T = 100")                         # the bounds count as inside
-    assert report.paper_position("p", {("transformer", 8): st(1, 2)}) is None
+    assert report._paper_position("p", {("transformer", 8): st(1, 2)}) is None
 
 
 def test_families_plot_series_hold_mstar_against_T_and_s(smoke_ref):
-    _, by_family = families.families_table([str(smoke_ref)], log=lambda *_: None)
+    _, by_family = families._families_table([str(smoke_ref)], log=lambda *_: None)
     (grid, cells, _, limits), = by_family.values()
-    (c,) = families.mstar_series(by_family)                 # one family, two T, one s: no s series
+    (c,) = families._mstar_series(by_family)                 # one family, two T, one s: no s series
     assert c["axis"] == "T" and c["label"] == "and s = 3" and c["x"] == [8, 16]
     assert c["mstar"] == [cells[T][1]["m_star"] for T in (8, 16)]
     assert all(lo <= m <= hi for lo, m, hi in zip(c["lo"], c["mstar"], c["hi"]))
@@ -1410,7 +1410,7 @@ def test_families_plot_series_hold_mstar_against_T_and_s(smoke_ref):
     st = dict(m_star=math.inf, m_star_lo=50.0, m_star_hi=math.inf)   # past the grid: at its end
     two_s = {("junta", 1): ([8, 16], {100: (None, dict(st, m_star=9.0, m_star_hi=9.0))}, "", {}),
              ("junta", 2): ([8, 16], {100: (None, st)}, "", {100: None})}
-    (c,) = families.mstar_series(two_s)
+    (c,) = families._mstar_series(two_s)
     assert (c["axis"], c["label"], c["x"], c["mstar"], c["hi"], c["above"], c["open_hi"]) == (
         "s", "junta, T = 100", [1, 2], [9.0, 16], [9.0, 16], [False, True], [False, True])
 
@@ -1419,10 +1419,10 @@ def test_families_says_when_m50_is_not_located_rather_than_beyond_the_grid():
     grid = [8, 16, 32]
     e = lambda m50, b: dict(m50=m50, m50_lo=m50, m50_hi=m50, b=b)
     falls, beyond, fine = e(math.inf, -0.5), e(math.inf, None), e(20.0, 1.0)
-    assert families.m50_text(falls) == "not located (success does not rise with m)"
-    assert families.m50_text(beyond) == "inf [inf, inf]" and families.m50_text(fine) == "20 [20, 20]"
-    assert families.m50_text(e(math.inf, 0.0)).startswith("not located")     # flat: not located
-    line = families.growth_line("junta", 100, "m50", [(1, grid, fine), (2, grid, falls),
+    assert families._m50_text(falls) == "not located (success does not rise with m)"
+    assert families._m50_text(beyond) == "inf [inf, inf]" and families._m50_text(fine) == "20 [20, 20]"
+    assert families._m50_text(e(math.inf, 0.0)).startswith("not located")     # flat: not located
+    line = families._growth_line("junta", 100, "m50", [(1, grid, fine), (2, grid, falls),
                                                        (3, grid, beyond)], "m50")
     assert "left out: s = 2 (m50 not located: pooled success does not rise with m); " \
            "3 (m50 above the largest m tried, 32)" in line
@@ -1443,7 +1443,7 @@ def test_families_table_puts_tasks_side_by_side_with_label_balance(smoke_ref, tm
             if ln.startswith("| and |")] == [["16", "1"]]
     code, _, err = run_cli(capsys, "sweep", "families", str(smoke_ref), str(smoke_ref))
     assert code == 2 and "both hold and with s = 3" in err and len(err.splitlines()) == 1
-    p, se = families.label_balance("majority", 3, 20, n_seeds=2, n=500)
+    p, se = families._label_balance("majority", 3, 20, n_seeds=2, n=500)
     assert abs(p - 0.5) < 5 * se + 1e-9 and 0 < se < 0.05
 
 
@@ -1474,7 +1474,7 @@ def test_families_fit_m50_across_s_and_name_the_s_left_out():
         entry = dict(m_star=m_star, m_star_boot=np.full(50, m_star))
         by_family[("and", s)] = (grid, {100: (stats.success_estimates(rows), entry, rows)}, "f")
     by_family[("or", 3)] = by_family[("and", 3)]                    # one s only: no line
-    line, line_mstar = families.growth_lines(by_family)
+    line, line_mstar = families._growth_lines(by_family)
     assert line_mstar.startswith("and at T = 100, m* across s = 1, 2, 3, 4, 5 (left out: s = 6 "
                                  "(m* above the largest m tried, 320)): m* ~ a s^k, k = 2.00 "
                                  "[2.00, 2.00]")
@@ -1536,11 +1536,11 @@ def test_results_pages_show_their_tables_as_the_files_the_commands_wrote(tmp_pat
 def test_a_width_screened_at_large_T_only_has_no_law_and_is_said_so(smoke_ref, tmp_path):
     """A screen of a new width runs at large T only: the table shows it, naming the missing law,
     instead of failing on the small-T fit it cannot make."""
-    table, curves = report.width_table([str(smoke_ref)], log=lambda line: None, fit_below=4)
+    table, curves = report._width_table([str(smoke_ref)], log=lambda line: None, fit_below=4)
     assert [c["dep"]["ratios"] for c in curves] == [{}]
     assert table.count("(no small-T law)") == 2 and "| no small-T law |" in table
     assert "no small-T law (fewer than 2 T <= 4 run)" in table
-    table, curves = report.width_table([str(smoke_ref)], log=lambda line: None, fit_below=16)
+    table, curves = report._width_table([str(smoke_ref)], log=lambda line: None, fit_below=16)
     assert "(fit range)" in table and "no small-T law" not in table
 
 
@@ -1589,7 +1589,7 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
     curves = [curve(64, {300: True, 1000: True, 3000: False}),
               curve(80, {300: False, 1000: True, 3000: False}),
               curve(128, {300: False, 1000: True})]
-    edges = {e["T"]: e for e in report.width_edges(curves, fit_below=100)}
+    edges = {e["T"]: e for e in report._width_edges(curves, fit_below=100)}
     assert edges[10]["edge"] is None and edges[10]["states"] == ["fit range"] * 3
     assert edges[300]["edge"] == (64, 80) and edges[300]["states"][:2] == ["above it",
                                                                             "consistent with it"]
@@ -1599,11 +1599,11 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
     assert edges[300]["d_p"] == theory.construction_width(300, 3) == 274
     odd = [curve(64, {300: False, 1000: True}), curve(80, {300: True, 1000: False}),
            dict(curve(96, {}), est={10: {}, 30: {}, 300: {}}, dep=dict(ratios={}))]
-    edges = {e["T"]: e for e in report.width_edges(odd, fit_below=100)}
+    edges = {e["T"]: e for e in report._width_edges(odd, fit_below=100)}
     assert edges[300]["edge"] == (None, 64)          # a wider width above it does not bound it
     assert edges[300]["states"][2] == "no small-T law" and edges[1000]["edge"] == (64, 80)
     late = [curve(64, {300: True, 1000: False})]     # the first judged T keeps no width
-    edges = report.width_edges(late, fit_below=100)
+    edges = report._width_edges(late, fit_below=100)
     assert [e["ln_T"] for e in edges] == [None, None, None, 64]
 
     base = _seed_rows(4)                             # paired: 80 loses ground, 96 keeps its offset
@@ -1614,7 +1614,7 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
         return dict(d=d, s=3, est={T: stats.success_estimates(r) for T, r in rows.items()},
                     runs=rows, dep=dict(ratios={3000: (0.9, 0.7, 1.1)}))
     curves = [paired(80, 1.5, 3.0), paired(96, 1.5, 1.5), paired(128, 1.0, 1.0)]
-    e = report.width_edges(curves, fit_below=100)[-1]
+    e = report._width_edges(curves, fit_below=100)[-1]
     assert e["states"] == ["consistent with it; loses ground to d = 128", "consistent with it",
                            "consistent with it"]
     assert e["edge"] == (None, 80) and e["paired"] == (80, 96)
@@ -1636,7 +1636,7 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
             def __getattr__(self, name):
                 return self
     ax = Axes()
-    report.edge_panel(ax, late, edges)
+    report._edge_panel(ax, late, edges)
     scaled = [ln for ln in ax.lines if ln[2] and "scaled like ln T (from T = 1000)" in ln[2]]
     assert len(scaled) == 1 and scaled[0][1][0] == pytest.approx(64)   # starts at T = 1000's 64
     assert [ln[1] for ln in ax.lines if ln[0] == [1000] and not ln[2]] == [[64]]   # filled marker
@@ -1667,8 +1667,8 @@ def test_every_command_is_one_line_on_ctrl_c_and_odd_values(tmp_path, capsys, mo
     for module, name, argv, msg in [
             (report, "folder_report", ["--out", str(f), "--report"], "during the report"),
             (report, "statistical_limits", ["limit", "--Ts", "10", "--seeds", "2"], "interrupted"),
-            (sweep, "matmul_gflops", ["bench", "--Ts", "10", "--throughput", "10"], "interrupted"),
-            (sweep, "sweep_parser", ["--out", str(f)], "interrupted")]:
+            (sweep, "_matmul_gflops", ["bench", "--Ts", "10", "--throughput", "10"], "interrupted"),
+            (sweep, "_sweep_parser", ["--out", str(f)], "interrupted")]:
         monkeypatch.setattr(module, name, ctrl_c)
         code = cli.one_line_errors("studies.sweep", sweep.main, argv)
         err = capsys.readouterr().err
@@ -1799,14 +1799,14 @@ def test_reports_never_replace_a_file_that_is_not_their_own(tmp_path, capsys, mo
 
 def _subcommand(name):
     """The parser of `python -m studies.sweep NAME`."""
-    ap = sweep.sweep_parser()
+    ap = sweep._sweep_parser()
     return next(a for a in ap._actions if a.__class__.__name__ == "_SubParsersAction").choices[name]
 
 
 @pytest.mark.parametrize("command", ["train", "sweep", "bench"])
 def test_every_option_refuses_bad_values_in_one_line(command, capsys, tmp_path):
     """Walk every option of every command: a bad value gives exit 2 and one line on stderr."""
-    parser = {"train": train.train_parser, "sweep": sweep.sweep_parser,
+    parser = {"train": train.train_parser, "sweep": sweep._sweep_parser,
               "bench": lambda: _subcommand("bench")}[command]()
     prefix = [] if command == "train" else [command]
     tried = 0
@@ -1870,7 +1870,7 @@ def test_ctrl_c_while_a_command_starts_is_one_line(tmp_path, capsys, monkeypatch
 def test_a_monitor_only_watches_and_stops_a_stack_when_every_run_reaches_the_bar():
     runs = [dict(SMALL, task="parity", s=2, T=10, m=400, steps=400, d=16, heads=4, mlp=16, seed=s)
             for s in (0, 1)]
-    watch = steps.FirstHit(10, 2)
+    watch = steps._FirstHit(10, 2)
     seen = train.train_stack(runs, monitor=watch)
     plain = train.train_stack(runs)
     ran = seen[0]["steps_run"]
@@ -1878,8 +1878,8 @@ def test_a_monitor_only_watches_and_stops_a_stack_when_every_run_reaches_the_bar
     assert all(s["steps_run"] == ran for s in seen) and plain[0]["steps_run"] == 400
     for a, b in zip(seen, plain, strict=True):   # the same training, cut where it stopped
         assert a["losses"] == b["losses"][:ran]
-    never = steps.FirstHit(10, 2)
-    never.__class__ = type("Never", (steps.FirstHit,), {"__call__": lambda self, *a: False})
+    never = steps._FirstHit(10, 2)
+    never.__class__ = type("Never", (steps._FirstHit,), {"__call__": lambda self, *a: False})
     assert train.train_stack(runs, monitor=never)[0]["steps_run"] == 400
 
 
@@ -1888,17 +1888,17 @@ def test_paired_medians_carry_the_settings_difference_not_the_seeds_luck():
     ref = [dict(T=50, seed=sd, steps_to_bar=int(rng.integers(50, 5000)), censored=0)
            for sd in range(12)]
     twice = [dict(r, steps_to_bar=2 * r["steps_to_bar"]) for r in ref][::-1]  # another order
-    assert steps.paired_medians(twice, ref)[2:] == (2.0, 2.0, 2.0, 12)   # exact: seeds paired
+    assert steps._paired_medians(twice, ref)[2:] == (2.0, 2.0, 2.0, 12)   # exact: seeds paired
     # a smaller budget on one side: both are censored at it
-    _, _, ratio, lo, hi, _ = steps.paired_medians(ref, ref, budget=int(np.median(
+    _, _, ratio, lo, hi, _ = steps._paired_medians(ref, ref, budget=int(np.median(
         [r["steps_to_bar"] for r in ref])) - 1)
     assert ratio is None and lo is None and hi is None             # both medians inf: undefined
     censored = [dict(r, censored=1, steps_to_bar=None) if r["seed"] < 7 else r for r in twice]
-    ma, _, ratio, lo, hi, _ = steps.paired_medians(censored, ref)
+    ma, _, ratio, lo, hi, _ = steps._paired_medians(censored, ref)
     assert ma == ratio == hi == np.inf and lo > 2                    # most censored: above
-    assert steps.paired_medians(twice[-5:], ref)[-1] == 5            # only the shared seeds
+    assert steps._paired_medians(twice[-5:], ref)[-1] == 5            # only the shared seeds
     with pytest.raises(ValueError, match="share no seed"):
-        steps.paired_medians(twice[:3], ref[:3])
+        steps._paired_medians(twice[:3], ref[:3])
 
 
 def test_steps_sigterm_says_what_was_saved(tmp_path):
@@ -2159,7 +2159,7 @@ def test_an_mstar_interval_open_at_the_grid_says_how_often_it_leaves_it():
     cells = {30: (None, st(10, 8, 10, 0.0), None),                          # inside: no line
              1000: (None, st(580, 10, math.inf, 0.25), None),
              3000: (None, st(math.inf, 580, math.inf, 1.0), None)}          # off the grid
-    (line,) = families.grid_edge_lines({("junta", 3): (grid, cells, "f", {})})
+    (line,) = families._grid_edge_lines({("junta", 3): (grid, cells, "f", {})})
     assert line == ("junta s = 3, T = 1000: m* = 580, the largest m tried, so a growth to it is a "
                     "lower bound; m* lies above the largest m tried (580) with bootstrap "
                     "probability 0.250")
@@ -2470,9 +2470,9 @@ def test_mechanism_run_stops_its_pool_as_every_command_does(tmp_path, monkeypatc
         raise KeyboardInterrupt
     _tiny_plan(str(tmp_path))
     monkeypatch.setattr(harness, "worker_pool", recording_pool)
-    monkeypatch.setattr(mechanism, "run_stacks", ctrl_c)
+    monkeypatch.setattr(mechanism, "_run_stacks", ctrl_c)
     with pytest.raises(KeyboardInterrupt):
-        mechanism.run_plan(str(tmp_path), workers=2, log=lambda *a, **k: None)
+        mechanism._run_plan(str(tmp_path), workers=2, log=lambda *a, **k: None)
     assert made == [2, "stopped"]
 
 
@@ -2550,9 +2550,9 @@ def test_sizes_are_checked_before_anything_is_built(smoke_ref, tmp_path, capsys,
     of searches is built; so is a grid too fine to build."""
     def built(*args, **kw):
         raise AssertionError("a list of searches was built before the sizes were checked")
-    monkeypatch.setattr(sweep, "run_searches", built)
+    monkeypatch.setattr(sweep, "_run_searches", built)
     monkeypatch.setattr(folder, "missing_searches", built)
-    monkeypatch.setattr(steps, "run_all", built)
+    monkeypatch.setattr(steps, "_run_all", built)
     f = _copy(smoke_ref, tmp_path / "f")
     for argv in (["sweep", "--preset", "smoke", "--workers", "1", "--out", str(tmp_path / "n"),
                   "--seeds", "1000000000"],
@@ -2610,10 +2610,10 @@ def test_m_grid_and_limit_caches_refuse_impossible_values(smoke_ref, tmp_path, m
         (smoke_ref / "limits.json").read_text())
     for bad in (dict(median=99999, q05=0, q95=1e300), dict(median=7.5, q05=3, q95=9),
                 dict(median=7, q05=3, q95=200000), dict(median=7, q05=0, q95=9)):
-        assert report.cached_limit(dict(bad, n_seeds=200), 200, 16, 3) is None, bad
-    assert report.cached_limit(dict(median=7, q05=3, q95=None, n_seeds=200), 200, 16, 3) == \
+        assert report._cached_limit(dict(bad, n_seeds=200), 200, 16, 3) is None, bad
+    assert report._cached_limit(dict(median=7, q05=3, q95=None, n_seeds=200), 200, 16, 3) == \
         dict(median=7.0, q05=3.0, q95=math.inf, n_seeds=200)
-    assert report.cached_limit(dict(median=0, q05=0, q95=0, n_seeds=200), 200, 3, 3)  # T = s
+    assert report._cached_limit(dict(median=0, q05=0, q95=0, n_seeds=200), 200, 3, 3)  # T = s
     (f / "limits.json").write_text(json.dumps({k: dict(v, median=99999, q05=0, q95=1e300)
                                                for k, v in limits.items()}))
     monkeypatch.setattr(report, "_LIMITS", {})
@@ -2628,7 +2628,7 @@ def test_limit_cache_not_finite_or_huge_is_computed_again_with_a_warning(smoke_r
     is null) or a 400-digit integer is no limit: one warning line, computed again, never shown as
     'inf [inf, inf]' and never an OverflowError."""
     for v in (-math.inf, math.inf, math.nan, 10 ** 400, -10 ** 400):
-        assert report.cached_limit(dict(median=v, q05=3, q95=None, n_seeds=200), 200, 16, 3) \
+        assert report._cached_limit(dict(median=v, q05=3, q95=None, n_seeds=200), 200, 16, 3) \
             is None, v
     f = _copy(smoke_ref, tmp_path / "f")
     ref_table, limits = (smoke_ref / "table.md").read_text(), json.loads(
@@ -2688,7 +2688,7 @@ def test_mechanism_attention_agrees_with_attn_reference():
     p["ln1_b"][:] = 0.3
     S = np.array([0, 4, 7])
     X = (np.random.default_rng(5).random((40, 9)) < 0.6).astype(np.uint8)
-    mass, gap = mechanism.head_attention_on_S(p, cfg, S, X)
+    mass, gap = mechanism._head_attention_on_S(p, cfg, S, X)
     A = attn.cls_attention(p, cfg, X)                                  # [n, H, T + 1]
     rest = np.setdiff1d(np.arange(9), S)
     logA = np.log(A)
@@ -2722,14 +2722,14 @@ def test_mechanism_refuses_a_bad_support_in_one_line():
 
 
 def test_best_seen_monitor_and_loss_summary():
-    b = mechanism.BestSeen(every=10)
+    b = mechanism._BestSeen(every=10)
     assert b(10, [0.5, np.nan], [1, 1]) is False
     assert b(20, [0.9, 0.7], [1, 1]) is False
     assert b(30, [0.9, 0.6], [1, 1]) is False           # a tie keeps the first step
     assert b.best.tolist() == [0.9, 0.7] and b.step.tolist() == [20, 20]
-    final, low, jump = mechanism.loss_summary([0.7, 0.005, 0.002, 0.68, 0.3])
+    final, low, jump = mechanism._loss_summary([0.7, 0.005, 0.002, 0.68, 0.3])
     assert (final, low, jump) == (0.3, 0.002, 0.68)
-    assert math.isnan(mechanism.loss_summary([0.7, 0.5])[2])
+    assert math.isnan(mechanism._loss_summary([0.7, 0.5])[2])
 
 
 def _tiny_plan(out, seeds=2, steps=20, **extra):
@@ -2744,9 +2744,9 @@ def test_mechanism_study_writes_its_columns_and_resumes(tmp_path):
     out = str(tmp_path)
     _tiny_plan(out)
     quiet = lambda *a, **k: None
-    assert mechanism.run_plan(out, log=quiet) == 2
+    assert mechanism._run_plan(out, log=quiet) == 2
     path = os.path.join(out, "runs.csv")
-    assert folder.csv_header(path) == list(mechanism.FIELDS)
+    assert folder._csv_header(path) == list(mechanism.FIELDS)
     rows = folder.read_rows([path])
     assert [(r["d"], r["T"], r["m"], r["seed"]) for r in rows] == [("8", "8", "16", "0"),
                                                                   ("8", "8", "16", "1")]
@@ -2754,12 +2754,12 @@ def test_mechanism_study_writes_its_columns_and_resumes(tmp_path):
         assert r["success"] == (float(r["test_acc"]) >= 0.99)          # read_rows: a bool
         assert 0 < float(r["covering_constant"]) and 0 <= float(r["mass_on_S"]) <= 1
         assert r["best_step"] == "20" and float(r["best_test_acc"]) >= float(r["test_acc"])
-    assert mechanism.run_plan(out, log=quiet) == 0                  # nothing left to run
+    assert mechanism._run_plan(out, log=quiet) == 0                  # nothing left to run
     with open(path) as f:
         text = f.read()
     with open(path, "w") as f:                         # seed 1 lost, a torn row in its place
         f.write(text[:text.rstrip("\n").rfind("\n") + 1] + "fixed,8,8,16,1,1,0.5")
-    assert mechanism.run_plan(out, log=quiet) == 1                  # only seed 1 again
+    assert mechanism._run_plan(out, log=quiet) == 1                  # only seed 1 again
     again = folder.read_rows([path])
     assert len(again) == 2 and again[1]["test_acc"] == rows[1]["test_acc"]   # the same run
     with open(path) as f:
@@ -2769,8 +2769,8 @@ def test_mechanism_study_writes_its_columns_and_resumes(tmp_path):
 def test_mechanism_trace_ends_where_the_unmonitored_run_ends(tmp_path):
     out, quiet = str(tmp_path), lambda *a, **k: None
     _tiny_plan(out, every=5)
-    assert mechanism.run_plan(out, log=quiet) == 2                     # runs.csv: no trace
-    assert mechanism.run_plan(out, log=quiet, what="trace") == 2
+    assert mechanism._run_plan(out, log=quiet) == 2                     # runs.csv: no trace
+    assert mechanism._run_plan(out, log=quiet, what="trace") == 2
     base = {r["seed"]: r for r in folder.read_rows([os.path.join(out, "runs.csv")],
                                                    kind=folder.MECHANISM_ROWS)}
     trace = folder.read_rows([os.path.join(out, "trajectories.csv")],
@@ -2790,7 +2790,7 @@ def test_mechanism_trace_ends_where_the_unmonitored_run_ends(tmp_path):
         X = train.draw_run(runs[0] | dict(seed=res["seed"]))[2][0][:mechanism.N_MEASURE]
         mech = mechanism.measure_mechanism(res["params"], res["cfg"], res["S"], X)
         assert float(r["B_X"]) == mech["B_X"] != float(base[r["seed"]]["B_X"])
-    assert mechanism.run_plan(out, log=quiet, what="trace") == 0       # resumed: nothing left
+    assert mechanism._run_plan(out, log=quiet, what="trace") == 0       # resumed: nothing left
 
 
 def test_trajectory_rows_are_checked_against_their_plan_and_run(tmp_path):
@@ -2940,7 +2940,7 @@ def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, c
     and pairs again, each run against the study's run of its seed."""
     for arm, change in (("freeze-ln1", dict(freeze="ln1")), ("baseline-rerun", {}),
                         ("decay-except-ln", dict(decay="except-ln"))):
-        plan = mechanism.arm_plan("results/mechanism", arm, "borderline", [100, 3000], 20)
+        plan = mechanism._arm_plan("results/mechanism", arm, "borderline", [100, 3000], 20)
         study = [c for c in mechanism.read_plan("results/mechanism")["cells"]
                  if c["design"] == "borderline" and c["T"] in (100, 3000)]
         assert [(c["design"], c["d"], c["T"], c["m"]) for c in plan["cells"]] == [
@@ -2949,9 +2949,9 @@ def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, c
                    for c, b in zip(plan["cells"], study))
         folder.check_plan(plan)
     with pytest.raises(ValueError, match="no borderline cells at T = 200"):
-        mechanism.arm_plan("results/mechanism", "freeze-ln1", "borderline", [100, 200], 20)
+        mechanism._arm_plan("results/mechanism", "freeze-ln1", "borderline", [100, 200], 20)
     with pytest.raises(ValueError, match="arm must be baseline-rerun or one of"):
-        mechanism.arm_plan("results/mechanism", "freeze-ln2", "borderline", [100], 20)
+        mechanism._arm_plan("results/mechanism", "freeze-ln2", "borderline", [100], 20)
     assert set(folder.INTERVENTIONS) <= set(sweep.PROTOCOLS)
     S = "results/mechanism-interventions/screen"
     arms = [f"{S}/{a}" for a in ("baseline-rerun", "freeze-ln1", "decay-except-ln", "freeze-lnf")]
@@ -2960,14 +2960,14 @@ def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, c
     for mine, committed in (("p.md", "paired.md"), ("p.csv", "pairs.csv")):
         with open(tmp_path / mine) as a, open(f"{S}/{committed}") as b:
             assert a.read() == b.read(), committed
-    W = failures.cell_resamples(5, np.random.default_rng(0), n_boot=50)
+    W = failures._cell_resamples(5, np.random.default_rng(0), n_boot=50)
     assert W.shape == (51, 5) and (W[0] == 1).all() and (W.sum(1) == 5).all()
 
 
 def test_mechanism_report_on_a_synthetic_folder(tmp_path):
     out = str(tmp_path)
     _synthetic_study(out)
-    text = mechanism.report(out, log=lambda *a: None)
+    text = mechanism._report(out, log=lambda *a: None)
     assert open(os.path.join(out, "table.md")).read() == text and text.startswith("| d | T |")
     line = lambda start: next(ln for ln in text.splitlines() if ln.startswith(start))
     assert "| 1 [1, 1] established |" in line("| 64 | 10 | 20 | 6 / 6 |")
@@ -2980,7 +2980,7 @@ def test_mechanism_report_on_a_synthetic_folder(tmp_path):
     assert fit.split("|")[5].strip().startswith("3 [3, 3]")          # b of 10 + 3 ln T
     lost = line("| 64 | fixed | 36 |")
     assert lost.split("|")[6].strip().startswith("1 (0.028")          # 1 run of 36
-    assert mechanism.plot_study.__doc__                                 # plots: matplotlib only
+    assert mechanism._plot_study.__doc__                                 # plots: matplotlib only
 
 
 def test_every_study_refuses_a_damaged_plan_or_damaged_rows_in_one_line(tmp_path, capsys,
@@ -3102,10 +3102,10 @@ def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
 
 
 def test_mechanism_cells_of_some_widths():
-    plan = mechanism.arm_plan("results/mechanism", "freeze-ln1", "borderline", [3000], 40, [128])
+    plan = mechanism._arm_plan("results/mechanism", "freeze-ln1", "borderline", [3000], 40, [128])
     assert [(c["d"], c["T"]) for c in plan["cells"]] == [(128, 3000)] and plan["seeds"] == 40
     with pytest.raises(ValueError, match="no borderline cells at width d = 96"):
-        mechanism.arm_plan("results/mechanism", "freeze-ln1", "borderline", [3000], 20, [96])
+        mechanism._arm_plan("results/mechanism", "freeze-ln1", "borderline", [3000], 20, [96])
 
 
 def test_factors_report_holds_each_factor_exactly(tmp_path, capsys):
