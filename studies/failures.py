@@ -210,6 +210,10 @@ def factors_report(study, out, factors=None):
     baseline-rerun of the study, whose runs carry C's factors; default the study's own runs),
     checked (check_rerun, check_factors, reproduction_line), and bound_table for each of the
     study's designs."""
+    study = harness.check_path("study", study, "a study's folder", folder=True)
+    out = harness.check_path("out", out, "a markdown file's path")
+    if factors is not None:
+        factors = harness.check_path("factors", factors, "a baseline-rerun's folder", folder=True)
     plan, cells = load_study(study)
     source = factors or study
     f_plan, f_cells = (plan, cells) if factors is None else load_study(factors)
@@ -330,9 +334,13 @@ def paired_report(study, arms, out, pairs_csv=None):
     same seed (paired_rows; a baseline-rerun arm: reproduction_line), the CPU time of each arm; with
     pairs_csv, every pair as a CSV row (PAIR_FIELDS). Both outputs are claimed before anything is
     written (harness.claim_outputs: neither is an input nor the other), each written whole."""
-    arms = list(arms) if isinstance(arms, (list, tuple)) else arms
-    if not isinstance(arms, list) or not arms:
-        raise TypeError(f"arms must be a non-empty list of arm folders, got {arms!r:.40}")
+    study = harness.check_path("study", study, "a study's folder", folder=True)
+    if not (isinstance(arms, (list, tuple)) and arms):
+        raise TypeError(f"arms must be a non-empty list of arm folders, got {harness.shown(arms)}")
+    arms = [harness.check_path("arms", a, "a list of arm folders", folder=True) for a in arms]
+    out = harness.check_path("out", out, "a markdown file's path")
+    if pairs_csv is not None:
+        pairs_csv = harness.check_path("pairs_csv", pairs_csv, "a CSV file's path")
     _check_paired_folders(study, arms)
     inputs = [f for path in [study] + arms for f in study_files(path)]
     harness.claim_outputs([(out, "table", "--out"), (pairs_csv, "table", "--pairs")], inputs)
@@ -386,7 +394,8 @@ def _paired_page(study, head, cells, pooled, cpu):
 def plan_cost(plan, source):
     """The CPU minutes a plan's runs should take: each cell's mean cpu_seconds per run in the
     study `source` (its runs.csv, the CPU s/run its run.log prints) times the plan's seeds."""
-    _, cells = load_study(source)
+    plan = folder.check_plan(plan, "plan")
+    _, cells = load_study(harness.check_path("source", source, "a study's folder", folder=True))
     per = {(d, T, m): np.mean([r["cpu_seconds"] for r in rows]) for (_, d, T, m), rows in
            cells.items()}
     got = [(c, per.get((c["d"], c["T"], c["m"]))) for c in plan["cells"]]
@@ -607,6 +616,8 @@ def trace_report(out, log=print):
     """The `trace-report` command: OUT/table.md (trace_table, the onsets, the cost) and, with
     matplotlib, OUT/trajectories.png (plot_trace), both claimed before either is written
     (harness.claim_outputs). -> the table's text."""
+    out = harness.check_path("out", out, "a trajectories folder", folder=True)
+    harness.check_callable("log", log)
     harness.claim_outputs([(os.path.join(out, "table.md"), "table", "the table"),
                            (os.path.join(out, "trajectories.png"), "plot", "the plot")],
                           study_files(out))

@@ -84,6 +84,52 @@ def worker_pool(workers):
                       initargs=(os.getpid(),))
 
 
+# ---------------------------------------------------------------- what a public function takes --
+# The checks the studies' public functions make at their door, one message each: a ValueError or
+# TypeError naming the argument (the walker of studies/test_studies.py holds every one to it).
+
+def check_argv(argv):
+    """A command's words: a list of strings, or None for the command line (sys.argv[1:]); a
+    string would be read letter by letter. -> argv (a list, or None)."""
+    if argv is not None and not (isinstance(argv, (list, tuple)) and
+                                 all(isinstance(w, str) for w in argv)):
+        raise TypeError(f"argv must be a list of strings (the command's words) or None, got "
+                        f"{shown(argv)}")
+    return None if argv is None else list(argv)
+
+
+def check_runs(runs, keys=()):
+    """A stack of runs a worker trains: a non-empty list of run options (dicts; train.py checks
+    their values), each holding `keys`. -> runs."""
+    if not (isinstance(runs, list) and runs and all(isinstance(o, dict) for o in runs)):
+        raise TypeError(f"runs must be a non-empty list of run options (dicts), got {shown(runs)}")
+    missing = [k for k in keys for o in runs if k not in o]
+    if missing:
+        raise ValueError(f"runs: a run has no {missing[0]!r}")
+    return runs
+
+
+def shown(v, most=60):
+    """What a caller gave, on one line and at most `most` characters (an array's repr is not)."""
+    return " ".join(repr(v).split())[:most]
+
+
+def check_path(name, v, what="a path", folder=False):
+    """v a non-empty path (str or os.PathLike, not bytes), else TypeError naming `name`; with
+    `folder`, an existing folder, else ValueError. -> the path as a str."""
+    if not isinstance(v, (str, os.PathLike)) or isinstance(v, bytes) or not os.fspath(v):
+        raise TypeError(f"{name} must be {what} (a non-empty str), got {shown(v)}")
+    if folder and not os.path.isdir(v):
+        raise ValueError(f"{name} {os.fspath(v)} is not a folder (no such folder from here)")
+    return os.fspath(v)
+
+
+def check_callable(name, v):
+    if not callable(v):
+        raise TypeError(f"{name} must be a function, got {shown(v)}")
+    return v
+
+
 # ---------------------------------------------------------------- the outputs of a command ------
 
 def claim_outputs(claims, inputs=()):

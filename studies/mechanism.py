@@ -46,6 +46,8 @@ from concurrent.futures import FIRST_COMPLETED, wait
 import numpy as np
 
 import attn
+from attn import INTS, REALS, check_number
+import run_options
 import train
 from cli import OneLineParser, int_list, integer, number
 from theory import covering_constant, covering_parts, norm_measures, paper_score_gap
@@ -104,6 +106,25 @@ def _head_attention_on_S(p, cfg, S, X):  # -> mass [H], gap [H]
     return (on_S / Z).mean(0), gap.mean(0)
 
 
+def _check_support(S, T):
+    """S read as positions (array-likes too): 1 to T - 1 distinct integers in [0, T)."""
+    A = np.asarray(S) if isinstance(S, (list, tuple, np.ndarray)) else None
+    if A is None or A.ndim != 1 or A.dtype.kind not in "iu" or not 1 <= len(A) < T or \
+            len(np.unique(A)) != len(A) or A.min() < 0 or A.max() >= T:
+        raise ValueError(f"S must hold 1 to T - 1 distinct integer positions in [0, {T}), got "
+                         f"{harness.shown(S)}")
+    return A.astype(np.intp)
+
+
+def _check_inputs(X, T):
+    """X read as inputs (array-likes too): [n >= 1, T] bits 0/1."""
+    A = np.asarray(X) if isinstance(X, (list, tuple, np.ndarray)) else None
+    if A is None or A.dtype.kind not in "biuf" or A.ndim != 2 or A.shape[1] != T or not len(A):
+        raise ValueError(f"X must be [n >= 1, T={T}] bits 0/1, got {harness.shown(X)}")
+    attn.check_01("X", A, "bits")
+    return A
+
+
 def measure_mechanism(p, cfg, S, X):
     """The mechanism of a trained model (params p, attn.py config cfg) on its support S, averaged
     over the inputs X [n, T] -> dict of floats (and per_head lists).
@@ -126,6 +147,9 @@ def measure_mechanism(p, cfg, S, X):
     is their product), qk_fro and v_21 (the largest head's ||W_QK||_F and ||W_V||_{2,1}) and the
     head sums theory.COVERING_SUMS, from which theory.covering_from_parts gives C again;
     per_head: each of score_scale, norm_V, norm_O, mass_on_S, score_gap per head."""
+    attn.check_config(cfg)
+    attn.check_params(p, cfg)
+    S, X = _check_support(S, cfg["T"]), _check_inputs(X, cfg["T"])
     nm = norm_measures(p, cfg)
     mass, gap = _head_attention_on_S(p, cfg, S, X)
     at = nm["B_X_position"]
@@ -167,7 +191,8 @@ def _folder_mstars(path, Ts, n_seeds):
     for T in Ts:
         near = min(have, key=lambda t: abs(math.log(t / T)))
         if abs(math.log(near / T)) > math.log(NEAR_T):
-            raise ValueError(f"{path} has no T within a factor {NEAR_T} of T={T} (it has {have})")
+            raise ValueError(f"{path} has no T within a factor {NEAR_T} of T={T} (Ts or extra; it "
+                             f"has {have})")
         c = crit[("transformer", near)]
         if not math.isfinite(c["m_star"]):
             raise ValueError(f"{path}: m* at T={near} is above its grid; no borderline m there")
@@ -177,12 +202,36 @@ def _folder_mstars(path, Ts, n_seeds):
     return int(options["d"]), options, meta["bar"], out
 
 
+def _check_plan_arguments(folders, Ts, extra, n_seeds, fixed_from, factor):
+    """plan_cells' arguments, each checked in one line naming it -> (folders, Ts, extra) as lists."""
+    if not (isinstance(folders, (list, tuple)) and folders):
+        raise TypeError(f"folders must be a non-empty list of sweep folders, got {harness.shown(folders)}")
+    folders = [harness.check_path("folders", p, "a list of folder paths") for p in folders]
+    if not (isinstance(Ts, (list, tuple)) and Ts):
+        raise TypeError(f"Ts must be a non-empty list of integers T >= 1, got {harness.shown(Ts)}")
+    Ts = [check_number("Ts", T, INTS, 1) for T in Ts]
+    if not (isinstance(extra, (list, tuple)) and all(
+            isinstance(p, (list, tuple)) and len(p) == 2 for p in extra)):
+        raise TypeError(f"extra must be a list of (d, T) pairs, got {harness.shown(extra)}")
+    extra = [tuple(check_number("extra", v, INTS, 1) for v in p) for p in extra]
+    check_number("n_seeds", n_seeds, INTS, 1, folder.MAX_SEARCHES + 1)
+    if fixed_from is not None:
+        check_number("fixed_from", fixed_from, INTS, 1)
+    positive = "a finite number > 0 (fixed m = factor x m*)"
+    check_number("factor", factor, REALS, 0, what=positive)
+    if not factor > 0:
+        raise ValueError(f"factor must be {positive}, got {factor!r}")
+    return folders, Ts, extra
+
+
 def plan_cells(folders, Ts, extra=(), n_seeds=20, fixed_from=None, factor=2.0):
     """The study's plan: cells in the order they run -> dict(seeds, bar, cells). folders: committed
     sweep folders, one per width; Ts: the T of every width; extra: (d, T) cells run last (a large T
     at one width). Order: the borderline m at every T of every width, then the fixed m, then the
     extra cells (borderline, then fixed), so that a study cut short leaves whole designs behind.
-    fixed m = round(factor x m*) of the width fixed_from (default: the widest)."""
+    fixed m = round(factor x m*) of the width fixed_from (default: the widest), checked here: a
+    factor that makes a fixed m no run can train is refused before anything is planned."""
+    folders, Ts, extra = _check_plan_arguments(folders, Ts, extra, n_seeds, fixed_from, factor)
     widths = {}
     for path in folders:
         Ts_here = sorted(set(Ts) | {T for d, T in extra})
@@ -206,6 +255,13 @@ def plan_cells(folders, Ts, extra=(), n_seeds=20, fixed_from=None, factor=2.0):
             mstars_from=fixed_from, factor=factor, **widths[fixed_from][3][T])
         m = src["m_star"] if design == "borderline" else int(round(factor * src["m_star"]))
         opts = {k: v for k, v in options.items()}
+        try:
+            if m < 1:
+                raise ValueError("m must be at least 1")
+            train.check_run_memory(run_options.validate_options(dict(opts, T=T, m=m)))
+        except ValueError as e:
+            raise ValueError(f"factor = {factor:g} makes the {design} m = {m} at d={d}, T={T} "
+                             f"(m* {src['m_star']}), which no run can train: {e}") from None
         return dict(design=design, d=d, T=T, m=m, options=opts, source=src)
 
     main = [(d, T) for T in sorted(Ts) for d in sorted(widths)]
@@ -323,6 +379,7 @@ def train_cell(runs):
     """A stack of runs of one cell (one d, T and m; different seeds) in a worker process: train
     them together (train.train_stack, whose stacked runs equal the runs alone), measure each ->
     the CSV rows. A diverged run is a failure whose measurements are nan."""
+    harness.check_runs(runs, ("design", "steps"))
     cli.keep_freed_memory()
     design = runs[0]["design"]
     runs = [{k: v for k, v in o.items() if k != "design"} for o in runs]
@@ -352,6 +409,15 @@ def train_trace(runs, every):
     """train_cell's sibling for the trajectories: a stack of runs of one cell trained with the
     Trace monitor -> its rows (one per run per logged step; success is set by the writer from
     final_test_acc). The training is train_cell's: the monitor only reads."""
+    harness.check_runs(runs, ("design", "steps"))
+    steps = runs[0]["steps"]
+    if not (isinstance(steps, int) and steps >= 1):
+        raise ValueError(f"runs: steps must be an integer >= 1, got {steps!r:.40}")
+    every = check_number("every", every, INTS, 1, steps + 1, "an integer in [1, {hi}) (the "
+                         "runs' steps + 1)")
+    if steps % every:
+        raise ValueError(f"every = {every} must divide the runs' steps ({steps}): the last step "
+                         f"is logged")
     cli.keep_freed_memory()
     design = runs[0]["design"]
     runs = [{k: v for k, v in o.items() if k != "design"} for o in runs]
@@ -929,7 +995,7 @@ def _save_plan(out, make):
 
 
 def main(argv=None):
-    a = _parser().parse_args(argv)
+    a = _parser().parse_args(harness.check_argv(argv))
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)
     try:

@@ -50,6 +50,7 @@ import numpy as np
 import hypotheses
 import run_options
 import train
+from attn import INTS, check_number
 from theory import fit_line
 
 from studies import folder, harness, report, stats
@@ -83,6 +84,8 @@ class _FirstHit:
 def run_stack(runs, every):
     """Train one stack (runs that share T) until each reaches the bar or the budget: one CSV row
     per run, and the curves of the runs with seed < CURVE_SEEDS."""
+    harness.check_runs(runs, ("steps",))
+    check_number("every", every, INTS, 1)
     cli.keep_freed_memory()
     watch = _FirstHit(every, len(runs))
     results = train.train_stack(runs, monitor=watch)
@@ -110,6 +113,9 @@ def read_done(path, meta=None):
     contradicts itself (a censored flag against its steps_to_bar), its folder's steps.json
     `meta` (task, s, m, budget, every) or another row of the same run is one line naming the
     file and line."""
+    harness.check_path("path", path, "the path of a folder's steps.csv")
+    if meta is not None and not isinstance(meta, dict):
+        raise TypeError(f"meta must be a steps.json's dict or None, got {harness.shown(meta)}")
     out = os.path.dirname(path) or "."
     paths = [p for p in folder.csv_paths(out, "steps") if os.path.isfile(p)]
     rows = folder.check_rows(folder.read_rows(paths, kind=folder.STEPS_ROWS), meta=meta,
@@ -121,6 +127,7 @@ def read_steps_meta(out):
     """OUT/steps.json as a dict, every field checked (options: train.py's values, budget and every
     integers >= 1, Ts integers >= 1, seeds an integer >= 1), or a one-line ValueError naming the
     file and the field."""
+    harness.check_path("out", out, "a steps.py folder")
     path = os.path.join(out, "steps.json")
     try:
         meta = json.loads(cli.read_text_file(path, "steps.json"))
@@ -446,7 +453,7 @@ def _parser():
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else harness.check_argv(argv)
     ap = _parser()
     a = ap.parse_args(argv)
     base = dict({k: getattr(a, k) for k in OPTIONS}, steps=a.budget, log_every=0)

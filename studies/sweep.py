@@ -40,6 +40,7 @@ from cli import OneLineParser, int_list, integer, number
 import numpy as np
 
 import attn
+from attn import INTS, check_number
 import data
 import fast
 import optim
@@ -283,7 +284,7 @@ def _add_pages_command(sub):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else harness.check_argv(argv)
     cli.keep_freed_memory()
     named = bool(argv) and argv[0] in COMMANDS
     ap = _sweep_parser(commands=named or "-h" in argv or "--help" in argv)
@@ -505,6 +506,7 @@ def sweep_worker(runs):
     same T and m, whose results are bit for bit those of the runs alone); MLP runs one by one. A
     diverged run is a failed run (test_acc nan), not the end of the sweep; so is a run of the
     paper's data protocol whose m is too small to draw a training set that identifies S."""
+    harness.check_runs(runs, ("m", "model"))
     cli.keep_freed_memory()
     runs = [dict(o, log_every=0, batch=0 if o.get("batch", 0) >= o["m"] else o["batch"])
             for o in runs]                      # a minibatch as large as the set: full batch
@@ -540,6 +542,8 @@ def stack_size(T, most, d=64, heads=16, itemsize=4):
     """Runs per stack at context length T: stacking pays numpy's per-call overhead once for R
     runs, but past a few MiB per array the passes over memory slow every run down (the README's
     performance page has the measurements). At least 1, at most `most`."""
+    for name, v in (("T", T), ("most", most), ("d", d), ("heads", heads), ("itemsize", itemsize)):
+        check_number(name, v, INTS, 1, 2 ** 62)
     per_run = (2 * T + 1) * (d + heads) * itemsize
     return max(1, min(most, STACK_BYTES // per_run))
 

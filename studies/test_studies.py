@@ -32,8 +32,8 @@ import theory
 import train
 from studies import (families, failures, folder, harness, mechanism, report, stats, steps, study,
                      sweep, theory_report)
-from test_all import (ARRAY_LIKE, HERE, NAN, RNGS, SMALL, TINY, Walk, _one_line, _public, _python,
-                      _walk, cubic)
+from test_all import (ARRAY_LIKE, HERE, NAN, NO_ALLOC, RNGS, SMALL, TINY, Walk, _one_line, _public,
+                      _python, _walk, cubic)
 
 M50_TRUE, B_TRUE = 80.0, 4.0
 
@@ -3581,3 +3581,107 @@ def test_paired_and_trace_report_refuse_what_they_cannot_read_in_one_line(tmp_pa
     code, _, err = mech("trace-report", str(tmp_path / "trace2"))
     _study_refused(code, err, "plan.json: every is missing")
     assert not (trace / "table.md").exists() and not (tmp_path / "trace2" / "table.md").exists()
+
+
+# ---------------------------------------------------------------- issue 45: the studies' walker
+
+WALK_TMP = []          # the walker's scratch folder (walk_tmp): outputs and folders by hand
+
+
+@pytest.fixture(scope="module")
+def walk_tmp(tmp_path_factory):
+    """A study, a trajectories folder and room for outputs, made once for the studies' walks."""
+    root = tmp_path_factory.mktemp("walk45")
+    _synthetic_study(str(root / "study"))
+    _synthetic_trace(str(root / "trace"))
+    WALK_TMP[:] = [str(root)]
+    yield str(root)
+    WALK_TMP[:] = []
+
+
+def _w(*parts):
+    return os.path.join(WALK_TMP[0], *parts)
+
+
+NEW_FILE = {"'bogus'": "a new file's name: it is written (in the working folder)"}
+ARGV = {"None": "the command line (sys.argv)"}
+COMMAND = "a parsed command line, every value checked by its parser, and the command's way out"
+_RUN = lambda **kw: dict(dict(run_options.DEFAULTS, T=8, m=16, d=8, heads=2, mlp=8, steps=20,
+                              n_test=100, seed=0, log_every=0), **kw)
+STUDY_WALK = {
+    # mechanism.py
+    "mechanism.measure_mechanism": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], S=np.array([0, 2]),
+                                                       X=f["X"]),
+                                        legal=dict(S={"list": ARRAY_LIKE}, X={"list": ARRAY_LIKE}),
+                                        names=dict(p=r"params?")),
+    "mechanism.plan_cells": Walk(lambda f: dict(folders=["results/width/d-128"], Ts=[10],
+                                                extra=[], n_seeds=2, fixed_from=None,
+                                                factor=2.0),
+                                 ),
+    "mechanism.train_cell": Walk(lambda f: dict(runs=[dict(_RUN(), design="fixed")]), run=False),
+    "mechanism.train_trace": Walk(lambda f: dict(runs=[dict(_RUN(), design="fixed")], every=10),
+                                  run=False),
+    "mechanism.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
+    # failures.py
+    "failures.factors_report": Walk(lambda f: dict(study="results/mechanism", out=_w("f.md"),
+                                                   factors="results/mechanism-factors"),
+                                    legal=dict(out=NEW_FILE)),
+    "failures.paired_report": Walk(lambda f: dict(study="results/mechanism",
+                                                  arms=[f"{SCREEN}/freeze-ln1"], out=_w("p.md"),
+                                                  pairs_csv=_w("p.csv")),
+                                   legal=dict(out=NEW_FILE, pairs_csv={
+                                       **NEW_FILE, "None": "no pairs table asked for"})),
+    "failures.plan_cost": Walk(lambda f: dict(plan=folder.read_plan(f"{SCREEN}/freeze-ln1"),
+                                              source="results/mechanism")),
+    "failures.trace_report": Walk(lambda f: dict(out=_w("trace"), log=lambda *a: None)),
+    # families.py, report.py's commands, sweep.py, steps.py
+    "families.families_command": Walk(lambda f: dict(a=None, fail=None), run=False,
+                                      legal=dict(a={"*": COMMAND}, fail={"*": COMMAND})),
+    "sweep.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
+    "sweep.sweep_worker": Walk(lambda f: dict(runs=[_RUN(steps=2)])),
+    "sweep.stack_size": Walk(lambda f: dict(T=100, most=8, d=64, heads=16, itemsize=4),
+                             legal={k: {"10**12": NO_ALLOC} for k in ("T", "most", "d", "heads",
+                                                                     "itemsize")}),
+    "steps.run_stack": Walk(lambda f: dict(runs=[_RUN(steps=2, task="parity", s=2)], every=1),
+                            legal=dict(every={"10**12": "past the budget: the last step is "
+                                                        "checked"})),
+    "steps.read_done": Walk(lambda f: dict(path="results/parity/s-2/steps.csv", meta=None),
+                            legal=dict(path={"'bogus'": "a folder with no steps CSV: no runs"})),
+    "steps.read_steps_meta": Walk(lambda f: dict(out="results/parity/s-2"),
+                                  names=dict(out=r"\bout\b|holds no readable steps.json")),
+    "steps.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
+    "theory_report.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
+}
+
+
+def test_plan_refuses_a_factor_no_run_can_train_before_it_plans(tmp_path, capsys):
+    """Issue 45: `plan --factor 1e9` was accepted and `run` trained the borderline rows before
+    refusing the fixed cells; now plan refuses, naming the factor and the m it makes, and writes
+    nothing; plan_cells(factor=-1) planned a cell of m = -13, now refused."""
+    code, _, err = run_cli_main(capsys, mechanism.main, [
+        "plan", str(tmp_path / "p"), "results/width/d-128", "--Ts", "10", "--seeds", "2",
+        "--factor", "1e9"])
+    _study_refused(code, err, "factor = 1e+09 makes the fixed m = 21000000000",
+                   "which no run can train")
+    assert not (tmp_path / "p").exists()
+    with pytest.raises(ValueError, match="factor must be a finite number > 0"):
+        mechanism.plan_cells(["results/width/d-128"], [10], n_seeds=2, factor=-1)
+
+
+def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_argument(
+        walk_tmp, monkeypatch):
+    """Issue 45: the walker of test_all.py over the studies' modules (stats.py has its own walk),
+    10**400 among the numbers: every public function has a STUDY_WALK entry and refuses each
+    hostile value in one line naming the argument."""
+    import test_all
+    modules = (mechanism, failures, families, sweep, steps, theory_report)
+    monkeypatch.setattr(test_all, "HUGE_WALKED", tuple(m.__name__.split(".")[-1]
+                                                       for m in modules))
+    public = {k: v for m in modules for k, v in _public(m).items()}
+    assert not set(public) - set(STUDY_WALK), sorted(set(public) - set(STUDY_WALK))
+    assert not set(STUDY_WALK) - set(public), sorted(set(STUDY_WALK) - set(public))
+    n, failed = 0, []
+    for key in sorted(STUDY_WALK):
+        k, f = _walk(key, public[key], STUDY_WALK[key])
+        n, failed = n + k, failed + f
+    assert not failed, f"{len(failed)} of {n} hostile calls:\n" + "\n".join(failed)

@@ -35,6 +35,8 @@ import train
 from theory import (MEAS, THM, construction_cache, covering_constant, generalization_gap,
                     heading, measure_trained_block, norm_measures, require, say, spectral_norm)
 
+from studies import harness
+
 
 def _train_models(Ts, ms, steps, task="and", s=3, dtype="float32", tolerate_divergence=False,
                  log=lambda line: print(line, flush=True)):
@@ -189,7 +191,7 @@ def main(argv=None):
         prog="studies.theory_report", allow_abbrev=False,
         description="Print one report: the quantities of Edelman et al. (ICML 2022) that theory.py "
         "checks, measured on models train.py trains (about a minute on 2 cores). Tags: [theorem "
-        "check] asserted, [measurement] no claim.").parse_args(argv)
+        "check] asserted, [measurement] no claim.").parse_args(harness.check_argv(argv))
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)     # every line shows at once under `> log`
     t_start = time.perf_counter()
