@@ -32,7 +32,7 @@ import theory
 import train
 from studies import (families, failures, folder, harness, mechanism, report, stats, steps, study,
                      sweep, theory_report)
-from test_all import (ARRAY_LIKE, HERE, NAN, NO_ALLOC, RNGS, SMALL, TINY, Walk, _one_line, _public,
+from test_all import (ARRAY_LIKE, HERE, LITERAL, NAN, NO_ALLOC, RNGS, SMALL, TINY, Walk, _one_line, _public,
                       _python, _walk, cubic)
 
 M50_TRUE, B_TRUE = 80.0, 4.0
@@ -3651,6 +3651,62 @@ STUDY_WALK = {
                                   names=dict(out=r"\bout\b|holds no readable steps.json")),
     "steps.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     "theory_report.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
+    # folder.py
+    "folder.read_rows": Walk(lambda f: dict(paths=[_w("study", "runs.csv")], warn=None,
+                                            kind=folder.MECHANISM_ROWS)),
+    "folder.check_rows": Walk(lambda f: dict(
+        rows=folder.read_rows([_w("study", "runs.csv")], kind=folder.MECHANISM_ROWS), bar=0.99,
+        meta=folder.read_plan(_w("study")), kind=folder.MECHANISM_ROWS),
+        legal=dict(bar={"None": "no bar: rows checked alone"},
+                   meta={"None": "no plan: rows checked alone"})),
+    "folder.study_csvs": Walk(lambda f: dict(path=_w("study", "runs.csv"),
+                                             kind=folder.MECHANISM_ROWS, what="runs"),
+                              legal=dict(what={"*": LITERAL})),
+    "folder.RowWriter": Walk(lambda f: dict(path=_w("rows.csv"), kind=folder.SWEEP_ROWS),
+                             legal=dict(path=NEW_FILE)),
+    "folder.RowWriter.write": Walk(lambda f: dict(
+        self=folder.RowWriter(_w("rows.csv"), folder.STEPS_ROWS),
+        row=dict(task="parity", s=2, T=6, m=100, seed=0, steps_to_bar=10, censored=0, budget=60,
+                 every=10, final_test_acc=1.0, seconds=0.1))),
+    "folder.RowWriter.close": Walk(lambda f: dict(self=folder.RowWriter(_w("rows.csv"),
+                                                                        folder.STEPS_ROWS))),
+    "folder.full_options": Walk(lambda f: dict(options=dict(d=8, T=10)),
+                                legal=dict(options={"missing key": "any options: the rest "
+                                                                   "defaults"})),
+    "folder.sweep_fingerprint": Walk(lambda f: dict(meta=folder.read_meta("results/extended"))),
+    "folder.check_plan_size": Walk(lambda f: dict(n_models=1, n_Ts=2, n_seeds=3),
+                                   names=dict(n_Ts=r"n_Ts|--Ts", n_seeds=r"n_seeds|--seeds")),
+    "folder.missing_searches": Walk(lambda f: dict(rows=[], models=["transformer"], Ts=[10],
+                                                   n_seeds=2, grids={"transformer": [8, 16]},
+                                                   search="bisect"),
+                                    legal=dict(Ts={"[5]": "a T without rows: all missing"}),
+                                    names=dict(n_seeds=r"n_seeds|--seeds")),
+    "folder.read_meta": Walk(lambda f: dict(folder="results/extended"),
+                             legal=dict(folder={"'bogus'": "a folder not made yet: {}"})),
+    "folder.read_json": Walk(lambda f: dict(path="results/extended/sweep.json", what="a sweep",
+                                            advice="restore it"),
+                             legal=dict(what={"*": LITERAL}, advice={"*": LITERAL}),
+                             names=dict(path=r"\bpath\b|bogus")),
+    "folder.read_plan": Walk(lambda f: dict(out=_w("study"), command="plan"),
+                             legal=dict(command={"*": LITERAL}),
+                             names=dict(out=r"\bout\b|bogus")),
+    "folder.check_plan": Walk(lambda f: dict(plan=json.load(open(_w("study", "plan.json"))),
+                                             path="plan.json"),
+                              legal=dict(path={"*": LITERAL})),
+    "folder.csv_paths": Walk(lambda f: dict(folder="results/extended", stem="runs"),
+                             legal=dict(folder={"'bogus'": "no such folder: no CSVs"})),
+    "folder.folder_runs": Walk(lambda f: dict(folder="results/check-grid-T100", bar=0.99,
+                                              sweep_ids=None, warn=None, meta=None),
+                               legal=dict(bar={"None": "the folder's own bar"})),
+    "folder.folder_rows": Walk(lambda f: dict(folder="results/check-grid-T100", n_seeds=5,
+                                              Ts=[100]),
+                               legal=dict(n_seeds={"None": "every seed", "10**12": "every seed"},
+                                          Ts={"None": "every T"}),
+                               names=dict(Ts=r"\bTs\b|--Ts")),
+    "folder.lock_folder": Walk(lambda f: dict(out=WALK_TMP[0], shard=(0, 1), holder=None),
+                               legal=dict(shard={"list": "a pair as a list"}),
+                               names=dict(out=r"\bout\b|bogus")),
+    "folder.machine": Walk(lambda f: dict()),
 }
 
 
@@ -3674,7 +3730,7 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
     10**400 among the numbers: every public function has a STUDY_WALK entry and refuses each
     hostile value in one line naming the argument."""
     import test_all
-    modules = (mechanism, failures, families, sweep, steps, theory_report)
+    modules = (mechanism, failures, families, sweep, steps, theory_report, folder)
     monkeypatch.setattr(test_all, "HUGE_WALKED", tuple(m.__name__.split(".")[-1]
                                                        for m in modules))
     public = {k: v for m in modules for k, v in _public(m).items()}
