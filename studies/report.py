@@ -27,7 +27,8 @@ import train
 from cli import claim_outputs, pyplot_or_hint, read_text_file, save_figure, write_json, write_text
 from theory import construction_width, fit_line
 
-from studies import stats
+from attn import INTS, check_number
+from studies import harness, stats
 from studies.folder import folder_rows, full_options
 from studies.harness import check_markers, marked_files, page_target, paste_tables
 from studies.stats import (bound_text, critical_sizes, log_departure, paired_growth,
@@ -72,6 +73,19 @@ STRUCTURED = ("and", "or", "parity")   # tasks whose hypotheses hypotheses.py co
 CHEAP_SUPPORTS = 1000   # C(T, s) up to this: enumerating every support takes about a second
 
 
+def _check_limit_arguments(task, s, Ts, n_seeds, compute):
+    if not (isinstance(task, str) and task in data.TASKS):
+        raise ValueError(f"task must be one of {', '.join(data.TASKS)}, got {harness.shown(task)}")
+    if not (isinstance(Ts, (list, tuple)) and Ts):
+        raise TypeError(f"Ts must be a non-empty list of integers T, got {harness.shown(Ts)}")
+    check_number("s", s, INTS, 1)
+    for T in Ts:
+        check_number("Ts", T, INTS, s, 2 ** 62, "integers T >= s = {lo}")
+    check_number("n_seeds", n_seeds, INTS, 1, 10 ** 6 + 1)
+    if not isinstance(compute, bool):
+        raise TypeError(f"compute must be True or False, got {harness.shown(compute)}")
+
+
 def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=True):
     """Per T, the statistical limit of the task (no training): over seeds 0..n_seeds-1, the
     smallest m at which seed's own training stream (the rows an iid run of that seed trains on)
@@ -84,6 +98,9 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
     (cli.claim_output) is neither read nor replaced, with a warning. compute=False: answer from
     the caches only (a limit found by enumeration can take many minutes per T), except where
     there are at most CHEAP_SUPPORTS supports to enumerate."""
+    _check_limit_arguments(task, s, Ts, n_seeds, compute)
+    if cache is not None:
+        harness.check_path("cache", cache, "a limits.json's path")
     out, known = {}, {}
     if cache:
         try:
@@ -147,8 +164,12 @@ def _cached_limit(entry, n_seeds, T=None, s=None):
 
 
 def limit_text(lim):
+    """A limit (statistical_limits' dict) as 'median [q05, q95]'; '' for none (None or {})."""
     if not lim:
         return ""
+    if not (isinstance(lim, dict) and {"median", "q05", "q95"} <= set(lim)):
+        raise ValueError(f"lim must be a limit of statistical_limits (median, q05, q95), got "
+                         f"{harness.shown(lim)}")
     show = lambda v: f"{v:.0f}" if np.isfinite(v) else "inf"
     return f"{show(lim['median'])} [{show(lim['q05'])}, {show(lim['q95'])}]"
 
@@ -205,6 +226,11 @@ def success_table(rows, models):
     bootstrap over seeds); and per model, scaling_fits of m50 against T (None under 3 T).
     About a second per (model, T) at N_BOOT resamples: on a terminal, a line on stderr shows
     which one it is at, and is cleared when done."""
+    if not (isinstance(rows, list) and all(isinstance(r, dict) and "model" in r for r in rows)):
+        raise TypeError(f"rows must be a list of runs (dicts with a model), got "
+                        f"{harness.shown(rows)}")
+    if not (isinstance(models, (list, tuple)) and all(m in ("transformer", "mlp") for m in models)):
+        raise ValueError(f"models must be a list of transformer, mlp, got {harness.shown(models)}")
     est, fits = {}, {}
     show = sys.stderr.isatty()
     for model in models:
@@ -227,6 +253,11 @@ def success_table(rows, models):
 def ci_text(e, key, decimals=0):
     """e[key] [e[key_lo], e[key_hi]]: a point estimate and its 95% interval, no bound printed to a
     digit finer than its Monte Carlo error (stats.bound_text)."""
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a str, got {harness.shown(key)}")
+    if not (isinstance(e, dict) and {key, key + "_lo", key + "_hi"} <= set(e)):
+        raise ValueError(f"e must be a dict holding {key}, {key}_lo and {key}_hi (key={key!r}), "
+                         f"got {harness.shown(e)}")
     return (f"{bound_text(e[key], decimals)} [{bound_text(e[key + '_lo'], decimals)}, "
             f"{bound_text(e[key + '_hi'], decimals)}]")
 
@@ -236,7 +267,14 @@ def rerun_texts(folder, seeds=range(10), n_boot=None):
     often a rerun changes a printed digit (rerun_changes): per T the bounds of m50 and m90
     (success_estimates), and the bounds of the fits across T (scaling_fits, the table's digits)
     -> {name: [text at each seed]}. n_boot: default stats.N_BOOT, what the tables draw."""
-    n_boot = stats.N_BOOT if n_boot is None else n_boot
+    harness.check_path("folder", folder, "a sweep folder", folder=True)
+    if not (isinstance(seeds, (list, tuple, range)) and seeds):
+        raise TypeError(f"seeds must be a non-empty list of bootstrap seeds, got "
+                        f"{harness.shown(seeds)}")
+    for seed in seeds:
+        check_number("seeds", seed, INTS, 0)
+    n_boot = stats.N_BOOT if n_boot is None else check_number("n_boot", n_boot, INTS, 1,
+                                                              stats.MAX_BOOT + 1)
     _, rows = folder_rows(folder)
     by = {int(T): r for T, r in split_by_T([r for r in rows if r["model"] == "transformer"]).items()}
     out = {}
@@ -258,6 +296,8 @@ def rerun_texts(folder, seeds=range(10), n_boot=None):
 def rerun_changes(texts):
     """{name: [text at seed 0, at seed 1, ...]} -> (reruns whose text differs from seed 0's,
     reruns): the measure of the printing rule (stats.py's module docstring)."""
+    if not (isinstance(texts, dict) and all(isinstance(v, list) and v for v in texts.values())):
+        raise TypeError(f"texts must be rerun_texts' dict of lists, got {harness.shown(texts)}")
     changed = sum(t != v[0] for v in texts.values() for t in v[1:])
     return changed, sum(len(v) - 1 for v in texts.values())
 
@@ -275,6 +315,9 @@ def rounding_note():
 
 def fits_line(head, what, f):
     """One line of scaling_fits' results for `what` (m50 or m*), with their 95% CIs."""
+    keys = {k + side for k in ("log_b", "lin_b", "pow_k", "daic") for side in ("", "_lo", "_hi")}
+    if not (isinstance(f, dict) and keys | {"p_log_better"} <= set(f)):
+        raise ValueError(f"f must be a dict of stats.scaling_fits, got {harness.shown(f)}")
     return (f"{head}{what} ~ a + b ln T, b = {ci_text(f, 'log_b', 1)};  {what} ~ a + b T, "
             f"b = {ci_text(f, 'lin_b', 4)};  {what} ~ a T^k, k = {ci_text(f, 'pow_k', 2)};  "
             f"AIC(log) - AIC(line) = {ci_text(f, 'daic', 1)}, the "
@@ -396,6 +439,11 @@ def folder_report(out, rows, grids, a, protocol, missing):
     matplotlib, OUT/mstar.png. rows: the finished runs to report; grids {model: m grid}; a: the
     sweep's options (task, s, bar, n_test, steps, search, grid_ratio); missing: the searches asked
     for but not finished, [(model, T, seed)], named at the top of the table."""
+    harness.check_path("out", out, "a sweep folder", folder=True)
+    if not isinstance(missing, list):
+        raise TypeError(f"missing must be a list of (model, T, seed), got {harness.shown(missing)}")
+    if not (isinstance(grids, dict) and grids):
+        raise TypeError(f"grids must be a dict {{model: m grid}}, got {harness.shown(grids)}")
     stats = critical_sizes(rows, grids, a.search)
     comparable = _asks_papers_question(a.task, a.s, a.bar)
     what = f"{a.s}-sparse {a.task.upper() if a.task in ('and', 'or') else a.task}"
@@ -450,6 +498,9 @@ def _split_medians(runs, key):
 
 
 def cpu_minutes(runs):
+    """The runs' seconds summed, in minutes."""
+    if not (isinstance(runs, list) and all(isinstance(r, dict) and "seconds" in r for r in runs)):
+        raise TypeError(f"runs must be a list of rows with seconds, got {harness.shown(runs)}")
     return np.nansum([float(r["seconds"]) for r in runs]) / 60
 
 
@@ -918,6 +969,9 @@ def over_folders(a, fail, make, also=()):
     command writes) must be free or already outputs of their kind (cli.claim_output), before
     anything is computed; make() -> (table, extra), its ValueError one line through fail(); the
     table also goes to --out."""
+    harness.check_callable("make", make)
+    if not isinstance(also, (list, tuple)):
+        raise TypeError(f"also must be a list of (path, kind, what), got {harness.shown(also)}")
     for folder in a.folders:
         if not os.path.isdir(folder):
             fail(f"no folder {folder}")

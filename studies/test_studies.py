@@ -6,6 +6,7 @@ The sections follow the files: stats.py, folder.py, sweep.py (with its subcomman
 harness.py, steps.py, the theory report, then the issues' blocks. Helpers the reference's tests
 share (small run options, the walker's machinery, subprocess runners) come from test_all.py.
 """
+import argparse
 import errno
 import glob
 import itertools
@@ -3707,7 +3708,56 @@ STUDY_WALK = {
                                legal=dict(shard={"list": "a pair as a list"}),
                                names=dict(out=r"\bout\b|bogus")),
     "folder.machine": Walk(lambda f: dict()),
+    # report.py
+    "report.statistical_limits": Walk(lambda f: dict(task="and", s=3, Ts=[10], n_seeds=5,
+                                                     cache=None, compute=True),
+                                      legal=dict(Ts={"[5]": "a T: its limit"}),
+                                      names=dict(Ts=r"\bTs\b|\bT\b")),
+    "report.limit_text": Walk(lambda f: dict(lim=dict(median=30.0, q05=20.0, q95=40.0,
+                                                      n_seeds=5)),
+                              legal=dict(lim={"None": "no limit: no text"})),
+    "report.success_table": Walk(lambda f: dict(rows=_stats_rows(T=10, model="transformer"),
+                                                models=["transformer"]),
+                                 ),
+    "report.ci_text": Walk(lambda f: dict(e=dict(m=5.0, m_lo=4.0, m_hi=6.0), key="m",
+                                          decimals=0),
+                           legal=dict(decimals={"-1": "to tens (stats.bound_text)",
+                                                "0": "whole numbers"})),
+    "report.rerun_texts": Walk(lambda f: dict(folder="results/check-grid-T100", seeds=[0, 1],
+                                              n_boot=50), run=False,
+                               legal=dict(seeds={"[5]": "a bootstrap seed"},
+                                          n_boot={"None": "stats.N_BOOT, as the tables"})),
+    "report.rerun_changes": Walk(lambda f: dict(texts={"a": ["1", "2"], "b": ["3", "3"]}),
+                                 legal=dict(texts={"missing key": "fewer bounds"})),
+    "report.rounding_note": Walk(lambda f: dict()),
+    "report.fits_line": Walk(lambda f: dict(head="", what="m50", f=stats.scaling_fits(*_curve())),
+                             legal=dict(head={"*": LITERAL}, what={"*": LITERAL},
+                                        f={"missing key": "a key the line does not print"})),
+    "report.folder_report": Walk(lambda f: _folder_report_args(), legal=dict(
+        a={"*": COMMAND}, protocol={"*": LITERAL}, missing={"[5]": "named at the top"})),
+    "report.cpu_minutes": Walk(lambda f: dict(runs=[dict(seconds="60.0"), dict(seconds="nan")])),
+    "report.over_folders": Walk(lambda f: dict(a=argparse.Namespace(
+        folders=["results/check-grid-T100"], out=None, plot=None), fail=_fail,
+        make=lambda: ("| T |\n", None), also=()), legal=dict(
+        a={"*": COMMAND}, fail={"*": COMMAND}, also={"list": "a list", "short": "nothing more"})),
+    **{f"report.{c}_command": Walk(lambda f: dict(a=None, fail=None), run=False,
+                                   legal=dict(a={"*": COMMAND}, fail={"*": COMMAND}))
+       for c in ("limit", "compare", "width", "headline")},
 }
+
+
+def _fail(text):
+    raise ValueError(text)
+
+
+def _folder_report_args():
+    meta, rows = folder.folder_rows("results/check-grid-T100")
+    os.makedirs(_w("report"), exist_ok=True)
+    a = argparse.Namespace(**{k: meta["options"].get(k, meta.get(k)) for k in (
+        "task", "s", "n_test", "steps")}, bar=meta["bar"], search=meta["search"],
+        grid_ratio=meta.get("grid_ratio", 1.05))
+    return dict(out=_w("report"), rows=rows, grids=meta["grids"], a=a, protocol="default",
+                missing=[])
 
 
 def test_plan_refuses_a_factor_no_run_can_train_before_it_plans(tmp_path, capsys):
@@ -3730,7 +3780,7 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
     10**400 among the numbers: every public function has a STUDY_WALK entry and refuses each
     hostile value in one line naming the argument."""
     import test_all
-    modules = (mechanism, failures, families, sweep, steps, theory_report, folder)
+    modules = (mechanism, failures, families, sweep, steps, theory_report, folder, report)
     monkeypatch.setattr(test_all, "HUGE_WALKED", tuple(m.__name__.split(".")[-1]
                                                        for m in modules))
     public = {k: v for m in modules for k, v in _public(m).items()}
