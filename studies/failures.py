@@ -7,6 +7,8 @@ multiplies, each factor's separation of failures from successes, and the bound a
 and trajectories over training, successes against failures at every logged step (trace_report).
 The measures come from theory.py through mechanism.py's runs; this file only reads rows.
 """
+import csv
+import io
 import math
 import os
 
@@ -15,9 +17,9 @@ import numpy as np
 import cli
 from theory import COVERING_SUMS, covering_from_parts
 
-from studies import folder, stats
-from studies.study import (fmt, is_final, load_study, read_plan, separation, study_rows,
-                           weighted_median, word)
+from studies import folder, harness, stats
+from studies.study import (fmt, is_final, load_study, read_plan, recorded_folder, same_folder,
+                           separation, study_files, study_rows, weighted_median, word)
 
 
 # From a study's runs, no new training: C split into the factors it multiplies, each factor's
@@ -54,14 +56,14 @@ HELD = tuple((k, name.split(" (")[0].split(",")[0].split(":")[0], args)
              for k, name, args in FACTORS if args)
 
 
-def cell_resamples(n_seeds, rng, n_boot=CELL_BOOT):  # -> [1 + n_boot, n_seeds]
+def _cell_resamples(n_seeds, rng, n_boot=CELL_BOOT):  # -> [1 + n_boot, n_seeds]
     """How often each seed label of ONE cell is drawn: row 0 the data itself (all 1), then n_boot
     resamples with replacement (stats.seed_counts), drawn for this cell alone. The one place the
     tables of this section resample."""
     return np.vstack([np.ones(n_seeds), stats.seed_counts(rng, n_seeds, n_boot)])
 
 
-def scaled(r, B=1.0, qk=1.0, v=1.0, o=1.0, L=1.0, scores=1.0, values=1.0, readout=1.0):
+def _scaled(r, B=1.0, qk=1.0, v=1.0, o=1.0, L=1.0, scores=1.0, values=1.0, readout=1.0):
     """C of a run (a row with C's factors) with B_X times B, every head's W_QK times qk, W_V
     times v, W_O times o, L_after times L, and the head sums times scores, values and readout
     (theory.covering_from_parts): exact."""
@@ -72,25 +74,25 @@ def scaled(r, B=1.0, qk=1.0, v=1.0, o=1.0, L=1.0, scores=1.0, values=1.0, readou
                                      r["heads_readout"] * a * readout))
 
 
-def b_x_exponent(r):
+def _b_x_exponent(r):
     """d ln C / d ln B_X of a run: 6 where the score term leads C, 2 where the other two do."""
     s1 = r["B_X"] ** 2 * r["heads_scores"]
     s23 = r["B_X"] ** (2.0 / 3.0) * (r["heads_values"] + r["heads_readout"])
     return 3 * (2 * s1 + (2.0 / 3.0) * s23) / (s1 + s23)
 
 
-def with_factors(rows):
+def _with_factors(rows):
     """rows with held_X: C with factor X held at the cell's median (the other factors the run's
     own), for every factor of HELD."""
     rows = [dict(r) for r in rows]
     for k, _, args in HELD:
         med = np.nanmedian([r[k] for r in rows])      # a diverged run (nan) is left out
         for r in rows:
-            r["held_" + k] = scaled(r, **{a: med / r[k] for a in args})
+            r["held_" + k] = _scaled(r, **{a: med / r[k] for a in args})
     return rows
 
 
-def check_factors(cells, path):
+def _check_factors(cells, path):
     """ValueError unless every run of `cells` carries C's factors and they give its C again (to
     1e-9); -> the largest relative difference."""
     rows = [r for rs in cells.values() for r in rs if np.isfinite(r["covering_constant"])]
@@ -99,19 +101,19 @@ def check_factors(cells, path):
                          f"; runs.csv written before them): train them again with `python -m "
                          f"studies.mechanism arm OUT baseline-rerun --from {path} ...` and "
                          f"`python -m studies.mechanism run OUT`, then give --factors OUT")
-    worst = max(abs(scaled(r) / r["covering_constant"] - 1) for r in rows)
+    worst = max(abs(_scaled(r) / r["covering_constant"] - 1) for r in rows)
     if not worst < 1e-9:
         raise ValueError(f"{path}: C from its factors differs from runs.csv's C by {worst:.3g} "
                          f"(relative); the rows were edited or come from another definition of C")
     return worst
 
 
-def reproduction_line(study_cells, cells, path, study):
+def _reproduction_line(study_cells, cells, path, study):
     """How closely the runs in `cells` give the study's run of the same seed again: the same
     success, the same test accuracy, B_X and C to 1e-9 (relative), and the median relative
     difference in C. Bit for bit on the machine that made the study; float32 training on another
     CPU (another BLAS kernel) rounds differently, and a run drifts."""
-    ps = [p for v in arm_pairs(study_cells, cells, shared=True).values() for p in v]
+    ps = [p for v in _arm_pairs(study_cells, cells, shared=True).values() for p in v]
     rel = lambda b, r, k: abs(r[k] / b[k] - 1)
     count = lambda ok: sum(bool(ok(b, r)) for b, r in ps)
     return (f"The runs of {path} are {study}'s trained again, seed for seed: of {len(ps)}, "
@@ -122,7 +124,7 @@ def reproduction_line(study_cells, cells, path, study):
             f"{np.median([rel(b, r, 'covering_constant') for b, r in ps]):.2g}.")
 
 
-def factors_table(plan, cells, rng, design):
+def _factors_table(plan, cells, rng, design):
     """Per width, pooled over T (pairs within each cell): each factor's and each held C's medians
     (successes / failures) and P(failure > success), against 1/2. -> (lines, intervals)."""
     mine = {k: v for k, v in sorted(cells.items()) if k[0] == design}
@@ -134,8 +136,8 @@ def factors_table(plan, cells, rng, design):
              "against 1/2 |", "|---|---|---|---|---|"]
     n = 0
     for d in sorted({k[1] for k in mine}):
-        group = [with_factors(rows) for k, rows in mine.items() if k[1] == d]
-        W = [cell_resamples(plan["seeds"], rng) for _ in group]
+        group = [_with_factors(rows) for k, rows in mine.items() if k[1] == d]
+        W = [_cell_resamples(plan["seeds"], rng) for _ in group]
         for q, name in quantities:
             p, lo, hi = separation(group, q, W)
             n += np.isfinite(lo)
@@ -150,7 +152,7 @@ def factors_table(plan, cells, rng, design):
                     "the others the run's own; exact, by theory.covering_from_parts."], n
 
 
-def bound_table(cells, design):
+def _bound_table(cells, design):
     """Per cell of `design`: the reconstructed bound sqrt(C ln(2 d m T) / m) on each run's trained
     weights: its median [exact bootstrap 95% interval], its range, its ratio to 1."""
     lines = [f"The reconstructed bound sqrt(C ln(2 d m T) / m) on the trained weights, design "
@@ -169,11 +171,14 @@ def bound_table(cells, design):
     return lines
 
 
-def check_rerun(study, factors, plan):
+def _check_rerun(study, factors, plan):
     """ValueError (one line) unless every cell of the folder `factors` (its plan) is a
     baseline-rerun of a cell of `study`."""
-    foreign = next((c for c in plan["cells"] if c["design"] != "baseline-rerun" or not
-                    c["source"].get("plan", "").startswith(f"{study}/plan.json")), None)
+    def of_study(c):                # the study's folder as the plan recorded it, found from here
+        src = c["source"].get("plan", "")
+        return c["design"] == "baseline-rerun" and "/plan.json" in src and recorded_folder(
+            src.rsplit("/plan.json", 1)[0], factors, study)
+    foreign = next((c for c in plan["cells"] if not of_study(c)), None)
     if foreign:
         raise ValueError(f"{factors} is not a baseline-rerun of {study} (its cell d="
                          f"{foreign['d']} T={foreign['T']} is {foreign['design']}, from "
@@ -182,11 +187,11 @@ def check_rerun(study, factors, plan):
                          f"...`")
 
 
-def factor_notes(cells):
+def _factor_notes(cells):
     """B_X's exponent in C run by run (median, range), and the correlation of ln B_X with the ln
     of each head sum within cells (each cell's means removed), per width: one sentence each."""
     runs = {k: [r for r in rs if np.isfinite(r["covering_constant"])] for k, rs in cells.items()}
-    e = np.array([b_x_exponent(r) for rs in runs.values() for r in rs])
+    e = np.array([_b_x_exponent(r) for rs in runs.values() for r in rs])
 
     def within(d, k):
         v = [np.log([[r["B_X"], r[k]] for r in rs]) for key, rs in runs.items() if key[1] == d]
@@ -205,28 +210,32 @@ def factors_report(study, out, factors=None):
     baseline-rerun of the study, whose runs carry C's factors; default the study's own runs),
     checked (check_rerun, check_factors, reproduction_line), and bound_table for each of the
     study's designs."""
+    study = harness.check_path("study", study, "a study's folder", folder=True)
+    out = harness.check_path("out", out, "a markdown file's path")
+    if factors is not None:
+        factors = harness.check_path("factors", factors, "a baseline-rerun's folder", folder=True)
     plan, cells = load_study(study)
     source = factors or study
     f_plan, f_cells = (plan, cells) if factors is None else load_study(factors)
     if factors is not None:
-        check_rerun(study, factors, f_plan)
+        _check_rerun(study, factors, f_plan)
     design = "borderline" if any(k[0] == "borderline" for k in f_cells) else \
         next(iter(f_cells), ("?",))[0]
     mine = {k: v for k, v in f_cells.items() if k[0] == design}
-    worst = check_factors(mine, source)
-    lines, n = factors_table(f_plan, f_cells, np.random.default_rng(CELL_RNG), design)
+    worst = _check_factors(mine, source)
+    lines, n = _factors_table(f_plan, f_cells, np.random.default_rng(CELL_RNG), design)
     head = [f"## What C's separation is made of, and the bound at its size ({source})", ""]
     if factors is not None:
-        head += [reproduction_line(cells, mine, factors, study), ""]
+        head += [_reproduction_line(cells, mine, factors, study), ""]
     lines = head + lines + ["", f"{n} intervals against 1/2. C from the factors equals the runs' "
-                            f"C to {worst:.1g} (relative) or better. " + factor_notes(mine), ""]
+                            f"C to {worst:.1g} (relative) or better. " + _factor_notes(mine), ""]
     for g in folder.DESIGNS:
         if any(k[0] == g for k in cells):
-            lines += bound_table(cells, g) + [""]
-    return write_markdown(out, lines)
+            lines += _bound_table(cells, g) + [""]
+    return _write_markdown(out, lines)
 
 
-def write_markdown(out, lines):
+def _write_markdown(out, lines):
     path = cli.claim_output(out, "table", "the table")
     cli.write_text(path, "\n".join(lines) + "\n")
     print(f"wrote {path}")
@@ -237,7 +246,7 @@ PAIR_FIELDS = ("intervention", "d", "T", "m", "seed", "base_success", "int_succe
                "base_test_acc", "int_test_acc", "base_B_X", "int_B_X", "base_C", "int_C")
 
 
-def arm_pairs(study_cells, arm_cells, shared=False):
+def _arm_pairs(study_cells, arm_cells, shared=False):
     """{(d, T, m): [(study row, arm row)] by seed} for every run of the arm; ValueError when the
     study lacks a run of the arm's (d, T, m, seed), unless `shared` (then only the runs both
     hold)."""
@@ -255,7 +264,7 @@ def arm_pairs(study_cells, arm_cells, shared=False):
     return out
 
 
-def paired_rows(arm, pairs, rng, n_seeds):
+def _paired_rows(arm, pairs, rng, n_seeds):
     """The paired table's rows for one arm: per cell, then pooled per width and over all cells:
     pairs, successes, lost (study yes, arm no), gained, the success rate's paired difference
     [95% CI: each T's pairs resampled on their own, both widths together], and the arm's B_X
@@ -263,7 +272,7 @@ def paired_rows(arm, pairs, rng, n_seeds):
     at_T = {}                 # the widths at one T share each seed's data: resampled together
     for d, T, m in pairs:
         if T not in at_T:
-            at_T[T] = cell_resamples(n_seeds, rng)
+            at_T[T] = _cell_resamples(n_seeds, rng)
     W = {key: at_T[key[1]] for key in pairs}
     diff = {key: np.array([r["success"] - b["success"] for b, r in ps]) for key, ps in pairs.items()}
 
@@ -295,28 +304,80 @@ def paired_rows(arm, pairs, rng, n_seeds):
     return cell_lines, pooled
 
 
+def _runs_of(path, role):
+    """(plan, cells) of a study or arm folder that holds finished runs (load_study); ValueError,
+    one line naming the folder, for a trajectories folder or one whose runs are not trained yet."""
+    plan, cells = load_study(path)
+    if "every" in plan:
+        raise ValueError(f"{role} {path} is a trajectories folder (studies.mechanism trace), "
+                         f"not a study or an arm; `paired` reads runs.csv")
+    if not cells:
+        raise ValueError(f"{role} {path}: no finished runs in {os.path.join(path, 'runs.csv')} "
+                         f"yet; run `python -m studies.mechanism run {path}` first")
+    return plan, cells
+
+
+def _check_paired_folders(study, arms):
+    """ValueError, one line, when an arm is the study's folder or another arm's (any spelling:
+    study.same_folder): a study paired with itself is no comparison."""
+    for i, path in enumerate(arms):
+        if same_folder(path, study):
+            raise ValueError(f"the arm {path} is the study's folder {study}; pair the study with "
+                             f"its arms (python -m studies.mechanism arm ...), not with itself")
+        twin = next((p for p in arms[:i] if same_folder(p, path)), None)
+        if twin is not None:
+            raise ValueError(f"the arm {path} is given twice ({twin}); give each arm once")
+
+
 def paired_report(study, arms, out, pairs_csv=None):
     """The `paired` command: OUT (markdown) with each arm's runs against the study's run of the
     same seed (paired_rows; a baseline-rerun arm: reproduction_line), the CPU time of each arm; with
-    pairs_csv, every pair as a CSV row (PAIR_FIELDS)."""
-    _, study_cells = load_study(study)
+    pairs_csv, every pair as a CSV row (PAIR_FIELDS). Both outputs are claimed before anything is
+    written (harness.claim_outputs: neither is an input nor the other), each written whole."""
+    study = harness.check_path("study", study, "a study's folder", folder=True)
+    if not (isinstance(arms, (list, tuple)) and arms):
+        raise TypeError(f"arms must be a non-empty list of arm folders, got {harness.shown(arms)}")
+    arms = [harness.check_path("arms", a, "a list of arm folders", folder=True) for a in arms]
+    out = harness.check_path("out", out, "a markdown file's path")
+    if pairs_csv is not None:
+        pairs_csv = harness.check_path("pairs_csv", pairs_csv, "a CSV file's path")
+    _check_paired_folders(study, arms)
+    inputs = [f for path in [study] + arms for f in study_files(path)]
+    harness.claim_outputs([(out, "table", "--out"), (pairs_csv, "table", "--pairs")], inputs)
+    _, study_cells = _runs_of(study, "the study")
     rng = np.random.default_rng(CELL_RNG)
     head, cells, pooled, cpu, csv_rows = [], [], [], {}, []
     for path in arms:
-        plan, arm_cells = load_study(path)
+        plan, arm_cells = _runs_of(path, "the arm")
         name = next(iter(arm_cells))[0]
         cpu[name] = sum(r["cpu_seconds"] for rows in arm_cells.values() for r in rows)
         if name == "baseline-rerun":
-            head += [reproduction_line(study_cells, arm_cells, path, study), ""]
+            head += [_reproduction_line(study_cells, arm_cells, path, study), ""]
             continue
-        pairs = arm_pairs(study_cells, arm_cells)
-        c, p = paired_rows(name, pairs, rng, plan["seeds"])
+        pairs = _arm_pairs(study_cells, arm_cells)
+        c, p = _paired_rows(name, pairs, rng, plan["seeds"])
         cells, pooled = cells + c, pooled + p
         csv_rows += [dict(zip(PAIR_FIELDS, (name, d, T, m, r["seed"], b["success"], r["success"],
                                             b["test_acc"], r["test_acc"], b["B_X"], r["B_X"],
                                             b["covering_constant"], r["covering_constant"])))
                      for (d, T, m), ps in pairs.items() for b, r in ps]
-    lines = [f"## Interventions paired by seed with {study}", ""] + head + [
+    if pairs_csv:
+        cli.write_text(pairs_csv, _csv_text(csv_rows), newline="")
+    return _write_markdown(out, _paired_page(study, head, cells, pooled, cpu))
+
+
+def _csv_text(rows):
+    """The pairs as CSV text, as csv.DictWriter writes a file (its \\r\\n line ends)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=PAIR_FIELDS)
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def _paired_page(study, head, cells, pooled, cpu):
+    """The paired page's lines: the per-cell table, the pooled one, the CPU time."""
+    return [f"## Interventions paired by seed with {study}", ""] + head + [
         "| intervention | d | T | m | pairs | baseline successes | intervention successes | "
         "lost (base yes, int. no) | gained (base no, int. yes) | success rate, int. - base "
         "[95% CI] | B_X, smallest-largest: base / int. | median C: base / int. | median test "
@@ -328,19 +389,13 @@ def paired_report(study, arms, out, pairs_csv=None):
     ] + pooled + ["", "CPU time (the runs' own cpu_seconds, summed): " + "; ".join(
         f"{k} {v / 60:.1f} min" for k, v in cpu.items())
         + f"; total {sum(cpu.values()) / 60:.1f} CPU min."]
-    if pairs_csv:
-        import csv
-        with open(cli.claim_output(pairs_csv, "table", "the pairs"), "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=PAIR_FIELDS)
-            w.writeheader()
-            w.writerows(csv_rows)
-    return write_markdown(out, lines)
 
 
 def plan_cost(plan, source):
     """The CPU minutes a plan's runs should take: each cell's mean cpu_seconds per run in the
     study `source` (its runs.csv, the CPU s/run its run.log prints) times the plan's seeds."""
-    _, cells = load_study(source)
+    plan = folder.check_plan(plan, "plan")
+    _, cells = load_study(harness.check_path("source", source, "a study's folder", folder=True))
     per = {(d, T, m): np.mean([r["cpu_seconds"] for r in rows]) for (_, d, T, m), rows in
            cells.items()}
     got = [(c, per.get((c["d"], c["T"], c["m"]))) for c in plan["cells"]]
@@ -360,10 +415,13 @@ SPLITS = (  # key, name, sign: the difference is sign x (failures' median - succ
     ("score_gap", "score gap, top head", -1))
 
 
-def load_trace(out):
+def _load_trace(out):
     """(plan, {(d, T, m): {seed: [rows by step]}}) with numbers as floats, from
     OUT/trajectories.csv (finished runs only: those whose last step is written)."""
     plan = read_plan(out)
+    if "every" not in plan:
+        raise ValueError(f"{os.path.join(out, 'plan.json')}: every is missing; not the plan of a "
+                         f"trajectories folder (python -m studies.mechanism trace writes it)")
     runs = {}
     for r in study_rows(out, plan, "trace"):
         r = dict(r, **{k: float(r[k]) for k in ("B_X", "score_gap", "mass_on_S", "train_loss",
@@ -377,12 +435,29 @@ def load_trace(out):
     for key, seeds in sorted(runs.items()):
         done = {s: sorted(rs, key=lambda r: r["step"]) for s, rs in sorted(seeds.items())
                 if any(is_final(r) for r in rs)}
+        for rs in done.values():
+            _check_logged_steps(rs, plan["every"])
         if done:
             cells[key] = done
     return plan, cells
 
 
-def split(runs, step, key, sign, W):
+def _check_logged_steps(rs, every):
+    """ValueError naming the file and line unless a finished run's rows (by step) hold every
+    logged step, 1 and each multiple of `every` up to its steps: a gap would pair its runs'
+    steps wrongly."""
+    want = sorted({1} | set(range(every, rs[-1]["steps"] + 1, every)))
+    have = [r["step"] for r in rs]
+    if have != want:
+        gap = next((i for i, (h, w) in enumerate(zip(have, want)) if h != w), len(have))
+        r = rs[min(gap, len(rs) - 1)]
+        raise ValueError(f"{r['line']}: the run d={r['d']} T={r['T']} m={r['m']} seed={r['seed']}"
+                         f" has no row at step {want[gap]} (it logs 1 and every {every} steps to "
+                         f"{r['steps']}); the file was cut or edited: restore it, or trace the "
+                         f"run again")
+
+
+def _split(runs, step, key, sign, W):
     """At `step`, sign x (median over the failures - median over the successes) of `key`, with
     its 95% interval over the seed resamples W [1 + B, n_seeds] -> (successes' median, failures'
     median, difference, lo, hi)."""
@@ -399,7 +474,7 @@ def split(runs, step, key, sign, W):
     return float(med[0][0]), float(med[1][0]), float(diff[0]), lo, hi
 
 
-def share_split(runs, step, token, W):
+def _share_split(runs, step, token, W):
     """At `step`, the failures' share minus the successes' share of runs whose largest token
     after LN1 (B_X's) is `token` ("cls", "bit0", "bit1", or "in S": a bit at a position in S),
     with its 95% interval over the seed resamples W [1 + B, n_seeds], a resample without a
@@ -423,7 +498,7 @@ def share_split(runs, step, token, W):
 SOURCE_TOKENS = ("cls", "bit0", "bit1", "in S")
 
 
-def source_table(plan, cells, rng):
+def _source_table(plan, cells, rng):
     """Where B_X comes from, per cell and logged step: LN1's gain RMS ||g||/sqrt(d) and shift
     norm ||b|| (successes' / failures' medians, failures - successes [95% CI]), and how many
     successes / failures have B_X's token at [CLS], a bit 0, a bit 1, a position in S, with the
@@ -435,17 +510,17 @@ def source_table(plan, cells, rng):
                          f"[95% CI]" for t in SOURCE_TOKENS) + " |")
     lines, n = [head, "|" + "---|" * (8 + 2 * len(SOURCE_TOKENS))], 0
     for (d, T, m), runs in cells.items():
-        W = cell_resamples(plan["seeds"], rng)
+        W = _cell_resamples(plan["seeds"], rng)
         ok = sum(rs[0]["success"] for rs in runs.values())
         for step in [r["step"] for r in next(iter(runs.values()))]:
             cols = []
             for key in ("ln1_gain_rms", "ln1_shift_norm"):
-                s_med, f_med, diff, lo, hi = split(runs, step, key, 1, W)
+                s_med, f_med, diff, lo, hi = _split(runs, step, key, 1, W)
                 w = word(lo, hi, 0.0)
                 n += w != "n/a"
                 cols.append(f"{fmt(s_med)} / {fmt(f_med)} | {fmt(diff, lo, hi)} {w}")
             for t in SOURCE_TOKENS:
-                s_n, f_n, diff, lo, hi = share_split(runs, step, t, W)
+                s_n, f_n, diff, lo, hi = _share_split(runs, step, t, W)
                 w = word(lo, hi, 0.0)
                 n += w != "n/a"
                 cols.append(f"{s_n}/{ok} / {f_n}/{len(runs) - ok} | {fmt(diff, lo, hi)} {w}")
@@ -453,7 +528,7 @@ def source_table(plan, cells, rng):
     return lines, n
 
 
-def onset(steps, words):
+def _onset(steps, words):
     """The first step whose word is "established", and the first from which every later one is
     (None where there is none)."""
     first = next((s for s, w in zip(steps, words) if w == "established"), None)
@@ -463,7 +538,7 @@ def onset(steps, words):
     return first, held
 
 
-def trace_table(plan, cells, rng):
+def _trace_table(plan, cells, rng):
     """Per cell and logged step: successes' / failures' medians of each quantity of SPLITS and
     their split [95% CI] with its word against 0; then per cell the first step each split is
     established and the step from which it stays so. -> (lines, onsets {cell: {key: (first,
@@ -473,23 +548,23 @@ def trace_table(plan, cells, rng):
         f"{name}: successes / failures | {order[sign]} [95% CI]" for _, name, sign in SPLITS) + " |"
     lines, onsets, n = [head, "|" + "---|" * (4 + 2 * len(SPLITS))], {}, 0
     for (d, T, m), runs in cells.items():
-        W = cell_resamples(plan["seeds"], rng)
+        W = _cell_resamples(plan["seeds"], rng)
         steps = [r["step"] for r in next(iter(runs.values()))]
         words = {k: [] for k, _, _ in SPLITS}
         for step in steps:
             cols = []
             for key, _, sign in SPLITS:
-                s_med, f_med, diff, lo, hi = split(runs, step, key, sign, W)
+                s_med, f_med, diff, lo, hi = _split(runs, step, key, sign, W)
                 w = word(lo, hi, 0.0)
                 words[key].append(w)
                 n += w != "n/a"
                 cols.append(f"{fmt(s_med)} / {fmt(f_med)} | {fmt(diff, lo, hi)} {w}")
             lines.append(f"| {d} | {T} | {m} | {step} | " + " | ".join(cols) + " |")
-        onsets[(d, T, m)] = {k: onset(steps, words[k]) for k, _, _ in SPLITS}
+        onsets[(d, T, m)] = {k: _onset(steps, words[k]) for k, _, _ in SPLITS}
     return lines, onsets, n
 
 
-def onset_lines(cells, onsets):
+def _onset_lines(cells, onsets):
     """Per cell: its successes and failures, and for each split the first step it is established
     and the step from which it stays established; then B_X's split against test accuracy's."""
     lines = ["| d | T | m | successes / failures | " + " | ".join(
@@ -508,9 +583,10 @@ def onset_lines(cells, onsets):
     return lines
 
 
-def trace_check_lines(plan, cells):
-    """Whether the monitored runs end where the study's unmonitored runs of the same cell and
-    seed ended (the study named by each cell's source): how many give its final test accuracy,
+def _trace_check_lines(out, plan, cells):
+    """Whether the monitored runs of the folder OUT end where the study's unmonitored runs of the
+    same cell and seed ended (the study named by each cell's source, found from here or from a
+    folder above OUT: study.recorded_folder): how many give its final test accuracy,
     B_X, mass on S and score gap exactly."""
     studies = {c["source"]["plan"].rsplit("/plan.json", 1)[0] for c in plan["cells"]
                if "plan" in c["source"]}
@@ -518,9 +594,12 @@ def trace_check_lines(plan, cells):
         return []
     base = {}
     for path in studies:
+        found = recorded_folder(path, out)
         try:
+            if found is None:
+                raise ValueError("no such folder from here")
             base.update({(r["d"], r["T"], r["m"], r["seed"]): r for rows in
-                         load_study(path)[1].values() for r in rows})
+                         load_study(found)[1].values() for r in rows})
         except (OSError, ValueError) as e:
             return [f"The study {path} could not be read ({e}): no check of the runs' ends."]
     ends = [(key + (seed,), rs[-1]) for key, runs in cells.items() for seed, rs in runs.items()]
@@ -535,13 +614,19 @@ def trace_check_lines(plan, cells):
 
 def trace_report(out, log=print):
     """The `trace-report` command: OUT/table.md (trace_table, the onsets, the cost) and, with
-    matplotlib, OUT/trajectories.png (plot_trace). -> the table's text."""
-    plan, cells = load_trace(out)
+    matplotlib, OUT/trajectories.png (plot_trace), both claimed before either is written
+    (harness.claim_outputs). -> the table's text."""
+    out = harness.check_path("out", out, "a trajectories folder", folder=True)
+    harness.check_callable("log", log)
+    harness.claim_outputs([(os.path.join(out, "table.md"), "table", "the table"),
+                           (os.path.join(out, "trajectories.png"), "plot", "the plot")],
+                          study_files(out))
+    plan, cells = _load_trace(out)
     if not cells:
         raise ValueError(f"{out}: no finished runs yet in trajectories.csv; run `python "
                          f"-m studies.mechanism trace {out} ...`")
     rng = np.random.default_rng(CELL_RNG)
-    table, onsets, n = trace_table(plan, cells, rng)
+    table, onsets, n = _trace_table(plan, cells, rng)
     runs = [rs for c in cells.values() for rs in c.values()]
     cpu = sum(rs[0]["cpu_seconds"] for rs in runs)
     text = "\n".join(
@@ -550,27 +635,27 @@ def trace_report(out, log=print):
          f"failures by the final test accuracy (>= {plan['bar']}). Medians over the seeds of "
          f"each group; each split [95% CI: {CELL_BOOT} resamples of the cell's seeds, a "
          f"resample without a success or a failure counted against both bounds] against 0.", ""]
-        + onset_lines(cells, onsets)
+        + _onset_lines(cells, onsets)
         + ["", f"'first established': the first logged step whose interval excludes 0; "
                f"'established from': the step from which every later logged step's does. "
                f"{n} intervals looked at.", ""]
         + table
-        + source_lines(plan, cells)
+        + _source_lines(plan, cells)
         + ["", f"CPU time: {len(runs)} runs, {cpu / 60:.1f} CPU min (the runs' own "
-               f"cpu_seconds, monitor included).", ""] + trace_check_lines(plan, cells)) + "\n"
+               f"cpu_seconds, monitor included).", ""] + _trace_check_lines(out, plan, cells)) + "\n"
     path = cli.claim_output(os.path.join(out, "table.md"), "table", "the table")
     cli.write_text(path, text)
     log(f"wrote {path}")
-    plot_trace(out, plan, cells, log)
+    _plot_trace(out, plan, cells, log)
     return text
 
 
-def source_lines(plan, cells):
+def _source_lines(plan, cells):
     """The page's section on where B_X comes from (source_table), or nothing when the file was
     written before those columns. Its resamples are trace_table's (the same generator seed)."""
     if any(r["B_X_token"] == "" for runs in cells.values() for rs in runs.values() for r in rs):
         return []
-    table, n = source_table(plan, cells, np.random.default_rng(CELL_RNG))
+    table, n = _source_table(plan, cells, np.random.default_rng(CELL_RNG))
     return (["", "### Where B_X comes from", "",
              "B_X = sqrt(B^2 + 1), B the largest norm of the 2T + 1 distinct tokens after LN1 "
              "(each bit value at each position, and [CLS]). LN1's output is g * z + b with z "
@@ -581,7 +666,7 @@ def source_lines(plan, cells):
              f"as above. {n} more intervals.", ""] + table)
 
 
-def plot_trace(out, plan, cells, log=print):
+def _plot_trace(out, plan, cells, log=print):
     """OUT/trajectories.png, one column per cell (a width at one T): above, B_X (left axis) and
     the test accuracy (right axis) over the steps, each run a thin line and each group's median
     a thick one, successes blue, failures red; below, the top head's mass on S and the training

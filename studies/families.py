@@ -21,7 +21,7 @@ from studies.laws import growth_in_s, scaling_fits
 from studies.stats import critical_sizes, split_by_T
 
 
-def label_balance(task, s, T, n_seeds=20, n=2000):
+def _label_balance(task, s, T, n_seeds=20, n=2000):
     """P(label = 1) measured on draws: n fresh samples from each of seeds 0..n_seeds-1's test
     streams, the mean label and its binomial standard error. data.py chooses the bit probability
     so that it is 1/2; this checks it on the data the runs saw."""
@@ -34,7 +34,7 @@ def label_balance(task, s, T, n_seeds=20, n=2000):
     return float(y.mean()), float(y.std() / math.sqrt(y.size))
 
 
-def family_cells(folder, n_seeds=None, Ts=None):
+def _family_cells(folder, n_seeds=None, Ts=None):
     """One folder (one task and s): per T, the success estimates, the majority m* and the
     search's outcome per seed (only seeds 0..n_seeds-1 and the T in Ts, when given).
     -> (opts, grid, {T: (estimates, critical_sizes entry, rows)})."""
@@ -58,12 +58,12 @@ def _unlocated(e):
     return e.get("b") is not None and e["b"] <= 0
 
 
-def m50_text(e):
+def _m50_text(e):
     """The table's m50 cell: the estimate with its 95% CI, or why there is none."""
     return "not located (success does not rise with m)" if _unlocated(e) else ci_text(e, "m50")
 
 
-def families_table(folders, log=print, n_seeds=None, Ts=None):
+def _families_table(folders, log=print, n_seeds=None, Ts=None):
     """One table over sweep folders of different tasks or sparsities: per (task, s, T), m50 and
     the majority m* with 95% intervals, the share of seeds that succeed at the largest m tried
     (where a family is not solved within the grid, this, not an extrapolated m50, is its
@@ -79,7 +79,7 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
              "CPU min |", "|---|---|---|---|---|---|---|---|---|---|"]
     fits, by_family = [], {}
     for f in folders:
-        opts, grid, cells = family_cells(f, n_seeds, Ts)
+        opts, grid, cells = _family_cells(f, n_seeds, Ts)
         task, s = opts["task"], opts["s"]
         if (task, s) in by_family:
             raise ValueError(f"{f} and {by_family[(task, s)][2]} both hold {task} with s = {s}: "
@@ -89,10 +89,10 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
         by_family[(task, s)] = (grid, cells, f, limits)
         none = "not affordable" if task in STRUCTURED else "not computed"
         for T, (e, st, runs) in sorted(cells.items()):
-            p, se = label_balance(task, s, T)
+            p, se = _label_balance(task, s, T)
             solved = st["n_seeds"] - st["censored"]
             ms = ci_text(dict(m=st["m_star"], m_lo=st["m_star_lo"], m_hi=st["m_star_hi"]), "m")
-            lines.append(f"| {task} | {s} | {T} | {st['n_seeds']} | {m50_text(e)} | {ms} | "
+            lines.append(f"| {task} | {s} | {T} | {st['n_seeds']} | {_m50_text(e)} | {ms} | "
                          f"{solved} of {st['n_seeds']} (m <= {grid[-1]}) | "
                          f"{limit_text(limits.get(T)) or none} | {p:.3f} +- {se:.3f} | "
                          f"{cpu_minutes(runs):.1f} |")
@@ -114,14 +114,14 @@ def families_table(folders, log=print, n_seeds=None, Ts=None):
                             + "): no fit across T")
                 if what == "m*" and fits[-2] == fits[-1].replace("m*", "m50", 1):
                     fits[-2:] = [fits[-2].replace("m50", "m50 and m*", 1)]   # one line for both
-    fits += growth_lines(by_family) + grid_edge_lines(by_family)
+    fits += _growth_lines(by_family) + _grid_edge_lines(by_family)
     fits.append(rounding_note())
     for line in lines + [""] + fits:
         log(line)
     return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n", by_family
 
 
-def grid_edge_lines(by_family):
+def _grid_edge_lines(by_family):
     """Per cell whose m* lies within the m tried but whose 95% interval leaves them: the bootstrap
     probability that m* lies above the largest m tried (exact after bisection: critical_sizes'
     m_star_above), so an interval open at one end reads as what it is, an estimate that leaves
@@ -139,7 +139,7 @@ def grid_edge_lines(by_family):
     return out
 
 
-def growth_lines(by_family):
+def _growth_lines(by_family):
     """Per task and T held at 2 or more s: how m50 and the majority m* grow with s
     (stats.growth_in_s), on the s whose value lies within the m tried, naming the s left out (an
     m50 extrapolated beyond the grid is not a result). by_family {(task, s): (grid, cells,
@@ -148,7 +148,7 @@ def growth_lines(by_family):
     for task, T, ss in _s_at_each_T(by_family):
         have = [(s,) + by_family[(task, s)][:2] for s in ss]
         for what, i, key in (("m50", 0, "m50"), ("m*", 1, "m_star")):
-            out.append(growth_line(task, T, what, [(s, grid, cells[T][i]) for s, grid, cells
+            out.append(_growth_line(task, T, what, [(s, grid, cells[T][i]) for s, grid, cells
                                                     in have], key))
     return out
 
@@ -163,7 +163,7 @@ def _s_at_each_T(by_family):
                 yield task, T, have
 
 
-def growth_line(task, T, what, have, key):
+def _growth_line(task, T, what, have, key):
     """One line of growth_lines: `what` (m50 or m*) across s at one T; have [(s, grid, entry)]."""
     ok, left = [], []
     for s, grid, e in have:
@@ -191,7 +191,7 @@ def growth_line(task, T, what, have, key):
                    f"resamples without a fit, counted against both bounds)")
 
 
-def mstar_series(by_family):
+def _mstar_series(by_family):
     """What families_plot draws, as numbers: per family (task, s) with two or more T, its majority
     m* against T; per task with two or more s at one T, its m* against s. Each series is a dict
     of label, axis ("T" or "s") and lists with one value per point: x (T or s), top (the largest
@@ -223,7 +223,7 @@ def mstar_series(by_family):
     return out
 
 
-def families_plot(series, path):
+def _families_plot(series, path):
     """m* against T per family (left, log-log, with the statistical limit dashed where computed)
     and against s per task (right, log m), each with its 95% CI; the panels without series are
     left out. None when matplotlib is missing."""
@@ -271,8 +271,8 @@ def families_plot(series, path):
 def families_command(a, fail):
     """`python -m studies.sweep families DIR DIR ...`: families_table into --out, families_plot
     with --plot."""
-    _, by_family = over_folders(a, fail, lambda: families_table(a.folders, n_seeds=a.seeds,
+    _, by_family = over_folders(a, fail, lambda: _families_table(a.folders, n_seeds=a.seeds,
                                                                  Ts=a.Ts))
     if a.plot:
-        families_plot(mstar_series(by_family), a.plot)
+        _families_plot(_mstar_series(by_family), a.plot)
     return 0

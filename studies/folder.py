@@ -27,6 +27,8 @@ import arithmetic
 import cli
 import run_options
 
+from attn import INTS, REALS, check_number
+from studies.harness import check_callable, check_path, shown
 from studies.stats import SEARCHES, seed_outcome
 
 ROW_FIELDS = ("model", "task", "s", "T", "m", "seed", "test_acc", "train_acc", "success",
@@ -296,6 +298,33 @@ TRAJECTORY_ROWS = dict(fields=TRAJECTORY_FIELDS, optional=TRAJECTORY_SOURCE,
                        show=lambda v: f"success {int(v)}",
                        agrees=_trajectory_row_in, together=_trajectories_together)
 
+KINDS = dict(SWEEP_ROWS="a sweep's runs", STEPS_ROWS="steps.py's runs",
+             MECHANISM_ROWS="a study's runs", TRAJECTORY_ROWS="a study's trajectories")
+
+
+def _check_kind(kind):
+    """kind one of this module's kinds of rows (SWEEP_ROWS, ...), the very dict."""
+    if not any(kind is globals()[k] for k in KINDS):
+        raise ValueError(f"kind must be one of folder.{', folder.'.join(KINDS)}, got "
+                         f"{shown(kind)}")
+    return kind
+
+
+def _check_row_list(rows):
+    if not (isinstance(rows, list) and all(isinstance(r, dict) for r in rows)):
+        raise TypeError(f"rows must be a list of rows (dicts, as read_rows reads them), got "
+                        f"{shown(rows)}")
+    return rows
+
+
+def _check_bar(bar):
+    if bar is not None:
+        check_number("bar", bar, REALS, 0, 1 + 1e-12, "a number in (0, 1]")
+        if not bar > 0:
+            raise ValueError(f"bar must be a number in (0, 1], got {bar!r}")
+    return bar
+
+
 def read_rows(paths, warn=None, kind=SWEEP_ROWS):
     """The finished runs in CSV files of one kind (SWEEP_ROWS: runs*.csv, STEPS_ROWS: steps.csv),
     each row with "line" ("FILE line N") added. A row that is complete but wrong inside (a number
@@ -305,7 +334,12 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
     crash leaves) is skipped: silently when it is the file's last line (a run killed
     mid-write), and with a warning naming the file and line anywhere else (`warn`, a function of
     one line; default: print to stderr), since something else damaged the file there."""
-    warn = warn or (lambda text: print(text, file=sys.stderr, flush=True))
+    if not (isinstance(paths, (list, tuple)) and all(isinstance(p, (str, os.PathLike)) and not
+                                                     isinstance(p, bytes) for p in paths)):
+        raise TypeError(f"paths must be a list of CSV paths, got {shown(paths)}")
+    _check_kind(kind)
+    warn = check_callable("warn", warn) if warn is not None else (
+        lambda text: print(text, file=sys.stderr, flush=True))
     rows = []
     for path in paths:
         with open(path, newline="", errors="replace") as f:
@@ -453,6 +487,14 @@ def check_rows(rows, bar=None, meta=None, kind=SWEEP_ROWS):
       - The runs of one seed must be the sizes its search runs (kind["together"]: a sweep's
         bisection replayed over its grid).
     -> the rows, each run once."""
+    _check_row_list(rows)
+    _check_bar(bar)
+    _check_kind(kind)
+    if meta is not None and not isinstance(meta, dict):
+        raise TypeError(f"meta must be the folder's description (a dict) or None, got "
+                        f"{shown(meta)}")
+    if meta and kind in (MECHANISM_ROWS, TRAJECTORY_ROWS):
+        meta = check_plan(meta, "meta (the study's plan)")
     kept, seen = [], {}
     for r in rows:
         where = r.get("line", "a row")
@@ -476,14 +518,14 @@ def check_rows(rows, bar=None, meta=None, kind=SWEEP_ROWS):
     return kept
 
 
-def csv_header(path):
+def _csv_header(path):
     """The column names of a CSV's first complete line, or None when it has none yet."""
     with open(path, newline="", errors="replace") as f:
         first = f.readline()
     return next(csv.reader([first])) if first.endswith("\n") else None
 
 
-def header_state(path, fields):
+def _header_state(path, fields):
     """Whose CSV `path` is, read before a byte of it is changed: "fresh" (missing, empty, or the
     start of the header this project writes, torn mid-write), "ours" (its header is `fields`),
     or "other" (another header, or bytes that are no CSV header at all: never cut, never
@@ -492,7 +534,7 @@ def header_state(path, fields):
         return "fresh"
     if not os.path.isfile(path):
         return "other"
-    header = csv_header(path)
+    header = _csv_header(path)
     if header is not None:
         return "ours" if header == list(fields) else "other"
     with open(path, "rb") as f:
@@ -500,13 +542,13 @@ def header_state(path, fields):
     return "fresh" if (",".join(fields) + "\r\n").encode().startswith(head) else "other"
 
 
-def open_csv(path, fields=ROW_FIELDS):
+def _open_csv(path, fields=ROW_FIELDS):
     """(file, writer, fresh): `path` opened for appending rows, a header written first when the
     file is missing or has no complete header line yet (header_state "fresh"); a file of another
     header or of bytes that are no CSV is refused (ValueError naming it), never overwritten. A
     header that cannot be written (a full disk) leaves no file behind, and the OSError names the
     file."""
-    state = header_state(path, fields)
+    state = _header_state(path, fields)
     if state == "other":
         raise ValueError(f"{path} is not a CSV of runs this command writes (another header, or "
                          f"no CSV at all); refusing to write into it: move it away or use "
@@ -531,7 +573,7 @@ def open_csv(path, fields=ROW_FIELDS):
     return fh, writer, fresh
 
 
-def drop_torn_tail(path):
+def _drop_torn_tail(path):
     """Cut a CSV back to its last complete line, so appending cannot glue onto a torn row."""
     if not os.path.exists(path):
         return
@@ -545,13 +587,17 @@ def study_csvs(path, kind, what):
     continuations NAME-partK.csv that RowWriter opens beside a file of an older header, in K's
     order. A file whose header is neither the kind's fields nor those without its optional
     columns (written before them: read with them empty) is refused, one line naming it."""
+    path = check_path("path", path, "a CSV's path (NAME.csv)")
+    if not path.endswith(".csv"):
+        raise ValueError(f"path must name a CSV (NAME.csv), got {path!r}")
+    _check_kind(kind)
     stem = path[:-len(".csv")]
     part = re.compile(re.escape(stem) + r"-part(\d+)\.csv$")
     parts = [path] + sorted((p for p in glob.glob(glob.escape(stem) + "-part*.csv")
                              if part.match(p)), key=lambda p: int(part.match(p).group(1)))
     older = [k for k in kind["fields"] if k not in kind["optional"]]
     for p in parts:
-        if header_state(p, kind["fields"]) == "other" and header_state(p, older) == "other":
+        if _header_state(p, kind["fields"]) == "other" and _header_state(p, older) == "other":
             raise ValueError(f"{p} is not {what} (another header, or no CSV at all); move it "
                              f"away or use another folder")
     return [p for p in parts if os.path.exists(p)]
@@ -567,21 +613,26 @@ class RowWriter:
     back. Every OSError (a full disk) names the file."""
 
     def __init__(self, path, kind=SWEEP_ROWS, arithmetic_of=None):
-        self.kind, self.sidecar = kind, None
+        path = check_path("path", path, "a CSV's path")
+        self.kind, self.sidecar = _check_kind(kind), None
         if arithmetic_of is not None:  # the session's arithmetic differs from the folder's
             name = os.path.basename(re.sub(r"(-part\d+)?(-shard-\d+-of-\d+)?\.csv$", "", path))
             self.sidecar = (os.path.join(os.path.dirname(path), f"arithmetic-of-{name}.csv"),
                             arithmetic_of)
         k = 1
-        while header_state(path, kind["fields"]) == "other":
+        while _header_state(path, kind["fields"]) == "other":
             k += 1                 # written by an older version: never touched, continued aside
             path = re.sub(r"(-part\d+)?\.csv$", f"-part{k}.csv", path)
-        if header_state(path, kind["fields"]) == "ours":
-            drop_torn_tail(path)   # only a file of ours is ever cut
+        if _header_state(path, kind["fields"]) == "ours":
+            _drop_torn_tail(path)   # only a file of ours is ever cut
         self.path, self.rows = path, []
-        self.fh, self.writer, _ = open_csv(path, kind["fields"])
+        self.fh, self.writer, _ = _open_csv(path, kind["fields"])
 
     def write(self, row):
+        if not isinstance(row, dict) or set(self.kind["fields"]) - set(self.kind["optional"]) - \
+                set(row) or set(row) - set(self.kind["fields"]):
+            raise ValueError(f"row must be a dict of the columns {', '.join(self.kind['fields'])}"
+                             f" (the optional ones may be left out), got {shown(row)}")
         try:
             self._still_ours()
             self.writer.writerow(row)
@@ -613,9 +664,9 @@ class RowWriter:
         except OSError:                            # removed
             pass
         self.close()
-        if header_state(self.path, self.kind["fields"]) == "ours":
-            drop_torn_tail(self.path)
-        self.fh, self.writer, fresh = open_csv(self.path, self.kind["fields"])
+        if _header_state(self.path, self.kind["fields"]) == "ours":
+            _drop_torn_tail(self.path)
+        self.fh, self.writer, fresh = _open_csv(self.path, self.kind["fields"])
         key = self.kind["run"]
         on_disk = {key(r) for r in ([] if fresh else read_rows([self.path], kind=self.kind))}
         back = [r for r in self.rows if key(r) not in on_disk]
@@ -642,19 +693,28 @@ MODEL_OPTIONS = ("task", "s", "data", "steps", "lr", "wd", "n_test", "d", "heads
 def full_options(options):
     """A sweep.json's options with train.py's default for every model option it does not name
     (folders written before an option existed ran at its default)."""
+    if not isinstance(options, dict):
+        raise TypeError(f"options must be a dict of train.py's options, got {shown(options)}")
+    unknown = sorted(set(options) - set(run_options.DEFAULTS), key=str)
+    if unknown:
+        raise ValueError(f"options has {unknown[0]!r}, not one of train.py's options")
     return dict({k: run_options.DEFAULTS[k] for k in MODEL_OPTIONS}, **options)
 
 
 def sweep_fingerprint(meta):
     """12 hex digits naming a sweep's options, success bar and search: rows of one experiment
     share it, whatever shard or machine wrote them."""
+    if not (isinstance(meta, dict) and isinstance(meta.get("options"), dict) and
+            {"bar", "search"} <= set(meta)):
+        raise ValueError(f"meta must be a sweep.json's dict (options, bar, search), got "
+                         f"{shown(meta)}")
     options = {k: v for k, v in meta["options"].items() if v != run_options.DEFAULTS.get(k, object())}
     key = json.dumps(dict(options=options, bar=meta["bar"], search=meta["search"]),
                      sort_keys=True)    # options at their default are left out, so a new option
     return hashlib.sha1(key.encode()).hexdigest()[:12]   # at its default changes no fingerprint
 
 
-def check_one_sweep(rows, sweep_ids, out):
+def _check_one_sweep(rows, sweep_ids, out):
     """ValueError unless every row with a fingerprint carries one of `sweep_ids` (this sweep's,
     and the one the folder's sweep.json recorded for the same options); rows written before
     fingerprints existed carry none and are trusted to the folder's sweep.json (a folder without
@@ -688,9 +748,12 @@ MAX_SEARCHES = 10 ** 6   # (model, T, seed) searches one folder may plan: far be
 def check_plan_size(n_models, n_Ts, n_seeds):
     """A ValueError naming --seeds (or --Ts) when a plan of n_models x n_Ts x n_seeds searches is
     larger than MAX_SEARCHES: checked before any list of jobs is built from it."""
+    for name, v in (("n_models", n_models), ("n_Ts", n_Ts), ("n_seeds", n_seeds)):
+        check_number(name, v, INTS, 1, 2 ** 1000)
     total = n_models * n_Ts * n_seeds
     if total > MAX_SEARCHES:
-        culprit = f"--seeds {n_seeds}" if n_seeds >= n_Ts else f"--Ts (with {n_Ts} values)"
+        culprit = f"--seeds {n_seeds}" if n_seeds >= max(n_Ts, n_models) else \
+            f"--Ts (with {n_Ts} values)" if n_Ts >= n_models else f"n_models {n_models}"
         raise ValueError(f"{culprit}: {n_models} model(s) x {n_Ts} T x {n_seeds} seeds is "
                          f"{total} searches, more than the {MAX_SEARCHES} one folder may plan; "
                          f"give fewer seeds or T")
@@ -699,6 +762,20 @@ def check_plan_size(n_models, n_Ts, n_seeds):
 def missing_searches(rows, models, Ts, n_seeds, grids, search):
     """The (model, T, seed) searches asked for that are not finished in `rows`: absent (a
     missing shard) or stopped half way (an interrupted run)."""
+    _check_row_list(rows)
+    for name, v in (("models", models), ("Ts", Ts)):
+        if not isinstance(v, (list, tuple)):
+            raise TypeError(f"{name} must be a list, got {shown(v)}")
+    if any(m not in MODELS for m in models):
+        raise ValueError(f"models must hold {' or '.join(MODELS)}, got {shown(models)}")
+    for T in Ts:
+        check_number("Ts", T, INTS, 1)
+    check_plan_size(len(models) or 1, len(Ts) or 1, n_seeds)
+    if not (isinstance(grids, dict) and all(m in grids for m in models)):
+        raise ValueError(f"grids must hold a grid of each model ({', '.join(models)}), got "
+                         f"{shown(grids)}")
+    if not (isinstance(search, str) and search in SEARCHES):
+        raise ValueError(f"search must be one of {', '.join(SEARCHES)}, got {shown(search)}")
     have = {}
     for r in rows:
         have.setdefault((r["model"], int(r["T"]), int(r["seed"])), {})[int(r["m"])] = r["success"]
@@ -710,24 +787,25 @@ def missing_searches(rows, models, Ts, n_seeds, grids, search):
 def read_meta(folder):
     """The folder's sweep.json as a dict, checked (check_meta); {} when there is none. A file that
     is not a sweep description is a ValueError naming it and what is wrong."""
-    path = os.path.join(folder, "sweep.json")
+    path = os.path.join(check_path("folder", folder, "a sweep folder"), "sweep.json")
     if not os.path.lexists(path):
         return {}
     meta = read_json(path, "a sweep description", "use another --out, or restore it")
-    return check_meta(meta, path)
+    return _check_meta(meta, path)
 
 
 def read_json(path, what, advice):
     """The JSON a folder file holds, read as cli.read_text_file reads (a FIFO, a device or a huge
     file is refused, not read); a one-line ValueError naming the file, `what` it should be and
     the `advice` when it is not JSON."""
+    check_path("path", path, "a JSON file's path")
     try:
         return json.loads(cli.read_text_file(path, os.path.basename(path)))
     except ValueError as e:
         raise ValueError(f"{path} is not {what} ({type(e).__name__}: damaged?); {advice}") from None
 
 
-def check_meta(meta, path="sweep.json"):
+def _check_meta(meta, path="sweep.json"):
     """A sweep.json's fields, each checked: options (train.py's values for MODEL_OPTIONS), bar in
     (0, 1], search, grids {model: increasing m >= 1}, plan (models, Ts, seeds), protocol,
     machines; and the recorded fingerprint must be the one of its options, bar and search
@@ -745,7 +823,7 @@ def check_meta(meta, path="sweep.json"):
     if not isinstance(meta["options"], dict):
         raise bad("options", f"must be an object, got {type(meta['options']).__name__}")
     for k, v in meta["options"].items():
-        problem = option_problem(k, v)
+        problem = _option_problem(k, v)
         if problem:
             raise bad("options", problem)
     bar = meta["bar"]
@@ -779,7 +857,7 @@ def check_meta(meta, path="sweep.json"):
 MODELS = ("transformer", "mlp")
 
 
-def option_problem(k, v):
+def _option_problem(k, v):
     """What is wrong with v as the value of the model option k in a folder's description (None
     when nothing): an option of MODEL_OPTIONS, of its default's kind, a value train.py takes."""
     if k not in MODEL_OPTIONS:
@@ -801,7 +879,7 @@ def read_plan(out, command="python -m studies.mechanism plan"):
     """OUT/plan.json as a dict, every field checked (check_plan), each cell's options completed
     with train.py's defaults; a one-line ValueError naming the file otherwise (missing: how to
     write it)."""
-    path = os.path.join(out, "plan.json")
+    path = os.path.join(check_path("out", out, "a study's folder"), "plan.json")
     if not os.path.lexists(path):
         raise ValueError(f"{path} is missing: write it first with `{command} {out} FOLDER ...`")
     plan = read_json(path, "a plan", "restore it, or use another folder")
@@ -870,7 +948,7 @@ def _check_cell(c, field, bad):
     if not isinstance(c["options"], dict):
         raise bad(field, f"has options {c['options']!r:.40}, not an object")
     for k, v in c["options"].items():
-        problem = option_problem(k, v)
+        problem = _option_problem(k, v)
         if problem:
             raise bad(field + ".options", problem)
     options = full_options(c["options"])
@@ -887,6 +965,9 @@ def _check_cell(c, field, bad):
 
 def csv_paths(folder, stem="runs"):
     """The folder's runs*.csv files (stem "steps": steps*.csv), in name order."""
+    check_path("folder", folder, "a folder")
+    if stem not in ("runs", "steps"):
+        raise ValueError(f"stem must be 'runs' or 'steps', got {shown(stem)}")
     return sorted(glob.glob(os.path.join(glob.escape(folder), f"{stem}*.csv")))
 
 
@@ -896,9 +977,10 @@ def folder_runs(folder, bar=None, sweep_ids=None, warn=None, meta=None):
     check_rows against the folder's sweep.json (`meta`, default: read from the folder; its task,
     s, steps and grids) and under `bar` (default: the bar of that sweep.json, when there is one).
     Each run once."""
+    check_path("folder", folder, "a sweep folder", folder=True)
     rows = read_rows(csv_paths(folder), warn)
     if sweep_ids is not None:
-        check_one_sweep(rows, sweep_ids, folder)
+        _check_one_sweep(rows, sweep_ids, folder)
     meta = read_meta(folder) if meta is None else meta
     return check_rows(rows, meta.get("bar") if bar is None else bar, meta)
 
@@ -908,6 +990,12 @@ def folder_rows(folder, n_seeds=None, Ts=None):
     (None = all), checked as folder_runs does (against the bar and the fingerprint of the
     folder's sweep.json). The bootstrap pairs folders by seed label (parse_rows), whatever the
     order."""
+    check_path("folder", folder, "a sweep folder", folder=True)
+    if n_seeds is not None:
+        check_number("n_seeds", n_seeds, INTS, 1)
+    if Ts is not None and not (isinstance(Ts, (list, tuple, set)) and all(
+            isinstance(T, int) and not isinstance(T, bool) for T in Ts)):
+        raise TypeError(f"Ts must be a list of integers T or None, got {shown(Ts)}")
     meta = read_meta(folder)
     ids = {meta["sweep_id"]} if meta.get("sweep_id") else None
     found = [r for r in folder_runs(folder, meta.get("bar"), ids, meta=meta)
@@ -935,6 +1023,13 @@ def lock_folder(out, shard=(0, 1), holder=None):
     never leaves a stale one. Where fcntl does not exist (Windows) there is no lock; None is
     returned. Shards that run at the same time write to folders of their own; copy their
     runs-shard-*.csv into one folder and report it."""
+    check_path("out", out, "a folder")
+    if not (isinstance(shard, (tuple, list)) and len(shard) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in shard)
+            and 0 <= shard[0] < shard[1]):
+        raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {shown(shard)}")
+    if holder is not None and not isinstance(holder, str):
+        raise TypeError(f"holder must be a str or None, got {shown(holder)}")
     try:
         import fcntl
     except ImportError:
@@ -954,10 +1049,17 @@ def lock_folder(out, shard=(0, 1), holder=None):
         raise ValueError(f"{out} is in use by another sweep, steps.py run or report ({held}); "
                          f"one command writes into a folder at a time: wait for it, or use "
                          f"another --out") from None
-    fh.seek(0)
-    fh.truncate()
-    fh.write(holder or f"pid {os.getpid()}, shard {shard[0]}/{shard[1]}")
-    fh.flush()
+    try:
+        fh.seek(0)
+        fh.truncate()
+        fh.write(holder or f"pid {os.getpid()}, shard {shard[0]}/{shard[1]}")
+        fh.flush()
+    except OSError as e:                  # a full disk: one line naming the lock file
+        try:
+            fh.close()
+        except OSError:
+            pass
+        raise OSError(e.errno, e.strerror or str(e), path) from None
     return fh
 
 

@@ -10,14 +10,16 @@ worker processes every sweep runs on, and the pages that copy tables.
 import os
 import re
 import signal
+import unicodedata
 
+import cli
 from cli import read_text_file, write_text
 
 # ---------------------------------------------------------------- the worker pool ---------------
 
 
 
-def worker_start(parent=None):
+def _worker_start(parent=None):
     """A worker process's start-up (ProcessPoolExecutor's initializer): ignore Ctrl-C, which a
     terminal sends to the whole process group while the parent handles it (saves, reports, stops
     its workers), and, given the parent's pid, exit as soon as that parent is gone (killed, even
@@ -78,8 +80,73 @@ def worker_pool(workers):
                 manager.join(timeout=10)   # raced the pool's exit hook, which then printed
                                            # "Exception ignored ... Bad file descriptor"
 
-    return WorkerPool(workers, mp_context=mp.get_context("spawn"), initializer=worker_start,
+    return WorkerPool(workers, mp_context=mp.get_context("spawn"), initializer=_worker_start,
                       initargs=(os.getpid(),))
+
+
+# ---------------------------------------------------------------- what a public function takes --
+# The checks the studies' public functions make at their door, one message each: a ValueError or
+# TypeError naming the argument (the walker of studies/test_studies.py holds every one to it).
+
+def check_argv(argv):
+    """A command's words: a list of strings, or None for the command line (sys.argv[1:]); a
+    string would be read letter by letter. -> argv (a list, or None)."""
+    if argv is not None and not (isinstance(argv, (list, tuple)) and
+                                 all(isinstance(w, str) for w in argv)):
+        raise TypeError(f"argv must be a list of strings (the command's words) or None, got "
+                        f"{shown(argv)}")
+    return None if argv is None else list(argv)
+
+
+def check_runs(runs, keys=()):
+    """A stack of runs a worker trains: a non-empty list of run options (dicts; train.py checks
+    their values), each holding `keys`. -> runs."""
+    if not (isinstance(runs, list) and runs and all(isinstance(o, dict) for o in runs)):
+        raise TypeError(f"runs must be a non-empty list of run options (dicts), got {shown(runs)}")
+    missing = [k for k in keys for o in runs if k not in o]
+    if missing:
+        raise ValueError(f"runs: a run has no {missing[0]!r}")
+    return runs
+
+
+def shown(v, most=60):
+    """What a caller gave, on one line and at most `most` characters (an array's repr is not)."""
+    return " ".join(repr(v).split())[:most]
+
+
+def check_path(name, v, what="a path", folder=False):
+    """v a non-empty path (str or os.PathLike, not bytes), else TypeError naming `name`; with
+    `folder`, an existing folder, else ValueError. -> the path as a str."""
+    if not isinstance(v, (str, os.PathLike)) or isinstance(v, bytes) or not os.fspath(v):
+        raise TypeError(f"{name} must be {what} (a non-empty str), got {shown(v)}")
+    if folder and not os.path.isdir(v):
+        raise ValueError(f"{name} {os.fspath(v)} is not a folder (no such folder from here)")
+    return os.fspath(v)
+
+
+def check_callable(name, v):
+    if not callable(v):
+        raise TypeError(f"{name} must be a function, got {shown(v)}")
+    return v
+
+
+# ---------------------------------------------------------------- the outputs of a command ------
+
+def claim_outputs(claims, inputs=()):
+    """The one claim a study command makes before it writes anything: no output (each claim is
+    cli.claim_outputs's (path, kind, what), None where not asked for) is one of the files the
+    command reads (`inputs`: a CSV of runs written over by its own report would be lost), no two
+    outputs are one file, and each is free or already this command's kind of output
+    (cli.claim_outputs). ValueError, one line naming the output. Every output is then written
+    whole to a temporary name and renamed (cli.write_text), a full disk naming the file."""
+    for path, _, what, *_ in claims:
+        if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+            continue                                   # cli.claim_outputs names it
+        for f in inputs:
+            if os.path.lexists(f) and cli.same_file(path, f):
+                raise ValueError(f"{what} {path} is {f}, a file this command reads; give the "
+                                 f"output a path of its own")
+    cli.claim_outputs(claims)
 
 
 # ---------------------------------------------------------------- pages that copy tables -------
@@ -89,10 +156,21 @@ def worker_pool(workers):
 MARKER = re.compile(r"<!-- (begin|end) (\S+) -->")      # a marker line, whole
 
 
-NEAR_MARKER = re.compile(r"\s*<!--\s*(begin|end)\b", re.I)  # a line that looks like one
+NEAR_MARKER = re.compile(r"\s*<\s*!\s*(?:-\s*)+(begin|end)\b", re.I)  # one, once folded
 
 
-def page_lines(text):
+def _looks_like_marker(line):
+    """Whether a line reads as a marker to a person: after Unicode normalisation (NFKC: a
+    full-width '＜' is '<'), with invisible format characters dropped (a zero-width space), every
+    dash a hyphen and any spacing or dashes after '<!' allowed ('<! --', '<!—'), it starts with '<!-- begin' or
+    '<!-- end' in any case. An invisible character is read as nothing and as a space."""
+    line = "".join("-" if unicodedata.category(c) == "Pd" else c
+                   for c in unicodedata.normalize("NFKC", line))
+    return any(NEAR_MARKER.match("".join(gap if unicodedata.category(c) == "Cf" else c
+                                         for c in line)) for gap in ("", " "))
+
+
+def _page_lines(text):
     """[(line, its end)] of a page: the end as written ('\\r\\n', '\\n', '\\r', or '' for a last
     line without one), so that a page written back keeps its line ends."""
     return [(m.group(1), m.group(2)) for m in re.finditer(r"([^\r\n]*)(\r\n|\n|\r|\Z)", text)
@@ -104,7 +182,7 @@ def paste_tables(text, files):
     a begin marker without its end, are left as they are). The copied lines take the line end of
     their begin marker's line: a CRLF page stays CRLF."""
     out, path, held = [], None, []
-    for line, end in page_lines(text):
+    for line, end in _page_lines(text):
         m = MARKER.fullmatch(line)
         if path is None:
             out.append(line + end)
@@ -123,7 +201,7 @@ def paste_tables(text, files):
 def marked_files(text):
     """The PATHs of a page's marked blocks (a begin marker and, later, its end marker), in order."""
     paths, open_paths = [], []
-    for line, _ in page_lines(text):
+    for line, _ in _page_lines(text):
         m = MARKER.fullmatch(line)
         if m and m.group(1) == "begin":
             open_paths.append(m.group(2))
@@ -141,10 +219,10 @@ def check_markers(text, page):
     case or spacing) is exactly one: a near miss (a trailing space, indented, upper case, a path
     holding a space) would otherwise be ignored in silence."""
     block = None                                  # (line, PATH) of the open block
-    for n, (line, _) in enumerate(page_lines(text), start=1):
+    for n, (line, _) in enumerate(_page_lines(text), start=1):
         m = MARKER.fullmatch(line)
         if not m:
-            if NEAR_MARKER.match(line):
+            if _looks_like_marker(line):
                 raise ValueError(f"{page} line {n}: {line!r} looks like a marker but is not "
                                  f"exactly one ('<!-- begin PATH -->' or '<!-- end PATH -->' "
                                  f"alone on its line, lower case, PATH without spaces)")
@@ -176,7 +254,7 @@ def page_target(page, root, what="page"):
     return target
 
 
-def page_files(page, text, root):
+def _page_files(page, text, root):
     """{PATH: text} of the files a page's blocks copy, each read as a file the project did not
     write (cli.read_text_file: inside `root`, the repository, a regular text file of bounded
     size). A page never copies itself or a file that holds markers (it would nest deeper on
@@ -188,7 +266,7 @@ def page_files(page, text, root):
         body = read_text_file(path, where, root=root)
         if os.path.realpath(os.path.join(root, path)) == os.path.realpath(page):
             raise ValueError(f"{where} {path} is the page itself; a block copies another file")
-        if any(MARKER.fullmatch(line) or NEAR_MARKER.match(line) for line in body.split("\n")):
+        if any(MARKER.fullmatch(line) or _looks_like_marker(line) for line in body.split("\n")):
             raise ValueError(f"{where} {path} holds marker lines itself; copying it would nest "
                              f"blocks deeper on every run")
         files[path] = body
@@ -206,7 +284,7 @@ def pages_command(a, fail):
     try:
         for page in a.pages:
             text = read_text_file(page, "page", keep_line_ends=True)
-            files = page_files(page, text, root)
+            files = _page_files(page, text, root)
             plan.append((page, page_target(page, root), text, files, paste_tables(text, files)))
     except ValueError as e:
         fail(str(e))

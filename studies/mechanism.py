@@ -47,13 +47,16 @@ import numpy as np
 
 import arithmetic
 import attn
+from attn import INTS, REALS, check_number
+import run_options
 import train
 from cli import OneLineParser, int_list, integer, number
 from theory import covering_constant, covering_parts, norm_measures, paper_score_gap
 
 from studies import failures, folder, harness, laws, stats
 from studies.study import (STUDY_CSVS, fmt, is_final, load_study, median_ci, read_plan,
-                           seed_weights, separation, study_cells, study_rows, weights_at, word)
+                           seed_weights, separation, study_cells, study_files, study_rows,
+                           weights_at, word)
 
 # ======== 1. ONE TRAINED MODEL: the mechanism it ends with =====================================
 # In a one-layer model read out at [CLS], the [CLS] token's query does not depend on the input,
@@ -65,7 +68,7 @@ ON_S = 0.5          # a head "attends S" when its mean [CLS] attention mass on S
 N_MEASURE = 500     # inputs (the first of the run's own test set) the attention is averaged over
 
 
-def cls_scores(p, cfg):  # -> scores [2, T, H] (bit 0, bit 1 at each position), cls [H]
+def _cls_scores(p, cfg):  # -> scores [2, T, H] (bit 0, bit 1 at each position), cls [H]
     """The [CLS] query's attention scores q . k_t / sqrt(e) per head, in float64, from the same
     tokens attn.py feeds its head (embedding, then LN1 with the trained gain and shift)."""
     attn.check_params(p, cfg)
@@ -81,11 +84,11 @@ def cls_scores(p, cfg):  # -> scores [2, T, H] (bit 0, bit 1 at each position), 
     return s[:2 * T].reshape(2, T, H), s[2 * T]
 
 
-def head_attention_on_S(p, cfg, S, X):  # -> mass [H], gap [H]
+def _head_attention_on_S(p, cfg, S, X):  # -> mass [H], gap [H]
     """Per head, the means over the inputs X [n, T] of (mass) the [CLS] attention weight on S and
     (gap) the mean score over S minus the mean score over the T - s other bit positions ([CLS]'s
     own score is left out of both)."""
-    sc, s_cls = cls_scores(p, cfg)
+    sc, s_cls = _cls_scores(p, cfg)
     X = np.asarray(X, np.float64)
     S = np.asarray(S, np.intp)
     T, s = cfg["T"], len(S)
@@ -102,6 +105,25 @@ def head_attention_on_S(p, cfg, S, X):  # -> mass [H], gap [H]
     S_scores = (sc[0][S] * (1 - XS) + sc[1][S] * XS).sum(1)
     gap = S_scores / s - (all_scores - S_scores) / (T - s)
     return (on_S / Z).mean(0), gap.mean(0)
+
+
+def _check_support(S, T):
+    """S read as positions (array-likes too): 1 to T - 1 distinct integers in [0, T)."""
+    A = np.asarray(S) if isinstance(S, (list, tuple, np.ndarray)) else None
+    if A is None or A.ndim != 1 or A.dtype.kind not in "iu" or not 1 <= len(A) < T or \
+            len(np.unique(A)) != len(A) or A.min() < 0 or A.max() >= T:
+        raise ValueError(f"S must hold 1 to T - 1 distinct integer positions in [0, {T}), got "
+                         f"{harness.shown(S)}")
+    return A.astype(np.intp)
+
+
+def _check_inputs(X, T):
+    """X read as inputs (array-likes too): [n >= 1, T] bits 0/1."""
+    A = np.asarray(X) if isinstance(X, (list, tuple, np.ndarray)) else None
+    if A is None or A.dtype.kind not in "biuf" or A.ndim != 2 or A.shape[1] != T or not len(A):
+        raise ValueError(f"X must be [n >= 1, T={T}] bits 0/1, got {harness.shown(X)}")
+    attn.check_01("X", A, "bits")
+    return A
 
 
 def measure_mechanism(p, cfg, S, X):
@@ -126,8 +148,11 @@ def measure_mechanism(p, cfg, S, X):
     is their product), qk_fro and v_21 (the largest head's ||W_QK||_F and ||W_V||_{2,1}) and the
     head sums theory.COVERING_SUMS, from which theory.covering_from_parts gives C again;
     per_head: each of score_scale, norm_V, norm_O, mass_on_S, score_gap per head."""
+    attn.check_config(cfg)
+    attn.check_params(p, cfg)
+    S, X = _check_support(S, cfg["T"]), _check_inputs(X, cfg["T"])
     nm = norm_measures(p, cfg)
-    mass, gap = head_attention_on_S(p, cfg, S, X)
+    mass, gap = _head_attention_on_S(p, cfg, S, X)
     at = nm["B_X_position"]
     scale = np.asarray(nm["qk_spec"]) * nm["B_X"] ** 2
     per_head = dict(score_scale=scale, norm_V=np.asarray(nm["v_spec"]),
@@ -156,7 +181,7 @@ def measure_mechanism(p, cfg, S, X):
 NEAR_T = 1.25       # a folder's T may stand in for T when within this factor of it
 
 
-def folder_mstars(path, Ts, n_seeds):
+def _folder_mstars(path, Ts, n_seeds):
     """(width d, the folder's full training options, bar, {T: where its m* comes from}) for a
     committed sweep folder: for each T, the folder's nearest T (within NEAR_T) and its m* over
     seeds 0..n_seeds-1 with the 95% interval. ValueError when the folder has no T near one."""
@@ -167,7 +192,8 @@ def folder_mstars(path, Ts, n_seeds):
     for T in Ts:
         near = min(have, key=lambda t: abs(math.log(t / T)))
         if abs(math.log(near / T)) > math.log(NEAR_T):
-            raise ValueError(f"{path} has no T within a factor {NEAR_T} of T={T} (it has {have})")
+            raise ValueError(f"{path} has no T within a factor {NEAR_T} of T={T} (Ts or extra; it "
+                             f"has {have})")
         c = crit[("transformer", near)]
         if not math.isfinite(c["m_star"]):
             raise ValueError(f"{path}: m* at T={near} is above its grid; no borderline m there")
@@ -177,16 +203,40 @@ def folder_mstars(path, Ts, n_seeds):
     return int(options["d"]), options, meta["bar"], out
 
 
+def _check_plan_arguments(folders, Ts, extra, n_seeds, fixed_from, factor):
+    """plan_cells' arguments, each checked in one line naming it -> (folders, Ts, extra) as lists."""
+    if not (isinstance(folders, (list, tuple)) and folders):
+        raise TypeError(f"folders must be a non-empty list of sweep folders, got {harness.shown(folders)}")
+    folders = [harness.check_path("folders", p, "a list of folder paths") for p in folders]
+    if not (isinstance(Ts, (list, tuple)) and Ts):
+        raise TypeError(f"Ts must be a non-empty list of integers T >= 1, got {harness.shown(Ts)}")
+    Ts = [check_number("Ts", T, INTS, 1) for T in Ts]
+    if not (isinstance(extra, (list, tuple)) and all(
+            isinstance(p, (list, tuple)) and len(p) == 2 for p in extra)):
+        raise TypeError(f"extra must be a list of (d, T) pairs, got {harness.shown(extra)}")
+    extra = [tuple(check_number("extra", v, INTS, 1) for v in p) for p in extra]
+    check_number("n_seeds", n_seeds, INTS, 1, folder.MAX_SEARCHES + 1)
+    if fixed_from is not None:
+        check_number("fixed_from", fixed_from, INTS, 1)
+    positive = "a finite number > 0 (fixed m = factor x m*)"
+    check_number("factor", factor, REALS, 0, what=positive)
+    if not factor > 0:
+        raise ValueError(f"factor must be {positive}, got {factor!r}")
+    return folders, Ts, extra
+
+
 def plan_cells(folders, Ts, extra=(), n_seeds=20, fixed_from=None, factor=2.0):
     """The study's plan: cells in the order they run -> dict(seeds, bar, cells). folders: committed
     sweep folders, one per width; Ts: the T of every width; extra: (d, T) cells run last (a large T
     at one width). Order: the borderline m at every T of every width, then the fixed m, then the
     extra cells (borderline, then fixed), so that a study cut short leaves whole designs behind.
-    fixed m = round(factor x m*) of the width fixed_from (default: the widest)."""
+    fixed m = round(factor x m*) of the width fixed_from (default: the widest), checked here: a
+    factor that makes a fixed m no run can train is refused before anything is planned."""
+    folders, Ts, extra = _check_plan_arguments(folders, Ts, extra, n_seeds, fixed_from, factor)
     widths = {}
     for path in folders:
         Ts_here = sorted(set(Ts) | {T for d, T in extra})
-        d, options, bar, mstars = folder_mstars(path, Ts_here, n_seeds)
+        d, options, bar, mstars = _folder_mstars(path, Ts_here, n_seeds)
         if d in widths:
             raise ValueError(f"two folders of width d={d}: {widths[d][0]} and {path}")
         widths[d] = (path, options, bar, mstars)
@@ -206,6 +256,13 @@ def plan_cells(folders, Ts, extra=(), n_seeds=20, fixed_from=None, factor=2.0):
             mstars_from=fixed_from, factor=factor, **widths[fixed_from][3][T])
         m = src["m_star"] if design == "borderline" else int(round(factor * src["m_star"]))
         opts = {k: v for k, v in options.items()}
+        try:
+            if m < 1:
+                raise ValueError("m must be at least 1")
+            train.check_run_memory(run_options.validate_options(dict(opts, T=T, m=m)))
+        except ValueError as e:
+            raise ValueError(f"factor = {factor:g} makes the {design} m = {m} at d={d}, T={T} "
+                             f"(m* {src['m_star']}), which no run can train: {e}") from None
         return dict(design=design, d=d, T=T, m=m, options=opts, source=src)
 
     main = [(d, T) for T in sorted(Ts) for d in sorted(widths)]
@@ -215,7 +272,7 @@ def plan_cells(folders, Ts, extra=(), n_seeds=20, fixed_from=None, factor=2.0):
     return dict(seeds=n_seeds, bar=next(iter(widths.values()))[2], cells=cells)
 
 
-def arm_options(arm):
+def _arm_options(arm):
     """The one change an arm makes to its study's options: none for baseline-rerun, else the
     sweep protocol of the arm's name (folder.INTERVENTIONS)."""
     from studies.sweep import PROTOCOLS
@@ -227,18 +284,18 @@ def arm_options(arm):
     return dict(PROTOCOLS[arm])
 
 
-def arm_plan(source, arm, design, Ts, n_seeds, widths=None):
+def _arm_plan(source, arm, design, Ts, n_seeds, widths=None):
     """An arm of issue 38's interventions: the cells of `design` at the T in Ts of the study in
     the folder `source` (every width, or those in `widths`), their options with the arm's one
     change (arm_options), the design named by the arm, seeds 0..n_seeds-1. A seed fixes the data and the init whatever
     these options (train.seeds_for), so each run pairs with the study's run of its seed."""
     study, cells = study_cells(source, design, Ts, widths)
-    change = arm_options(arm)
+    change = _arm_options(arm)
     return dict(seeds=n_seeds, bar=study["bar"], cells=[
         dict(c, design=arm, options=dict(c["options"], **change)) for c in cells])
 
 
-def trace_plan(source, design, Ts, n_seeds, every, widths=None):
+def _trace_plan(source, design, Ts, n_seeds, every, widths=None):
     """The trajectories' plan (issue 38): the cells of `design` at the T in Ts of the study in the
     folder `source` (every width, or those in `widths`), their options unchanged (the very runs
     of the study, seed for seed), logged at step 1 and every `every` steps."""
@@ -263,7 +320,7 @@ LOG_EVERY = 100     # the monitor's steps (gcd with the run's steps, so the last
 LOSS_LOW = 0.01     # loss_jump: the largest training loss after the loss first fell below this
 
 
-class BestSeen:
+class _BestSeen:
     """train.train_stack's monitor: each run's best test accuracy at the logged steps (every
     `every` steps) and the first step that reached it. It never stops training (returns False):
     the test set only watches."""
@@ -281,7 +338,7 @@ class BestSeen:
         return False
 
 
-class Trace:
+class _Trace:
     """train.train_stack's monitor for the trajectories (issue 38): at step 1 and every `every`
     steps, each run's test accuracy, training loss and the mechanism of its parameters then
     (measure_mechanism on the run's support S and its inputs X: B_X, the top head, its score gap
@@ -310,7 +367,7 @@ TRACED = ("B_X", "score_gap", "mass_on_S", "top_head",    # what Trace takes of 
           "ln1_gain_rms", "ln1_shift_norm", "B_X_token", "B_X_position", "B_X_in_S")
 
 
-def loss_summary(losses):  # [steps] -> final_loss, min_loss, loss_jump
+def _loss_summary(losses):  # [steps] -> final_loss, min_loss, loss_jump
     """The last and smallest training loss, and the largest loss after it first fell below
     LOSS_LOW (nan when it never did): a run that lost a fitted training set shows a jump."""
     L = np.asarray(losses, np.float64)
@@ -323,10 +380,11 @@ def train_cell(runs):
     """A stack of runs of one cell (one d, T and m; different seeds) in a worker process: train
     them together (train.train_stack, whose stacked runs equal the runs alone), measure each ->
     the CSV rows. A diverged run is a failure whose measurements are nan."""
+    harness.check_runs(runs, ("design", "steps"))
     cli.keep_freed_memory()
     design = runs[0]["design"]
     runs = [{k: v for k, v in o.items() if k != "design"} for o in runs]
-    cpu0, monitor = time.process_time(), BestSeen(math.gcd(LOG_EVERY, runs[0]["steps"]))
+    cpu0, monitor = time.process_time(), _BestSeen(math.gcd(LOG_EVERY, runs[0]["steps"]))
     results = train.train_stack(runs, monitor=monitor)
     cpu = (time.process_time() - cpu0) / len(runs)
     rows = []
@@ -337,7 +395,7 @@ def train_cell(runs):
                    best_test_acc=float(monitor.best[i]) if monitor.best is not None else math.nan,
                    best_step=int(monitor.step[i]) if monitor.best is not None else 0,
                    seconds=r["seconds"], cpu_seconds=cpu)
-        row["final_loss"], row["min_loss"], row["loss_jump"] = loss_summary(r["losses"])
+        row["final_loss"], row["min_loss"], row["loss_jump"] = _loss_summary(r["losses"])
         if r.get("diverged"):
             row.update({k: math.nan for k in MEASURED})
         else:
@@ -352,11 +410,20 @@ def train_trace(runs, every):
     """train_cell's sibling for the trajectories: a stack of runs of one cell trained with the
     Trace monitor -> its rows (one per run per logged step; success is set by the writer from
     final_test_acc). The training is train_cell's: the monitor only reads."""
+    harness.check_runs(runs, ("design", "steps"))
+    steps = runs[0]["steps"]
+    if not (isinstance(steps, int) and steps >= 1):
+        raise ValueError(f"runs: steps must be an integer >= 1, got {steps!r:.40}")
+    every = check_number("every", every, INTS, 1, steps + 1, "an integer in [1, {hi}) (the "
+                         "runs' steps + 1)")
+    if steps % every:
+        raise ValueError(f"every = {every} must divide the runs' steps ({steps}): the last step "
+                         f"is logged")
     cli.keep_freed_memory()
     design = runs[0]["design"]
     runs = [{k: v for k, v in o.items() if k != "design"} for o in runs]
     draws = [train.draw_run(o) for o in runs]
-    monitor = Trace(every, train.model_config(runs[0]), [d[0].S for d in draws],
+    monitor = _Trace(every, train.model_config(runs[0]), [d[0].S for d in draws],
                     [d[2][0][:N_MEASURE] for d in draws])        # each run's own test inputs
     cpu0 = time.process_time()
     results = train.train_stack(runs, monitor=monitor)
@@ -373,7 +440,7 @@ def train_trace(runs, every):
 # that holds the run's final test accuracy, whose success the writer sets under the plan's bar.
 
 
-def stacks_to_run(plan, done, n_seeds=None):
+def _stacks_to_run(plan, done, n_seeds=None):
     """The plan's runs (seeds 0..n_seeds-1, default all the plan's) not in `done`, as stacks
     (lists of option dicts of one cell), in the plan's order; each stack as large as
     sweep.stack_size allows at its T and width."""
@@ -397,7 +464,7 @@ def _raise_stop(signum, frame):
     raise Stop()
 
 
-def note_machine(out, plan, allow=False):
+def _note_machine(out, plan, allow=False):
     """This session's machine added to OUT/plan.json's machines (the arithmetic it runs), after
     folder.check_arithmetic: a study continued under another arithmetic is refused unless
     `allow` (--other-arithmetic). -> the arithmetic each new row records beside it (RowWriter's
@@ -412,7 +479,7 @@ def note_machine(out, plan, allow=False):
     return here if was is not None and arithmetic.differences(was, here) else None
 
 
-def run_plan(out, workers=1, n_seeds=None, log=print, what="runs", other_arithmetic=False):
+def _run_plan(out, workers=1, n_seeds=None, log=print, what="runs", other_arithmetic=False):
     """Train every run of OUT/plan.json (seeds 0..n_seeds-1; default all) not yet finished in the
     study's CSV (what: "runs", train_cell's rows in OUT/runs.csv; "trace", train_trace's in
     OUT/trajectories.csv, at the plan's `every`), its rows written and flushed as its stack
@@ -427,8 +494,8 @@ def run_plan(out, workers=1, n_seeds=None, log=print, what="runs", other_arithme
     try:
         key = folder.MECHANISM_ROWS["run"]
         done = {key(r) for r in study_rows(out, plan, what) if is_final(r)}
-        stacks = stacks_to_run(plan, done, n_seeds)
-        mixed = note_machine(out, plan, other_arithmetic)
+        stacks = _stacks_to_run(plan, done, n_seeds)
+        mixed = _note_machine(out, plan, other_arithmetic)
         writer = folder.RowWriter(os.path.join(out, name), kind, mixed)
     except BaseException:
         if lock:
@@ -461,7 +528,7 @@ def run_plan(out, workers=1, n_seeds=None, log=print, what="runs", other_arithme
     try:
         if workers > 1:
             pool = harness.worker_pool(workers)
-        run_stacks(stacks, pool, workers, write, train_fn)
+        _run_stacks(stacks, pool, workers, write, train_fn)
     finally:
         signal.signal(signal.SIGTERM, previous)
         if pool:            # running workers stopped, the pool's manager thread joined (no race)
@@ -475,7 +542,7 @@ def run_plan(out, workers=1, n_seeds=None, log=print, what="runs", other_arithme
     return n
 
 
-def run_stacks(stacks, pool, workers, write, train_fn=None):
+def _run_stacks(stacks, pool, workers, write, train_fn=None):
     """Each stack through train_fn (default train_cell), in order: in this process, or at most
     `workers` at a time on the pool; write(rows) as each finishes."""
     train_fn = train_fn or train_cell
@@ -510,7 +577,7 @@ GROWN = (("covering_constant", "C"), ("score_scale", "score scale, largest head"
 EPS_LINE = 0.1      # the construction's line drawn in the plot: R = ln((T - s) / (s eps))
 
 
-def cell_table(plan, cells, W):
+def _cell_table(plan, cells, W):
     """Table 1: per cell, the outcome and the medians of the mechanism, with intervals."""
     bar = plan["bar"]
     lines = ["| d | T | design | m | runs | succeed | C | score scale, largest head | "
@@ -531,7 +598,7 @@ def cell_table(plan, cells, W):
     return lines
 
 
-def separation_table(plan, cells, W, design="borderline"):
+def _separation_table(plan, cells, W, design="borderline"):
     """Table 2: per cell of `design` and pooled over T per width, P(failure's X > success's X)
     for each quantity of SEPARATED, with the wording of each interval against 1/2. -> (lines,
     the number of intervals, {d: pooled results})."""
@@ -561,7 +628,7 @@ def separation_table(plan, cells, W, design="borderline"):
     return lines, int(n_tests), pooled
 
 
-def growth_table(plan, cells, W, design="fixed"):
+def _growth_table(plan, cells, W, design="fixed"):
     """Table 3: how each quantity of GROWN moves with T at the fixed m, per width: the median at
     each T fitted (stats.scaling_fits, each T resampled on its own) as a + b ln T and a T^k, over the cells
     whose every seed ran. -> (lines, the number of intervals, {(d, key): fit})."""
@@ -592,7 +659,7 @@ def growth_table(plan, cells, W, design="fixed"):
     return lines, n_tests, fits
 
 
-def final_table(plan, cells, W):
+def _final_table(plan, cells, W):
     """Table 4: the final step against the best test accuracy seen at the logged steps, per width
     and design: runs, successes at the end, runs that reached the bar at a logged step but ended
     below it (with a seed-bootstrap interval of the share), runs that ended more than 0.01 below
@@ -609,8 +676,8 @@ def final_table(plan, cells, W):
                 continue
             for r in rs:
                 r["lost"] = float(r["best_test_acc"] >= bar > r["test_acc"])
-            num = sum(pair_weights(rows, "lost", W) for rows in group)
-            den = sum(pair_weights(rows, None, W) for rows in group)
+            num = sum(_pair_weights(rows, "lost", W) for rows in group)
+            den = sum(_pair_weights(rows, None, W) for rows in group)
             lo, hi = stats.percentile_ci(num[1:] / np.maximum(den[1:], 1))
             lines.append(
                 f"| {d} | {design} | {len(rs)} | {sum(r['test_acc'] >= bar for r in rs)} | "
@@ -622,12 +689,12 @@ def final_table(plan, cells, W):
     return lines
 
 
-def pair_weights(rows, key, W):  # -> [1 + B]: the seeds' weights summed (times key when given)
+def _pair_weights(rows, key, W):  # -> [1 + B]: the seeds' weights summed (times key when given)
     w = weights_at(W, rows)[:, [r["seed"] for r in rows]]
     return w.sum(1) if key is None else w @ np.array([r[key] for r in rows])
 
 
-def cost_lines(cells):
+def _cost_lines(cells):
     """What the runs cost, from their rows: CPU and wall seconds per run summed."""
     rs = [r for rows in cells.values() for r in rows]
     cpu, wall = sum(r["cpu_seconds"] for r in rs), sum(r["seconds"] for r in rs)
@@ -641,7 +708,7 @@ def cost_lines(cells):
     return out
 
 
-def reproduction_lines(plan, cells):
+def _reproduction_lines(plan, cells):
     """How many of the study's runs the committed folders ran too (same width, T, m and seed: the
     same run, since a seed fixes S, the data and the init), and how many of those gave the very
     same test accuracy: a check that the study trains what the folders trained."""
@@ -663,19 +730,23 @@ def reproduction_lines(plan, cells):
             f"and seed); {same} of them gave the same final test accuracy"]
 
 
-def report(out, log=print):
+def _report(out, log=print):
     """OUT/table.md (the four tables, the counts of intervals and the costs) and, with
-    matplotlib, OUT/mechanism.png. -> the table's text."""
+    matplotlib, OUT/mechanism.png, both claimed before either is written
+    (harness.claim_outputs). -> the table's text."""
+    harness.claim_outputs([(os.path.join(out, "table.md"), "table", "the table"),
+                           (os.path.join(out, "mechanism.png"), "plot", "the plot")],
+                          study_files(out))
     plan, cells = load_study(out)
     if not cells:
         raise ValueError(f"{out}: no runs yet in runs.csv; run "
                          f"`python -m studies.mechanism run {out}`")
     W = seed_weights(plan["seeds"], [T for (_, _, T, _) in cells])
-    sep, n_sep, pooled = separation_table(plan, cells, W)
-    grow, n_grow, fits = growth_table(plan, cells, W)
+    sep, n_sep, pooled = _separation_table(plan, cells, W)
+    grow, n_grow, fits = _growth_table(plan, cells, W)
     s = int(next(iter(cells.values()))[0]["s"])                  # the task's sparsity
     text = "\n".join(
-        cell_table(plan, cells, W)
+        _cell_table(plan, cells, W)
         + ["", f"Medians over seeds [95% CI, {stats.N_BOOT:,} seed resamples, each T's on its "
                f"own; a bound keeps no digit its Monte Carlo band (two standard errors either "
                f"side) moves, and ~ marks one widened to that band's far end]; 'top head' = the "
@@ -686,17 +757,17 @@ def report(out, log=print):
                  "predicts failures have the larger norms: P > 1/2.", ""]
         + grow + ["", f"{n_grow} intervals. The construction's score gap grows as "
                   f"ln((T - s)/(s eps)): b = 1 in ln T at a fixed leak eps.", ""]
-        + final_table(plan, cells, W) + [""] + cost_lines(cells)
-        + reproduction_lines(plan, cells)) + "\n"
+        + _final_table(plan, cells, W) + [""] + _cost_lines(cells)
+        + _reproduction_lines(plan, cells)) + "\n"
     path = cli.claim_output(os.path.join(out, "table.md"), "table", "the table")
     cli.write_text(path, text)
     log(text)
     log(f"wrote {path}")
-    plot_study(out, plan, cells, W, s, log)
+    _plot_study(out, plan, cells, W, s, log)
     return text
 
 
-def plot_study(out, plan, cells, W, s, log=print):
+def _plot_study(out, plan, cells, W, s, log=print):
     """OUT/mechanism.png: C and the score scales against T (successes filled, failures open),
     the top head's score gap beside the construction's ln((T - s)/(s eps)), and the separation of
     C per T at the borderline m. Skipped with one line when matplotlib is missing."""
@@ -756,7 +827,7 @@ def plot_study(out, plan, cells, W, s, log=print):
 
 # ======== 5. THE COMMAND LINE ====================================================================
 
-def extra_cells(text):
+def _extra_cells(text):
     """Parser for --extra: d:T pairs, comma-separated (128:10000)."""
     try:
         pairs = [tuple(int(v) for v in p.split(":")) for p in text.split(",") if p.strip()]
@@ -767,19 +838,19 @@ def extra_cells(text):
     return pairs
 
 
-def parser():
+def _parser():
     ap = OneLineParser(prog="studies.mechanism", description=(
         "What training finds: the norms of Edelman et al.'s capacity bound (score scale "
         "||W_QK||_2 B_X^2, ||W_V||, ||W_O||, the covering constant C) and the head that attends "
         "S, measured on trained runs over seeds, T and widths. Three steps: plan, run, report."))
     sub = ap.add_subparsers(dest="command", required=True, metavar=(
         "{plan,arm,run,report,factors,paired,trace,trace-report}"))
-    add_study_commands(sub)
-    add_why_runs_fail_commands(sub)
+    _add_study_commands(sub)
+    _add_why_runs_fail_commands(sub)
     return ap
 
 
-def add_study_commands(sub):
+def _add_study_commands(sub):
     """plan, run, report: the study itself."""
     p = sub.add_parser("plan", help="write OUT/plan.json: the cells (d, T, m) from committed "
                        "sweep folders", description="Per width (one committed sweep folder) and "
@@ -788,7 +859,7 @@ def add_study_commands(sub):
     p.add_argument("out", help="the study's folder (created if missing)")
     p.add_argument("folders", nargs="+", help="committed sweep folders, one per width")
     p.add_argument("--Ts", type=int_list, required=True, help="T of every width, e.g. 10,30,100")
-    p.add_argument("--extra", type=extra_cells, default=[],
+    p.add_argument("--extra", type=_extra_cells, default=[],
                    help="d:T cells run last, e.g. 128:10000")
     p.add_argument("--seeds", type=integer(1), default=20, help="seeds 0..N-1 per cell (20)")
     p.add_argument("--fixed-from", type=integer(1), default=None,
@@ -811,7 +882,7 @@ def add_study_commands(sub):
     q.add_argument("out")
 
 
-def add_why_runs_fail_commands(sub):
+def _add_why_runs_fail_commands(sub):
     """Issue 38's commands on a study's cells: arm, factors, paired, trace, trace-report."""
     g = sub.add_parser("arm", help="write OUT/plan.json: an intervention arm of a study's cells",
                        description="Issue 38: the study's cells of one design at the given T "
@@ -821,7 +892,7 @@ def add_why_runs_fail_commands(sub):
                        "with the study's runs.")
     g.add_argument("out", help="the arm's folder (created if missing)")
     g.add_argument("arm", choices=("baseline-rerun",) + folder.INTERVENTIONS)
-    add_cells_arguments(g)
+    _add_cells_arguments(g)
     f = sub.add_parser("factors", help="C's factors and the bound's size from a study's runs",
                        description="Issue 38, from a study's runs (no training): each factor of "
                        "C and C with each factor held at its cell median, their separations of "
@@ -850,7 +921,7 @@ def add_why_runs_fail_commands(sub):
                        "OUT/plan.json is written on the first call; rerun the same command to "
                        "resume.")
     t.add_argument("out", help="the trajectories' folder (created if missing)")
-    add_cells_arguments(t)
+    _add_cells_arguments(t)
     t.add_argument("--every", type=integer(1), default=50,
                    help="steps between logged steps, dividing the runs' steps (50)")
     t.add_argument("--workers", type=integer(1), default=1,
@@ -864,7 +935,7 @@ def add_why_runs_fail_commands(sub):
     tr.add_argument("out")
 
 
-def add_cells_arguments(p):
+def _add_cells_arguments(p):
     """Which of a study's cells a new folder takes (arm, trace): --from, --design, --Ts,
     --seeds."""
     p.add_argument("--from", dest="source", required=True, help="the study's folder (plan.json)")
@@ -877,26 +948,26 @@ def add_cells_arguments(p):
                    help="the study's widths d to take, e.g. 128 (default: every width)")
 
 
-def write_plan(a):
+def _write_plan(a):
     """The `plan` command: the cells from committed sweep folders, saved (save_plan)."""
     folder.check_plan_size(2 * len(a.folders), len(a.Ts) + len(a.extra), a.seeds)
-    save_plan(a.out, lambda: plan_cells(a.folders, a.Ts, a.extra, a.seeds, a.fixed_from,
+    _save_plan(a.out, lambda: plan_cells(a.folders, a.Ts, a.extra, a.seeds, a.fixed_from,
                                         a.factor))
 
 
-def write_arm(a):
+def _write_arm(a):
     """The `arm` command: an arm's plan from a study's (arm_plan), saved (save_plan)."""
-    plan = save_plan(a.out, lambda: arm_plan(a.source, a.arm, a.design, a.Ts, a.seeds,
+    plan = _save_plan(a.out, lambda: _arm_plan(a.source, a.arm, a.design, a.Ts, a.seeds,
                                                      a.widths))
     per, minutes = failures.plan_cost(plan, a.source)
     print(f"CPU time from {a.source}'s runs: " + "; ".join(per) + f"; about {minutes:.0f} CPU "
           f"min for {len(plan['cells'])} cells x {plan['seeds']} seeds")
 
 
-def write_trace(a):
+def _write_trace(a):
     """The `trace` command: the trajectories' plan (trace_plan) saved on the first call, the same
     plan required on a later one (a folder holds one plan), then its runs (run_plan, "trace")."""
-    plan = trace_plan(a.source, a.design, a.Ts, a.seeds, a.every, a.widths)
+    plan = _trace_plan(a.source, a.design, a.Ts, a.seeds, a.every, a.widths)
     path = os.path.join(a.out, "plan.json")
     if os.path.lexists(path):
         same = lambda p: json.dumps({k: v for k, v in folder.check_plan(p, path).items()
@@ -906,11 +977,11 @@ def write_trace(a):
                              f"another folder, or give the options it was written with")
         print(f"{path}: the same plan; resuming")
     else:
-        save_plan(a.out, lambda: plan)
-    run_plan(a.out, a.workers, what="trace", other_arithmetic=a.other_arithmetic)
+        _save_plan(a.out, lambda: plan)
+    _run_plan(a.out, a.workers, what="trace", other_arithmetic=a.other_arithmetic)
 
 
-def save_plan(out, make):
+def _save_plan(out, make):
     """OUT/plan.json = make(), written under the folder's lock, checked as every reader checks it
     (folder.check_plan), into a folder that holds no runs and no file called plan.json that is
     not a plan (someone's notes are never replaced); each cell printed."""
@@ -945,26 +1016,26 @@ def save_plan(out, make):
 
 
 def main(argv=None):
-    a = parser().parse_args(argv)
+    a = _parser().parse_args(harness.check_argv(argv))
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)
     try:
         if a.command == "plan":
-            write_plan(a)
+            _write_plan(a)
         elif a.command == "arm":
-            write_arm(a)
+            _write_arm(a)
         elif a.command == "factors":
             failures.factors_report(a.study, a.out, a.factors)
         elif a.command == "paired":
             failures.paired_report(a.study, a.arms, a.out, a.pairs)
         elif a.command == "run":
-            run_plan(a.out, a.workers, a.seeds, other_arithmetic=a.other_arithmetic)
+            _run_plan(a.out, a.workers, a.seeds, other_arithmetic=a.other_arithmetic)
         elif a.command == "trace":
-            write_trace(a)
+            _write_trace(a)
         else:
             lock = folder.lock_folder(a.out, holder=f"studies.mechanism report, pid {os.getpid()}")
             try:
-                (failures.trace_report if a.command == "trace-report" else report)(a.out)
+                (failures.trace_report if a.command == "trace-report" else _report)(a.out)
             finally:
                 if lock:
                     lock.close()

@@ -27,7 +27,8 @@ import train
 from cli import claim_outputs, pyplot_or_hint, read_text_file, save_figure, write_json, write_text
 from theory import construction_width, fit_line
 
-from studies import stats
+from attn import INTS, check_number
+from studies import harness, stats
 from studies.folder import folder_rows, full_options
 from studies.harness import check_markers, marked_files, page_target, paste_tables
 from studies.laws import log_departure, paired_growth, paired_ratio, scaling_fits
@@ -48,13 +49,13 @@ PAPER_BAR = {100: (48.7, 51.3), 150: (48.3, 57.3), 200: (53.3, 62.1), 250: (51.1
              1000: (105.8, 116.2), 1100: (107.8, 119.1)}
 
 
-def asks_papers_question(task, s, bar):
+def _asks_papers_question(task, s, bar):
     """True when a sweep measures what the paper's figure does (3-sparse AND, success = test
     accuracy 0.99), so its m* may be set beside PAPER_MSTAR."""
     return (task, s, bar) == ("and", 3, 0.99)
 
 
-def paper_bar(T):
+def _paper_bar(T):
     """The figure's error bar at T as the table prints it ("48.7-51.3"), or '' off the figure."""
     return f"{PAPER_BAR[T][0]:.1f}-{PAPER_BAR[T][1]:.1f}" if T in PAPER_BAR else ""
 
@@ -72,6 +73,19 @@ STRUCTURED = ("and", "or", "parity")   # tasks whose hypotheses hypotheses.py co
 CHEAP_SUPPORTS = 1000   # C(T, s) up to this: enumerating every support takes about a second
 
 
+def _check_limit_arguments(task, s, Ts, n_seeds, compute):
+    if not (isinstance(task, str) and task in data.TASKS):
+        raise ValueError(f"task must be one of {', '.join(data.TASKS)}, got {harness.shown(task)}")
+    if not (isinstance(Ts, (list, tuple)) and Ts):
+        raise TypeError(f"Ts must be a non-empty list of integers T, got {harness.shown(Ts)}")
+    check_number("s", s, INTS, 1)
+    for T in Ts:
+        check_number("Ts", T, INTS, s, 2 ** 62, "integers T >= s = {lo}")
+    check_number("n_seeds", n_seeds, INTS, 1, 10 ** 6 + 1)
+    if not isinstance(compute, bool):
+        raise TypeError(f"compute must be True or False, got {harness.shown(compute)}")
+
+
 def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=True):
     """Per T, the statistical limit of the task (no training): over seeds 0..n_seeds-1, the
     smallest m at which seed's own training stream (the rows an iid run of that seed trains on)
@@ -84,6 +98,9 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
     (cli.claim_output) is neither read nor replaced, with a warning. compute=False: answer from
     the caches only (a limit found by enumeration can take many minutes per T), except where
     there are at most CHEAP_SUPPORTS supports to enumerate."""
+    _check_limit_arguments(task, s, Ts, n_seeds, compute)
+    if cache is not None:
+        harness.check_path("cache", cache, "a limits.json's path")
     out, known = {}, {}
     if cache:
         try:
@@ -97,7 +114,7 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
             cache, known = None, {}
     for T in Ts:
         key = f"{task}|{s}|{T}|{n_seeds}"
-        hit = _LIMITS.get(key) or cached_limit(known.get(key), n_seeds, T, s)
+        hit = _LIMITS.get(key) or _cached_limit(known.get(key), n_seeds, T, s)
         redo = compute or math.comb(T, s) <= CHEAP_SUPPORTS
         if not hit and key in known:
             print(f"warning: the cache {cache}: the entry {key} is not a limit (median, q05, q95 "
@@ -125,7 +142,7 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
     return out
 
 
-def cached_limit(entry, n_seeds, T=None, s=None):
+def _cached_limit(entry, n_seeds, T=None, s=None):
     """A limits.json entry as statistical_limits returns it (null, how strict JSON writes inf,
     read back as inf), or None when it is not one (damaged or impossible: computed again). A
     limit is a number of samples: each of median, q05 and q95 is inf or a whole number from 1
@@ -147,8 +164,12 @@ def cached_limit(entry, n_seeds, T=None, s=None):
 
 
 def limit_text(lim):
+    """A limit (statistical_limits' dict) as 'median [q05, q95]'; '' for none (None or {})."""
     if not lim:
         return ""
+    if not (isinstance(lim, dict) and {"median", "q05", "q95"} <= set(lim)):
+        raise ValueError(f"lim must be a limit of statistical_limits (median, q05, q95), got "
+                         f"{harness.shown(lim)}")
     show = lambda v: f"{v:.0f}" if np.isfinite(v) else "inf"
     return f"{show(lim['median'])} [{show(lim['q05'])}, {show(lim['q95'])}]"
 
@@ -205,6 +226,11 @@ def success_table(rows, models):
     bootstrap over seeds); and per model, scaling_fits of m50 against T (None under 3 T).
     About a second per (model, T) at N_BOOT resamples: on a terminal, a line on stderr shows
     which one it is at, and is cleared when done."""
+    if not (isinstance(rows, list) and all(isinstance(r, dict) and "model" in r for r in rows)):
+        raise TypeError(f"rows must be a list of runs (dicts with a model), got "
+                        f"{harness.shown(rows)}")
+    if not (isinstance(models, (list, tuple)) and all(m in ("transformer", "mlp") for m in models)):
+        raise ValueError(f"models must be a list of transformer, mlp, got {harness.shown(models)}")
     est, fits = {}, {}
     show = sys.stderr.isatty()
     for model in models:
@@ -227,6 +253,11 @@ def success_table(rows, models):
 def ci_text(e, key, decimals=0):
     """e[key] [e[key_lo], e[key_hi]]: a point estimate and its 95% interval, no bound printed to a
     digit finer than its Monte Carlo error (stats.bound_text)."""
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a str, got {harness.shown(key)}")
+    if not (isinstance(e, dict) and {key, key + "_lo", key + "_hi"} <= set(e)):
+        raise ValueError(f"e must be a dict holding {key}, {key}_lo and {key}_hi (key={key!r}), "
+                         f"got {harness.shown(e)}")
     return (f"{bound_text(e[key], decimals)} [{bound_text(e[key + '_lo'], decimals)}, "
             f"{bound_text(e[key + '_hi'], decimals)}]")
 
@@ -236,7 +267,14 @@ def rerun_texts(folder, seeds=range(10), n_boot=None):
     often a rerun changes a printed digit (rerun_changes): per T the bounds of m50 and m90
     (success_estimates), and the bounds of the fits across T (scaling_fits, the table's digits)
     -> {name: [text at each seed]}. n_boot: default stats.N_BOOT, what the tables draw."""
-    n_boot = stats.N_BOOT if n_boot is None else n_boot
+    harness.check_path("folder", folder, "a sweep folder", folder=True)
+    if not (isinstance(seeds, (list, tuple, range)) and seeds):
+        raise TypeError(f"seeds must be a non-empty list of bootstrap seeds, got "
+                        f"{harness.shown(seeds)}")
+    for seed in seeds:
+        check_number("seeds", seed, INTS, 0)
+    n_boot = stats.N_BOOT if n_boot is None else check_number("n_boot", n_boot, INTS, 1,
+                                                              stats.MAX_BOOT + 1)
     _, rows = folder_rows(folder)
     by = {int(T): r for T, r in split_by_T([r for r in rows if r["model"] == "transformer"]).items()}
     out = {}
@@ -258,6 +296,8 @@ def rerun_texts(folder, seeds=range(10), n_boot=None):
 def rerun_changes(texts):
     """{name: [text at seed 0, at seed 1, ...]} -> (reruns whose text differs from seed 0's,
     reruns): the measure of the printing rule (stats.py's module docstring)."""
+    if not (isinstance(texts, dict) and all(isinstance(v, list) and v for v in texts.values())):
+        raise TypeError(f"texts must be rerun_texts' dict of lists, got {harness.shown(texts)}")
     changed = sum(t != v[0] for v in texts.values() for t in v[1:])
     return changed, sum(len(v) - 1 for v in texts.values())
 
@@ -275,6 +315,9 @@ def rounding_note():
 
 def fits_line(head, what, f):
     """One line of scaling_fits' results for `what` (m50 or m*), with their 95% CIs."""
+    keys = {k + side for k in ("log_b", "lin_b", "pow_k", "daic") for side in ("", "_lo", "_hi")}
+    if not (isinstance(f, dict) and keys | {"p_log_better"} <= set(f)):
+        raise ValueError(f"f must be a dict of stats.scaling_fits, got {harness.shown(f)}")
     return (f"{head}{what} ~ a + b ln T, b = {ci_text(f, 'log_b', 1)};  {what} ~ a + b T, "
             f"b = {ci_text(f, 'lin_b', 4)};  {what} ~ a T^k, k = {ci_text(f, 'pow_k', 2)};  "
             f"AIC(log) - AIC(line) = {ci_text(f, 'daic', 1)}, the "
@@ -282,7 +325,7 @@ def fits_line(head, what, f):
             f"(95% CIs, bootstrap over seeds)")
 
 
-def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
+def _sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
     """The printed table, ours beside the paper's at the shared T (only when our protocol asks
     the paper's question: 3-sparse AND, bar 0.99): the success-curve m50 and m90 and the
     majority-rule m*, each with its 95% CI, the per-seed spread, the statistical limit (median
@@ -303,7 +346,7 @@ def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
                      f"[{st['lo']:.0f}, {st['hi']:.0f}]"
                      f"{' (' + ', '.join(notes) + ')' if notes else ''} | {st['n_seeds']} | "
                      f"{PAPER_MSTAR.get(T, '') if show else ''} | "
-                     f"{paper_bar(T) if show else ''} | {limit_text(limits.get(T))} |")
+                     f"{_paper_bar(T) if show else ''} | {limit_text(limits.get(T))} |")
     fits = []                       # m50 with bootstrap CIs first, then the majority-rule m*
     for model, f in scaling.items():
         fits.append(fits_line(f"{model}: ", "m50", f))
@@ -327,7 +370,7 @@ def sweep_table(stats, paper_comparable, est, scaling, log=print, limits=None):
     return "\n".join(lines + [""] + ["- " + f for f in fits]) + "\n"
 
 
-def sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
+def _sweep_plot(stats, path, title, paper_comparable, est=None, limits=None):
     """m50 with its 95% CI per model against T (log scale), the majority-rule m*, the paper's
     points with their bars, and the statistical limit; None when matplotlib is missing."""
     plt = pyplot_or_hint("rerun with --report to draw it from the saved runs")
@@ -396,8 +439,13 @@ def folder_report(out, rows, grids, a, protocol, missing):
     matplotlib, OUT/mstar.png. rows: the finished runs to report; grids {model: m grid}; a: the
     sweep's options (task, s, bar, n_test, steps, search, grid_ratio); missing: the searches asked
     for but not finished, [(model, T, seed)], named at the top of the table."""
+    harness.check_path("out", out, "a sweep folder", folder=True)
+    if not isinstance(missing, list):
+        raise TypeError(f"missing must be a list of (model, T, seed), got {harness.shown(missing)}")
+    if not (isinstance(grids, dict) and grids):
+        raise TypeError(f"grids must be a dict {{model: m grid}}, got {harness.shown(grids)}")
     stats = critical_sizes(rows, grids, a.search)
-    comparable = asks_papers_question(a.task, a.s, a.bar)
+    comparable = _asks_papers_question(a.task, a.s, a.bar)
     what = f"{a.s}-sparse {a.task.upper() if a.task in ('and', 'or') else a.task}"
     print(f"\ncritical sample size of {what}, success = test accuracy >= {a.bar} on {a.n_test} "
           f"fresh samples after {a.steps} steps, {a.search} search on a grid of ratio "
@@ -406,7 +454,7 @@ def folder_report(out, rows, grids, a, protocol, missing):
     Ts = sorted({k[1] for k in stats})
     limits = statistical_limits(a.task, a.s, Ts, cache=os.path.join(out, "limits.json"),
                                 compute=a.task in STRUCTURED)   # majority, junta: enumeration
-    table = sweep_table(stats, comparable, est, scaling, limits=limits)
+    table = _sweep_table(stats, comparable, est, scaling, limits=limits)
     if a.task not in STRUCTURED and set(Ts) - set(limits):
         note = (f"statistical limit not computed at T = "
                 f"{', '.join(str(T) for T in Ts if T not in limits)}: for {a.task} it enumerates "
@@ -423,7 +471,7 @@ def folder_report(out, rows, grids, a, protocol, missing):
                [{k: v for k, v in dict(st, **est[key], limit=limits.get(key[1])).items()
                  if not k.endswith("_boot") and k != "m_star_above"}     # the JSON keeps its fields
                 for key, st in stats.items()])
-    png = sweep_plot(stats, os.path.join(out, "mstar.png"),
+    png = _sweep_plot(stats, os.path.join(out, "mstar.png"),
                      f"{what}: samples to reach test accuracy >= {a.bar}", comparable, est=est,
                      limits=limits)
     print(f"saved {out}/table.md, {out}/critical.json" + (f", {png}" if png else ""))
@@ -450,6 +498,9 @@ def _split_medians(runs, key):
 
 
 def cpu_minutes(runs):
+    """The runs' seconds summed, in minutes."""
+    if not (isinstance(runs, list) and all(isinstance(r, dict) and "seconds" in r for r in runs)):
+        raise TypeError(f"runs must be a list of rows with seconds, got {harness.shown(runs)}")
     return np.nansum([float(r["seconds"]) for r in runs]) / 60
 
 
@@ -466,7 +517,7 @@ def _compare_line(name, T, runs, e, seeds, ref, papers):
             f"{_split_medians(runs, 'pos_overlap')} | {cpu_minutes(runs):.1f} |")
 
 
-def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, growth_from=None):
+def _compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, growth_from=None):
     """One table over sweep folders (one protocol each): per folder and T, m50 and m90 with 95%
     CIs, m50 over the first folder's with a paired CI (paired_ratio; only where both hold the same
     seeds), the paper's m*, the share of failed runs that fit their training set perfectly
@@ -502,7 +553,7 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
         name = names[i] if names.count(names[i]) == 1 and not changed else \
             f"{names[i]} ({os.path.basename(folder.rstrip('/'))})"   # e.g. ours at another d
         est, scaling = success_table(rows, ["transformer"])
-        papers = asks_papers_question(opts["task"], opts["s"], meta.get("bar", 0.99))
+        papers = _asks_papers_question(opts["task"], opts["s"], meta.get("bar", 0.99))
         own = {}
         for T, runs in sorted(split_by_T(rows).items(), key=lambda kv: int(kv[0])):
             e = est[("transformer", int(T))]
@@ -520,7 +571,7 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
                 growth.append(_gap_growth_line(name, star, first_star, growth_from, "m*"))
         if papers:
             grid = meta.get("grids", {}).get("transformer")
-            line = grid and paper_position(name, critical_sizes(
+            line = grid and _paper_position(name, critical_sizes(
                 rows, {"transformer": grid}, meta.get("search", "bisect")))
             paper += [line] if line else []
         f = scaling.get("transformer")
@@ -533,7 +584,7 @@ def compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gro
     return "\n".join(lines + [""] + ["- " + f for f in fits + growth + paper]) + "\n", entries
 
 
-def paper_position(name, stats):
+def _paper_position(name, stats):
     """Where the paper's m* (its figure, PAPER_MSTAR) falls against one folder's majority m*
     interval (critical_sizes: {(model, T): entry}) at each T of the figure the folder holds:
     inside it (bounds included), below it or above it; a T where no seed's search finished is named
@@ -583,7 +634,7 @@ def _gap_growth_line(name, own, first, T0, what="m50"):
             ("; ".join(parts) if parts else "no larger T with the same seeds"))
 
 
-def compare_plot(entries, path, title):
+def _compare_plot(entries, path, title):
     """One panel per T: each protocol's m50 with its 95% CI (log m axis), the first protocol's m50
     as a dashed line, the paper's m* (and its bar) as a red band. None when matplotlib is missing."""
     plt = pyplot_or_hint("rerun")
@@ -627,7 +678,7 @@ def compare_plot(entries, path, title):
 
 # ---------------------------------------------------------------- the width study
 
-def pool_by_width(folders, n_seeds=None, Ts=None):
+def _pool_by_width(folders, n_seeds=None, Ts=None):
     """{d: pool} of the folders' Transformer rows, one pool per width d. Folders of the same d are
     pooled (e.g. one sweep's T range extended in another folder): they must share every option,
     the m grid and the search, and no run may be in two; ValueError otherwise. A pool is
@@ -655,7 +706,7 @@ def pool_by_width(folders, n_seeds=None, Ts=None):
     return pools
 
 
-def finished_cells(pool, d):
+def _finished_cells(pool, d):
     """(the pool's rows without the T where some seed's search is unfinished, a note per T left
     out): an interrupted sweep's partial searches are not a cell of the study."""
     rows, left_out = pool["rows"], []
@@ -674,13 +725,13 @@ def finished_cells(pool, d):
     return rows, left_out
 
 
-def width_curves(folders, n_seeds=None, fit_below=100, Ts=None):
+def _width_curves(folders, n_seeds=None, fit_below=100, Ts=None):
     """(curves, notes of the T left out): one curve per width d, sorted by d, each dict(d, heads,
     s, task, name, est {T: success_estimates}, runs {T: rows}, dep (log_departure against the
     small-T law fitted over T <= fit_below), fit (scaling_fits over all T, or None))."""
     curves, left_out = [], []
-    for d, pool in pool_by_width(folders, n_seeds, Ts).items():
-        rows, skipped = finished_cells(pool, d)
+    for d, pool in _pool_by_width(folders, n_seeds, Ts).items():
+        rows, skipped = _finished_cells(pool, d)
         left_out += skipped
         opts = pool["opts"]
         est, scaling = success_table(rows, ["transformer"])
@@ -698,7 +749,7 @@ def width_curves(folders, n_seeds=None, fit_below=100, Ts=None):
     return curves, left_out
 
 
-def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
+def _width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
     """One table over sweep folders that differ in the width d (width_curves): per d and T, m50
     and m90 with 95% CIs, m50 over the extrapolated small-T log law with its CI (log_departure),
     the median [CLS] attention on S and positional overlap of S in successes and failures, and
@@ -706,7 +757,7 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
     over all T; then per T, the construction's d_p beside each width's standing against its law
     (above it: that T's ratio interval lies above 1), the narrowest width not detected above its
     law and the first such width scaled like ln T (width_edges). -> (markdown, curves)."""
-    curves, left_out = width_curves(folders, n_seeds, fit_below, Ts)
+    curves, left_out = _width_curves(folders, n_seeds, fit_below, Ts)
     lines = ["| d | T | m50 [95% CI] | m90 [95% CI] | seeds | m50 / small-T log law [95% CI] | "
              "attention on S: successes / failures (median) | positional overlap of S: "
              "successes / failures (median) | CPU min |", "|---|---|---|---|---|---|---|---|---|"]
@@ -739,7 +790,7 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
             "width scaled like ln T |", "|---|---|" + "---|" * (len(curves) + 3)]
     where = lambda b: ("-" if b is None else f"{b[0]} < d <= {b[1]}" if b[0] and b[1] else
                        f"d <= {b[1]}" if b[1] else f"d > {b[0]}")
-    for e in width_edges(curves, fit_below):
+    for e in _width_edges(curves, fit_below):
         need.append(f"| {e['T']} | {e['d_p']} | " + " | ".join(e["states"]) + f" | "
                     f"{where(e['edge'])} | {where(e['paired'])} | "
                     f"{'-' if e['ln_T'] is None else e['ln_T']} |")
@@ -749,7 +800,7 @@ def width_table(folders, log=print, n_seeds=None, fit_below=100, Ts=None):
     return "\n".join(lines + [""] + ["- " + n for n in notes] + [""] + need) + "\n", curves
 
 
-def width_edges(curves, fit_below=100):
+def _width_edges(curves, fit_below=100):
     """Per T, where the width the log law needs lies, curves sorted by d (the widest last). Each
     width's state against its small-T law: "above it" (the ratio's interval lies above 1),
     "consistent with it" (not detected above it: a wide interval says little), "fit range", "not
@@ -812,7 +863,7 @@ def _loses_ground(c, widest, T, small):
                                       widest["est"][T0])[1], 1.0)
 
 
-def width_plot(curves, path, limits=None, fit_below=100):
+def _width_plot(curves, path, limits=None, fit_below=100):
     """Left: m50 against T per width, 95% CIs as bands, the small-T log law extrapolated (thin
     dashed), the paper's points with their bars and the statistical limit. Middle: edge_panel.
     Right: the median positional overlap of S in successes (solid) and failures (dashed). None
@@ -821,7 +872,7 @@ def width_plot(curves, path, limits=None, fit_below=100):
     if plt is None:
         return None
     fig, (ax, cx, bx) = plt.subplots(1, 3, figsize=(16, 4.4))
-    edge_panel(cx, curves, width_edges(curves, fit_below))
+    _edge_panel(cx, curves, _width_edges(curves, fit_below))
     top = 4 * max(e["m50"] for c in curves for e in c["est"].values() if np.isfinite(e["m50"]))
     for c, color in zip(curves, plt.rcParams["axes.prop_cycle"].by_key()["color"]):
         Ts = sorted(c["est"])
@@ -858,7 +909,7 @@ def width_plot(curves, path, limits=None, fit_below=100):
     return save_figure(plt, fig, path)
 
 
-def edge_panel(ax, curves, edges):
+def _edge_panel(ax, curves, edges):
     """width_plot's middle panel, width_edges against T: a bar from the widest width above its law
     (open circle) to the narrowest not detected above it (filled; an arrow up where every width
     tried is above it), the widths tried (grey lines), the construction's d_p = ceil(16 s ln T)
@@ -921,6 +972,9 @@ def over_folders(a, fail, make, also=()):
     command writes) must be free or already outputs of their kind (cli.claim_output), before
     anything is computed; make() -> (table, extra), its ValueError one line through fail(); the
     table also goes to --out."""
+    harness.check_callable("make", make)
+    if not isinstance(also, (list, tuple)):
+        raise TypeError(f"also must be a list of (path, kind, what), got {harness.shown(also)}")
     for folder in a.folders:
         if not os.path.isdir(folder):
             fail(f"no folder {folder}")
@@ -940,10 +994,10 @@ def over_folders(a, fail, make, also=()):
 
 def compare_command(a, fail):
     """`python -m studies.sweep compare DIR DIR ...`: compare_table, compare_plot with --plot."""
-    table, entries = over_folders(a, fail, lambda: compare_table(
+    table, entries = over_folders(a, fail, lambda: _compare_table(
         a.folders, n_seeds=a.seeds, Ts=a.Ts, protocols=a.protocols, growth_from=a.growth_from))
     if a.plot:
-        compare_plot(entries, a.plot, "m50 and its 95% CI (bootstrap over seeds); dashed: "
+        _compare_plot(entries, a.plot, "m50 and its 95% CI (bootstrap over seeds); dashed: "
                      f"{entries[0][0]}; red: the paper's m* and bar")
     return 0
 
@@ -951,13 +1005,13 @@ def compare_command(a, fail):
 def width_command(a, fail):
     """`python -m studies.sweep width DIR DIR ...`: width_table, and width_plot with --plot."""
     cache = a.plot and os.path.join(os.path.dirname(os.path.abspath(a.plot)), "limits.json")
-    table, curves = over_folders(a, fail, lambda: width_table(
+    table, curves = over_folders(a, fail, lambda: _width_table(
         a.folders, n_seeds=a.seeds, fit_below=a.fit_below, Ts=a.Ts),
         also=[(cache, "limits", "--plot's limits cache")] if cache else [])
     if a.plot:
         Ts = sorted({T for c in curves for T in c["est"]})
         limits = statistical_limits(curves[0]["task"], curves[0]["s"], Ts, cache=cache)
-        width_plot(curves, a.plot, limits, a.fit_below)
+        _width_plot(curves, a.plot, limits, a.fit_below)
     return 0
 
 
@@ -968,21 +1022,21 @@ def _folder_estimates(folders, d=None, flag=None):
     of one protocol, with the grid and search of the first folder's sweep.json. With d, a folder
     whose runs are at another width is refused in one line naming it, its width and flag."""
     for f in folders if d is not None else ():
-        (width,) = pool_by_width([f]) or (None,)
+        (width,) = _pool_by_width([f]) or (None,)
         if width != d:
             raise ValueError(f"{f} holds runs at d = {width}, not {d}: not a folder for {flag}")
-    pools = pool_by_width(folders)
+    pools = _pool_by_width(folders)
     if len(pools) != 1:
         raise ValueError(f"{', '.join(folders)}: expected folders of one width, got d in "
                          f"{sorted(pools)}")
     (d, pool), = pools.items()
-    rows, _ = finished_cells(pool, d)
+    rows, _ = _finished_cells(pool, d)
     stats = critical_sizes(rows, {"transformer": pool["grid"]}, pool["search"])
     est, _ = success_table(rows, ["transformer"])
     return {T: (est[("transformer", T)], st) for (_, T), st in stats.items()}, pool["opts"]
 
 
-def headline_table(d64, d128, plot=None):
+def _headline_table(d64, d128, plot=None):
     """The README's table: per T, the paper's m* with its figure's bar, our majority m* with its
     95% interval (bootstrap over seeds) at d = 64 (folders d64) and at d = 128 (folders d128), and
     the statistical limit (the median over streams), each column one statistic, every interval
@@ -995,13 +1049,13 @@ def headline_table(d64, d128, plot=None):
     cache = os.path.join(d64[0], "limits.json")
     limits = statistical_limits(opts["task"], opts["s"], Ts, cache=cache)
     if plot:
-        headline_plot({64: a, 128: b}, limits, plot)
+        _headline_plot({64: a, 128: b}, limits, plot)
     m = lambda x: ci_text(dict(m=x["m_star"], m_lo=x["m_star_lo"], m_hi=x["m_star_hi"]), "m")
     cell = lambda at, T: m(at[T][1]) if T in at else "-"
     lines = ["| T | the paper's m* (its figure's error bar) | ours, d = 64: m* [95% CI] | ours, "
              "d = 128: m* [95% CI] | statistical limit |", "|---|---|---|---|---|"]
     for T in Ts:
-        paper = f"{PAPER_MSTAR[T]} (bar {paper_bar(T)})" if T in PAPER_MSTAR else "-"
+        paper = f"{PAPER_MSTAR[T]} (bar {_paper_bar(T)})" if T in PAPER_MSTAR else "-"
         lim = f"{limits[T]['median']:.0f}" if limits.get(T) else "-"
         lines.append(f"| {T} | {paper} | {cell(a, T)} | {cell(b, T)} | {lim} |")
     return ("\n".join(lines) + "\n\n"
@@ -1032,7 +1086,7 @@ def _seed_counts(at):
     return f"{usual} seeds" + "".join(f", {k} at T = {', '.join(Ts)}" for k, Ts in odd.items())
 
 
-def headline_plot(widths, limits, path):
+def _headline_plot(widths, limits, path):
     """m* (majority) with its 95% interval against T for each width {d: {T: (est, st)}}, the
     paper's figure with its bars, and the statistical limit; None without matplotlib."""
     plt = pyplot_or_hint("rerun")
@@ -1076,7 +1130,7 @@ def headline_command(a, fail):
             raise ValueError(f"--readme {a.readme} has no lines '{BEGIN}' and '{END}' to paste "
                              f"the table between; add them, or give another --readme")
         target = page_target(a.readme, os.getcwd(), "--readme")
-        table = headline_table([a.d64], a.d128, a.plot)
+        table = _headline_table([a.d64], a.d128, a.plot)
     except ValueError as e:
         fail(str(e))
     write_text(a.out, table)

@@ -51,6 +51,7 @@ import arithmetic
 import hypotheses
 import run_options
 import train
+from attn import INTS, check_number
 from theory import fit_line
 
 from studies import folder, harness, report, stats
@@ -66,7 +67,7 @@ BAR = 0.99
 
 # ---------------------------------------------------------------- one stack of runs -------------
 
-class FirstHit:
+class _FirstHit:
     """train.train_stack's monitor: the first checked step at which each run's test accuracy
     reaches the bar; stops the stack when every run has. Keeps the curves it saw."""
     at_start = False                                           # its checks: every `every` steps
@@ -84,8 +85,10 @@ class FirstHit:
 def run_stack(runs, every):
     """Train one stack (runs that share T) until each reaches the bar or the budget: one CSV row
     per run, and the curves of the runs with seed < CURVE_SEEDS."""
+    harness.check_runs(runs, ("steps",))
+    check_number("every", every, INTS, 1)
     cli.keep_freed_memory()
-    watch = FirstHit(every, len(runs))
+    watch = _FirstHit(every, len(runs))
     results = train.train_stack(runs, monitor=watch)
     rows, curves = [], {}
     for r, (o, res) in enumerate(zip(runs, results)):
@@ -111,6 +114,9 @@ def read_done(path, meta=None):
     contradicts itself (a censored flag against its steps_to_bar), its folder's steps.json
     `meta` (task, s, m, budget, every) or another row of the same run is one line naming the
     file and line."""
+    harness.check_path("path", path, "the path of a folder's steps.csv")
+    if meta is not None and not isinstance(meta, dict):
+        raise TypeError(f"meta must be a steps.json's dict or None, got {harness.shown(meta)}")
     out = os.path.dirname(path) or "."
     paths = [p for p in folder.csv_paths(out, "steps") if os.path.isfile(p)]
     rows = folder.check_rows(folder.read_rows(paths, kind=folder.STEPS_ROWS), meta=meta,
@@ -122,6 +128,7 @@ def read_steps_meta(out):
     """OUT/steps.json as a dict, every field checked (options: train.py's values, budget and every
     integers >= 1, Ts integers >= 1, seeds an integer >= 1), or a one-line ValueError naming the
     file and the field."""
+    harness.check_path("out", out, "a steps.py folder")
     path = os.path.join(out, "steps.json")
     try:
         meta = json.loads(cli.read_text_file(path, "steps.json"))
@@ -153,7 +160,7 @@ def _is_value_of(k, v):
         return False
 
 
-def check_folder(out, meta, other_arithmetic=False):
+def _check_folder(out, meta, other_arithmetic=False):
     """The folder's steps.json must record the same options and budget, or none yet, and the
     same arithmetic unless other_arithmetic (folder.check_arithmetic); then the merged
     description (Ts and seeds of every run, every machine) is written. -> the arithmetic each
@@ -177,7 +184,7 @@ def check_folder(out, meta, other_arithmetic=False):
     return mixed
 
 
-def read_curves(out):
+def _read_curves(out):
     """OUT/curves.json: {"T|seed": {step, test_acc, loss: lists of one length}}, {} when there is
     none yet, or a one-line ValueError naming the file (damaged: restore it, or remove it and
     lose the curves of the plot)."""
@@ -200,7 +207,7 @@ def read_curves(out):
     return curves
 
 
-def run_all(a, out, base, done=None, curves=None):
+def _run_all(a, out, base, done=None, curves=None):
     """Every (T, seed) not yet in OUT/steps.csv, as stacks over seeds on a pool of workers (in this
     process when --workers is 1, as in a sweep); each stack's rows are written as it finishes
     (folder.RowWriter: a torn last line cut away first, every write flushed and synced). done,
@@ -208,7 +215,7 @@ def run_all(a, out, base, done=None, curves=None):
     read_curves)."""
     path = os.path.join(out, "steps.csv")
     done = read_done(path) if done is None else done
-    curves = read_curves(out) if curves is None else curves
+    curves = _read_curves(out) if curves is None else curves
     todo = [(T, seed) for T in a.Ts for seed in range(a.seeds) if (T, seed) not in done]
     stacks = []
     for T in a.Ts:
@@ -260,7 +267,7 @@ def run_all(a, out, base, done=None, curves=None):
 
 # ---------------------------------------------------------------- the report -------------------
 
-def median_steps(rows, n_boot=None, seed=0, exact=True):
+def _median_steps(rows, n_boot=None, seed=0, exact=True):
     """Median steps over the seeds of one T (censored = inf) with its 95% seed-bootstrap interval
     computed exactly from order statistics (stats.median_ci: no resampling error), and the median
     of every resample of the seeds with its probability (stats.seed_resamples: all of them where
@@ -273,7 +280,7 @@ def median_steps(rows, n_boot=None, seed=0, exact=True):
     return float(np.median(v)), lo, hi, resample_medians(v, C), w
 
 
-def paired_medians(rows, ref, n_boot=None, seed=0, budget=None):
+def _paired_medians(rows, ref, n_boot=None, seed=0, budget=None):
     """Median steps of `rows` over those of `ref` (one T each) on the seeds both hold, with a
     paired 95% seed-bootstrap interval: replicate i draws the same seeds for both, so the interval
     carries the difference between the two settings, not the seeds' luck. Censored = inf, and with
@@ -290,7 +297,7 @@ def paired_medians(rows, ref, n_boot=None, seed=0, budget=None):
         raise ValueError("the two folders share no seed at this T: nothing to pair")
     # the same bootstrap seed over the same seed list: replicate i resamples the same seeds in both
     (ma, _, _, ba, w), (mb, _, _, bb, _) = (
-        median_steps([censored_at_budget(side[sd]) for sd in seeds], n_boot, seed)
+        _median_steps([censored_at_budget(side[sd]) for sd in seeds], n_boot, seed)
         for side in (here, there))
     with np.errstate(invalid="ignore"):
         ratios, point = ba / bb, ma / mb
@@ -300,7 +307,7 @@ def paired_medians(rows, ref, n_boot=None, seed=0, budget=None):
     return ma, mb, None if np.isnan(point) else float(point), lo, hi, len(seeds)
 
 
-def against_table(out, ref):
+def _against_table(out, ref):
     """OUT/against.md: per T both folders hold, the median steps of each on their shared seeds and
     the ratio OUT / REF with its paired interval (paired_medians; where the budgets differ, both
     are censored at the smaller), then the settings in which the two differ (the check that
@@ -323,7 +330,7 @@ def against_table(out, ref):
              "[paired 95% CI] |", "|---|---|---|---|---|"]
     for T in Ts:
         try:
-            ma, mb, r, lo, hi, n = paired_medians([v for (TT, _), v in da.items() if TT == T],
+            ma, mb, r, lo, hi, n = _paired_medians([v for (TT, _), v in da.items() if TT == T],
                                                   [v for (TT, _), v in db.items() if TT == T],
                                                   budget=budget)
         except ValueError as e:
@@ -340,7 +347,7 @@ def against_table(out, ref):
     print(f"saved {path}")
 
 
-def gf2_samples(task, s, T, n_seeds=20):
+def _gf2_samples(task, s, T, n_seeds=20):
     """Median over n_seeds draws of the samples the GF(2) learner needs (hypotheses.gf2_sample_need);
     None for a task that is not parity."""
     if task != "parity":
@@ -349,14 +356,14 @@ def gf2_samples(task, s, T, n_seeds=20):
                             for seed in range(n_seeds)]))
 
 
-def steps_report(out, meta):
+def _steps_report(out, meta):
     """OUT/table.md (per T: runs, censored, median steps [95% CI], the GF(2) samples and the
     statistical limit; then the fit steps ~ a T^k) and, with matplotlib, OUT/steps.png. Neither
     replaces a file that is not a table or a plot (cli.claim_outputs)."""
     cli.claim_outputs([(os.path.join(out, "table.md"), "table", "the table"),
                        (os.path.join(out, "steps.png"), "plot", "the plot")])
     done = read_done(os.path.join(out, "steps.csv"), meta)
-    curves = read_curves(out)              # damaged: one line now, not after the table
+    curves = _read_curves(out)              # damaged: one line now, not after the table
     o = meta["options"]
     Ts = sorted({T for T, _ in done})
     limits = report.statistical_limits(o["task"], o["s"], Ts,
@@ -366,25 +373,25 @@ def steps_report(out, meta):
     med = {}
     for T in Ts:
         rows = [r for (TT, _), r in sorted(done.items()) if TT == T]
-        m, lo, hi, boot, w = median_steps(rows, exact=False)   # drawn: T on its own, for the fit
+        m, lo, hi, boot, w = _median_steps(rows, exact=False)   # drawn: T on its own, for the fit
         med[T] = (m, boot, w)
         show = lambda v: "inf" if not np.isfinite(v) else f"{v:.0f}"
-        g = gf2_samples(o["task"], o["s"], T)
+        g = _gf2_samples(o["task"], o["s"], T)
         lines.append(f"| {T} | {len(rows)} | {sum(r['censored'] for r in rows)} | {show(m)} "
                      f"[{show(lo)}, {show(hi)}] | {'-' if g is None else show(g)} | "
                      f"{report.limit_text(limits.get(T))} |")
     finite = [T for T in Ts if np.isfinite(med[T][0])]
     # the exponent depends on the range of T it is fitted over: the fit up to each T, then all
-    fit = "\n".join(steps_fit({T: med[T] for T in Ts if T <= top})
+    fit = "\n".join(_steps_fit({T: med[T] for T in Ts if T <= top})
                     for top in finite[2:-1] + finite[-1:] or Ts[-1:])   # none finite: why
     text = "\n".join(lines) + "\n\n" + fit + "\n"
     print(text, end="")
     cli.write_text(os.path.join(out, "table.md"), text)
-    png = steps_plot(out, med, o, meta["budget"], curves)
+    png = _steps_plot(out, med, o, meta["budget"], curves)
     print(f"saved {out}/table.md" + (f", {png}" if png else ""))
 
 
-def steps_fit(med):
+def _steps_fit(med):
     """steps ~ a T^k over the T whose median is finite, with a stratified bootstrap interval on
     k: replicate i combines a resample of each T's seeds drawn on its own (median_steps with
     exact=False), so the interval is a drawn one, printed by its Monte Carlo band."""
@@ -404,11 +411,11 @@ def steps_fit(med):
             f"{w[~ok].sum() / w.sum():.1%} of their probability dropped for a censored median)")
 
 
-def steps_plot(out, med, o, budget, curves=None):
+def _steps_plot(out, med, o, budget, curves=None):
     plt = cli.pyplot_or_hint("rerun with --report")
     if plt is None:
         return None
-    curves = read_curves(out) if curves is None else curves
+    curves = _read_curves(out) if curves is None else curves
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
     Ts = sorted(med)
     ax.plot(Ts, [med[T][0] for T in Ts], "o-", label="median steps to 0.99")
@@ -431,7 +438,7 @@ def steps_plot(out, med, o, budget, curves=None):
 
 # ---------------------------------------------------------------- the command line -------------
 
-def parser():
+def _parser():
     ap = OneLineParser(prog="studies.steps", description=(
         "Training steps until test accuracy first reaches 0.99, against T, at a training set "
         "large enough that data is not the limit (sparse parity's wall)."))
@@ -456,8 +463,8 @@ def parser():
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    ap = parser()
+    argv = sys.argv[1:] if argv is None else harness.check_argv(argv)
+    ap = _parser()
     a = ap.parse_args(argv)
     base = dict({k: getattr(a, k) for k in OPTIONS}, steps=a.budget, log_every=0)
     try:
@@ -481,19 +488,19 @@ def main(argv=None):
             os.makedirs(a.out, exist_ok=True)
             lock = folder.lock_folder(a.out, holder=f"studies.steps, pid {os.getpid()}")
             if not a.report:                      # the folder's own runs, checked, first
-                a.arithmetic_of = check_folder(a.out, meta, a.other_arithmetic)
+                a.arithmetic_of = _check_folder(a.out, meta, a.other_arithmetic)
                 done = read_done(os.path.join(a.out, "steps.csv"), read_steps_meta(a.out))
-                curves = read_curves(a.out)
+                curves = _read_curves(a.out)
         except ValueError as e:
             ap.error(str(e))
         if not a.report:
-            code = run_all(a, a.out, base, done, curves)
+            code = _run_all(a, a.out, base, done, curves)
             if code:
                 return code
         try:
-            steps_report(a.out, read_steps_meta(a.out))
+            _steps_report(a.out, read_steps_meta(a.out))
             if a.against:
-                against_table(a.out, a.against)
+                _against_table(a.out, a.against)
         except ValueError as e:
             ap.error(str(e))
         return 0

@@ -11,6 +11,7 @@ Medians, not means: C is a cube of sums and has a long tail. A separation P(fail
 success's X) (ties count 1/2) is undefined in a resample without both outcomes; such resamples
 count against both bounds.
 """
+import glob
 import math
 import os
 
@@ -24,12 +25,52 @@ def read_plan(out):
     return folder.read_plan(out)
 
 
+def same_folder(a, b):
+    """Whether two spellings of folders name one folder on disk (a trailing slash, './', an
+    absolute path or a path from elsewhere are the same folder; compared as files, then as real
+    paths)."""
+    for name, v in (("a", a), ("b", b)):
+        if not isinstance(v, (str, os.PathLike)) or isinstance(v, bytes) or not os.fspath(v):
+            raise TypeError(f"{name} must be a folder path (str), got {v!r:.40}")
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _recorded_places(recorded, beside):
+    """Where a folder a plan records (`recorded`, spelt as the command that wrote the plan was
+    given it, from the folder it ran in) may be now: from here, then from each folder above
+    `beside` (the plan's own folder: the command ran from one of them, e.g. the repository's
+    root)."""
+    yield recorded
+    up = os.path.realpath(beside)
+    while True:
+        yield os.path.join(up, recorded)
+        if os.path.dirname(up) == up:
+            return
+        up = os.path.dirname(up)
+
+
+def recorded_folder(recorded, beside, study=None):
+    """The folder a plan's source records, found from here (_recorded_places) -> its path, or None
+    when no such folder exists; with `study`, whether one of the places is that folder."""
+    for name, v in (("recorded", recorded), ("beside", beside)):
+        if not isinstance(v, str) or not v:
+            raise TypeError(f"{name} must be a folder path (str), got {v!r:.40}")
+    places = [p for p in _recorded_places(recorded, beside) if os.path.isdir(p)]
+    if study is not None:
+        return any(same_folder(p, study) for p in places)
+    return places[0] if places else None
+
+
 def study_cells(source, design, Ts, widths=None):
     """(the study's plan, its cells of `design` at the T in Ts and the widths d in `widths`
     (default every width), each naming the plan it comes from); ValueError naming the T or width
     the study has no such cell at."""
     study = read_plan(source)
-    cells = [dict(c, source=dict(c["source"], plan=f"{source}/plan.json ({design})"))
+    where = os.path.normpath(source)                   # "results/mechanism/": as without the slash
+    cells = [dict(c, source=dict(c["source"], plan=f"{where}/plan.json ({design})"))
              for c in study["cells"] if c["design"] == design and c["T"] in Ts]
     for name, want, key in (("T", Ts, "T"), ("width d", widths or (), "d")):
         missing = sorted(set(want) - {c[key] for c in cells})
@@ -57,6 +98,15 @@ def study_rows(out, plan, what="runs"):
     if not parts:
         return []
     return folder.check_rows(folder.read_rows(parts, kind=kind), plan["bar"], plan, kind=kind)
+
+
+def study_files(out):
+    """The files of a study's folder its readers read: plan.json and the CSVs of STUDY_CSVS with
+    their continuations (those that exist)."""
+    if not isinstance(out, (str, os.PathLike)) or isinstance(out, bytes) or not os.fspath(out):
+        raise TypeError(f"out must be a folder path (str), got {out!r:.40}")
+    names = ["plan.json"] + [n[:-len(".csv")] + "*.csv" for n, _, _ in STUDY_CSVS.values()]
+    return [p for n in names for p in sorted(glob.glob(os.path.join(glob.escape(out), n)))]
 
 
 def is_final(row):
@@ -129,7 +179,7 @@ def median_ci(rows, key, W):
     return float(med[0]), lo, hi, med[1:]
 
 
-def pair_counts(rows, key, W):  # -> (numerator [1 + B], denominator [1 + B])
+def _pair_counts(rows, key, W):  # -> (numerator [1 + B], denominator [1 + B])
     """Over the (failure, success) pairs of rows, weighted by their seeds' draws: the count of
     pairs whose failure has the larger `key` (ties 1/2), and the count of pairs."""
     W, rows = weights_at(W, rows), [r for r in rows if np.isfinite(r[key])]
@@ -149,7 +199,7 @@ def separation(cells_rows, key, W):
     hi). W: the seeds' weights, one for every cell, or a list of one per cell (cell_resamples)."""
     num = den = 0.0
     for rows, w in zip(cells_rows, W if isinstance(W, list) else [W] * len(cells_rows)):
-        a, b = pair_counts(rows, key, w)
+        a, b = _pair_counts(rows, key, w)
         num, den = num + a, den + b
     if not den[0] > 0:
         return math.nan, math.nan, math.nan

@@ -41,6 +41,7 @@ import numpy as np
 
 import arithmetic
 import attn
+from attn import INTS, check_number
 import data
 import fast
 import optim
@@ -92,7 +93,7 @@ PROTOCOLS = {
 
 # ---------------------------------------------------------------- the command line -------------
 
-def model_list(text):
+def _model_list(text):
     vals = [v.strip() for v in text.split(",") if v.strip()]
     bad = [v for v in vals if v not in ("transformer", "mlp")]
     if bad or not vals:
@@ -100,7 +101,7 @@ def model_list(text):
     return sorted(set(vals))                 # one order everywhere: shards split the same list
 
 
-def shard_spec(text):
+def _shard_spec(text):
     try:
         i, n = (int(v) for v in text.split("/"))
     except ValueError:
@@ -113,7 +114,7 @@ def shard_spec(text):
 COMMANDS = ("compare", "width", "families", "limit", "headline", "pages", "bench")
 
 
-def sweep_parser(commands=True):
+def _sweep_parser(commands=True):
     """The sweep's options, and (commands=True) the other commands as subcommands, each with its
     own --help. main leaves the subcommands out when none is named, so that a stray word after a
     mistyped option ("--model mlp") is reported as unrecognized, not as an unknown command."""
@@ -127,7 +128,7 @@ def sweep_parser(commands=True):
                          "(default %(default)s)")
     ap.add_argument("--Ts", type=int_list, help="comma-separated T values (overrides preset)")
     ap.add_argument("--seeds", type=integer(1), help="seeds per T (preset paper: 10, extended: 30)")
-    ap.add_argument("--models", type=model_list, default=None,
+    ap.add_argument("--models", type=_model_list, default=None,
                     help="comma-separated: transformer,mlp (default transformer; with --report, "
                          "every model in the folder)")
     ap.add_argument("--search", choices=("bisect", "grid"), default="bisect",
@@ -143,7 +144,7 @@ def sweep_parser(commands=True):
     ap.add_argument("--bar", type=number(0, strict=True), default=0.99,
                     help="success: test accuracy >= bar, in (0, 1] (default %(default)s)")
     ap.add_argument("--out", default=None, help="results folder (default runs/PRESET)")
-    ap.add_argument("--shard", type=shard_spec, default=(0, 1), metavar="I/N",
+    ap.add_argument("--shard", type=_shard_spec, default=(0, 1), metavar="I/N",
                     help="run share I of N (0 <= I < N)")
     ap.add_argument("--workers", type=integer(1, os.cpu_count() or 1), default=os.cpu_count() or 1,
                     help="processes, at most the number of cores (default %(default)s)")
@@ -166,17 +167,17 @@ def sweep_parser(commands=True):
     sub = ap.add_subparsers(dest="command", parser_class=OneLineParser,
                             title="other commands (python -m studies.sweep COMMAND --help)",
                             metavar="{" + ",".join(COMMANDS) + "}")
-    add_compare_command(sub)
-    add_width_command(sub)
-    add_families_command(sub)
-    add_limit_command(sub)
-    add_headline_command(sub)
-    add_pages_command(sub)
-    add_bench_command(sub)
+    _add_compare_command(sub)
+    _add_width_command(sub)
+    _add_families_command(sub)
+    _add_limit_command(sub)
+    _add_headline_command(sub)
+    _add_pages_command(sub)
+    _add_bench_command(sub)
     return ap
 
 
-def folder_args(c, folders_help, seeds_help=None):
+def _folder_args(c, folders_help, seeds_help=None):
     """The arguments of a command over finished folders: the folders, --out, and (with
     seeds_help) the --seeds and --Ts filters."""
     c.add_argument("folders", nargs="+", help=folders_help)
@@ -186,12 +187,12 @@ def folder_args(c, folders_help, seeds_help=None):
         c.add_argument("--Ts", type=int_list, help="only these T")
 
 
-def add_compare_command(sub):
+def _add_compare_command(sub):
     c = sub.add_parser("compare", help="one table over sweeps of different protocols",
                        description=(
         "One table over sweep folders, one protocol each (e.g. results/paper-range-ours "
         "results/paper-range-paper-data): m50, m90, memorisation, attention on S, CPU time."))
-    folder_args(c, "sweep output folders", "only seeds 0..N-1 (the same in every folder)")
+    _folder_args(c, "sweep output folders", "only seeds 0..N-1 (the same in every folder)")
     c.add_argument("--plot", help="also draw m50 [95%% CI] per protocol and T into this image "
                                   "(needs matplotlib)")
     c.add_argument("--growth-from", type=integer(1), metavar="T0",
@@ -200,14 +201,14 @@ def add_compare_command(sub):
     c.set_defaults(run=report.compare_command, parser=c, protocols=PROTOCOLS)
 
 
-def add_width_command(sub):
+def _add_width_command(sub):
     c = sub.add_parser("width", help="widths side by side, and where each leaves its log T law",
                        description=(
         "Width against the log T law: sweep folders of several widths d (results/width/d-*): m50 "
         "and m90 per d and T, where each d's curve leaves the log law it follows at small T, the "
         "positional overlap of S, and the construction's width d_p beside the widths that stay "
         "on their law."))
-    folder_args(c, "sweep output folders; those of one width are pooled (same options, "
+    _folder_args(c, "sweep output folders; those of one width are pooled (same options, "
                    "different runs)", "only seeds 0..N-1")
     c.add_argument("--fit-below", dest="fit_below", type=number(0, strict=True), default=100,
                    help="the small-T log law is fitted over T <= this (default %(default)s)")
@@ -215,7 +216,7 @@ def add_width_command(sub):
     c.set_defaults(run=report.width_command, parser=c)
 
 
-def add_families_command(sub):
+def _add_families_command(sub):
     c = sub.add_parser("families", help="other tasks and sparsities side by side",
                        description=(
         "Sweep folders of different tasks or sparsities s (results/families/*): per task, s "
@@ -223,13 +224,13 @@ def add_families_command(sub):
         "tried, the statistical limit, P(label = 1) on draws, CPU time; the fits against ln T, "
         "T and T^k per family where at least 3 T are determined, and against s (power law or "
         "exponential) per task and T where at least 3 s are."))
-    folder_args(c, "sweep output folders, one task and s each", "only seeds 0..N-1")
+    _folder_args(c, "sweep output folders, one task and s each", "only seeds 0..N-1")
     c.add_argument("--plot", help="also draw the majority m* against T per family and against s "
                                   "per task into this image (needs matplotlib)")
     c.set_defaults(run=families.families_command, parser=c)
 
 
-def add_limit_command(sub):
+def _add_limit_command(sub):
     c = sub.add_parser("limit", help="the statistical limit per T, no training", description=(
         "The statistical limit of a sparse task, no training: per T, the smallest m at which a "
         "seed's training stream leaves exactly one compatible hypothesis (median and 5-95%% over "
@@ -249,7 +250,7 @@ def add_limit_command(sub):
     c.set_defaults(run=report.limit_command, parser=c)
 
 
-def add_headline_command(sub):
+def _add_headline_command(sub):
     c = sub.add_parser("headline", help="the front page's table, from the committed folders",
                        description=(
         "The README's short table: per T, the paper's m*, our majority m* with its 95%% "
@@ -269,7 +270,7 @@ def add_headline_command(sub):
     c.set_defaults(run=report.headline_command, parser=c)
 
 
-def add_pages_command(sub):
+def _add_pages_command(sub):
     c = sub.add_parser("pages", help="copy the tables results pages show from their files again",
                        description=(
         "A results page copies each table from the file a command wrote, between the lines "
@@ -285,19 +286,19 @@ def add_pages_command(sub):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else harness.check_argv(argv)
     cli.keep_freed_memory()
     named = bool(argv) and argv[0] in COMMANDS
-    ap = sweep_parser(commands=named or "-h" in argv or "--help" in argv)
+    ap = _sweep_parser(commands=named or "-h" in argv or "--help" in argv)
     a = ap.parse_args(argv)
     if getattr(a, "command", None):
         return a.run(a, a.parser.error)
-    return main_sweep(ap, a, argv)
+    return _main_sweep(ap, a, argv)
 
 
 # ---------------------------------------------------------------- one sweep, step by step ------
 
-def main_sweep(ap, a, argv):
+def _main_sweep(ap, a, argv):
     """A sweep (or, with --report, only its report): its options, its folder, its searches, its
     report. Every problem before the first run is one line through ap.error."""
     out = a.out or os.path.join("runs", a.preset)     # never the committed results/
@@ -311,9 +312,9 @@ def main_sweep(ap, a, argv):
                                        warn=lambda line: None)            # warned once, there
         except ValueError as e:
             ap.error(str(e))
-        take_folder_options(ap, a, argv, meta_old, found)
-    Ts, n_seeds = sweep_options(ap, a, argv)
-    grids = sweep_grids(ap, a, argv, Ts, meta_old.get("grids") if a.report else None)
+        _take_folder_options(ap, a, argv, meta_old, found)
+    Ts, n_seeds = _sweep_options(ap, a, argv)
+    grids = _sweep_grids(ap, a, argv, Ts, meta_old.get("grids") if a.report else None)
     base = {k: getattr(a, k) for k in folder.MODEL_OPTIONS}
     if os.path.exists(out) and not os.path.isdir(out):
         ap.error(f"--out {out} is a file; give a folder")
@@ -333,15 +334,15 @@ def main_sweep(ap, a, argv):
                                for name, kind in report.FOLDER_OUTPUTS])
         except ValueError as e:
             ap.error(str(e))
-        meta, accepted = folder_meta(ap, a, out, base, grids, Ts, n_seeds,
+        meta, accepted = _folder_meta(ap, a, out, base, grids, Ts, n_seeds,
                                      meta_old if a.report else None)
-        return run_and_report(ap, a, out, meta, accepted, base, Ts, n_seeds)
+        return _run_and_report(ap, a, out, meta, accepted, base, Ts, n_seeds)
     finally:
         if lock:
             lock.close()
 
 
-def take_folder_options(ap, a, argv, meta, found):
+def _take_folder_options(ap, a, argv, meta, found):
     """--report: the folder decides what is reported unless the command line says otherwise (a
     report never drops rows): its options, bar, search and protocol, and every model, T and seed
     it holds or planned."""
@@ -359,7 +360,7 @@ def take_folder_options(ap, a, argv, meta, found):
     a.seeds = a.seeds or max([1 + int(r["seed"]) for r in found] + [plan.get("seeds", 1)])
 
 
-def sweep_options(ap, a, argv):
+def _sweep_options(ap, a, argv):
     """Every model option from the command line, else the protocol, the preset, train.py's
     default; checked together. -> (Ts, n_seeds)."""
     preset = PRESETS[a.preset]
@@ -383,7 +384,7 @@ def sweep_options(ap, a, argv):
     return Ts, n_seeds
 
 
-def sweep_grids(ap, a, argv, Ts, grids_of_folder=None):
+def _sweep_grids(ap, a, argv, Ts, grids_of_folder=None):
     """{model: m grid}: the folder's own grid for a report (unless --grid-* are typed), else
     m_grid(--grid-min, --grid-max, --grid-ratio); the largest run of each is checked to fit in
     memory before anything runs."""
@@ -409,7 +410,7 @@ def sweep_grids(ap, a, argv, Ts, grids_of_folder=None):
     return grids
 
 
-def folder_meta(ap, a, out, base, grids, Ts, n_seeds, old=None):
+def _folder_meta(ap, a, out, base, grids, Ts, n_seeds, old=None):
     """This sweep's sweep.json, merged with the folder's (which must describe the same
     experiment: options, bar, search and grids), and written by a sweep, never by a report: a
     report writes no fingerprint it did not run (a folder without sweep.json is reported with
@@ -462,7 +463,7 @@ def folder_meta(ap, a, out, base, grids, Ts, n_seeds, old=None):
     return meta, accepted
 
 
-def run_and_report(ap, a, out, meta, accepted, base, Ts, n_seeds):
+def _run_and_report(ap, a, out, meta, accepted, base, Ts, n_seeds):
     """Run this shard's searches (unless --report), then report every finished run asked for."""
     i, n = a.shard
     csv_path = os.path.join(out, "runs.csv" if n == 1 else f"runs-shard-{i}-of-{n}.csv")
@@ -475,7 +476,7 @@ def run_and_report(ap, a, out, meta, accepted, base, Ts, n_seeds):
     except ValueError as e:
         ap.error(str(e))
     if not a.report:
-        code = run_searches(a, Ts, n_seeds, meta["grids"], base, csv_path, done, (i, n),
+        code = _run_searches(a, Ts, n_seeds, meta["grids"], base, csv_path, done, (i, n),
                             meta["sweep_id"])
         if code:
             return code
@@ -516,6 +517,7 @@ def sweep_worker(runs):
     same T and m, whose results are bit for bit those of the runs alone); MLP runs one by one. A
     diverged run is a failed run (test_acc nan), not the end of the sweep; so is a run of the
     paper's data protocol whose m is too small to draw a training set that identifies S."""
+    harness.check_runs(runs, ("m", "model"))
     cli.keep_freed_memory()
     runs = [dict(o, log_every=0, batch=0 if o.get("batch", 0) >= o["m"] else o["batch"])
             for o in runs]                      # a minibatch as large as the set: full batch
@@ -551,11 +553,13 @@ def stack_size(T, most, d=64, heads=16, itemsize=4):
     """Runs per stack at context length T: stacking pays numpy's per-call overhead once for R
     runs, but past a few MiB per array the passes over memory slow every run down (the README's
     performance page has the measurements). At least 1, at most `most`."""
+    for name, v in (("T", T), ("most", most), ("d", d), ("heads", heads), ("itemsize", itemsize)):
+        check_number(name, v, INTS, 1, 2 ** 62)
     per_run = (2 * T + 1) * (d + heads) * itemsize
     return max(1, min(most, STACK_BYTES // per_run))
 
 
-def take_stack(queue, most, dropout=False):
+def _take_stack(queue, most, dropout=False):
     """Pop from the queue of (job, m) probes the largest group that shares (model, T, m), at most
     most(T) probes (one for the MLP): the runs one worker trains as one stack."""
     groups = {}
@@ -572,7 +576,7 @@ def take_stack(queue, most, dropout=False):
 RowWriter = folder.RowWriter     # a sweep's CSV of runs (folder.py)
 
 
-class Searches:
+class _Searches:
     """Every (model, T, seed) search of a shard: each a generator of stats.SEARCHES driven by the
     runs saved so far, and a queue of the (job, m) probes to run next."""
 
@@ -597,7 +601,7 @@ class Searches:
             self.finished.add(job)
 
 
-def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""):
+def _run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""):
     """Drive every (model, T, seed) search of this shard; run probes on a process pool, write
     each finished run as a CSV row at once (so an interrupted sweep loses nothing finished).
     Returns the exit code: 0, 130 (Ctrl-C), 143 (SIGTERM) or 1 (a run failed)."""
@@ -606,12 +610,12 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
     out = RowWriter(csv_path, arithmetic_of=getattr(a, "arithmetic_of", None))
     per_search = (len(next(iter(grids.values()))) if a.search == "grid"
                   else int(np.ceil(np.log2(max(len(g) for g in grids.values()) + 1))))
-    searches = Searches(jobs, grids, a.search, done)
+    searches = _Searches(jobs, grids, a.search, done)
     expected = max(1, len(jobs) * per_search - sum(len(v) for v in searches.saved.values()))
     print(f"sweep: {len(jobs)} searches (model, T, seed) in this shard, about {per_search} runs "
           f"each; {len(done)} runs already saved; about {expected} to run; writing {out.path}",
           flush=True)
-    progress = SweepProgress(expected, len(jobs))
+    progress = _SweepProgress(expected, len(jobs))
     pool = None
     if a.workers > 1:
         cli.set_blas_threads()          # one BLAS thread per worker: the pool is the parallelism
@@ -629,7 +633,7 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
 
     try:
         with cli.sigterm_raises():      # SIGTERM as Ctrl-C: one line, the rows kept
-            drive(searches, pool, a.workers, finish,
+            _drive(searches, pool, a.workers, finish,
                   lambda probes: [dict(base, model=job[0], T=job[1], seed=job[2], m=m)
                                   for job, m in probes],
                   lambda T: stack_size(T, a.stack, base["d"], base["heads"],
@@ -652,14 +656,14 @@ def run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""
     return 0
 
 
-def drive(searches, pool, workers, finish, options_of, stack_of, dropout):
+def _drive(searches, pool, workers, finish, options_of, stack_of, dropout):
     """Take stacks of probes from the searches' queue and train them (in this process, or on the
     pool, at most `workers` stacks at a time) until every search is finished. A run that raises
     is RunFailed, after the stacks already finished are recorded."""
     pending = {}
     while searches.queue or pending:
         while searches.queue and (pool is None or len(pending) < workers):
-            probes = take_stack(searches.queue, stack_of, dropout)
+            probes = _take_stack(searches.queue, stack_of, dropout)
             if pool is None:                 # the same one-line report as from a pool
                 try:
                     rows = sweep_worker(options_of(probes))
@@ -684,7 +688,7 @@ def _failed(probes, e):
     return f"run {model} T={T} seed={seed} m={m} failed: {type(e).__name__}: {e}"
 
 
-class SweepProgress:
+class _SweepProgress:
     """One line per finished run: the run, its outcome, elapsed time and an estimate of the rest."""
 
     def __init__(self, expected, n_jobs):
@@ -705,7 +709,7 @@ class SweepProgress:
 
 # ---------------------------------------------------------------- the bench --------------------
 
-def step_flops(T, B, d, H, k):
+def _step_flops(T, B, d, H, k):
     """Matrix-product FLOPs of one training step on the fast path (forward + backward)."""
     R = 2 * T + 1                                      # two versions per position, plus [CLS]
     fwd = (2 * R * d * d + 2 * R * d * H + 2 * d * d       # values, scores rn @ (W_K q), query
@@ -717,7 +721,7 @@ def step_flops(T, B, d, H, k):
     return fwd + bwd
 
 
-def matmul_gflops(n, k, m, dtype, reps=20):
+def _matmul_gflops(n, k, m, dtype, reps=20):
     """numpy's own speed on an (n, k) @ (k, m) product, in GFLOP/s (best of reps)."""
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((n, k)).astype(dtype), rng.standard_normal((k, m)).astype(dtype)
@@ -729,7 +733,7 @@ def matmul_gflops(n, k, m, dtype, reps=20):
     return 2 * n * k * m / best / 1e9
 
 
-def time_steps(cfg, B, path, n_steps):
+def _time_steps(cfg, B, path, n_steps):
     rng = np.random.default_rng(0)
     p = optim.one_buffer(attn.init_params(cfg, rng))          # as training holds them
     dt = np.dtype(cfg["dtype"])
@@ -745,7 +749,7 @@ def time_steps(cfg, B, path, n_steps):
     return float(np.median(times[2:]))
 
 
-def add_bench_command(sub):
+def _add_bench_command(sub):
     c = sub.add_parser("bench", help="time per training step, GFLOP/s beside numpy's matmul",
                        description=(
         "Time one training step (m samples, full batch, the experiment's model) on the fast path "
@@ -768,7 +772,7 @@ def add_bench_command(sub):
     c.add_argument("--tp-steps", dest="tp_steps", type=integer(1), default=100,
                    help="steps timed per stack; runs/min is scaled to --steps (default "
                         "%(default)s)")
-    c.set_defaults(run=main_bench, parser=c)
+    c.set_defaults(run=_main_bench, parser=c)
 
 
 def _throughput_worker(args):
@@ -780,7 +784,7 @@ def _throughput_worker(args):
     return time.perf_counter() - t
 
 
-def sweep_throughput(T, R, steps, full_steps, workers, repeats=3, d=64):
+def _sweep_throughput(T, R, steps, full_steps, workers, repeats=3, d=64):
     """Runs of `full_steps` steps per minute when `workers` processes each train a stack of R runs
     (m = 100): timed on `steps` steps and scaled (setup and evaluation included once); the median
     of `repeats` timings, since a shared machine's speed wanders by 20% from one to the next."""
@@ -799,7 +803,7 @@ def sweep_throughput(T, R, steps, full_steps, workers, repeats=3, d=64):
     return 60 * workers * R / (float(np.median(walls)) * full_steps / steps)
 
 
-def main_bench(a, fail):
+def _main_bench(a, fail):
     """`python -m studies.sweep bench`: the step table per width and dtype, then the sweep
     throughput (at the first width). Every size is checked to fit in memory before any time is
     spent."""
@@ -818,21 +822,21 @@ def main_bench(a, fail):
     said = " during its step table"
     try:                  # SIGTERM as Ctrl-C, in every part: the workers are stopped, one line
         with cli.sigterm_raises():
-            bench_steps(a, H, k)
+            _bench_steps(a, H, k)
             said = "; its workers are stopped"
-            bench_throughput(a, H)
+            _bench_throughput(a, H)
     except Terminated:
         print(f"\nstudies.sweep bench: terminated (SIGTERM){said}", file=sys.stderr)
         return 143
     return 0
 
 
-def bench_steps(a, H, k):
+def _bench_steps(a, H, k):
     """The bench's step table: per dtype, width and T, the time of one training step."""
     print(f"model heads={H} mlp={k}; batch m={a.m}; BLAS threads: "
           f"{os.environ.get('OPENBLAS_NUM_THREADS', 'default')}; numpy {np.__version__}")
     for dtype in ("float32", "float64"):
-        sq = matmul_gflops(1024, 1024, 1024, dtype, reps=5)
+        sq = _matmul_gflops(1024, 1024, 1024, dtype, reps=5)
         print(f"\n{dtype}: numpy matmul 1024^3: {sq:6.1f} GFLOP/s")
         print(f"{'d':>4} {'T':>6} {'ms/step':>9} {'s/run':>7} {'GFLOP/s':>8} "
               f"{'numpy same shape':>17}" + (f" {'plain ms/step':>14} {'speed-up':>9}"
@@ -841,18 +845,18 @@ def bench_steps(a, H, k):
             for T in a.Ts:
                 cfg = attn.default_config(T=T, d=d, heads=H, mlp=k, dtype=dtype)
                 n = max(20, min(200, int(20000 / T)))            # median of >= 20 timed steps
-                t_fast = time_steps(cfg, a.m, "fast", n)
-                gf = step_flops(T, a.m, d, H, k) / t_fast / 1e9
-                same = matmul_gflops(2 * T + 1, d, d, dtype)    # the largest per-step product
+                t_fast = _time_steps(cfg, a.m, "fast", n)
+                gf = _step_flops(T, a.m, d, H, k) / t_fast / 1e9
+                same = _matmul_gflops(2 * T + 1, d, d, dtype)    # the largest per-step product
                 line = (f"{d:4d} {T:6d} {1e3 * t_fast:9.2f} {t_fast * a.steps:7.1f} {gf:8.2f} "
                         f"{same:17.1f}")
                 if a.reference:
-                    t_ref = time_steps(cfg, a.m, "cls", 3)
+                    t_ref = _time_steps(cfg, a.m, "cls", 3)
                     line += f" {1e3 * t_ref:14.1f} {t_ref / t_fast:8.1f}x"
                 print(line, flush=True)
 
 
-def bench_throughput(a, H):
+def _bench_throughput(a, H):
     """The bench's sweep throughput at the first width: runs per minute on all cores, one run at
     a time per worker and stacked."""
     workers = os.cpu_count() or 1
@@ -863,8 +867,8 @@ def bench_throughput(a, H):
     for T in a.throughput:
         R = stack_size(T, a.stack, d, H)
         steps = min(a.tp_steps, a.steps)
-        alone = sweep_throughput(T, 1, steps, a.steps, workers, d=d)    # measured now, alike
-        now = sweep_throughput(T, R, steps, a.steps, workers, d=d) if R > 1 else alone
+        alone = _sweep_throughput(T, 1, steps, a.steps, workers, d=d)    # measured now, alike
+        now = _sweep_throughput(T, R, steps, a.steps, workers, d=d) if R > 1 else alone
         print(f"{T:6d} {R:6d} {alone:14.1f} {now:8.1f} {now / alone:5.1f}x", flush=True)
 
 

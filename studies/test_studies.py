@@ -6,6 +6,8 @@ The sections follow the files: stats.py, folder.py, sweep.py (with its subcomman
 harness.py, steps.py, the theory report, then the issues' blocks. Helpers the reference's tests
 share (small run options, the walker's machinery, subprocess runners) come from test_all.py.
 """
+import argparse
+import errno
 import glob
 import itertools
 import json
@@ -32,8 +34,8 @@ import theory
 import train
 from studies import (families, failures, folder, harness, kernels, laws, mechanism, report, stats,
                      steps, study, sweep, theory_report)
-from test_all import (ARRAY_LIKE, HERE, NAN, RNGS, SMALL, TINY, Walk, _literals, _one_line, _public,
-                      _python, assert_walked, cubic)
+from test_all import (ARRAY_LIKE, HERE, LITERAL, NAN, NO_ALLOC, RNGS, SMALL, TINY, Walk, _literals,
+                      _one_line, _public, _python, _walk, assert_walked, cubic)
 
 M50_TRUE, B_TRUE = 80.0, 4.0
 
@@ -581,12 +583,12 @@ def test_interventions_pair_with_the_baseline_by_seed():
         for x, g in [(dict(base, freeze="ln1", clip=clip), 1.0)] * 2 + [(dict(low, clip=clip), 0.5)]:
             for p in (train.train_run(x)["params"], train.train_stack([x])[0]["params"]):
                 assert np.all(p["ln1_g"] == g) and not p["ln1_b"].any(), clip
-    ap = sweep.sweep_parser(commands=False)
+    ap = sweep._sweep_parser(commands=False)
     for name, change in (("freeze-ln1", dict(freeze="ln1")), ("freeze-lnf", dict(freeze="lnf")),
                          ("decay-except-ln", dict(decay="except-ln")),
                          ("freeze-ln1-low", dict(freeze="ln1", ln1_gain=0.5))):
         a = ap.parse_args(["--protocol", name, "--out", "unused"])
-        sweep.sweep_options(ap, a, [])
+        sweep._sweep_options(ap, a, [])
         assert {k: getattr(a, k) for k in change} == change, name
     with pytest.raises(ValueError, match="freeze acts on the Transformer"):
         run_options.validate_options(dict(model="mlp", freeze="ln1"))
@@ -1097,7 +1099,7 @@ def test_value_errors(call, match):
 
 def test_rows_must_agree_with_themselves_each_other_and_their_sweep_json(tmp_path, capsys,
                                                                          smoke_ref, monkeypatch):
-    """Family 3: one row validator (folder.check_rows, folder.check_meta) for resume, merge and
+    """Family 3: one row validator (folder.check_rows, folder._check_meta) for resume, merge and
     report: a contradiction stops with one line naming the file and line; a torn row in the
     middle of a file is named in a warning; a run recorded twice alike counts once."""
     ref_table = (smoke_ref / "table.md").read_text()
@@ -1357,13 +1359,13 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
     assert "| ours (a) | 8 |" in table and "| steps-500 (b) | 16 |" in table   # and --steps 100
     assert "memorised" in table and "| ours |" not in table and "| steps-500 |" not in table
     smoke = dict(steps=150, n_test=500)      # a protocol that is the smoke preset: named alone
-    md, _ = report.compare_table([str(tmp_path / "a"), str(tmp_path / "b")], log=lambda *_: None,
+    md, _ = report._compare_table([str(tmp_path / "a"), str(tmp_path / "b")], log=lambda *_: None,
                                  protocols={"ours": smoke, "steps-500": dict(smoke, steps=100)})
     assert "| ours | 8 |" in md and "| steps-500 | 16 |" in md
     assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--out", out]) == 0
     assert table.count("| ours (a) |") * 2 == open(out).read().count("| ours (a) |")
     assert open(out).read().count("1.00 [1.00, 1.00]") == 2 * table.count("| ours (a) |")  # paired
-    md, _ = report.compare_table([str(tmp_path / "a")] * 2, log=lambda *_: None,
+    md, _ = report._compare_table([str(tmp_path / "a")] * 2, log=lambda *_: None,
                                  protocols={"ours": smoke})
     assert "| ours |" not in md and md.count("| ours (a) |") == 2 * table.count("| ours (a) |")
     assert sweep.main(["compare", str(tmp_path / "a"), "--seeds", "1", "--Ts", "16", "--out",
@@ -1390,7 +1392,7 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
 def test_compare_places_the_papers_mstar_only_for_the_papers_task(smoke_ref, tmp_path,
                                                                   monkeypatch):
     monkeypatch.setattr(report, "PAPER_MSTAR", {8: 1.0, 16: 1e6})   # the smoke sweep's T
-    md, _ = report.compare_table([str(smoke_ref)], log=lambda *_: None)
+    md, _ = report._compare_table([str(smoke_ref)], log=lambda *_: None)
     assert "majority m* interval (95%): below at T = 8; above at T = 16" in md
     assert "| 8 | " in md and " | 1.0 | " in md                      # the paper's m* column
     other = _copy(smoke_ref, tmp_path / "or")                          # the same runs, called OR
@@ -1400,7 +1402,7 @@ def test_compare_places_the_papers_mstar_only_for_the_papers_task(smoke_ref, tmp
     (other / "sweep.json").write_text(json.dumps(meta))              # rows relabelled to match
     (other / "runs.csv").write_text((other / "runs.csv").read_text().replace(old, meta["sweep_id"])
                                     .replace("transformer,and,", "transformer,or,"))
-    md, _ = report.compare_table([str(other)], log=lambda *_: None)
+    md, _ = report._compare_table([str(other)], log=lambda *_: None)
     assert "paper's m*" not in md and " | 1.0 | " not in md
 
 
@@ -1408,20 +1410,20 @@ def test_paper_position_places_the_papers_mstar_against_each_interval():
     st = lambda lo, hi: dict(m_star_lo=lo, m_star_hi=hi, n_seeds=5)  # paper: 50 at 100, 69.2 at 300
     stats = {("transformer", 100): st(51, 68), ("transformer", 300): st(60, 69),
              ("transformer", 500): st(70, 90), ("transformer", 8): st(1, 2)}   # 8: not in it
-    assert report.paper_position("p", stats) == (
+    assert report._paper_position("p", stats) == (
         "p: the paper's m* against this folder's majority m* interval (95%): inside at T = 500; "
         "below at T = 100; above at T = 300")
-    assert report.paper_position("p", {("transformer", 100): st(50, 50)}).endswith(
+    assert report._paper_position("p", {("transformer", 100): st(50, 50)}).endswith(
         "inside at T = 100 (every paper T held)")
-    assert report.paper_position("p", {("transformer", 100): dict(
+    assert report._paper_position("p", {("transformer", 100): dict(
         st(math.inf, math.inf), n_seeds=0)}).endswith("without a finished seed at T = 100")                         # the bounds count as inside
-    assert report.paper_position("p", {("transformer", 8): st(1, 2)}) is None
+    assert report._paper_position("p", {("transformer", 8): st(1, 2)}) is None
 
 
 def test_families_plot_series_hold_mstar_against_T_and_s(smoke_ref):
-    _, by_family = families.families_table([str(smoke_ref)], log=lambda *_: None)
+    _, by_family = families._families_table([str(smoke_ref)], log=lambda *_: None)
     (grid, cells, _, limits), = by_family.values()
-    (c,) = families.mstar_series(by_family)                 # one family, two T, one s: no s series
+    (c,) = families._mstar_series(by_family)                 # one family, two T, one s: no s series
     assert c["axis"] == "T" and c["label"] == "and s = 3" and c["x"] == [8, 16]
     assert c["mstar"] == [cells[T][1]["m_star"] for T in (8, 16)]
     assert all(lo <= m <= hi for lo, m, hi in zip(c["lo"], c["mstar"], c["hi"]))
@@ -1429,7 +1431,7 @@ def test_families_plot_series_hold_mstar_against_T_and_s(smoke_ref):
     st = dict(m_star=math.inf, m_star_lo=50.0, m_star_hi=math.inf)   # past the grid: at its end
     two_s = {("junta", 1): ([8, 16], {100: (None, dict(st, m_star=9.0, m_star_hi=9.0))}, "", {}),
              ("junta", 2): ([8, 16], {100: (None, st)}, "", {100: None})}
-    (c,) = families.mstar_series(two_s)
+    (c,) = families._mstar_series(two_s)
     assert (c["axis"], c["label"], c["x"], c["mstar"], c["hi"], c["above"], c["open_hi"]) == (
         "s", "junta, T = 100", [1, 2], [9.0, 16], [9.0, 16], [False, True], [False, True])
 
@@ -1438,10 +1440,10 @@ def test_families_says_when_m50_is_not_located_rather_than_beyond_the_grid():
     grid = [8, 16, 32]
     e = lambda m50, b: dict(m50=m50, m50_lo=m50, m50_hi=m50, b=b)
     falls, beyond, fine = e(math.inf, -0.5), e(math.inf, None), e(20.0, 1.0)
-    assert families.m50_text(falls) == "not located (success does not rise with m)"
-    assert families.m50_text(beyond) == "inf [inf, inf]" and families.m50_text(fine) == "20 [20, 20]"
-    assert families.m50_text(e(math.inf, 0.0)).startswith("not located")     # flat: not located
-    line = families.growth_line("junta", 100, "m50", [(1, grid, fine), (2, grid, falls),
+    assert families._m50_text(falls) == "not located (success does not rise with m)"
+    assert families._m50_text(beyond) == "inf [inf, inf]" and families._m50_text(fine) == "20 [20, 20]"
+    assert families._m50_text(e(math.inf, 0.0)).startswith("not located")     # flat: not located
+    line = families._growth_line("junta", 100, "m50", [(1, grid, fine), (2, grid, falls),
                                                        (3, grid, beyond)], "m50")
     assert "left out: s = 2 (m50 not located: pooled success does not rise with m); " \
            "3 (m50 above the largest m tried, 32)" in line
@@ -1462,7 +1464,7 @@ def test_families_table_puts_tasks_side_by_side_with_label_balance(smoke_ref, tm
             if ln.startswith("| and |")] == [["16", "1"]]
     code, _, err = run_cli(capsys, "sweep", "families", str(smoke_ref), str(smoke_ref))
     assert code == 2 and "both hold and with s = 3" in err and len(err.splitlines()) == 1
-    p, se = families.label_balance("majority", 3, 20, n_seeds=2, n=500)
+    p, se = families._label_balance("majority", 3, 20, n_seeds=2, n=500)
     assert abs(p - 0.5) < 5 * se + 1e-9 and 0 < se < 0.05
 
 
@@ -1493,7 +1495,7 @@ def test_families_fit_m50_across_s_and_name_the_s_left_out():
         entry = dict(m_star=m_star, m_star_boot=np.full(50, m_star))
         by_family[("and", s)] = (grid, {100: (stats.success_estimates(rows), entry, rows)}, "f")
     by_family[("or", 3)] = by_family[("and", 3)]                    # one s only: no line
-    line, line_mstar = families.growth_lines(by_family)
+    line, line_mstar = families._growth_lines(by_family)
     assert line_mstar.startswith("and at T = 100, m* across s = 1, 2, 3, 4, 5 (left out: s = 6 "
                                  "(m* above the largest m tried, 320)): m* ~ a s^k, k = 2.00 "
                                  "[2.00, 2.00]")
@@ -1555,11 +1557,11 @@ def test_results_pages_show_their_tables_as_the_files_the_commands_wrote(tmp_pat
 def test_a_width_screened_at_large_T_only_has_no_law_and_is_said_so(smoke_ref, tmp_path):
     """A screen of a new width runs at large T only: the table shows it, naming the missing law,
     instead of failing on the small-T fit it cannot make."""
-    table, curves = report.width_table([str(smoke_ref)], log=lambda line: None, fit_below=4)
+    table, curves = report._width_table([str(smoke_ref)], log=lambda line: None, fit_below=4)
     assert [c["dep"]["ratios"] for c in curves] == [{}]
     assert table.count("(no small-T law)") == 2 and "| no small-T law |" in table
     assert "no small-T law (fewer than 2 T <= 4 run)" in table
-    table, curves = report.width_table([str(smoke_ref)], log=lambda line: None, fit_below=16)
+    table, curves = report._width_table([str(smoke_ref)], log=lambda line: None, fit_below=16)
     assert "(fit range)" in table and "no small-T law" not in table
 
 
@@ -1608,7 +1610,7 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
     curves = [curve(64, {300: True, 1000: True, 3000: False}),
               curve(80, {300: False, 1000: True, 3000: False}),
               curve(128, {300: False, 1000: True})]
-    edges = {e["T"]: e for e in report.width_edges(curves, fit_below=100)}
+    edges = {e["T"]: e for e in report._width_edges(curves, fit_below=100)}
     assert edges[10]["edge"] is None and edges[10]["states"] == ["fit range"] * 3
     assert edges[300]["edge"] == (64, 80) and edges[300]["states"][:2] == ["above it",
                                                                             "consistent with it"]
@@ -1618,11 +1620,11 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
     assert edges[300]["d_p"] == theory.construction_width(300, 3) == 274
     odd = [curve(64, {300: False, 1000: True}), curve(80, {300: True, 1000: False}),
            dict(curve(96, {}), est={10: {}, 30: {}, 300: {}}, dep=dict(ratios={}))]
-    edges = {e["T"]: e for e in report.width_edges(odd, fit_below=100)}
+    edges = {e["T"]: e for e in report._width_edges(odd, fit_below=100)}
     assert edges[300]["edge"] == (None, 64)          # a wider width above it does not bound it
     assert edges[300]["states"][2] == "no small-T law" and edges[1000]["edge"] == (64, 80)
     late = [curve(64, {300: True, 1000: False})]     # the first judged T keeps no width
-    edges = report.width_edges(late, fit_below=100)
+    edges = report._width_edges(late, fit_below=100)
     assert [e["ln_T"] for e in edges] == [None, None, None, 64]
 
     base = _seed_rows(4)                             # paired: 80 loses ground, 96 keeps its offset
@@ -1633,7 +1635,7 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
         return dict(d=d, s=3, est={T: stats.success_estimates(r) for T, r in rows.items()},
                     runs=rows, dep=dict(ratios={3000: (0.9, 0.7, 1.1)}))
     curves = [paired(80, 1.5, 3.0), paired(96, 1.5, 1.5), paired(128, 1.0, 1.0)]
-    e = report.width_edges(curves, fit_below=100)[-1]
+    e = report._width_edges(curves, fit_below=100)[-1]
     assert e["states"] == ["consistent with it; loses ground to d = 128", "consistent with it",
                            "consistent with it"]
     assert e["edge"] == (None, 80) and e["paired"] == (80, 96)
@@ -1655,7 +1657,7 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
             def __getattr__(self, name):
                 return self
     ax = Axes()
-    report.edge_panel(ax, late, edges)
+    report._edge_panel(ax, late, edges)
     scaled = [ln for ln in ax.lines if ln[2] and "scaled like ln T (from T = 1000)" in ln[2]]
     assert len(scaled) == 1 and scaled[0][1][0] == pytest.approx(64)   # starts at T = 1000's 64
     assert [ln[1] for ln in ax.lines if ln[0] == [1000] and not ln[2]] == [[64]]   # filled marker
@@ -1686,8 +1688,8 @@ def test_every_command_is_one_line_on_ctrl_c_and_odd_values(tmp_path, capsys, mo
     for module, name, argv, msg in [
             (report, "folder_report", ["--out", str(f), "--report"], "during the report"),
             (report, "statistical_limits", ["limit", "--Ts", "10", "--seeds", "2"], "interrupted"),
-            (sweep, "matmul_gflops", ["bench", "--Ts", "10", "--throughput", "10"], "interrupted"),
-            (sweep, "sweep_parser", ["--out", str(f)], "interrupted")]:
+            (sweep, "_matmul_gflops", ["bench", "--Ts", "10", "--throughput", "10"], "interrupted"),
+            (sweep, "_sweep_parser", ["--out", str(f)], "interrupted")]:
         monkeypatch.setattr(module, name, ctrl_c)
         code = cli.one_line_errors("studies.sweep", sweep.main, argv)
         err = capsys.readouterr().err
@@ -1818,14 +1820,14 @@ def test_reports_never_replace_a_file_that_is_not_their_own(tmp_path, capsys, mo
 
 def _subcommand(name):
     """The parser of `python -m studies.sweep NAME`."""
-    ap = sweep.sweep_parser()
+    ap = sweep._sweep_parser()
     return next(a for a in ap._actions if a.__class__.__name__ == "_SubParsersAction").choices[name]
 
 
 @pytest.mark.parametrize("command", ["train", "sweep", "bench"])
 def test_every_option_refuses_bad_values_in_one_line(command, capsys, tmp_path):
     """Walk every option of every command: a bad value gives exit 2 and one line on stderr."""
-    parser = {"train": train.train_parser, "sweep": sweep.sweep_parser,
+    parser = {"train": train.train_parser, "sweep": sweep._sweep_parser,
               "bench": lambda: _subcommand("bench")}[command]()
     prefix = [] if command == "train" else [command]
     tried = 0
@@ -1889,7 +1891,7 @@ def test_ctrl_c_while_a_command_starts_is_one_line(tmp_path, capsys, monkeypatch
 def test_a_monitor_only_watches_and_stops_a_stack_when_every_run_reaches_the_bar():
     runs = [dict(SMALL, task="parity", s=2, T=10, m=400, steps=400, d=16, heads=4, mlp=16, seed=s)
             for s in (0, 1)]
-    watch = steps.FirstHit(10, 2)
+    watch = steps._FirstHit(10, 2)
     seen = train.train_stack(runs, monitor=watch)
     plain = train.train_stack(runs)
     ran = seen[0]["steps_run"]
@@ -1897,8 +1899,8 @@ def test_a_monitor_only_watches_and_stops_a_stack_when_every_run_reaches_the_bar
     assert all(s["steps_run"] == ran for s in seen) and plain[0]["steps_run"] == 400
     for a, b in zip(seen, plain, strict=True):   # the same training, cut where it stopped
         assert a["losses"] == b["losses"][:ran]
-    never = steps.FirstHit(10, 2)
-    never.__class__ = type("Never", (steps.FirstHit,), {"__call__": lambda self, *a: False})
+    never = steps._FirstHit(10, 2)
+    never.__class__ = type("Never", (steps._FirstHit,), {"__call__": lambda self, *a: False})
     assert train.train_stack(runs, monitor=never)[0]["steps_run"] == 400
 
 
@@ -1907,17 +1909,17 @@ def test_paired_medians_carry_the_settings_difference_not_the_seeds_luck():
     ref = [dict(T=50, seed=sd, steps_to_bar=int(rng.integers(50, 5000)), censored=0)
            for sd in range(12)]
     twice = [dict(r, steps_to_bar=2 * r["steps_to_bar"]) for r in ref][::-1]  # another order
-    assert steps.paired_medians(twice, ref)[2:] == (2.0, 2.0, 2.0, 12)   # exact: seeds paired
+    assert steps._paired_medians(twice, ref)[2:] == (2.0, 2.0, 2.0, 12)   # exact: seeds paired
     # a smaller budget on one side: both are censored at it
-    _, _, ratio, lo, hi, _ = steps.paired_medians(ref, ref, budget=int(np.median(
+    _, _, ratio, lo, hi, _ = steps._paired_medians(ref, ref, budget=int(np.median(
         [r["steps_to_bar"] for r in ref])) - 1)
     assert ratio is None and lo is None and hi is None             # both medians inf: undefined
     censored = [dict(r, censored=1, steps_to_bar=None) if r["seed"] < 7 else r for r in twice]
-    ma, _, ratio, lo, hi, _ = steps.paired_medians(censored, ref)
+    ma, _, ratio, lo, hi, _ = steps._paired_medians(censored, ref)
     assert ma == ratio == hi == np.inf and lo > 2                    # most censored: above
-    assert steps.paired_medians(twice[-5:], ref)[-1] == 5            # only the shared seeds
+    assert steps._paired_medians(twice[-5:], ref)[-1] == 5            # only the shared seeds
     with pytest.raises(ValueError, match="share no seed"):
-        steps.paired_medians(twice[:3], ref[:3])
+        steps._paired_medians(twice[:3], ref[:3])
 
 
 def test_steps_sigterm_says_what_was_saved(tmp_path):
@@ -2178,7 +2180,7 @@ def test_an_mstar_interval_open_at_the_grid_says_how_often_it_leaves_it():
     cells = {30: (None, st(10, 8, 10, 0.0), None),                          # inside: no line
              1000: (None, st(580, 10, math.inf, 0.25), None),
              3000: (None, st(math.inf, 580, math.inf, 1.0), None)}          # off the grid
-    (line,) = families.grid_edge_lines({("junta", 3): (grid, cells, "f", {})})
+    (line,) = families._grid_edge_lines({("junta", 3): (grid, cells, "f", {})})
     assert line == ("junta s = 3, T = 1000: m* = 580, the largest m tried, so a growth to it is a "
                     "lower bound; m* lies above the largest m tried (580) with bootstrap "
                     "probability 0.250")
@@ -2489,9 +2491,9 @@ def test_mechanism_run_stops_its_pool_as_every_command_does(tmp_path, monkeypatc
         raise KeyboardInterrupt
     _tiny_plan(str(tmp_path))
     monkeypatch.setattr(harness, "worker_pool", recording_pool)
-    monkeypatch.setattr(mechanism, "run_stacks", ctrl_c)
+    monkeypatch.setattr(mechanism, "_run_stacks", ctrl_c)
     with pytest.raises(KeyboardInterrupt):
-        mechanism.run_plan(str(tmp_path), workers=2, log=lambda *a, **k: None)
+        mechanism._run_plan(str(tmp_path), workers=2, log=lambda *a, **k: None)
     assert made == [2, "stopped"]
 
 
@@ -2569,9 +2571,9 @@ def test_sizes_are_checked_before_anything_is_built(smoke_ref, tmp_path, capsys,
     of searches is built; so is a grid too fine to build."""
     def built(*args, **kw):
         raise AssertionError("a list of searches was built before the sizes were checked")
-    monkeypatch.setattr(sweep, "run_searches", built)
+    monkeypatch.setattr(sweep, "_run_searches", built)
     monkeypatch.setattr(folder, "missing_searches", built)
-    monkeypatch.setattr(steps, "run_all", built)
+    monkeypatch.setattr(steps, "_run_all", built)
     f = _copy(smoke_ref, tmp_path / "f")
     for argv in (["sweep", "--preset", "smoke", "--workers", "1", "--out", str(tmp_path / "n"),
                   "--seeds", "1000000000"],
@@ -2629,10 +2631,10 @@ def test_m_grid_and_limit_caches_refuse_impossible_values(smoke_ref, tmp_path, m
         (smoke_ref / "limits.json").read_text())
     for bad in (dict(median=99999, q05=0, q95=1e300), dict(median=7.5, q05=3, q95=9),
                 dict(median=7, q05=3, q95=200000), dict(median=7, q05=0, q95=9)):
-        assert report.cached_limit(dict(bad, n_seeds=200), 200, 16, 3) is None, bad
-    assert report.cached_limit(dict(median=7, q05=3, q95=None, n_seeds=200), 200, 16, 3) == \
+        assert report._cached_limit(dict(bad, n_seeds=200), 200, 16, 3) is None, bad
+    assert report._cached_limit(dict(median=7, q05=3, q95=None, n_seeds=200), 200, 16, 3) == \
         dict(median=7.0, q05=3.0, q95=math.inf, n_seeds=200)
-    assert report.cached_limit(dict(median=0, q05=0, q95=0, n_seeds=200), 200, 3, 3)  # T = s
+    assert report._cached_limit(dict(median=0, q05=0, q95=0, n_seeds=200), 200, 3, 3)  # T = s
     (f / "limits.json").write_text(json.dumps({k: dict(v, median=99999, q05=0, q95=1e300)
                                                for k, v in limits.items()}))
     monkeypatch.setattr(report, "_LIMITS", {})
@@ -2647,7 +2649,7 @@ def test_limit_cache_not_finite_or_huge_is_computed_again_with_a_warning(smoke_r
     is null) or a 400-digit integer is no limit: one warning line, computed again, never shown as
     'inf [inf, inf]' and never an OverflowError."""
     for v in (-math.inf, math.inf, math.nan, 10 ** 400, -10 ** 400):
-        assert report.cached_limit(dict(median=v, q05=3, q95=None, n_seeds=200), 200, 16, 3) \
+        assert report._cached_limit(dict(median=v, q05=3, q95=None, n_seeds=200), 200, 16, 3) \
             is None, v
     f = _copy(smoke_ref, tmp_path / "f")
     ref_table, limits = (smoke_ref / "table.md").read_text(), json.loads(
@@ -2707,7 +2709,7 @@ def test_mechanism_attention_agrees_with_attn_reference():
     p["ln1_b"][:] = 0.3
     S = np.array([0, 4, 7])
     X = (np.random.default_rng(5).random((40, 9)) < 0.6).astype(np.uint8)
-    mass, gap = mechanism.head_attention_on_S(p, cfg, S, X)
+    mass, gap = mechanism._head_attention_on_S(p, cfg, S, X)
     A = attn.cls_attention(p, cfg, X)                                  # [n, H, T + 1]
     rest = np.setdiff1d(np.arange(9), S)
     logA = np.log(A)
@@ -2741,14 +2743,14 @@ def test_mechanism_refuses_a_bad_support_in_one_line():
 
 
 def test_best_seen_monitor_and_loss_summary():
-    b = mechanism.BestSeen(every=10)
+    b = mechanism._BestSeen(every=10)
     assert b(10, [0.5, np.nan], [1, 1]) is False
     assert b(20, [0.9, 0.7], [1, 1]) is False
     assert b(30, [0.9, 0.6], [1, 1]) is False           # a tie keeps the first step
     assert b.best.tolist() == [0.9, 0.7] and b.step.tolist() == [20, 20]
-    final, low, jump = mechanism.loss_summary([0.7, 0.005, 0.002, 0.68, 0.3])
+    final, low, jump = mechanism._loss_summary([0.7, 0.005, 0.002, 0.68, 0.3])
     assert (final, low, jump) == (0.3, 0.002, 0.68)
-    assert math.isnan(mechanism.loss_summary([0.7, 0.5])[2])
+    assert math.isnan(mechanism._loss_summary([0.7, 0.5])[2])
 
 
 def _tiny_plan(out, seeds=2, steps=20, **extra):
@@ -2763,9 +2765,9 @@ def test_mechanism_study_writes_its_columns_and_resumes(tmp_path):
     out = str(tmp_path)
     _tiny_plan(out)
     quiet = lambda *a, **k: None
-    assert mechanism.run_plan(out, log=quiet) == 2
+    assert mechanism._run_plan(out, log=quiet) == 2
     path = os.path.join(out, "runs.csv")
-    assert folder.csv_header(path) == list(mechanism.FIELDS)
+    assert folder._csv_header(path) == list(mechanism.FIELDS)
     rows = folder.read_rows([path])
     assert [(r["d"], r["T"], r["m"], r["seed"]) for r in rows] == [("8", "8", "16", "0"),
                                                                   ("8", "8", "16", "1")]
@@ -2773,12 +2775,12 @@ def test_mechanism_study_writes_its_columns_and_resumes(tmp_path):
         assert r["success"] == (float(r["test_acc"]) >= 0.99)          # read_rows: a bool
         assert 0 < float(r["covering_constant"]) and 0 <= float(r["mass_on_S"]) <= 1
         assert r["best_step"] == "20" and float(r["best_test_acc"]) >= float(r["test_acc"])
-    assert mechanism.run_plan(out, log=quiet) == 0                  # nothing left to run
+    assert mechanism._run_plan(out, log=quiet) == 0                  # nothing left to run
     with open(path) as f:
         text = f.read()
     with open(path, "w") as f:                         # seed 1 lost, a torn row in its place
         f.write(text[:text.rstrip("\n").rfind("\n") + 1] + "fixed,8,8,16,1,1,0.5")
-    assert mechanism.run_plan(out, log=quiet) == 1                  # only seed 1 again
+    assert mechanism._run_plan(out, log=quiet) == 1                  # only seed 1 again
     again = folder.read_rows([path])
     assert len(again) == 2 and again[1]["test_acc"] == rows[1]["test_acc"]   # the same run
     with open(path) as f:
@@ -2788,8 +2790,8 @@ def test_mechanism_study_writes_its_columns_and_resumes(tmp_path):
 def test_mechanism_trace_ends_where_the_unmonitored_run_ends(tmp_path):
     out, quiet = str(tmp_path), lambda *a, **k: None
     _tiny_plan(out, every=5)
-    assert mechanism.run_plan(out, log=quiet) == 2                     # runs.csv: no trace
-    assert mechanism.run_plan(out, log=quiet, what="trace") == 2
+    assert mechanism._run_plan(out, log=quiet) == 2                     # runs.csv: no trace
+    assert mechanism._run_plan(out, log=quiet, what="trace") == 2
     base = {r["seed"]: r for r in folder.read_rows([os.path.join(out, "runs.csv")],
                                                    kind=folder.MECHANISM_ROWS)}
     trace = folder.read_rows([os.path.join(out, "trajectories.csv")],
@@ -2809,7 +2811,7 @@ def test_mechanism_trace_ends_where_the_unmonitored_run_ends(tmp_path):
         X = train.draw_run(runs[0] | dict(seed=res["seed"]))[2][0][:mechanism.N_MEASURE]
         mech = mechanism.measure_mechanism(res["params"], res["cfg"], res["S"], X)
         assert float(r["B_X"]) == mech["B_X"] != float(base[r["seed"]]["B_X"])
-    assert mechanism.run_plan(out, log=quiet, what="trace") == 0       # resumed: nothing left
+    assert mechanism._run_plan(out, log=quiet, what="trace") == 0       # resumed: nothing left
 
 
 def test_trajectory_rows_are_checked_against_their_plan_and_run(tmp_path):
@@ -2959,7 +2961,7 @@ def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, c
     and pairs again, each run against the study's run of its seed."""
     for arm, change in (("freeze-ln1", dict(freeze="ln1")), ("baseline-rerun", {}),
                         ("decay-except-ln", dict(decay="except-ln"))):
-        plan = mechanism.arm_plan("results/mechanism", arm, "borderline", [100, 3000], 20)
+        plan = mechanism._arm_plan("results/mechanism", arm, "borderline", [100, 3000], 20)
         study = [c for c in mechanism.read_plan("results/mechanism")["cells"]
                  if c["design"] == "borderline" and c["T"] in (100, 3000)]
         assert [(c["design"], c["d"], c["T"], c["m"]) for c in plan["cells"]] == [
@@ -2968,9 +2970,9 @@ def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, c
                    for c, b in zip(plan["cells"], study))
         folder.check_plan(plan)
     with pytest.raises(ValueError, match="no borderline cells at T = 200"):
-        mechanism.arm_plan("results/mechanism", "freeze-ln1", "borderline", [100, 200], 20)
+        mechanism._arm_plan("results/mechanism", "freeze-ln1", "borderline", [100, 200], 20)
     with pytest.raises(ValueError, match="arm must be baseline-rerun or one of"):
-        mechanism.arm_plan("results/mechanism", "freeze-ln2", "borderline", [100], 20)
+        mechanism._arm_plan("results/mechanism", "freeze-ln2", "borderline", [100], 20)
     assert set(folder.INTERVENTIONS) <= set(sweep.PROTOCOLS)
     S = "results/mechanism-interventions/screen"
     arms = [f"{S}/{a}" for a in ("baseline-rerun", "freeze-ln1", "decay-except-ln", "freeze-lnf")]
@@ -2979,14 +2981,14 @@ def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, c
     for mine, committed in (("p.md", "paired.md"), ("p.csv", "pairs.csv")):
         with open(tmp_path / mine) as a, open(f"{S}/{committed}") as b:
             assert a.read() == b.read(), committed
-    W = failures.cell_resamples(5, np.random.default_rng(0), n_boot=50)
+    W = failures._cell_resamples(5, np.random.default_rng(0), n_boot=50)
     assert W.shape == (51, 5) and (W[0] == 1).all() and (W.sum(1) == 5).all()
 
 
 def test_mechanism_report_on_a_synthetic_folder(tmp_path):
     out = str(tmp_path)
     _synthetic_study(out)
-    text = mechanism.report(out, log=lambda *a: None)
+    text = mechanism._report(out, log=lambda *a: None)
     assert open(os.path.join(out, "table.md")).read() == text and text.startswith("| d | T |")
     line = lambda start: next(ln for ln in text.splitlines() if ln.startswith(start))
     assert "| 1 [1, 1] established |" in line("| 64 | 10 | 20 | 6 / 6 |")
@@ -2999,7 +3001,7 @@ def test_mechanism_report_on_a_synthetic_folder(tmp_path):
     assert fit.split("|")[5].strip().startswith("3 [3, 3]")          # b of 10 + 3 ln T
     lost = line("| 64 | fixed | 36 |")
     assert lost.split("|")[6].strip().startswith("1 (0.028")          # 1 run of 36
-    assert mechanism.plot_study.__doc__                                 # plots: matplotlib only
+    assert mechanism._plot_study.__doc__                                 # plots: matplotlib only
 
 
 def test_every_study_refuses_a_damaged_plan_or_damaged_rows_in_one_line(tmp_path, capsys,
@@ -3121,10 +3123,10 @@ def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
 
 
 def test_mechanism_cells_of_some_widths():
-    plan = mechanism.arm_plan("results/mechanism", "freeze-ln1", "borderline", [3000], 40, [128])
+    plan = mechanism._arm_plan("results/mechanism", "freeze-ln1", "borderline", [3000], 40, [128])
     assert [(c["d"], c["T"]) for c in plan["cells"]] == [(128, 3000)] and plan["seeds"] == 40
     with pytest.raises(ValueError, match="no borderline cells at width d = 96"):
-        mechanism.arm_plan("results/mechanism", "freeze-ln1", "borderline", [3000], 20, [96])
+        mechanism._arm_plan("results/mechanism", "freeze-ln1", "borderline", [3000], 20, [96])
 
 
 def test_factors_report_holds_each_factor_exactly(tmp_path, capsys):
@@ -3510,13 +3512,13 @@ def test_a_study_of_another_arithmetic_is_not_continued_unless_asked(tmp_path):
     out = str(tmp_path)
     _tiny_plan(out, seeds=2, steps=10)
     quiet = lambda *a, **k: None
-    assert mechanism.run_plan(out, log=quiet, n_seeds=1) == 1
+    assert mechanism._run_plan(out, log=quiet, n_seeds=1) == 1
     plan = json.loads(open(os.path.join(out, "plan.json")).read())
     assert plan["machines"][-1]["kernel"] == arithmetic.record("float32")["kernel"]
     _other_kernel(os.path.join(out, "plan.json"), "Imaginary")
     with pytest.raises(ValueError, match="was made by .*Imaginary.*--other-arithmetic"):
-        mechanism.run_plan(out, log=quiet)
-    assert mechanism.run_plan(out, log=quiet, other_arithmetic=True) == 1
+        mechanism._run_plan(out, log=quiet)
+    assert mechanism._run_plan(out, log=quiet, other_arithmetic=True) == 1
     assert os.path.isfile(os.path.join(out, "arithmetic-of-runs.csv"))
     assert replay.folder_kind(out) == "runs"
     res = replay.replay(out, n_rows=2, log=None)
@@ -3543,7 +3545,7 @@ def test_kernels_counts_the_runs_that_change_outcome_and_the_verdicts_that_move(
     two studies of no common cell, is one line."""
     a, b = tmp_path / "a", tmp_path / "b"
     _tiny_plan(str(a), seeds=3, steps=10)
-    assert mechanism.run_plan(str(a), log=lambda *x, **k: None) == 3
+    assert mechanism._run_plan(str(a), log=lambda *x, **k: None) == 3
     shutil.copytree(a, b)
     lines = (b / "runs.csv").read_text().splitlines(keepends=True)
     header = lines[0].strip().split(",")
@@ -3565,6 +3567,377 @@ def test_kernels_counts_the_runs_that_change_outcome_and_the_verdicts_that_move(
     plan = json.loads((c / "plan.json").read_text())
     plan["cells"][0].update(T=9)
     cli.write_json(str(c / "plan.json"), plan)
-    assert mechanism.run_plan(str(c), log=lambda *x, **k: None) == 1
+    assert mechanism._run_plan(str(c), log=lambda *x, **k: None) == 1
     with pytest.raises(ValueError, match="share no cell"):
         kernels.kernels_table(str(a), str(c))
+def test_pages_refuse_markers_that_match_once_unicode_and_spacing_are_folded(tmp_path, capsys):
+    """Issue 45: a zero-width space after '<!--', '<! --' or a full-width '＜', on either end of a
+    block or on both, is a near miss: one line naming the page and line, with --check too, and no
+    byte of the page changes (before, both ends missed and the block was never copied)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "t.md").write_text("| a |\n")
+    page = repo / "page.md"
+    good = ("<!-- begin t.md -->", "<!-- end t.md -->")
+    for near in (lambda m: m.replace("<!--", "<!--\u200b"), lambda m: m.replace("<!--", "<! --"),
+                 lambda m: m.replace("<", "\uff1c"), lambda m: m.replace(" t.md", "\u200bt.md"),
+                 lambda m: m.replace("--", "\u2014")):
+        for begin, end, line in ((near(good[0]), near(good[1]), 2), (near(good[0]), good[1], 2),
+                                 (good[0], near(good[1]), 4)):
+            text = f"x\n{begin}\nold\n{end}\ny\n".encode()
+            page.write_bytes(text)
+            for check in (["--check"], []):
+                code, out, err = _in(repo, capsys, "pages", *check, "page.md")
+                _one_line(code, err, f"page.md line {line}:",
+                          "looks like a marker but is not exactly one")
+                assert page.read_bytes() == text and out == "", (begin, end, err)
+
+
+SCREEN = "results/mechanism-interventions/screen"
+
+
+def _study_refused(code, err, *words):
+    """A study command's refusal: exit 1, one line on stderr holding every word, no traceback."""
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert all(w in err for w in words), (words, err)
+
+
+def _paired_folders(tmp_path):
+    """A copy of the mechanism study and of the screen's freeze-ln1 arm, and a folder `other`
+    holding a pairs table of its own (the committed screen's pairs.csv)."""
+    study, arm, other = tmp_path / "study", tmp_path / "arm", tmp_path / "other"
+    _copy("results/mechanism", study)
+    _copy(f"{SCREEN}/freeze-ln1", arm)
+    other.mkdir()
+    shutil.copy(f"{SCREEN}/pairs.csv", other / "pairs.csv")
+    return study, arm, other
+
+
+def test_paired_claims_every_output_before_it_writes_and_names_a_full_disk(tmp_path, capsys,
+                                                                          monkeypatch):
+    """Issue 45: `paired` claims its page and its pairs table (free or a table, neither an input
+    nor the other) before it writes either, then writes each whole under a temporary name: a
+    refused --out leaves --pairs untouched (before, the pairs were already written over), --out X
+    --pairs X and a --pairs or --out that is one of the folders' files are one line, and a full
+    disk leaves the old pairs.csv whole and names it."""
+    study, arm, other = _paired_folders(tmp_path)
+    notes, old = tmp_path / "notes.txt", (other / "pairs.csv").read_bytes()
+    notes.write_text("my notes\n")
+    files = lambda: {p: p.read_bytes() for d in (study, arm, other, tmp_path) for p in d.iterdir()
+                     if p.is_file() and p.name != ".lock"}
+    before = files()
+    mech = lambda *argv: run_cli_main(capsys, mechanism.main, ["paired", str(study), str(arm),
+                                                               *argv])
+    for argv, words in (
+            (["--out", str(notes), "--pairs", str(other / "pairs.csv")],
+             ["notes.txt exists and is not a table"]),
+            (["--out", str(tmp_path / "x.md"), "--pairs", str(tmp_path / "x.md")],
+             ["are the same file"]),
+            (["--out", str(tmp_path / "p.md"), "--pairs", str(arm / "runs.csv")],
+             ["--pairs", "a file this command reads"]),
+            (["--out", f"{study}/./plan.json"], ["--out", "a file this command reads"]),
+            (["--out", str(tmp_path / "p.md"), "--pairs", str(study / "runs.csv")],
+             ["--pairs", "a file this command reads"])):
+        code, _, err = mech(*argv)
+        _study_refused(code, err, *words)
+        assert files() == before, argv
+    real = cli.replace_atomically
+
+    def full_disk(path, write):
+        def half(tmp):
+            with open(tmp, "w") as f:
+                f.write("intervention,d,T")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(path, half)
+    monkeypatch.setattr(cli, "replace_atomically", full_disk)
+    code, _, err = mech("--out", str(tmp_path / "p.md"), "--pairs", str(other / "pairs.csv"))
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert str(other / "pairs.csv") in err and "No space left" in err, err
+    assert (other / "pairs.csv").read_bytes() == old and files() == before
+    assert sorted(os.listdir(other)) == ["pairs.csv"]               # no temporary left behind
+
+
+def test_a_full_disk_while_locking_a_folder_names_the_lock_file(tmp_path, monkeypatch):
+    """Issue 45: `trace-report` and `arm` on a full disk named no file: the lock's holder line
+    failed to write. Now the OSError names OUT/.lock (one line through cli.one_line_errors)."""
+    class Full:
+        def __init__(self, path, mode):
+            self.f = open(path, mode)
+
+        def write(self, text):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+    monkeypatch.setattr(folder, "open", Full, raising=False)
+    with pytest.raises(OSError) as e:
+        folder.lock_folder(str(tmp_path))
+    assert e.value.filename == os.path.join(str(tmp_path), ".lock")
+
+
+@pytest.mark.parametrize("where", ["slash", "dot", "absolute", "from results/"])
+def test_factors_takes_the_study_in_any_spelling(tmp_path, capsys, monkeypatch, where):
+    """Issue 45: `factors STUDY --factors RERUN` compares the rerun's recorded study with STUDY as
+    folders, not as text: a trailing slash, ./, an absolute path or a run from results/ (the
+    plan recorded results/mechanism from the root) are the same study; another study is not."""
+    out = str(tmp_path / "f.md")
+    study, rerun = {"slash": ("results/mechanism/", "results/mechanism-factors/"),
+                    "dot": ("./results/mechanism", "./results/mechanism-factors"),
+                    "absolute": (os.path.abspath("results/mechanism"),
+                                 os.path.abspath("results/mechanism-factors")),
+                    "from results/": ("mechanism", "mechanism-factors")}[where]
+    if where == "from results/":
+        monkeypatch.chdir("results")
+    code, _, err = run_cli_main(capsys, mechanism.main, ["factors", study, "--factors", rerun,
+                                                         "--out", out])
+    assert code == 0 and err == "", err
+    tables = lambda path: [ln for ln in open(path) if ln.startswith("|")]  # the text echoes names
+    assert tables(out) == tables(os.path.join(HERE, "results/mechanism-factors/factors.md"))
+    code, _, err = run_cli_main(capsys, mechanism.main, ["factors", rerun, "--factors", rerun,
+                                                         "--out", out])
+    _study_refused(code, err, "is not a baseline-rerun of")
+
+
+def test_paired_and_trace_report_refuse_what_they_cannot_read_in_one_line(tmp_path, capsys):
+    """Issue 45: an arm planned but not run, a trajectories folder given as an arm, a study paired
+    with itself (in another spelling) or an arm given twice, a trajectories file missing a middle
+    logged step of one run, and a trajectories plan without `every` are one line naming the
+    folder or file and line; before: StopIteration, KeyError, or a page of zero differences."""
+    study, arm, _ = _paired_folders(tmp_path)
+    planned, trace = tmp_path / "planned", tmp_path / "trace"
+    planned.mkdir()
+    shutil.copy(arm / "plan.json", planned / "plan.json")
+    _synthetic_trace(str(trace))
+    out = ["--out", str(tmp_path / "p.md")]
+    mech = lambda *argv: run_cli_main(capsys, mechanism.main, list(argv))
+    for argv, words in (
+            (["paired", str(study), str(planned), *out], ["planned: no finished runs in",
+                                                          "studies.mechanism run"]),
+            (["paired", str(study), str(trace), *out], ["is a trajectories folder"]),
+            (["paired", str(trace), str(arm), *out], ["is a trajectories folder"]),
+            (["paired", str(study), f"{study}/", *out], ["is the study's folder"]),
+            (["paired", str(study), str(arm), f"./{os.path.relpath(arm)}", *out],
+             ["is given twice"])):
+        code, _, err = mech(*argv)
+        _study_refused(code, err, *words)
+    assert not (tmp_path / "p.md").exists()
+    lines = (trace / "trajectories.csv").read_text().splitlines(keepends=True)
+    gone = next(i for i, ln in enumerate(lines) if ln.startswith("fixed,8,8,16,2,100,"))
+    (trace / "trajectories.csv").write_text("".join(lines[:gone] + lines[gone + 1:]))
+    code, _, err = mech("trace-report", str(trace))
+    _study_refused(code, err, f"trajectories.csv line {gone + 1}:",
+              "seed=2 has no row at step 100")
+    _synthetic_trace(str(tmp_path / "trace2"))
+    _edit_plan(lambda p: p.pop("every"))(tmp_path / "trace2")
+    code, _, err = mech("trace-report", str(tmp_path / "trace2"))
+    _study_refused(code, err, "plan.json: every is missing")
+    assert not (trace / "table.md").exists() and not (tmp_path / "trace2" / "table.md").exists()
+
+
+# ---------------------------------------------------------------- issue 45: the studies' walker
+
+WALK_TMP = []          # the walker's scratch folder (walk_tmp): outputs and folders by hand
+
+
+@pytest.fixture(scope="module")
+def walk_tmp(tmp_path_factory):
+    """A study, a trajectories folder and room for outputs, made once for the studies' walks."""
+    root = tmp_path_factory.mktemp("walk45")
+    _synthetic_study(str(root / "study"))
+    _synthetic_trace(str(root / "trace"))
+    WALK_TMP[:] = [str(root)]
+    yield str(root)
+    WALK_TMP[:] = []
+
+
+def _w(*parts):
+    return os.path.join(WALK_TMP[0], *parts)
+
+
+NEW_FILE = {"'bogus'": "a new file's name: it is written (in the working folder)"}
+ARGV = {"None": "the command line (sys.argv)"}
+COMMAND = "a parsed command line, every value checked by its parser, and the command's way out"
+_RUN = lambda **kw: dict(dict(run_options.DEFAULTS, T=8, m=16, d=8, heads=2, mlp=8, steps=20,
+                              n_test=100, seed=0, log_every=0), **kw)
+STUDY_WALK = {
+    # mechanism.py
+    "mechanism.measure_mechanism": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], S=np.array([0, 2]),
+                                                       X=f["X"]),
+                                        legal=dict(S={"list": ARRAY_LIKE}, X={"list": ARRAY_LIKE}),
+                                        names=dict(p=r"params?")),
+    "mechanism.plan_cells": Walk(lambda f: dict(folders=["results/width/d-128"], Ts=[10],
+                                                extra=[], n_seeds=2, fixed_from=None,
+                                                factor=2.0),
+                                 ),
+    "mechanism.train_cell": Walk(lambda f: dict(runs=[dict(_RUN(), design="fixed")]), run=False),
+    "mechanism.train_trace": Walk(lambda f: dict(runs=[dict(_RUN(), design="fixed")], every=10),
+                                  run=False),
+    "mechanism.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
+    # failures.py
+    "failures.factors_report": Walk(lambda f: dict(study="results/mechanism", out=_w("f.md"),
+                                                   factors="results/mechanism-factors"),
+                                    legal=dict(out=NEW_FILE)),
+    "failures.paired_report": Walk(lambda f: dict(study="results/mechanism",
+                                                  arms=[f"{SCREEN}/freeze-ln1"], out=_w("p.md"),
+                                                  pairs_csv=_w("p.csv")),
+                                   legal=dict(out=NEW_FILE, pairs_csv={
+                                       **NEW_FILE, "None": "no pairs table asked for"})),
+    "failures.plan_cost": Walk(lambda f: dict(plan=folder.read_plan(f"{SCREEN}/freeze-ln1"),
+                                              source="results/mechanism")),
+    "failures.trace_report": Walk(lambda f: dict(out=_w("trace"), log=lambda *a: None)),
+    # families.py, report.py's commands, sweep.py, steps.py
+    "families.families_command": Walk(lambda f: dict(a=None, fail=None), run=False,
+                                      legal=dict(a={"*": COMMAND}, fail={"*": COMMAND})),
+    "sweep.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
+    "sweep.sweep_worker": Walk(lambda f: dict(runs=[_RUN(steps=2)])),
+    "sweep.stack_size": Walk(lambda f: dict(T=100, most=8, d=64, heads=16, itemsize=4),
+                             legal={k: {"10**12": NO_ALLOC} for k in ("T", "most", "d", "heads",
+                                                                     "itemsize")}),
+    "steps.run_stack": Walk(lambda f: dict(runs=[_RUN(steps=2, task="parity", s=2)], every=1),
+                            legal=dict(every={"10**12": "past the budget: the last step is "
+                                                        "checked"})),
+    "steps.read_done": Walk(lambda f: dict(path="results/parity/s-2/steps.csv", meta=None),
+                            legal=dict(path={"'bogus'": "a folder with no steps CSV: no runs"})),
+    "steps.read_steps_meta": Walk(lambda f: dict(out="results/parity/s-2"),
+                                  names=dict(out=r"\bout\b|holds no readable steps.json")),
+    "steps.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
+    "theory_report.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
+    # folder.py
+    "folder.read_rows": Walk(lambda f: dict(paths=[_w("study", "runs.csv")], warn=None,
+                                            kind=folder.MECHANISM_ROWS)),
+    "folder.check_rows": Walk(lambda f: dict(
+        rows=folder.read_rows([_w("study", "runs.csv")], kind=folder.MECHANISM_ROWS), bar=0.99,
+        meta=folder.read_plan(_w("study")), kind=folder.MECHANISM_ROWS),
+        legal=dict(bar={"None": "no bar: rows checked alone"},
+                   meta={"None": "no plan: rows checked alone"})),
+    "folder.study_csvs": Walk(lambda f: dict(path=_w("study", "runs.csv"),
+                                             kind=folder.MECHANISM_ROWS, what="runs"),
+                              legal=dict(what={"*": LITERAL})),
+    "folder.RowWriter": Walk(lambda f: dict(path=_w("rows.csv"), kind=folder.SWEEP_ROWS),
+                             legal=dict(path=NEW_FILE)),
+    "folder.RowWriter.write": Walk(lambda f: dict(
+        self=folder.RowWriter(_w("rows.csv"), folder.STEPS_ROWS),
+        row=dict(task="parity", s=2, T=6, m=100, seed=0, steps_to_bar=10, censored=0, budget=60,
+                 every=10, final_test_acc=1.0, seconds=0.1))),
+    "folder.RowWriter.close": Walk(lambda f: dict(self=folder.RowWriter(_w("rows.csv"),
+                                                                        folder.STEPS_ROWS))),
+    "folder.full_options": Walk(lambda f: dict(options=dict(d=8, T=10)),
+                                legal=dict(options={"missing key": "any options: the rest "
+                                                                   "defaults"})),
+    "folder.sweep_fingerprint": Walk(lambda f: dict(meta=folder.read_meta("results/extended"))),
+    "folder.check_plan_size": Walk(lambda f: dict(n_models=1, n_Ts=2, n_seeds=3),
+                                   names=dict(n_Ts=r"n_Ts|--Ts", n_seeds=r"n_seeds|--seeds")),
+    "folder.missing_searches": Walk(lambda f: dict(rows=[], models=["transformer"], Ts=[10],
+                                                   n_seeds=2, grids={"transformer": [8, 16]},
+                                                   search="bisect"),
+                                    legal=dict(Ts={"[5]": "a T without rows: all missing"}),
+                                    names=dict(n_seeds=r"n_seeds|--seeds")),
+    "folder.read_meta": Walk(lambda f: dict(folder="results/extended"),
+                             legal=dict(folder={"'bogus'": "a folder not made yet: {}"})),
+    "folder.read_json": Walk(lambda f: dict(path="results/extended/sweep.json", what="a sweep",
+                                            advice="restore it"),
+                             legal=dict(what={"*": LITERAL}, advice={"*": LITERAL}),
+                             names=dict(path=r"\bpath\b|bogus")),
+    "folder.read_plan": Walk(lambda f: dict(out=_w("study"), command="plan"),
+                             legal=dict(command={"*": LITERAL}),
+                             names=dict(out=r"\bout\b|bogus")),
+    "folder.check_plan": Walk(lambda f: dict(plan=json.load(open(_w("study", "plan.json"))),
+                                             path="plan.json"),
+                              legal=dict(path={"*": LITERAL})),
+    "folder.csv_paths": Walk(lambda f: dict(folder="results/extended", stem="runs"),
+                             legal=dict(folder={"'bogus'": "no such folder: no CSVs"})),
+    "folder.folder_runs": Walk(lambda f: dict(folder="results/check-grid-T100", bar=0.99,
+                                              sweep_ids=None, warn=None, meta=None),
+                               legal=dict(bar={"None": "the folder's own bar"})),
+    "folder.folder_rows": Walk(lambda f: dict(folder="results/check-grid-T100", n_seeds=5,
+                                              Ts=[100]),
+                               legal=dict(n_seeds={"None": "every seed", "10**12": "every seed"},
+                                          Ts={"None": "every T"}),
+                               names=dict(Ts=r"\bTs\b|--Ts")),
+    "folder.lock_folder": Walk(lambda f: dict(out=WALK_TMP[0], shard=(0, 1), holder=None),
+                               legal=dict(shard={"list": "a pair as a list"}),
+                               names=dict(out=r"\bout\b|bogus")),
+    "folder.machine": Walk(lambda f: dict()),
+    # report.py
+    "report.statistical_limits": Walk(lambda f: dict(task="and", s=3, Ts=[10], n_seeds=5,
+                                                     cache=None, compute=True),
+                                      legal=dict(Ts={"[5]": "a T: its limit"}),
+                                      names=dict(Ts=r"\bTs\b|\bT\b")),
+    "report.limit_text": Walk(lambda f: dict(lim=dict(median=30.0, q05=20.0, q95=40.0,
+                                                      n_seeds=5)),
+                              legal=dict(lim={"None": "no limit: no text"})),
+    "report.success_table": Walk(lambda f: dict(rows=_stats_rows(T=10, model="transformer"),
+                                                models=["transformer"]),
+                                 ),
+    "report.ci_text": Walk(lambda f: dict(e=dict(m=5.0, m_lo=4.0, m_hi=6.0), key="m",
+                                          decimals=0),
+                           legal=dict(decimals={"-1": "to tens (stats.bound_text)",
+                                                "0": "whole numbers"})),
+    "report.rerun_texts": Walk(lambda f: dict(folder="results/check-grid-T100", seeds=[0, 1],
+                                              n_boot=50), run=False,
+                               legal=dict(seeds={"[5]": "a bootstrap seed"},
+                                          n_boot={"None": "stats.N_BOOT, as the tables"})),
+    "report.rerun_changes": Walk(lambda f: dict(texts={"a": ["1", "2"], "b": ["3", "3"]}),
+                                 legal=dict(texts={"missing key": "fewer bounds"})),
+    "report.rounding_note": Walk(lambda f: dict()),
+    "report.fits_line": Walk(lambda f: dict(head="", what="m50", f=stats.scaling_fits(*_curve())),
+                             legal=dict(head={"*": LITERAL}, what={"*": LITERAL},
+                                        f={"missing key": "a key the line does not print"})),
+    "report.folder_report": Walk(lambda f: _folder_report_args(), legal=dict(
+        a={"*": COMMAND}, protocol={"*": LITERAL}, missing={"[5]": "named at the top"})),
+    "report.cpu_minutes": Walk(lambda f: dict(runs=[dict(seconds="60.0"), dict(seconds="nan")])),
+    "report.over_folders": Walk(lambda f: dict(a=argparse.Namespace(
+        folders=["results/check-grid-T100"], out=None, plot=None), fail=_fail,
+        make=lambda: ("| T |\n", None), also=()), legal=dict(
+        a={"*": COMMAND}, fail={"*": COMMAND}, also={"list": "a list", "short": "nothing more"})),
+    **{f"report.{c}_command": Walk(lambda f: dict(a=None, fail=None), run=False,
+                                   legal=dict(a={"*": COMMAND}, fail={"*": COMMAND}))
+       for c in ("limit", "compare", "width", "headline")},
+}
+
+
+def _fail(text):
+    raise ValueError(text)
+
+
+def _folder_report_args():
+    meta, rows = folder.folder_rows("results/check-grid-T100")
+    os.makedirs(_w("report"), exist_ok=True)
+    a = argparse.Namespace(**{k: meta["options"].get(k, meta.get(k)) for k in (
+        "task", "s", "n_test", "steps")}, bar=meta["bar"], search=meta["search"],
+        grid_ratio=meta.get("grid_ratio", 1.05))
+    return dict(out=_w("report"), rows=rows, grids=meta["grids"], a=a, protocol="default",
+                missing=[])
+
+
+def test_plan_refuses_a_factor_no_run_can_train_before_it_plans(tmp_path, capsys):
+    """Issue 45: `plan --factor 1e9` was accepted and `run` trained the borderline rows before
+    refusing the fixed cells; now plan refuses, naming the factor and the m it makes, and writes
+    nothing; plan_cells(factor=-1) planned a cell of m = -13, now refused."""
+    code, _, err = run_cli_main(capsys, mechanism.main, [
+        "plan", str(tmp_path / "p"), "results/width/d-128", "--Ts", "10", "--seeds", "2",
+        "--factor", "1e9"])
+    _study_refused(code, err, "factor = 1e+09 makes the fixed m = 21000000000",
+                   "which no run can train")
+    assert not (tmp_path / "p").exists()
+    with pytest.raises(ValueError, match="factor must be a finite number > 0"):
+        mechanism.plan_cells(["results/width/d-128"], [10], n_seeds=2, factor=-1)
+
+
+def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_argument(
+        walk_tmp, monkeypatch):
+    """Issue 45: the walker of test_all.py over the studies' modules (stats.py has its own walk),
+    10**400 among the numbers: every public function has a STUDY_WALK entry and refuses each
+    hostile value in one line naming the argument."""
+    import test_all
+    modules = (mechanism, failures, families, sweep, steps, theory_report, folder, report)
+    monkeypatch.setattr(test_all, "HUGE_WALKED", tuple(m.__name__.split(".")[-1]
+                                                       for m in modules))
+    public = {k: v for m in modules for k, v in _public(m).items()}
+    assert not set(public) - set(STUDY_WALK), sorted(set(public) - set(STUDY_WALK))
+    assert not set(STUDY_WALK) - set(public), sorted(set(STUDY_WALK) - set(public))
+    n, failed = 0, []
+    for key in sorted(STUDY_WALK):
+        k, f = _walk(key, public[key], STUDY_WALK[key])
+        n, failed = n + k, failed + f
+    assert not failed, f"{len(failed)} of {n} hostile calls:\n" + "\n".join(failed)

@@ -35,8 +35,10 @@ import train
 from theory import (MEAS, THM, construction_cache, covering_constant, generalization_gap,
                     heading, measure_trained_block, norm_measures, require, say, spectral_norm)
 
+from studies import harness
 
-def train_models(Ts, ms, steps, task="and", s=3, dtype="float32", tolerate_divergence=False,
+
+def _train_models(Ts, ms, steps, task="and", s=3, dtype="float32", tolerate_divergence=False,
                  log=lambda line: print(line, flush=True)):
     """train.train_run for each (T, m) pair, seed 0; -> list of result dicts. With
     tolerate_divergence a diverged run gives dict(T=T, m=m, test_acc=nan) instead of raising.
@@ -61,7 +63,7 @@ def train_models(Ts, ms, steps, task="and", s=3, dtype="float32", tolerate_diver
     return out
 
 
-def trained_row(name, res, m):
+def _trained_row(name, res, m):
     """One row of part 1's table: norms, C and the gap bound of a parameter dict."""
     nm = norm_measures(res["params"], res["cfg"])
     C = covering_constant(nm)
@@ -74,7 +76,7 @@ def trained_row(name, res, m):
     return max(nm["qk_spec"]), C
 
 
-def report_trained_norms(ctx):
+def _report_trained_norms(ctx):
     """Part 1: norms, C and the gap bound of the model at init and trained at each T."""
     print()
     say(MEAS, f"norms of trained models (3-sparse AND, m={ctx['train_m']}, {ctx['train_steps']} "
@@ -84,8 +86,8 @@ def report_trained_norms(ctx):
     say("", "  attention part only: LN2 and LNf are left out of the Lipschitz factor L_after)")
     print("      T  test acc |W_QK|_2 |W_QK|_21 |W_QK|_F |W_V|_2 |W_V|_21 |W_O|_2   |w|   B_X"
           "  L_after        C  gap bound")
-    trained_row("init", ctx["init"], ctx["train_m"])
-    trend = [trained_row(str(res["T"]), res, ctx["train_m"]) for res in ctx["trained"]]
+    _trained_row("init", ctx["init"], ctx["train_m"])
+    trend = [_trained_row(str(res["T"]), res, ctx["train_m"]) for res in ctx["trained"]]
     say("", "  (init: the T=100 model before training. B_X ~ sqrt(d+1): LN1 puts tokens on the "
         "sphere of radius sqrt(d).")
     say("", f"   The bound is vacuous at m={ctx['train_m']}, as norm-based bounds usually are; "
@@ -97,7 +99,7 @@ def report_trained_norms(ctx):
         f"x{qk.max() / qk.min():.2f}, x{C.max() / C.min():.2f}")
 
 
-def report_attention_on_S(ctx, rng):
+def _report_attention_on_S(ctx, rng):
     """Part 2: [CLS] attention mass on S, construction (checked against the build) vs trained."""
     print()
     say(MEAS, "[CLS] attention mass on S (3-sparse AND): construction (1 head) vs trained "
@@ -116,7 +118,7 @@ def report_attention_on_S(ctx, rng):
     say("", "  (uniform attention would put s/(T+1) on S)")
 
 
-def report_trained_block(ctx, rng):
+def _report_trained_block(ctx, rng):
     """Part 3: the trained T=100 model's block on one input's tokens: distance ratios through
     attention, through LN2 (trained affine) and both."""
     heading("3. A trained block's token geometry (the probabilistic reading of theory.py part 3)")
@@ -134,7 +136,7 @@ def report_trained_block(ctx, rng):
         " sigma << 1, so here LN2 expands (its norm is 1/sigma)")
 
 
-def report_gf2(ctx):
+def _report_gf2(ctx):
     heading("4. Algorithmic baseline: sparse parity by Gaussian elimination over GF(2)")
     rng = np.random.default_rng(7)
     say(THM, "at every T and seed below, the GF(2) learner recovers S from the first m0 samples, "
@@ -158,7 +160,7 @@ def report_gf2(ctx):
         f"{ctx['parity_steps']} steps, one seed): test accuracy")
     t0 = time.perf_counter()
     ctx["parity"] = [(T, [r["test_acc"] for r in
-                          train_models([T] * len(ctx["parity_m"]), ctx["parity_m"],
+                          _train_models([T] * len(ctx["parity_m"]), ctx["parity_m"],
                                        ctx["parity_steps"], task="parity", dtype="float64",
                                        tolerate_divergence=True)])
                      for T in ctx["parity_T"]]
@@ -189,7 +191,7 @@ def main(argv=None):
         prog="studies.theory_report", allow_abbrev=False,
         description="Print one report: the quantities of Edelman et al. (ICML 2022) that theory.py "
         "checks, measured on models train.py trains (about a minute on 2 cores). Tags: [theorem "
-        "check] asserted, [measurement] no claim.").parse_args(argv)
+        "check] asserted, [measurement] no claim.").parse_args(harness.check_argv(argv))
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)     # every line shows at once under `> log`
     t_start = time.perf_counter()
@@ -200,16 +202,16 @@ def main(argv=None):
                        cfg=attn.default_config(T=100))          # the T=100 run before its 1st step
     print("\ntraining the models parts 1-3 measure (3-sparse AND, train.py's defaults, seed 0)")
     t0 = time.perf_counter()
-    ctx["trained"] = train_models(ctx["train_T"], [ctx["train_m"]] * len(ctx["train_T"]),
+    ctx["trained"] = _train_models(ctx["train_T"], [ctx["train_m"]] * len(ctx["train_T"]),
                                   ctx["train_steps"])
     t_train = time.perf_counter() - t0
     heading("1. Trained models' norms (Edelman Section 3)")
-    report_trained_norms(ctx)
+    _report_trained_norms(ctx)
     heading("2. [CLS] attention on S (Edelman Section 4)")
     rng = np.random.default_rng(2)
-    report_attention_on_S(ctx, rng)
-    report_trained_block(ctx, np.random.default_rng(5))
-    report_gf2(ctx)
+    _report_attention_on_S(ctx, rng)
+    _report_trained_block(ctx, np.random.default_rng(5))
+    _report_gf2(ctx)
     heading("Notes")
     say(MEAS, f"time: training for parts 1-3 {t_train:.1f} s, the parity runs of part 4 "
         f"{ctx['t_parity']:.1f} s, total {time.perf_counter() - t_start:.1f} s")
