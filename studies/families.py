@@ -141,7 +141,7 @@ def _grid_edge_lines(by_family):
 
 def _growth_lines(by_family):
     """Per task and T held at 2 or more s: how m50 and the majority m* grow with s
-    (stats.growth_in_s), on the s whose value lies within the m tried, naming the s left out (an
+    (laws.growth_in_s), on the s whose value lies within the m tried, naming the s left out (an
     m50 extrapolated beyond the grid is not a result). by_family {(task, s): (grid, cells,
     folder, limits)}, cells {T: (success estimates, critical_sizes entry, rows)}."""
     out = []

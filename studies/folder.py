@@ -15,6 +15,7 @@ The file reads top to bottom: the rows (fields, reading, the one validator, appe
 fingerprint and the checks that rows belong to one sweep, sweep.json, a study's plan.json, the
 lock, the machine and the arithmetic a folder's rows were made by.
 """
+import argparse
 import csv
 import glob
 import hashlib
@@ -1081,12 +1082,18 @@ def machine(dtype="float32"):
 
 def arithmetic_id(rec):
     """'OpenBLAS 0.3.31.188.0 SkylakeX': the library, its version and kernel of a record."""
+    if not isinstance(rec, dict):
+        raise TypeError(f"rec must be a record of arithmetic.record (a dict), got {shown(rec)}")
     return " ".join(str(rec.get(k, arithmetic.UNREAD)) for k in ("blas", "blas_version", "kernel"))
 
 
 def recorded_arithmetic(out, meta):
     """The arithmetic the folder `out` records (a record with at least arithmetic.DECIDING's
     fields), from its description `meta` or its replay finding; None when it records none."""
+    out = check_path("out", out, "a folder")
+    if not (isinstance(meta, dict) and isinstance(meta.get("machines", []), list)):
+        raise TypeError(f"meta must be a folder's description (a dict whose machines is a list), "
+                        f"got {shown(meta)}")
     named = [m for m in meta.get("machines", []) if isinstance(m, dict) and "kernel" in m]
     if named:
         return named[-1]
@@ -1101,6 +1108,8 @@ def recorded_arithmetic(out, meta):
 
 def add_other_arithmetic(ap):
     """The option every command that adds runs to a folder takes (check_arithmetic's allow)."""
+    if not isinstance(ap, argparse.ArgumentParser):
+        raise TypeError(f"ap must be an argparse.ArgumentParser, got {shown(ap)}")
     ap.add_argument("--other-arithmetic", dest="other_arithmetic", action="store_true",
                     help="continue a folder made by another arithmetic (BLAS kernel) than this "
                          "machine's, each new row recording its own (refused otherwise)")
@@ -1111,6 +1120,12 @@ def check_arithmetic(out, meta, here, allow=False, flag="--other-arithmetic"):
     `here` (a record): its rows and this session's would be two arithmetics in one table, which
     no single machine replays. allow (the command's `flag`): continue, each new row recording
     its own. A folder that records none is continued (its finding is studies.replay --find's)."""
+    if not isinstance(here, dict):
+        raise TypeError(f"here must be a record of arithmetic.record (a dict), got {shown(here)}")
+    if not isinstance(allow, bool):
+        raise TypeError(f"allow must be True or False, got {shown(allow)}")
+    if not (isinstance(flag, str) and flag):
+        raise TypeError(f"flag must be the option's name (a str), got {shown(flag)}")
     was = recorded_arithmetic(out, meta)
     if allow or was is None or not arithmetic.differences(was, here):
         return

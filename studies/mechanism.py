@@ -630,7 +630,7 @@ def _separation_table(plan, cells, W, design="borderline"):
 
 def _growth_table(plan, cells, W, design="fixed"):
     """Table 3: how each quantity of GROWN moves with T at the fixed m, per width: the median at
-    each T fitted (stats.scaling_fits, each T resampled on its own) as a + b ln T and a T^k, over the cells
+    each T fitted (laws.scaling_fits, each T resampled on its own) as a + b ln T and a T^k, over the cells
     whose every seed ran. -> (lines, the number of intervals, {(d, key): fit})."""
     lines = ["| d | quantity | T | median at each T | b of a + b ln T [95% CI] | "
              "k of a T^k [95% CI] | log fits better |", "|---|---|---|---|---|---|---|"]

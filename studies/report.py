@@ -317,7 +317,7 @@ def fits_line(head, what, f):
     """One line of scaling_fits' results for `what` (m50 or m*), with their 95% CIs."""
     keys = {k + side for k in ("log_b", "lin_b", "pow_k", "daic") for side in ("", "_lo", "_hi")}
     if not (isinstance(f, dict) and keys | {"p_log_better"} <= set(f)):
-        raise ValueError(f"f must be a dict of stats.scaling_fits, got {harness.shown(f)}")
+        raise ValueError(f"f must be a dict of laws.scaling_fits, got {harness.shown(f)}")
     return (f"{head}{what} ~ a + b ln T, b = {ci_text(f, 'log_b', 1)};  {what} ~ a + b T, "
             f"b = {ci_text(f, 'lin_b', 4)};  {what} ~ a T^k, k = {ci_text(f, 'pow_k', 2)};  "
             f"AIC(log) - AIC(line) = {ci_text(f, 'daic', 1)}, the "
@@ -527,7 +527,7 @@ def _compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gr
     A folder is named by its protocol, and also by its folder where that is ambiguous or where its
     options are not the protocol's (`protocols`: name -> options it changes from train.py's).
     growth_from=T0: also, per folder after the first and T > T0, its paired ratio at T over its
-    paired ratio at T0 (stats.paired_growth), where both folders hold the same seeds at both T:
+    paired ratio at T0 (laws.paired_growth), where both folders hold the same seeds at both T:
     of m50, and of majority m* where the folders record their grids (the same test on the
     paper's statistic: a claim on one quotes the other).
     Last, for folders of the paper's task (3-sparse AND, bar 0.99), where the paper's m* falls
@@ -806,7 +806,7 @@ def _width_edges(curves, fit_below=100):
     "consistent with it" (not detected above it: a wide interval says little), "fit range", "not
     run" or "no small-T law"; and, paired with the widest width on the same seeds, "; loses ground
     to d = W" where its m50 over the widest's at T, divided by the same at T0 (the largest T of
-    the fit range; stats.paired_growth), lies above 1 with 95% confidence. An edge is (lo, hi): hi
+    the fit range; laws.paired_growth), lies above 1 with 95% confidence. An edge is (lo, hi): hi
     the narrowest width that passes, lo the widest narrower one that fails (None: no such width);
     None where no width is judged. "edge": the departure test alone; "paired": a width must also
     not lose ground. ln_T: the first departure edge's hi scaled by ln T / ln T0, the width the edge
@@ -853,7 +853,7 @@ def _seeds(runs):
 
 def _loses_ground(c, widest, T, small):
     """Whether width c's m50 over the widest's at T, over the same at the largest small T both
-    hold with the same seeds, lies above 1 with 95% confidence (stats.paired_growth)."""
+    hold with the same seeds, lies above 1 with 95% confidence (laws.paired_growth)."""
     T0s = [t for t in small if t in c["est"] and "runs" in c and _seeds(c["runs"][t]) ==
            _seeds(widest["runs"][t])]
     if not T0s or T not in widest["est"] or _seeds(c["runs"][T]) != _seeds(widest["runs"][T]):

@@ -3760,6 +3760,22 @@ COMMAND = "a parsed command line, every value checked by its parser, and the com
 _RUN = lambda **kw: dict(dict(run_options.DEFAULTS, T=8, m=16, d=8, heads=2, mlp=8, steps=20,
                               n_test=100, seed=0, log_every=0), **kw)
 STUDY_WALK = {
+    # folder.py: the arithmetic of a folder (issue 46)
+    "folder.add_other_arithmetic": Walk(lambda f: dict(ap=cli.OneLineParser(prog="x"))),
+    "folder.arithmetic_id": Walk(lambda f: dict(rec=arithmetic.record("float32")),
+                                 legal=dict(rec={"missing key": "a field it lacks: 'not read'"})),
+    "folder.recorded_arithmetic": Walk(lambda f: dict(out="results/extended",
+                                                      meta=folder.read_meta("results/extended")),
+                                       legal=dict(out={"'bogus'": "a folder of no finding"},
+                                                  meta={"missing key": "any description"})),
+    "folder.check_arithmetic": Walk(lambda f: dict(out="results/extended",
+                                                   meta=folder.read_meta("results/extended"),
+                                                   here=arithmetic.record("float32"),
+                                                   allow=True, flag="--other-arithmetic"),
+                                    legal=dict(out={"'bogus'": "a folder of no finding"},
+                                               meta={"missing key": "any description"},
+                                               here={"missing key": "allowed: nothing compared"},
+                                               flag={"'bogus'": "an option's name"})),
     # mechanism.py
     "mechanism.measure_mechanism": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], S=np.array([0, 2]),
                                                        X=f["X"]),
@@ -3880,7 +3896,7 @@ STUDY_WALK = {
     "report.rerun_changes": Walk(lambda f: dict(texts={"a": ["1", "2"], "b": ["3", "3"]}),
                                  legal=dict(texts={"missing key": "fewer bounds"})),
     "report.rounding_note": Walk(lambda f: dict()),
-    "report.fits_line": Walk(lambda f: dict(head="", what="m50", f=stats.scaling_fits(*_curve())),
+    "report.fits_line": Walk(lambda f: dict(head="", what="m50", f=laws.scaling_fits(*_curve())),
                              legal=dict(head={"*": LITERAL}, what={"*": LITERAL},
                                         f={"missing key": "a key the line does not print"})),
     "report.folder_report": Walk(lambda f: _folder_report_args(), legal=dict(
