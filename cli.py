@@ -482,7 +482,8 @@ def read_text_file(path, what, root=None, most=TEXT_MOST, keep_line_ends=False):
 TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| task | s |",
                "INCOMPLETE:", "## What C's separation is made of",     # studies.mechanism factors,
                "## Interventions paired by seed", "intervention,d,T,m,seed,",   # paired, --pairs
-               "## When a run becomes a success or a failure")                 # trace-report
+               "## When a run becomes a success or a failure",                 # trace-report
+               "## The studies' measures under", "## The arm x T interaction")  # studies.symmetries
 SUMMARY_KEYS = {"model", "task", "T", "s", "m", "seed", "train_acc", "test_acc", "steps"}
 
 

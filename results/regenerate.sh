@@ -68,5 +68,10 @@ $PY mechanism.py paired results/mechanism-interventions/more-seeds/baseline-reru
 # issue 38's trajectories: eventual successes against failures at every logged step
 $PY mechanism.py trace-report results/mechanism-trajectories > /dev/null
 $PY mechanism.py trace-report results/mechanism-trajectories-T > /dev/null
+# issue 47: the arm x T interaction of the arms that hold the token norm high (from pairs.csv), and
+# the measures against the model's exact symmetries (trains two study models again: about 25 s)
+$PY -m studies.symmetries interaction results/mechanism-interventions/full/pairs.csv \
+    results/symmetries/interaction.md > /dev/null
+$PY -m studies.symmetries measures results/symmetries/measures.md > /dev/null
 $PY sweep.py pages $( { ls README.md; find results -name '*.md' | sort; } | xargs grep -l '^<!-- begin ' ) > /dev/null
 echo "done: git diff --stat shows what changed"
