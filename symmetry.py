@@ -40,6 +40,8 @@ each hidden unit's in-weights ([W_1; b_1] column) and out-weights (W_2 row) of e
 logits are the input's (to rounding), and applying any symmetry above before it changes none of
 the norms theory.norm_measures takes of it (up to rounding; head order aside).
 """
+import math
+
 import numpy as np
 
 import attn
@@ -275,3 +277,43 @@ def canonical(p, cfg):
         q["W_1"], q["b_1"], q["W_2"] = q["W_1"] * c, q["b_1"] * c, q["W_2"] / c[:, None]
     return q
 
+# ---------------------------------------------------------------------------------------------
+# training inside the ball: each head's canonical W_QK kept within a Frobenius radius
+
+def qk_norms(p, cfg):  # -> [H], or [R, H] for a stack's parameters ({name: [R, ...]})
+    """||W_QK,h||_F of the canonical form per head, without building it: W_QK,h = Q_h K_h^T /
+    sqrt(e) with Q_h = [P diag(g) W_Q; b W_Q + b_Q]_h and K_h = [P diag(g) W_K]_h (LN1's gain g
+    and shift b folded in, P off the all-ones vector, b_K dropped), through the e x e Gram
+    matrices: ||Q K^T||_F^2 = sum(Q^T Q * K^T K). Exactly norm_measures(canonical(p))'s qk_fro."""
+    attn.check_config(cfg)
+    W_Q, W_K = p["W_Q"], p["W_K"]
+    d, H = cfg["d"], cfg["heads"]
+    if W_Q.shape[-2:] != (d, d) or W_K.shape != W_Q.shape:
+        raise refuse("p", W_Q, f"parameters of cfg (W_Q [..., {d}, {d}])", True)
+    lead, e = W_Q.shape[:-2], d // H
+    g = p["ln1_g"] if cfg["ln"] else np.ones(lead + (d,), W_Q.dtype)
+    b = p["ln1_b"] if cfg["ln"] else np.zeros(lead + (d,), W_Q.dtype)
+
+    def folded(W):
+        A = g[..., :, None] * W
+        return A - A.mean(-2, keepdims=True)                       # P diag(g) W
+    Q = np.concatenate([folded(W_Q), (np.einsum("...d,...dk->...k", b, W_Q)
+                                      + p["b_Q"])[..., None, :]], axis=-2)   # [..., d+1, d]
+    K = folded(W_K)
+    gram = lambda A: np.einsum("...nhe,...nhf->...hef", *(A.reshape(A.shape[:-1] + (H, e)),) * 2)
+    return np.sqrt((gram(Q) * gram(K)).sum((-1, -2)) / e)
+
+
+def project_qk_ball(p, cfg, radius):
+    """In place: every head whose canonical ||W_QK,h||_F (qk_norms) exceeds `radius` has W_Q,h,
+    b_Q,h and W_K,h scaled by sqrt(radius / norm), which scales its canonical W_QK by radius /
+    norm exactly (the nearest point of the ball along that head's ray). p: one run's parameters
+    or a stack's. -> the norms before the projection."""
+    check_number("radius", radius, REALS, math.ulp(0.0), what="a finite number > 0")
+    n = qk_norms(p, cfg)
+    s = np.sqrt(np.minimum(1.0, radius / np.maximum(n, 1e-300)))
+    cols = np.repeat(s, cfg["d"] // cfg["heads"], axis=-1).astype(p["W_Q"].dtype)   # [..., d]
+    p["W_Q"] *= cols[..., None, :]
+    p["b_Q"] *= cols
+    p["W_K"] *= cols[..., None, :]
+    return n

@@ -3171,3 +3171,31 @@ def test_the_symmetries_refuse_a_wrong_argument_in_one_line_naming_it():
         with pytest.raises(ValueError, match=re.escape(words)) as err:
             call()
         assert "\n" not in str(err.value), str(err.value)
+
+
+def test_training_inside_the_qk_ball_ends_inside_it_and_an_inactive_ball_changes_nothing():
+    """Option qk_ball: every head's canonical ||W_QK||_F (symmetry.qk_norms, which is
+    norm_measures' qk_fro of the canonical form) ends within train.qk_ball_radius, in a single
+    run and in a stack alike, and the stack's runs are the runs alone; a ball too large to touch
+    gives the very losses of no ball; the option is refused where it cannot act."""
+    base = dict(SYM_OPTS, T=30, steps=60)
+    o = dict(base, qk_ball=0.5)
+    r = train.train_run(o, log=None)
+    radius = train.qk_ball_radius(run_options.validate_options(o))
+    n = symmetry.qk_norms(r["params"], r["cfg"])
+    assert n.max() <= radius * (1 + 1e-9) and n.max() > 0.99 * radius      # the ball acted
+    can = theory.norm_measures(symmetry.canonical(r["params"], r["cfg"]), r["cfg"])["qk_fro"]
+    assert np.allclose(n, can, rtol=1e-9, atol=0)
+    free = train.train_run(dict(base, qk_ball=0.0), log=None)
+    assert free["losses"] != r["losses"]
+    assert symmetry.qk_norms(free["params"], free["cfg"]).max() > radius
+    assert train.train_run(dict(base, qk_ball=1e6), log=None)["losses"] == free["losses"]
+    stacked = train.train_stack([dict(o, seed=s) for s in (5, 6)])
+    assert np.allclose(stacked[0]["losses"], r["losses"], rtol=1e-9, atol=0)
+    for st in stacked:
+        assert symmetry.qk_norms(st["params"], st["cfg"]).max() <= radius * (1 + 1e-9)
+    for bad, words in ((dict(o, model="mlp"), "qk_ball acts on the Transformer"),
+                       (dict(o, T=3, s=3), "qk_ball needs T > 1.1 s"),
+                       (dict(o, qk_ball=-1.0), "qk_ball")):
+        with pytest.raises(ValueError, match=words):
+            run_options.validate_options(bad)
