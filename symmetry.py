@@ -310,8 +310,9 @@ def project_qk_ball(p, cfg, radius):
     norm exactly (the nearest point of the ball along that head's ray). p: one run's parameters
     or a stack's. -> the norms before the projection."""
     check_number("radius", radius, REALS, math.ulp(0.0), what="a finite number > 0")
-    n = qk_norms(p, cfg)
-    s = np.sqrt(np.minimum(1.0, radius / np.maximum(n, 1e-300)))
+    n = qk_norms(p, cfg).astype(np.float64)
+    shrink = np.divide(radius, n, out=np.ones_like(n), where=n > radius)   # NaN: left alone
+    s = np.sqrt(shrink)
     cols = np.repeat(s, cfg["d"] // cfg["heads"], axis=-1).astype(p["W_Q"].dtype)   # [..., d]
     p["W_Q"] *= cols[..., None, :]
     p["b_Q"] *= cols
