@@ -3479,3 +3479,30 @@ def test_the_measures_table_says_which_measure_each_symmetry_moves():
     assert len(canon) == 13 and all(x.strip(" |") == "1" for k in canon for x in rows[k])
     assert symmetries.ratio_text([1.0, 1 + 1e-12]) == "1"
     assert symmetries.ratio_text([0.5, 2.0]) == "x0.5 to x2"
+
+
+def test_each_paired_cell_gets_the_exact_sign_test_beside_its_bootstrap(tmp_path):
+    """A cell of 4 lost and 0 gained: the exact test holds 0 (p = 0.125) whatever the bootstrap
+    says; 11 lost, 0 gained excludes it; --seeds keeps only that seed range."""
+    rows = [dict(intervention="a", d=64, T=100, seed=s, base_success=int(s < 4), int_success=0)
+            for s in range(20)]
+    rows += [dict(intervention="a", d=64, T=300, seed=s, base_success=int(s < 11), int_success=0)
+             for s in range(20)]
+    lines = symmetries.cells_table(rows, n_boot=2000)
+    assert "| a | 64 | 100 | 20 | 4 | 0 |" in lines[2] and lines[2].endswith("| 0.125 | holds 0 |")
+    assert lines[3].endswith("| 0.000977 | excludes 0 |")
+    only = symmetries.cells_table(rows, seeds=(10, 19), n_boot=2000)
+    assert "| a | 64 | 100 | 10 | 0 | 0 |" in only[2] and "| a | 64 | 300 | 10 | 1 | 0 |" in only[3]
+    with pytest.raises(cli.BadValue):
+        symmetries.seed_range("39-20")
+
+
+def test_every_protocol_sets_only_options_a_sweep_passes_to_its_runs():
+    """A protocol's option outside folder.MODEL_OPTIONS would be dropped without a word, and the
+    sweep would train (and fingerprint) the default runs under the protocol's name (issue 47's
+    first qk-ball screen did: qk_ball was missing there)."""
+    for name, opts in sweep.PROTOCOLS.items():
+        assert set(opts) <= set(folder.MODEL_OPTIONS), (name, set(opts) - set(folder.MODEL_OPTIONS))
+    meta = dict(options=dict(run_options.DEFAULTS, qk_ball=1.0), bar=0.99, search="bisect")
+    assert folder.sweep_fingerprint(meta) != folder.sweep_fingerprint(
+        dict(meta, options=dict(run_options.DEFAULTS)))
