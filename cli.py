@@ -483,7 +483,8 @@ TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| tas
                "INCOMPLETE:", "## What C's separation is made of",     # studies.mechanism factors,
                "## Interventions paired by seed", "intervention,d,T,m,seed,",   # paired, --pairs
                "## When a run becomes a success or a failure",                 # trace-report
-               "## The studies' measures under", "## The arm x T interaction")  # studies.symmetries
+               "## The studies' measures under", "## The arm x T interaction",
+               "## Paired cells with an exact test")  # studies.symmetries
 SUMMARY_KEYS = {"model", "task", "T", "s", "m", "seed", "train_acc", "test_acc", "steps"}
 
 

@@ -6,6 +6,8 @@
                      ratio (moved / original) per symmetry, raw and on the canonical form
     python -m studies.symmetries interaction PAIRS.csv OUT.md   the arm x T interaction of the
                      arms that hold the token norm high, from a `mechanism.py paired` CSV
+    python -m studies.symmetries cells PAIRS.csv OUT.md [--seeds 20-39]   each paired cell with
+                     the exact sign test beside its bootstrap interval
 
 The studies' side: it imports the reference (attn, symmetry, theory, train) and the mechanism
 study's measurement (measure_mechanism); nothing imports it but its tests. A measure "respects" a
@@ -286,6 +288,57 @@ def interaction_command(pairs, out, n_boot=N_BOOT, log=print):
     log(f"wrote {path}")
 
 
+def seed_range(text):  # "20-39" -> (20, 39)
+    try:
+        lo, hi = (int(v) for v in text.split("-"))
+    except ValueError:
+        raise cli.BadValue(f"must look like LO-HI (e.g. 20-39), got {text!r}") from None
+    if not 0 <= lo <= hi:
+        raise cli.BadValue(f"needs 0 <= LO <= HI, got {text!r}")
+    return lo, hi
+
+
+def cells_table(rows, seeds=None, n_boot=N_BOOT):
+    """Per (arm, d, T) cell of a paired CSV (seeds lo..hi only, given `seeds`): pairs, lost,
+    gained, the paired success difference [95% CI, the cell's seeds resampled], the bootstrap's
+    word, and beside it the exact two-sided sign test on the discordant pairs."""
+    if seeds:
+        rows = [r for r in rows if seeds[0] <= r["seed"] <= seeds[1]]
+    lines = ["| arm | d | T | pairs | lost | gained | int. - base [95% CI] | bootstrap | "
+             "sign test p | sign test at 5% |", "|---|---|---|---|---|---|---|---|---|---|"]
+    keys = sorted({(r["intervention"], r["d"], r["T"]) for r in rows}, key=lambda k: (
+        k[0], k[1], k[2]))
+    for arm, d, T in keys:
+        rs = sorted((r for r in rows if (r["intervention"], r["d"], r["T"]) == (arm, d, T)),
+                    key=lambda r: r["seed"])
+        diff = np.array([r["int_success"] - r["base_success"] for r in rs], float)
+        W = np.vstack([np.ones(len(rs)), stats.resample_counts(len(rs), T, n_boot, seed=d)])
+        rep = W @ diff / W.sum(1)
+        lo, hi = stats.percentile_ci(rep[1:])
+        lost, gained = int((diff < 0).sum()), int((diff > 0).sum())
+        p = sign_test(lost, gained)
+        lines.append(f"| {arm} | {d} | {T} | {len(rs)} | {lost} | {gained} | "
+                     f"{fmt(float(rep[0]), lo, hi)} | {word(lo, hi, 0.0)} | {p:.3g} | "
+                     f"{'excludes 0' if p < 0.05 else 'holds 0'} |")
+    return lines
+
+
+def cells_command(pairs, out, seeds=None, n_boot=N_BOOT, log=print):
+    rows = read_pairs(pairs)
+    which = f"seeds {seeds[0]}-{seeds[1]}" if seeds else "every seed"
+    lines = ["## Paired cells with an exact test beside the bootstrap", "",
+             f"Written by `python -m studies.symmetries cells {pairs}"
+             + (f" --seeds {seeds[0]}-{seeds[1]}" if seeds else "") + f"` ({which}). Per cell "
+             f"the arm's success minus the baseline's, seed by seed: the cell's seeds resampled "
+             f"({n_boot} resamples), and the exact two-sided sign test on the discordant pairs "
+             "(lost against gained, Binomial(n, 1/2)), which a small cell needs: 4 lost and 0 "
+             "gained can exclude 0 in the bootstrap while the exact test gives p = 0.125.", ""] + \
+        cells_table(rows, seeds, n_boot)
+    path = cli.claim_output(out, "table", "the table")
+    cli.write_text(path, "\n".join(lines) + "\n")
+    log(f"wrote {path}")
+
+
 # ======== 3. THE COMMAND LINE ===================================================================
 
 def parser():
@@ -297,6 +350,10 @@ def parser():
     i = sub.add_parser("interaction", help="the arm x T interaction from a paired CSV")
     i.add_argument("pairs", help="a CSV of `mechanism.py paired --pairs`")
     i.add_argument("out", help="the markdown table to write")
+    c = sub.add_parser("cells", help="each paired cell: bootstrap and exact sign test")
+    c.add_argument("pairs", help="a CSV of `mechanism.py paired --pairs`")
+    c.add_argument("out", help="the markdown table to write")
+    c.add_argument("--seeds", type=seed_range, default=None, help="only seeds LO-HI (e.g. 20-39)")
     return ap
 
 
@@ -305,6 +362,8 @@ def main(argv=None):
     try:
         if a.command == "measures":
             measures_command(a.out, a.plan)
+        elif a.command == "cells":
+            cells_command(a.pairs, a.out, a.seeds)
         else:
             interaction_command(a.pairs, a.out)
     except (ValueError, OSError) as e:
