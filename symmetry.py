@@ -59,26 +59,39 @@ def _check(p, cfg):  # -> a float64 copy of p (every symmetry returns a new dict
     return {k: np.array(v, np.float64) for k, v in p.items()}
 
 
+def _real_array(v):  # v as float64 if it is a list, tuple or array of real numbers, else None
+    if not isinstance(v, (list, tuple, np.ndarray)):
+        return None
+    try:
+        a = np.asarray(v)
+    except ValueError:                                       # ragged
+        return None
+    return a.astype(np.float64) if a.dtype.kind in "iuf" else None
+
+
 def _factors(name, c, n):  # a number or n numbers, finite and nonzero -> [n] float64
-    a = np.asarray(c, np.float64) if isinstance(c, (list, tuple, np.ndarray)) else None
-    if a is None:
-        check_number(name, c, REALS, -attn.FLOAT_MAX, what="a finite nonzero number or a list "
-                     f"of {n}")
+    what = "a finite nonzero number" + (f" or a list of {n} of them" if n > 1 else "")
+    if n > 1 and isinstance(c, (list, tuple, np.ndarray)):
+        a = _real_array(c)
+        if a is None:
+            raise refuse(name, c, what, False)
+    else:
+        check_number(name, c, REALS, -attn.FLOAT_MAX, what=what)
         a = np.full(n, float(c))
     if a.shape != (n,) or not np.all(np.isfinite(a)) or np.any(a == 0):
-        raise refuse(name, c, f"a finite nonzero number or {n} of them", True)
+        raise refuse(name, c, what, True)
     return a
 
 
 def _factors_any(name, v, n):  # n finite numbers (zeros allowed) -> [n] float64
-    a = np.asarray(v, np.float64) if isinstance(v, np.ndarray) else None
+    a = _real_array(v) if isinstance(v, np.ndarray) else None
     if a is None or a.shape != (n,) or not np.all(np.isfinite(a)):
         raise refuse(name, v, f"a finite numpy array of shape ({n},)", a is not None)
     return a
 
 
 def _check_ln(cfg, ln):
-    if ln not in LN_READERS:
+    if not isinstance(ln, str) or ln not in LN_READERS:
         raise refuse("ln", ln, "one of ln1, ln2, lnf", isinstance(ln, str))
     if not cfg["ln"] or (ln == "ln2" and not cfg["mlp"]):
         raise ValueError(f"ln must be a LayerNorm the model has: {ln} is absent from this cfg "
@@ -86,9 +99,10 @@ def _check_ln(cfg, ln):
 
 
 def _mixers(name, M, H, e):  # -> [H, e, e] invertible
-    M = np.asarray(M, np.float64) if isinstance(M, np.ndarray) else None
-    if M is None or M.shape != (H, e, e) or not np.all(np.isfinite(M)):
-        raise refuse(name, M, f"a finite numpy array [heads={H}, e={e}, e={e}]", M is not None)
+    a = _real_array(M) if isinstance(M, np.ndarray) else None
+    if a is None or a.shape != (H, e, e) or not np.all(np.isfinite(a)):
+        raise refuse(name, M, f"a finite real numpy array [heads={H}, e={e}, e={e}]", a is not None)
+    M = a
     if np.any(np.linalg.cond(M) > 1e8):
         raise ValueError(f"{name} must hold invertible matrices (condition number <= 1e8)")
     return M
@@ -286,11 +300,17 @@ def qk_norms(p, cfg):  # -> [H], or [R, H] for a stack's parameters ({name: [R, 
     and shift b folded in, P off the all-ones vector, b_K dropped), through the e x e Gram
     matrices: ||Q K^T||_F^2 = sum(Q^T Q * K^T K). Exactly norm_measures(canonical(p))'s qk_fro."""
     attn.check_config(cfg)
-    W_Q, W_K = p["W_Q"], p["W_K"]
     d, H = cfg["d"], cfg["heads"]
-    if W_Q.shape[-2:] != (d, d) or W_K.shape != W_Q.shape:
+    need = ("W_Q", "b_Q", "W_K") + (("ln1_g", "ln1_b") if cfg["ln"] else ())
+    if not (isinstance(p, dict) and all(isinstance(p.get(k), np.ndarray) and p[k].dtype.kind
+                                        == "f" for k in need)):
+        raise refuse("p", p, f"a dict of float arrays holding {', '.join(need)}", False)
+    W_Q, W_K = p["W_Q"], p["W_K"]
+    lead = W_Q.shape[:-2]
+    if W_Q.shape[-2:] != (d, d) or W_K.shape != W_Q.shape or p["b_Q"].shape != lead + (d,) or (
+            cfg["ln"] and not p["ln1_g"].shape == p["ln1_b"].shape == lead + (d,)):
         raise refuse("p", W_Q, f"parameters of cfg (W_Q [..., {d}, {d}])", True)
-    lead, e = W_Q.shape[:-2], d // H
+    e = d // H
     g = p["ln1_g"] if cfg["ln"] else np.ones(lead + (d,), W_Q.dtype)
     b = p["ln1_b"] if cfg["ln"] else np.zeros(lead + (d,), W_Q.dtype)
 
@@ -312,6 +332,8 @@ def project_qk_ball(p, cfg, radius):
     check_number("radius", radius, REALS, math.ulp(0.0), what="a finite number > 0")
     n = qk_norms(p, cfg).astype(np.float64)
     shrink = np.divide(radius, n, out=np.ones_like(n), where=n > radius)   # NaN: left alone
+    if p["W_Q"].dtype.kind != "f" or not p["W_Q"].flags.writeable:
+        raise refuse("p", p["W_Q"], "writable float arrays (changed in place)", False)
     s = np.sqrt(shrink)
     cols = np.repeat(s, cfg["d"] // cfg["heads"], axis=-1).astype(p["W_Q"].dtype)   # [..., d]
     p["W_Q"] *= cols[..., None, :]

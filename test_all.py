@@ -811,7 +811,7 @@ def test_python_api_refuses_what_it_cannot_use():
 # constrained (bits, labels, weights) get theirs as extra hostile values. To cover a module, add
 # it to WALKED and one Walk per public function to WALK, keyed "module.function".
 
-WALKED = (attn, baseline, data, fast)
+WALKED = (attn, baseline, data, fast, symmetry)
 
 
 class Walk:
@@ -844,7 +844,35 @@ def _bits(X):  # extra hostile values of a bits array
     return {"2": X * 2, "-1": -X.astype(np.int64), "0.5": X * 0.5}
 
 
+ANY_FACTOR = {"-1": "a negative factor is a symmetry too", "10**12": "any finite nonzero factor"}
 WALK = {
+    # symmetry.py (issue 47): each symmetry, the canonical form, the ball
+    "symmetry.scale_ln": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], ln="ln1", c=2.0),
+                              names=dict(P_NAMES, c=r"\bc\b"), legal=dict(c=ANY_FACTOR)),
+    "symmetry.shift_ln_null": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], ln="ln2",
+                                                  u={"W_1": np.ones(3)}), names=P_NAMES,
+                                   legal=dict(u={"missing key": "a matrix not named shifts by 0"})),
+    "symmetry.mix_qk": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], M=np.stack([np.eye(2)] * 2)),
+                            names=P_NAMES),
+    "symmetry.mix_vo": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], M=np.stack([np.eye(2)] * 2)),
+                            names=P_NAMES),
+    "symmetry.shift_key_bias": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], v=np.ones(4)),
+                                    names=P_NAMES),
+    "symmetry.shift_embeddings": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], v=np.ones(4),
+                                                     a_tok=np.ones(2), a_pos=np.ones(4)),
+                                      names=P_NAMES, legal=dict(a_tok={"None": "no mean shift"},
+                                                                a_pos={"None": "no mean shift"})),
+    "symmetry.permute_heads": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], order=[1, 0]),
+                                   names=P_NAMES),
+    "symmetry.scale_mlp_units": Walk(lambda f: dict(p=f["p"], cfg=dict(f["cfg"], act="relu"),
+                                                    c=2.0), names=dict(P_NAMES, c=r"\bc\b"),
+                                     legal=dict(c={"10**12": "any positive factor"})),
+    "symmetry.canonical": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]), names=P_NAMES),
+    "symmetry.qk_norms": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]), legal=dict(p={
+        "missing key": "only W_Q, b_Q, W_K and LN1's are read (a stack's too)"})),
+    "symmetry.project_qk_ball": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], radius=0.01),
+                                     legal=dict(p={"missing key": "as qk_norms"}, radius={
+                                         "10**12": "a ball too large to act"})),
     # attn.py: the configuration and parameters
     "attn.default_config": Walk(lambda f: dict(T=4, d=4, heads=2, mlp=3),
                                 legal=dict(T={"10**12": NO_ALLOC}, d={"10**12": NO_ALLOC},
