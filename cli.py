@@ -526,7 +526,9 @@ TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| tas
                "## Interventions paired by seed", "intervention,d,T,m,seed,",   # paired, --pairs
                "## When a run becomes a success or a failure",                 # trace-report
                "| folder | the arithmetic that replays",                  # studies.replay --table
-               "## The same runs under two arithmetics")                     # studies.kernels
+               "## The same runs under two arithmetics",                     # studies.kernels
+               "## The studies' measures under", "## The arm x T interaction",
+               "## Paired cells with an exact test")  # studies.symmetries
 SUMMARY_KEYS = {"model", "task", "T", "s", "m", "seed", "train_acc", "test_acc", "steps"}
 
 

@@ -44,6 +44,12 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
     ("ln1_gain", 1.0, number(0, strict=True),
      "the first LayerNorm's gain at init (1: the usual); with --freeze ln1 every token attention "
      "sees keeps norm ln1_gain * sqrt(d)"),
+    ("qk_ball", 0.0, number(0),
+     "train inside the norm ball (0 = off): after every Adam step, each head's W_QK in its "
+     "canonical form (symmetry.py: LN1's gain and shift folded in) is projected onto the "
+     "Frobenius ball of radius qk_ball x ln((T - s) / (0.1 s)) / (2 (d + 1)): at 1 a head's "
+     "scores can just span the construction's score gap (theory.paper_score_gap, eps 0.1); "
+     "below 1 they cannot"),
     ("clip", 0.0, number(0), "clip each step's gradient to this global L2 norm (0 = off; "
      "minGPT: 1.0)"),
     ("dropout", 0.0, number(0, hi=1, hi_strict=True), "dropout probability, >= 0 and < 1 "
@@ -66,7 +72,7 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
 DEFAULTS = {name: default for name, default, _, _ in OPTIONS}
 PARSE = {name: parse for name, _, parse, _ in OPTIONS}
 RUN_KEYS = ("model", "task", "T", "s", "m", "data", "n_test", "lr", "wd", "batch", "seed", "d",
-            "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "clip",
+            "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "qk_ball", "clip",
             "dropout", "val", "val_every", "pos_init")   # what defines a run: a checkpoint must agree on these
 
 
@@ -119,6 +125,10 @@ def check_options(o, flag=py_flag):
     if o.get("ln1_gain", 1.0) != 1.0 and o.get("model") == "mlp":
         return (f"ln1_gain acts on the Transformer's first LayerNorm only, got {f('ln1_gain')} "
                 f"with model mlp")
+    if o.get("qk_ball", 0.0) and o["T"] <= 1.1 * o["s"]:
+        return f"qk_ball needs T > 1.1 s (a score gap ln((T - s) / (0.1 s)) > 0), got {f('T')}"
+    if o.get("qk_ball", 0.0) and o.get("model") == "mlp":
+        return f"qk_ball acts on the Transformer's attention only, got {f('qk_ball')} with model mlp"
     if o.get("dropout") and o.get("model") == "mlp":
         return f"dropout acts on the Transformer only, got {f('dropout')} with model mlp"
     return None

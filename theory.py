@@ -227,6 +227,9 @@ def norm_measures(p, cfg):
     and where B_X comes from: ln1_gain_rms ||g||/sqrt(d) and ln1_shift_norm ||b|| of LN1 (nan
     without LayerNorm), B_X_token, the token of largest norm ("cls", "bit0" or "bit1": bit value
     b at a position), and B_X_position, its position t in 0..T-1 (-1 for [CLS]).
+    These are norms of the parametrisation p: the model's exact symmetries (symmetry.py, e.g. LN1's
+    gain against W_Q, W_K, W_V) move B_X and the single norms with every logit fixed. Taken of
+    symmetry.canonical(p, cfg) they are measures of the function.
     """
     attn.check_params(p, cfg)
     d, H = cfg["d"], cfg["heads"]

@@ -46,6 +46,8 @@ import data
 import fast
 import hypotheses
 import optim
+import symmetry
+import theory
 from checkpoint import (Interrupted, StopRequests, check_checkpoint, checkpoint_owner,
                         load_checkpoint, restore, same_path, save_checkpoint)
 from run_options import (DEFAULTS, OPTIONS, RUN_KEYS, cli_flag, model_config, py_flag,
@@ -140,6 +142,8 @@ def _train_loop(run, o, save=None, save_every=0, stop_after=None, monitor=None):
                     run.R)
             optim.adam_step(run.params, grads, run.state, o["lr"], o["wd"], b2=o["beta2"],
                             decoupled=o["optimizer"] == "adamw")
+            if o["qk_ball"]:                  # training inside the norm ball (projected Adam)
+                symmetry.project_qk_ball(run.params, run.model.cfg, qk_ball_radius(o))
             run.losses.put(step - run.first, loss)
             if run.val and (step % o["val_every"] == 0 or step == o["steps"]):
                 _keep_if_best(run, step)                          # early stopping
@@ -162,6 +166,19 @@ def _train_loop(run, o, save=None, save_every=0, stop_after=None, monitor=None):
 
 
 # the loop's parts
+
+QK_BALL_EPS = 0.1     # the attention mass left off S at the construction's score gap
+
+
+def qk_ball_radius(o):
+    """The radius option qk_ball sets on each head's canonical ||W_QK||_F: qk_ball x R / (2 B^2),
+    R = theory.paper_score_gap(T, s, 0.1) the construction's score gap and B^2 = d + 1 the
+    canonical token norm's bound squared (LN1 without gain: ||x|| <= sqrt(d), the 1 the bias
+    coordinate), so that the scores' range 2 ||W_QK||_2 B^2 reaches R at most at qk_ball = 1."""
+    o = validate_options(o, name="o")
+    return o["qk_ball"] * float(theory.paper_score_gap(o["T"], o["s"], QK_BALL_EPS)) / (
+        2.0 * (o["d"] + 1))
+
 
 def _draw_batch(run, size):
     """The step's batch: X, y and the samples' weights (a stack's, [R, B]; None for one run, whose

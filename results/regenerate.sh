@@ -70,5 +70,18 @@ $PY -m studies.mechanism paired results/mechanism-interventions/more-seeds/basel
 # issue 38's trajectories: eventual successes against failures at every logged step
 $PY -m studies.mechanism trace-report results/mechanism-trajectories > /dev/null
 $PY -m studies.mechanism trace-report results/mechanism-trajectories-T > /dev/null
+# issue 47: the arm x T interaction of the arms that hold the token norm high (from pairs.csv), and
+# the measures against the model's exact symmetries (trains two study models again: about 25 s)
+$PY -m studies.symmetries interaction results/mechanism-interventions/full/pairs.csv \
+    results/symmetries/interaction.md > /dev/null
+$PY -m studies.symmetries measures results/symmetries/measures.md > /dev/null
+# and each small paired cell with the exact sign test beside its bootstrap (the 40-seed cell's new
+# seeds 20-39 alone: the cell was chosen by seeds 0-19)
+P=results/mechanism-interventions
+$PY -m studies.symmetries cells $P/full/pairs.csv results/symmetries/cells-full.md > /dev/null
+$PY -m studies.symmetries cells $P/full/pairs-low.csv results/symmetries/cells-low.md > /dev/null
+$PY -m studies.symmetries cells $P/more-seeds/pairs.csv results/symmetries/more-seeds-all.md > /dev/null
+$PY -m studies.symmetries cells $P/more-seeds/pairs.csv results/symmetries/more-seeds-new.md \
+    --seeds 20-39 > /dev/null
 $PY -m studies.sweep pages $( { ls README.md; find results -name '*.md' | sort; } | xargs grep -l '^<!-- begin ' ) > /dev/null
 echo "done: git diff --stat shows what changed"

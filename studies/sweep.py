@@ -88,6 +88,9 @@ PROTOCOLS = {
     "freeze-lnf": dict(freeze="lnf"),
     # and the token norm held fixed and low: LN1's gain frozen at 1/2 (B_X = sqrt(d / 4 + 1))
     "freeze-ln1-low": dict(freeze="ln1", ln1_gain=0.5),
+    # training inside the norm ball (issue 47): each head's canonical W_QK projected after every
+    # step onto a radius of 0.5, 1 or 4 times what the construction's score gap needs at that T
+    "qk-ball-0.5": dict(qk_ball=0.5), "qk-ball-1": dict(qk_ball=1.0), "qk-ball-4": dict(qk_ball=4.0),
 }
 
 

@@ -33,7 +33,7 @@ import run_options
 import theory
 import train
 from studies import (families, failures, folder, harness, kernels, laws, mechanism, report, stats,
-                     steps, study, sweep, theory_report)
+                     steps, study, sweep, symmetries, theory_report)
 from test_all import (ARRAY_LIKE, HERE, LITERAL, NAN, NO_ALLOC, RNGS, SMALL, TINY, Walk, _literals,
                       _one_line, _public, _python, _walk, assert_walked, cubic)
 
@@ -3957,3 +3957,92 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
         k, f = _walk(key, public[key], STUDY_WALK[key])
         n, failed = n + k, failed + f
     assert not failed, f"{len(failed)} of {n} hostile calls:\n" + "\n".join(failed)
+# ---- issue 47: the measures against the model's symmetries; the arm x T interaction
+
+def test_the_exact_tests_on_discordant_pairs_give_the_textbook_values():
+    # sign test: 5 lost, 0 gained -> 2 / 2^5; 4 / 0 -> 0.125 (the issue's 20-pair cell)
+    assert symmetries.sign_test(5, 0) == 0.0625 and symmetries.sign_test(4, 0) == 0.125
+    assert symmetries.sign_test(3, 3) == 1.0 and symmetries.sign_test(0, 0) == 1.0
+    # Fisher: [[1, 9], [11, 3]] has two-sided p 0.002759 (R: fisher.test); a table at its
+    # margins' most likely value has p 1
+    assert abs(symmetries.fisher_exact(1, 9, 11, 3) - 0.0027594) < 1e-6
+    assert symmetries.fisher_exact(2, 2, 2, 2) == 1.0
+    p = sum(math.comb(7, x) * math.comb(7, 7 - x) for x in (0, 7)) / math.comb(14, 7)
+    assert symmetries.fisher_exact(7, 0, 0, 7) == pytest.approx(p)
+
+
+def _pairs(effect_small, effect_large, n=20):  # rows of a paired CSV, one arm, one width
+    rows = []
+    for T, eff in ((100, effect_small), (300, effect_small), (3000, effect_large)):
+        for s in range(n):
+            base = s % 2
+            lose = eff < 0 and base == 1 and s < 2 * round(-eff * n)
+            gain = eff > 0 and base == 0 and s < 2 * round(eff * n)
+            rows.append(dict(intervention="freeze-ln1", d=64, T=T, seed=s, base_success=base,
+                             int_success=0 if lose else 1 if gain else base))
+    return rows
+
+
+def test_the_interaction_is_established_where_the_effect_flips_and_not_where_it_does_not():
+    flip = symmetries.interaction_row(_pairs(0.2, -0.3), ("freeze-ln1",), 64, n_boot=2000)
+    (out, n), same = flip, symmetries.interaction_row(_pairs(0.1, 0.1), ("freeze-ln1",), 64,
+                                                      n_boot=2000)
+    assert out["small"][0] == pytest.approx(0.2) and out["large"][0] == pytest.approx(-0.3)
+    assert out["difference"][0] == pytest.approx(-0.5) and out["difference"][2] < 0
+    assert n["small"] == (0, 8, 40) and n["large"] == (6, 0, 20)
+    assert same[0]["difference"][0] == 0 and same[0]["difference"][1] <= 0 <= same[0][
+        "difference"][2]
+
+
+def test_the_committed_interaction_table_is_what_the_command_writes(tmp_path, capsys):
+    out = tmp_path / "interaction.md"
+    symmetries.main(["interaction", os.path.join(HERE, "results/mechanism-interventions/full/"
+                                                 "pairs.csv"), str(out)])
+    got = out.read_text().splitlines()
+    want = open(os.path.join(HERE, "results/symmetries/interaction.md")).read().splitlines()
+    assert got[3:] == want[3:] and len(want) >= 12
+
+
+def test_the_measures_table_says_which_measure_each_symmetry_moves():
+    """On a small trained model: B_X moved by LN1's scale (a), not by the QK scale (b); W_QK's
+    norms not by (b); the score gap and every canonical measure by none."""
+    r = train.train_run(dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8,
+                             dtype="float64", log_every=0), log=None)
+    X = np.random.default_rng(0).integers(0, 2, (50, 12)).astype(float)
+    lines = symmetries.measure_table([(r["params"], r["cfg"], r["S"], X, 80)])
+    rows = {ln.split(" | ")[0][2:]: ln.split(" | ")[2:] for ln in lines if ln.startswith("| ")}
+    assert rows["B_X"][0] != "1" and rows["B_X"][1] == "1"          # (a) moves it, (b) does not
+    assert all(rows[k][1] == "1" for k in ("qk_spec", "qk_21", "qk_fro"))
+    assert rows["C"][0] != "1" and rows["v_spec"][2] != "1"
+    assert all(x.strip(" |") == "1" for x in rows["score_gap"])
+    canon = [k for k in rows if k.startswith("canonical")]
+    assert len(canon) == 13 and all(x.strip(" |") == "1" for k in canon for x in rows[k])
+    assert symmetries.ratio_text([1.0, 1 + 1e-12]) == "1"
+    assert symmetries.ratio_text([0.5, 2.0]) == "x0.5 to x2"
+
+
+def test_each_paired_cell_gets_the_exact_sign_test_beside_its_bootstrap(tmp_path):
+    """A cell of 4 lost and 0 gained: the exact test holds 0 (p = 0.125) whatever the bootstrap
+    says; 11 lost, 0 gained excludes it; --seeds keeps only that seed range."""
+    rows = [dict(intervention="a", d=64, T=100, seed=s, base_success=int(s < 4), int_success=0)
+            for s in range(20)]
+    rows += [dict(intervention="a", d=64, T=300, seed=s, base_success=int(s < 11), int_success=0)
+             for s in range(20)]
+    lines = symmetries.cells_table(rows, n_boot=2000)
+    assert "| a | 64 | 100 | 20 | 4 | 0 |" in lines[2] and lines[2].endswith("| 0.125 | holds 0 |")
+    assert lines[3].endswith("| 0.000977 | excludes 0 |")
+    only = symmetries.cells_table(rows, seeds=(10, 19), n_boot=2000)
+    assert "| a | 64 | 100 | 10 | 0 | 0 |" in only[2] and "| a | 64 | 300 | 10 | 1 | 0 |" in only[3]
+    with pytest.raises(cli.BadValue):
+        symmetries.seed_range("39-20")
+
+
+def test_every_protocol_sets_only_options_a_sweep_passes_to_its_runs():
+    """A protocol's option outside folder.MODEL_OPTIONS would be dropped without a word, and the
+    sweep would train (and fingerprint) the default runs under the protocol's name (issue 47's
+    first qk-ball screen did: qk_ball was missing there)."""
+    for name, opts in sweep.PROTOCOLS.items():
+        assert set(opts) <= set(folder.MODEL_OPTIONS), (name, set(opts) - set(folder.MODEL_OPTIONS))
+    meta = dict(options=dict(run_options.DEFAULTS, qk_ball=1.0), bar=0.99, search="bisect")
+    assert folder.sweep_fingerprint(meta) != folder.sweep_fingerprint(
+        dict(meta, options=dict(run_options.DEFAULTS)))
