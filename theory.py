@@ -65,8 +65,17 @@ def _float_array(name, a, ndim=None):
     return a
 
 
+def _sized(rng, most=10**4, **sizes):
+    """rng a numpy Generator and each size an integer from 1 to `most` (a check's or a demo's
+    shapes and counts) -> [rng, the sizes in order]."""
+    return [check_rng(rng)] + [check_number(k, v, INTS, 1, most + 1, f"an integer from 1 to "
+                                            f"{most}") for k, v in sizes.items()]
+
+
 def require(ok, what):
     """A theorem check: AssertionError naming what failed (unlike `assert`, kept under -O)."""
+    if not isinstance(what, str):
+        raise TypeError(f"what must be the check's words (a str), got {type(what).__name__}")
     if not ok:
         raise AssertionError(f"theorem check failed: {what}")
 
@@ -161,7 +170,8 @@ def softmax_lipschitz_search(rng, n_random=6000, n_climb=400):
     constructed: random a, b = a + eps * balanced_direction(a), eps in [1e-3, 1]; climbed: from
     random pairs (T in {2, 3, 4, 8}), random steps on (a, b) kept when the ratio grows."""
     rng = check_rng(rng)
-    n_random, n_climb = check_number("n_random", n_random, INTS, 6), check_number("n_climb", n_climb, INTS, 1)
+    n_random = check_number("n_random", n_random, INTS, 6, 10**6 + 1, "an integer from 6 to 10**6")
+    n_climb = check_number("n_climb", n_climb, INTS, 1, 10**5 + 1, "an integer from 1 to 10**5")
     Ts = (2, 3, 5, 10, 100, 1000)
     best_random = best_built = best_climb = 0.0
     for T in Ts:
@@ -302,7 +312,8 @@ def covering_constant(nm):
 # linear in L_after and in ||W_O,h||, the score term goes as B_X^3 and the two others as B_X, so
 #     C = L_after^2 (B_X^2 S_scores + B_X^(2/3) (S_values + S_readout))^3
 # with the head sums S_scores = sum_h (2 ||W_QK,h||_F ||W_V,h||_2 ||W_O,h||_2)^(2/3),
-# S_values = sum_h (||W_V,h||_{2,1} ||W_O,h||_2)^(2/3), S_readout = sum_h (||W_V,h||_2 ||W_O,h||_2)^(2/3).
+# S_values = sum_h (||W_V,h||_{2,1} ||W_O,h||_2)^(2/3),
+# S_readout = sum_h (||W_V,h||_2 ||W_O,h||_2)^(2/3).
 # Scaling every head's W_QK by a scales S_scores by a^(2/3); every W_V (or W_O) by a, all three
 # sums by a^(2/3), so C by a^2; L_after by a, C by a^2. So five numbers per run give C, and C with
 # any one factor changed, exactly.
@@ -330,7 +341,8 @@ def covering_from_parts(B_X, L_after, heads_scores, heads_values, heads_readout)
 def log_covering_bound(C, d, m, T, eps):
     """Reconstructed shape: log N_inf(F; eps; m samples of length T) <= C log(2 d m T) / eps^2."""
     C, eps = _positive("C", C), _positive("eps", eps)
-    d, m, T = check_number("d", d, INTS, 1), check_number("m", m, INTS, 1), check_number("T", T, INTS, 1)
+    d, m = check_number("d", d, INTS, 1), check_number("m", m, INTS, 1)
+    T = check_number("T", T, INTS, 1)
     return C * math.log(2 * d * m * T) / eps ** 2
 
 
@@ -387,8 +399,8 @@ def linear_class_samples(T, gap):
 def construction_width(T, s, code_factor=16.0):
     """The width d_p of the construction's positional codes, max(8, ceil(code_factor * s * ln T)):
     random +-1/sqrt(d_p) codes stay nearly orthogonal over T positions at about 16 s ln T (about
-    8 ln T was seen to fail). build_sparse_head builds its heads with it; studies/report.py's width table
-    sets it beside the widths trained."""
+    8 ln T was seen to fail). build_sparse_head builds its heads with it; studies/report.py's
+    width table sets it beside the widths trained."""
     return max(8, int(math.ceil(code_factor * s * math.log(max(T, 2)))))
 
 
@@ -402,6 +414,8 @@ def paper_score_gap(T, s, eps):  # T: int or array -> float or array
 def positional_codes(T, d_p, rng):  # -> [T, d_p], rows of unit norm
     """Random +-1/sqrt(d_p) codes: nearly orthogonal once d_p ~ s ln T (Edelman Section 4)."""
     T, d_p = check_number("T", T, INTS, 1), check_number("d_p", d_p, INTS, 1)
+    if T * d_p > 10**8:
+        raise ValueError(f"T x d_p must be at most 10**8 codes' entries, got T={T}, d_p={d_p}")
     return check_rng(rng).choice(np.array([-1.0, 1.0]), size=(T, d_p)) * d_p ** -0.5
 
 
@@ -507,7 +521,8 @@ def check_construction(p, cfg, task, rng, n_fill=2, path="fast"):
     attn.check_params(p, cfg)
     if not isinstance(task, data.SparseTask) or task.T != cfg["T"]:
         raise ValueError(f"task must be a data.SparseTask with T={cfg['T']}, got {task!r}")
-    rng, n_fill = check_rng(rng), check_number("n_fill", n_fill, INTS, 0)
+    rng, n_fill = check_rng(rng), check_number("n_fill", n_fill, INTS, 0, 101, "an integer from 0 "
+                                                                          "to 100")
     pats = ((np.arange(2 ** task.s)[:, None] >> np.arange(task.s)) & 1).astype(np.uint8)
     fills = [np.zeros((len(pats), task.T), np.uint8), np.ones((len(pats), task.T), np.uint8)]
     fills += [(rng.random((len(pats), task.T)) < 0.5).astype(np.uint8) for _ in range(n_fill)]
@@ -603,7 +618,8 @@ def infonce_loss(anchor, cands, beta=1.0):  # [d], [n, d] (row 0 the positive) -
 def infonce_grad(anchor, cands, beta=1.0):  # -> [d]
     """beta (E_p[t] - t_+), p = softmax(beta cands @ anchor): an attention readout minus the
     positive (with beta = 1: E_p[T] - T_+)."""
-    return _positive("beta", beta) * (lse_grad(cands, anchor, beta) - _float_array("c", cands, 2)[0])
+    beta = _positive("beta", beta)
+    return beta * (lse_grad(cands, anchor, beta) - _float_array("cands", cands, 2)[0])
 
 
 def pairwise_ratios(X, Y):  # [n, d], [n, d] -> [n(n-1)/2]: ||y_i - y_j|| / ||x_i - x_j||
@@ -622,6 +638,8 @@ def pairwise_ratios(X, Y):  # [n, d], [n, d] -> [n(n-1)/2]: ||y_i - y_j|| / ||x_
 def check_lse_gradient(rng, n=7, d=5, beta=1.7):
     """-> dict: rel errors of K^T softmax vs central differences of lse, and of attn.py's head
     (head_as_lse_gradient) vs the gradient of lse over the keys plus a 0 key."""
+    rng, n, d = _sized(rng, n=n, d=d)
+    beta = _positive("beta", beta)
     rng = check_rng(rng)
     K, q = rng.standard_normal((n, d)), rng.standard_normal(d)
     fd = numerical_jacobian(lambda x: lse(K @ x, beta), q)
@@ -634,6 +652,8 @@ def check_lse_gradient(rng, n=7, d=5, beta=1.7):
 
 def check_lse_hessian(rng, n=7, d=5, beta=1.7):
     """-> dict: rel error of beta Cov vs differences of the gradient; min eigenvalue / max."""
+    rng, n, d = _sized(rng, n=n, d=d)
+    beta = _positive("beta", beta)
     rng = check_rng(rng)
     K, q = rng.standard_normal((n, d)), rng.standard_normal(d)
     Hm = lse_hessian(K, q, beta)
@@ -650,6 +670,7 @@ def check_tied_expansion(rng, trials=200, n=6, d=4):
                   central differences of F at one point
     min_lse_rise: min lse(K F(x)) - lse(K x) (theorem: >= 0, by convexity of lse)
     """
+    rng, trials, n, d = _sized(rng, trials=trials, n=n, d=d)
     rng, trials = check_rng(rng), check_number("trials", trials, INTS, 1)
     ratios, logdets, rises = [], [], []
     for _ in range(trials):
@@ -672,6 +693,7 @@ def check_layernorm(rng, trials=20, d=16):
     """-> dict: worst rel error of ||J_LN|| (SVD of central differences of attn.layernorm_forward)
     against 1/sqrt(sigma^2 + eps) over sigma in [0.1, 10]; the range of 1/sigma seen; and the max
     pairwise distance ratio ||LN(a) - LN(b)|| / ||a - b|| over pairs whose sigma are >= 1."""
+    rng, trials, d = _sized(rng, trials=trials, d=d)
     rng, trials = check_rng(rng), check_number("trials", trials, INTS, 1)
     errs, norms = [], []
     for _ in range(trials):
@@ -692,6 +714,8 @@ def check_layernorm(rng, trials=20, d=16):
 
 def check_infonce(rng, n=6, d=5, beta=0.8):
     """-> dict: rel error of beta (E_p[t] - t_+) vs central differences of the InfoNCE loss."""
+    rng, n, d = _sized(rng, n=n, d=d)
+    beta = _positive("beta", beta)
     rng = check_rng(rng)
     a, C = rng.standard_normal(d), rng.standard_normal((n, d))
     fd = numerical_jacobian(lambda x: infonce_loss(x, C, beta), a)
@@ -701,6 +725,8 @@ def check_infonce(rng, n=6, d=5, beta=0.8):
 def demo_untied(rng, n=6, d=4, beta=2.0, tries=50):
     """Untied values V != keys K: F(x) = x + V^T softmax(beta K x) is not a gradient field. -> the
     smallest ||F(a) - F(b)|| / ||a - b|| found, b - a along J_F's smallest singular direction."""
+    rng, n, d, tries = _sized(rng, n=n, d=d, tries=tries)
+    beta = _positive("beta", beta)
     rng = check_rng(rng)
     best = np.inf
     for _ in range(tries):
@@ -715,6 +741,7 @@ def demo_energy(rng, trials=500, n=6, d=4):
     """Fraction of random (K, x, beta) where the residual step x + grad lse RAISES the modern
     Hopfield energy E(x) = x.x/2 - lse_beta(K x) (Ramsauer et al. 2020), and the largest rise
     (the plain update x <- grad lse is the one that descends)."""
+    rng, trials, n, d = _sized(rng, trials=trials, n=n, d=d)
     rng = check_rng(rng)
     rises = []
     for _ in range(trials):
@@ -730,6 +757,7 @@ def demo_post_ln_collapse(rng, n=12, d=16, blocks=6):
     """Tokens X [n, d] on LN's sphere through post-LN blocks X <- LN(X + SelfAttn(X)) built from
     attn.self_attention_forward (W_Q = I/d^0.25 and W_K = I/d^0.25: scores x_i.x_j/d, the cosine;
     W_V = W_O = I). -> mean pairwise distance after each block / before the first."""
+    rng, n, d, blocks = _sized(rng, n=n, d=d, blocks=blocks)
     rng = check_rng(rng)
     X = layernorm_plain(rng.standard_normal((n, d)))
     I, z = np.eye(d), np.zeros(d)
@@ -771,10 +799,17 @@ THM, MEAS, DEMO = "[theorem check]", "[measurement]", "[demonstration of a limit
 
 
 def say(tag, text=""):
+    """One line of the report: its tag (THM, MEAS, DEMO, or "" to go on) and its text."""
+    for name, v in (("tag", tag), ("text", text)):
+        if not isinstance(v, str):
+            raise TypeError(f"{name} must be a str, got {type(v).__name__}")
     print(f"  {tag} {text}" if tag else f"  {text}")
 
 
 def heading(title):
+    """A part's title, underlined."""
+    if not isinstance(title, str):
+        raise TypeError(f"title must be a str, got {type(title).__name__}")
     print("\n" + title + "\n" + "-" * len(title))
 
 
@@ -793,8 +828,8 @@ def construction_cache():
     return construct
 
 
-def report_capacity(ctx):
-    """Part 1: softmax's Lipschitz constant (asserted), then report_sample_need."""
+def _report_capacity(ctx):
+    """Part 1: softmax's Lipschitz constant (asserted), then _report_sample_need."""
     heading("1. Capacity (Edelman Section 3)")
     r = softmax_lipschitz_search(np.random.default_rng(1))
     require(r["overall"] <= 2.0, f"softmax l_inf->l_1 ratio {r['overall']} > 2")
@@ -805,10 +840,10 @@ def report_capacity(ctx):
         f"{r['constructed']:.8f}, hill-climbed {r['climbed']:.4f}")
     say("", f"  max {r['overall']:.8f} <= 2 (the paper's constant); also <= 1, the tight constant "
         "(our derivation, see 1a)")
-    report_sample_need(ctx)
+    _report_sample_need(ctx)
 
 
-def report_sample_need(ctx, gap=0.1):
+def _report_sample_need(ctx, gap=0.1):
     """Part 1: samples the reconstructed bound asks for against T, head against halfspaces."""
     p, cfg, _ = ctx["construct"]("and", 100, 3)
     C_fix, d_fix = covering_constant(norm_measures(p, cfg)), cfg["d"]
@@ -845,16 +880,16 @@ def report_sample_need(ctx, gap=0.1):
         "bounded-norm head can, part 2)")
 
 
-def report_construction(ctx):
+def _report_construction(ctx):
     """Part 2, in three steps."""
     heading("2. Sparse variable creation (Edelman Section 4): weights built by hand, no training")
     rng = np.random.default_rng(2)
-    report_exactness(ctx, rng)
-    report_qk_norm(ctx)
-    report_decoder_norm(ctx)
+    _report_exactness(ctx, rng)
+    _report_qk_norm(ctx)
+    _report_decoder_norm(ctx)
 
 
-def report_exactness(ctx, rng):
+def _report_exactness(ctx, rng):
     """Part 2: check_construction on each (T, s) of the grid and each task, asserted exact."""
     construct = ctx["construct"]
     say("", "attn.py's model, heads=1, ln=False, ReLU MLP, float64; W_QK = e_CLS u^T, u.p_i = R "
@@ -887,7 +922,7 @@ def report_exactness(ctx, rng):
     say("", f"  {total} inputs, all correct")
 
 
-def report_qk_norm(ctx):
+def _report_qk_norm(ctx):
     """Part 2: the 3-sparse AND head's R and |W_QK|_2 against T, and fits in ln T and T^k."""
     print()
     say(MEAS, "the QK norm against T (3-sparse AND): R from the bisection beside the paper's "
@@ -907,7 +942,7 @@ def report_qk_norm(ctx):
         f"(R^2 {r2k:.4f}): grows like log T, no faster")
 
 
-def report_decoder_norm(ctx):
+def _report_decoder_norm(ctx):
     """Part 2: decoder norm and ReLU units against s (T=100), power-law vs exponential fits."""
     print()
     say(MEAS, "decoder norm ||W_1||_F ||W_2||_F against s (T=100), with the ReLU units used")
@@ -932,7 +967,7 @@ def report_decoder_norm(ctx):
             f"{math.exp(ke):.2f}^s (R^2 {re:.3f})  -> {better} fits better")
 
 
-def report_probabilistic(ctx):
+def _report_probabilistic(ctx):
     """Part 3: every check of the probabilistic reading asserted, then three limits shown."""
     heading("3. The probabilistic reading of Shim 2022 (as standard mathematics, not quotes "
             "of it)")
@@ -994,16 +1029,16 @@ studies.theory_report
 """
 
 
-def print_report():
+def _print_report():
     """Parts 1-3, printed; AssertionError (require) when a theorem check fails."""
     t_start = time.perf_counter()
     print("theory.py: Edelman et al. (ICML 2022) and the probabilistic reading of attention, as "
           "checks on attn.py's model\ntags: [theorem check] asserted here and in test_all.py; "
           "[measurement] no claim; [demonstration of a limit] reported, not asserted")
     ctx = dict(REPORT, construct=construction_cache())
-    report_capacity(ctx)
-    report_construction(ctx)
-    report_probabilistic(ctx)
+    _report_capacity(ctx)
+    _report_construction(ctx)
+    _report_probabilistic(ctx)
     heading("Notes")
     say(MEAS, f"time: {time.perf_counter() - t_start:.1f} s")
     say("", "bounds marked 'reconstructed' have the shape of Edelman et al.'s bound (log T, norms, "
@@ -1023,7 +1058,7 @@ def main(argv):  # `python theory.py`: the report on stdout; exit 0 when every c
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)     # every line shows at once under `> log`
     try:
-        print_report()
+        _print_report()
     except AssertionError as e:
         sys.stderr.write(f"theory.py: {e}\n")
         return 1
