@@ -83,5 +83,25 @@ $PY -m studies.symmetries cells $P/full/pairs-low.csv results/symmetries/cells-l
 $PY -m studies.symmetries cells $P/more-seeds/pairs.csv results/symmetries/more-seeds-all.md > /dev/null
 $PY -m studies.symmetries cells $P/more-seeds/pairs.csv results/symmetries/more-seeds-new.md \
     --seeds 20-39 > /dev/null
+# issue 46: which arithmetic made each folder (each folder's arithmetic.json, found by
+# python -m studies.replay FOLDER --find: no training here), per page and over every folder, and
+# the same runs under two kernels (results/arithmetic/README.md)
+folders() { find "$@" \( -name sweep.json -o -name steps.json -o -name plan.json \) | xargs -n1 dirname | sort; }
+$PY -m studies.replay --table results/arithmetic/folders.md $(folders results) > /dev/null
+$PY -m studies.replay --table results/extended/arithmetic.md $(folders results/extended) > /dev/null
+$PY -m studies.replay --table results/families/arithmetic.md $(folders results/families) > /dev/null
+$PY -m studies.replay --table results/mechanism/arithmetic.md $(folders results/mechanism) > /dev/null
+$PY -m studies.replay --table results/mechanism-factors/arithmetic.md $(folders results/mechanism-factors) > /dev/null
+$PY -m studies.replay --table results/mechanism-interventions/arithmetic.md $(folders results/mechanism-interventions) > /dev/null
+$PY -m studies.replay --table results/mechanism-trajectories/arithmetic.md $(folders results/mechanism-trajectories) > /dev/null
+$PY -m studies.replay --table results/mechanism-trajectories-T/arithmetic.md $(folders results/mechanism-trajectories-T) > /dev/null
+$PY -m studies.replay --table results/paper/arithmetic.md $(folders results/paper) > /dev/null
+$PY -m studies.replay --table results/paper-range-ours/arithmetic.md $(folders results/paper-range-ours) > /dev/null
+$PY -m studies.replay --table results/paper-range-paper-data/arithmetic.md $(folders results/paper-range-paper-data) > /dev/null
+$PY -m studies.replay --table results/parity/arithmetic.md $(folders results/parity) > /dev/null
+$PY -m studies.replay --table results/protocols/arithmetic.md $(folders results/protocols) > /dev/null
+$PY -m studies.replay --table results/width/arithmetic.md $(folders results/width) > /dev/null
+$PY -m studies.kernels results/mechanism results/mechanism-factors \
+    --out results/arithmetic/mechanism-kernels.md > /dev/null
 $PY -m studies.sweep pages $( { ls README.md; find results -name '*.md' | sort; } | xargs grep -l '^<!-- begin ' ) > /dev/null
 echo "done: git diff --stat shows what changed"
