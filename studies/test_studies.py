@@ -3743,6 +3743,78 @@ STUDY_WALK = {
     **{f"report.{c}_command": Walk(lambda f: dict(a=None, fail=None), run=False,
                                    legal=dict(a={"*": COMMAND}, fail={"*": COMMAND}))
        for c in ("limit", "compare", "width", "headline")},
+    # study.py
+    "study.read_plan": Walk(lambda f: dict(out=_w("study")), names=dict(out=r"\bout\b|bogus")),
+    "study.same_folder": Walk(lambda f: dict(a=_w("study"), b=_w("study") + "/"),
+                              legal=dict(a={"'bogus'": "another folder: False"},
+                                         b={"'bogus'": "another folder: False"})),
+    "study.recorded_folder": Walk(lambda f: dict(recorded="study", beside=_w("trace"),
+                                                 study=_w("study")),
+                                  legal=dict(recorded={"'bogus'": "no such folder: None"},
+                                             beside={"'bogus'": "from here: None"},
+                                             study={"None": "the folder found, not a test",
+                                                    "'bogus'": "another folder: False"})),
+    "study.study_cells": Walk(lambda f: dict(source=_w("study"), design="borderline", Ts=[10],
+                                             widths=None),
+                              names=dict(Ts=r"\bTs?\b", widths=r"widths?")),
+    "study.study_rows": Walk(lambda f: dict(out=_w("study"), plan=folder.read_plan(_w("study")),
+                                            what="runs"),
+                             legal=dict(out={"'bogus'": "no CSV there: no rows"})),
+    "study.study_files": Walk(lambda f: dict(out=_w("study")),
+                              legal=dict(out={"'bogus'": "no such folder: no files"})),
+    "study.is_final": Walk(lambda f: dict(row=dict(step="20", steps="20")),
+                           legal=dict(row={"missing key": "no step: a row of runs.csv"})),
+    "study.load_study": Walk(lambda f: dict(out=_w("study")), names=dict(out=r"\bout\b|bogus")),
+    "study.seed_weights": Walk(lambda f: dict(n_seeds=4, Ts=[10, 100], n_boot=20, seed=0),
+                               legal=dict(seed=SEEDS, n_boot={"None": "stats.N_BOOT"},
+                                          Ts={"[5]": "a T"})),
+    "study.weights_at": Walk(lambda f: dict(W=study.seed_weights(4, [10], 20),
+                                            rows=[dict(T=10, seed=0)])),
+    "study.weighted_median": Walk(lambda f: dict(v=np.array([1.0, 2, 3]),
+                                                 w=np.ones((2, 3)))),
+    "study.median_ci": Walk(lambda f: dict(rows=[dict(T=10, seed=s, x=float(s)) for s in range(4)],
+                                           key="x", W=study.seed_weights(4, [10], 20))),
+    "study.separation": Walk(lambda f: dict(
+        cells_rows=[[dict(T=10, seed=s, x=float(s), success=s % 2) for s in range(4)]], key="x",
+        W=study.seed_weights(4, [10], 20))),
+    "study.word": Walk(lambda f: dict(lo=0.1, hi=0.3, null=0.0),
+                       legal={k: SURELY_BOUND_LEGAL for k in ("lo", "hi", "null")}),
+    "study.fmt": Walk(lambda f: dict(v=1.5, lo=1.0, hi=2.0, digits=3),
+                      legal=dict(v={"None": "n/a", "nan": "n/a", "inf": "n/a", "-inf": "n/a",
+                                    "-1": "a value", "0": "a value", "10**12": "a value"},
+                                 **{k: {"nan": "n/a", "inf": "a bound", "-inf": "a bound",
+                                        "-1": "a bound", "0": "a bound", "10**12": "a bound"}
+                                    for k in ("lo", "hi")})),
+    # harness.py
+    "harness.worker_pool": Walk(lambda f: dict(workers=1), run=False),
+    "harness.claim_outputs": Walk(lambda f: dict(claims=[(_w("c.md"), "table", "--out")],
+                                                 inputs=()),
+                                  legal=dict(inputs={"list": "a list", "short": "no inputs"})),
+    "harness.paste_tables": Walk(lambda f: dict(text="<!-- begin t.md -->\nold\n<!-- end t.md -->\n",
+                                                files={"t.md": "| a |\n"}),
+                                 legal=dict(text={"'bogus'": "a page without blocks"},
+                                            files={"missing key": "no file: its block left"})),
+    "harness.marked_files": Walk(lambda f: dict(text="<!-- begin t.md -->\n<!-- end t.md -->\n"),
+                                 legal=dict(text={"'bogus'": "a page without blocks"})),
+    "harness.check_markers": Walk(lambda f: dict(text="<!-- begin t.md -->\n<!-- end t.md -->\n",
+                                                 page="page.md"),
+                                  legal=dict(text={"'bogus'": "a page without blocks"},
+                                             page={"*": LITERAL})),
+    "harness.page_target": Walk(lambda f: dict(page="README.md", root=HERE, what="page"),
+                                legal=dict(page={"'bogus'": "not a link: the page itself"},
+                                           what={"*": LITERAL})),
+    "harness.pages_command": Walk(lambda f: dict(a=None, fail=None), run=False,
+                                  legal=dict(a={"*": COMMAND}, fail={"*": COMMAND})),
+    "harness.check_argv": Walk(lambda f: dict(argv=["a"]), legal=dict(argv=ARGV)),
+    "harness.check_runs": Walk(lambda f: dict(runs=[dict(m=1)], keys=("m",)),
+                               legal=dict(keys={"list": "a list", "short": "no keys"})),
+    "harness.check_path": Walk(lambda f: dict(name="x", v="a", what="a path", folder=False),
+                               legal=dict(name={"*": LITERAL}, what={"*": LITERAL},
+                                          v={"'bogus'": "a path"}),
+                               names=dict(v=r"\bx\b")),
+    "harness.check_callable": Walk(lambda f: dict(name="x", v=print),
+                                   legal=dict(name={"*": LITERAL}), names=dict(v=r"\bx\b")),
+    "harness.shown": Walk(lambda f: dict(v=1, most=60), legal=dict(v={"*": "anything is shown"})),
 }
 
 
@@ -3780,7 +3852,8 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
     10**400 among the numbers: every public function has a STUDY_WALK entry and refuses each
     hostile value in one line naming the argument."""
     import test_all
-    modules = (mechanism, failures, families, sweep, steps, theory_report, folder, report)
+    modules = (mechanism, failures, families, sweep, steps, theory_report, folder, report, study,
+               harness)
     monkeypatch.setattr(test_all, "HUGE_WALKED", tuple(m.__name__.split(".")[-1]
                                                        for m in modules))
     public = {k: v for m in modules for k, v in _public(m).items()}
