@@ -214,6 +214,8 @@ def factors_report(study, out, factors=None):
     out = harness.check_path("out", out, "a markdown file's path")
     if factors is not None:
         factors = harness.check_path("factors", factors, "a baseline-rerun's folder", folder=True)
+    harness.claim_outputs([(out, "table", "--out")],
+                          study_files(study) + (study_files(factors) if factors else []))
     plan, cells = load_study(study)
     source = factors or study
     f_plan, f_cells = (plan, cells) if factors is None else load_study(factors)

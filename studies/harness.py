@@ -1,8 +1,13 @@
 """harness.py (studies): what the study commands share beyond cli.py's promises: the pool of
-worker processes every sweep runs on, and the pages that copy tables.
+worker processes every sweep runs on, the checks at the door of every public function, the one
+claim before a command writes, and the pages that copy tables.
 
   - worker_pool: fresh interpreters that start with Ctrl-C held, then ignore it (the parent
     handles it: saves, reports, stops them), and exit within a second of their parent's death;
+  - check_argv, check_runs, check_path, check_callable, require: what a public function takes,
+    refused in one line naming the argument (ValueError or TypeError);
+  - claim_outputs: every output of a command claimed (free or its own kind, neither an input
+    nor another output) before any is written, each then written whole under a temporary name;
   - a page never retypes a table: it copies the file a command wrote between the lines
     "<!-- begin PATH -->" and "<!-- end PATH -->" (PATH from the repository's root), and
     `python -m studies.sweep pages` (pages_command) copies every such file again.
@@ -134,6 +139,14 @@ def check_path(name, v, what="a path", folder=False):
     if folder and not os.path.isdir(v):
         raise ValueError(f"{name} {os.fspath(v)} is not a folder (no such folder from here)")
     return os.fspath(v)
+
+
+def require(ok, name, v, what, error=TypeError):
+    """Unless ok: error (TypeError, or ValueError for a value of the right type) "{name} must be
+    {what}, got {v}", one line. The studies' one message for an argument a check refuses."""
+    if not ok:
+        raise error(f"{name} must be {what}, got {shown(v)}")
+    return v
 
 
 def check_callable(name, v):
