@@ -161,6 +161,22 @@ def load_study(out):
     return plan, cells
 
 
+def load_runs(out, role="the study"):
+    """load_study of a folder that holds finished runs -> (plan, cells); ValueError, one line
+    naming the folder (`role`: how the command calls it), for a trajectories folder or one whose
+    runs are not trained yet."""
+    if not isinstance(role, str):
+        raise TypeError(f"role must be a str, got {shown(role)}")
+    plan, cells = load_study(out)
+    if "every" in plan:
+        raise ValueError(f"{role} {out} is a trajectories folder (studies.mechanism trace), not "
+                         f"a study or an arm; this command reads runs.csv")
+    if not cells:
+        raise ValueError(f"{role} {out}: no finished runs in {os.path.join(out, 'runs.csv')} "
+                         f"yet; run `python -m studies.mechanism run {out}` first")
+    return plan, cells
+
+
 def seed_weights(n_seeds, Ts, n_boot=None, seed=0):  # -> {T: [1 + n_boot, n_seeds]}
     """How often each seed label 0..n_seeds-1 is drawn at each T: row 0 the data itself (all 1),
     then n_boot (default stats.N_BOOT) resamples (stats.resample_counts: the same at one T,

@@ -3078,7 +3078,7 @@ def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
     assert abs(C / m["covering_constant"] - 1) < 1e-12 and m["readout_norm"] == 3.0
     out = str(tmp_path / "s")
     _synthetic_study(out)                       # rows without the factor columns: written ""
-    plan, cells = mechanism.load_study(out)
+    plan, cells = study.load_study(out)
     r = cells[("borderline", 64, 10, 20)][0]
     assert all(math.isnan(r[k]) for k in folder.MECHANISM_FACTORS)
     older = [k for k in mechanism.FIELDS if k not in folder.MECHANISM_FACTORS]
@@ -3549,7 +3549,8 @@ def test_factors_takes_the_study_in_any_spelling(tmp_path, capsys, monkeypatch, 
 
 
 def test_paired_and_trace_report_refuse_what_they_cannot_read_in_one_line(tmp_path, capsys):
-    """Issue 45: an arm planned but not run, a trajectories folder given as an arm, a study paired
+    """Issue 45: an arm planned but not run (paired, factors), a trajectories folder given as an
+    arm, a study or to report, a study paired
     with itself (in another spelling) or an arm given twice, a trajectories file missing a middle
     logged step of one run, and a trajectories plan without `every` are one line naming the
     folder or file and line; before: StopIteration, KeyError, or a page of zero differences."""
@@ -3567,7 +3568,12 @@ def test_paired_and_trace_report_refuse_what_they_cannot_read_in_one_line(tmp_pa
             (["paired", str(trace), str(arm), *out], ["is a trajectories folder"]),
             (["paired", str(study), f"{study}/", *out], ["is the study's folder"]),
             (["paired", str(study), str(arm), f"./{os.path.relpath(arm)}", *out],
-             ["is given twice"])):
+             ["is given twice"]),
+            (["factors", str(planned), *out], ["planned: no finished runs in"]),
+            (["factors", str(study), "--factors", str(planned), *out],
+             ["--factors", "planned: no finished runs in"]),
+            (["factors", str(trace), *out], ["is a trajectories folder"]),
+            (["report", str(trace)], ["is a trajectories folder"])):
         code, _, err = mech(*argv)
         _study_refused(code, err, *words)
     assert not (tmp_path / "p.md").exists()
@@ -3764,6 +3770,9 @@ STUDY_WALK = {
                               legal=dict(out={"'bogus'": "no such folder: no files"})),
     "study.is_final": Walk(lambda f: dict(row=dict(step="20", steps="20")),
                            legal=dict(row={"missing key": "no step: a row of runs.csv"})),
+    "study.load_runs": Walk(lambda f: dict(out=_w("study"), role="the study"),
+                            legal=dict(role={"'bogus'": LITERAL}),
+                            names=dict(out=r"\bout\b|bogus")),
     "study.load_study": Walk(lambda f: dict(out=_w("study")), names=dict(out=r"\bout\b|bogus")),
     "study.seed_weights": Walk(lambda f: dict(n_seeds=4, Ts=[10, 100], n_boot=20, seed=0),
                                legal=dict(seed=SEEDS, n_boot={"None": "stats.N_BOOT"},
