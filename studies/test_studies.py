@@ -3877,3 +3877,18 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
         k, f = _walk(key, public[key], STUDY_WALK[key])
         n, failed = n + k, failed + f
     assert not failed, f"{len(failed)} of {n} hostile calls:\n" + "\n".join(failed)
+
+
+def test_trace_report_finds_its_study_from_another_folder(tmp_path, monkeypatch):
+    """Issue 45: a trajectories plan records its study as the command was given it
+    (results/mechanism, from the root); trace-report run from inside the folder finds that study
+    from the folders above it and checks the runs' ends, as from the root (before: 'could not be
+    read')."""
+    for name in ("mechanism", "mechanism-trajectories"):
+        _copy(f"results/{name}", tmp_path / "results" / name)
+    monkeypatch.chdir(tmp_path)                    # the copy's root: no committed file is written
+    at_root = failures.trace_report("results/mechanism-trajectories", log=lambda *a: None)
+    monkeypatch.chdir(tmp_path / "results" / "mechanism-trajectories")
+    text = failures.trace_report(".", log=lambda *a: None)
+    check = lambda t: next(ln for ln in t.splitlines() if ln.startswith("The monitor only"))
+    assert check(text) == check(at_root) and "of results/mechanism (same d" in check(text)
