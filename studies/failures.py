@@ -18,7 +18,7 @@ import cli
 from theory import COVERING_SUMS, covering_from_parts
 
 from studies import folder, harness, stats
-from studies.study import (fmt, is_final, load_study, read_plan, recorded_folder, same_folder,
+from studies.study import (fmt, is_final, load_runs, load_study, read_plan, recorded_folder, same_folder,
                            separation, study_files, study_rows, weighted_median, word)
 
 
@@ -214,9 +214,11 @@ def factors_report(study, out, factors=None):
     out = harness.check_path("out", out, "a markdown file's path")
     if factors is not None:
         factors = harness.check_path("factors", factors, "a baseline-rerun's folder", folder=True)
-    plan, cells = load_study(study)
+    harness.claim_outputs([(out, "table", "--out")],
+                          study_files(study) + (study_files(factors) if factors else []))
+    plan, cells = load_runs(study, "the study")
     source = factors or study
-    f_plan, f_cells = (plan, cells) if factors is None else load_study(factors)
+    f_plan, f_cells = (plan, cells) if factors is None else load_runs(factors, "--factors")
     if factors is not None:
         _check_rerun(study, factors, f_plan)
     design = "borderline" if any(k[0] == "borderline" for k in f_cells) else \
@@ -304,19 +306,6 @@ def _paired_rows(arm, pairs, rng, n_seeds):
     return cell_lines, pooled
 
 
-def _runs_of(path, role):
-    """(plan, cells) of a study or arm folder that holds finished runs (load_study); ValueError,
-    one line naming the folder, for a trajectories folder or one whose runs are not trained yet."""
-    plan, cells = load_study(path)
-    if "every" in plan:
-        raise ValueError(f"{role} {path} is a trajectories folder (studies.mechanism trace), "
-                         f"not a study or an arm; `paired` reads runs.csv")
-    if not cells:
-        raise ValueError(f"{role} {path}: no finished runs in {os.path.join(path, 'runs.csv')} "
-                         f"yet; run `python -m studies.mechanism run {path}` first")
-    return plan, cells
-
-
 def _check_paired_folders(study, arms):
     """ValueError, one line, when an arm is the study's folder or another arm's (any spelling:
     study.same_folder): a study paired with itself is no comparison."""
@@ -344,11 +333,11 @@ def paired_report(study, arms, out, pairs_csv=None):
     _check_paired_folders(study, arms)
     inputs = [f for path in [study] + arms for f in study_files(path)]
     harness.claim_outputs([(out, "table", "--out"), (pairs_csv, "table", "--pairs")], inputs)
-    _, study_cells = _runs_of(study, "the study")
+    _, study_cells = load_runs(study, "the study")
     rng = np.random.default_rng(CELL_RNG)
     head, cells, pooled, cpu, csv_rows = [], [], [], {}, []
     for path in arms:
-        plan, arm_cells = _runs_of(path, "the arm")
+        plan, arm_cells = load_runs(path, "the arm")
         name = next(iter(arm_cells))[0]
         cpu[name] = sum(r["cpu_seconds"] for rows in arm_cells.values() for r in rows)
         if name == "baseline-rerun":

@@ -1,8 +1,13 @@
 """harness.py (studies): what the study commands share beyond cli.py's promises: the pool of
-worker processes every sweep runs on, and the pages that copy tables.
+worker processes every sweep runs on, the checks at the door of every public function, the one
+claim before a command writes, and the pages that copy tables.
 
   - worker_pool: fresh interpreters that start with Ctrl-C held, then ignore it (the parent
     handles it: saves, reports, stops them), and exit within a second of their parent's death;
+  - check_argv, check_runs, check_path, check_callable, require: what a public function takes,
+    refused in one line naming the argument (ValueError or TypeError);
+  - claim_outputs: every output of a command claimed (free or its own kind, neither an input
+    nor another output) before any is written, each then written whole under a temporary name;
   - a page never retypes a table: it copies the file a command wrote between the lines
     "<!-- begin PATH -->" and "<!-- end PATH -->" (PATH from the repository's root), and
     `python -m studies.sweep pages` (pages_command) copies every such file again.
@@ -56,6 +61,9 @@ class _SigintHeld:
             signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
 
 
+MAX_WORKERS = 512      # worker processes in one pool at most: each is an interpreter
+
+
 def worker_pool(workers):
     """The one pool of worker processes of every command (sweeps, steps.py, the bench): `workers`
     fresh interpreters (spawn: no copy of the parent's state) that start with Ctrl-C held
@@ -63,6 +71,9 @@ def worker_pool(workers):
     parent's death, however it died (SIGKILL, SIGTERM, a crash). pool.stop() terminates the
     workers still running and returns at once (Ctrl-C, SIGTERM or a failed run: nothing is left
     running for nobody)."""
+    if not (isinstance(workers, int) and not isinstance(workers, bool) and
+            1 <= workers <= MAX_WORKERS):
+        raise ValueError(f"workers must be an integer in [1, {MAX_WORKERS}], got {shown(workers)}")
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -101,6 +112,8 @@ def check_argv(argv):
 def check_runs(runs, keys=()):
     """A stack of runs a worker trains: a non-empty list of run options (dicts; train.py checks
     their values), each holding `keys`. -> runs."""
+    if not (isinstance(keys, (tuple, list)) and all(isinstance(k, str) for k in keys)):
+        raise TypeError(f"keys must be a tuple of option names, got {shown(keys)}")
     if not (isinstance(runs, list) and runs and all(isinstance(o, dict) for o in runs)):
         raise TypeError(f"runs must be a non-empty list of run options (dicts), got {shown(runs)}")
     missing = [k for k in keys for o in runs if k not in o]
@@ -111,6 +124,8 @@ def check_runs(runs, keys=()):
 
 def shown(v, most=60):
     """What a caller gave, on one line and at most `most` characters (an array's repr is not)."""
+    if not (isinstance(most, int) and not isinstance(most, bool) and 1 <= most <= 10 ** 6):
+        raise ValueError(f"most must be an integer in [1, 10**6], got {most!r:.40}")
     return " ".join(repr(v).split())[:most]
 
 
@@ -119,9 +134,19 @@ def check_path(name, v, what="a path", folder=False):
     `folder`, an existing folder, else ValueError. -> the path as a str."""
     if not isinstance(v, (str, os.PathLike)) or isinstance(v, bytes) or not os.fspath(v):
         raise TypeError(f"{name} must be {what} (a non-empty str), got {shown(v)}")
+    if not isinstance(folder, bool):
+        raise TypeError(f"folder must be True or False, got {shown(folder)}")
     if folder and not os.path.isdir(v):
         raise ValueError(f"{name} {os.fspath(v)} is not a folder (no such folder from here)")
     return os.fspath(v)
+
+
+def require(ok, name, v, what, error=TypeError):
+    """Unless ok: error (TypeError, or ValueError for a value of the right type) "{name} must be
+    {what}, got {v}", one line. The studies' one message for an argument a check refuses."""
+    if not ok:
+        raise error(f"{name} must be {what}, got {shown(v)}")
+    return v
 
 
 def check_callable(name, v):
@@ -139,6 +164,14 @@ def claim_outputs(claims, inputs=()):
     outputs are one file, and each is free or already this command's kind of output
     (cli.claim_outputs). ValueError, one line naming the output. Every output is then written
     whole to a temporary name and renamed (cli.write_text), a full disk naming the file."""
+    if not (isinstance(claims, (list, tuple)) and all(
+            isinstance(c, (list, tuple)) and len(c) in (3, 4) for c in claims)):
+        raise TypeError(f"claims must be a list of (path, kind, what[, ours]), got "
+                        f"{shown(claims)}")
+    if not (isinstance(inputs, (list, tuple)) and all(
+            isinstance(f, (str, os.PathLike)) for f in inputs)):
+        raise TypeError(f"inputs must be a list of the files the command reads, got "
+                        f"{shown(inputs)}")
     for path, _, what, *_ in claims:
         if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
             continue                                   # cli.claim_outputs names it
@@ -177,10 +210,19 @@ def _page_lines(text):
             if m.group(0)]
 
 
+def _check_text(text):
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a page's text (a str), got {shown(text)}")
+
+
 def paste_tables(text, files):
     """text with the block of each marked PATH replaced by files[PATH] (blocks of other paths, and
     a begin marker without its end, are left as they are). The copied lines take the line end of
     their begin marker's line: a CRLF page stays CRLF."""
+    _check_text(text)
+    if not (isinstance(files, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                            for k, v in files.items())):
+        raise TypeError(f"files must be a dict {{PATH: text}}, got {shown(files)}")
     out, path, held = [], None, []
     for line, end in _page_lines(text):
         m = MARKER.fullmatch(line)
@@ -200,6 +242,7 @@ def paste_tables(text, files):
 
 def marked_files(text):
     """The PATHs of a page's marked blocks (a begin marker and, later, its end marker), in order."""
+    _check_text(text)
     paths, open_paths = [], []
     for line, _ in _page_lines(text):
         m = MARKER.fullmatch(line)
@@ -218,6 +261,7 @@ def check_markers(text, page):
     and every line that looks like a marker (starts with `<!-- begin` or `<!-- end`, in any
     case or spacing) is exactly one: a near miss (a trailing space, indented, upper case, a path
     holding a space) would otherwise be ignored in silence."""
+    _check_text(text)
     block = None                                  # (line, PATH) of the open block
     for n, (line, _) in enumerate(_page_lines(text), start=1):
         m = MARKER.fullmatch(line)
@@ -245,6 +289,8 @@ def page_target(page, root, what="page"):
     """The file a page's new text is written to: the page itself, or, when the page is a
     symbolic link, the file it links to, which must lie inside `root` (the repository): a link
     is followed, never replaced by a regular file. ValueError, one line, otherwise."""
+    check_path("page", page, "a page's path")
+    check_path("root", root, "the repository's folder", folder=True)
     if not os.path.islink(page):
         return page
     top, target = os.path.realpath(root), os.path.realpath(page)

@@ -54,7 +54,7 @@ from cli import OneLineParser, int_list, integer, number
 from theory import covering_constant, covering_parts, norm_measures, paper_score_gap
 
 from studies import failures, folder, harness, laws, stats
-from studies.study import (STUDY_CSVS, fmt, is_final, load_study, median_ci, read_plan,
+from studies.study import (STUDY_CSVS, fmt, is_final, load_runs, median_ci, read_plan,
                            seed_weights, separation, study_cells, study_files, study_rows,
                            weights_at, word)
 
@@ -737,10 +737,7 @@ def _report(out, log=print):
     harness.claim_outputs([(os.path.join(out, "table.md"), "table", "the table"),
                            (os.path.join(out, "mechanism.png"), "plot", "the plot")],
                           study_files(out))
-    plan, cells = load_study(out)
-    if not cells:
-        raise ValueError(f"{out}: no runs yet in runs.csv; run "
-                         f"`python -m studies.mechanism run {out}`")
+    plan, cells = load_runs(out, "OUT")
     W = seed_weights(plan["seeds"], [T for (_, _, T, _) in cells])
     sep, n_sep, pooled = _separation_table(plan, cells, W)
     grow, n_grow, fits = _growth_table(plan, cells, W)

@@ -30,7 +30,7 @@ from theory import construction_width, fit_line
 from attn import INTS, check_number
 from studies import harness, stats
 from studies.folder import folder_rows, full_options
-from studies.harness import check_markers, marked_files, page_target, paste_tables
+from studies.harness import check_markers, marked_files, page_target, paste_tables, require
 from studies.laws import log_departure, paired_growth, paired_ratio, scaling_fits
 from studies.stats import (bound_text, critical_sizes, seed_outcome, split_by_T,
                            success_estimates, surely_above, surely_below)
@@ -74,16 +74,14 @@ CHEAP_SUPPORTS = 1000   # C(T, s) up to this: enumerating every support takes ab
 
 
 def _check_limit_arguments(task, s, Ts, n_seeds, compute):
-    if not (isinstance(task, str) and task in data.TASKS):
-        raise ValueError(f"task must be one of {', '.join(data.TASKS)}, got {harness.shown(task)}")
-    if not (isinstance(Ts, (list, tuple)) and Ts):
-        raise TypeError(f"Ts must be a non-empty list of integers T, got {harness.shown(Ts)}")
+    require(isinstance(task, str) and task in data.TASKS, "task", task,
+            f"one of {', '.join(data.TASKS)}", ValueError)
+    require(isinstance(Ts, (list, tuple)) and Ts, "Ts", Ts, "a non-empty list of integers T")
     check_number("s", s, INTS, 1)
     for T in Ts:
         check_number("Ts", T, INTS, s, 2 ** 62, "integers T >= s = {lo}")
     check_number("n_seeds", n_seeds, INTS, 1, 10 ** 6 + 1)
-    if not isinstance(compute, bool):
-        raise TypeError(f"compute must be True or False, got {harness.shown(compute)}")
+    require(isinstance(compute, bool), "compute", compute, "True or False")
 
 
 def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=True):
@@ -167,9 +165,8 @@ def limit_text(lim):
     """A limit (statistical_limits' dict) as 'median [q05, q95]'; '' for none (None or {})."""
     if not lim:
         return ""
-    if not (isinstance(lim, dict) and {"median", "q05", "q95"} <= set(lim)):
-        raise ValueError(f"lim must be a limit of statistical_limits (median, q05, q95), got "
-                         f"{harness.shown(lim)}")
+    require(isinstance(lim, dict) and {"median", "q05", "q95"} <= set(lim), "lim", lim,
+            "a limit of statistical_limits (median, q05, q95)", ValueError)
     show = lambda v: f"{v:.0f}" if np.isfinite(v) else "inf"
     return f"{show(lim['median'])} [{show(lim['q05'])}, {show(lim['q95'])}]"
 
@@ -226,11 +223,10 @@ def success_table(rows, models):
     bootstrap over seeds); and per model, scaling_fits of m50 against T (None under 3 T).
     About a second per (model, T) at N_BOOT resamples: on a terminal, a line on stderr shows
     which one it is at, and is cleared when done."""
-    if not (isinstance(rows, list) and all(isinstance(r, dict) and "model" in r for r in rows)):
-        raise TypeError(f"rows must be a list of runs (dicts with a model), got "
-                        f"{harness.shown(rows)}")
-    if not (isinstance(models, (list, tuple)) and all(m in ("transformer", "mlp") for m in models)):
-        raise ValueError(f"models must be a list of transformer, mlp, got {harness.shown(models)}")
+    require(isinstance(rows, list) and all(isinstance(r, dict) and "model" in r for r in rows),
+            "rows", rows, "a list of runs (dicts with a model)")
+    require(isinstance(models, (list, tuple)) and all(m in ("transformer", "mlp") for m in models),
+            "models", models, "a list of transformer, mlp", ValueError)
     est, fits = {}, {}
     show = sys.stderr.isatty()
     for model in models:
@@ -253,11 +249,9 @@ def success_table(rows, models):
 def ci_text(e, key, decimals=0):
     """e[key] [e[key_lo], e[key_hi]]: a point estimate and its 95% interval, no bound printed to a
     digit finer than its Monte Carlo error (stats.bound_text)."""
-    if not isinstance(key, str):
-        raise TypeError(f"key must be a str, got {harness.shown(key)}")
-    if not (isinstance(e, dict) and {key, key + "_lo", key + "_hi"} <= set(e)):
-        raise ValueError(f"e must be a dict holding {key}, {key}_lo and {key}_hi (key={key!r}), "
-                         f"got {harness.shown(e)}")
+    require(isinstance(key, str), "key", key, "a str")
+    require(isinstance(e, dict) and {key, key + "_lo", key + "_hi"} <= set(e), "e", e,
+            f"a dict holding {key}, {key}_lo and {key}_hi (key={key!r})", ValueError)
     return (f"{bound_text(e[key], decimals)} [{bound_text(e[key + '_lo'], decimals)}, "
             f"{bound_text(e[key + '_hi'], decimals)}]")
 
@@ -268,9 +262,8 @@ def rerun_texts(folder, seeds=range(10), n_boot=None):
     (success_estimates), and the bounds of the fits across T (scaling_fits, the table's digits)
     -> {name: [text at each seed]}. n_boot: default stats.N_BOOT, what the tables draw."""
     harness.check_path("folder", folder, "a sweep folder", folder=True)
-    if not (isinstance(seeds, (list, tuple, range)) and seeds):
-        raise TypeError(f"seeds must be a non-empty list of bootstrap seeds, got "
-                        f"{harness.shown(seeds)}")
+    require(isinstance(seeds, (list, tuple, range)) and seeds, "seeds", seeds,
+            "a non-empty list of bootstrap seeds")
     for seed in seeds:
         check_number("seeds", seed, INTS, 0)
     n_boot = stats.N_BOOT if n_boot is None else check_number("n_boot", n_boot, INTS, 1,
@@ -296,8 +289,8 @@ def rerun_texts(folder, seeds=range(10), n_boot=None):
 def rerun_changes(texts):
     """{name: [text at seed 0, at seed 1, ...]} -> (reruns whose text differs from seed 0's,
     reruns): the measure of the printing rule (stats.py's module docstring)."""
-    if not (isinstance(texts, dict) and all(isinstance(v, list) and v for v in texts.values())):
-        raise TypeError(f"texts must be rerun_texts' dict of lists, got {harness.shown(texts)}")
+    require(isinstance(texts, dict) and all(isinstance(v, list) and v for v in texts.values()),
+            "texts", texts, "rerun_texts' dict of lists")
     changed = sum(t != v[0] for v in texts.values() for t in v[1:])
     return changed, sum(len(v) - 1 for v in texts.values())
 
@@ -316,8 +309,8 @@ def rounding_note():
 def fits_line(head, what, f):
     """One line of scaling_fits' results for `what` (m50 or m*), with their 95% CIs."""
     keys = {k + side for k in ("log_b", "lin_b", "pow_k", "daic") for side in ("", "_lo", "_hi")}
-    if not (isinstance(f, dict) and keys | {"p_log_better"} <= set(f)):
-        raise ValueError(f"f must be a dict of laws.scaling_fits, got {harness.shown(f)}")
+    require(isinstance(f, dict) and keys | {"p_log_better"} <= set(f), "f", f,
+            "a dict of laws.scaling_fits", ValueError)
     return (f"{head}{what} ~ a + b ln T, b = {ci_text(f, 'log_b', 1)};  {what} ~ a + b T, "
             f"b = {ci_text(f, 'lin_b', 4)};  {what} ~ a T^k, k = {ci_text(f, 'pow_k', 2)};  "
             f"AIC(log) - AIC(line) = {ci_text(f, 'daic', 1)}, the "
@@ -440,10 +433,8 @@ def folder_report(out, rows, grids, a, protocol, missing):
     sweep's options (task, s, bar, n_test, steps, search, grid_ratio); missing: the searches asked
     for but not finished, [(model, T, seed)], named at the top of the table."""
     harness.check_path("out", out, "a sweep folder", folder=True)
-    if not isinstance(missing, list):
-        raise TypeError(f"missing must be a list of (model, T, seed), got {harness.shown(missing)}")
-    if not (isinstance(grids, dict) and grids):
-        raise TypeError(f"grids must be a dict {{model: m grid}}, got {harness.shown(grids)}")
+    require(isinstance(missing, list), "missing", missing, "a list of (model, T, seed)")
+    require(isinstance(grids, dict) and grids, "grids", grids, "a dict {model: m grid}")
     stats = critical_sizes(rows, grids, a.search)
     comparable = _asks_papers_question(a.task, a.s, a.bar)
     what = f"{a.s}-sparse {a.task.upper() if a.task in ('and', 'or') else a.task}"
@@ -499,8 +490,8 @@ def _split_medians(runs, key):
 
 def cpu_minutes(runs):
     """The runs' seconds summed, in minutes."""
-    if not (isinstance(runs, list) and all(isinstance(r, dict) and "seconds" in r for r in runs)):
-        raise TypeError(f"runs must be a list of rows with seconds, got {harness.shown(runs)}")
+    require(isinstance(runs, list) and all(isinstance(r, dict) and "seconds" in r for r in runs),
+            "runs", runs, "a list of rows with seconds")
     return np.nansum([float(r["seconds"]) for r in runs]) / 60
 
 
@@ -973,8 +964,7 @@ def over_folders(a, fail, make, also=()):
     anything is computed; make() -> (table, extra), its ValueError one line through fail(); the
     table also goes to --out."""
     harness.check_callable("make", make)
-    if not isinstance(also, (list, tuple)):
-        raise TypeError(f"also must be a list of (path, kind, what), got {harness.shown(also)}")
+    require(isinstance(also, (list, tuple)), "also", also, "a list of (path, kind, what)")
     for folder in a.folders:
         if not os.path.isdir(folder):
             fail(f"no folder {folder}")

@@ -17,11 +17,14 @@ import os
 
 import numpy as np
 
+from attn import INTS, REALS, check_number
 from studies import folder, stats
+from studies.harness import check_path, shown
 
 
 def read_plan(out):
     """OUT/plan.json, every field checked (folder.read_plan: the harness every study stands on)."""
+    check_path("out", out, "a study's folder")
     return folder.read_plan(out)
 
 
@@ -60,6 +63,7 @@ def recorded_folder(recorded, beside, study=None):
             raise TypeError(f"{name} must be a folder path (str), got {v!r:.40}")
     places = [p for p in _recorded_places(recorded, beside) if os.path.isdir(p)]
     if study is not None:
+        check_path("study", study, "a study's folder")
         return any(same_folder(p, study) for p in places)
     return places[0] if places else None
 
@@ -68,6 +72,15 @@ def study_cells(source, design, Ts, widths=None):
     """(the study's plan, its cells of `design` at the T in Ts and the widths d in `widths`
     (default every width), each naming the plan it comes from); ValueError naming the T or width
     the study has no such cell at."""
+    check_path("source", source, "a study's folder", folder=True)
+    if design not in folder.DESIGNS:
+        raise ValueError(f"design must be one of {', '.join(folder.DESIGNS)}, got {shown(design)}")
+    for name, v in (("Ts", Ts), ("widths", widths)):
+        if v is not None and not (isinstance(v, (list, tuple)) and v and all(
+                isinstance(x, int) and not isinstance(x, bool) for x in v)):
+            raise TypeError(f"{name} must be a non-empty list of integers, got {shown(v)}")
+    if Ts is None:
+        raise TypeError("Ts must be a non-empty list of integers, got None")
     study = read_plan(source)
     where = os.path.normpath(source)                   # "results/mechanism/": as without the slash
     cells = [dict(c, source=dict(c["source"], plan=f"{where}/plan.json ({design})"))
@@ -92,6 +105,10 @@ def study_rows(out, plan, what="runs"):
     naming the file and line; a torn last row is skipped. The files are folder.study_csvs's: a
     CSV this study did not write is refused before anything reads or changes it, one of an
     older header is read with its continuations. Each row once."""
+    check_path("out", out, "a study's folder")
+    if not (isinstance(what, str) and what in STUDY_CSVS):
+        raise ValueError(f"what must be one of {', '.join(STUDY_CSVS)}, got {shown(what)}")
+    plan = folder.check_plan(plan, "plan")
     name, kind, _ = STUDY_CSVS[what]
     parts = folder.study_csvs(os.path.join(out, name), kind,
                               f"the CSV of {what} mechanism.py writes")
@@ -112,6 +129,9 @@ def study_files(out):
 def is_final(row):
     """Whether a study's row is its run's last: every row of runs.csv, the last step's of
     trajectories.csv (a run whose last row is written is finished: rows go out in step order)."""
+    if not (isinstance(row, dict) and ("step" not in row or "steps" in row)):
+        raise ValueError(f"row must be a study's row (a dict; with its step, its steps), got "
+                         f"{shown(row)}")
     return "step" not in row or int(row["step"]) == int(row["steps"])
 
 
@@ -124,7 +144,7 @@ NUMBERS = ("test_acc", "best_test_acc", "train_acc", "final_loss", "min_loss", "
 def load_study(out):
     """(plan, {(design, d, T, m): rows sorted by seed}) with numbers as floats, for the plan's
     cells (a cell with no runs yet is left out)."""
-    plan = read_plan(out)
+    plan = read_plan(check_path("out", out, "a study's folder"))
     rows = study_rows(out, plan)
     by = {}
     for r in rows:
@@ -141,22 +161,75 @@ def load_study(out):
     return plan, cells
 
 
+def load_runs(out, role="the study"):
+    """load_study of a folder that holds finished runs -> (plan, cells); ValueError, one line
+    naming the folder (`role`: how the command calls it), for a trajectories folder or one whose
+    runs are not trained yet."""
+    if not isinstance(role, str):
+        raise TypeError(f"role must be a str, got {shown(role)}")
+    plan, cells = load_study(out)
+    if "every" in plan:
+        raise ValueError(f"{role} {out} is a trajectories folder (studies.mechanism trace), not "
+                         f"a study or an arm; this command reads runs.csv")
+    if not cells:
+        raise ValueError(f"{role} {out}: no finished runs in {os.path.join(out, 'runs.csv')} "
+                         f"yet; run `python -m studies.mechanism run {out}` first")
+    return plan, cells
+
+
 def seed_weights(n_seeds, Ts, n_boot=None, seed=0):  # -> {T: [1 + n_boot, n_seeds]}
     """How often each seed label 0..n_seeds-1 is drawn at each T: row 0 the data itself (all 1),
     then n_boot (default stats.N_BOOT) resamples (stats.resample_counts: the same at one T,
     independent across T)."""
+    check_number("n_seeds", n_seeds, INTS, 1, 10 ** 6 + 1)
+    if not (isinstance(Ts, (list, tuple, set)) and Ts):
+        raise TypeError(f"Ts must be a non-empty list of T, got {shown(Ts)}")
+    for T in Ts:
+        check_number("Ts", T, INTS, 1)
     return {T: np.vstack([np.ones(n_seeds), stats.resample_counts(n_seeds, T, n_boot, seed)])
             for T in sorted(set(Ts))}
 
 
 def weights_at(W, rows):  # -> [1 + B, n_seeds]: the weights of the rows' T (one T per cell)
     """W is seed_weights' {T: weights}, or one cell's own weights (cell_resamples), taken as is."""
-    if isinstance(W, np.ndarray):
-        return W
-    return W[rows[0]["T"]] if rows else next(iter(W.values()))
+    _check_rows(rows, ("T",) if isinstance(W, dict) else ())
+    if isinstance(W, dict) and W and (not rows or rows[0]["T"] in W):
+        W = W[rows[0]["T"]] if rows else next(iter(W.values()))
+    if not (isinstance(W, np.ndarray) and W.ndim == 2 and W.dtype.kind in "iuf" and len(W) > 1):
+        raise ValueError(f"W must be seed weights [1 + B, n_seeds] or seed_weights' dict holding "
+                         f"the rows' T, got {shown(W)}")
+    return W
+
+
+def _check_key(key, rows):
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a str, got {shown(key)}")
+    if any(key not in r for r in rows if isinstance(r, dict)):
+        raise ValueError(f"key {key!r} is not a field of the rows")
+
+
+def _check_rows(rows, keys):
+    if not (isinstance(rows, list) and all(isinstance(r, dict) and all(k in r for k in keys)
+                                           for r in rows)):
+        raise TypeError(f"rows must be a list of a study's rows (dicts with "
+                        f"{', '.join(keys) or 'their fields'}), got {shown(rows)}")
+
+
+def _check_real(name, v):
+    """v a real number (nan and inf too), not a bool, within a float's range -> v as it is (a
+    stats.Bound keeps its Monte Carlo band)."""
+    if not (isinstance(v, REALS) and not isinstance(v, (bool, np.bool_)) and
+            (not isinstance(v, int) or abs(v) <= 2 ** 1023)):
+        raise TypeError(f"{name} must be a real number, got {shown(v)}")
+    return v
 
 
 def weighted_median(v, w):  # [n], [B, n] -> [B] (nan where the weights are all 0)
+    if not (isinstance(v, np.ndarray) and v.ndim == 1 and len(v) and v.dtype.kind in "iuf"):
+        raise ValueError(f"v must be a numpy array [n >= 1] of numbers, got {shown(v)}")
+    if not (isinstance(w, np.ndarray) and w.ndim == 2 and w.shape[1] == len(v) and
+            w.dtype.kind in "iuf"):
+        raise ValueError(f"w must be a numpy array [B, n={len(v)}] of weights, got {shown(w)}")
     order = np.argsort(v)
     v, cw = v[order], np.cumsum(w[:, order], 1)
     half = cw[:, -1:] / 2
@@ -168,6 +241,8 @@ def weighted_median(v, w):  # [n], [B, n] -> [B] (nan where the weights are all 
 def median_ci(rows, key, W):
     """(median, lo, hi, [B] replicates) of rows' `key` (nan values left out), seeds weighted by
     W [1 + B, n_seeds]."""
+    _check_key(key, rows if isinstance(rows, list) else [])
+    _check_rows(rows, (key, "seed"))
     W = weights_at(W, rows)
     pairs = [(r[key], r["seed"]) for r in rows if np.isfinite(r[key])]
     if not pairs:
@@ -197,6 +272,15 @@ def separation(cells_rows, key, W):
     cells_rows (a list of cells' rows: one cell, or every T pooled) -> (point, lo, hi); nan when
     no cell has both outcomes. Undefined resamples count against both bounds (as 0 for lo, 1 for
     hi). W: the seeds' weights, one for every cell, or a list of one per cell (cell_resamples)."""
+    if not (isinstance(cells_rows, list) and cells_rows and all(
+            isinstance(rows, list) for rows in cells_rows)):
+        raise TypeError(f"cells_rows must be a non-empty list of cells' rows (lists), got "
+                        f"{shown(cells_rows)}")
+    _check_key(key, [r for rows in cells_rows for r in rows])
+    for rows in cells_rows:
+        _check_rows(rows, (key, "seed", "success"))
+    if isinstance(W, list) and len(W) != len(cells_rows):
+        raise ValueError(f"W must be one weights per cell ({len(cells_rows)}), got {len(W)}")
     num = den = 0.0
     for rows, w in zip(cells_rows, W if isinstance(W, list) else [W] * len(cells_rows)):
         a, b = _pair_counts(rows, key, w)
@@ -213,6 +297,7 @@ def separation(cells_rows, key, W):
 
 def word(lo, hi, null):
     """The page's wording for one interval against the value `null` of "no difference"."""
+    lo, hi, null = _check_real("lo", lo), _check_real("hi", hi), _check_real("null", null)
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return "n/a"
     clear = stats.surely_above(lo, null) or stats.surely_below(hi, null)   # beyond its MC error
@@ -222,6 +307,13 @@ def word(lo, hi, null):
 def fmt(v, lo=None, hi=None, digits=3):
     """v [lo, hi] to `digits` significant figures, a bound to fewer where its Monte Carlo error
     moves the last one (stats.bound_text)."""
+    check_number("digits", digits, INTS, 1, 18)
+    if v is not None:
+        v = _check_real("v", v)
+    if (lo is None) != (hi is None):
+        raise ValueError(f"lo and hi must both be given or both None, got {lo!r}, {hi!r}")
+    if lo is not None:
+        lo, hi = _check_real("lo", lo), _check_real("hi", hi)
     if v is None or not np.isfinite(v):
         return "n/a"
 

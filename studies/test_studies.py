@@ -3098,7 +3098,7 @@ def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
     assert abs(C / m["covering_constant"] - 1) < 1e-12 and m["readout_norm"] == 3.0
     out = str(tmp_path / "s")
     _synthetic_study(out)                       # rows without the factor columns: written ""
-    plan, cells = mechanism.load_study(out)
+    plan, cells = study.load_study(out)
     r = cells[("borderline", 64, 10, 20)][0]
     assert all(math.isnan(r[k]) for k in folder.MECHANISM_FACTORS)
     older = [k for k in mechanism.FIELDS if k not in folder.MECHANISM_FACTORS]
@@ -3699,7 +3699,8 @@ def test_factors_takes_the_study_in_any_spelling(tmp_path, capsys, monkeypatch, 
 
 
 def test_paired_and_trace_report_refuse_what_they_cannot_read_in_one_line(tmp_path, capsys):
-    """Issue 45: an arm planned but not run, a trajectories folder given as an arm, a study paired
+    """Issue 45: an arm planned but not run (paired, factors), a trajectories folder given as an
+    arm, a study or to report, a study paired
     with itself (in another spelling) or an arm given twice, a trajectories file missing a middle
     logged step of one run, and a trajectories plan without `every` are one line naming the
     folder or file and line; before: StopIteration, KeyError, or a page of zero differences."""
@@ -3717,7 +3718,12 @@ def test_paired_and_trace_report_refuse_what_they_cannot_read_in_one_line(tmp_pa
             (["paired", str(trace), str(arm), *out], ["is a trajectories folder"]),
             (["paired", str(study), f"{study}/", *out], ["is the study's folder"]),
             (["paired", str(study), str(arm), f"./{os.path.relpath(arm)}", *out],
-             ["is given twice"])):
+             ["is given twice"]),
+            (["factors", str(planned), *out], ["planned: no finished runs in"]),
+            (["factors", str(study), "--factors", str(planned), *out],
+             ["--factors", "planned: no finished runs in"]),
+            (["factors", str(trace), *out], ["is a trajectories folder"]),
+            (["report", str(trace)], ["is a trajectories folder"])):
         code, _, err = mech(*argv)
         _study_refused(code, err, *words)
     assert not (tmp_path / "p.md").exists()
@@ -3909,6 +3915,85 @@ STUDY_WALK = {
     **{f"report.{c}_command": Walk(lambda f: dict(a=None, fail=None), run=False,
                                    legal=dict(a={"*": COMMAND}, fail={"*": COMMAND}))
        for c in ("limit", "compare", "width", "headline")},
+    # study.py
+    "study.read_plan": Walk(lambda f: dict(out=_w("study")), names=dict(out=r"\bout\b|bogus")),
+    "study.same_folder": Walk(lambda f: dict(a=_w("study"), b=_w("study") + "/"),
+                              legal=dict(a={"'bogus'": "another folder: False"},
+                                         b={"'bogus'": "another folder: False"})),
+    "study.recorded_folder": Walk(lambda f: dict(recorded="study", beside=_w("trace"),
+                                                 study=_w("study")),
+                                  legal=dict(recorded={"'bogus'": "no such folder: None"},
+                                             beside={"'bogus'": "from here: None"},
+                                             study={"None": "the folder found, not a test",
+                                                    "'bogus'": "another folder: False"})),
+    "study.study_cells": Walk(lambda f: dict(source=_w("study"), design="borderline", Ts=[10],
+                                             widths=None),
+                              names=dict(Ts=r"\bTs?\b", widths=r"widths?")),
+    "study.study_rows": Walk(lambda f: dict(out=_w("study"), plan=folder.read_plan(_w("study")),
+                                            what="runs"),
+                             legal=dict(out={"'bogus'": "no CSV there: no rows"})),
+    "study.study_files": Walk(lambda f: dict(out=_w("study")),
+                              legal=dict(out={"'bogus'": "no such folder: no files"})),
+    "study.is_final": Walk(lambda f: dict(row=dict(step="20", steps="20")),
+                           legal=dict(row={"missing key": "no step: a row of runs.csv"})),
+    "study.load_runs": Walk(lambda f: dict(out=_w("study"), role="the study"),
+                            legal=dict(role={"'bogus'": LITERAL}),
+                            names=dict(out=r"\bout\b|bogus")),
+    "study.load_study": Walk(lambda f: dict(out=_w("study")), names=dict(out=r"\bout\b|bogus")),
+    "study.seed_weights": Walk(lambda f: dict(n_seeds=4, Ts=[10, 100], n_boot=20, seed=0),
+                               legal=dict(seed=SEEDS, n_boot={"None": "stats.N_BOOT"},
+                                          Ts={"[5]": "a T"})),
+    "study.weights_at": Walk(lambda f: dict(W=study.seed_weights(4, [10], 20),
+                                            rows=[dict(T=10, seed=0)])),
+    "study.weighted_median": Walk(lambda f: dict(v=np.array([1.0, 2, 3]),
+                                                 w=np.ones((2, 3)))),
+    "study.median_ci": Walk(lambda f: dict(rows=[dict(T=10, seed=s, x=float(s)) for s in range(4)],
+                                           key="x", W=study.seed_weights(4, [10], 20))),
+    "study.separation": Walk(lambda f: dict(
+        cells_rows=[[dict(T=10, seed=s, x=float(s), success=s % 2) for s in range(4)]], key="x",
+        W=study.seed_weights(4, [10], 20))),
+    "study.word": Walk(lambda f: dict(lo=0.1, hi=0.3, null=0.0),
+                       legal={k: SURELY_BOUND_LEGAL for k in ("lo", "hi", "null")}),
+    "study.fmt": Walk(lambda f: dict(v=1.5, lo=1.0, hi=2.0, digits=3),
+                      legal=dict(v={"None": "n/a", "nan": "n/a", "inf": "n/a", "-inf": "n/a",
+                                    "-1": "a value", "0": "a value", "10**12": "a value"},
+                                 **{k: {"nan": "n/a", "inf": "a bound", "-inf": "a bound",
+                                        "-1": "a bound", "0": "a bound", "10**12": "a bound"}
+                                    for k in ("lo", "hi")})),
+    # harness.py
+    "harness.worker_pool": Walk(lambda f: dict(workers=1), run=False),
+    "harness.claim_outputs": Walk(lambda f: dict(claims=[(_w("c.md"), "table", "--out")],
+                                                 inputs=()),
+                                  legal=dict(inputs={"list": "a list", "short": "no inputs"})),
+    "harness.paste_tables": Walk(lambda f: dict(text="<!-- begin t.md -->\nold\n<!-- end t.md -->\n",
+                                                files={"t.md": "| a |\n"}),
+                                 legal=dict(text={"'bogus'": "a page without blocks"},
+                                            files={"missing key": "no file: its block left"})),
+    "harness.marked_files": Walk(lambda f: dict(text="<!-- begin t.md -->\n<!-- end t.md -->\n"),
+                                 legal=dict(text={"'bogus'": "a page without blocks"})),
+    "harness.check_markers": Walk(lambda f: dict(text="<!-- begin t.md -->\n<!-- end t.md -->\n",
+                                                 page="page.md"),
+                                  legal=dict(text={"'bogus'": "a page without blocks"},
+                                             page={"*": LITERAL})),
+    "harness.page_target": Walk(lambda f: dict(page="README.md", root=HERE, what="page"),
+                                legal=dict(page={"'bogus'": "not a link: the page itself"},
+                                           what={"*": LITERAL})),
+    "harness.pages_command": Walk(lambda f: dict(a=None, fail=None), run=False,
+                                  legal=dict(a={"*": COMMAND}, fail={"*": COMMAND})),
+    "harness.check_argv": Walk(lambda f: dict(argv=["a"]), legal=dict(argv=ARGV)),
+    "harness.check_runs": Walk(lambda f: dict(runs=[dict(m=1)], keys=("m",)),
+                               legal=dict(keys={"list": "a list", "short": "no keys"})),
+    "harness.check_path": Walk(lambda f: dict(name="x", v="a", what="a path", folder=False),
+                               legal=dict(name={"*": LITERAL}, what={"*": LITERAL},
+                                          v={"'bogus'": "a path"}),
+                               names=dict(v=r"\bx\b")),
+    "harness.check_callable": Walk(lambda f: dict(name="x", v=print),
+                                   legal=dict(name={"*": LITERAL}), names=dict(v=r"\bx\b")),
+    "harness.require": Walk(lambda f: dict(ok=True, name="x", v=1, what="y", error=TypeError),
+                            legal=dict(ok={"*": "any truth value: the caller's test"},
+                                       v={"*": "anything is shown"}, name={"*": LITERAL},
+                                       what={"*": LITERAL}, error={"*": LITERAL})),
+    "harness.shown": Walk(lambda f: dict(v=1, most=60), legal=dict(v={"*": "anything is shown"})),
 }
 
 
@@ -3946,7 +4031,8 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
     10**400 among the numbers: every public function has a STUDY_WALK entry and refuses each
     hostile value in one line naming the argument."""
     import test_all
-    modules = (mechanism, failures, families, sweep, steps, theory_report, folder, report)
+    modules = (mechanism, failures, families, sweep, steps, theory_report, folder, report, study,
+               harness)
     monkeypatch.setattr(test_all, "HUGE_WALKED", tuple(m.__name__.split(".")[-1]
                                                        for m in modules))
     public = {k: v for m in modules for k, v in _public(m).items()}
@@ -4046,3 +4132,18 @@ def test_every_protocol_sets_only_options_a_sweep_passes_to_its_runs():
     meta = dict(options=dict(run_options.DEFAULTS, qk_ball=1.0), bar=0.99, search="bisect")
     assert folder.sweep_fingerprint(meta) != folder.sweep_fingerprint(
         dict(meta, options=dict(run_options.DEFAULTS)))
+
+
+def test_trace_report_finds_its_study_from_another_folder(tmp_path, monkeypatch):
+    """Issue 45: a trajectories plan records its study as the command was given it
+    (results/mechanism, from the root); trace-report run from inside the folder finds that study
+    from the folders above it and checks the runs' ends, as from the root (before: 'could not be
+    read')."""
+    for name in ("mechanism", "mechanism-trajectories"):
+        _copy(f"results/{name}", tmp_path / "results" / name)
+    monkeypatch.chdir(tmp_path)                    # the copy's root: no committed file is written
+    at_root = failures.trace_report("results/mechanism-trajectories", log=lambda *a: None)
+    monkeypatch.chdir(tmp_path / "results" / "mechanism-trajectories")
+    text = failures.trace_report(".", log=lambda *a: None)
+    check = lambda t: next(ln for ln in t.splitlines() if ln.startswith("The monitor only"))
+    assert check(text) == check(at_root) and "of results/mechanism (same d" in check(text)
