@@ -154,6 +154,15 @@ def same(recorded, value):
     return str(value if value is not None else "") == recorded, None
 
 
+def _compared(k, recorded):
+    """Whether a recorded row's column is compared: not a timing, and recorded at all (a file
+    written before the column existed holds it empty; a row imported from a log, *-from-log*.csv,
+    holds nan where the log did not say)."""
+    text = recorded.get(k, "")
+    return k not in TIMING and k != "line" and text != "" and not (
+        text == "nan" and "from-log" in recorded.get("line", ""))
+
+
 def worst(kind, recorded, again, all_rows=None):
     """The largest relative difference between a recorded row and its run trained again over
     every compared numeric column (a trace's every step) -> (relative difference, column)."""
@@ -165,7 +174,7 @@ def worst(kind, recorded, again, all_rows=None):
     out = (0.0, None)
     for old, new in pairs:
         for k in (STEPS_COMPARED if kind == "steps" else new):
-            if k in TIMING or old.get(k, "") == "" or k == "line":
+            if not _compared(k, old):
                 continue
             ok, delta = same(old[k], new[k])
             if not ok:
@@ -190,8 +199,7 @@ def compare(kind, recorded, again, all_rows=None):
                 return (f"{diff[0]} at step {new['step']}",) + diff[1:]
         return None
     new = again[0]
-    columns = STEPS_COMPARED if kind == "steps" else [      # a column a file written before it
-        k for k in new if k not in TIMING and recorded.get(k, "") != "" and k != "line"]  # lacks
+    columns = [k for k in (STEPS_COMPARED if kind == "steps" else new) if _compared(k, recorded)]
     for k in columns:
         ok, delta = same(recorded[k], new[k])
         if not ok:
@@ -310,7 +318,7 @@ def find(out, n_rows=2, seed=0, workers=1, log=log_line):
     processor can run (each served kernel once), until one replays every row -> the finding
     (dict: found, the record of the kernel that replays, or None; tried; rows; command),
     written to OUT/arithmetic.json."""
-    tried, found, seen = [], None, set()
+    tried, found, seen, by_row = [], None, set(), {}
     for k in [None] + arithmetic.kernels_here()[::-1]:        # the newest kernels first
         served = served_kernel(k) if k is not None else None
         if served in seen:
@@ -323,6 +331,9 @@ def find(out, n_rows=2, seed=0, workers=1, log=log_line):
         tried.append(dict(kernel=res["arithmetic"]["kernel"], requested=k, replayed=ok,
                           of=len(res["rows"]), first_difference=first,
                           worst_relative_difference=rel, worst_column=column))
+        for r, d, _ in res["rows"]:
+            if d is None:
+                by_row.setdefault(r["line"], res["arithmetic"]["kernel"])
         if log:
             log(f"{out}: under {arithmetic.words(res['arithmetic'])}: {ok} of {len(res['rows'])}")
         if ok == len(res["rows"]):
@@ -332,6 +343,8 @@ def find(out, n_rows=2, seed=0, workers=1, log=log_line):
     finding = dict(found=found, tried=tried, rows=[r["line"] for r, _, _ in res["rows"]],
                    closest=None if found else {k: closest[k] for k in (
                        "kernel", "worst_relative_difference", "worst_column")},
+                   rows_by_kernel=None if found else {r["line"]: by_row.get(r["line"])
+                                                      for r, _, _ in res["rows"]},
                    command=f"python -m studies.replay {out} --find --rows {n_rows} --seed {seed}",
                    cpu=arithmetic.cpu_model())
     cli.write_json(cli.claim_output(os.path.join(out, "arithmetic.json"), "replay",
@@ -350,6 +363,10 @@ def finding_row(out):
     if f["found"]:
         return (f"| {out} | {f['found']['blas']} {f['found']['blas_version']} "
                 f"{f['found']['kernel']}, {f['found']['dtype']} | {tries} | {f['cpu']} |")
+    rows = f.get("rows_by_kernel") or {}
+    if rows and all(rows.values()):                   # each row replays, under its own kernel
+        mixed = "; ".join(f"{line.split('/')[-1]}: {k}" for line, k in rows.items())
+        return f"| {out} | rows of two kernels ({mixed}) | {tries} | {f['cpu']} |"
     c = f.get("closest")
     near = (f"closest: {c['kernel']}, worst relative difference "
             f"{c['worst_relative_difference']:.2g} in {c['worst_column']}" if c else "-")
