@@ -15,7 +15,8 @@ import train
 from cli import pyplot_or_hint, save_figure
 
 from studies.folder import folder_rows, full_options
-from studies.report import (STRUCTURED, ci_text, cpu_minutes, fits_line, limit_text, over_folders,
+from studies.limits import STRUCTURED, limit_text
+from studies.report import (ci_text, cpu_minutes, fits_line, over_folders,
                     rounding_note, statistical_limits, success_table)
 from studies.laws import growth_in_s, scaling_fits
 from studies.stats import critical_sizes, split_by_T

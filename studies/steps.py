@@ -54,7 +54,7 @@ import train
 from attn import INTS, check_number
 from theory import fit_line
 
-from studies import folder, harness, report, stats
+from studies import folder, harness, limits, stats
 from studies.stats import (bound_text, median_ci, resample_medians,
                            seed_resamples, weighted_percentile_ci)
 
@@ -366,8 +366,8 @@ def _steps_report(out, meta):
     curves = _read_curves(out)              # damaged: one line now, not after the table
     o = meta["options"]
     Ts = sorted({T for T, _ in done})
-    limits = report.statistical_limits(o["task"], o["s"], Ts,
-                                       cache=os.path.join(out, "limits.json"))
+    lims = limits.statistical_limits(o["task"], o["s"], Ts,
+                                     cache=os.path.join(out, "limits.json"))
     lines = [f"| T | runs | censored (> budget) | median steps to {BAR} [95% CI] | GF(2) samples "
              f"(median) | statistical limit [5%, 95%] |", "|---|---|---|---|---|---|"]
     med = {}
@@ -379,7 +379,7 @@ def _steps_report(out, meta):
         g = _gf2_samples(o["task"], o["s"], T)
         lines.append(f"| {T} | {len(rows)} | {sum(r['censored'] for r in rows)} | {show(m)} "
                      f"[{show(lo)}, {show(hi)}] | {'-' if g is None else show(g)} | "
-                     f"{report.limit_text(limits.get(T))} |")
+                     f"{limits.limit_text(lims.get(T))} |")
     finite = [T for T in Ts if np.isfinite(med[T][0])]
     # the exponent depends on the range of T it is fitted over: the fit up to each T, then all
     fit = "\n".join(_steps_fit({T: med[T] for T in Ts if T <= top})

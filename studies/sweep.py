@@ -48,7 +48,7 @@ import optim
 import run_options
 import train
 
-from studies import families, folder, harness, report
+from studies import families, folder, harness, limits, report
 from studies.stats import SEARCHES, m_grid, replay
 
 # ---------------------------------------------------------------- presets and protocols --------
@@ -242,7 +242,7 @@ def _add_limit_command(sub):
                    help="T values (default 10,100,1000,10000,100000)")
     c.add_argument("--ms", type=int_list, default=[25, 50, 100],
                    help="m values for the ambiguity probability (default 25,50,100)")
-    c.add_argument("--seeds", type=integer(1, 100000), default=report.LIMIT_SEEDS,
+    c.add_argument("--seeds", type=integer(1, 100000), default=limits.LIMIT_SEEDS,
                    help="streams per T, at most 100000 (default %(default)s)")
     c.add_argument("--sets", type=integer(1, 1000000), default=1000,
                    help="random training sets per (T, m) for the probability, at most 10^6 "
@@ -250,7 +250,7 @@ def _add_limit_command(sub):
     c.add_argument("--task", choices=data.TASKS, default="and", help="task (default and)")
     c.add_argument("--s", type=integer(1), default=3, help="sparsity (default 3)")
     c.add_argument("--out", help="also write the table (markdown) and JSON to this folder")
-    c.set_defaults(run=report.limit_command, parser=c)
+    c.set_defaults(run=limits.limit_command, parser=c)
 
 
 def _add_headline_command(sub):

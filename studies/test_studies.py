@@ -32,8 +32,8 @@ import hypotheses
 import run_options
 import theory
 import train
-from studies import (families, failures, folder, harness, kernels, laws, mechanism, report, stats,
-                     steps, study, sweep, symmetries, theory_report)
+from studies import (families, failures, folder, harness, kernels, laws, limits, mechanism, report,
+                     stats, steps, study, sweep, symmetries, theory_report)
 from test_all import (ARRAY_LIKE, HERE, LITERAL, NAN, NO_ALLOC, RNGS, SMALL, TINY, Walk, _literals,
                       _one_line, _public, _python, _walk, assert_walked, cubic)
 
@@ -1155,7 +1155,7 @@ def test_rows_must_agree_with_themselves_each_other_and_their_sweep_json(tmp_pat
     (f / "sweep.json").write_text(json.dumps(meta))
     limits = json.loads((smoke_ref / "limits.json").read_text())
     (f / "limits.json").write_text(json.dumps({k: dict(v, median="x") for k, v in limits.items()}))
-    monkeypatch.setattr(report, "_LIMITS", {})      # else the process's own cache answers first
+    monkeypatch.setattr(limits, "_LIMITS", {})      # else the process's own cache answers first
     assert _sweep(f, "--report") == 0 and (f / "table.md").read_text() == ref_table
     assert json.loads((f / "limits.json").read_text()) == limits   # the damaged entry, redone
     (f / "limits.json").write_text("[1, 2]")                        # not a cache: left alone
@@ -1479,7 +1479,7 @@ def test_a_junta_sweep_reports_without_enumerating_its_limit(tmp_path, monkeypat
     assert "statistical limit not computed at T = 16: for junta" in (tmp_path / "j" /
                                                                      "table.md").read_text()
     monkeypatch.undo()                                         # C(8, 1) = 8: counted, quickly
-    lim = report.statistical_limits("junta", 1, [8], compute=False)
+    lim = limits.statistical_limits("junta", 1, [8], compute=False)
     assert set(lim) == {8} and 1 <= lim[8]["median"] <= 8
 
 
@@ -1687,7 +1687,7 @@ def test_every_command_is_one_line_on_ctrl_c_and_odd_values(tmp_path, capsys, mo
     f = _copy(smoke_ref, tmp_path / "f")
     for module, name, argv, msg in [
             (report, "folder_report", ["--out", str(f), "--report"], "during the report"),
-            (report, "statistical_limits", ["limit", "--Ts", "10", "--seeds", "2"], "interrupted"),
+            (limits, "statistical_limits", ["limit", "--Ts", "10", "--seeds", "2"], "interrupted"),
             (sweep, "_matmul_gflops", ["bench", "--Ts", "10", "--throughput", "10"], "interrupted"),
             (sweep, "_sweep_parser", ["--out", str(f)], "interrupted")]:
         monkeypatch.setattr(module, name, ctrl_c)
@@ -2627,20 +2627,20 @@ def test_m_grid_and_limit_caches_refuse_impossible_values(smoke_ref, tmp_path, m
             stats.m_grid(*args)
     assert stats.m_grid(np.int64(8), 13, np.float32(1.5)) == [8, 12]
     f = _copy(smoke_ref, tmp_path / "f")
-    ref_table, limits = (smoke_ref / "table.md").read_text(), json.loads(
+    ref_table, cached = (smoke_ref / "table.md").read_text(), json.loads(
         (smoke_ref / "limits.json").read_text())
     for bad in (dict(median=99999, q05=0, q95=1e300), dict(median=7.5, q05=3, q95=9),
                 dict(median=7, q05=3, q95=200000), dict(median=7, q05=0, q95=9)):
-        assert report._cached_limit(dict(bad, n_seeds=200), 200, 16, 3) is None, bad
-    assert report._cached_limit(dict(median=7, q05=3, q95=None, n_seeds=200), 200, 16, 3) == \
+        assert limits._cached_limit(dict(bad, n_seeds=200), 200, 16, 3) is None, bad
+    assert limits._cached_limit(dict(median=7, q05=3, q95=None, n_seeds=200), 200, 16, 3) == \
         dict(median=7.0, q05=3.0, q95=math.inf, n_seeds=200)
-    assert report._cached_limit(dict(median=0, q05=0, q95=0, n_seeds=200), 200, 3, 3)  # T = s
+    assert limits._cached_limit(dict(median=0, q05=0, q95=0, n_seeds=200), 200, 3, 3)  # T = s
     (f / "limits.json").write_text(json.dumps({k: dict(v, median=99999, q05=0, q95=1e300)
-                                               for k, v in limits.items()}))
-    monkeypatch.setattr(report, "_LIMITS", {})
+                                               for k, v in cached.items()}))
+    monkeypatch.setattr(limits, "_LIMITS", {})
     assert _sweep(f, "--report") == 0 and "99999" not in (f / "table.md").read_text()
     assert (f / "table.md").read_text() == ref_table
-    assert json.loads((f / "limits.json").read_text()) == limits
+    assert json.loads((f / "limits.json").read_text()) == cached
 
 
 def test_limit_cache_not_finite_or_huge_is_computed_again_with_a_warning(smoke_ref, tmp_path,
@@ -2649,23 +2649,23 @@ def test_limit_cache_not_finite_or_huge_is_computed_again_with_a_warning(smoke_r
     is null) or a 400-digit integer is no limit: one warning line, computed again, never shown as
     'inf [inf, inf]' and never an OverflowError."""
     for v in (-math.inf, math.inf, math.nan, 10 ** 400, -10 ** 400):
-        assert report._cached_limit(dict(median=v, q05=3, q95=None, n_seeds=200), 200, 16, 3) \
+        assert limits._cached_limit(dict(median=v, q05=3, q95=None, n_seeds=200), 200, 16, 3) \
             is None, v
     f = _copy(smoke_ref, tmp_path / "f")
-    ref_table, limits = (smoke_ref / "table.md").read_text(), json.loads(
+    ref_table, cached = (smoke_ref / "table.md").read_text(), json.loads(
         (smoke_ref / "limits.json").read_text())
     for bad in ('-Infinity', 'NaN', '9' * 400):
-        text = json.dumps({k: dict(v, median=0, q05=0, q95=0) for k, v in limits.items()})
+        text = json.dumps({k: dict(v, median=0, q05=0, q95=0) for k, v in cached.items()})
         (f / "limits.json").write_text(text.replace('"median": 0, "q05": 0, "q95": 0',
                                                     f'"median": {bad}, "q05": {bad}, "q95": {bad}'))
-        monkeypatch.setattr(report, "_LIMITS", {})
+        monkeypatch.setattr(limits, "_LIMITS", {})
         capsys.readouterr()
         assert _sweep(f, "--report") == 0, bad
         out = capsys.readouterr().out
         warned = [line for line in out.splitlines() if line.startswith("warning: the cache")]
-        assert len(warned) == len(limits) and "computed again" in warned[0], out
+        assert len(warned) == len(cached) and "computed again" in warned[0], out
         assert (f / "table.md").read_text() == ref_table and "inf [inf" not in ref_table
-        assert json.loads((f / "limits.json").read_text()) == limits
+        assert json.loads((f / "limits.json").read_text()) == cached
 
 
 # ---- issue 33: the mechanism
@@ -3881,11 +3881,11 @@ STUDY_WALK = {
                                names=dict(out=r"\bout\b|bogus")),
     "folder.machine": Walk(lambda f: dict()),
     # report.py
-    "report.statistical_limits": Walk(lambda f: dict(task="and", s=3, Ts=[10], n_seeds=5,
+    "limits.statistical_limits": Walk(lambda f: dict(task="and", s=3, Ts=[10], n_seeds=5,
                                                      cache=None, compute=True),
                                       legal=dict(Ts={"[5]": "a T: its limit"}),
                                       names=dict(Ts=r"\bTs\b|\bT\b")),
-    "report.limit_text": Walk(lambda f: dict(lim=dict(median=30.0, q05=20.0, q95=40.0,
+    "limits.limit_text": Walk(lambda f: dict(lim=dict(median=30.0, q05=20.0, q95=40.0,
                                                       n_seeds=5)),
                               legal=dict(lim={"None": "no limit: no text"})),
     "report.success_table": Walk(lambda f: dict(rows=_stats_rows(T=10, model="transformer"),
@@ -3912,9 +3912,10 @@ STUDY_WALK = {
         folders=["results/check-grid-T100"], out=None, plot=None), fail=_fail,
         make=lambda: ("| T |\n", None), also=()), legal=dict(
         a={"*": COMMAND}, fail={"*": COMMAND}, also={"list": "a list", "short": "nothing more"})),
-    **{f"report.{c}_command": Walk(lambda f: dict(a=None, fail=None), run=False,
-                                   legal=dict(a={"*": COMMAND}, fail={"*": COMMAND}))
-       for c in ("limit", "compare", "width", "headline")},
+    **{f"{m}.{c}_command": Walk(lambda f: dict(a=None, fail=None), run=False,
+                                legal=dict(a={"*": COMMAND}, fail={"*": COMMAND}))
+       for m, c in (("limits", "limit"), ("report", "compare"), ("report", "width"),
+                    ("report", "headline"))},
     # study.py
     "study.read_plan": Walk(lambda f: dict(out=_w("study")), names=dict(out=r"\bout\b|bogus")),
     "study.same_folder": Walk(lambda f: dict(a=_w("study"), b=_w("study") + "/"),
@@ -4032,7 +4033,7 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
     hostile value in one line naming the argument."""
     import test_all
     modules = (mechanism, failures, families, sweep, steps, theory_report, folder, report, study,
-               harness)
+               harness, limits)
     monkeypatch.setattr(test_all, "HUGE_WALKED", tuple(m.__name__.split(".")[-1]
                                                        for m in modules))
     public = {k: v for m in modules for k, v in _public(m).items()}
