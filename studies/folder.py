@@ -13,9 +13,8 @@ written and checked by the same functions.
 
 The file reads top to bottom: the rows (fields, reading, the one validator, appending), the
 fingerprint and the checks that rows belong to one sweep, sweep.json, a study's plan.json, the
-lock, the machine and the arithmetic a folder's rows were made by.
+lock; the machine and the arithmetic a folder's rows were made by are provenance.py's.
 """
-import argparse
 import csv
 import glob
 import hashlib
@@ -24,7 +23,6 @@ import os
 import re
 import sys
 
-import arithmetic
 import cli
 import run_options
 
@@ -646,7 +644,8 @@ class RowWriter:
             self._record_arithmetic(row)
 
     def _record_arithmetic(self, row):
-        """The row's arithmetic beside it: (the run's name, the arithmetic's id) in the sidecar."""
+        """The row's arithmetic beside it: the run's name and the arithmetic's id (arithmetic_of:
+        provenance.arithmetic_id of the session's record) in the sidecar."""
         path, rec = self.sidecar
         try:
             fresh = not os.path.exists(path)
@@ -654,7 +653,7 @@ class RowWriter:
                 w = csv.writer(f)
                 if fresh:
                     w.writerow(["run", "arithmetic"])
-                w.writerow([self.kind["name"](self.kind["run"](row)), arithmetic_id(rec)])
+                w.writerow([self.kind["name"](self.kind["run"](row)), rec])
         except OSError as e:
             raise OSError(e.errno, e.strerror or str(e), path) from None
 
@@ -1062,77 +1061,3 @@ def lock_folder(out, shard=(0, 1), holder=None):
             pass
         raise OSError(e.errno, e.strerror or str(e), path) from None
     return fh
-
-
-def machine(dtype="float32"):
-    """Where and with what arithmetic a session adds runs to a folder: the cores and
-    arithmetic.record(dtype) (the BLAS library, the kernel it runs, threads, numpy, Python, the
-    CPU). Borderline runs flip between kernels (float32 rounding differs), so a folder's
-    description keeps every machine that added runs to it, and a continuation under another
-    arithmetic is refused (check_arithmetic) unless asked for."""
-    return dict(cores=os.cpu_count(), **arithmetic.record(dtype))
-
-
-# ---------------------------------------------------------------- the arithmetic of a folder
-# Which arithmetic made a folder's rows (issue 46): the last machine of its description that names
-# a kernel (every session since the move writes one), else what a replay found
-# (OUT/arithmetic.json, studies.replay --find); a session that continues a folder under another
-# arithmetic, allowed by --other-arithmetic, writes each of its rows' arithmetic beside them
-# (OUT/arithmetic-of-NAME.csv: the run's name and the arithmetic's id).
-
-def arithmetic_id(rec):
-    """'OpenBLAS 0.3.31.188.0 SkylakeX': the library, its version and kernel of a record."""
-    if not isinstance(rec, dict):
-        raise TypeError(f"rec must be a record of arithmetic.record (a dict), got {shown(rec)}")
-    return " ".join(str(rec.get(k, arithmetic.UNREAD)) for k in ("blas", "blas_version", "kernel"))
-
-
-def recorded_arithmetic(out, meta):
-    """The arithmetic the folder `out` records (a record with at least arithmetic.DECIDING's
-    fields), from its description `meta` or its replay finding; None when it records none."""
-    out = check_path("out", out, "a folder")
-    if not (isinstance(meta, dict) and isinstance(meta.get("machines", []), list)):
-        raise TypeError(f"meta must be a folder's description (a dict whose machines is a list), "
-                        f"got {shown(meta)}")
-    named = [m for m in meta.get("machines", []) if isinstance(m, dict) and "kernel" in m]
-    if named:
-        return named[-1]
-    path = os.path.join(out, "arithmetic.json")
-    if os.path.isfile(path):
-        found = read_json(path, "a replay's finding (arithmetic.json)",
-                          "write it again with python -m studies.replay FOLDER --find")
-        if isinstance(found, dict) and isinstance(found.get("found"), dict):
-            return found["found"]
-    return None
-
-
-def add_other_arithmetic(ap):
-    """The option every command that adds runs to a folder takes (check_arithmetic's allow)."""
-    if not isinstance(ap, argparse.ArgumentParser):
-        raise TypeError(f"ap must be an argparse.ArgumentParser, got {shown(ap)}")
-    ap.add_argument("--other-arithmetic", dest="other_arithmetic", action="store_true",
-                    help="continue a folder made by another arithmetic (BLAS kernel) than this "
-                         "machine's, each new row recording its own (refused otherwise)")
-
-
-def check_arithmetic(out, meta, here, allow=False, flag="--other-arithmetic"):
-    """ValueError, one line naming both, when the folder `out` records another arithmetic than
-    `here` (a record): its rows and this session's would be two arithmetics in one table, which
-    no single machine replays. allow (the command's `flag`): continue, each new row recording
-    its own. A folder that records none is continued (its finding is studies.replay --find's)."""
-    if not isinstance(here, dict):
-        raise TypeError(f"here must be a record of arithmetic.record (a dict), got {shown(here)}")
-    if not isinstance(allow, bool):
-        raise TypeError(f"allow must be True or False, got {shown(allow)}")
-    if not (isinstance(flag, str) and flag):
-        raise TypeError(f"flag must be the option's name (a str), got {shown(flag)}")
-    was = recorded_arithmetic(out, meta)
-    if allow or was is None or not arithmetic.differences(was, here):
-        return
-    kernel = was.get("kernel", arithmetic.UNREAD)
-    how = (f"OPENBLAS_CORETYPE={kernel} python -m ... (this CPU can run it)" if kernel in
-           arithmetic.kernels_here() else f"a machine whose OpenBLAS runs {kernel}")
-    raise ValueError(f"{out} was made by {arithmetic.words(dict(was, threads=1))}; this machine "
-                     f"runs {arithmetic.words(dict(here, threads=1))}: continuing would mix two "
-                     f"arithmetics in one table. Continue it with {how}, or give {flag} to "
-                     f"continue here, each new row recording its own")

@@ -30,7 +30,7 @@ import numpy as np
 
 from cli import OneLineParser
 
-from studies import folder
+from studies import provenance
 from studies.mechanism import SEPARATED
 from studies.study import fmt, load_study, seed_weights, separation, word
 
@@ -110,7 +110,7 @@ def kernels_table(study, rerun):
         raise ValueError(f"{study} and {rerun} share no cell (d, T, m): not the same runs")
     names = []
     for out, plan in ((study, plan_a), (rerun, plan_b)):
-        rec = folder.recorded_arithmetic(out, plan)
+        rec = provenance.recorded_arithmetic(out, plan)
         names.append(f"{out} ({rec['kernel'] if rec else 'kernel not recorded'})")
     out_lines, (n, lost, gained) = outcome_lines(a, b, *names)
     ver_lines, compared, moved = verdict_lines(a, b, *names)

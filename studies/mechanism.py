@@ -53,7 +53,7 @@ import train
 from cli import OneLineParser, int_list, integer, number
 from theory import covering_constant, covering_parts, norm_measures, paper_score_gap
 
-from studies import failures, folder, harness, laws, stats
+from studies import failures, folder, harness, laws, provenance, stats
 from studies.study import (STUDY_CSVS, fmt, is_final, load_runs, median_ci, read_plan,
                            seed_weights, separation, study_cells, study_files, study_rows,
                            weights_at, word)
@@ -466,17 +466,18 @@ def _raise_stop(signum, frame):
 
 def _note_machine(out, plan, allow=False):
     """This session's machine added to OUT/plan.json's machines (the arithmetic it runs), after
-    folder.check_arithmetic: a study continued under another arithmetic is refused unless
+    provenance.check_arithmetic: a study continued under another arithmetic is refused unless
     `allow` (--other-arithmetic). -> the arithmetic each new row records beside it (RowWriter's
     arithmetic_of), or None when it is the folder's own."""
-    here = folder.machine(plan["cells"][0]["options"]["dtype"])
-    folder.check_arithmetic(out, plan, here, allow)
-    was = folder.recorded_arithmetic(out, plan)
+    here = provenance.machine(plan["cells"][0]["options"]["dtype"])
+    provenance.check_arithmetic(out, plan, here, allow)
+    was = provenance.recorded_arithmetic(out, plan)
     path = os.path.join(out, "plan.json")
     raw = folder.read_json(path, "a plan", "restore it, or use another folder")
     if here not in raw.get("machines", []):
         cli.write_json(path, dict(raw, machines=raw.get("machines", []) + [here]))
-    return here if was is not None and arithmetic.differences(was, here) else None
+    return (provenance.arithmetic_id(here) if was is not None
+            and arithmetic.differences(was, here) else None)
 
 
 def _run_plan(out, workers=1, n_seeds=None, log=print, what="runs", other_arithmetic=False):
@@ -871,7 +872,7 @@ def _add_study_commands(sub):
                    help="worker processes, one BLAS thread each (1)")
     r.add_argument("--seeds", type=integer(1), default=None,
                    help="only seeds 0..N-1 of the plan's (a screen); default: all")
-    folder.add_other_arithmetic(r)
+    provenance.add_other_arithmetic(r)
     q = sub.add_parser("report", help="OUT/table.md and OUT/mechanism.png from OUT/runs.csv",
                        description="The tables (per cell, the separation of successes and "
                        "failures, the growth with T, the final step against the best seen) and "
@@ -923,7 +924,7 @@ def _add_why_runs_fail_commands(sub):
                    help="steps between logged steps, dividing the runs' steps (50)")
     t.add_argument("--workers", type=integer(1), default=1,
                    help="worker processes, one BLAS thread each (1)")
-    folder.add_other_arithmetic(t)
+    provenance.add_other_arithmetic(t)
     tr = sub.add_parser("trace-report", help="OUT/table.md and OUT/trajectories.png from "
                         "OUT/trajectories.csv", description="Issue 38: per cell and logged "
                         "step, eventual successes against failures (B_X, test accuracy, the top "

@@ -37,7 +37,7 @@ import numpy as np
 import arithmetic
 from cli import OneLineParser, integer
 
-from studies import folder, harness, mechanism, steps, study, sweep
+from studies import folder, harness, mechanism, provenance, steps, study, sweep
 
 TIMING = ("seconds", "cpu_seconds")      # columns no replay reproduces
 STEPS_COMPARED = ("steps_to_bar", "censored")   # a steps row's final accuracy is its stack's
@@ -208,7 +208,7 @@ def compare(kind, recorded, again, all_rows=None):
 
 
 # ---------------------------------------------------------------- the folder's arithmetic ------
-# (folder.recorded_arithmetic: its description's machines, or what a replay found)
+# (provenance.recorded_arithmetic: its description's machines, or what a replay found)
 
 def kernel_advice(wanted, here):
     """What to do when the folder's kernel is not the one this machine runs: the variable that
@@ -287,7 +287,7 @@ def replay(out, n_rows=5, seed=0, kernel=None, workers=1, cheap=False, log=log_l
             if log:
                 log(f"  {r['line']}: {difference_text(diff)}")
     return dict(kind=kind, rows=results, arithmetic=rec,
-                recorded=folder.recorded_arithmetic(out, meta))
+                recorded=provenance.recorded_arithmetic(out, meta))
 
 
 def difference_text(diff):

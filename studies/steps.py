@@ -54,7 +54,7 @@ import train
 from attn import INTS, check_number
 from theory import fit_line
 
-from studies import folder, harness, limits, stats
+from studies import folder, harness, limits, provenance, stats
 from studies.stats import (bound_text, median_ci, resample_medians,
                            seed_resamples, weighted_percentile_ci)
 
@@ -162,7 +162,7 @@ def _is_value_of(k, v):
 
 def _check_folder(out, meta, other_arithmetic=False):
     """The folder's steps.json must record the same options and budget, or none yet, and the
-    same arithmetic unless other_arithmetic (folder.check_arithmetic); then the merged
+    same arithmetic unless other_arithmetic (provenance.check_arithmetic); then the merged
     description (Ts and seeds of every run, every machine) is written. -> the arithmetic each
     new row records beside it (folder.RowWriter's arithmetic_of), or None."""
     mixed = None
@@ -173,9 +173,10 @@ def _check_folder(out, meta, other_arithmetic=False):
                 raise ValueError(f"{out} holds runs with other {k} ({old.get(k)}, not "
                                  f"{meta[k]}); use another --out or the same options")
         here = meta["machines"][0]
-        folder.check_arithmetic(out, old, here, other_arithmetic)
-        was = folder.recorded_arithmetic(out, old)
-        mixed = here if was is not None and arithmetic.differences(was, here) else None
+        provenance.check_arithmetic(out, old, here, other_arithmetic)
+        was = provenance.recorded_arithmetic(out, old)
+        mixed = (provenance.arithmetic_id(here) if was is not None
+                 and arithmetic.differences(was, here) else None)
         meta["Ts"] = sorted(set(old["Ts"]) | set(meta["Ts"]))
         meta["seeds"] = max(old["seeds"], meta["seeds"])
         meta["machines"] = old.get("machines", []) + [
@@ -454,7 +455,7 @@ def _parser():
                     help="processes (default %(default)s)")
     ap.add_argument("--stack", type=integer(1), default=10, help="runs per stack (default 10)")
     ap.add_argument("--report", action="store_true", help="only the table and plot")
-    folder.add_other_arithmetic(ap)
+    provenance.add_other_arithmetic(ap)
     ap.add_argument("--against", metavar="DIR",
                     help="also write OUT/against.md: the median steps paired on seeds with those "
                          "of another steps.py folder (e.g. the same runs with half the samples)")
@@ -477,7 +478,7 @@ def main(argv=None):
         ap.error(f"--s {a.s} is larger than the smallest T {min(a.Ts)}")
     base.pop("T")
     meta = dict(options={k: base[k] for k in OPTIONS}, budget=a.budget, every=a.every,
-                Ts=a.Ts, seeds=a.seeds, machines=[folder.machine(base["dtype"])])
+                Ts=a.Ts, seeds=a.seeds, machines=[provenance.machine(base["dtype"])])
     if os.path.exists(a.out) and not os.path.isdir(a.out):
         ap.error(f"--out {a.out} is a file; give a folder")
     lock = None

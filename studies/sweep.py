@@ -48,7 +48,7 @@ import optim
 import run_options
 import train
 
-from studies import families, folder, harness, limits, report
+from studies import families, folder, harness, limits, provenance, report
 from studies.stats import SEARCHES, m_grid, replay
 
 # ---------------------------------------------------------------- presets and protocols --------
@@ -151,7 +151,7 @@ def _sweep_parser(commands=True):
                     help="run share I of N (0 <= I < N)")
     ap.add_argument("--workers", type=integer(1, os.cpu_count() or 1), default=os.cpu_count() or 1,
                     help="processes, at most the number of cores (default %(default)s)")
-    folder.add_other_arithmetic(ap)
+    provenance.add_other_arithmetic(ap)
     ap.add_argument("--report", action="store_true",
                     help="only merge OUT/runs*.csv and report (by default every model, T and "
                          "seed in the folder; sweep.json is left as it is)")
@@ -421,7 +421,7 @@ def _folder_meta(ap, a, out, base, grids, Ts, n_seeds, old=None):
     sweep.json when the caller has read it already (folder.read_meta: every field checked).
     -> (meta, the fingerprints whose rows belong to this sweep)."""
     meta_path = os.path.join(out, "sweep.json")
-    here = folder.machine(base["dtype"])
+    here = provenance.machine(base["dtype"])
     meta = dict(options=base, bar=a.bar, search=a.search, grids=grids, protocol=a.protocol,
                 machines=[here])
     meta["sweep_id"] = folder.sweep_fingerprint(meta)
@@ -434,12 +434,12 @@ def _folder_meta(ap, a, out, base, grids, Ts, n_seeds, old=None):
             ap.error(str(e))
         if not a.report:                   # one arithmetic per folder, unless asked
             try:
-                folder.check_arithmetic(out, old, here, a.other_arithmetic)
+                provenance.check_arithmetic(out, old, here, a.other_arithmetic)
             except ValueError as e:
                 ap.error(str(e))
-            was = folder.recorded_arithmetic(out, old)
+            was = provenance.recorded_arithmetic(out, old)
             if was is not None and arithmetic.differences(was, here):
-                a.arithmetic_of = here     # --other-arithmetic: each new row records its own
+                a.arithmetic_of = provenance.arithmetic_id(here)   # each new row records its own
         old_grids = dict(old.get("grids", {}))
         old["options"] = folder.full_options(old["options"])
         for key in ("options", "bar", "search"):

@@ -32,8 +32,8 @@ import hypotheses
 import run_options
 import theory
 import train
-from studies import (families, failures, folder, harness, kernels, laws, limits, mechanism, report,
-                     stats, steps, study, sweep, symmetries, theory_report)
+from studies import (families, failures, folder, harness, kernels, laws, limits, mechanism,
+                     provenance, report, stats, steps, study, sweep, symmetries, theory_report)
 from test_all import (ARRAY_LIKE, HERE, LITERAL, NAN, NO_ALLOC, RNGS, SMALL, TINY, Walk, _literals,
                       _one_line, _public, _python, _walk, assert_walked, cubic)
 
@@ -1153,11 +1153,11 @@ def test_rows_must_agree_with_themselves_each_other_and_their_sweep_json(tmp_pat
         code, _, err = run_cli(capsys, "sweep", "compare", str(f))
         assert code == 2 and f"field '{field}'" in err
     (f / "sweep.json").write_text(json.dumps(meta))
-    limits = json.loads((smoke_ref / "limits.json").read_text())
-    (f / "limits.json").write_text(json.dumps({k: dict(v, median="x") for k, v in limits.items()}))
+    cached = json.loads((smoke_ref / "limits.json").read_text())
+    (f / "limits.json").write_text(json.dumps({k: dict(v, median="x") for k, v in cached.items()}))
     monkeypatch.setattr(limits, "_LIMITS", {})      # else the process's own cache answers first
     assert _sweep(f, "--report") == 0 and (f / "table.md").read_text() == ref_table
-    assert json.loads((f / "limits.json").read_text()) == limits   # the damaged entry, redone
+    assert json.loads((f / "limits.json").read_text()) == cached   # the damaged entry, redone
     (f / "limits.json").write_text("[1, 2]")                        # not a cache: left alone
     err = _refused(f, capsys, "--report")
     assert "not a cache of statistical limits" in err and (f / "limits.json").read_text() == "[1, 2]"
@@ -3460,7 +3460,7 @@ def test_a_new_folder_records_its_arithmetic_and_replays_bit_for_bit(tmp_path, s
     here = arithmetic.record(meta["options"]["dtype"])
     assert {k: meta["machines"][-1][k] for k in arithmetic.DECIDING} == {
         k: here[k] for k in arithmetic.DECIDING}
-    assert folder.recorded_arithmetic(str(smoke_ref), meta)["kernel"] == here["kernel"]
+    assert provenance.recorded_arithmetic(str(smoke_ref), meta)["kernel"] == here["kernel"]
     res = replay.replay(str(smoke_ref), n_rows=3, log=None)
     assert len(res["rows"]) == 3 and all(d is None for _, d, _ in res["rows"]), res["rows"]
     assert len({(r["model"], r["T"]) for r, _, _ in res["rows"]}) == 2      # spread over cells
@@ -3498,7 +3498,7 @@ def test_a_folder_of_another_arithmetic_is_not_continued_unless_asked(tmp_path, 
     assert _sweep(f, "--report") == 0
     assert _sweep(f, "--other-arithmetic") == 0
     side = (f / "arithmetic-of-runs.csv").read_text().splitlines()
-    here = folder.arithmetic_id(arithmetic.record("float32"))
+    here = provenance.arithmetic_id(arithmetic.record("float32"))
     assert side[0] == "run,arithmetic" and len(side) > 2 and all(
         s.endswith("," + here) for s in side[1:])
     machines = json.loads((f / "sweep.json").read_text())["machines"]
@@ -3767,14 +3767,14 @@ _RUN = lambda **kw: dict(dict(run_options.DEFAULTS, T=8, m=16, d=8, heads=2, mlp
                               n_test=100, seed=0, log_every=0), **kw)
 STUDY_WALK = {
     # folder.py: the arithmetic of a folder (issue 46)
-    "folder.add_other_arithmetic": Walk(lambda f: dict(ap=cli.OneLineParser(prog="x"))),
-    "folder.arithmetic_id": Walk(lambda f: dict(rec=arithmetic.record("float32")),
+    "provenance.add_other_arithmetic": Walk(lambda f: dict(ap=cli.OneLineParser(prog="x"))),
+    "provenance.arithmetic_id": Walk(lambda f: dict(rec=arithmetic.record("float32")),
                                  legal=dict(rec={"missing key": "a field it lacks: 'not read'"})),
-    "folder.recorded_arithmetic": Walk(lambda f: dict(out="results/extended",
+    "provenance.recorded_arithmetic": Walk(lambda f: dict(out="results/extended",
                                                       meta=folder.read_meta("results/extended")),
                                        legal=dict(out={"'bogus'": "a folder of no finding"},
                                                   meta={"missing key": "any description"})),
-    "folder.check_arithmetic": Walk(lambda f: dict(out="results/extended",
+    "provenance.check_arithmetic": Walk(lambda f: dict(out="results/extended",
                                                    meta=folder.read_meta("results/extended"),
                                                    here=arithmetic.record("float32"),
                                                    allow=True, flag="--other-arithmetic"),
@@ -3879,7 +3879,7 @@ STUDY_WALK = {
     "folder.lock_folder": Walk(lambda f: dict(out=WALK_TMP[0], shard=(0, 1), holder=None),
                                legal=dict(shard={"list": "a pair as a list"}),
                                names=dict(out=r"\bout\b|bogus")),
-    "folder.machine": Walk(lambda f: dict()),
+    "provenance.machine": Walk(lambda f: dict()),
     # report.py
     "limits.statistical_limits": Walk(lambda f: dict(task="and", s=3, Ts=[10], n_seeds=5,
                                                      cache=None, compute=True),
@@ -4033,7 +4033,7 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
     hostile value in one line naming the argument."""
     import test_all
     modules = (mechanism, failures, families, sweep, steps, theory_report, folder, report, study,
-               harness, limits)
+               harness, limits, provenance)
     monkeypatch.setattr(test_all, "HUGE_WALKED", tuple(m.__name__.split(".")[-1]
                                                        for m in modules))
     public = {k: v for m in modules for k, v in _public(m).items()}

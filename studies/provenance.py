@@ -1,0 +1,94 @@
+"""provenance.py (studies): where and with what arithmetic a folder's runs were made (issue 46).
+
+A float32 run replays bit for bit only under the BLAS kernel that made it (arithmetic.py). Every
+session that adds runs to a folder records its machine in the folder's description (sweep.json,
+steps.json, plan.json: machine); a session whose arithmetic is not the folder's is refused
+(check_arithmetic) unless the command is given --other-arithmetic (add_other_arithmetic), and
+then writes each new row's arithmetic beside it (folder.RowWriter's arithmetic_of, an
+arithmetic_id). Folders made before these records: what studies.replay --find found
+(OUT/arithmetic.json), read by recorded_arithmetic.
+"""
+import argparse
+import json
+import os
+
+import arithmetic
+import cli
+
+from studies.harness import check_path, shown
+
+
+def machine(dtype="float32"):
+    """Where and with what arithmetic a session adds runs to a folder: the cores and
+    arithmetic.record(dtype) (the BLAS library, the kernel it runs, threads, numpy, Python, the
+    CPU). Borderline runs flip between kernels (float32 rounding differs), so a folder's
+    description keeps every machine that added runs to it, and a continuation under another
+    arithmetic is refused (check_arithmetic) unless asked for."""
+    return dict(cores=os.cpu_count(), **arithmetic.record(dtype))
+
+
+# Which arithmetic made a folder's rows (issue 46): the last machine of its description that names
+# a kernel (every session since the move writes one), else what a replay found
+# (OUT/arithmetic.json, studies.replay --find); a session that continues a folder under another
+# arithmetic, allowed by --other-arithmetic, writes each of its rows' arithmetic beside them
+# (OUT/arithmetic-of-NAME.csv: the run's name and the arithmetic's id).
+
+def arithmetic_id(rec):
+    """'OpenBLAS 0.3.31.188.0 SkylakeX': the library, its version and kernel of a record."""
+    if not isinstance(rec, dict):
+        raise TypeError(f"rec must be a record of arithmetic.record (a dict), got {shown(rec)}")
+    return " ".join(str(rec.get(k, arithmetic.UNREAD)) for k in ("blas", "blas_version", "kernel"))
+
+
+def recorded_arithmetic(out, meta):
+    """The arithmetic the folder `out` records (a record with at least arithmetic.DECIDING's
+    fields), from its description `meta` or its replay finding; None when it records none."""
+    out = check_path("out", out, "a folder")
+    if not (isinstance(meta, dict) and isinstance(meta.get("machines", []), list)):
+        raise TypeError(f"meta must be a folder's description (a dict whose machines is a list), "
+                        f"got {shown(meta)}")
+    named = [m for m in meta.get("machines", []) if isinstance(m, dict) and "kernel" in m]
+    if named:
+        return named[-1]
+    path = os.path.join(out, "arithmetic.json")
+    if os.path.isfile(path):
+        try:
+            found = json.loads(cli.read_text_file(path, "arithmetic.json"))
+        except ValueError as e:
+            raise ValueError(f"{path} is not a replay's finding ({type(e).__name__}: damaged?); "
+                             f"write it again with python -m studies.replay FOLDER --find") from None
+        if isinstance(found, dict) and isinstance(found.get("found"), dict):
+            return found["found"]
+    return None
+
+
+def add_other_arithmetic(ap):
+    """The option every command that adds runs to a folder takes (check_arithmetic's allow)."""
+    if not isinstance(ap, argparse.ArgumentParser):
+        raise TypeError(f"ap must be an argparse.ArgumentParser, got {shown(ap)}")
+    ap.add_argument("--other-arithmetic", dest="other_arithmetic", action="store_true",
+                    help="continue a folder made by another arithmetic (BLAS kernel) than this "
+                         "machine's, each new row recording its own (refused otherwise)")
+
+
+def check_arithmetic(out, meta, here, allow=False, flag="--other-arithmetic"):
+    """ValueError, one line naming both, when the folder `out` records another arithmetic than
+    `here` (a record): its rows and this session's would be two arithmetics in one table, which
+    no single machine replays. allow (the command's `flag`): continue, each new row recording
+    its own. A folder that records none is continued (its finding is studies.replay --find's)."""
+    if not isinstance(here, dict):
+        raise TypeError(f"here must be a record of arithmetic.record (a dict), got {shown(here)}")
+    if not isinstance(allow, bool):
+        raise TypeError(f"allow must be True or False, got {shown(allow)}")
+    if not (isinstance(flag, str) and flag):
+        raise TypeError(f"flag must be the option's name (a str), got {shown(flag)}")
+    was = recorded_arithmetic(out, meta)
+    if allow or was is None or not arithmetic.differences(was, here):
+        return
+    kernel = was.get("kernel", arithmetic.UNREAD)
+    how = (f"OPENBLAS_CORETYPE={kernel} python -m ... (this CPU can run it)" if kernel in
+           arithmetic.kernels_here() else f"a machine whose OpenBLAS runs {kernel}")
+    raise ValueError(f"{out} was made by {arithmetic.words(dict(was, threads=1))}; this machine "
+                     f"runs {arithmetic.words(dict(here, threads=1))}: continuing would mix two "
+                     f"arithmetics in one table. Continue it with {how}, or give {flag} to "
+                     f"continue here, each new row recording its own")
