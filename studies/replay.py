@@ -421,7 +421,7 @@ def main(argv=None):
             if a.find:
                 f = find(out, a.rows, a.seed, a.workers)
                 print(f"{out}: " + (f"replays under {arithmetic.words(dict(f['found'], threads=1))}"
-                                    if f["found"] else "no kernel tried replays it"))
+                                    if f["found"] else finding_row(out).split(" | ")[1]))
                 continue
             res = replay(out, a.rows, a.seed, a.kernel, a.workers)
         except ValueError as e:
