@@ -28,20 +28,23 @@ import os
 
 import numpy as np
 
+from attn import INTS, check_number
 from cli import OneLineParser
 
-from studies import provenance
+from studies import harness, provenance
 from studies.mechanism import SEPARATED
 from studies.study import fmt, load_study, seed_weights, separation, word
 
 
-def by_cell(cells):
+def _by_cell(cells):
     """{(d, T, m): {seed: row}} of a study's cells, whatever their design's name."""
     return {(d, T, m): {r["seed"]: r for r in rows} for (_, d, T, m), rows in cells.items()}
 
 
 def sign_test(lost, gained):
     """The exact two-sided binomial test of `lost` against `gained` discordant pairs (p = 1/2)."""
+    lost = check_number("lost", lost, INTS, 0, 10**6 + 1, "a count from 0 to 10**6")
+    gained = check_number("gained", gained, INTS, 0, 10**6 + 1, "a count from 0 to 10**6")
     n, k = lost + gained, min(lost, gained)
     if n == 0:
         return 1.0
@@ -49,7 +52,7 @@ def sign_test(lost, gained):
     return min(1.0, 2 * tail)
 
 
-def outcome_lines(a, b, name_a, name_b):
+def _outcome_lines(a, b, name_a, name_b):
     """Table 1: per cell both folders hold, the runs paired by seed: successes in each, the runs
     that changed outcome, the sign test, and how many runs end with the same test accuracy."""
     lines = [f"| d | T | m | runs paired | successes: {name_a} / {name_b} | success lost / gained "
@@ -72,7 +75,7 @@ def outcome_lines(a, b, name_a, name_b):
     return lines, (int(n), int(lost), int(gained))
 
 
-def verdict_lines(cells_a, cells_b, name_a, name_b):
+def _verdict_lines(cells_a, cells_b, name_a, name_b):
     """Table 2: per width, pooled over T, and per cell, each separated quantity's P(failure's X
     > success's X) [95% CI] and word in each folder; 'moves' where the word differs or a point
     lies outside the other's interval. -> (lines, verdicts compared, verdicts moved)."""
@@ -103,17 +106,19 @@ def verdict_lines(cells_a, cells_b, name_a, name_b):
 
 def kernels_table(study, rerun):
     """The two tables and their summary, for the study `study` and its runs made again `rerun`."""
+    study = harness.check_path("study", study, "a study's folder", folder=True)
+    rerun = harness.check_path("rerun", rerun, "a study's folder", folder=True)
     plan_a, cells_a = load_study(study)
     plan_b, cells_b = load_study(rerun)
-    a, b = by_cell(cells_a), by_cell(cells_b)
+    a, b = _by_cell(cells_a), _by_cell(cells_b)
     if not set(a) & set(b):
         raise ValueError(f"{study} and {rerun} share no cell (d, T, m): not the same runs")
     names = []
     for out, plan in ((study, plan_a), (rerun, plan_b)):
         rec = provenance.recorded_arithmetic(out, plan)
         names.append(f"{out} ({rec['kernel'] if rec else 'kernel not recorded'})")
-    out_lines, (n, lost, gained) = outcome_lines(a, b, *names)
-    ver_lines, compared, moved = verdict_lines(a, b, *names)
+    out_lines, (n, lost, gained) = _outcome_lines(a, b, *names)
+    ver_lines, compared, moved = _verdict_lines(a, b, *names)
     return "\n".join(
         [f"## The same runs under two arithmetics: {names[0]} and {names[1]}", ""] + out_lines
         + ["", f"{lost + gained} of {n} runs change outcome ({lost} lost, {gained} gained; exact "
@@ -133,7 +138,7 @@ def main(argv=None):
     ap.add_argument("study", help="the study's folder (plan.json, runs.csv)")
     ap.add_argument("rerun", help="the same runs made under another arithmetic")
     ap.add_argument("--out", required=True, help="the table's file")
-    a = ap.parse_args(argv)
+    a = ap.parse_args(harness.check_argv(argv))
     try:
         if os.path.realpath(a.study) == os.path.realpath(a.rerun):
             raise ValueError(f"{a.study} and {a.rerun} are one folder; give the study and its "

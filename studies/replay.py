@@ -35,12 +35,13 @@ import os
 import numpy as np
 
 import arithmetic
+from attn import INTS, check_number
 from cli import OneLineParser, integer
 
 from studies import folder, harness, mechanism, provenance, steps, study, sweep
 
-TIMING = ("seconds", "cpu_seconds")      # columns no replay reproduces
-STEPS_COMPARED = ("steps_to_bar", "censored")   # a steps row's final accuracy is its stack's
+_TIMING = ("seconds", "cpu_seconds")      # columns no replay reproduces
+_STEPS_COMPARED = ("steps_to_bar", "censored")   # a steps row's final accuracy is its stack's
 
 
 # ---------------------------------------------------------------- a folder's kind and its rows --
@@ -48,6 +49,7 @@ STEPS_COMPARED = ("steps_to_bar", "censored")   # a steps row's final accuracy i
 def folder_kind(out):
     """'sweep', 'steps', 'runs' (a mechanism study or arm) or 'trace', from the files it holds;
     ValueError naming the folder when it holds none of them."""
+    out = harness.check_path("out", out, "a study folder", folder=True)
     if os.path.isfile(os.path.join(out, "sweep.json")):
         return "sweep"
     if os.path.isfile(os.path.join(out, "steps.json")):
@@ -60,10 +62,10 @@ def folder_kind(out):
                      f"plan.json)")
 
 
-CELL_T = dict(sweep=1, steps=0, runs=2, trace=2)   # where T stands in a kind's cell key
+_CELL_T = dict(sweep=1, steps=0, runs=2, trace=2)   # where T stands in a kind's cell key
 
 
-def folder_runs(out, kind):
+def _folder_runs(out, kind):
     """(the folder's description, its finished rows as written, each with its 'line', and a
     function row -> its cell key); a trace's rows are one per run per logged step."""
     if kind == "sweep":
@@ -78,7 +80,7 @@ def folder_runs(out, kind):
     return plan, rows, lambda r: (r["design"], int(r["d"]), int(r["T"]), int(r["m"]))
 
 
-def draw_rows(rows, cell_of, n, seed=0, cheap_at=None):
+def _draw_rows(rows, cell_of, n, seed=0, cheap_at=None):
     """n rows spread over the cells: the cells in an order shuffled by `seed`, one row of each in
     turn (drawn at random within its cell), until n are drawn or every row is. cheap_at: the
     index of T in a cell's key, to draw from the cells of the smallest T only (to find a
@@ -103,7 +105,7 @@ def draw_rows(rows, cell_of, n, seed=0, cheap_at=None):
 
 # ---------------------------------------------------------------- training a row again ---------
 
-def run_options_of(kind, meta, row):
+def _run_options_of(kind, meta, row):
     """The options the folder trained `row` with (its recorded options, the row's cell and seed)."""
     if kind == "sweep":
         return dict(folder.full_options(meta["options"]), model=row["model"], T=int(row["T"]),
@@ -117,7 +119,7 @@ def run_options_of(kind, meta, row):
                 design=cell["design"], log_every=0)
 
 
-def train_again(kind, meta, options):
+def _train_again(kind, meta, options):
     """The rows the folder's own code path writes for one run trained again (a list: a trace's
     run has one row per logged step), with the arithmetic that made them."""
     if kind == "sweep":
@@ -131,10 +133,10 @@ def train_again(kind, meta, options):
     return rows, arithmetic.record(options.get("dtype", "float32"))
 
 
-def same(recorded, value):
+def _same(recorded, value):
     """(whether a recorded cell equals a value trained again, exactly; the difference, or None).
     A cell written with fewer digits (a log imported into a folder) agrees when the value
-    rounds to it; text cells compare as text."""
+    rounds to it; text cells _compare as text."""
     if isinstance(value, bool):
         value = int(value)
     if isinstance(value, (int, float, np.integer, np.floating)) and recorded not in ("",):
@@ -159,11 +161,11 @@ def _compared(k, recorded):
     written before the column existed holds it empty; a row imported from a log, *-from-log*.csv,
     holds nan where the log did not say)."""
     text = recorded.get(k, "")
-    return k not in TIMING and k != "line" and text != "" and not (
+    return k not in _TIMING and k != "line" and text != "" and not (
         text == "nan" and "from-log" in recorded.get("line", ""))
 
 
-def worst(kind, recorded, again, all_rows=None):
+def _worst(kind, recorded, again, all_rows=None):
     """The largest relative difference between a recorded row and its run trained again over
     every compared numeric column (a trace's every step) -> (relative difference, column)."""
     pairs = [(recorded, again[0])]
@@ -173,17 +175,17 @@ def worst(kind, recorded, again, all_rows=None):
         pairs = [(run[int(n["step"])], n) for n in again if int(n["step"]) in run]
     out = (0.0, None)
     for old, new in pairs:
-        for k in (STEPS_COMPARED if kind == "steps" else new):
+        for k in (_STEPS_COMPARED if kind == "steps" else new):
             if not _compared(k, old):
                 continue
-            ok, delta = same(old[k], new[k])
+            ok, delta = _same(old[k], new[k])
             if not ok:
                 rel = abs(delta) / max(abs(float(old[k])), 1e-300) if delta is not None else 1.0
                 out = max(out, (rel, k), key=lambda x: x[0])
     return out
 
 
-def compare(kind, recorded, again, all_rows=None):
+def _compare(kind, recorded, again, all_rows=None):
     """The first column that differs between a recorded row and its run trained again, as
     (column, recorded, now, difference), or None when every compared column is equal."""
     if kind == "trace":
@@ -194,14 +196,14 @@ def compare(kind, recorded, again, all_rows=None):
             old = by_step.get(int(new["step"]))
             if old is None:
                 return ("step", "missing", new["step"], None)
-            diff = compare("runs", old, [new])
+            diff = _compare("runs", old, [new])
             if diff:
                 return (f"{diff[0]} at step {new['step']}",) + diff[1:]
         return None
     new = again[0]
-    columns = [k for k in (STEPS_COMPARED if kind == "steps" else new) if _compared(k, recorded)]
+    columns = [k for k in (_STEPS_COMPARED if kind == "steps" else new) if _compared(k, recorded)]
     for k in columns:
-        ok, delta = same(recorded[k], new[k])
+        ok, delta = _same(recorded[k], new[k])
         if not ok:
             return (k, recorded[k], new[k], delta)
     return None
@@ -210,7 +212,7 @@ def compare(kind, recorded, again, all_rows=None):
 # ---------------------------------------------------------------- the folder's arithmetic ------
 # (provenance.recorded_arithmetic: its description's machines, or what a replay found)
 
-def kernel_advice(wanted, here):
+def _kernel_advice(wanted, here):
     """What to do when the folder's kernel is not the one this machine runs: the variable that
     selects it, and whether this processor can run it."""
     k = wanted.get("kernel", arithmetic.UNREAD)
@@ -226,20 +228,20 @@ def kernel_advice(wanted, here):
 
 # ---------------------------------------------------------------- the replay ------------------
 
-def replay_row(kind, meta, options):
+def _replay_row(kind, meta, options):
     """A worker's task: one row trained again -> (its rows, the arithmetic that made them)."""
     cli.keep_freed_memory()
-    return train_again(kind, meta, options)
+    return _train_again(kind, meta, options)
 
 
-def served_kernel(requested):
+def _served_kernel(requested):
     """The kernel OpenBLAS serves in a process started with OPENBLAS_CORETYPE=requested (it may
     serve an older one under a newer name), asked of one worker."""
-    with kernel_pool(requested, 1) as pool:
+    with _kernel_pool(requested, 1) as pool:
         return pool.submit(arithmetic.record, "float32").result()["kernel"]
 
 
-class kernel_pool:
+class _kernel_pool:
     """harness.worker_pool(workers) whose workers start with OPENBLAS_CORETYPE=kernel (None: the
     environment as it is); this process's environment is put back as it was on leaving."""
 
@@ -262,35 +264,46 @@ class kernel_pool:
         return False
 
 
-def log_line(line):
+def _count(name, v, lo, most):
+    return check_number(name, v, INTS, lo, most + 1, f"an integer from {lo} to {most}")
+
+
+def _log_line(line):
     print(line, flush=True)
 
 
-def replay(out, n_rows=5, seed=0, kernel=None, workers=1, cheap=False, log=log_line):
-    """Train n_rows of the folder `out` again (draw_rows) under `kernel` (None: this machine's
+def replay(out, n_rows=5, seed=0, kernel=None, workers=1, cheap=False, log=_log_line):
+    """Train n_rows of the folder `out` again (_draw_rows) under `kernel` (None: this machine's
     own) -> dict(kind, rows: [(row, difference or None)], arithmetic: the record the runs got,
     recorded: the folder's record or None)."""
+    out = harness.check_path("out", out, "a study folder", folder=True)
+    n_rows, seed = _count("n_rows", n_rows, 1, 10**6), _count("seed", seed, 0, 2**63)
+    workers = _count("workers", workers, 1, harness.MAX_WORKERS)
+    harness.require(kernel is None or kernel in arithmetic.kernels_here(), "kernel", kernel,
+                    f"None or a kernel this processor can run ({', '.join(arithmetic.kernels_here())})")
+    harness.require(isinstance(cheap, bool), "cheap", cheap, "True or False")
+    harness.require(log is None or callable(log), "log", log, "None or a function of one line")
     kind = folder_kind(out)
-    meta, rows, cell_of = folder_runs(out, kind)
+    meta, rows, cell_of = _folder_runs(out, kind)
     pick = [r for r in rows if study.is_final(r)] if kind == "trace" else rows
-    drawn = draw_rows(pick, cell_of, n_rows, seed, CELL_T[kind] if cheap else None)
+    drawn = _draw_rows(pick, cell_of, n_rows, seed, _CELL_T[kind] if cheap else None)
     if not drawn:
         raise ValueError(f"{out} holds no finished rows to replay")
     results, rec = [], None
-    with kernel_pool(kernel, workers) as pool:
-        futures = [pool.submit(replay_row, kind, meta, run_options_of(kind, meta, r))
+    with _kernel_pool(kernel, workers) as pool:
+        futures = [pool.submit(_replay_row, kind, meta, _run_options_of(kind, meta, r))
                    for r in drawn]
         for r, fut in zip(drawn, futures):
             again, rec = fut.result()
-            diff = compare(kind, r, again, rows)
-            results.append((r, diff, worst(kind, r, again, rows)))
+            diff = _compare(kind, r, again, rows)
+            results.append((r, diff, _worst(kind, r, again, rows)))
             if log:
-                log(f"  {r['line']}: {difference_text(diff)}")
+                log(f"  {r['line']}: {_difference_text(diff)}")
     return dict(kind=kind, rows=results, arithmetic=rec,
                 recorded=provenance.recorded_arithmetic(out, meta))
 
 
-def difference_text(diff):
+def _difference_text(diff):
     if diff is None:
         return "replays bit for bit"
     return (f"{diff[0]} recorded {diff[1]}, now {diff[2]}"
@@ -300,33 +313,40 @@ def difference_text(diff):
 def summary(out, res):
     """The verdict's line: 'OUT: 5 of 5 rows replay bit for bit (OpenBLAS ... SkylakeX, ...)' or
     the first row and column that differ, and what to do where the folder's kernel is another."""
+    out = harness.check_path("out", out, "a study folder")
+    harness.require(isinstance(res, dict) and {"rows", "arithmetic", "recorded"} <= set(res),
+                    "res", res, "what replay returned")
     ok = sum(d is None for _, d, _ in res["rows"])
     line = (f"{out}: {ok} of {len(res['rows'])} rows replay bit for bit "
             f"({arithmetic.words(res['arithmetic'])})")
     first = next(((r, d) for r, d, _ in res["rows"] if d is not None), None)
     if first:
-        line += f"; first difference: {first[0]['line']}: {difference_text(first[1])}"
+        line += f"; first difference: {first[0]['line']}: {_difference_text(first[1])}"
     if res["recorded"] and arithmetic.differences(res["recorded"], res["arithmetic"]):
-        line += "; " + kernel_advice(res["recorded"], res["arithmetic"])
+        line += "; " + _kernel_advice(res["recorded"], res["arithmetic"])
     elif res["recorded"] is None:
         line += "; the folder records no kernel (made before issue 46: --find looks for it)"
     return line
 
 
-def find(out, n_rows=2, seed=0, workers=1, log=log_line):
-    """Replay the same rows under this machine's kernel, then under each other kernel this
+def find(out, n_rows=2, seed=0, workers=1, log=_log_line):
+    """Replay the _same rows under this machine's kernel, then under each other kernel this
     processor can run (each served kernel once), until one replays every row -> the finding
     (dict: found, the record of the kernel that replays, or None; tried; rows; command),
     written to OUT/arithmetic.json."""
+    out = harness.check_path("out", out, "a study folder", folder=True)
+    n_rows, seed = _count("n_rows", n_rows, 1, 10**6), _count("seed", seed, 0, 2**63)
+    workers = _count("workers", workers, 1, harness.MAX_WORKERS)
+    harness.require(log is None or callable(log), "log", log, "None or a function of one line")
     tried, found, seen, by_row = [], None, set(), {}
     for k in [None] + arithmetic.kernels_here()[::-1]:        # the newest kernels first
-        served = served_kernel(k) if k is not None else None
+        served = _served_kernel(k) if k is not None else None
         if served in seen:
             continue
         res = replay(out, n_rows, seed, k, workers, cheap=True, log=log)
         seen.add(res["arithmetic"]["kernel"])
         ok = sum(d is None for _, d, _ in res["rows"])
-        first = next((f"{r['line']}: {difference_text(d)}" for r, d, _ in res["rows"] if d), None)
+        first = next((f"{r['line']}: {_difference_text(d)}" for r, d, _ in res["rows"] if d), None)
         rel, column = max((w for _, _, w in res["rows"]), key=lambda w: w[0])
         tried.append(dict(kernel=res["arithmetic"]["kernel"], requested=k, replayed=ok,
                           of=len(res["rows"]), first_difference=first,
@@ -352,7 +372,7 @@ def find(out, n_rows=2, seed=0, workers=1, log=log_line):
     return finding
 
 
-def finding_row(out):
+def _finding_row(out):
     """One line of the table of findings: the folder, the kernel that replays its rows (or that
     none does, with the first difference), and what it was tried on."""
     path = os.path.join(out, "arithmetic.json")
@@ -368,22 +388,26 @@ def finding_row(out):
         mixed = "; ".join(f"{line.split('/')[-1]}: {k}" for line, k in rows.items())
         return f"| {out} | rows of two kernels ({mixed}) | {tries} | {f['cpu']} |"
     c = f.get("closest")
-    near = (f"closest: {c['kernel']}, worst relative difference "
+    near = (f"closest: {c['kernel']}, _worst relative difference "
             f"{c['worst_relative_difference']:.2g} in {c['worst_column']}" if c else "-")
     return f"| {out} | none of the kernels tried exactly ({near}) | {tries} | {f['cpu']} |"
 
 
 def findings_table(folders):
+    """The table of the folders' findings (their arithmetic.json; nothing is trained)."""
+    harness.require(isinstance(folders, (list, tuple)) and folders, "folders", folders,
+                    "a non-empty list of study folders")
+    folders = [harness.check_path("folders", f, "a study folder", folder=True) for f in folders]
     return "\n".join(["| folder | the arithmetic that replays its rows | rows replayed, by kernel "
-                      "tried | tried on |", "|---|---|---|---|"] + [finding_row(f) for f in
+                      "tried | tried on |", "|---|---|---|---|"] + [_finding_row(f) for f in
                                                                     folders]) + "\n"
 
 
 # ---------------------------------------------------------------- the command line ------------
 
-def parser():
+def _parser():
     ap = OneLineParser(prog="studies.replay", description=(
-        "Train a few of a folder's rows again with its recorded options and compare every "
+        "Train a few of a folder's rows again with its recorded options and _compare every "
         "recorded column exactly: do they replay bit for bit here?"))
     ap.add_argument("folders", nargs="+", metavar="FOLDER", help="a study folder (sweep.json, "
                     "steps.json or plan.json in it)")
@@ -402,8 +426,8 @@ def parser():
 
 
 def main(argv=None):
-    ap = parser()
-    a = ap.parse_args(argv)
+    ap = _parser()
+    a = ap.parse_args(harness.check_argv(argv))
     for out in a.folders:
         if not os.path.isdir(out):
             ap.error(f"{out} is not a folder")
@@ -421,7 +445,7 @@ def main(argv=None):
             if a.find:
                 f = find(out, a.rows, a.seed, a.workers)
                 print(f"{out}: " + (f"replays under {arithmetic.words(dict(f['found'], threads=1))}"
-                                    if f["found"] else finding_row(out).split(" | ")[1]))
+                                    if f["found"] else _finding_row(out).split(" | ")[1]))
                 continue
             res = replay(out, a.rows, a.seed, a.kernel, a.workers)
         except ValueError as e:

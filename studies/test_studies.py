@@ -3766,6 +3766,31 @@ COMMAND = "a parsed command line, every value checked by its parser, and the com
 _RUN = lambda **kw: dict(dict(run_options.DEFAULTS, T=8, m=16, d=8, heads=2, mlp=8, steps=20,
                               n_test=100, seed=0, log_every=0), **kw)
 STUDY_WALK = {
+    # replay.py and kernels.py (issue 46): the folders read, nothing trained in a hostile call
+    "replay.folder_kind": Walk(lambda f: dict(out="results/extended"),
+                               legal=dict(out={"'bogus'": "refused: no folder"})),
+    "replay.replay": Walk(lambda f: dict(out="results/extended", n_rows=1, seed=0, kernel=None,
+                                         workers=1, cheap=True, log=None), run=False,
+                          legal=dict(n_rows={"10**12": "refused"}, seed={"10**12": "a seed", "0": "seed 0"},
+                                     out={"'bogus'": "refused: no folder"})),
+    "replay.summary": Walk(lambda f: dict(out="results/extended", res=dict(
+        kind="sweep", rows=[], arithmetic=arithmetic.record("float32"), recorded=None)),
+                           legal=dict(out={"'bogus'": "a name in the line"},
+                                      res={"missing key": "refused"})),
+    "replay.find": Walk(lambda f: dict(out="results/extended", n_rows=1, seed=0, workers=1,
+                                       log=None), run=False,
+                        legal=dict(n_rows={"10**12": "refused"}, seed={"10**12": "a seed", "0": "seed 0"},
+                                   out={"'bogus'": "refused: no folder"})),
+    "replay.findings_table": Walk(lambda f: dict(folders=["results/extended"]),
+                                  legal=dict(folders={"'--x'": "refused"})),
+    "replay.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
+    "kernels.sign_test": Walk(lambda f: dict(lost=4, gained=0),
+                              legal=dict(lost={"0": "no pair lost"}, gained={"0": "none gained"})),
+    "kernels.kernels_table": Walk(lambda f: dict(study="results/mechanism",
+                                                 rerun="results/mechanism-factors"), run=False,
+                                  legal=dict(study={"'bogus'": "refused: no folder"},
+                                             rerun={"'bogus'": "refused: no folder"})),
+    "kernels.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     # folder.py: the arithmetic of a folder (issue 46)
     "provenance.add_other_arithmetic": Walk(lambda f: dict(ap=cli.OneLineParser(prog="x"))),
     "provenance.arithmetic_id": Walk(lambda f: dict(rec=arithmetic.record("float32")),
@@ -4033,7 +4058,7 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
     hostile value in one line naming the argument."""
     import test_all
     modules = (mechanism, failures, families, sweep, steps, theory_report, folder, report, study,
-               harness, limits, provenance)
+               harness, limits, provenance, replay, kernels)
     monkeypatch.setattr(test_all, "HUGE_WALKED", tuple(m.__name__.split(".")[-1]
                                                        for m in modules))
     public = {k: v for m in modules for k, v in _public(m).items()}
