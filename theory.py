@@ -57,7 +57,14 @@ def _positive(name, v):  # a finite number > 0
 
 
 def _float_array(name, a, ndim=None):
-    a = np.asarray(a, dtype=np.float64)
+    try:
+        raw = np.asarray(a)
+    except (TypeError, ValueError):                  # a ragged list
+        raw = np.empty(0, dtype=object)
+    if raw.dtype.kind not in "biuf" or isinstance(a, (str, bytes)):
+        raise TypeError(f"{name} must be real numbers (an array, a number or a list), got "
+                        f"{attn.describe(a)}")
+    a = raw.astype(np.float64)
     if ndim is not None and a.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-D array, got shape {a.shape}")
     if a.size == 0 or not np.isfinite(a).all():
@@ -152,6 +159,7 @@ def softmax_l1_linf_ratio(a, b):  # [..., T], [..., T] -> [...]
 def balanced_direction(a):  # [n, T] -> [n, T] in {-1, +1}
     """The near-worst direction at a: split positions into two groups of softmax mass ~1/2 each
     (greedy, largest weight first) and move one group up, the other down."""
+    a = _float_array("a", a, 2)
     p = attn.softmax_forward(a)[0]
     v = np.empty_like(a)
     rows = np.arange(a.shape[0])
@@ -291,7 +299,8 @@ def norm_measures(p, cfg):
 #     (studies/mechanism.py imports them: one copy, and theory imports no study).
 
 def _check_nm(nm):
-    if not isinstance(nm, dict) or "qk_fro" not in nm:
+    keys = {"qk_fro", "v_21", "v_spec", "o_spec", "B_X", "L_after"}
+    if not isinstance(nm, dict) or not keys <= set(nm):
         raise ValueError(f"nm must be the dict returned by norm_measures, got {type(nm).__name__}")
 
 
@@ -332,7 +341,17 @@ def covering_parts(nm):
 def covering_from_parts(B_X, L_after, heads_scores, heads_values, heads_readout):
     """C = L_after^2 (B_X^2 heads_scores + B_X^(2/3) (heads_values + heads_readout))^3 (above);
     numbers or arrays of one shape."""
-    B = np.asarray(B_X, np.float64)
+    parts = dict(B_X=B_X, L_after=L_after, heads_scores=heads_scores, heads_values=heads_values,
+                 heads_readout=heads_readout)
+    arrays = {k: _float_array(k, v) for k, v in parts.items()}
+    for k, a in arrays.items():
+        if np.any(a < 0) or (k == "B_X" and np.any(a == 0)):
+            raise ValueError(f"{k} must be finite and >= 0 (B_X > 0), got {parts[k]!r:.60}")
+    if len({a.shape for a in arrays.values()} - {()}) > 1:
+        raise ValueError(f"the parts must be numbers or arrays of one shape, got shapes "
+                         f"{sorted({a.shape for a in arrays.values()})}")
+    B, heads_scores, heads_readout = arrays["B_X"], arrays["heads_scores"], arrays["heads_readout"]
+    heads_values, L_after = arrays["heads_values"], arrays["L_after"]
     return (np.asarray(L_after, np.float64) ** 2
             * (B ** 2 * heads_scores + B ** (2.0 / 3.0) * (np.asarray(heads_values, np.float64)
                                                            + heads_readout)) ** 3)
@@ -401,6 +420,9 @@ def construction_width(T, s, code_factor=16.0):
     random +-1/sqrt(d_p) codes stay nearly orthogonal over T positions at about 16 s ln T (about
     8 ln T was seen to fail). build_sparse_head builds its heads with it; studies/report.py's
     width table sets it beside the widths trained."""
+    T, s = check_number("T", T, INTS, 1), check_number("s", s, INTS, 1)
+    code_factor = check_number("code_factor", code_factor, REALS, math.ulp(0.0), 10**6,
+                               "a finite number > 0 and < 10**6")
     return max(8, int(math.ceil(code_factor * s * math.log(max(T, 2)))))
 
 
@@ -408,7 +430,11 @@ def paper_score_gap(T, s, eps):  # T: int or array -> float or array
     """The paper's score gap R = ln((T - s) / (s eps)) between S and the other positions, for which
     the T - s positions outside S hold attention mass about eps (Edelman Section 4): the QK norm
     the construction needs grows like log T."""
-    return np.log((np.asarray(T, np.float64) - s) / (s * eps))
+    Ts = _float_array("T", T)
+    s, eps = check_number("s", s, INTS, 1), _positive("eps", eps)
+    if not (np.all(Ts > s) and np.all(Ts == np.round(Ts))):
+        raise ValueError(f"T must be integers > s = {s}, got {T!r:.60}")
+    return np.log((Ts - s) / (s * eps))
 
 
 def positional_codes(T, d_p, rng):  # -> [T, d_p], rows of unit norm
@@ -518,6 +544,7 @@ def check_construction(p, cfg, task, rng, n_fill=2, path="fast"):
     min over inputs of (logit if the label is 1 else -logit); > 0 means all correct. path: which
     exact form computes the logits: "fast" (fast.model_forward, what training runs; the
     default), "cls" (attn.model_forward, the [CLS] row) or "full" (attn.full_model_forward)."""
+    attn.check_choice("path", path, ("fast", "cls", "full"))
     attn.check_params(p, cfg)
     if not isinstance(task, data.SparseTask) or task.T != cfg["T"]:
         raise ValueError(f"task must be a data.SparseTask with T={cfg['T']}, got {task!r}")

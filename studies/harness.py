@@ -4,7 +4,7 @@ claim before a command writes, and the pages that copy tables.
 
   - worker_pool: fresh interpreters that start with Ctrl-C held, then ignore it (the parent
     handles it: saves, reports, stops them), and exit within a second of their parent's death;
-  - check_argv, check_runs, check_path, check_callable, require: what a public function takes,
+  - check_argv, check_runs, check_path, check_callable, need: what a public function takes,
     refused in one line naming the argument (ValueError or TypeError);
   - claim_outputs: every output of a command claimed (free or its own kind, neither an input
     nor another output) before any is written, each then written whole under a temporary name;
@@ -141,7 +141,7 @@ def check_path(name, v, what="a path", folder=False):
     return os.fspath(v)
 
 
-def require(ok, name, v, what, error=TypeError):
+def need(ok, name, v, what, error=TypeError):
     """Unless ok: error (TypeError, or ValueError for a value of the right type) "{name} must be
     {what}, got {v}", one line. The studies' one message for an argument a check refuses."""
     if not ok:

@@ -22,7 +22,7 @@ from attn import INTS, check_number
 from cli import claim_outputs, read_text_file, write_json, write_text
 
 from studies import harness
-from studies.harness import require
+from studies.harness import need
 
 
 LIMIT_SEEDS = 200     # streams per T for the statistical limit (about 1 s at T = 10^4)
@@ -35,14 +35,14 @@ CHEAP_SUPPORTS = 1000   # C(T, s) up to this: enumerating every support takes ab
 
 
 def _check_limit_arguments(task, s, Ts, n_seeds, compute):
-    require(isinstance(task, str) and task in data.TASKS, "task", task,
+    need(isinstance(task, str) and task in data.TASKS, "task", task,
             f"one of {', '.join(data.TASKS)}", ValueError)
-    require(isinstance(Ts, (list, tuple)) and Ts, "Ts", Ts, "a non-empty list of integers T")
+    need(isinstance(Ts, (list, tuple)) and Ts, "Ts", Ts, "a non-empty list of integers T")
     check_number("s", s, INTS, 1)
     for T in Ts:
         check_number("Ts", T, INTS, s, 2 ** 62, "integers T >= s = {lo}")
     check_number("n_seeds", n_seeds, INTS, 1, 10 ** 6 + 1)
-    require(isinstance(compute, bool), "compute", compute, "True or False")
+    need(isinstance(compute, bool), "compute", compute, "True or False")
 
 
 def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=True):
@@ -126,7 +126,7 @@ def limit_text(lim):
     """A limit (statistical_limits' dict) as 'median [q05, q95]'; '' for none (None or {})."""
     if not lim:
         return ""
-    require(isinstance(lim, dict) and {"median", "q05", "q95"} <= set(lim), "lim", lim,
+    need(isinstance(lim, dict) and {"median", "q05", "q95"} <= set(lim), "lim", lim,
             "a limit of statistical_limits (median, q05, q95)", ValueError)
     show = lambda v: f"{v:.0f}" if np.isfinite(v) else "inf"
     return f"{show(lim['median'])} [{show(lim['q05'])}, {show(lim['q95'])}]"

@@ -279,10 +279,10 @@ def replay(out, n_rows=5, seed=0, kernel=None, workers=1, cheap=False, log=_log_
     out = harness.check_path("out", out, "a study folder", folder=True)
     n_rows, seed = _count("n_rows", n_rows, 1, 10**6), _count("seed", seed, 0, 2**63)
     workers = _count("workers", workers, 1, harness.MAX_WORKERS)
-    harness.require(kernel is None or kernel in arithmetic.kernels_here(), "kernel", kernel,
+    harness.need(kernel is None or kernel in arithmetic.kernels_here(), "kernel", kernel,
                     f"None or a kernel this processor can run ({', '.join(arithmetic.kernels_here())})")
-    harness.require(isinstance(cheap, bool), "cheap", cheap, "True or False")
-    harness.require(log is None or callable(log), "log", log, "None or a function of one line")
+    harness.need(isinstance(cheap, bool), "cheap", cheap, "True or False")
+    harness.need(log is None or callable(log), "log", log, "None or a function of one line")
     kind = folder_kind(out)
     meta, rows, cell_of = _folder_runs(out, kind)
     pick = [r for r in rows if study.is_final(r)] if kind == "trace" else rows
@@ -314,7 +314,7 @@ def summary(out, res):
     """The verdict's line: 'OUT: 5 of 5 rows replay bit for bit (OpenBLAS ... SkylakeX, ...)' or
     the first row and column that differ, and what to do where the folder's kernel is another."""
     out = harness.check_path("out", out, "a study folder")
-    harness.require(isinstance(res, dict) and {"rows", "arithmetic", "recorded"} <= set(res),
+    harness.need(isinstance(res, dict) and {"rows", "arithmetic", "recorded"} <= set(res),
                     "res", res, "what replay returned")
     ok = sum(d is None for _, d, _ in res["rows"])
     line = (f"{out}: {ok} of {len(res['rows'])} rows replay bit for bit "
@@ -337,7 +337,7 @@ def find(out, n_rows=2, seed=0, workers=1, log=_log_line):
     out = harness.check_path("out", out, "a study folder", folder=True)
     n_rows, seed = _count("n_rows", n_rows, 1, 10**6), _count("seed", seed, 0, 2**63)
     workers = _count("workers", workers, 1, harness.MAX_WORKERS)
-    harness.require(log is None or callable(log), "log", log, "None or a function of one line")
+    harness.need(log is None or callable(log), "log", log, "None or a function of one line")
     tried, found, seen, by_row = [], None, set(), {}
     for k in [None] + arithmetic.kernels_here()[::-1]:        # the newest kernels first
         served = _served_kernel(k) if k is not None else None
@@ -395,7 +395,7 @@ def _finding_row(out):
 
 def findings_table(folders):
     """The table of the folders' findings (their arithmetic.json; nothing is trained)."""
-    harness.require(isinstance(folders, (list, tuple)) and folders, "folders", folders,
+    harness.need(isinstance(folders, (list, tuple)) and folders, "folders", folders,
                     "a non-empty list of study folders")
     folders = [harness.check_path("folders", f, "a study folder", folder=True) for f in folders]
     return "\n".join(["| folder | the arithmetic that replays its rows | rows replayed, by kernel "

@@ -24,7 +24,7 @@ from theory import construction_width, fit_line
 from attn import INTS, check_number
 from studies import harness, stats
 from studies.folder import folder_rows, full_options
-from studies.harness import check_markers, marked_files, page_target, paste_tables, require
+from studies.harness import check_markers, marked_files, page_target, paste_tables, need
 from studies.laws import log_departure, paired_growth, paired_ratio, scaling_fits
 from studies.limits import LIMIT_SEEDS, STRUCTURED, limit_text, statistical_limits
 from studies.stats import (bound_text, critical_sizes, seed_outcome, split_by_T,
@@ -64,9 +64,9 @@ def success_table(rows, models):
     bootstrap over seeds); and per model, scaling_fits of m50 against T (None under 3 T).
     About a second per (model, T) at N_BOOT resamples: on a terminal, a line on stderr shows
     which one it is at, and is cleared when done."""
-    require(isinstance(rows, list) and all(isinstance(r, dict) and "model" in r for r in rows),
+    need(isinstance(rows, list) and all(isinstance(r, dict) and "model" in r for r in rows),
             "rows", rows, "a list of runs (dicts with a model)")
-    require(isinstance(models, (list, tuple)) and all(m in ("transformer", "mlp") for m in models),
+    need(isinstance(models, (list, tuple)) and all(m in ("transformer", "mlp") for m in models),
             "models", models, "a list of transformer, mlp", ValueError)
     est, fits = {}, {}
     show = sys.stderr.isatty()
@@ -90,8 +90,8 @@ def success_table(rows, models):
 def ci_text(e, key, decimals=0):
     """e[key] [e[key_lo], e[key_hi]]: a point estimate and its 95% interval, no bound printed to a
     digit finer than its Monte Carlo error (stats.bound_text)."""
-    require(isinstance(key, str), "key", key, "a str")
-    require(isinstance(e, dict) and {key, key + "_lo", key + "_hi"} <= set(e), "e", e,
+    need(isinstance(key, str), "key", key, "a str")
+    need(isinstance(e, dict) and {key, key + "_lo", key + "_hi"} <= set(e), "e", e,
             f"a dict holding {key}, {key}_lo and {key}_hi (key={key!r})", ValueError)
     return (f"{bound_text(e[key], decimals)} [{bound_text(e[key + '_lo'], decimals)}, "
             f"{bound_text(e[key + '_hi'], decimals)}]")
@@ -103,7 +103,7 @@ def rerun_texts(folder, seeds=range(10), n_boot=None):
     (success_estimates), and the bounds of the fits across T (scaling_fits, the table's digits)
     -> {name: [text at each seed]}. n_boot: default stats.N_BOOT, what the tables draw."""
     harness.check_path("folder", folder, "a sweep folder", folder=True)
-    require(isinstance(seeds, (list, tuple, range)) and seeds, "seeds", seeds,
+    need(isinstance(seeds, (list, tuple, range)) and seeds, "seeds", seeds,
             "a non-empty list of bootstrap seeds")
     for seed in seeds:
         check_number("seeds", seed, INTS, 0)
@@ -130,7 +130,7 @@ def rerun_texts(folder, seeds=range(10), n_boot=None):
 def rerun_changes(texts):
     """{name: [text at seed 0, at seed 1, ...]} -> (reruns whose text differs from seed 0's,
     reruns): the measure of the printing rule (stats.py's module docstring)."""
-    require(isinstance(texts, dict) and all(isinstance(v, list) and v for v in texts.values()),
+    need(isinstance(texts, dict) and all(isinstance(v, list) and v for v in texts.values()),
             "texts", texts, "rerun_texts' dict of lists")
     changed = sum(t != v[0] for v in texts.values() for t in v[1:])
     return changed, sum(len(v) - 1 for v in texts.values())
@@ -150,7 +150,7 @@ def rounding_note():
 def fits_line(head, what, f):
     """One line of scaling_fits' results for `what` (m50 or m*), with their 95% CIs."""
     keys = {k + side for k in ("log_b", "lin_b", "pow_k", "daic") for side in ("", "_lo", "_hi")}
-    require(isinstance(f, dict) and keys | {"p_log_better"} <= set(f), "f", f,
+    need(isinstance(f, dict) and keys | {"p_log_better"} <= set(f), "f", f,
             "a dict of laws.scaling_fits", ValueError)
     return (f"{head}{what} ~ a + b ln T, b = {ci_text(f, 'log_b', 1)};  {what} ~ a + b T, "
             f"b = {ci_text(f, 'lin_b', 4)};  {what} ~ a T^k, k = {ci_text(f, 'pow_k', 2)};  "
@@ -274,8 +274,8 @@ def folder_report(out, rows, grids, a, protocol, missing):
     sweep's options (task, s, bar, n_test, steps, search, grid_ratio); missing: the searches asked
     for but not finished, [(model, T, seed)], named at the top of the table."""
     harness.check_path("out", out, "a sweep folder", folder=True)
-    require(isinstance(missing, list), "missing", missing, "a list of (model, T, seed)")
-    require(isinstance(grids, dict) and grids, "grids", grids, "a dict {model: m grid}")
+    need(isinstance(missing, list), "missing", missing, "a list of (model, T, seed)")
+    need(isinstance(grids, dict) and grids, "grids", grids, "a dict {model: m grid}")
     stats = critical_sizes(rows, grids, a.search)
     comparable = _asks_papers_question(a.task, a.s, a.bar)
     what = f"{a.s}-sparse {a.task.upper() if a.task in ('and', 'or') else a.task}"
@@ -331,7 +331,7 @@ def _split_medians(runs, key):
 
 def cpu_minutes(runs):
     """The runs' seconds summed, in minutes."""
-    require(isinstance(runs, list) and all(isinstance(r, dict) and "seconds" in r for r in runs),
+    need(isinstance(runs, list) and all(isinstance(r, dict) and "seconds" in r for r in runs),
             "runs", runs, "a list of rows with seconds")
     return np.nansum([float(r["seconds"]) for r in runs]) / 60
 
@@ -805,7 +805,7 @@ def over_folders(a, fail, make, also=()):
     anything is computed; make() -> (table, extra), its ValueError one line through fail(); the
     table also goes to --out."""
     harness.check_callable("make", make)
-    require(isinstance(also, (list, tuple)), "also", also, "a list of (path, kind, what)")
+    need(isinstance(also, (list, tuple)), "also", also, "a list of (path, kind, what)")
     for folder in a.folders:
         if not os.path.isdir(folder):
             fail(f"no folder {folder}")

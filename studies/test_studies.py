@@ -4015,7 +4015,7 @@ STUDY_WALK = {
                                names=dict(v=r"\bx\b")),
     "harness.check_callable": Walk(lambda f: dict(name="x", v=print),
                                    legal=dict(name={"*": LITERAL}), names=dict(v=r"\bx\b")),
-    "harness.require": Walk(lambda f: dict(ok=True, name="x", v=1, what="y", error=TypeError),
+    "harness.need": Walk(lambda f: dict(ok=True, name="x", v=1, what="y", error=TypeError),
                             legal=dict(ok={"*": "any truth value: the caller's test"},
                                        v={"*": "anything is shown"}, name={"*": LITERAL},
                                        what={"*": LITERAL}, error={"*": LITERAL})),
