@@ -81,5 +81,8 @@ $PY -m studies.symmetries cells $P/full/pairs-low.csv results/symmetries/cells-l
 $PY -m studies.symmetries cells $P/more-seeds/pairs.csv results/symmetries/more-seeds-all.md > /dev/null
 $PY -m studies.symmetries cells $P/more-seeds/pairs.csv results/symmetries/more-seeds-new.md \
     --seeds 20-39 > /dev/null
+# issue 47's screen of training inside the norm ball, beside the study's sweep seed for seed
+$PY -m studies.sweep compare results/extended results/protocols/qk-ball-{0.5,1,4} --seeds 10 \
+    --Ts 100,300,1100 --out results/symmetries/qk-ball.md > /dev/null
 $PY sweep.py pages $( { ls README.md; find results -name '*.md' | sort; } | xargs grep -l '^<!-- begin ' ) > /dev/null
 echo "done: git diff --stat shows what changed"
