@@ -125,11 +125,12 @@ def train_study_model(d, T, plan=STUDY_PLAN, seed=0):
 
 
 def ratio_text(ratios):
-    """'1' when every ratio is 1 to SAME; else 'xA to xB' (3 figures, 10 where 3 would say 1)."""
+    """'1' when every ratio is 1 to SAME; else 'xA to xB' (3 figures; 'x(1 + 2.6e-06)' where 3
+    figures would print 1)."""
     lo, hi = min(ratios), max(ratios)
     if max(abs(lo - 1), abs(hi - 1)) <= SAME:
         return "1"
-    f = lambda x: f"x{x:.3g}" if f"{x:.3g}" != "1" else f"x{x:.10g}"
+    f = lambda x: f"x{x:.3g}" if f"{x:.3g}" != "1" else f"x(1 {'+' if x > 1 else '-'} {abs(x - 1):.2g})"
     return f(lo) if abs(hi - lo) <= SAME * abs(hi) else f"{f(lo)} to {f(hi)}"
 
 

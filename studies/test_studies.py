@@ -4131,6 +4131,7 @@ def test_the_measures_table_says_which_measure_each_symmetry_moves():
     assert len(canon) == 13 and all(x.strip(" |") == "1" for k in canon for x in rows[k])
     assert symmetries.ratio_text([1.0, 1 + 1e-12]) == "1"
     assert symmetries.ratio_text([0.5, 2.0]) == "x0.5 to x2"
+    assert symmetries.ratio_text([1 + 2.6e-6, 1.01]) == "x(1 + 2.6e-06) to x1.01"
 
 
 def test_each_paired_cell_gets_the_exact_sign_test_beside_its_bootstrap(tmp_path):
