@@ -420,7 +420,8 @@ def construction_width(T, s, code_factor=16.0):
     random +-1/sqrt(d_p) codes stay nearly orthogonal over T positions at about 16 s ln T (about
     8 ln T was seen to fail). build_sparse_head builds its heads with it; studies/report.py's
     width table sets it beside the widths trained."""
-    T, s = check_number("T", T, INTS, 1), check_number("s", s, INTS, 1)
+    T = check_number("T", T, REALS, 1, what="a number of positions >= 1")   # a plot's axis too
+    s = check_number("s", s, INTS, 1)
     code_factor = check_number("code_factor", code_factor, REALS, math.ulp(0.0), 10**6,
                                "a finite number > 0 and < 10**6")
     return max(8, int(math.ceil(code_factor * s * math.log(max(T, 2)))))
