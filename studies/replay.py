@@ -156,13 +156,16 @@ def _same(recorded, value):
     return str(value if value is not None else "") == recorded, None
 
 
+LATER = ("pos_overlap",)   # measured since a later version: older rows wrote nan for it
+
+
 def _compared(k, recorded):
     """Whether a recorded row's column is compared: not a timing, and recorded at all (a file
     written before the column existed holds it empty; a row imported from a log, *-from-log*.csv,
-    holds nan where the log did not say)."""
+    holds nan where the log did not say, and an older row nan in a column measured LATER)."""
     text = recorded.get(k, "")
     return k not in _TIMING and k != "line" and text != "" and not (
-        text == "nan" and "from-log" in recorded.get("line", ""))
+        text == "nan" and ("from-log" in recorded.get("line", "") or k in LATER))
 
 
 def _worst(kind, recorded, again, all_rows=None):
@@ -388,7 +391,7 @@ def _finding_row(out):
         mixed = "; ".join(f"{line.split('/')[-1]}: {k}" for line, k in rows.items())
         return f"| {out} | rows of two kernels ({mixed}) | {tries} | {f['cpu']} |"
     c = f.get("closest")
-    near = (f"closest: {c['kernel']}, _worst relative difference "
+    near = (f"closest: {c['kernel']}, worst relative difference "
             f"{c['worst_relative_difference']:.2g} in {c['worst_column']}" if c else "-")
     return f"| {out} | none of the kernels tried exactly ({near}) | {tries} | {f['cpu']} |"
 
