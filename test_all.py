@@ -1290,6 +1290,105 @@ WALK.update({
 })
 
 
+# theory.py: the paper's theory (issue 45: every module walked)
+def _theory_head():  # -> params, cfg, task of a hand-built 3-sparse AND head at T = 10
+    task = data.make_task("and", 10, 3, np.random.default_rng(0))
+    p, cfg, _ = theory.build_sparse_head(task, np.random.default_rng(1))
+    return p, cfg, task
+
+
+FIXED = "a literal of the report's code"
+POSITIVE = {"10**12": "a large positive number"}
+WALKED += (theory,)
+WALK.update({
+    "theory.require": Walk(lambda f: dict(ok=True, what="x"), legal=dict(
+        ok={"*": "any truth value"}, what={"'bogus'": FIXED})),
+    "theory.numerical_jacobian": Walk(lambda f: dict(f=lambda x: (x ** 2).sum(), x=np.ones(3),
+                                                     h=1e-6),
+                                      legal=dict(h={"10**12": "a huge step is a (useless) step"},
+                                                 x={"0-d": "a number in an array",
+                                                    "wrong shape": "any shape"})),
+    "theory.fit_line": Walk(lambda f: dict(x=np.array([1.0, 2, 3]), y=np.array([2.0, 4, 7])),
+                            legal=dict(x={"list": ARRAY_LIKE}, y={"list": ARRAY_LIKE})),
+    "theory.softmax_l1_linf_ratio": Walk(lambda f: dict(a=f["z"], b=f["z"] + 1), legal=dict(
+        a={"list": ARRAY_LIKE, "0-d": "a number", "wrong shape": "any shape, last axis T"},
+        b={"list": ARRAY_LIKE, "0-d": "a number", "wrong shape": "any shape, last axis T"})),
+    "theory.balanced_direction": Walk(lambda f: dict(a=np.array([[0.5, -1.0, 2.0]])),
+                                      legal=dict(a={"list": ARRAY_LIKE})),
+    "theory.softmax_lipschitz_search": Walk(lambda f: dict(rng=f["rng"], n_random=6, n_climb=1)),
+    "theory.spectral_norm": Walk(lambda f: dict(W=f["W"]), legal=dict(W={"list": ARRAY_LIKE})),
+    "theory.norm_21": Walk(lambda f: dict(W=f["W"]), legal=dict(W={"list": ARRAY_LIKE})),
+    "theory.readout_and_mlp_factors": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]),
+                                           names=P_NAMES),
+    "theory.norm_measures": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]), names=P_NAMES),
+    "theory.covering_constant": Walk(lambda f: dict(nm=theory.norm_measures(f["p"], f["cfg"]))),
+    "theory.covering_parts": Walk(lambda f: dict(nm=theory.norm_measures(f["p"], f["cfg"]))),
+    "theory.covering_from_parts": Walk(lambda f: dict(B_X=2.0, L_after=1.5, heads_scores=0.3,
+                                                      heads_values=4.0, heads_readout=1.9),
+                                       legal={k: dict(POSITIVE, **{"0": "a sum of none"})
+                                              for k in ("L_after", "heads_scores",
+                                                        "heads_values", "heads_readout")}
+                                       | {"B_X": POSITIVE}),
+    "theory.log_covering_bound": Walk(lambda f: dict(C=1e5, d=64, m=100, T=100, eps=0.1),
+                                      legal=dict(C=POSITIVE, d=POSITIVE, m=POSITIVE, T=POSITIVE,
+                                                 eps=POSITIVE)),
+    "theory.generalization_gap": Walk(lambda f: dict(C=1e5, d=64, m=100, T=100),
+                                      legal=dict(C=POSITIVE, d=POSITIVE, m=POSITIVE,
+                                                 T=POSITIVE)),
+    "theory.samples_for_gap": Walk(lambda f: dict(C=1e5, d=64, T=100, gap=0.1),
+                                   legal=dict(C=POSITIVE, d=POSITIVE, T=POSITIVE, gap=POSITIVE)),
+    "theory.linear_class_samples": Walk(lambda f: dict(T=100, gap=0.1),
+                                        legal=dict(T=POSITIVE, gap=POSITIVE)),
+    "theory.construction_width": Walk(lambda f: dict(T=100, s=3, code_factor=16.0),
+                                      legal=dict(T=dict(POSITIVE, **{"2.5": "a number of T"}),
+                                                 s=POSITIVE)),
+    "theory.paper_score_gap": Walk(lambda f: dict(T=100, s=3, eps=0.1),
+                                   legal=dict(T=POSITIVE, eps=POSITIVE)),
+    "theory.positional_codes": Walk(lambda f: dict(T=10, d_p=8, rng=f["rng"])),
+    "theory.relu_interpolant": Walk(lambda f: dict(x=np.array([0.0, 0.5, 1.0]),
+                                                   y=np.array([-1.0, 1.0, -1.0])),
+                                    legal=dict(x={"list": ARRAY_LIKE}, y={"list": ARRAY_LIKE})),
+    "theory.build_sparse_head": Walk(lambda f: dict(task=_theory_head()[2], rng=f["rng"],
+                                                    code_factor=16.0)),
+    "theory.check_construction": Walk(lambda f: dict(zip(("p", "cfg", "task"), _theory_head()),
+                                                     rng=f["rng"], n_fill=1, path="fast"),
+                                      names=P_NAMES, legal=dict(n_fill={"0": "no random fill"})),
+    "theory.lse": Walk(lambda f: dict(z=f["z"], beta=1.0), legal=dict(
+        z={"list": ARRAY_LIKE, "wrong shape": "any leading axes"}, beta=POSITIVE)),
+    **{f"theory.{n}": Walk(lambda f, a=a: {a[0]: f["W"], a[1]: f["W"][0], "beta": 1.0},
+                           legal={a[0]: {"list": ARRAY_LIKE}, a[1]: {"list": ARRAY_LIKE},
+                                  "beta": POSITIVE})
+       for n, a in (("lse_grad", ("K", "q")), ("lse_hessian", ("K", "q")),
+                    ("head_as_lse_gradient", ("K", "theta")),
+                    ("tied_residual_step", ("K", "x")))},
+    "theory.layernorm_plain": Walk(lambda f: dict(x=f["W"]), legal=dict(
+        x={"list": ARRAY_LIKE, "wrong shape": "any leading axes"})),
+    "theory.layernorm_jacobian_norm": Walk(lambda f: dict(x=f["W"][0]),
+                                           legal=dict(x={"list": ARRAY_LIKE})),
+    **{f"theory.{n}": Walk(lambda f: dict(anchor=f["W"][0], cands=f["W"], beta=1.0),
+                           legal=dict(anchor={"list": ARRAY_LIKE}, cands={"list": ARRAY_LIKE},
+                                      beta=POSITIVE)) for n in ("infonce_loss", "infonce_grad")},
+    "theory.pairwise_ratios": Walk(lambda f: dict(X=f["W"], Y=f["W"] * 2),
+                                   legal=dict(X={"list": ARRAY_LIKE}, Y={"list": ARRAY_LIKE})),
+    **{f"theory.{name}": Walk(lambda f, kw=kw: dict(rng=f["rng"], **kw),
+                              legal=dict(beta=POSITIVE)) for name, kw in (
+        ("check_lse_gradient", dict(n=3, d=2, beta=1.7)),
+        ("check_lse_hessian", dict(n=3, d=2, beta=1.7)),
+        ("check_tied_expansion", dict(trials=2, n=3, d=2)),
+        ("check_layernorm", dict(trials=2, d=4)), ("check_infonce", dict(n=3, d=2, beta=0.8)),
+        ("demo_untied", dict(n=3, d=2, beta=2.0, tries=2)),
+        ("demo_energy", dict(trials=3, n=3, d=2)),
+        ("demo_post_ln_collapse", dict(n=3, d=4, blocks=2)))},
+    "theory.measure_trained_block": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"][:1]),
+                                         names=P_NAMES),
+    "theory.say": Walk(lambda f: dict(tag="", text="x"), legal=dict(
+        tag={"'bogus'": FIXED}, text={"'bogus'": FIXED})),
+    "theory.heading": Walk(lambda f: dict(title="x"), legal=dict(title={"'bogus'": FIXED})),
+    "theory.construction_cache": Walk(lambda f: dict()),
+    "theory.main": Walk(lambda f: dict(argv=["--help"]), run=False),
+})
+
+
 def _walk_tmp(name="x.json"):
     """A fresh file path in a folder of its own, for the walks of functions that write files."""
     import tempfile
@@ -1365,7 +1464,7 @@ WALK_EXEMPT = {f"attn.{op}_{way}": OP_EXEMPT for way in ("forward", "backward") 
     "embed", "layernorm", "linear", "softmax", "dropout", "attention_cls", "self_attention",
     "gelu", "relu", "mlp", "logistic")}
 HUGE_WALKED = ("attn", "baseline", "data", "fast", "optim", "hypotheses", "stats", "train",
-               "checkpoint", "run_options", "arithmetic", "cli", "symmetry")   # all: 10**400 too
+               "checkpoint", "run_options", "arithmetic", "cli", "symmetry", "theory")   # all
 
 
 def _public(module):

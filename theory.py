@@ -61,7 +61,7 @@ def _float_array(name, a, ndim=None):
         raw = np.asarray(a)
     except (TypeError, ValueError):                  # a ragged list
         raw = np.empty(0, dtype=object)
-    if raw.dtype.kind not in "biuf" or isinstance(a, (str, bytes)):
+    if raw.dtype.kind not in "iuf" or isinstance(a, (str, bytes)):
         raise TypeError(f"{name} must be real numbers (an array, a number or a list), got "
                         f"{attn.describe(a)}")
     a = raw.astype(np.float64)
@@ -99,6 +99,8 @@ def numerical_jacobian(f, x, h=1e-6):  # f: x [...] -> y [k...]; -> [k..., ...] 
     any shape, moved in place one element at a time and restored afterwards, also if f raises.
     For f: [d] -> [k] the result is [k, d]; for a scalar f it is the gradient, x's shape. Error:
     O(h^2) from truncation plus O(2.2e-16 |f| / h) from rounding."""
+    if not callable(f):
+        raise TypeError(f"f must be a function of x, got {attn.describe(f)}")
     if not isinstance(x, np.ndarray) or x.dtype != np.float64:
         got = f"dtype {x.dtype}" if isinstance(x, np.ndarray) else type(x).__name__
         raise ValueError(f"x must be a float64 numpy array (it is moved in place), got {got}")
@@ -217,10 +219,12 @@ def softmax_lipschitz_search(rng, n_random=6000, n_climb=400):
 #     2T + 1 distinct rows is the max over every possible input.
 
 def spectral_norm(W):  # [a, b] -> float
+    W = _float_array("W", W, 2)
     return float(np.linalg.norm(np.asarray(W, np.float64), 2))
 
 
 def norm_21(W):  # [a, b] -> float: sum over columns of the column 2-norms
+    W = _float_array("W", W, 2)
     return float(np.linalg.norm(np.asarray(W, np.float64), axis=0).sum())
 
 
@@ -574,6 +578,8 @@ def check_construction(p, cfg, task, rng, n_fill=2, path="fast"):
 def lse(z, beta=1.0):  # [..., n] -> [...]
     """beta^-1 log sum_j exp(beta z_j), stabilised by the data's own max."""
     z, beta = _float_array("z", z), _positive("beta", beta)
+    if z.ndim < 1:
+        raise ValueError(f"z must be an array [..., n] of scores, got shape {z.shape}")
     zb = beta * z
     M = zb.max(-1, keepdims=True)
     return (M[..., 0] + np.log(np.exp(zb - M).sum(-1))) / beta
@@ -582,6 +588,9 @@ def lse(z, beta=1.0):  # [..., n] -> [...]
 def lse_grad(K, q, beta=1.0):  # [n, d], [..., d] -> [..., d]
     """K^T softmax(beta K q): the attention readout with values = keys (attn.softmax_forward)."""
     K, q, beta = _float_array("K", K, 2), _float_array("q", q), _positive("beta", beta)
+    if q.ndim < 1 or q.shape[-1] != K.shape[1]:
+        raise ValueError(f"q must be an array [..., d] with d = {K.shape[1]} (K's width), got "
+                         f"shape {q.shape}")
     return attn.softmax_forward(beta * (q @ K.T))[0] @ K
 
 
@@ -617,11 +626,17 @@ def head_as_lse_gradient(K, theta, beta=1.0):  # [n, d], [d] -> [d]
 
 def tied_residual_step(K, x, beta=1.0):  # [n, d], [..., d] -> [..., d]
     """x + K^T softmax(beta K x): one gradient-ascent step on lse_beta with shared keys K."""
-    return _float_array("x", x) + lse_grad(K, x, beta)
+    x, K = _float_array("x", x), _float_array("K", K, 2)
+    if x.ndim < 1 or x.shape[-1] != K.shape[1]:
+        raise ValueError(f"x must be an array [..., d] with d = {K.shape[1]} (K's width), got "
+                         f"shape {x.shape}")
+    return x + lse_grad(K, x, beta)
 
 
 def layernorm_plain(x):  # [..., d] -> [..., d]: attn.layernorm_forward with gain 1, shift 0
     x = _float_array("x", x)
+    if x.ndim < 1:
+        raise ValueError(f"x must be an array [..., d] of tokens, got shape {x.shape}")
     d = x.shape[-1]
     return attn.layernorm_forward(x, np.ones(d), np.zeros(d))[0]
 
@@ -647,7 +662,10 @@ def infonce_grad(anchor, cands, beta=1.0):  # -> [d]
     """beta (E_p[t] - t_+), p = softmax(beta cands @ anchor): an attention readout minus the
     positive (with beta = 1: E_p[T] - T_+)."""
     beta = _positive("beta", beta)
-    return beta * (lse_grad(cands, anchor, beta) - _float_array("cands", cands, 2)[0])
+    a, C = _float_array("anchor", anchor, 1), _float_array("cands", cands, 2)
+    if a.shape[0] != C.shape[1]:
+        raise ValueError(f"anchor must have the candidates' width {C.shape[1]}, got {a.shape[0]}")
+    return beta * (lse_grad(C, a, beta) - C[0])
 
 
 def pairwise_ratios(X, Y):  # [n, d], [n, d] -> [n(n-1)/2]: ||y_i - y_j|| / ||x_i - x_j||
@@ -808,6 +826,9 @@ def measure_trained_block(p, cfg, X):
     attn.check_params(p, cfg)
     if not cfg["ln"] or not cfg["mlp"]:
         raise ValueError("measure_trained_block needs a model with LayerNorms and an MLP (ln2)")
+    attn.check_01("X", X, "bits")
+    if X.shape != (1, cfg["T"]):
+        raise ValueError(f"X must be one input [1, T={cfg['T']}] of bits, got shape {X.shape}")
     f = {k: np.asarray(v, np.float64) for k, v in p.items()}
     x0, _ = attn.embed_forward(np.asarray(X, np.intp), f["E_tok"], f["E_pos"], f["cls"])
     xn, _ = attn.layernorm_forward(x0, f["ln1_g"], f["ln1_b"])
