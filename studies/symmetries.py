@@ -34,10 +34,11 @@ import numpy as np
 import attn
 import symmetry
 import train
+from attn import INTS, check_number
 from cli import OneLineParser
 from theory import covering_constant, generalization_gap, norm_measures
 
-from studies import stats
+from studies import harness, stats
 from studies.mechanism import measure_mechanism
 from studies.study import fmt, word
 
@@ -59,7 +60,7 @@ def _unit(n, seed):  # a fixed random unit vector [n]
     return v / np.linalg.norm(v)
 
 
-def symmetry_cases(cfg):
+def _symmetry_cases(cfg):
     """[(label, f(p, c))]: every exact symmetry of symmetry.py with one size c > 0 (the scalings
     at c; a mixing matrix M_h = O_h diag(c, 1, ..., 1), O_h a fixed rotation; a shift of length c
     along a fixed direction; the head order reversed, whatever c)."""
@@ -87,7 +88,7 @@ def symmetry_cases(cfg):
     return cases
 
 
-def measures(p, cfg, S, X, m):
+def _measures(p, cfg, S, X, m):
     """{name: float}: every measure the studies take of a trained model (theory.norm_measures,
     the largest head's norms; C; measure_mechanism's score scale and score gap; the bound
     sqrt(C ln(2 d m T) / m))."""
@@ -102,7 +103,7 @@ def measures(p, cfg, S, X, m):
     return out
 
 
-def canonical_measures(p, cfg, m=None):
+def _canonical_measures(p, cfg, m=None):
     """theory.norm_measures of symmetry.canonical(p, cfg), with C (covering_constant) as "C", the
     largest head's score scale ||W_QK||_2 B_X^2 and, given m, the bound: the paper's norms as
     measures of the function."""
@@ -114,7 +115,7 @@ def canonical_measures(p, cfg, m=None):
     return out
 
 
-def train_study_model(d, T, plan=STUDY_PLAN, seed=0):
+def _train_study_model(d, T, plan=STUDY_PLAN, seed=0):
     """The study's borderline run (d, T) of `seed` in float64 -> (params, cfg, S, X, m)."""
     cell = next(c for c in json.load(open(plan))["cells"]
                 if c["design"] == "borderline" and (c["d"], c["T"]) == (d, T))
@@ -124,7 +125,7 @@ def train_study_model(d, T, plan=STUDY_PLAN, seed=0):
     return r["params"], r["cfg"], r["S"], X, cell["m"]
 
 
-def ratio_text(ratios):
+def _ratio_text(ratios):
     """'1' when every ratio is 1 to SAME; else 'xA to xB' (3 figures; 'x(1 + 2.6e-06)' where 3
     figures would print 1)."""
     lo, hi = min(ratios), max(ratios)
@@ -134,16 +135,16 @@ def ratio_text(ratios):
     return f(lo) if abs(hi - lo) <= SAME * abs(hi) else f"{f(lo)} to {f(hi)}"
 
 
-def measure_table(models):
+def _measure_table(models):
     """Markdown lines: per model (params, cfg, S, X, m), the ratio of each measure (rows) under
     each symmetry (columns) at c = 2 and 0.5; then the canonical form's C and norms likewise."""
     lines = []
     for p, cfg, S, X, m in models:
-        cases = symmetry_cases(cfg)
-        base = measures(p, cfg, S, X, m)
-        moved = {lab: [measures(f(p, c), cfg, S, X, m) for c in FACTORS] for lab, f in cases}
-        can0 = canonical_measures(p, cfg, m)
-        can = {lab: [canonical_measures(f(p, c), cfg, m) for c in FACTORS] for lab, f in cases}
+        cases = _symmetry_cases(cfg)
+        base = _measures(p, cfg, S, X, m)
+        moved = {lab: [_measures(f(p, c), cfg, S, X, m) for c in FACTORS] for lab, f in cases}
+        can0 = _canonical_measures(p, cfg, m)
+        can = {lab: [_canonical_measures(f(p, c), cfg, m) for c in FACTORS] for lab, f in cases}
         logit = max(attn.rel_error(attn.model_forward(f(p, c), cfg, X)[0],
                                    attn.model_forward(p, cfg, X)[0])
                     for lab, f in cases for c in FACTORS)
@@ -154,16 +155,16 @@ def measure_table(models):
                   + " |", "|---|---|" + "---|" * len(cases)]
         for k, v in base.items():
             lines.append(f"| {k} | {v:.4g} | " + " | ".join(
-                ratio_text([moved[lab][i][k] / v for i in range(len(FACTORS))])
+                _ratio_text([moved[lab][i][k] / v for i in range(len(FACTORS))])
                 for lab, _ in cases) + " |")
         for k in ("B_X", "qk_spec", "qk_fro", "qk_21", "v_spec", "v_21", "o_spec", "readout_norm",
                   "mlp_factor", "L_after", "C", "score_scale", "bound"):
             pick = (lambda nm: max(nm[k])) if isinstance(can0[k], list) else (lambda nm: nm[k])
             lines.append(f"| canonical {k} | {pick(can0):.4g} | " + " | ".join(
-                ratio_text([pick(can[lab][i]) / pick(can0) for i in range(len(FACTORS))])
+                _ratio_text([pick(can[lab][i]) / pick(can0) for i in range(len(FACTORS))])
                 for lab, _ in cases) + " |")
         lines.append("")
-    labels = symmetry_cases(models[0][1])
+    labels = _symmetry_cases(models[0][1])
     return lines + ["Columns: " + "; ".join(lab for lab, _ in labels) + ".", "",
                     "A ratio is the measure after the symmetry over the measure before it, at "
                     "c = 2 and c = 0.5 (one number when both agree); 1: equal to 1e-9 (the "
@@ -173,11 +174,13 @@ def measure_table(models):
 
 
 def measures_command(out, plan=STUDY_PLAN, log=print):
-    models = [train_study_model(d, T, plan) for d, T in MODELS]
+    """Two study models trained again, their measures under every symmetry, into `out`."""
+    _check_command(out, plan, log, name="plan")
+    models = [_train_study_model(d, T, plan) for d, T in MODELS]
     lines = ["## The studies' measures under the model's exact symmetries", "",
              "Written by `python -m studies.symmetries measures` (two study models trained "
              "again in float64: the borderline cells' options, seed 0).", ""] + \
-        measure_table(models)
+        _measure_table(models)
     path = cli.claim_output(out, "table", "the table")
     cli.write_text(path, "\n".join(lines) + "\n")
     log(f"wrote {path}")
@@ -197,7 +200,7 @@ SMALL_T, LARGE_T = (100, 300), (3000,)
 N_BOOT = 20_000
 
 
-def read_pairs(path):
+def _read_pairs(path):
     with open(path, newline="") as f:
         return [dict(r, d=int(r["d"]), T=int(r["T"]), seed=int(r["seed"]),
                      base_success=int(r["base_success"]), int_success=int(r["int_success"]))
@@ -206,6 +209,8 @@ def read_pairs(path):
 
 def sign_test(lost, gained):
     """Two-sided exact sign test: P(a Binomial(n, 1/2) count as far from n/2 as `lost`)."""
+    lost, gained = (check_number(k, v, INTS, 0, 10**6 + 1, "a count from 0 to 10**6")
+                    for k, v in (("lost", lost), ("gained", gained)))
     n, k = lost + gained, min(lost, gained)
     if n == 0:
         return 1.0
@@ -215,6 +220,8 @@ def sign_test(lost, gained):
 def fisher_exact(a, b, c, d):
     """Two-sided Fisher exact test of the 2x2 table [[a, b], [c, d]]: the probability, given the
     margins, of a table no more likely than this one (integer arithmetic: ties are exact)."""
+    a, b, c, d = (check_number(k, v, INTS, 0, 10**6 + 1, "a count from 0 to 10**6")
+                  for k, v in (("a", a), ("b", b), ("c", c), ("d", d)))
     r1, c1, n = a + b, a + c, a + b + c + d
     ways = lambda x: math.comb(c1, x) * math.comb(n - c1, r1 - x)   # tables with a = x
     here = ways(a)
@@ -222,7 +229,7 @@ def fisher_exact(a, b, c, d):
                if w <= here) / math.comb(n, r1)
 
 
-def interaction_row(rows, arms, d, n_boot=N_BOOT):
+def _interaction_row(rows, arms, d, n_boot=N_BOOT):
     """(effect at small T [lo, hi], at large T [lo, hi], difference [lo, hi], counts) for the
     arms `arms` pooled at width d (or both widths, d = "all": a seed's pairs at one T, both
     widths, drawn together)."""
@@ -251,14 +258,14 @@ def interaction_row(rows, arms, d, n_boot=N_BOOT):
     return out, counts
 
 
-def interaction_table(rows, n_boot=N_BOOT):
+def _interaction_table(rows, n_boot=N_BOOT):
     lines = ["| arms | d | T = 100, 300: int. - base [95% CI] | lost / gained (sign test p) | "
              "T = 3000: int. - base [95% CI] | lost / gained (sign test p) | "
              "difference, 3000 - small T [95% CI] | against 0 | Fisher exact p |",
              "|---|---|---|---|---|---|---|---|---|"]
     for arms in [(a,) for a in HIGH_ARMS] + [HIGH_ARMS]:
         for d in sorted({r["d"] for r in rows}) + ["all"]:
-            out, n = interaction_row(rows, arms, d, n_boot)
+            out, n = _interaction_row(rows, arms, d, n_boot)
             (ls, gs, _), (ll, gl, _) = n["small"], n["large"]
             exact = len(arms) == 1 and d != "all"     # independent pairs only
             p = (lambda f, *a: f" ({f(*a):.3g})" if exact else "")
@@ -272,7 +279,9 @@ def interaction_table(rows, n_boot=N_BOOT):
 
 
 def interaction_command(pairs, out, n_boot=N_BOOT, log=print):
-    rows = read_pairs(pairs)
+    """The arm x T interaction of the paired CSV `pairs`, into `out`."""
+    _check_command(out, pairs, log, n_boot)
+    rows = _read_pairs(pairs)
     lines = ["## The arm x T interaction of the arms that hold the token norm high", "",
              f"Written by `python -m studies.symmetries interaction {pairs}`. Per width, the "
              "paired success difference (arm - study, seed by seed) at T = 100 and 300 (their "
@@ -283,13 +292,13 @@ def interaction_command(pairs, out, n_boot=N_BOOT, log=print):
              "test per group, Fisher's exact test of lost/gained against small/large T; only where the "
              "pairs are independent (one arm, one width: '-' elsewhere, since two arms share a "
              "seed's baseline run and two widths its training set).", ""] + \
-        interaction_table(rows, n_boot)
+        _interaction_table(rows, n_boot)
     path = cli.claim_output(out, "table", "the table")
     cli.write_text(path, "\n".join(lines) + "\n")
     log(f"wrote {path}")
 
 
-def seed_range(text):  # "20-39" -> (20, 39)
+def _seed_range(text):  # "20-39" -> (20, 39)
     try:
         lo, hi = (int(v) for v in text.split("-"))
     except ValueError:
@@ -299,7 +308,7 @@ def seed_range(text):  # "20-39" -> (20, 39)
     return lo, hi
 
 
-def cells_table(rows, seeds=None, n_boot=N_BOOT):
+def _cells_table(rows, seeds=None, n_boot=N_BOOT):
     """Per (arm, d, T) cell of a paired CSV (seeds lo..hi only, given `seeds`): pairs, lost,
     gained, the paired success difference [95% CI, the cell's seeds resampled], the bootstrap's
     word, and beside it the exact two-sided sign test on the discordant pairs."""
@@ -325,7 +334,12 @@ def cells_table(rows, seeds=None, n_boot=N_BOOT):
 
 
 def cells_command(pairs, out, seeds=None, n_boot=N_BOOT, log=print):
-    rows = read_pairs(pairs)
+    """Each paired cell of `pairs` (seeds: None, or (lo, hi)) with its exact test, into `out`."""
+    _check_command(out, pairs, log, n_boot)
+    harness.need(seeds is None or isinstance(seeds, tuple) and len(seeds) == 2 and all(
+        isinstance(s, int) and not isinstance(s, bool) for s in seeds) and 0 <= seeds[0]
+        <= seeds[1], "seeds", seeds, "None or (lo, hi) with 0 <= lo <= hi")
+    rows = _read_pairs(pairs)
     which = f"seeds {seeds[0]}-{seeds[1]}" if seeds else "every seed"
     lines = ["## Paired cells with an exact test beside the bootstrap", "",
              f"Written by `python -m studies.symmetries cells {pairs}"
@@ -334,7 +348,7 @@ def cells_command(pairs, out, seeds=None, n_boot=N_BOOT, log=print):
              f"({n_boot} resamples), and the exact two-sided sign test on the discordant pairs "
              "(lost against gained, Binomial(n, 1/2)), which a small cell needs: 4 lost and 0 "
              "gained can exclude 0 in the bootstrap while the exact test gives p = 0.125.", ""] + \
-        cells_table(rows, seeds, n_boot)
+        _cells_table(rows, seeds, n_boot)
     path = cli.claim_output(out, "table", "the table")
     cli.write_text(path, "\n".join(lines) + "\n")
     log(f"wrote {path}")
@@ -342,7 +356,7 @@ def cells_command(pairs, out, seeds=None, n_boot=N_BOOT, log=print):
 
 # ======== 3. THE COMMAND LINE ===================================================================
 
-def parser():
+def _parser():
     ap = OneLineParser(prog="python -m studies.symmetries", description=__doc__.split("\n\n")[2])
     sub = ap.add_subparsers(dest="command", required=True)
     m = sub.add_parser("measures", help="the measures' ratios under each symmetry")
@@ -354,12 +368,20 @@ def parser():
     c = sub.add_parser("cells", help="each paired cell: bootstrap and exact sign test")
     c.add_argument("pairs", help="a CSV of `mechanism.py paired --pairs`")
     c.add_argument("out", help="the markdown table to write")
-    c.add_argument("--seeds", type=seed_range, default=None, help="only seeds LO-HI (e.g. 20-39)")
+    c.add_argument("--seeds", type=_seed_range, default=None, help="only seeds LO-HI (e.g. 20-39)")
     return ap
 
 
+def _check_command(out, source, log, n_boot=1, name="pairs"):
+    harness.check_path("out", out, "the table's file")
+    harness.check_path(name, source, "an input file")
+    harness.need(os.path.isfile(source), name, source, "an existing file", ValueError)
+    harness.need(callable(log), "log", log, "a function of one line")
+    check_number("n_boot", n_boot, INTS, 1, 10**6 + 1, "an integer from 1 to 10**6")
+
+
 def main(argv=None):
-    a = parser().parse_args(argv)
+    a = _parser().parse_args(harness.check_argv(argv))
     try:
         if a.command == "measures":
             measures_command(a.out, a.plan)

@@ -3766,6 +3766,20 @@ COMMAND = "a parsed command line, every value checked by its parser, and the com
 _RUN = lambda **kw: dict(dict(run_options.DEFAULTS, T=8, m=16, d=8, heads=2, mlp=8, steps=20,
                               n_test=100, seed=0, log_every=0), **kw)
 STUDY_WALK = {
+    # symmetries.py (issue 47): its commands and exact tests
+    "symmetries.sign_test": Walk(lambda f: dict(lost=4, gained=0), legal=dict(
+        lost={"0": "none lost"}, gained={"0": "none gained"})),
+    "symmetries.fisher_exact": Walk(lambda f: dict(a=1, b=9, c=11, d=3), legal={
+        k: {"0": "an empty cell"} for k in "abcd"}),
+    "symmetries.measures_command": Walk(lambda f: dict(out=_w("m.md"),
+                                                       plan="results/mechanism/plan.json",
+                                                       log=print), run=False,
+                                        legal=dict(out=NEW_FILE)),
+    **{f"symmetries.{c}_command": Walk(lambda f: dict(
+        pairs="results/mechanism-interventions/full/pairs.csv", out=_w("i.md"), n_boot=10,
+        log=print), run=False, legal=dict(out=NEW_FILE, n_boot={"10**12": "refused"}))
+       for c in ("interaction", "cells")},
+    "symmetries.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     # replay.py and kernels.py (issue 46): the folders read, nothing trained in a hostile call
     "replay.folder_kind": Walk(lambda f: dict(out="results/extended"),
                                legal=dict(out={"'bogus'": "refused: no folder"})),
@@ -4058,7 +4072,7 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
     hostile value in one line naming the argument."""
     import test_all
     modules = (mechanism, failures, families, sweep, steps, theory_report, folder, report, study,
-               harness, limits, provenance, replay, kernels)
+               harness, limits, provenance, replay, kernels, symmetries)
     monkeypatch.setattr(test_all, "HUGE_WALKED", tuple(m.__name__.split(".")[-1]
                                                        for m in modules))
     public = {k: v for m in modules for k, v in _public(m).items()}
@@ -4096,8 +4110,8 @@ def _pairs(effect_small, effect_large, n=20):  # rows of a paired CSV, one arm, 
 
 
 def test_the_interaction_is_established_where_the_effect_flips_and_not_where_it_does_not():
-    flip = symmetries.interaction_row(_pairs(0.2, -0.3), ("freeze-ln1",), 64, n_boot=2000)
-    (out, n), same = flip, symmetries.interaction_row(_pairs(0.1, 0.1), ("freeze-ln1",), 64,
+    flip = symmetries._interaction_row(_pairs(0.2, -0.3), ("freeze-ln1",), 64, n_boot=2000)
+    (out, n), same = flip, symmetries._interaction_row(_pairs(0.1, 0.1), ("freeze-ln1",), 64,
                                                       n_boot=2000)
     assert out["small"][0] == pytest.approx(0.2) and out["large"][0] == pytest.approx(-0.3)
     assert out["difference"][0] == pytest.approx(-0.5) and out["difference"][2] < 0
@@ -4121,7 +4135,7 @@ def test_the_measures_table_says_which_measure_each_symmetry_moves():
     r = train.train_run(dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8,
                              dtype="float64", log_every=0), log=None)
     X = np.random.default_rng(0).integers(0, 2, (50, 12)).astype(float)
-    lines = symmetries.measure_table([(r["params"], r["cfg"], r["S"], X, 80)])
+    lines = symmetries._measure_table([(r["params"], r["cfg"], r["S"], X, 80)])
     rows = {ln.split(" | ")[0][2:]: ln.split(" | ")[2:] for ln in lines if ln.startswith("| ")}
     assert rows["B_X"][0] != "1" and rows["B_X"][1] == "1"          # (a) moves it, (b) does not
     assert all(rows[k][1] == "1" for k in ("qk_spec", "qk_21", "qk_fro"))
@@ -4129,9 +4143,9 @@ def test_the_measures_table_says_which_measure_each_symmetry_moves():
     assert all(x.strip(" |") == "1" for x in rows["score_gap"])
     canon = [k for k in rows if k.startswith("canonical")]
     assert len(canon) == 13 and all(x.strip(" |") == "1" for k in canon for x in rows[k])
-    assert symmetries.ratio_text([1.0, 1 + 1e-12]) == "1"
-    assert symmetries.ratio_text([0.5, 2.0]) == "x0.5 to x2"
-    assert symmetries.ratio_text([1 + 2.6e-6, 1.01]) == "x(1 + 2.6e-06) to x1.01"
+    assert symmetries._ratio_text([1.0, 1 + 1e-12]) == "1"
+    assert symmetries._ratio_text([0.5, 2.0]) == "x0.5 to x2"
+    assert symmetries._ratio_text([1 + 2.6e-6, 1.01]) == "x(1 + 2.6e-06) to x1.01"
 
 
 def test_each_paired_cell_gets_the_exact_sign_test_beside_its_bootstrap(tmp_path):
@@ -4141,13 +4155,13 @@ def test_each_paired_cell_gets_the_exact_sign_test_beside_its_bootstrap(tmp_path
             for s in range(20)]
     rows += [dict(intervention="a", d=64, T=300, seed=s, base_success=int(s < 11), int_success=0)
              for s in range(20)]
-    lines = symmetries.cells_table(rows, n_boot=2000)
+    lines = symmetries._cells_table(rows, n_boot=2000)
     assert "| a | 64 | 100 | 20 | 4 | 0 |" in lines[2] and lines[2].endswith("| 0.125 | holds 0 |")
     assert lines[3].endswith("| 0.000977 | excludes 0 |")
-    only = symmetries.cells_table(rows, seeds=(10, 19), n_boot=2000)
+    only = symmetries._cells_table(rows, seeds=(10, 19), n_boot=2000)
     assert "| a | 64 | 100 | 10 | 0 | 0 |" in only[2] and "| a | 64 | 300 | 10 | 1 | 0 |" in only[3]
     with pytest.raises(cli.BadValue):
-        symmetries.seed_range("39-20")
+        symmetries._seed_range("39-20")
 
 
 def test_every_protocol_sets_only_options_a_sweep_passes_to_its_runs():
