@@ -151,15 +151,18 @@ def shift_ln_null(p, cfg, ln, u):
     return q
 
 
-def mix_qk(p, cfg, M):
-    """Per head h, [W_Q; b_Q]_h M_h and [W_K; b_K]_h M_h^-T: M [heads, e, e] invertible, or a
-    number or one number per head (M_h = c_h I)."""
-    q = _check(p, cfg)
+def _per_head(M, cfg):  # -> [heads, e, e]: the mixers, from a number, one a head, or matrices
     H, e = cfg["heads"], cfg["d"] // cfg["heads"]
     if not isinstance(M, np.ndarray) or M.ndim == 1:
         M = _factors("M", M, H)[:, None, None] * np.eye(e)
-    M = _mixers("M", M, H, e)
-    for h in range(H):
+    return _mixers("M", M, H, e)
+
+
+def mix_qk(p, cfg, M):
+    """Per head h, [W_Q; b_Q]_h M_h and [W_K; b_K]_h M_h^-T: M [heads, e, e] invertible, or a
+    number or one number per head (M_h = c_h I)."""
+    q, M = _check(p, cfg), _per_head(M, cfg)
+    for h in range(cfg["heads"]):
         s = _head(cfg, h)
         Minv_T = np.linalg.inv(M[h]).T
         q["W_Q"][:, s], q["b_Q"][s] = q["W_Q"][:, s] @ M[h], q["b_Q"][s] @ M[h]
@@ -169,12 +172,8 @@ def mix_qk(p, cfg, M):
 
 def mix_vo(p, cfg, M):
     """Per head h, [W_V; b_V]_h M_h and M_h^-1 W_O,h (W_O's rows of head h): M as mix_qk's."""
-    q = _check(p, cfg)
-    H, e = cfg["heads"], cfg["d"] // cfg["heads"]
-    if not isinstance(M, np.ndarray) or M.ndim == 1:
-        M = _factors("M", M, H)[:, None, None] * np.eye(e)
-    M = _mixers("M", M, H, e)
-    for h in range(H):
+    q, M = _check(p, cfg), _per_head(M, cfg)
+    for h in range(cfg["heads"]):
         s = _head(cfg, h)
         q["W_V"][:, s], q["b_V"][s] = q["W_V"][:, s] @ M[h], q["b_V"][s] @ M[h]
         q["W_O"][s] = np.linalg.solve(M[h], q["W_O"][s])

@@ -1379,8 +1379,6 @@ WALK.update({
         ("demo_untied", dict(n=3, d=2, beta=2.0, tries=2)),
         ("demo_energy", dict(trials=3, n=3, d=2)),
         ("demo_post_ln_collapse", dict(n=3, d=4, blocks=2)))},
-    "theory.measure_trained_block": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"][:1]),
-                                         names=P_NAMES),
     "theory.say": Walk(lambda f: dict(tag="", text="x"), legal=dict(
         tag={"'bogus'": FIXED}, text={"'bogus'": FIXED})),
     "theory.heading": Walk(lambda f: dict(title="x"), legal=dict(title={"'bogus'": FIXED})),

@@ -819,29 +819,6 @@ def demo_post_ln_collapse(rng, n=12, d=16, blocks=6):
     return out
 
 
-def measure_trained_block(p, cfg, X):
-    """Token geometry of a trained model: rows x0 = embeddings [T+1, d] of one input X [1, T];
-    y = x0 + SelfAttn(LN1(x0)) (f_tf-layer: every position queries, attn.self_attention_forward);
-    z = LN2(y) with the trained gain and shift. -> dict of pairwise-ratio summaries and sigmas."""
-    attn.check_params(p, cfg)
-    if not cfg["ln"] or not cfg["mlp"]:
-        raise ValueError("measure_trained_block needs a model with LayerNorms and an MLP (ln2)")
-    attn.check_01("X", X, "bits")
-    if X.shape != (1, cfg["T"]):
-        raise ValueError(f"X must be one input [1, T={cfg['T']}] of bits, got shape {X.shape}")
-    f = {k: np.asarray(v, np.float64) for k, v in p.items()}
-    x0, _ = attn.embed_forward(np.asarray(X, np.intp), f["E_tok"], f["E_pos"], f["cls"])
-    xn, _ = attn.layernorm_forward(x0, f["ln1_g"], f["ln1_b"])
-    a, _ = attn.self_attention_forward(xn, f, cfg["heads"])
-    y = x0 + a
-    z, _ = attn.layernorm_forward(y, f["ln2_g"], f["ln2_b"])
-    r_att, r_ln, r_all = (pairwise_ratios(u[0], v[0]) for u, v in ((x0, y), (y, z), (x0, z)))
-    summ = lambda r: dict(min=float(r.min()), median=float(np.median(r)), max=float(r.max()),
-                          frac_expand=float((r > 1).mean()))
-    return dict(attn=summ(r_att), ln=summ(r_ln), block=summ(r_all),
-                sigma_x0=float(np.median(x0[0].std(1))), sigma_y=float(np.median(y[0].std(1))))
-
-
 # ======== 4. THE REPORT ========================================================================
 
 THM, MEAS, DEMO = "[theorem check]", "[measurement]", "[demonstration of a limit]"

@@ -34,8 +34,8 @@ import theory
 import train
 from studies import (families, failures, folder, harness, kernels, laws, limits, mechanism,
                      provenance, report, stats, steps, study, sweep, symmetries, theory_report)
-from test_all import (ARRAY_LIKE, HERE, LITERAL, NAN, NO_ALLOC, RNGS, SMALL, TINY, Walk, _literals,
-                      _one_line, _public, _python, _walk, assert_walked, cubic)
+from test_all import (ARRAY_LIKE, HERE, LITERAL, NAN, NO_ALLOC, P_NAMES, RNGS, SMALL, TINY, Walk,
+                      _literals, _one_line, _public, _python, _walk, assert_walked, cubic)
 
 M50_TRUE, B_TRUE = 80.0, 4.0
 
@@ -3766,6 +3766,8 @@ COMMAND = "a parsed command line, every value checked by its parser, and the com
 _RUN = lambda **kw: dict(dict(run_options.DEFAULTS, T=8, m=16, d=8, heads=2, mlp=8, steps=20,
                               n_test=100, seed=0, log_every=0), **kw)
 STUDY_WALK = {
+    "theory_report.measure_trained_block": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"],
+                                                               X=f["X"][:1]), names=P_NAMES),
     # symmetries.py (issue 47): its commands and exact tests
     "symmetries.sign_test": Walk(lambda f: dict(lost=4, gained=0), legal=dict(
         lost={"0": "none lost"}, gained={"0": "none gained"})),

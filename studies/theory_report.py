@@ -7,7 +7,7 @@ trains small models with train.py and measures them with theory.py's quantities:
   1. norms of trained 3-sparse AND models, their covering constant C and the reconstructed gap
      bound against T (theory.norm_measures, covering_constant, generalization_gap);
   2. the [CLS] attention mass on S, the construction's beside the trained models';
-  3. the trained T=100 block's token geometry (theory.measure_trained_block): how far attention
+  3. the trained T=100 block's token geometry (measure_trained_block): how far attention
      expands and LayerNorm contracts the tokens of a trained model;
   4. an algorithmic baseline: sparse parity by Gaussian elimination over GF(2)
      (hypotheses.gf2_sample_need) beside the trained Transformer on sparse parity.
@@ -33,9 +33,32 @@ import data
 import hypotheses
 import train
 from theory import (MEAS, THM, construction_cache, covering_constant, generalization_gap,
-                    heading, measure_trained_block, norm_measures, require, say, spectral_norm)
+                    heading, norm_measures, pairwise_ratios, require, say, spectral_norm)
 
 from studies import harness
+
+
+def measure_trained_block(p, cfg, X):
+    """Token geometry of a trained model: rows x0 = embeddings [T+1, d] of one input X [1, T];
+    y = x0 + SelfAttn(LN1(x0)) (f_tf-layer: every position queries, attn.self_attention_forward);
+    z = LN2(y) with the trained gain and shift. -> dict of pairwise-ratio summaries and sigmas."""
+    attn.check_params(p, cfg)
+    if not cfg["ln"] or not cfg["mlp"]:
+        raise ValueError("measure_trained_block needs a model with LayerNorms and an MLP (ln2)")
+    attn.check_01("X", X, "bits")
+    if X.shape != (1, cfg["T"]):
+        raise ValueError(f"X must be one input [1, T={cfg['T']}] of bits, got shape {X.shape}")
+    f = {k: np.asarray(v, np.float64) for k, v in p.items()}
+    x0, _ = attn.embed_forward(np.asarray(X, np.intp), f["E_tok"], f["E_pos"], f["cls"])
+    xn, _ = attn.layernorm_forward(x0, f["ln1_g"], f["ln1_b"])
+    a, _ = attn.self_attention_forward(xn, f, cfg["heads"])
+    y = x0 + a
+    z, _ = attn.layernorm_forward(y, f["ln2_g"], f["ln2_b"])
+    r_att, r_ln, r_all = (pairwise_ratios(u[0], v[0]) for u, v in ((x0, y), (y, z), (x0, z)))
+    summ = lambda r: dict(min=float(r.min()), median=float(np.median(r)), max=float(r.max()),
+                          frac_expand=float((r > 1).mean()))
+    return dict(attn=summ(r_att), ln=summ(r_ln), block=summ(r_all),
+                sigma_x0=float(np.median(x0[0].std(1))), sigma_y=float(np.median(y[0].std(1))))
 
 
 def _train_models(Ts, ms, steps, task="and", s=3, dtype="float32", tolerate_divergence=False,
