@@ -118,12 +118,19 @@ STEPS_ROWS = dict(fields=STEPS_FIELDS, optional=(), filled=("seconds", "censored
 # these columns are still read, their rows with the columns empty.
 MECHANISM_FACTORS = ("readout_norm", "mlp_factor", "qk_fro", "v_21", "heads_scores",
                      "heads_values", "heads_readout")
+# The same norms on the model's canonical form (issue 47; symmetry.canonical): measures of the
+# learned function, which no exact symmetry of the model moves. Files written before these
+# columns are read with them empty, as for the factors.
+MECHANISM_CANONICAL = ("canon_C", "canon_score_scale", "canon_top_score_scale", "canon_norm_V",
+                       "canon_norm_O", "canon_qk_fro", "canon_v_21", "canon_readout_norm",
+                       "canon_mlp_factor")
+_MECHANISM_GROUPS = (MECHANISM_FACTORS, MECHANISM_CANONICAL)   # each all empty or all numbers
 MECHANISM_FIELDS = ("design", "d", "T", "m", "seed", "success", "test_acc", "best_test_acc",
                     "best_step", "train_acc", "final_loss", "min_loss", "loss_jump",
                     "covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "top_head",
                     "mass_on_S", "score_gap", "heads_on_S", "top_score_scale", "top_norm_V",
                     "top_norm_O", "attn_on_S", "model", "task", "s", "steps", "seconds",
-                    "cpu_seconds") + MECHANISM_FACTORS
+                    "cpu_seconds") + MECHANISM_FACTORS + MECHANISM_CANONICAL
 # A cell's design: its m the folder's m* (borderline) or a factor times one width's (fixed); or an
 # arm of issue 38's interventions, planned from a study's cells (studies.mechanism arm --from): the
 # baseline trained again (baseline-rerun), or one of the INTERVENTIONS, sweep.py's protocols of
@@ -137,17 +144,18 @@ _MECHANISM_TEXT = ("design", "model", "task", "success")
 def _mechanism_row(r):
     """A mechanism row, checked alone (the strings kept, as the report converts them): integers
     in range, a design and model we write, success 0 or 1, accuracies in [0, 1] or nan, every
-    other field a number, times >= 0; C's other factors (MECHANISM_FACTORS) either all empty (a
-    file written before them: filled in as "") or all numbers >= 0 or nan."""
-    r = dict(r, **{k: r.get(k, "") for k in MECHANISM_FACTORS})
+    other field a number, times >= 0; C's other factors (MECHANISM_FACTORS) and the canonical
+    measures (MECHANISM_CANONICAL) each either all empty (a file written before them: filled in as
+    "") or all numbers >= 0 or nan."""
+    optional = MECHANISM_FACTORS + MECHANISM_CANONICAL
+    r = dict(r, **{k: r.get(k, "") for k in optional})
     try:
         t = {k: int(r[k]) for k in _MECHANISM_INTS}
         f = {k: float(r[k]) for k in MECHANISM_FIELDS
-             if k not in _MECHANISM_INTS + _MECHANISM_TEXT + MECHANISM_FACTORS}
-        given = [r[k] != "" for k in MECHANISM_FACTORS]
-        factors_ok = not any(given) or (all(given) and not any(float(r[k]) < 0
-                                                              for k in MECHANISM_FACTORS))
-        ok = (factors_ok and r["design"] in DESIGNS and r["model"] == "transformer" and r["task"]
+             if k not in _MECHANISM_INTS + _MECHANISM_TEXT + optional}
+        groups_ok = all(not any(r[k] != "" for k in group) or all(
+            r[k] != "" and not float(r[k]) < 0 for k in group) for group in _MECHANISM_GROUPS)
+        ok = (groups_ok and r["design"] in DESIGNS and r["model"] == "transformer" and r["task"]
               and r["success"] in ("0", "1") and t["seed"] >= 0 and t["best_step"] >= 0
               and min(t[k] for k in ("d", "T", "m", "s", "steps")) >= 1
               and all(f[k] != f[k] or 0 <= f[k] <= 1 for k in ("test_acc", "best_test_acc",
@@ -157,9 +165,9 @@ def _mechanism_row(r):
         ok = False
     if not ok:
         bad = {k: r.get(k) for k in ("design", "d", "T", "m", "seed", "test_acc", "success")
-               + (MECHANISM_FACTORS if any(r.get(k) for k in MECHANISM_FACTORS) else ())}
-        raise BadRow(f"not a valid mechanism row {bad} (C's factors: all empty, or all numbers "
-                     f">= 0 or nan)")
+               + tuple(k for g in _MECHANISM_GROUPS if any(r.get(k) for k in g) for k in g)}
+        raise BadRow(f"not a valid mechanism row {bad} (C's factors, the canonical measures: "
+                     f"each all empty, or all numbers >= 0 or nan)")
     return r
 
 
@@ -194,7 +202,8 @@ def _plan_problem(r, plan, options):
     return None
 
 
-MECHANISM_ROWS = dict(fields=MECHANISM_FIELDS, optional=MECHANISM_FACTORS,
+MECHANISM_ROWS = dict(fields=MECHANISM_FIELDS, optional=MECHANISM_FACTORS + MECHANISM_CANONICAL,
+                      older=[tuple(k for k in MECHANISM_FIELDS if k not in MECHANISM_CANONICAL)],
                       filled=("seconds", "success"),
                       parse=_mechanism_row, what="a mechanism.py CSV",
                       run=lambda r: (int(r["d"]), int(r["T"]), int(r["m"]), int(r["seed"])),
@@ -585,7 +594,8 @@ def study_csvs(path, kind, what):
     """The existing CSVs of one kind of rows that `path` (NAME.csv) stands for: itself and the
     continuations NAME-partK.csv that RowWriter opens beside a file of an older header, in K's
     order. A file whose header is neither the kind's fields nor those without its optional
-    columns (written before them: read with them empty) is refused, one line naming it."""
+    columns nor one of its older headers (kind["older"]; written before them: read with the
+    missing columns empty) is refused, one line naming it."""
     path = check_path("path", path, "a CSV's path (NAME.csv)")
     if not path.endswith(".csv"):
         raise ValueError(f"path must name a CSV (NAME.csv), got {path!r}")
@@ -594,9 +604,10 @@ def study_csvs(path, kind, what):
     part = re.compile(re.escape(stem) + r"-part(\d+)\.csv$")
     parts = [path] + sorted((p for p in glob.glob(glob.escape(stem) + "-part*.csv")
                              if part.match(p)), key=lambda p: int(part.match(p).group(1)))
-    older = [k for k in kind["fields"] if k not in kind["optional"]]
+    headers = [kind["fields"], [k for k in kind["fields"] if k not in kind["optional"]]] + [
+        list(h) for h in kind.get("older", ())]
     for p in parts:
-        if _header_state(p, kind["fields"]) == "other" and _header_state(p, older) == "other":
+        if all(_header_state(p, h) == "other" for h in headers):
             raise ValueError(f"{p} is not {what} (another header, or no CSV at all); move it "
                              f"away or use another folder")
     return [p for p in parts if os.path.exists(p)]

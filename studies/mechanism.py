@@ -49,6 +49,7 @@ import arithmetic
 import attn
 from attn import INTS, REALS, check_number
 import run_options
+import symmetry
 import train
 from cli import OneLineParser, int_list, integer, number
 from theory import covering_constant, covering_parts, norm_measures, paper_score_gap
@@ -169,7 +170,23 @@ def measure_mechanism(p, cfg, S, X):
                 B_X_in_S=int(at >= 0 and at in set(np.asarray(S).tolist())),
                 readout_norm=nm["readout_norm"], mlp_factor=nm["mlp_factor"],
                 qk_fro=float(max(nm["qk_fro"])), v_21=float(max(nm["v_21"])), **covering_parts(nm),
+                **_canonical_measures(p, cfg, h),
                 per_head={k: v.tolist() for k, v in per_head.items()})
+
+
+def _canonical_measures(p, cfg, top):
+    """The same norms on symmetry.canonical's form of p (issue 47: measures of the function, which
+    no exact symmetry of the model moves; folder.MECHANISM_CANONICAL): its C, the score scale of
+    the largest head and of the head `top`, the largest ||W_V||_2, ||W_O||_2, ||W_QK||_F and
+    ||W_V||_{2,1}, the readout's norm and the MLP's factor. Canonical B_X is sqrt(d + 1) (every
+    LayerNorm's gain folded into what reads it), so the score scale is ||W_QK||_2 (d + 1)."""
+    nm = norm_measures(symmetry.canonical(p, cfg), dict(cfg, dtype="float64"))   # its dtype
+    scale = np.asarray(nm["qk_spec"]) * nm["B_X"] ** 2
+    return dict(canon_C=covering_constant(nm), canon_score_scale=float(scale.max()),
+                canon_top_score_scale=float(scale[top]), canon_norm_V=float(max(nm["v_spec"])),
+                canon_norm_O=float(max(nm["o_spec"])), canon_qk_fro=float(max(nm["qk_fro"])),
+                canon_v_21=float(max(nm["v_21"])), canon_readout_norm=nm["readout_norm"],
+                canon_mlp_factor=nm["mlp_factor"])
 
 
 # ======== 2. THE PLAN: which cells (d, T, m) the study trains ==================================
@@ -315,7 +332,7 @@ def _trace_plan(source, design, Ts, n_seeds, every, widths=None):
 FIELDS = folder.MECHANISM_FIELDS
 MEASURED = ("covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "top_head",
             "mass_on_S", "score_gap", "heads_on_S", "top_score_scale", "top_norm_V", "top_norm_O"
-            ) + folder.MECHANISM_FACTORS
+            ) + folder.MECHANISM_FACTORS + folder.MECHANISM_CANONICAL
 LOG_EVERY = 100     # the monitor's steps (gcd with the run's steps, so the last is one of them)
 LOSS_LOW = 0.01     # loss_jump: the largest training loss after the loss first fell below this
 

@@ -149,7 +149,8 @@ def load_study(out):
     by = {}
     for r in rows:
         r = dict(r, **{k: float(r[k]) for k in NUMBERS},
-                 **{k: float(r[k] or "nan") for k in folder.MECHANISM_FACTORS},   # "": not taken
+                 **{k: float(r.get(k) or "nan")                                  # "": not taken
+                    for k in folder.MECHANISM_FACTORS + folder.MECHANISM_CANONICAL},
                  d=int(r["d"]), T=int(r["T"]), m=int(r["m"]), seed=int(r["seed"]),
                  success=int(r["success"]))
         by.setdefault((r["d"], r["T"], r["m"]), {})[r["seed"]] = r      # a run once

@@ -30,6 +30,7 @@ import data
 import fast
 import hypotheses
 import run_options
+import symmetry
 import theory
 import train
 from studies import (families, failures, folder, harness, kernels, laws, limits, mechanism,
@@ -3101,7 +3102,8 @@ def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
     plan, cells = study.load_study(out)
     r = cells[("borderline", 64, 10, 20)][0]
     assert all(math.isnan(r[k]) for k in folder.MECHANISM_FACTORS)
-    older = [k for k in mechanism.FIELDS if k not in folder.MECHANISM_FACTORS]
+    older = [k for k in mechanism.FIELDS if k not in folder.MECHANISM_FACTORS
+             + folder.MECHANISM_CANONICAL]                 # the first header: neither group
     import csv
     rows = list(csv.DictReader(open(os.path.join(out, "runs.csv"))))
     with open(os.path.join(out, "runs.csv"), "w", newline="") as f:     # the older header
@@ -4190,3 +4192,32 @@ def test_trace_report_finds_its_study_from_another_folder(tmp_path, monkeypatch)
     text = failures.trace_report(".", log=lambda *a: None)
     check = lambda t: next(ln for ln in t.splitlines() if ln.startswith("The monitor only"))
     assert check(text) == check(at_root) and "of results/mechanism (same d" in check(text)
+
+
+def test_a_study_row_carries_measures_of_the_function_that_no_symmetry_moves():
+    """Issue 47: measure_mechanism's canonical columns (folder.MECHANISM_CANONICAL) are equal
+    (1e-9 relative) after LN1's, LNf's and per-head Q/K and V/O scales, while the raw C and score
+    scale move under them, so the check can fail; and a row of them is read back as written."""
+    r = train.train_run(dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8,
+                             dtype="float64", log_every=0), log=None)
+    p, cfg = r["params"], r["cfg"]
+    X = np.random.default_rng(0).integers(0, 2, (50, 12)).astype(float)
+    ref = mechanism.measure_mechanism(p, cfg, r["S"], X)
+    assert set(folder.MECHANISM_CANONICAL) <= set(ref) <= set(mechanism.MEASURED) | {
+        "per_head", "ln1_gain_rms", "ln1_shift_norm", "B_X_token", "B_X_position", "B_X_in_S"}
+    for q in (symmetry.scale_ln(p, cfg, "ln1", 2.0), symmetry.scale_ln(p, cfg, "lnf", 0.3),
+              symmetry.mix_qk(p, cfg, [3.0, 0.2, -1.5, 7.0]), symmetry.mix_vo(p, cfg, 5.0)):
+        got = mechanism.measure_mechanism(q, cfg, r["S"], X)
+        for k in folder.MECHANISM_CANONICAL:
+            assert got[k] == pytest.approx(ref[k], rel=1e-9), k
+    moved = mechanism.measure_mechanism(symmetry.scale_ln(p, cfg, "ln1", 2.0), cfg, r["S"], X)
+    assert abs(moved["covering_constant"] / ref["covering_constant"] - 1) > 1e-3
+    assert abs(moved["score_scale"] / ref["score_scale"] - 1) > 1e-3
+    row = {k: "1" for k in folder.MECHANISM_FIELDS}
+    row.update(design="borderline", model="transformer", task="and", success="1", test_acc="1",
+               best_test_acc="1", train_acc="1")
+    assert folder._mechanism_row(row)["canon_C"] == "1"
+    assert folder._mechanism_row({k: v for k, v in row.items()
+                                  if k not in folder.MECHANISM_CANONICAL})["canon_C"] == ""
+    with pytest.raises(folder.BadRow, match="canonical"):
+        folder._mechanism_row(dict(row, canon_C=""))          # a group half filled
