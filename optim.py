@@ -37,14 +37,21 @@ def one_buffer(params):
     return _views(flat, {k: v.shape for k, v in params.items()})
 
 
-def adam_init(params, decay="all", frozen=()):
+def adam_init(params, decay="all", frozen=(), scales=None):
     """Adam's state for `params` (a dict of float arrays of one dtype): the step count t = 0, the
     first and second moments m and v (zeros like each parameter, by name), which parameters
     weight decay acts on (decay: "all"; "matrices": DECAYED only; "except-ln": all but the
     LAYERNORMS) and which are frozen (`frozen`: names of params that adam_step never moves and
     never decays). Parameters from one_buffer get moments in flat buffers of their own too
-    (state["flat"]); the parameters are not touched."""
+    (state["flat"]); the parameters are not touched.
+
+    scales (name -> c > 0, default none): a parameter held at c times its natural scale,
+    P = c W. Adam then steps P as the rescaled W: its gradient is 1/c of W's, so its lr is c lr,
+    its eps eps / c, its weight decay wd / c^2 when added to the gradient (Adam) and wd / c when
+    decoupled (AdamW: lr wd is unchanged). P / c then follows W's trajectory, step for step, and
+    bit for bit when c is a power of 2 (every product and sum is then scaled exactly)."""
     _check_params(params)
+    scales = _check_scales(scales, params)
     if decay not in DECAYS:
         raise ValueError(f"decay must be one of {', '.join(DECAYS)}, got {decay!r}")
     if isinstance(frozen, str) or not isinstance(frozen, (tuple, list, set, frozenset)) or not all(
@@ -57,15 +64,18 @@ def adam_init(params, decay="all", frozen=()):
     decayed = frozenset(k for k in params if k not in frozen and (
         decay == "all" or (k in DECAYED if decay == "matrices" else k not in ln)))
     flat = _flat_buffer(params)
-    state = dict(t=0, shapes=shapes, decayed=decayed, frozen=frozen, flat=flat)
+    state = dict(t=0, shapes=shapes, decayed=decayed, frozen=frozen, flat=flat, scales=scales)
     if flat is None:
         return dict(state, m={k: np.zeros_like(v) for k, v in params.items()},
                     v={k: np.zeros_like(v) for k, v in params.items()})
     m_flat, v_flat = np.zeros_like(flat), np.zeros_like(flat)
     per_entry = lambda keys: np.concatenate(              # 1 on the entries of `keys`, else 0
         [np.full(v.size, float(k in keys), flat.dtype) for k, v in params.items()])
+    per_scale = None if not scales else np.concatenate(   # c on each entry (1: unscaled)
+        [np.full(v.size, scales.get(k, 1.0), flat.dtype) for k, v in params.items()])
     return dict(state, m=_views(m_flat, shapes), v=_views(v_flat, shapes), m_flat=m_flat,
-                v_flat=v_flat, views=dict(params),
+                v_flat=v_flat, views=dict(params), per_scale=per_scale,
+                per_eps=None if per_scale is None else 1.0 / per_scale,
                 mask=None if len(decayed) == len(params) else per_entry(decayed),
                 held=per_entry(frozen) if frozen else None,
                 held_at=np.flatnonzero(per_entry(frozen)) if frozen else None,
@@ -84,20 +94,24 @@ def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8, decouple
     t = state["t"]
     if state["flat"] is not None:
         return _flat_adam_step(grads, state, lr, wd, b1, b2, eps, decoupled)
+    scales = state.get("scales") or {}
     for k, p in params.items():
         if k in state["frozen"]:
             continue
-        g, m, v = grads[k], state["m"][k], state["v"][k]
+        g, m, v, c = grads[k], state["m"][k], state["v"][k], scales.get(k)
         if wd and k in state["decayed"]:
             if decoupled:
                 p -= p * wd * lr                        # AdamW: p <- p - lr wd p
             else:
-                g = g + p * wd                          # Adam:  g <- g + wd p
+                g = g + (p * wd if c is None else p * wd / c / c)   # Adam: g <- g + wd p
         m[...] = b1 * m + (1 - b1) * g                  # m <- b1 m + (1 - b1) g
         v[...] = b2 * v + (1 - b2) * g ** 2             # v <- b2 v + (1 - b2) g^2
         v_hat = v / (1 - b2 ** t)                       # bias corrections: v_hat = v / (1 - b2^t)
         step_size = lr / (1 - b1 ** t)                  # and lr m_hat = step_size m
-        p -= step_size * m / (np.sqrt(v_hat) + eps)     # p <- p - lr m_hat / (sqrt(v_hat) + eps)
+        if c is None:
+            p -= step_size * m / (np.sqrt(v_hat) + eps)  # p <- p - lr m_hat / (sqrt(v_hat) + eps)
+        else:                                           # held at c x: lr c, eps / c
+            p -= step_size * m * c / (np.sqrt(v_hat) + eps * (1.0 / c))
     return None
 
 
@@ -131,6 +145,7 @@ def _flat_adam_step(grads, state, lr, wd, b1, b2, eps, decoupled):
     their denominator gets 1 added (0 elsewhere: the same bits), so their step is exactly 0 even
     at eps = 0."""
     p, m, v, mask, held = (state[k] for k in ("flat", "m_flat", "v_flat", "mask", "held"))
+    scale = state.get("per_scale")        # parameters held at c x (adam_init's scales), or None
     c1, c2 = 1.0 - b1 ** state["t"], 1.0 - b2 ** state["t"]
     g, a = state["work"]
     np.concatenate([grads[k].ravel() for k in state["shapes"]], out=g)
@@ -144,6 +159,9 @@ def _flat_adam_step(grads, state, lr, wd, b1, b2, eps, decoupled):
             decay *= lr
             p -= decay                                               # p -= p wd lr
         else:
+            if scale is not None:
+                decay /= scale
+                decay /= scale                                       # held at c x: wd / c^2
             g += decay                                               # g += p wd
     m *= b1
     m += np.multiply(g, 1.0 - b1, out=a)                             # m = b1 m + (1 - b1) g
@@ -153,7 +171,11 @@ def _flat_adam_step(grads, state, lr, wd, b1, b2, eps, decoupled):
     step = np.multiply(m, lr / c1, out=g)                            # p -= (lr / c1) m / denom
     denom = np.divide(v, c2, out=a)
     np.sqrt(denom, out=denom)
-    denom += eps
+    if scale is None:
+        denom += eps
+    else:                                                            # held at c x: lr c, eps / c
+        step *= scale
+        denom += state["per_eps"] * eps
     if held is not None:
         denom += held                                                # frozen: step 0 / (.. + 1)
     step /= denom
@@ -234,6 +256,16 @@ def _check_params(params, name="params"):
     dtypes = {v.dtype for v in params.values()}
     if len(dtypes) != 1:
         raise ValueError(f"{name} must hold arrays of one dtype, got {sorted(map(str, dtypes))}")
+
+
+def _check_scales(scales, params):  # -> {name: float c > 0} or None
+    if scales is None:
+        return None
+    if not isinstance(scales, dict) or not all(isinstance(k, str) and k in params for k in scales):
+        raise refuse("scales", scales, "None or a dict of parameter names of params to numbers "
+                     "> 0", isinstance(scales, dict))
+    return {k: float(check_number(f"scales[{k!r}]", c, REALS, math.ulp(0.0),
+                                  what="a finite number > 0")) for k, c in scales.items()} or None
 
 
 def _check_step(params, grads, state, lr, wd, b1, b2, eps, decoupled):

@@ -50,6 +50,13 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
      "Frobenius ball of radius qk_ball x ln((T - s) / (0.1 s)) / (2 (d + 1)): at 1 a head's "
      "scores can just span the construction's score gap (theory.paper_score_gap, eps 0.1); "
      "below 1 they cannot"),
+    ("qkv_init", 1.0, number(0, strict=True),
+     "W_Q, W_K and W_V initialised this many times larger (1: the usual); with --qkv-step the "
+     "same and --freeze ln1 --ln1-gain 1/c, the run is the gain-1 run held at c x (issue 47)"),
+    ("qkv_step", 1.0, number(0, strict=True),
+     "Adam steps W_Q, W_K and W_V as parameters held at this many times their scale (lr x c, "
+     "eps / c, weight decay / c^2, or / c with adamw; optim.adam_init's scales): their steps "
+     "c times larger against the same gradient's direction (1: the usual)"),
     ("clip", 0.0, number(0), "clip each step's gradient to this global L2 norm (0 = off; "
      "minGPT: 1.0)"),
     ("dropout", 0.0, number(0, hi=1, hi_strict=True), "dropout probability, >= 0 and < 1 "
@@ -72,7 +79,7 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
 DEFAULTS = {name: default for name, default, _, _ in OPTIONS}
 PARSE = {name: parse for name, _, parse, _ in OPTIONS}
 RUN_KEYS = ("model", "task", "T", "s", "m", "data", "n_test", "lr", "wd", "batch", "seed", "d",
-            "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "qk_ball", "clip",
+            "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "qk_ball", "qkv_init", "qkv_step", "clip",
             "dropout", "val", "val_every", "pos_init")   # what defines a run: a checkpoint must agree on these
 
 
@@ -127,6 +134,11 @@ def check_options(o, flag=py_flag):
                 f"with model mlp")
     if o.get("qk_ball", 0.0) and o["T"] <= 1.1 * o["s"]:
         return f"qk_ball needs T > 1.1 s (a score gap ln((T - s) / (0.1 s)) > 0), got {f('T')}"
+    for k in ("qkv_init", "qkv_step"):
+        if o.get(k, 1.0) != 1.0 and o.get("model") == "mlp":
+            return f"{k} acts on the Transformer's attention only, got {f(k)} with model mlp"
+        if not 2.0 ** -20 <= o.get(k, 1.0) <= 2.0 ** 20:
+            return f"{f(k)} is out of range: ask for a factor in [2^-20, 2^20]"
     if o.get("qk_ball", 0.0) and o.get("model") == "mlp":
         return f"qk_ball acts on the Transformer's attention only, got {f('qk_ball')} with model mlp"
     if o.get("dropout") and o.get("model") == "mlp":

@@ -3562,3 +3562,61 @@ def test_training_inside_the_qk_ball_ends_inside_it_and_an_inactive_ball_changes
                        (dict(o, qk_ball=-1.0), "qk_ball")):
         with pytest.raises(ValueError, match=words):
             run_options.validate_options(bad)
+
+
+# ---- issue 47: the low-gain arm's step restored (Adam on a parameter held at c times its scale)
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_a_parameter_held_at_c_times_its_scale_follows_the_unscaled_one_bit_for_bit(flat):
+    """optim.adam_init's scales: Adam on P = c W with gradient g / c (lr c, eps / c, wd / c^2 or
+    / c decoupled) gives P = c W after every step, bit for bit at c = 2 and 1/4, for both decays,
+    on the plain and the flat path; at c = 3 to rounding only; and without the scales the two
+    part, so the check can fail."""
+    rng = np.random.default_rng(47)
+    shapes = dict(W_Q=(3, 4), b_Q=(4,), ln1_g=(4,), w=(4,))
+    for c, decoupled in ((2.0, False), (2.0, True), (0.25, False), (3.0, False), (2.0, None)):
+        W = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+        P = dict(W, W_Q=W["W_Q"] * np.float32(c))
+        W, P = (optim.one_buffer(x) if flat else {k: v.copy() for k, v in x.items()}
+                for x in (W, P))
+        sw = optim.adam_init(W, frozen=("ln1_g",))
+        sp = optim.adam_init(P, frozen=("ln1_g",), scales=None if decoupled is None else
+                             {"W_Q": c})
+        for _ in range(25):
+            g = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+            optim.adam_step(W, g, sw, 0.01, 0.1, decoupled=bool(decoupled))
+            optim.adam_step(P, dict(g, W_Q=g["W_Q"] / np.float32(c)), sp, 0.01, 0.1,
+                            decoupled=bool(decoupled))
+        same = np.array_equal(P["W_Q"], W["W_Q"] * np.float32(c))
+        assert same == (c in (2.0, 0.25) and decoupled is not None), (c, decoupled)
+        assert np.allclose(P["W_Q"] / c, W["W_Q"], rtol=1e-5) == (decoupled is not None)
+        assert all(np.array_equal(P[k], W[k]) for k in ("b_Q", "ln1_g", "w"))
+    for bad in ({"W_X": 2.0}, {"W_Q": 0.0}, {"W_Q": 10**400}, ["W_Q"]):
+        with pytest.raises(ValueError, match="scales"):
+            optim.adam_init(P, scales=bad)
+
+
+def test_the_low_gain_run_with_its_step_restored_is_the_gain_1_run_bit_for_bit():
+    """LN1's gain frozen at 1/2 with W_Q, W_K, W_V initialised 2x and stepped as held at 2x is the
+    gain-1 frozen-LN1 run reparametrised (symmetry (a)): the same test accuracy, losses and
+    attention, bit for bit in float32, alone and in a stack; either factor alone is not."""
+    base = dict(T=20, m=60, steps=60, n_test=200, d=16, heads=4, mlp=8, freeze="ln1",
+                log_every=0)
+    runs = {name: dict(base, **extra) for name, extra in (
+        ("gain 1", {}), ("restored", dict(ln1_gain=0.5, qkv_init=2.0, qkv_step=2.0)),
+        ("init only", dict(ln1_gain=0.5, qkv_init=2.0)),
+        ("step only", dict(ln1_gain=0.5, qkv_step=2.0)))}
+    got = {k: train.train_run(dict(o, seed=3), log=None) for k, o in runs.items()}
+    same = lambda a, b: (a["test_acc"] == b["test_acc"] and np.array_equal(a["losses"],
+                         b["losses"]) and a["attn_on_S"] == b["attn_on_S"])
+    assert same(got["gain 1"], got["restored"])
+    assert np.array_equal(got["restored"]["params"]["W_Q"], 2 * got["gain 1"]["params"]["W_Q"])
+    assert not same(got["gain 1"], got["init only"]) and not same(got["gain 1"], got["step only"])
+    stacked = train.train_stack([dict(runs["restored"], seed=s) for s in (3, 4)])
+    alone = train.train_run(dict(runs["gain 1"], seed=4), log=None)
+    assert same(stacked[0], got["gain 1"]) and same(stacked[1], alone)
+    assert {"qkv_init", "qkv_step"} <= set(run_options.RUN_KEYS)
+    for bad, message in ((dict(qkv_step=0.0), "qkv_step"), (dict(qkv_init=2.0 ** 30), "qkv_init"),
+                         (dict(model="mlp", freeze="none", qkv_init=2.0), "attention only")):
+        with pytest.raises(ValueError, match=message):
+            train.validate_options(dict(base, seed=0, **bad))

@@ -382,7 +382,7 @@ def _set_up_run(o, log, resume, curve, kept):
     (Xtr, ytr), val = draw.train, draw.val
     params, model = build_model(o, draw.init)
     params = optim.one_buffer(params)
-    state = optim.adam_init(params, o["decay"], _frozen_parameters(o))
+    state = optim.adam_init(params, o["decay"], _frozen_parameters(o), _scaled_parameters(o))
     first = 1 if resume is None else restore(resume, o, params, state, draw.order)
     if model.cfg and not model.dropout_rng and (not o["batch"] or o["batch"] >= o["m"]):
         model.versions = fast.two_versions(Xtr, Xtr.dtype)   # full batch: the bits never change
@@ -442,7 +442,7 @@ def _set_up_stack(opts, watched=False):
         X[r, :x["m"]], y[r, :x["m"]], w[r, :x["m"]] = *draw.train, 1.0 / x["m"]
         params.append(build_model(x, draw.init)[0])
     P = optim.one_buffer({k: np.stack([p[k] for p in params]) for k in params[0]})
-    state = optim.adam_init(P, o["decay"], _frozen_parameters(o))
+    state = optim.adam_init(P, o["decay"], _frozen_parameters(o), _scaled_parameters(o))
     val = tuple(np.stack(a) for a in zip(*(draw.val for draw in draws))) if o["val"] else None
     test = tuple(np.stack(a) for a in zip(*(draw.test for draw in draws))) if watched else None
     model = types.SimpleNamespace(cfg=cfg, dropout_rng=None, versions=None if o["batch"] else
@@ -497,6 +497,12 @@ def _frozen_parameters(o):
     return optim.LAYERNORMS.get(o["freeze"], ())
 
 
+def _scaled_parameters(o):
+    """The parameters Adam steps as held at option qkv_step times their scale (optim.adam_init's
+    scales): W_Q, W_K and W_V, or none at 1."""
+    return None if o["qkv_step"] == 1.0 else dict.fromkeys(("W_Q", "W_K", "W_V"), o["qkv_step"])
+
+
 def build_model(o, rng):
     """(params, model) for model o["model"], initialised from rng: the Transformer, LN1's gain
     at option ln1_gain (model.cfg its attn.py config; model.dropout_rng the seed's dropout
@@ -510,6 +516,9 @@ def build_model(o, rng):
     dropout_rng = seeds_for(o["seed"]).dropout if o["dropout"] else None
     params = attn.init_params(cfg, rng)
     params["ln1_g"][...] = o["ln1_gain"]       # after the draws: every other weight the same
+    if o["qkv_init"] != 1.0:
+        for k in ("W_Q", "W_K", "W_V"):
+            params[k] *= params[k].dtype.type(o["qkv_init"])
     return params, types.SimpleNamespace(cfg=cfg, dropout_rng=dropout_rng, versions=None)
 
 

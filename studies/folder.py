@@ -135,7 +135,8 @@ MECHANISM_FIELDS = ("design", "d", "T", "m", "seed", "success", "test_acc", "bes
 # arm of issue 38's interventions, planned from a study's cells (studies.mechanism arm --from): the
 # baseline trained again (baseline-rerun), or one of the INTERVENTIONS, sweep.py's protocols of
 # the same names, each changing one option.
-INTERVENTIONS = ("freeze-ln1", "decay-except-ln", "freeze-lnf", "freeze-ln1-low")
+INTERVENTIONS = ("freeze-ln1", "decay-except-ln", "freeze-lnf", "freeze-ln1-low",
+                 "freeze-ln1-low-restored", "freeze-ln1-low-init", "freeze-ln1-low-step")
 DESIGNS = ("borderline", "fixed", "baseline-rerun") + INTERVENTIONS
 _MECHANISM_INTS = ("d", "T", "m", "seed", "s", "steps", "best_step")
 _MECHANISM_TEXT = ("design", "model", "task", "success")
@@ -697,8 +698,8 @@ class RowWriter:
 # train.py's options a sweep shares with every run. Not --model: a sweep takes --models (a list),
 # and with abbreviations off, --model is an error rather than a silent prefix of --models.
 MODEL_OPTIONS = ("task", "s", "data", "steps", "lr", "wd", "n_test", "d", "heads", "mlp", "dtype",
-                 "batch", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "qk_ball", "clip",
-                 "dropout", "val", "val_every", "pos_init")
+                 "batch", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "qk_ball", "qkv_init",
+                 "qkv_step", "clip", "dropout", "val", "val_every", "pos_init")
 
 
 def full_options(options):

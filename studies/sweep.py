@@ -88,6 +88,12 @@ PROTOCOLS = {
     "freeze-lnf": dict(freeze="lnf"),
     # and the token norm held fixed and low: LN1's gain frozen at 1/2 (B_X = sqrt(d / 4 + 1))
     "freeze-ln1-low": dict(freeze="ln1", ln1_gain=0.5),
+    # the same with the attention's step restored (issue 47): W_Q, W_K, W_V initialised 2x and
+    # stepped as held at 2x (the gain-1 run, reparametrised: freeze-ln1 bit for bit), or one of
+    # the two factors alone
+    "freeze-ln1-low-restored": dict(freeze="ln1", ln1_gain=0.5, qkv_init=2.0, qkv_step=2.0),
+    "freeze-ln1-low-init": dict(freeze="ln1", ln1_gain=0.5, qkv_init=2.0),
+    "freeze-ln1-low-step": dict(freeze="ln1", ln1_gain=0.5, qkv_step=2.0),
     # training inside the norm ball (issue 47): each head's canonical W_QK projected after every
     # step onto a radius of 0.5, 1 or 4 times what the construction's score gap needs at that T
     "qk-ball-0.5": dict(qk_ball=0.5), "qk-ball-1": dict(qk_ball=1.0), "qk-ball-4": dict(qk_ball=4.0),
