@@ -646,10 +646,11 @@ def _separation_table(plan, cells, W, design="borderline"):
     return lines, int(n_tests), pooled
 
 
-def _growth_table(plan, cells, W, design="fixed"):
-    """Table 3: how each quantity of GROWN moves with T at the fixed m, per width: the median at
-    each T fitted (laws.scaling_fits, each T resampled on its own) as a + b ln T and a T^k, over the cells
-    whose every seed ran. -> (lines, the number of intervals, {(d, key): fit})."""
+def growth_table(plan, cells, W, design="fixed", quantities=GROWN):
+    """Table 3: how each quantity of `quantities` ((key, name) pairs; GROWN) moves with T at the
+    fixed m, per width: the median at each T fitted (laws.scaling_fits, each T resampled on its
+    own) as a + b ln T and a T^k, over the cells whose every seed ran. -> (lines, the number of
+    intervals, {(d, key): fit})."""
     lines = ["| d | quantity | T | median at each T | b of a + b ln T [95% CI] | "
              "k of a T^k [95% CI] | log fits better |", "|---|---|---|---|---|---|---|"]
     n_tests, fits = 0, {}
@@ -659,7 +660,7 @@ def _growth_table(plan, cells, W, design="fixed"):
         if len(mine) < 3:
             continue
         Ts = np.array([T for T, _ in mine], np.float64)
-        for key, name in GROWN:
+        for key, name in quantities:
             got = [median_ci(rows, key, W) for _, rows in mine]
             med, boot = np.array([g[0] for g in got]), np.array([g[3] for g in got])
             try:
@@ -758,7 +759,7 @@ def _report(out, log=print):
     plan, cells = load_runs(out, "OUT")
     W = seed_weights(plan["seeds"], [T for (_, _, T, _) in cells])
     sep, n_sep, pooled = _separation_table(plan, cells, W)
-    grow, n_grow, fits = _growth_table(plan, cells, W)
+    grow, n_grow, fits = growth_table(plan, cells, W)
     s = int(next(iter(cells.values()))[0]["s"])                  # the task's sparsity
     text = "\n".join(
         _cell_table(plan, cells, W)

@@ -8,6 +8,9 @@
                      arms that hold the token norm high, from a `mechanism.py paired` CSV
     python -m studies.symmetries cells PAIRS.csv OUT.md [--seeds 20-39]   each paired cell with
                      the exact sign test beside its bootstrap interval
+    python -m studies.symmetries canonical BORDERLINE FIXED OUT.md [--study results/mechanism]
+                     the study's separations and growth in T, each measure raw and canonical,
+                     from its runs trained again with the canonical columns
 
 The studies' side: it imports the reference (attn, symmetry, theory, train) and the mechanism
 study's measurement (measure_mechanism); nothing imports it but its tests. A measure "respects" a
@@ -39,8 +42,8 @@ from cli import OneLineParser
 from theory import covering_constant, generalization_gap, norm_measures
 
 from studies import harness, stats
-from studies.mechanism import measure_mechanism
-from studies.study import fmt, word
+from studies.mechanism import growth_table, measure_mechanism
+from studies.study import fmt, load_runs, seed_weights, separation, word
 
 # ======== 1. THE MEASURES AGAINST THE SYMMETRIES ================================================
 
@@ -354,7 +357,106 @@ def cells_command(pairs, out, seeds=None, n_boot=N_BOOT, log=print):
     log(f"wrote {path}")
 
 
-# ======== 3. THE COMMAND LINE ===================================================================
+# ======== 3. THE STUDY ON MEASURES OF THE FUNCTION =============================================
+# The study's runs trained again, seed for seed, with the canonical measures as columns
+# (studies.mechanism arm ... baseline-rerun; folder.MECHANISM_CANONICAL): its borderline cells
+# for the separations, its fixed-m cells for the growth in T, each measure raw beside canonical.
+
+PAIRED_MEASURES = (("covering_constant", "canon_C", "C"),
+                   ("score_scale", "canon_score_scale", "score scale, largest head"),
+                   ("top_score_scale", "canon_top_score_scale", "score scale, top head"),
+                   ("norm_V", "canon_norm_V", "‖W_V‖_2, largest head"),
+                   ("norm_O", "canon_norm_O", "‖W_O‖_2, largest head"),
+                   ("qk_fro", "canon_qk_fro", "‖W_QK‖_F, largest head"),
+                   ("v_21", "canon_v_21", "‖W_V‖_2,1, largest head"),
+                   ("readout_norm", "canon_readout_norm", "‖w‖, the readout"),
+                   ("mlp_factor", "canon_mlp_factor", "the MLP's factor"),
+                   ("B_X", None, "B_X (canonical: sqrt(d + 1))"))
+
+
+def _same_runs(cells, study_cells, design):
+    """How many of the rerun's runs gave the study's run of the same (d, T, m, seed) the same
+    final test accuracy and raw C, to the bit -> (same, compared)."""
+    theirs = {(d, T, m, r["seed"]): r for (g, d, T, m), rows in study_cells.items()
+              if g == design for r in rows}
+    same = n = 0
+    for (_, d, T, m), rows in cells.items():
+        for r in rows:
+            o = theirs.get((d, T, m, r["seed"]))
+            if o is not None:
+                n += 1
+                same += (r["test_acc"] == o["test_acc"]
+                         and r["covering_constant"] == o["covering_constant"])
+    return same, n
+
+
+def _separation_lines(cells, W):
+    """Pooled over the T of each width: P(a failure's measure > a success's), raw and
+    canonical, each with its word against 1/2; then C per T. -> lines."""
+    widths = sorted({d for (_, d, _, _) in cells})
+    by_d = {d: [rows for (_, dd, _, _), rows in cells.items() if dd == d] for d in widths}
+
+    def cell(group, key):
+        if key is None:
+            return "-"
+        p, lo, hi = separation(group, key, W)
+        return f"{fmt(p, lo, hi)} {word(lo, hi, 0.5)}" if np.isfinite(p) else "n/a"
+    lines = ["| measure | " + " | ".join(f"d = {d}: raw | d = {d}: canonical" for d in widths)
+             + " |", "|---|" + "---|---|" * len(widths)]
+    for raw, canon, name in PAIRED_MEASURES:
+        lines.append(f"| {name} | " + " | ".join(f"{cell(by_d[d], raw)} | {cell(by_d[d], canon)}"
+                                                 for d in widths) + " |")
+    lines += ["", "| d | T | m | successes / failures | P(C: failure > success), raw | canonical |",
+              "|---|---|---|---|---|---|"]
+    for (_, d, T, m), rows in sorted(cells.items(), key=lambda kv: kv[0][1:]):
+        ok = sum(r["success"] for r in rows)
+        lines.append(f"| {d} | {T} | {m} | {ok} / {len(rows) - ok} | "
+                     f"{cell([rows], 'covering_constant')} | {cell([rows], 'canon_C')} |")
+    return lines
+
+
+def canonical_command(borderline, fixed, study, out, n_boot=N_BOOT, log=print):
+    """The study's separations (its borderline cells, rerun in `borderline`) and growth in T (its
+    fixed-m cells, rerun in `fixed`) on each measure raw and canonical, and how many reruns gave
+    the study's (folder `study`) very runs, into `out`."""
+    harness.check_path("out", out, "the table's file")
+    harness.need(callable(log), "log", log, "a function of one line")
+    check_number("n_boot", n_boot, INTS, 1, 10**6 + 1, "an integer from 1 to 10**6")
+    _, theirs = load_runs(study, "the study")
+    (pb, cb), (pf, cf) = (load_runs(f, role) for f, role in ((borderline, "the borderline rerun"),
+                                                             (fixed, "the fixed-m rerun")))
+    for plan, cells in ((pb, cb), (pf, cf)):
+        harness.need(all(g == "baseline-rerun" for g, *_ in cells), "folders", cells,
+                     "folders of `studies.mechanism arm ... baseline-rerun`", ValueError)
+        harness.need(all(not math.isnan(r["canon_C"]) or not math.isfinite(r["test_acc"])
+                         for rows in cells.values() for r in rows), "folders", cells,
+                     "runs with the canonical columns (trained by this version)", ValueError)
+    sb, nb = _same_runs(cb, theirs, "borderline")
+    sf, nf = _same_runs(cf, theirs, "fixed")
+    Wb = seed_weights(pb["seeds"], [T for (_, _, T, _) in cb], n_boot)
+    Wf = seed_weights(pf["seeds"], [T for (_, _, T, _) in cf], n_boot)
+    grown = [(k, n + (" (canonical)" if c else "")) for raw, canon, n in PAIRED_MEASURES[:5]
+             for k, c in ((raw, False), (canon, True))]
+    growth, _, _ = growth_table(pf, cf, Wf, design="baseline-rerun", quantities=grown)
+    lines = ["## The study's measures, raw and on the canonical form", "",
+             f"Written by `python -m studies.symmetries canonical {borderline} {fixed} --study "
+             f"{study}`. The study's runs trained again, seed for seed, measured raw and on "
+             f"symmetry.canonical's form (a measure of the function: no exact symmetry moves "
+             f"it). {sb} of {nb} borderline and {sf} of {nf} fixed-m reruns gave the study's "
+             f"final test accuracy and raw C to the bit.", "",
+             "### Separations at the borderline m, pooled over T per width", "",
+             f"P(a failure's measure > a success's), pairs within each T ({n_boot} resamples "
+             "of the seeds, each T's on its own); 1/2 is no separation, and a norm-based bound "
+             "predicts above 1/2.", ""] + _separation_lines(cb, Wb) + [
+             "", "### Growth in T at the fixed m", "",
+             "Medians at each T, fitted as a + b ln T and a T^k (each T's seeds resampled on "
+             "their own).", ""] + growth
+    path = cli.claim_output(out, "table", "the table")
+    cli.write_text(path, "\n".join(lines) + "\n")
+    log(f"wrote {path}")
+
+
+# ======== 4. THE COMMAND LINE ===================================================================
 
 def _parser():
     ap = OneLineParser(prog="python -m studies.symmetries", description=__doc__.split("\n\n")[2])
@@ -369,6 +471,13 @@ def _parser():
     c.add_argument("pairs", help="a CSV of `mechanism.py paired --pairs`")
     c.add_argument("out", help="the markdown table to write")
     c.add_argument("--seeds", type=_seed_range, default=None, help="only seeds LO-HI (e.g. 20-39)")
+    k = sub.add_parser("canonical", help="the study's separations and growth, raw and canonical")
+    k.add_argument("borderline", help="the study's borderline cells trained again (arm ... "
+                   "baseline-rerun --design borderline)")
+    k.add_argument("fixed", help="its fixed-m cells trained again (--design fixed)")
+    k.add_argument("out", help="the markdown table to write")
+    k.add_argument("--study", default=os.path.join("results", "mechanism"),
+                   help="the study's folder, whose runs the reruns must give again")
     return ap
 
 
@@ -387,6 +496,8 @@ def main(argv=None):
             measures_command(a.out, a.plan)
         elif a.command == "cells":
             cells_command(a.pairs, a.out, a.seeds)
+        elif a.command == "canonical":
+            canonical_command(a.borderline, a.fixed, a.study, a.out)
         else:
             interaction_command(a.pairs, a.out)
     except (ValueError, OSError) as e:

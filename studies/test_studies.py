@@ -4221,3 +4221,49 @@ def test_a_study_row_carries_measures_of_the_function_that_no_symmetry_moves():
                                   if k not in folder.MECHANISM_CANONICAL})["canon_C"] == ""
     with pytest.raises(folder.BadRow, match="canonical"):
         folder._mechanism_row(dict(row, canon_C=""))          # a group half filled
+
+
+def _rerun_of(study_dir, out, design, canon_C, edit=None):
+    """A `baseline-rerun` folder of the synthetic study's `design` cells: its rows again, every
+    factor 1, each canonical measure 1 but canon_C (a function of the row), `edit` applied."""
+    import csv
+    plan = json.load(open(os.path.join(study_dir, "plan.json")))
+    rows = [dict(r, design="baseline-rerun", **dict.fromkeys(folder.MECHANISM_FACTORS, 1.0),
+                 **dict.fromkeys(folder.MECHANISM_CANONICAL, 1.0))
+            for r in csv.DictReader(open(os.path.join(study_dir, "runs.csv")))
+            if r["design"] == design]
+    for r in rows:
+        r["canon_C"] = canon_C(r)
+    if edit:
+        edit(rows)
+    os.makedirs(out)
+    cli.write_json(os.path.join(out, "plan.json"), dict(plan, cells=[
+        dict(c, design="baseline-rerun") for c in plan["cells"] if c["design"] == design]))
+    with open(os.path.join(out, "runs.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=mechanism.FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def test_the_canonical_table_sets_each_separation_raw_beside_canonical(tmp_path):
+    """Issue 47: where the raw C separates failures and the canonical C is the same for every run,
+    the table says established beside not detected; the growth table fits both; the runs that
+    do not give the study's test accuracy and C to the bit are counted."""
+    study_dir, b, f = (str(tmp_path / n) for n in ("study", "b", "f"))
+    _synthetic_study(study_dir)
+
+    def one_changed(rows):
+        rows[0]["test_acc"] = 0.5
+    _rerun_of(study_dir, b, "borderline", lambda r: 3.0, one_changed)
+    _rerun_of(study_dir, f, "fixed", lambda r: 5 + math.log(int(r["T"])))
+    out = tmp_path / "canonical.md"
+    symmetries.canonical_command(b, f, study_dir, str(out), n_boot=2000, log=lambda *a: None)
+    text = out.read_text()
+    assert "35 of 36 borderline and 36 of 36 fixed-m reruns" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| C |"))
+    raw, canon = row.strip(" |").split(" | ")[1:3]
+    assert raw.endswith("established") and canon.endswith("not detected"), row
+    assert "| 64 | C (canonical) | 10, 100, 1000 |" in text
+    with pytest.raises(ValueError, match="baseline-rerun"):
+        symmetries.canonical_command(study_dir, f, study_dir, str(tmp_path / "x.md"), n_boot=10,
+                                     log=lambda *a: None)
