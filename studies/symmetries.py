@@ -11,6 +11,8 @@
     python -m studies.symmetries canonical BORDERLINE FIXED OUT.md [--study results/mechanism]
                      the study's separations and growth in T, each measure raw and canonical,
                      from its runs trained again with the canonical columns
+    python -m studies.symmetries same FIRST SECOND OUT.md   how many runs of two folders (the
+                     same cells and seeds) are the same to the bit
 
 The studies' side: it imports the reference (attn, symmetry, theory, train) and the mechanism
 study's measurement (measure_mechanism); nothing imports it but its tests. A measure "respects" a
@@ -374,20 +376,42 @@ PAIRED_MEASURES = (("covering_constant", "canon_C", "C"),
                    ("B_X", None, "B_X (canonical: sqrt(d + 1))"))
 
 
-def _same_runs(cells, study_cells, design):
-    """How many of the rerun's runs gave the study's run of the same (d, T, m, seed) the same
-    final test accuracy and raw C, to the bit -> (same, compared)."""
+def _same_runs(cells, study_cells, design=None, keys=("test_acc", "covering_constant")):
+    """How many of `cells`' runs gave the run of the same (d, T, m, seed) in `study_cells` (of
+    `design`, or any) the same `keys`, to the bit -> (same, compared, {(d, T): (same, n)})."""
     theirs = {(d, T, m, r["seed"]): r for (g, d, T, m), rows in study_cells.items()
-              if g == design for r in rows}
-    same = n = 0
+              if design in (None, g) for r in rows}
+    per = {}
     for (_, d, T, m), rows in cells.items():
         for r in rows:
             o = theirs.get((d, T, m, r["seed"]))
             if o is not None:
-                n += 1
-                same += (r["test_acc"] == o["test_acc"]
-                         and r["covering_constant"] == o["covering_constant"])
-    return same, n
+                same, n = per.get((d, T), (0, 0))
+                per[(d, T)] = (same + all(r[k] == o[k] for k in keys), n + 1)
+    return sum(s for s, _ in per.values()), sum(n for _, n in per.values()), per
+
+
+SAME_KEYS = ("test_acc", "best_test_acc", "final_loss", "min_loss", "mass_on_S", "score_gap")
+
+
+def same_command(first, second, out, log=print):
+    """Per cell, how many runs of the folder `second` give the run of the same cell and seed in
+    `first` the same SAME_KEYS to the bit (measures of the learned function and of training, not
+    of its parametrisation), into `out`."""
+    harness.check_path("out", out, "the table's file")
+    harness.need(callable(log), "log", log, "a function of one line")
+    (_, a), (_, b) = load_runs(first, "the first folder"), load_runs(second, "the second folder")
+    same, n, per = _same_runs(b, a, keys=SAME_KEYS)
+    harness.need(n > 0, "folders", (first, second), "two folders with runs of the same cells "
+                 "and seeds", ValueError)
+    lines = ["## Runs of two folders compared to the bit", "",
+             f"Written by `python -m studies.symmetries same {first} {second}`. A run is the same "
+             f"when its {', '.join(SAME_KEYS)} are equal to the bit. {same} of {n} runs are.", "",
+             "| d | T | runs | the same |", "|---|---|---|---|"] + [
+        f"| {d} | {T} | {k} | {s} |" for (d, T), (s, k) in sorted(per.items())]
+    path = cli.claim_output(out, "table", "the table")
+    cli.write_text(path, "\n".join(lines) + "\n")
+    log(f"wrote {path}: {same} of {n} runs the same")
 
 
 def _separation_lines(cells, W):
@@ -431,8 +455,8 @@ def canonical_command(borderline, fixed, study, out, n_boot=N_BOOT, log=print):
         harness.need(all(not math.isnan(r["canon_C"]) or not math.isfinite(r["test_acc"])
                          for rows in cells.values() for r in rows), "folders", cells,
                      "runs with the canonical columns (trained by this version)", ValueError)
-    sb, nb = _same_runs(cb, theirs, "borderline")
-    sf, nf = _same_runs(cf, theirs, "fixed")
+    sb, nb, _ = _same_runs(cb, theirs, "borderline")
+    sf, nf, _ = _same_runs(cf, theirs, "fixed")
     Wb = seed_weights(pb["seeds"], [T for (_, _, T, _) in cb], n_boot)
     Wf = seed_weights(pf["seeds"], [T for (_, _, T, _) in cf], n_boot)
     grown = [(k, n + (" (canonical)" if c else "")) for raw, canon, n in PAIRED_MEASURES[:5]
@@ -478,6 +502,10 @@ def _parser():
     k.add_argument("out", help="the markdown table to write")
     k.add_argument("--study", default=os.path.join("results", "mechanism"),
                    help="the study's folder, whose runs the reruns must give again")
+    q = sub.add_parser("same", help="how many runs of two folders are the same to the bit")
+    q.add_argument("first", help="a study's or an arm's folder")
+    q.add_argument("second", help="another, with runs of the same cells and seeds")
+    q.add_argument("out", help="the markdown table to write")
     return ap
 
 
@@ -496,6 +524,8 @@ def main(argv=None):
             measures_command(a.out, a.plan)
         elif a.command == "cells":
             cells_command(a.pairs, a.out, a.seeds)
+        elif a.command == "same":
+            same_command(a.first, a.second, a.out)
         elif a.command == "canonical":
             canonical_command(a.borderline, a.fixed, a.study, a.out)
         else:

@@ -4267,3 +4267,34 @@ def test_the_canonical_table_sets_each_separation_raw_beside_canonical(tmp_path)
     with pytest.raises(ValueError, match="baseline-rerun"):
         symmetries.canonical_command(study_dir, f, study_dir, str(tmp_path / "x.md"), n_boot=10,
                                      log=lambda *a: None)
+
+
+def test_same_counts_the_runs_two_folders_share_to_the_bit(tmp_path):
+    """A rerun of every borderline run but one, whose final loss moved in its last bit: 35 of 36
+    the same, and that run's cell says which."""
+    study_dir, b = str(tmp_path / "study"), str(tmp_path / "b")
+    _synthetic_study(study_dir)
+
+    def nudge(rows):
+        rows[0]["final_loss"] = math.nextafter(float(rows[0]["final_loss"]), 1.0)
+    _rerun_of(study_dir, b, "borderline", lambda r: 1.0, nudge)
+    out = tmp_path / "same.md"
+    symmetries.same_command(study_dir, b, str(out), log=lambda *a: None)
+    text = out.read_text()
+    assert "35 of 36 runs are." in text and "| 64 | 10 | 12 | 11 |" in text
+    with pytest.raises(ValueError, match="same cells"):
+        symmetries.same_command(str(tmp_path / "b"), _empty_like(tmp_path, b), str(out))
+
+
+def _empty_like(tmp_path, src):  # a folder of the same plan whose runs are of other seeds
+    import csv
+    dst = str(tmp_path / "other")
+    shutil.copytree(src, dst)
+    rows = list(csv.DictReader(open(os.path.join(dst, "runs.csv"))))
+    plan = json.load(open(os.path.join(dst, "plan.json")))
+    cli.write_json(os.path.join(dst, "plan.json"), dict(plan, seeds=40))
+    with open(os.path.join(dst, "runs.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=mechanism.FIELDS)
+        w.writeheader()
+        w.writerows([dict(r, seed=int(r["seed"]) + 20) for r in rows])
+    return dst
