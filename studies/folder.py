@@ -698,8 +698,8 @@ class RowWriter:
 # train.py's options a sweep shares with every run. Not --model: a sweep takes --models (a list),
 # and with abbreviations off, --model is an error rather than a silent prefix of --models.
 MODEL_OPTIONS = ("task", "s", "data", "steps", "lr", "wd", "n_test", "d", "heads", "mlp", "dtype",
-                 "batch", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "qk_ball", "qkv_init",
-                 "qkv_step", "clip", "dropout", "val", "val_every", "pos_init")
+                 "batch", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "qk_ball",
+                 "qkv_init", "qkv_step", "clip", "dropout", "val", "val_every", "pos_init")
 
 
 def full_options(options):
