@@ -528,7 +528,8 @@ TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| tas
                "| folder | the arithmetic that replays",                  # studies.replay --table
                "## The same runs under two arithmetics",                     # studies.kernels
                "## The studies' measures under", "## The arm x T interaction",
-               "## Paired cells with an exact test")  # studies.symmetries
+               "## Paired cells with an exact test", "## The study's measures, raw and",
+               "## Runs of two folders compared")  # studies.symmetries
 SUMMARY_KEYS = {"model", "task", "T", "s", "m", "seed", "train_acc", "test_acc", "steps"}
 
 

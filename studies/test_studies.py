@@ -4298,3 +4298,18 @@ def _empty_like(tmp_path, src):  # a folder of the same plan whose runs are of o
         w.writeheader()
         w.writerows([dict(r, seed=int(r["seed"]) + 20) for r in rows])
     return dst
+
+
+def test_the_symmetries_tables_may_be_written_again_over_themselves(tmp_path):
+    """cli.claim_output replaces only a file this project wrote: each new symmetries table must
+    be recognised as one (TABLE_HEADS), or the second run of its command refuses."""
+    study_dir, b = str(tmp_path / "study"), str(tmp_path / "b")
+    _synthetic_study(study_dir)
+    _rerun_of(study_dir, b, "borderline", lambda r: 1.0)
+    out = str(tmp_path / "t.md")
+    for _ in range(2):
+        symmetries.same_command(study_dir, b, out, log=lambda *a: None)
+    _rerun_of(study_dir, str(tmp_path / "f"), "fixed", lambda r: 1.0)
+    for _ in range(2):
+        symmetries.canonical_command(b, str(tmp_path / "f"), study_dir, out, n_boot=10,
+                                     log=lambda *a: None)
