@@ -11,6 +11,8 @@
     python -m studies.symmetries canonical BORDERLINE FIXED OUT.md [--study results/mechanism]
                      the study's separations and growth in T, each measure raw and canonical,
                      from its runs trained again with the canonical columns
+    python -m studies.symmetries ball STUDY FOLDER... --seeds N --Ts T,... --out OUT.md   m* and
+                     each seed's critical m of protocol folders against the study's
     python -m studies.symmetries same FIRST SECOND OUT.md   how many runs of two folders (the
                      same cells and seeds) are the same to the bit
 
@@ -40,10 +42,12 @@ import attn
 import symmetry
 import train
 from attn import INTS, check_number
-from cli import OneLineParser
+from cli import OneLineParser, int_list
 from theory import covering_constant, generalization_gap, norm_measures
 
 from studies import harness, stats
+from studies.folder import folder_rows
+from studies.stats import critical_sizes
 from studies.mechanism import growth_table, measure_mechanism
 from studies.study import fmt, load_runs, seed_weights, separation, word
 
@@ -480,7 +484,61 @@ def canonical_command(borderline, fixed, study, out, n_boot=N_BOOT, log=print):
     log(f"wrote {path}")
 
 
-# ======== 4. THE COMMAND LINE ===================================================================
+# ======== 4. THE NORM BALL, SEED BY SEED ========================================================
+# A sweep's seed fixes the data and the init whatever the options, so a protocol's seed and the
+# study's seed of one T differ by the protocol alone: each seed's critical m (its bisection's
+# answer; above the grid counts as larger) in the two folders, compared by the exact sign test.
+
+def _critical(folder, n_seeds, Ts):  # -> {T: critical_sizes' entry} over seeds 0..n_seeds-1
+    meta, rows = folder_rows(folder, n_seeds, Ts)
+    grid = meta.get("grids", {}).get("transformer")
+    harness.need(bool(grid), "folder", folder, "a sweep folder with a Transformer grid", ValueError)
+    out = {T: st for (_, T), st in critical_sizes(rows, {"transformer": grid},
+                                                  meta.get("search", "bisect")).items()}
+    for T, st in out.items():
+        harness.need(st["n_seeds"] == n_seeds and not st["unfinished"], "folder", folder,
+                     f"every seed 0..{n_seeds - 1} finished at T = {T}", ValueError)
+    return out
+
+
+def ball_command(study, folders, n_seeds, Ts, out, log=print):
+    """Per folder and T: m* over seeds 0..n_seeds-1 with its exact interval, the study's m* on the
+    same seeds, and how many seeds need more or fewer samples than in the study, with the exact
+    two-sided sign test, into `out`."""
+    harness.check_path("out", out, "the table's file")
+    harness.need(callable(log), "log", log, "a function of one line")
+    harness.need(isinstance(folders, (list, tuple)) and folders, "folders", folders,
+                 "a list of sweep folders", ValueError)
+    base = _critical(study, n_seeds, Ts)
+    n = lambda v: "inf" if math.isinf(v) else f"{v:g}"
+    lines = ["## The norm ball against the study, seed by seed", "",
+             f"Written by `python -m studies.symmetries ball {study} {' '.join(folders)} --seeds "
+             f"{n_seeds} --Ts {','.join(map(str, Ts))}`. m* by the majority rule over seeds "
+             f"0-{n_seeds - 1} with its exact 95% interval (the bisection's order statistic); "
+             "per seed, its critical m (the smallest grid m that succeeded; above the grid "
+             "counts as larger) under the protocol against the study's, and the exact two-sided "
+             "sign test on the seeds that differ.", "",
+             "| protocol | T | m* [95% CI] | the study's m* [95% CI], same seeds | seeds above "
+             "the grid | more / fewer / same than the study | sign test p |",
+             "|---|---|---|---|---|---|---|"]
+    for f in folders:
+        got = _critical(f, n_seeds, Ts)
+        for T in sorted(set(got) & set(base)):
+            a, b = got[T], base[T]
+            more = sum(x > y for x, y in zip(a["per_seed"], b["per_seed"]))
+            fewer = sum(x < y for x, y in zip(a["per_seed"], b["per_seed"]))
+            p = min(1.0, 2 * sum(math.comb(more + fewer, k) for k in range(min(more, fewer) + 1))
+                    / 2 ** (more + fewer)) if more + fewer else 1.0
+            lines.append(f"| {os.path.basename(f.rstrip('/'))} | {T} | {n(a['m_star'])} "
+                         f"[{n(a['m_star_lo'])}, {n(a['m_star_hi'])}] | {n(b['m_star'])} "
+                         f"[{n(b['m_star_lo'])}, {n(b['m_star_hi'])}] | {a['censored']} | "
+                         f"{more} / {fewer} / {n_seeds - more - fewer} | {p:.3g} |")
+    path = cli.claim_output(out, "table", "the table")
+    cli.write_text(path, "\n".join(lines) + "\n")
+    log(f"wrote {path}")
+
+
+# ======== 5. THE COMMAND LINE ===================================================================
 
 def _parser():
     ap = OneLineParser(prog="python -m studies.symmetries", description=__doc__.split("\n\n")[2])
@@ -502,6 +560,12 @@ def _parser():
     k.add_argument("out", help="the markdown table to write")
     k.add_argument("--study", default=os.path.join("results", "mechanism"),
                    help="the study's folder, whose runs the reruns must give again")
+    b = sub.add_parser("ball", help="m* and each seed's critical m against the study's")
+    b.add_argument("study", help="the study's sweep folder (results/extended)")
+    b.add_argument("folders", nargs="+", help="protocol folders of the same grid and seeds")
+    b.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (default 10)")
+    b.add_argument("--Ts", type=int_list, required=True, help="comma-separated T")
+    b.add_argument("--out", required=True, help="the markdown table to write")
     q = sub.add_parser("same", help="how many runs of two folders are the same to the bit")
     q.add_argument("first", help="a study's or an arm's folder")
     q.add_argument("second", help="another, with runs of the same cells and seeds")
@@ -524,6 +588,8 @@ def main(argv=None):
             measures_command(a.out, a.plan)
         elif a.command == "cells":
             cells_command(a.pairs, a.out, a.seeds)
+        elif a.command == "ball":
+            ball_command(a.study, a.folders, a.seeds, a.Ts, a.out)
         elif a.command == "same":
             same_command(a.first, a.second, a.out)
         elif a.command == "canonical":
