@@ -142,7 +142,8 @@ def rounding_note():
     return (f"95% intervals from {stats.N_BOOT:,} bootstrap resamples of the seeds, each T's on "
             f"its own and the same at one T (paired), or exact (one T's m* after bisection); a "
             f"bound from drawn resamples keeps no digit its Monte Carlo band (two standard errors "
-            f"either side) moves (210 may stand for 205-215), and one left without a figure is "
+            f"either side) moves, rounded outwards where it loses digits (an upper bound of 210 "
+            f"may stand for 200-210, a lower one for 210-220), and one left without a figure is "
             f"widened to the far end of that band and marked ~ (~500: reaches at most that far; "
             f"> a: known only to exceed a)")
 

@@ -2086,9 +2086,9 @@ def test_a_bound_keeps_no_digit_its_monte_carlo_error_moves():
     B = lambda v, a, b, side="hi": stats.Bound(v, (a, b), side)
     assert stats.bound_text(B(206.3, 206.1, 206.6), 0) == "206"      # error 0.25: all digits
     assert stats.bound_text(B(206.3, 204.0, 208.0), 0) == "210"      # error 2: not the units
-    assert stats.bound_text(B(1.4123, 1.40, 1.42), 2) == "1.4"       # band 0.02: one decimal
-    assert stats.bound_text(B(1.4123, 1.38, 1.45), 2) == "1"         # band 0.07: none
-    assert stats.bound_text(B(3.06e7, 3.03e7, 3.08e7, "lo"), 0) == "3.1e+07"
+    assert stats.bound_text(B(1.4123, 1.40, 1.42), 2) == "1.5"       # band 0.02: one decimal
+    assert stats.bound_text(B(1.4123, 1.38, 1.45), 2) == "2"         # band 0.07: none
+    assert stats.bound_text(B(3.06e7, 3.03e7, 3.08e7, "lo"), 0) == "3.0e+07"
     # not one figure left: widened to the band's outer end and marked ~ (a reader tells "~500",
     # at most about that far, from a measured 500), or what is known where that end is inf or
     # twice the inner end (a heavy tail): the power of ten inside the inner end
@@ -2111,6 +2111,48 @@ def test_a_bound_keeps_no_digit_its_monte_carlo_error_moves():
     assert mechanism.word(B(0.52, 0.51, 0.53, "lo"), B(0.8, 0.79, 0.81), 0.5) == "established"
 
 
+def test_a_bound_that_loses_digits_is_rounded_outwards():
+    # rounded to the nearest, an upper bound of 1.42 printed "1" and a lower bound of 2.57 "3":
+    # the printed interval was narrower than the one measured. A bound that loses digits to its
+    # band is rounded down when it is a lower bound and up when it is an upper bound
+    B = lambda v, a, b, side: stats.Bound(v, (a, b), side)
+    text = lambda v, a, b, d=2: (stats.bound_text(B(v, a, b, "lo"), d),
+                                 stats.bound_text(B(v, a, b, "hi"), d))
+    assert text(1.42, 1.38, 1.45) == ("1", "2") and text(2.57, 2.50, 2.62) == ("2", "3")
+    assert text(1.4123, 1.40, 1.42) == ("1.4", "1.5")                  # one decimal kept
+    assert text(206.3, 204.0, 208.0, 0) == ("200", "210")              # tens (d < 0)
+    assert text(2063.0, 2061.0, 2065.0, 1) == ("2060", "2070")
+    # a bound already at the kept precision prints as it is: exact decimal arithmetic, so no
+    # float noise (1.3 / 0.1 = 13.000000000000002) pushes it a unit out
+    assert text(1.3, 1.29, 1.32) == ("1.3", "1.3") and text(0.7, 0.68, 0.72) == ("0.7", "0.7")
+    assert text(130.0, 128.0, 132.0, 0) == ("130", "130") and text(2.0, 1.9, 2.1) == ("2", "2")
+    assert text(4.1, 4.08, 4.12, 3) == ("4.1", "4.1") and text(5.0, 4.9, 5.1, 3) == ("5", "5")
+    # negative bounds: down is away from 0 for a lower bound, up is towards 0 for an upper one
+    assert text(-1.42, -1.45, -1.38) == ("-2", "-1") and text(-1.3, -1.32, -1.29) == ("-1.3",) * 2
+    assert text(-206.3, -208.0, -204.0, 0) == ("-210", "-200")
+    # a million or more that loses digits: the exponent form, rounded outwards in the same way
+    assert text(3.06e7, 3.03e7, 3.08e7, 0) == ("3.0e+07", "3.1e+07")
+    assert text(3.04e7, 3.01e7, 3.06e7, 0) == ("3.0e+07", "3.1e+07")
+    assert text(3.0e7, 2.98e7, 3.02e7, 0) == ("3.0e+07", "3.0e+07")
+    assert text(-3.06e7, -3.08e7, -3.03e7, 0) == ("-3.1e+07", "-3.0e+07")
+    assert text(9.96e6, 9.9e6, 1.0e7, 0) == ("9e+06", "1e+07")         # up past the power of 10
+    # a bound that keeps every digit asked for, a point estimate and an exact bound: the nearest
+    assert text(206.3, 206.1, 206.6, 0) == ("206", "206")
+    assert text(2.57, 2.569, 2.571) == ("2.57", "2.57")
+    assert stats.bound_text(2.57, 0) == "3" and stats.bound_text(1.42, 0) == "1"
+    # every such bound prints within one unit of its kept digit outside the bound, never inside
+    rng = np.random.default_rng(3)
+    for _ in range(2000):
+        v, w, dec = rng.uniform(-50, 50), 10.0 ** rng.uniform(-3, 1), int(rng.integers(0, 4))
+        for side in ("lo", "hi"):
+            b = B(v, v - w * rng.uniform(), v + w * rng.uniform(), side)
+            d, out = stats.mc_decimals(b, dec), stats.bound_text(b, dec)
+            if d is None or d == dec:
+                continue
+            gap = (float(out) - v) * (1 if side == "hi" else -1)
+            assert -1e-12 <= gap < 10.0 ** -d + 1e-12, (v, b.band, side, dec, out)
+
+
 def _rerun_change_rate(B, rng):
     """How often a printed 97.5% bound changes its text when drawn again from B other resamples:
     20 reruns each of bounds at eight scales and ten places between two rounding points."""
@@ -2126,12 +2168,13 @@ def _rerun_change_rate(B, rng):
 def test_a_printed_bound_keeps_its_text_in_about_nineteen_reruns_of_twenty(monkeypatch):
     # the rule's measure (stats.py's module docstring): a band of two standard errors that spans
     # at most half a unit of the last digit printed keeps the text in all but about 3% of reruns
-    # (this draw: 2.8%); the band of one standard error within a whole unit, the rule before,
-    # changed it in 36%
+    # (this draw: 3.0%); the band of one standard error within a whole unit, the rule before,
+    # changed it in 20% (both with bounds that lose digits rounded outwards; to the nearest, as
+    # they were, 2.8% and 36%)
     assert _rerun_change_rate(20000, np.random.default_rng(11)) <= 0.05
     monkeypatch.setattr(stats, "MC_Z", 1)
     monkeypatch.setattr(stats, "MC_SPAN", 1.0)
-    assert _rerun_change_rate(20000, np.random.default_rng(11)) > 0.25
+    assert _rerun_change_rate(20000, np.random.default_rng(11)) > 0.15
 
 
 def test_headline_refuses_a_folder_at_another_width_in_one_line(smoke_ref, tmp_path, capsys):
