@@ -651,6 +651,19 @@ def growth_table(plan, cells, W, design="fixed", quantities=GROWN):
     fixed m, per width: the median at each T fitted (laws.scaling_fits, each T resampled on its
     own) as a + b ln T and a T^k, over the cells whose every seed ran. -> (lines, the number of
     intervals, {(d, key): fit})."""
+    harness.need(isinstance(plan, dict) and isinstance(plan.get("seeds"), int), "plan", plan,
+                 "a study's plan (read_plan)")
+    harness.need(isinstance(cells, dict) and all(
+        isinstance(k, tuple) and len(k) == 4 and isinstance(v, list) for k, v in cells.items()),
+        "cells", cells, "load_study's cells {(design, d, T, m): rows}")
+    harness.need(isinstance(W, dict) and all(isinstance(v, np.ndarray) for v in W.values()),
+                 "W", W, "seed_weights' {T: weights}")
+    designs = sorted({k[0] for k in cells})
+    harness.need(isinstance(design, str) and design in designs, "design", design,
+                 f"a design of the cells ({', '.join(designs) or 'none: no cells'})", ValueError)
+    harness.need(isinstance(quantities, (list, tuple)) and all(
+        isinstance(q, tuple) and len(q) == 2 and all(isinstance(x, str) for x in q)
+        for q in quantities), "quantities", quantities, "(column, name) pairs")
     lines = ["| d | quantity | T | median at each T | b of a + b ln T [95% CI] | "
              "k of a T^k [95% CI] | log fits better |", "|---|---|---|---|---|---|---|"]
     n_tests, fits = 0, {}

@@ -403,6 +403,8 @@ def same_command(first, second, out, log=print):
     `first` the same SAME_KEYS to the bit (measures of the learned function and of training, not
     of its parametrisation), into `out`."""
     harness.check_path("out", out, "the table's file")
+    for name, v in (("first", first), ("second", second)):
+        harness.check_path(name, v, "a study's or an arm's folder", folder=True)
     harness.need(callable(log), "log", log, "a function of one line")
     (_, a), (_, b) = load_runs(first, "the first folder"), load_runs(second, "the second folder")
     same, n, per = _same_runs(b, a, keys=SAME_KEYS)
@@ -448,6 +450,8 @@ def canonical_command(borderline, fixed, study, out, n_boot=N_BOOT, log=print):
     fixed-m cells, rerun in `fixed`) on each measure raw and canonical, and how many reruns gave
     the study's (folder `study`) very runs, into `out`."""
     harness.check_path("out", out, "the table's file")
+    for name, v in (("borderline", borderline), ("fixed", fixed), ("study", study)):
+        harness.check_path(name, v, "a study's folder", folder=True)
     harness.need(callable(log), "log", log, "a function of one line")
     check_number("n_boot", n_boot, INTS, 1, 10**6 + 1, "an integer from 1 to 10**6")
     _, theirs = load_runs(study, "the study")
@@ -506,9 +510,16 @@ def ball_command(study, folders, n_seeds, Ts, out, log=print):
     same seeds, and how many seeds need more or fewer samples than in the study, with the exact
     two-sided sign test, into `out`."""
     harness.check_path("out", out, "the table's file")
-    harness.need(callable(log), "log", log, "a function of one line")
+    harness.check_path("study", study, "a sweep folder", folder=True)
     harness.need(isinstance(folders, (list, tuple)) and folders, "folders", folders,
                  "a list of sweep folders", ValueError)
+    for f in folders:
+        harness.check_path("folders", f, "a sweep folder", folder=True)
+    check_number("n_seeds", n_seeds, INTS, 1, 10**4 + 1, "an integer from 1 to 10**4")
+    harness.need(isinstance(Ts, (list, tuple)) and Ts and all(
+        isinstance(T, int) and not isinstance(T, bool) and T >= 1 for T in Ts), "Ts", Ts,
+        "a list of integers T >= 1", ValueError)
+    harness.need(callable(log), "log", log, "a function of one line")
     base = _critical(study, n_seeds, Ts)
     n = lambda v: "inf" if math.isinf(v) else f"{v:g}"
     lines = ["## The norm ball against the study, seed by seed", "",

@@ -3826,6 +3826,21 @@ STUDY_WALK = {
         pairs="results/mechanism-interventions/full/pairs.csv", out=_w("i.md"), n_boot=10,
         log=print), run=False, legal=dict(out=NEW_FILE, n_boot={"10**12": "refused"}))
        for c in ("interaction", "cells")},
+    "symmetries.canonical_command": Walk(lambda f: dict(
+        borderline=_w("study"), fixed=_w("study"), study=_w("study"), out=_w("c.md"), n_boot=10,
+        log=print), run=False, legal=dict(out=NEW_FILE, n_boot={"10**12": "refused"})),
+    "symmetries.same_command": Walk(lambda f: dict(first=_w("study"), second=_w("study"),
+                                                   out=_w("s.md"), log=print),
+                                    run=False, legal=dict(out=NEW_FILE)),
+    "symmetries.ball_command": Walk(lambda f: dict(
+        study="results/protocols/qk-ball-4", folders=["results/protocols/qk-ball-4"],
+        n_seeds=10, Ts=[100], out=_w("b.md"), log=print), run=False,
+        legal=dict(out=NEW_FILE, n_seeds={"10**12": "refused"})),
+    "mechanism.growth_table": Walk(lambda f: dict(
+        plan=folder.read_plan(_w("study")), cells=study.load_study(_w("study"))[1],
+        W=study.seed_weights(12, [10, 100, 1000], 20), design="fixed",
+        quantities=[("covering_constant", "C")]), run=False,
+        legal=dict(cells={"missing key": "fewer cells: the fits take the T left"})),
     "symmetries.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     # replay.py and kernels.py (issue 46): the folders read, nothing trained in a hostile call
     "replay.folder_kind": Walk(lambda f: dict(out="results/extended"),
