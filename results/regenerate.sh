@@ -83,9 +83,14 @@ $PY -m studies.symmetries cells $P/full/pairs-low.csv results/symmetries/cells-l
 $PY -m studies.symmetries cells $P/more-seeds/pairs.csv results/symmetries/more-seeds-all.md > /dev/null
 $PY -m studies.symmetries cells $P/more-seeds/pairs.csv results/symmetries/more-seeds-new.md \
     --seeds 20-39 > /dev/null
-# issue 47's screen of training inside the norm ball, beside the study's sweep seed for seed
+# issue 47's training inside the norm ball, beside the study's sweep seed for seed
 $PY -m studies.sweep compare results/extended results/protocols/qk-ball-{0.5,1,4} --seeds 10 \
-    --Ts 100,300,1100 --out results/symmetries/qk-ball.md > /dev/null
+    --Ts 100,300,1100,3000 --out results/symmetries/qk-ball.md > /dev/null
+$PY -m studies.symmetries ball results/extended results/protocols/qk-ball-{0.5,1,4} --seeds 10 \
+    --Ts 100,300,1100,3000 --out results/symmetries/qk-ball-seeds.md > /dev/null
+# issue 47's study on measures of the function: its runs trained again with canonical columns
+$PY -m studies.symmetries canonical results/symmetries/canonical-borderline \
+    results/symmetries/canonical-fixed results/symmetries/canonical.md > /dev/null
 # issue 46: which arithmetic made each folder (each folder's arithmetic.json, found by
 # python -m studies.replay FOLDER --find: no training here), per page and over every folder, and
 # the same runs under two kernels (results/arithmetic/README.md)
