@@ -33,7 +33,7 @@ from cli import OneLineParser
 
 from studies import harness, provenance
 from studies.mechanism import SEPARATED
-from studies.study import fmt, load_study, seed_weights, separation, word
+from studies.study import EDGE_NOTE, fmt, load_study, seed_weights, separation, word
 
 
 def _by_cell(cells):
@@ -125,7 +125,8 @@ def kernels_table(study, rerun):
            f"two-sided sign test p = {sign_test(lost, gained):.3g}).", ""] + ver_lines
         + ["", f"{moved} of {compared} verdicts move (the word differs, or a point lies outside "
            f"the other's 95% interval). Intervals: the seeds of each T resampled on their own, "
-           f"the same draws in both folders; wording against 1/2 as the study's pages word it.",
+           f"the same draws in both folders; wording against 1/2 as the study's pages word it. "
+           + EDGE_NOTE,
            f"The arithmetic of each folder: studies.replay's finding or its recorded machines "
            f"(python -m studies.replay FOLDER --find). Written by python -m studies.kernels "
            f"{study} {rerun}."]) + "\n"

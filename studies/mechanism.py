@@ -55,9 +55,9 @@ from cli import OneLineParser, int_list, integer, number
 from theory import covering_constant, covering_parts, norm_measures, paper_score_gap
 
 from studies import failures, folder, harness, laws, provenance, stats
-from studies.study import (STUDY_CSVS, fmt, is_final, load_runs, median_ci, read_plan,
-                           seed_weights, separation, study_cells, study_files, study_rows,
-                           weights_at, word)
+from studies.study import (EDGE_NOTE, STUDY_CSVS, fmt, is_final, load_runs, median_ci,
+                           read_plan, seed_weights, separation, study_cells, study_files,
+                           study_rows, weights_at, word)
 
 # ======== 1. ONE TRAINED MODEL: the mechanism it ends with =====================================
 # In a one-layer model read out at [CLS], the [CLS] token's query does not depend on the input,
@@ -783,7 +783,7 @@ def _report(out, log=print):
            f"heads on S: heads with mass >= {ON_S}; best = the best test accuracy at the "
            f"steps {LOG_EVERY}, {2 * LOG_EVERY}, ..., the outcome is the final step's.", ""]
         + sep + ["", f"{n_sep} intervals against 1/2 (no separation). A norm-based bound "
-                 "predicts failures have the larger norms: P > 1/2.", ""]
+                 "predicts failures have the larger norms: P > 1/2. " + EDGE_NOTE, ""]
         + grow + ["", f"{n_grow} intervals. The construction's score gap grows as "
                   f"ln((T - s)/(s eps)): b = 1 in ln T at a fixed leak eps.", ""]
         + _final_table(plan, cells, W) + [""] + _cost_lines(cells)

@@ -296,6 +296,11 @@ def separation(cells_rows, key, W):
     return float(p[0]), lo, hi
 
 
+EDGE_NOTE = ("A bound printed as the null itself beside 'established' lies beyond it by less "
+             "than its last printed digit: the word is read from the bound's Monte Carlo band "
+             "(stats.surely_above, surely_below), the text rounded outwards.")
+
+
 def word(lo, hi, null):
     """The page's wording for one interval against the value `null` of "no difference"."""
     lo, hi, null = _check_real("lo", lo), _check_real("hi", hi), _check_real("null", null)

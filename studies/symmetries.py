@@ -49,7 +49,7 @@ from studies import harness, stats
 from studies.folder import folder_rows
 from studies.stats import critical_sizes
 from studies.mechanism import growth_table, measure_mechanism
-from studies.study import fmt, load_runs, seed_weights, separation, word
+from studies.study import EDGE_NOTE, fmt, load_runs, seed_weights, separation, word
 
 # ======== 1. THE MEASURES AGAINST THE SYMMETRIES ================================================
 
@@ -479,7 +479,7 @@ def canonical_command(borderline, fixed, study, out, n_boot=N_BOOT, log=print):
              "### Separations at the borderline m, pooled over T per width", "",
              f"P(a failure's measure > a success's), pairs within each T ({n_boot} resamples "
              "of the seeds, each T's on its own); 1/2 is no separation, and a norm-based bound "
-             "predicts above 1/2.", ""] + _separation_lines(cb, Wb) + [
+             "predicts above 1/2. " + EDGE_NOTE, ""] + _separation_lines(cb, Wb) + [
              "", "### Growth in T at the fixed m", "",
              "Medians at each T, fitted as a + b ln T and a T^k (each T's seeds resampled on "
              "their own).", ""] + growth
