@@ -67,6 +67,18 @@ $PY -m studies.sweep compare results/extended results/protocols/freeze-ln1-low -
 $PY -m studies.mechanism paired results/mechanism-interventions/more-seeds/baseline-rerun results/mechanism-interventions/more-seeds/{freeze-ln1,decay-except-ln} \
     --out results/mechanism-interventions/more-seeds/paired.md \
     --pairs results/mechanism-interventions/more-seeds/pairs.csv > /dev/null
+# issue 47's low-gain arm with its step restored (W_Q, W_K, W_V initialised and stepped at 2x: the
+# freeze-ln1 run bit for bit), and each of the two factors alone, paired with the study's rerun
+# made under the same kernel as the low arm and with the low arm itself
+RS=results/mechanism-interventions/restored
+$PY -m studies.symmetries same results/mechanism-interventions/full/freeze-ln1 \
+    $RS/freeze-ln1-low-restored $RS/same.md > /dev/null
+$PY -m studies.mechanism paired results/mechanism $RS/freeze-ln1-low-restored \
+    --out $RS/paired-restored.md --pairs $RS/pairs-restored.csv > /dev/null
+$PY -m studies.mechanism paired results/mechanism-factors $RS/freeze-ln1-low-{init,step} \
+    --out $RS/paired-factors.md --pairs $RS/pairs-factors.csv > /dev/null
+$PY -m studies.mechanism paired results/mechanism-interventions/full/freeze-ln1-low \
+    $RS/freeze-ln1-low-{init,step} --out $RS/against-low.md > /dev/null
 # issue 38's trajectories: eventual successes against failures at every logged step
 $PY -m studies.mechanism trace-report results/mechanism-trajectories > /dev/null
 $PY -m studies.mechanism trace-report results/mechanism-trajectories-T > /dev/null

@@ -18,8 +18,9 @@ import cli
 from theory import COVERING_SUMS, covering_from_parts
 
 from studies import folder, harness, stats
-from studies.study import (fmt, is_final, load_runs, load_study, read_plan, recorded_folder, same_folder,
-                           separation, study_files, study_rows, weighted_median, word)
+from studies.study import (EDGE_NOTE, fmt, is_final, load_runs, load_study, read_plan,
+                           recorded_folder, same_folder, separation, study_files, study_rows,
+                           weighted_median, word)
 
 
 # From a study's runs, no new training: C split into the factors it multiplies, each factor's
@@ -372,7 +373,7 @@ def _paired_page(study, head, cells, pooled, cpu):
         "[95% CI] | B_X, smallest-largest: base / int. | median C: base / int. | median test "
         "acc: base / int. |", "|" + "---|" * 13] + cells + [
         "", "Pooled per width and over all cells (each T's seeds resampled on their own, both "
-        f"widths' pairs of a seed at one T together; {CELL_BOOT} resamples):", "",
+        f"widths' pairs of a seed at one T together; {CELL_BOOT} resamples). {EDGE_NOTE}", "",
         "| intervention | d | pairs | lost | gained | success rate, intervention - baseline "
         "[95% CI] | against 0 | B_X above the baseline pair's |", "|---|---|---|---|---|---|---|---|"
     ] + pooled + ["", "CPU time (the runs' own cpu_seconds, summed): " + "; ".join(
