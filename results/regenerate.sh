@@ -72,13 +72,16 @@ $PY -m studies.mechanism paired results/mechanism-interventions/more-seeds/basel
 # made under the same kernel as the low arm and with the low arm itself
 RS=results/mechanism-interventions/restored
 $PY -m studies.symmetries same results/mechanism-interventions/full/freeze-ln1 \
-    $RS/freeze-ln1-low-restored $RS/same.md > /dev/null
+    $RS/freeze-ln1-low-restored results/mechanism-interventions/restored/same.md > /dev/null
 $PY -m studies.mechanism paired results/mechanism $RS/freeze-ln1-low-restored \
-    --out $RS/paired-restored.md --pairs $RS/pairs-restored.csv > /dev/null
+    --out results/mechanism-interventions/restored/paired-restored.md \
+    --pairs results/mechanism-interventions/restored/pairs-restored.csv > /dev/null
 $PY -m studies.mechanism paired results/mechanism-factors $RS/freeze-ln1-low-{init,step} \
-    --out $RS/paired-factors.md --pairs $RS/pairs-factors.csv > /dev/null
+    --out results/mechanism-interventions/restored/paired-factors.md \
+    --pairs results/mechanism-interventions/restored/pairs-factors.csv > /dev/null
 $PY -m studies.mechanism paired results/mechanism-interventions/full/freeze-ln1-low \
-    $RS/freeze-ln1-low-{init,step} --out $RS/against-low.md > /dev/null
+    $RS/freeze-ln1-low-{init,step} --out results/mechanism-interventions/restored/against-low.md \
+    > /dev/null
 # issue 38's trajectories: eventual successes against failures at every logged step
 $PY -m studies.mechanism trace-report results/mechanism-trajectories > /dev/null
 $PY -m studies.mechanism trace-report results/mechanism-trajectories-T > /dev/null
