@@ -103,6 +103,8 @@ $PY -m studies.sweep compare results/extended results/protocols/qk-ball-{0.5,1,4
     --Ts 100,300,1100,3000 --out results/symmetries/qk-ball.md > /dev/null
 $PY -m studies.symmetries ball results/extended results/protocols/qk-ball-{0.5,1,4} --seeds 10 \
     --Ts 100,300,1100,3000 --out results/symmetries/qk-ball-seeds.md > /dev/null
+$PY -m studies.symmetries ball results/width/d-128 results/protocols/qk-ball-1-d-128 --seeds 10 \
+    --Ts 100,300,1100 --out results/symmetries/qk-ball-d-128.md > /dev/null
 # issue 47's study on measures of the function: its runs trained again with canonical columns
 $PY -m studies.symmetries canonical results/symmetries/canonical-borderline \
     results/symmetries/canonical-fixed results/symmetries/canonical.md > /dev/null
