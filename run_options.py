@@ -78,9 +78,10 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
 )
 DEFAULTS = {name: default for name, default, _, _ in OPTIONS}
 PARSE = {name: parse for name, _, parse, _ in OPTIONS}
+# what defines a run: a checkpoint must agree on these
 RUN_KEYS = ("model", "task", "T", "s", "m", "data", "n_test", "lr", "wd", "batch", "seed", "d",
             "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "qk_ball",
-            "qkv_init", "qkv_step", "clip", "dropout", "val", "val_every", "pos_init")   # what defines a run: a checkpoint must agree on these
+            "qkv_init", "qkv_step", "clip", "dropout", "val", "val_every", "pos_init")
 
 
 def py_flag(name, value):       # how a Python caller names an option: "s=5"
