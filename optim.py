@@ -75,7 +75,10 @@ def adam_init(params, decay="all", frozen=(), scales=None):
         [np.full(v.size, scales.get(k, 1.0), flat.dtype) for k, v in params.items()])
     return dict(state, m=_views(m_flat, shapes), v=_views(v_flat, shapes), m_flat=m_flat,
                 v_flat=v_flat, views=dict(params), per_scale=per_scale,
-                per_eps=None if per_scale is None else 1.0 / per_scale,
+                per_eps=None if per_scale is None else (      # 1 / c in float64, as adam_step's
+                    1.0 / np.concatenate([np.full(v.size, scales.get(k, 1.0))   # Python floats,
+                                          for k, v in params.items()]),         # and its scratch
+                    np.empty_like(flat)),
                 mask=None if len(decayed) == len(params) else per_entry(decayed),
                 held=per_entry(frozen) if frozen else None,
                 held_at=np.flatnonzero(per_entry(frozen)) if frozen else None,
@@ -175,7 +178,8 @@ def _flat_adam_step(grads, state, lr, wd, b1, b2, eps, decoupled):
         denom += eps
     else:                                                            # held at c x: lr c, eps / c
         step *= scale
-        denom += state["per_eps"] * eps
+        inverse, eps_c = state["per_eps"]
+        denom += np.multiply(inverse, eps, out=eps_c, casting="same_kind")   # eps (1 / c)
     if held is not None:
         denom += held                                                # frozen: step 0 / (.. + 1)
     step /= denom

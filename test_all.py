@@ -3577,16 +3577,26 @@ def test_a_parameter_held_at_c_times_its_scale_follows_the_unscaled_one_bit_for_
     for c, decoupled in ((2.0, False), (2.0, True), (0.25, False), (3.0, False), (2.0, None)):
         W = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
         P = dict(W, W_Q=W["W_Q"] * np.float32(c))
+        P0 = {k: v.copy() for k, v in P.items()}
         W, P = (optim.one_buffer(x) if flat else {k: v.copy() for k, v in x.items()}
                 for x in (W, P))
         sw = optim.adam_init(W, frozen=("ln1_g",))
         sp = optim.adam_init(P, frozen=("ln1_g",), scales=None if decoupled is None else
                              {"W_Q": c})
+        gs = []
         for _ in range(25):
             g = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+            gs.append(g)
             optim.adam_step(W, g, sw, 0.01, 0.1, decoupled=bool(decoupled))
             optim.adam_step(P, dict(g, W_Q=g["W_Q"] / np.float32(c)), sp, 0.01, 0.1,
                             decoupled=bool(decoupled))
+        if flat and decoupled is not None:     # the flat buffer: the plain formula's very bits
+            Q = dict(P0)
+            sq = optim.adam_init(Q, frozen=("ln1_g",), scales={"W_Q": c})
+            for g in gs:
+                optim.adam_step(Q, dict(g, W_Q=g["W_Q"] / np.float32(c)), sq, 0.01, 0.1,
+                                decoupled=bool(decoupled))
+            assert all(np.array_equal(P[k], Q[k]) for k in P), (c, decoupled)
         same = np.array_equal(P["W_Q"], W["W_Q"] * np.float32(c))
         assert same == (c in (2.0, 0.25) and decoupled is not None), (c, decoupled)
         assert np.allclose(P["W_Q"] / c, W["W_Q"], rtol=1e-5) == (decoupled is not None)
