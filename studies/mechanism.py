@@ -127,9 +127,11 @@ def _check_inputs(X, T):
     return A
 
 
-def measure_mechanism(p, cfg, S, X):
+def measure_mechanism(p, cfg, S, X, canonical=True):
     """The mechanism of a trained model (params p, attn.py config cfg) on its support S, averaged
-    over the inputs X [n, T] -> dict of floats (and per_head lists).
+    over the inputs X [n, T] -> dict of floats (and per_head lists); with canonical, also the
+    norms on the model's canonical form (_canonical_measures: about two thirds of the time, which
+    a trajectory, reading none of them, leaves out).
 
     What is taken, per head h (theory.norm_measures, with the biases folded in):
       score scale   ||W_QK,h||_2 B_X^2: W_QK,h = [W_Q; b_Q]_h [W_K; b_K]_h^T / sqrt(e), the matrix
@@ -152,6 +154,7 @@ def measure_mechanism(p, cfg, S, X):
     attn.check_config(cfg)
     attn.check_params(p, cfg)
     S, X = _check_support(S, cfg["T"]), _check_inputs(X, cfg["T"])
+    harness.need(isinstance(canonical, bool), "canonical", canonical, "True or False")
     nm = norm_measures(p, cfg)
     mass, gap = _head_attention_on_S(p, cfg, S, X)
     at = nm["B_X_position"]
@@ -170,7 +173,7 @@ def measure_mechanism(p, cfg, S, X):
                 B_X_in_S=int(at >= 0 and at in set(np.asarray(S).tolist())),
                 readout_norm=nm["readout_norm"], mlp_factor=nm["mlp_factor"],
                 qk_fro=float(max(nm["qk_fro"])), v_21=float(max(nm["v_21"])), **covering_parts(nm),
-                **_canonical_measures(p, cfg, h),
+                **(_canonical_measures(p, cfg, h) if canonical else {}),
                 per_head={k: v.tolist() for k, v in per_head.items()})
 
 
@@ -371,7 +374,7 @@ class _Trace:
             p = {k: v[r] for k, v in params.items()}
             row = dict(run=r, step=step, test_acc=float(test_acc[r]), train_loss=float(loss[r]))
             if all(np.isfinite(v).all() for v in p.values()):
-                mech = measure_mechanism(p, self.cfg, S, X)
+                mech = measure_mechanism(p, self.cfg, S, X, canonical=False)
                 row.update({k: mech[k] for k in TRACED})
             else:                                          # a diverged run: nothing to measure
                 row.update({k: math.nan for k in TRACED}, top_head=-1, B_X_token="none",
