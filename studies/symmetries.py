@@ -538,8 +538,7 @@ def ball_command(study, folders, n_seeds, Ts, out, log=print):
             a, b = got[T], base[T]
             more = sum(x > y for x, y in zip(a["per_seed"], b["per_seed"]))
             fewer = sum(x < y for x, y in zip(a["per_seed"], b["per_seed"]))
-            p = min(1.0, 2 * sum(math.comb(more + fewer, k) for k in range(min(more, fewer) + 1))
-                    / 2 ** (more + fewer)) if more + fewer else 1.0
+            p = sign_test(more, fewer)
             lines.append(f"| {os.path.basename(f.rstrip('/'))} | {T} | {n(a['m_star'])} "
                          f"[{n(a['m_star_lo'])}, {n(a['m_star_hi'])}] | {n(b['m_star'])} "
                          f"[{n(b['m_star_lo'])}, {n(b['m_star_hi'])}] | {a['censored']} | "
