@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-import cli
+from studies import cli
 from theory import COVERING_SUMS, covering_from_parts
 
 from studies import folder, harness, stats

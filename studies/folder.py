@@ -23,17 +23,17 @@ import os
 import re
 import sys
 
-import cli
-import run_options
+from studies import cli
+from studies import run_options
 
-from attn import INTS, REALS, check_number
+from studies.checks import INTS, REALS, check_number
 from studies.harness import check_callable, check_path, shown
 from studies.stats import SEARCHES, seed_outcome
 
 ROW_FIELDS = ("model", "task", "s", "T", "m", "seed", "test_acc", "train_acc", "success",
               "attn_on_S", "steps", "seconds", "best_step", "pos_overlap", "sweep_id")
 OPTIONAL_FIELDS = ("best_step", "pos_overlap", "sweep_id")   # older rows lack them
-# pos_overlap: train.position_overlap of the trained model (the width study's measurement)
+# pos_overlap: trainer.position_overlap of the trained model (the width study's measurement)
 # sweep_id: a fingerprint of the sweep's options, bar and search (see sweep_fingerprint), in every
 # row, so that CSVs merged from shards or machines are checked to be one experiment.
 ROW_TYPES = dict(T=int, m=int, seed=int, s=int, steps=int, test_acc=float, train_acc=float,

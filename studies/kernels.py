@@ -6,7 +6,7 @@
 A float32 run replays bit for bit only under the kernel that made it (arithmetic.py); a run near
 the success bar can end on the other side under another kernel. This command pairs two folders of
 the mechanism study's kind whose runs are the same runs (same cells d, T, m and seeds: the same
-data and init, train.seeds_for) made under two arithmetics, and asks what changes: per cell, how
+data and init, trainer.seeds_for) made under two arithmetics, and asks what changes: per cell, how
 many runs change outcome (with the exact two-sided sign test of the discordant pairs), and for
 each quantity the study separates failures from successes with, its interval in each folder and
 whether the verdict word moves or either point leaves the other's interval. Each folder's
@@ -18,7 +18,7 @@ if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C wai
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 
-import cli                      # standard library only: Ctrl-C from the first line
+from studies import cli                      # standard library only: Ctrl-C from the first line
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.kernels")   # Ctrl-C while starting: one line, exit 130
@@ -28,8 +28,8 @@ import os
 
 import numpy as np
 
-from attn import INTS, check_number
-from cli import OneLineParser
+from studies.checks import INTS, check_number
+from studies.cli import OneLineParser
 
 from studies import harness, provenance
 from studies.mechanism import SEPARATED

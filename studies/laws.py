@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 
-from attn import describe
+from studies.checks import describe
 
 from studies.stats import check_real, check_reals, percentile_ci, surely_above
 

@@ -3,7 +3,7 @@
     python -m studies.sweep limit      the limit per T (no training): table.md and limit.json
 
 For each T, over LIMIT_SEEDS independent streams of samples (the streams an iid run of each seed
-draws, train.seeds_for), the first m at which exactly one s-sparse hypothesis of the task fits the
+draws, trainer.seeds_for), the first m at which exactly one s-sparse hypothesis of the task fits the
 m samples (hypotheses.first_identifying_m), and its median and 5-95% spread over the streams: the
 reference below which no learner can be sure of S. The sweeps' tables and the headline table set
 it beside m* (report.py); families of many supports are enumerated only where that is cheap.
@@ -15,11 +15,13 @@ import time
 
 import numpy as np
 
+from studies import checks
+
 import data
-import hypotheses
-import train
-from attn import INTS, check_number
-from cli import claim_outputs, read_text_file, write_json, write_text
+from studies import hypotheses
+from studies import trainer
+from studies.checks import INTS, check_number
+from studies.cli import claim_outputs, read_text_file, write_json, write_text
 
 from studies import harness
 from studies.harness import need
@@ -87,7 +89,7 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
         firsts = []
         try:
             for seed in range(n_seeds):
-                streams = train.seeds_for(seed)       # the streams an iid run of the seed uses
+                streams = trainer.seeds_for(seed)       # the streams an iid run of the seed uses
                 t = data.make_task(task, T, s, streams.task)
                 firsts.append(hypotheses.first_identifying_m(t, streams.train, LIMIT_M_MAX))
         except ValueError:
@@ -139,7 +141,7 @@ def limit_command(a, fail):
         fail(f"--s {a.s} is larger than the smallest T {min(a.Ts)}")
     for T in a.Ts:                           # sizes, before anything is allocated
         try:
-            data.check_sample_size(max(a.ms), T)
+            checks.check_sample_size(max(a.ms), T)
         except ValueError as e:
             fail(f"--Ts {T} with --ms {max(a.ms)}: {e}")
     if a.out:                                # the files it writes: free, or its own kind

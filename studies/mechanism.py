@@ -30,7 +30,7 @@ if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C wai
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 
-import cli                      # standard library only: the thread setting acts before numpy
+from studies import cli                      # standard library only: the thread setting acts before numpy
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.mechanism")
@@ -45,13 +45,15 @@ from concurrent.futures import FIRST_COMPLETED, wait
 
 import numpy as np
 
-import arithmetic
+from studies import checks
+
+from studies import arithmetic
 import attn
-from attn import INTS, REALS, check_number
-import run_options
-import symmetry
-import train
-from cli import OneLineParser, int_list, integer, number
+from studies.checks import INTS, REALS, check_number
+from studies import run_options
+from studies import symmetry
+from studies import trainer
+from studies.cli import OneLineParser, int_list, integer, number
 from theory import covering_constant, covering_parts, norm_measures, paper_score_gap
 
 from studies import failures, folder, harness, laws, provenance, stats
@@ -72,7 +74,7 @@ N_MEASURE = 500     # inputs (the first of the run's own test set) the attention
 def _cls_scores(p, cfg):  # -> scores [2, T, H] (bit 0, bit 1 at each position), cls [H]
     """The [CLS] query's attention scores q . k_t / sqrt(e) per head, in float64, from the same
     tokens attn.py feeds its head (embedding, then LN1 with the trained gain and shift)."""
-    attn.check_params(p, cfg)
+    checks.check_params(p, cfg)
     d, H, T = cfg["d"], cfg["heads"], cfg["T"]
     e = d // H
     f = {k: np.asarray(v, np.float64) for k, v in p.items()}
@@ -123,7 +125,7 @@ def _check_inputs(X, T):
     A = np.asarray(X) if isinstance(X, (list, tuple, np.ndarray)) else None
     if A is None or A.dtype.kind not in "biuf" or A.ndim != 2 or A.shape[1] != T or not len(A):
         raise ValueError(f"X must be [n >= 1, T={T}] bits 0/1, got {harness.shown(X)}")
-    attn.check_01("X", A, "bits")
+    checks.check_01("X", A, "bits")
     return A
 
 
@@ -151,8 +153,8 @@ def measure_mechanism(p, cfg, S, X, canonical=True):
     is their product), qk_fro and v_21 (the largest head's ||W_QK||_F and ||W_V||_{2,1}) and the
     head sums theory.COVERING_SUMS, from which theory.covering_from_parts gives C again;
     per_head: each of score_scale, norm_V, norm_O, mass_on_S, score_gap per head."""
-    attn.check_config(cfg)
-    attn.check_params(p, cfg)
+    checks.check_config(cfg)
+    checks.check_params(p, cfg)
     S, X = _check_support(S, cfg["T"]), _check_inputs(X, cfg["T"])
     harness.need(isinstance(canonical, bool), "canonical", canonical, "True or False")
     nm = norm_measures(p, cfg)
@@ -279,7 +281,7 @@ def plan_cells(folders, Ts, extra=(), n_seeds=20, fixed_from=None, factor=2.0):
         try:
             if m < 1:
                 raise ValueError("m must be at least 1")
-            train.check_run_memory(run_options.validate_options(dict(opts, T=T, m=m)))
+            trainer.check_run_memory(run_options.validate_options(dict(opts, T=T, m=m)))
         except ValueError as e:
             raise ValueError(f"factor = {factor:g} makes the {design} m = {m} at d={d}, T={T} "
                              f"(m* {src['m_star']}), which no run can train: {e}") from None
@@ -308,7 +310,7 @@ def _arm_plan(source, arm, design, Ts, n_seeds, widths=None):
     """An arm of issue 38's interventions: the cells of `design` at the T in Ts of the study in
     the folder `source` (every width, or those in `widths`), their options with the arm's one
     change (arm_options), the design named by the arm, seeds 0..n_seeds-1. A seed fixes the data and the init whatever
-    these options (train.seeds_for), so each run pairs with the study's run of its seed."""
+    these options (trainer.seeds_for), so each run pairs with the study's run of its seed."""
     study, cells = study_cells(source, design, Ts, widths)
     change = _arm_options(arm)
     return dict(seeds=n_seeds, bar=study["bar"], cells=[
@@ -341,7 +343,7 @@ LOSS_LOW = 0.01     # loss_jump: the largest training loss after the loss first 
 
 
 class _BestSeen:
-    """train.train_stack's monitor: each run's best test accuracy at the logged steps (every
+    """trainer.train_stack's monitor: each run's best test accuracy at the logged steps (every
     `every` steps) and the first step that reached it. It never stops training (returns False):
     the test set only watches."""
     at_start = False                                    # the logged steps: every `every` steps
@@ -359,7 +361,7 @@ class _BestSeen:
 
 
 class _Trace:
-    """train.train_stack's monitor for the trajectories (issue 38): at step 1 and every `every`
+    """trainer.train_stack's monitor for the trajectories (issue 38): at step 1 and every `every`
     steps, each run's test accuracy, training loss and the mechanism of its parameters then
     (measure_mechanism on the run's support S and its inputs X: B_X, the top head, its score gap
     and mass on S). It never stops training (returns False) and only reads the parameters.
@@ -398,14 +400,14 @@ def _loss_summary(losses):  # [steps] -> final_loss, min_loss, loss_jump
 
 def train_cell(runs):
     """A stack of runs of one cell (one d, T and m; different seeds) in a worker process: train
-    them together (train.train_stack, whose stacked runs equal the runs alone), measure each ->
+    them together (trainer.train_stack, whose stacked runs equal the runs alone), measure each ->
     the CSV rows. A diverged run is a failure whose measurements are nan."""
     harness.check_runs(runs, ("design", "steps"))
     cli.keep_freed_memory()
     design = runs[0]["design"]
     runs = [{k: v for k, v in o.items() if k != "design"} for o in runs]
     cpu0, monitor = time.process_time(), _BestSeen(math.gcd(LOG_EVERY, runs[0]["steps"]))
-    results = train.train_stack(runs, monitor=monitor)
+    results = trainer.train_stack(runs, monitor=monitor)
     cpu = (time.process_time() - cpu0) / len(runs)
     rows = []
     for i, (o, r) in enumerate(zip(runs, results)):
@@ -419,7 +421,7 @@ def train_cell(runs):
         if r.get("diverged"):
             row.update({k: math.nan for k in MEASURED})
         else:
-            X = train.draw_run(o)[2][0][:N_MEASURE]            # the run's own test inputs
+            X = trainer.draw_run(o)[2][0][:N_MEASURE]            # the run's own test inputs
             mech = measure_mechanism(r["params"], r["cfg"], r["S"], X)
             row.update({k: mech[k] for k in MEASURED})
         rows.append(row)
@@ -442,11 +444,11 @@ def train_trace(runs, every):
     cli.keep_freed_memory()
     design = runs[0]["design"]
     runs = [{k: v for k, v in o.items() if k != "design"} for o in runs]
-    draws = [train.draw_run(o) for o in runs]
-    monitor = _Trace(every, train.model_config(runs[0]), [d[0].S for d in draws],
+    draws = [trainer.draw_run(o) for o in runs]
+    monitor = _Trace(every, trainer.model_config(runs[0]), [d[0].S for d in draws],
                     [d[2][0][:N_MEASURE] for d in draws])        # each run's own test inputs
     cpu0 = time.process_time()
-    results = train.train_stack(runs, monitor=monitor)
+    results = trainer.train_stack(runs, monitor=monitor)
     cpu = (time.process_time() - cpu0) / len(runs)
     return [dict({k: row[k] for k in ("step", "train_loss", "test_acc") + TRACED},
                  design=design, d=runs[i]["d"], T=runs[i]["T"], m=runs[i]["m"],
@@ -734,7 +736,7 @@ def _cost_lines(cells):
     rs = [r for rows in cells.values() for r in rows]
     cpu, wall = sum(r["cpu_seconds"] for r in rs), sum(r["seconds"] for r in rs)
     out = [f"- {len(rs)} runs: {cpu / 3600:.2f} CPU hours, {wall / 3600:.2f} hours of training "
-           f"wall time summed over runs (train.train_stack's seconds per run)"]
+           f"wall time summed over runs (trainer.train_stack's seconds per run)"]
     for d in sorted({d for (_, d, _, _) in cells}):
         most = max(((r["cpu_seconds"], r["T"], r["m"]) for r in rs if r["d"] == d))
         out.append(f"- d = {d}: {sum(r['cpu_seconds'] for r in rs if r['d'] == d) / 3600:.2f} "

@@ -12,8 +12,8 @@ import argparse
 import json
 import os
 
-import arithmetic
-import cli
+from studies import arithmetic
+from studies import cli
 
 from studies.harness import check_path, shown
 

@@ -23,7 +23,7 @@ if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C wai
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 
-import cli                      # standard library only: Ctrl-C from the first line
+from studies import cli                      # standard library only: Ctrl-C from the first line
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.replay")   # Ctrl-C while starting: one line, exit 130
@@ -34,9 +34,9 @@ import os
 
 import numpy as np
 
-import arithmetic
-from attn import INTS, check_number
-from cli import OneLineParser, integer
+from studies import arithmetic
+from studies.checks import INTS, check_number
+from studies.cli import OneLineParser, integer
 
 from studies import folder, harness, mechanism, provenance, steps, study, sweep
 

@@ -17,11 +17,11 @@ import sys
 
 import numpy as np
 
-import run_options
-from cli import claim_outputs, pyplot_or_hint, read_text_file, save_figure, write_json, write_text
+from studies import run_options
+from studies.cli import claim_outputs, pyplot_or_hint, read_text_file, save_figure, write_json, write_text
 from theory import construction_width, fit_line
 
-from attn import INTS, check_number
+from studies.checks import INTS, check_number
 from studies import harness, stats
 from studies.folder import folder_rows, full_options
 from studies.harness import check_markers, marked_files, page_target, paste_tables, need

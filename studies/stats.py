@@ -40,7 +40,7 @@ hundred runs. Firth's penalty would also give finite estimates, but needs levera
 iteration and complicates the vectorised bootstrap; the ridge does not.
 
 The design: what a seed shares, and which cells are resampled together. A run's seed fixes the
-task's support S, its training data, its test data and its init (train.seeds_for, draw_run),
+task's support S, its training data, its test data and its init (trainer.seeds_for, draw_run),
 each from its own stream. At one T, seed i gives every cell the same S and the same training
 examples (the first m of one stream: a larger m extends a smaller one's set), whatever the
 width, the protocol or the number of steps, and the same init wherever the parameters have the

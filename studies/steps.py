@@ -31,7 +31,7 @@ if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C wai
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 
-import cli                      # standard library only: Ctrl-C from the first line
+from studies import cli                      # standard library only: Ctrl-C from the first line
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.steps")    # Ctrl-C while starting: one line, exit 130
@@ -43,15 +43,15 @@ import re
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 
-from cli import OneLineParser, int_list, integer
+from studies.cli import OneLineParser, int_list, integer
 
 import numpy as np
 
-import arithmetic
-import hypotheses
-import run_options
-import train
-from attn import INTS, check_number
+from studies import arithmetic
+from studies import hypotheses
+from studies import run_options
+from studies import trainer
+from studies.checks import INTS, check_number
 from theory import fit_line
 
 from studies import folder, harness, limits, provenance, stats
@@ -68,7 +68,7 @@ BAR = 0.99
 # ---------------------------------------------------------------- one stack of runs -------------
 
 class _FirstHit:
-    """train.train_stack's monitor: the first checked step at which each run's test accuracy
+    """trainer.train_stack's monitor: the first checked step at which each run's test accuracy
     reaches the bar; stops the stack when every run has. Keeps the curves it saw."""
     at_start = False                                           # its checks: every `every` steps
 
@@ -89,7 +89,7 @@ def run_stack(runs, every):
     check_number("every", every, INTS, 1)
     cli.keep_freed_memory()
     watch = _FirstHit(every, len(runs))
-    results = train.train_stack(runs, monitor=watch)
+    results = trainer.train_stack(runs, monitor=watch)
     rows, curves = [], {}
     for r, (o, res) in enumerate(zip(runs, results)):
         hit = int(watch.first[r])
@@ -459,7 +459,7 @@ def _parser():
     ap.add_argument("--against", metavar="DIR",
                     help="also write OUT/against.md: the median steps paired on seeds with those "
                          "of another steps.py folder (e.g. the same runs with half the samples)")
-    train.add_options(ap, OPTIONS, defaults=dict(task="parity", s=2, m=2000, n_test=1000))
+    trainer.add_options(ap, OPTIONS, defaults=dict(task="parity", s=2, m=2000, n_test=1000))
     return ap
 
 
@@ -471,7 +471,7 @@ def main(argv=None):
     try:
         folder.check_plan_size(1, len(a.Ts), a.seeds)
         base = dict(run_options.validate_options(dict(base, T=max(a.Ts))), seed=0)
-        train.check_run_memory(dict(base, T=max(a.Ts)), run_options.cli_flag)
+        trainer.check_run_memory(dict(base, T=max(a.Ts)), run_options.cli_flag)
     except ValueError as e:
         ap.error(str(e))
     if a.s > min(a.Ts):

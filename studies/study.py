@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from attn import INTS, REALS, check_number
+from studies.checks import INTS, REALS, check_number
 from studies import folder, stats
 from studies.harness import check_path, shown
 

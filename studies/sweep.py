@@ -12,7 +12,7 @@ Section 5). Run from the repository's root:
     python -m studies.sweep pages PAGE ...        copy again the tables results pages show
     python -m studies.sweep bench                 time per step, GFLOP/s beside numpy's matmul
 
-For each T and seed, training runs (train.train_stack) at training-set sizes m on a grid say
+For each T and seed, training runs (trainer.train_stack) at training-set sizes m on a grid say
 whether the model reaches test accuracy >= 0.99; a search per seed (stats.bisect_search) picks the
 m to run. Every run is one CSV row, written as it finishes (folder.py), so an interrupted sweep
 loses nothing and resumes where it stopped; the tables and plots come from report.py.
@@ -25,7 +25,7 @@ if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C wai
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 
-import cli                      # standard library only: Ctrl-C from the first line
+from studies import cli                      # standard library only: Ctrl-C from the first line
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.sweep")    # Ctrl-C while starting: one line, exit 130
@@ -35,18 +35,18 @@ import os
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 
-from cli import OneLineParser, int_list, integer, number
+from studies.cli import OneLineParser, int_list, integer, number
 
 import numpy as np
 
-import arithmetic
+from studies import arithmetic
 import attn
-from attn import INTS, check_number
+from studies.checks import INTS, check_number
 import data
 import fast
 import optim
-import run_options
-import train
+from studies import run_options
+from studies import trainer
 
 from studies import families, folder, harness, limits, provenance, report
 from studies.stats import SEARCHES, m_grid, replay
@@ -170,7 +170,7 @@ def _sweep_parser(commands=True):
                          "defaults; paper-data = training sets redrawn until one hypothesis fits, "
                          "10^4 test samples; the others change one training choice (default "
                          "%(default)s)")
-    train.add_options(ap, folder.MODEL_OPTIONS, defaults={k: None for k in folder.MODEL_OPTIONS})
+    trainer.add_options(ap, folder.MODEL_OPTIONS, defaults={k: None for k in folder.MODEL_OPTIONS})
     if not commands:
         return ap
     sub = ap.add_subparsers(dest="command", parser_class=OneLineParser,
@@ -410,7 +410,7 @@ def _sweep_grids(ap, a, argv, Ts, grids_of_folder=None):
             ap.error(f"--grid-max {hi} is below --grid-min {a.grid_min}")
         try:
             grids[model] = m_grid(a.grid_min, hi, a.grid_ratio)
-            train.check_run_memory(dict(run_options.DEFAULTS, model=model, T=max(Ts),
+            trainer.check_run_memory(dict(run_options.DEFAULTS, model=model, T=max(Ts),
                                         m=grids[model][-1], n_test=a.n_test, dtype=a.dtype, d=a.d,
                                         heads=a.heads, mlp=a.mlp, val=a.val),
                                    flag=run_options.cli_flag)
@@ -522,7 +522,7 @@ Terminated = cli.Terminated        # SIGTERM arrived (cli.sigterm_raises): stop 
 
 def sweep_worker(runs):
     """A stack of training runs of the sweep, in a worker process: the CSV rows they produce.
-    Transformer runs train as one stack (train.train_stack; the sweep stacks only runs with the
+    Transformer runs train as one stack (trainer.train_stack; the sweep stacks only runs with the
     same T and m, whose results are bit for bit those of the runs alone); MLP runs one by one. A
     diverged run is a failed run (test_acc nan), not the end of the sweep; so is a run of the
     paper's data protocol whose m is too small to draw a training set that identifies S."""
@@ -534,21 +534,21 @@ def sweep_worker(runs):
     for i, o in enumerate(runs):
         if o.get("data") == "unambiguous":
             try:
-                train.draw_run(run_options.validate_options(o))
+                trainer.draw_run(run_options.validate_options(o))
             except ValueError:
-                failed[i] = train.diverged_result(run_options.validate_options(o))
+                failed[i] = trainer.diverged_result(run_options.validate_options(o))
     trainable = [o for i, o in enumerate(runs) if i not in failed]
     if not trainable:
         results = []
     elif runs[0]["model"] == "transformer" and not runs[0].get("dropout"):
-        results = train.train_stack(trainable)
+        results = trainer.train_stack(trainable)
     else:
         results = []
         for o in trainable:
             try:
-                results.append(train.train_run(o, log=None))
-            except train.Diverged:
-                results.append(train.diverged_result(run_options.validate_options(o)))
+                results.append(trainer.train_run(o, log=None))
+            except trainer.Diverged:
+                results.append(trainer.diverged_result(run_options.validate_options(o)))
     results = iter(results)
     results = [failed[i] if i in failed else next(results) for i in range(len(runs))]
     return [{k: r[k] for k in folder.ROW_FIELDS if k not in ("success", "sweep_id")}
@@ -789,7 +789,7 @@ def _throughput_worker(args):
     cli.keep_freed_memory()
     base = dict(T=T, m=100, steps=steps, n_test=100, log_every=0, d=d)
     t = time.perf_counter()
-    train.train_stack([dict(base, seed=seed + r) for r in range(R)])
+    trainer.train_stack([dict(base, seed=seed + r) for r in range(R)])
     return time.perf_counter() - t
 
 
@@ -822,7 +822,7 @@ def _main_bench(a, fail):
             fail(f"--d {d} must be a multiple of the {H} heads")
         for T in sorted(set(a.Ts) | set(a.throughput)):
             try:
-                train.check_run_memory(dict(run_options.DEFAULTS, T=T, m=a.m, n_test=1, d=d,
+                trainer.check_run_memory(dict(run_options.DEFAULTS, T=T, m=a.m, n_test=1, d=d,
                                             dtype="float64"),
                                        lambda name, v: f"--Ts/--throughput {v}" if name == "T"
                                        else f"--{name.replace('_', '-')} {v}")

@@ -25,7 +25,7 @@ if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C wai
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 
-import cli                      # standard library only: the thread setting acts before numpy
+from studies import cli                      # standard library only: the thread setting acts before numpy
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.symmetries")
@@ -39,10 +39,10 @@ import os
 import numpy as np
 
 import attn
-import symmetry
-import train
-from attn import INTS, check_number
-from cli import OneLineParser, int_list
+from studies import symmetry
+from studies import trainer
+from studies.checks import INTS, check_number
+from studies.cli import OneLineParser, int_list
 from theory import covering_constant, generalization_gap, norm_measures
 
 from studies import harness, stats
@@ -128,7 +128,7 @@ def _train_study_model(d, T, plan=STUDY_PLAN, seed=0):
     """The study's borderline run (d, T) of `seed` in float64 -> (params, cfg, S, X, m)."""
     cell = next(c for c in json.load(open(plan))["cells"]
                 if c["design"] == "borderline" and (c["d"], c["T"]) == (d, T))
-    r = train.train_run(dict(cell["options"], T=T, m=cell["m"], seed=seed, dtype="float64",
+    r = trainer.train_run(dict(cell["options"], T=T, m=cell["m"], seed=seed, dtype="float64",
                              log_every=0), log=None)
     X = (np.random.default_rng(seed).random((500, T)) < 2.0 ** (-1.0 / 3)).astype(np.float64)
     return r["params"], r["cfg"], r["S"], X, cell["m"]

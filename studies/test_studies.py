@@ -13,6 +13,7 @@ import itertools
 import json
 import math
 import os
+import platform
 import re
 import shutil
 import signal
@@ -23,20 +24,23 @@ import time
 import numpy as np
 import pytest
 
-import arithmetic
+from studies import arithmetic
 import attn
-import cli
+from studies import cli
 import data
 import fast
-import hypotheses
-import run_options
-import symmetry
+from studies import hypotheses
+from studies import run_options
+from studies import baseline, checkpoint, symmetry
 import theory
-import train
+from studies import trainer
 from studies import (families, failures, folder, harness, kernels, laws, limits, mechanism,
                      provenance, report, stats, steps, study, sweep, symmetries, theory_report)
+import optim
+import train
 from test_all import (ARRAY_LIKE, HERE, LITERAL, NAN, NO_ALLOC, P_NAMES, RNGS, SMALL, TINY, Walk,
-                      _literals, _one_line, _public, _python, _walk, assert_walked, cubic)
+                      _api_case, _literals, _public, _python, _refused_in_one_line, _walk,
+                      assert_walked, check, cubic, forward)
 
 M50_TRUE, B_TRUE = 80.0, 4.0
 
@@ -282,7 +286,7 @@ def _edit_csv(name, line, append=False, **fields):
 
 def run_cli(capsys, *argv):
     capsys.readouterr()
-    main = train.main
+    main = trainer.main
     if argv and argv[0] in ("sweep", "bench"):
         main, argv = sweep.main, argv[1:] if argv[0] == "sweep" else argv
     elif argv and argv[0] == "steps":
@@ -561,28 +565,28 @@ def test_interventions_pair_with_the_baseline_by_seed():
     same first loss (computed before any step), and a different run after it; stacked as alone;
     frozen parameters end at their init, clipped or not; each is a protocol a sweep accepts."""
     base = dict(SMALL, steps=3, dtype="float64")
-    b = train.train_run(base)
-    (_, (Xb, yb), (Tb, tb), r_b, _, _) = train.draw_run(base)
-    init_b = attn.init_params(train.model_config(run_options.validate_options(base)), r_b)
+    b = trainer.train_run(base)
+    (_, (Xb, yb), (Tb, tb), r_b, _, _) = trainer.draw_run(base)
+    init_b = attn.init_params(trainer.model_config(run_options.validate_options(base)), r_b)
     for change in (dict(freeze="ln1"), dict(freeze="lnf"), dict(decay="except-ln")):
         o = dict(base, **change)
-        (_, (X, y), (Te, te), r_i, _, _) = train.draw_run(o)
+        (_, (X, y), (Te, te), r_i, _, _) = trainer.draw_run(o)
         assert np.array_equal(X, Xb) and np.array_equal(y, yb), change
         assert np.array_equal(Te, Tb) and np.array_equal(te, tb), change
-        init = attn.init_params(train.model_config(run_options.validate_options(o)), r_i)
+        init = attn.init_params(trainer.model_config(run_options.validate_options(o)), r_i)
         assert all(np.array_equal(init[k], init_b[k]) for k in init_b), change
-        r = train.train_run(o)
+        r = trainer.train_run(o)
         assert r["losses"][0] == b["losses"][0] and r["losses"][2] != b["losses"][2], change
         runs = [dict(o, seed=s) for s in (3, 4)]
-        for x, st in zip(runs, train.train_stack(runs), strict=True):
-            assert np.allclose(st["losses"], train.train_run(x)["losses"], rtol=1e-9), change
+        for x, st in zip(runs, trainer.train_stack(runs), strict=True):
+            assert np.allclose(st["losses"], trainer.train_run(x)["losses"], rtol=1e-9), change
     low = dict(base, freeze="ln1", ln1_gain=0.5)      # every weight the baseline's but LN1's gain
-    p0 = train.build_model(run_options.validate_options(low), train.draw_run(low)[3])[0]
+    p0 = trainer.build_model(run_options.validate_options(low), trainer.draw_run(low)[3])[0]
     assert all(np.array_equal(p0[k], init_b[k]) for k in init_b if k != "ln1_g")
-    assert np.all(p0["ln1_g"] == 0.5) and train.train_run(low)["losses"][0] != b["losses"][0]
+    assert np.all(p0["ln1_g"] == 0.5) and trainer.train_run(low)["losses"][0] != b["losses"][0]
     for clip in (0.0, 0.01):
         for x, g in [(dict(base, freeze="ln1", clip=clip), 1.0)] * 2 + [(dict(low, clip=clip), 0.5)]:
-            for p in (train.train_run(x)["params"], train.train_stack([x])[0]["params"]):
+            for p in (trainer.train_run(x)["params"], trainer.train_stack([x])[0]["params"]):
                 assert np.all(p["ln1_g"] == g) and not p["ln1_b"].any(), clip
     ap = sweep._sweep_parser(commands=False)
     for name, change in (("freeze-ln1", dict(freeze="ln1")), ("freeze-lnf", dict(freeze="lnf")),
@@ -607,17 +611,17 @@ def test_early_stopping_keeps_the_best_validation_step_and_never_looks_at_the_te
                         lambda *a, **k: steps.__setitem__(0, steps[0] + 1) or real_lg(*a, **k))
     monkeypatch.setattr(fast, "model_forward",
                         lambda p, c, X, *a: seen.append((steps[0], len(X))) or real_fw(p, c, X, *a))
-    r = train.train_run(opts)
+    r = trainer.train_run(opts)
     test_passes = [n for n, rows in seen if rows == 321]
     assert test_passes and all(n == opts["steps"] for n in test_passes)  # test: only at the end
     assert any(rows == 150 and n < opts["steps"] for n, rows in seen)     # validation: during
     b = r["best_step"]
     assert b % 10 == 0 and 10 <= b <= 60
     monkeypatch.undo()
-    plain = train.train_run(dict(SMALL, steps=b, n_test=321))   # the same run stopped at b
+    plain = trainer.train_run(dict(SMALL, steps=b, n_test=321))   # the same run stopped at b
     assert all(np.array_equal(plain["params"][k], r["params"][k]) for k in r["params"])
     assert plain["test_acc"] == r["test_acc"]
-    other = train.train_run(dict(opts, n_test=77))              # another test set: same choice
+    other = trainer.train_run(dict(opts, n_test=77))              # another test set: same choice
     assert other["best_step"] == b
 
 
@@ -1016,11 +1020,11 @@ def test_growth_in_s_drops_undetermined_replicates_and_refuses_bad_input():
 
 
 def test_seeds_pair_cells_at_one_T_and_nothing_across_T():
-    """stats.py's design, shown on what a seed draws (train.draw_run) and on how it resamples:
+    """stats.py's design, shown on what a seed draws (trainer.draw_run) and on how it resamples:
     at one T a seed gives every width and every m the same S and the same training inputs (a
     larger m extends a smaller one's set), so those cells are paired and draw the same
     resamples; at another T it shares nothing, and its resamples are drawn independently."""
-    run = lambda **o: train.draw_run(dict(SMALL, seed=3, **o))
+    run = lambda **o: trainer.draw_run(dict(SMALL, seed=3, **o))
     a, b = run(T=12, m=40, d=8), run(T=12, m=80, d=16)
     assert (a[0].S == b[0].S).all() and (a[1][0] == b[1][0][:40]).all()
     assert (a[1][1] == b[1][1][:40]).all()                       # the same labelled examples
@@ -1828,7 +1832,7 @@ def _subcommand(name):
 @pytest.mark.parametrize("command", ["train", "sweep", "bench"])
 def test_every_option_refuses_bad_values_in_one_line(command, capsys, tmp_path):
     """Walk every option of every command: a bad value gives exit 2 and one line on stderr."""
-    parser = {"train": train.train_parser, "sweep": sweep._sweep_parser,
+    parser = {"train": trainer.train_parser, "sweep": sweep._sweep_parser,
               "bench": lambda: _subcommand("bench")}[command]()
     prefix = [] if command == "train" else [command]
     tried = 0
@@ -1881,7 +1885,7 @@ def test_ctrl_c_while_a_command_starts_is_one_line(tmp_path, capsys, monkeypatch
     def ctrl_c(*args, **kw):
         raise KeyboardInterrupt
     monkeypatch.setattr(train, "train_parser", ctrl_c)
-    assert cli.one_line_errors("train.py", train.main, []) == 130
+    assert cli.one_line_errors("train.py", trainer.main, []) == 130
     assert capsys.readouterr().err.strip() == "train.py: interrupted"
 
 
@@ -1893,8 +1897,8 @@ def test_a_monitor_only_watches_and_stops_a_stack_when_every_run_reaches_the_bar
     runs = [dict(SMALL, task="parity", s=2, T=10, m=400, steps=400, d=16, heads=4, mlp=16, seed=s)
             for s in (0, 1)]
     watch = steps._FirstHit(10, 2)
-    seen = train.train_stack(runs, monitor=watch)
-    plain = train.train_stack(runs)
+    seen = trainer.train_stack(runs, monitor=watch)
+    plain = trainer.train_stack(runs)
     ran = seen[0]["steps_run"]
     assert (watch.first > 0).all() and ran == watch.first.max() < 400 and ran % 10 == 0
     assert all(s["steps_run"] == ran for s in seen) and plain[0]["steps_run"] == 400
@@ -1902,7 +1906,7 @@ def test_a_monitor_only_watches_and_stops_a_stack_when_every_run_reaches_the_bar
         assert a["losses"] == b["losses"][:ran]
     never = steps._FirstHit(10, 2)
     never.__class__ = type("Never", (steps._FirstHit,), {"__call__": lambda self, *a: False})
-    assert train.train_stack(runs, monitor=never)[0]["steps_run"] == 400
+    assert trainer.train_stack(runs, monitor=never)[0]["steps_run"] == 400
 
 
 def test_paired_medians_carry_the_settings_difference_not_the_seeds_luck():
@@ -2851,8 +2855,8 @@ def test_mechanism_trace_ends_where_the_unmonitored_run_ends(tmp_path):
     # the step-1 row measures the parameters after step 1: those a 1-step run ends with
     plan = folder.read_plan(out)
     runs = [dict(plan["cells"][0]["options"], T=8, m=16, seed=s, steps=1) for s in (0, 1)]
-    for r, res in zip([r for r in trace if r["step"] == "1"], train.train_stack(runs)):
-        X = train.draw_run(runs[0] | dict(seed=res["seed"]))[2][0][:mechanism.N_MEASURE]
+    for r, res in zip([r for r in trace if r["step"] == "1"], trainer.train_stack(runs)):
+        X = trainer.draw_run(runs[0] | dict(seed=res["seed"]))[2][0][:mechanism.N_MEASURE]
         mech = mechanism.measure_mechanism(res["params"], res["cfg"], res["S"], X)
         assert float(r["B_X"]) == mech["B_X"] != float(base[r["seed"]]["B_X"])
     assert mechanism._run_plan(out, log=quiet, what="trace") == 0       # resumed: nothing left
@@ -3212,11 +3216,11 @@ def test_factors_report_holds_each_factor_exactly(tmp_path, capsys):
 def test_same_seed_same_bits_every_loss():
     """A seed fixes every bit: the same options twice give the same loss at every step and the
     same parameters; another seed gives another run."""
-    a, b = train.train_run(SMALL), train.train_run(SMALL)
+    a, b = trainer.train_run(SMALL), trainer.train_run(SMALL)
     assert a["losses"] == b["losses"] and len(a["losses"]) == SMALL["steps"]
     assert a["loss"] == b["loss"]
     assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"])
-    c = train.train_run(dict(SMALL, seed=SMALL["seed"] + 1))
+    c = trainer.train_run(dict(SMALL, seed=SMALL["seed"] + 1))
     assert not np.array_equal(a["params"]["W_Q"], c["params"]["W_Q"])
     assert a["losses"] != c["losses"]
 
@@ -3225,17 +3229,17 @@ def test_a_plain_resume_of_a_checkpoint_without_its_length_asks_for_steps(tmp_pa
     """An older checkpoint does not record its run's length: --resume alone is refused in one
     line asking for --steps (it used to train on to the default 1000 in silence)."""
     path = str(tmp_path / "ck.npz")
-    with pytest.raises(train.Interrupted):
-        train.train_run(dict(SMALL, steps=20), save=path, stop_after=7)
+    with pytest.raises(trainer.Interrupted):
+        trainer.train_run(dict(SMALL, steps=20), save=path, stop_after=7)
     with np.load(path) as z:
         arrays = {k: z[k] for k in z.files}
     options = json.loads(str(arrays["options"]))
     del options["steps"]
     np.savez(path, **dict(arrays, options=np.array(json.dumps(options))))
-    assert train.load_checkpoint(path)["run_steps"] is None
+    assert trainer.load_checkpoint(path)["run_steps"] is None
     code, out, err = run_cli(capsys, "--resume", path, "--log-every", "0")
     assert code == 2 and "--steps" in err and "length" in err and len(err.splitlines()) <= 2
-    assert train.load_checkpoint(path)["step"] == 7
+    assert trainer.load_checkpoint(path)["step"] == 7
     code, out, _ = run_cli(capsys, "--resume", path, "--steps", "20", "--log-every", "0")
     assert code == 0 and "\n20 steps (13 of them in this session)" in out, out
     assert "the run is judged by its last step." not in out        # no logged steps: no line
@@ -3298,8 +3302,8 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     code, out, err = run_cli(capsys, *TINY, "--save", path)
     assert code == 130 and "final evaluation" in err and "no --save" not in err
     assert f"python train.py --resume {path} --steps 5" in err
-    with pytest.raises(train.Interrupted, match="final evaluation") as e:
-        train.train_run(SMALL, save=str(tmp_path / "py.npz"))
+    with pytest.raises(trainer.Interrupted, match="final evaluation") as e:
+        trainer.train_run(SMALL, save=str(tmp_path / "py.npz"))
     assert (e.value.step, e.value.phase) == (SMALL["steps"], "evaluation")
 
     def sigterm(*args, **kw):                                      # SIGTERM's, under the guard
@@ -3315,7 +3319,7 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     code, out, err = run_cli(capsys, "--resume", path, "--steps", "9")
     assert code == 130 and "unchanged at step 5" in err and "no --save" not in err
     monkeypatch.setattr(train, "draw_run", real["draw_run"])
-    assert train.load_checkpoint(path)["step"] == 5
+    assert trainer.load_checkpoint(path)["step"] == 5
     code, out, err = run_cli(capsys, *TINY, "--wd", "1e308")       # the decay, not the rate
     assert code == 1 and "smaller --wd (now 1e+308" in err and "--lr (now" not in err
     code, out, err = run_cli(capsys, *TINY, "--lr", "1e30")
@@ -3323,7 +3327,7 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     for flag in ("--beta2", "--dropout"):                          # 1 is refused: "< 1"
         code, out, err = run_cli(capsys, *TINY, flag, "1")
         assert code == 2 and "< 1" in err and "<= 1" not in err, err
-    help_text = " ".join(train.train_parser().format_help().split())
+    help_text = " ".join(trainer.train_parser().format_help().split())
     assert "decay, >= 0 and < 1" in help_text and "probability, >= 0 and < 1" in help_text
     code, out, err = run_cli(capsys, *TINY, "--val", "100000000")  # sized before allocating
     assert code == 2 and "GiB" in err and "--val 100000000" in err
@@ -3335,7 +3339,7 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(
         OSError(28, "No space left on device")))                  # a full disk at --json
     out_json = tmp_path / "r.json"
-    code = cli.one_line_errors("train.py", train.main, [*TINY, "--json", str(out_json)])
+    code = cli.one_line_errors("train.py", trainer.main, [*TINY, "--json", str(out_json)])
     err = capsys.readouterr().err
     monkeypatch.undo()
     assert code == 1 and str(out_json) in err and "No space left" in err
@@ -3363,7 +3367,7 @@ def test_no_output_replaces_a_file_that_is_not_its_own(tmp_path, capsys):
         code, out, err = run_cli(capsys, *TINY, "--json", str(target))
         assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (target, err)
         assert "Traceback" not in err and not out
-    assert open(ck, "rb").read() == good and train.load_checkpoint(ck)["step"] == 5
+    assert open(ck, "rb").read() == good and trainer.load_checkpoint(ck)["step"] == 5
     assert (notes.read_text(), other.read_text(), empty.read_text()) == ("precious", '{"a": 1}', "")
     summary = tmp_path / "r.json"                    # a summary is replaced by a new summary
     assert run_cli(capsys, *TINY, "--json", str(summary))[0] == 0
@@ -3373,15 +3377,15 @@ def test_no_output_replaces_a_file_that_is_not_its_own(tmp_path, capsys):
                         (str(notes), "not a checkpoint of this run"),
                         (str(summary), "not a checkpoint of this run"), (str(tmp_path), "folder")]:
         with pytest.raises(ValueError, match=msg):
-            train.train_run(SMALL, save=target)
+            trainer.train_run(SMALL, save=target)
     with pytest.raises(TypeError, match="save must be a file path"):
-        train.train_run(SMALL, save=5)
+        trainer.train_run(SMALL, save=5)
     assert open(ck, "rb").read() == good and notes.read_text() == "precious"
     mine = str(tmp_path / "mine.npz")                # its own checkpoint: continued, so replaced
-    with pytest.raises(train.Interrupted, match="interrupted after step 7; checkpoint"):
-        train.train_run(SMALL, save=mine, stop_after=7)
-    train.train_run(SMALL, save=mine, resume=train.load_checkpoint(mine))
-    assert train.load_checkpoint(mine)["step"] == SMALL["steps"]
+    with pytest.raises(trainer.Interrupted, match="interrupted after step 7; checkpoint"):
+        trainer.train_run(SMALL, save=mine, stop_after=7)
+    trainer.train_run(SMALL, save=mine, resume=trainer.load_checkpoint(mine))
+    assert trainer.load_checkpoint(mine)["step"] == SMALL["steps"]
     table, readme, photo = tmp_path / "t.md", tmp_path / "README.md", tmp_path / "photo.png"
     table.write_text("| model | T | m50 |\n")
     readme.write_text("# my notes\n")
@@ -4194,7 +4198,7 @@ def test_the_committed_interaction_table_is_what_the_command_writes(tmp_path, ca
 def test_the_measures_table_says_which_measure_each_symmetry_moves():
     """On a small trained model: B_X moved by LN1's scale (a), not by the QK scale (b); W_QK's
     norms not by (b); the score gap and every canonical measure by none."""
-    r = train.train_run(dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8,
+    r = trainer.train_run(dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8,
                              dtype="float64", log_every=0), log=None)
     X = np.random.default_rng(0).integers(0, 2, (50, 12)).astype(float)
     lines = symmetries._measure_table([(r["params"], r["cfg"], r["S"], X, 80)])
@@ -4256,7 +4260,7 @@ def test_a_study_row_carries_measures_of_the_function_that_no_symmetry_moves():
     """Issue 47: measure_mechanism's canonical columns (folder.MECHANISM_CANONICAL) are equal
     (1e-9 relative) after LN1's, LNf's and per-head Q/K and V/O scales, while the raw C and score
     scale move under them, so the check can fail; and a row of them is read back as written."""
-    r = train.train_run(dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8,
+    r = trainer.train_run(dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8,
                              dtype="float64", log_every=0), log=None)
     p, cfg = r["params"], r["cfg"]
     X = np.random.default_rng(0).integers(0, 2, (50, 12)).astype(float)
@@ -4371,3 +4375,1126 @@ def test_the_symmetries_tables_may_be_written_again_over_themselves(tmp_path):
     for _ in range(2):
         symmetries.canonical_command(b, str(tmp_path / "f"), study_dir, out, n_boot=10,
                                      log=lambda *a: None)
+
+
+
+# ===============================================================================================
+# trainer.py, the studies' trainer: its options, checkpoints and resume, Ctrl-C and SIGTERM,
+# the picture, the arithmetic record; and the modules that moved here from the root (baseline,
+# hypotheses, symmetry, checkpoint, arithmetic, cli) (issue 51)
+# ===============================================================================================
+
+def test_baseline_mlp_gradients():
+    rng = np.random.default_rng(11)
+    p = baseline.init(7, 5, rng, "float64", std=0.7)
+    for k in p:
+        p[k] += 0.3 * rng.standard_normal(p[k].shape)
+    X = rng.integers(0, 2, (6, 7))
+    dz = rng.standard_normal(6)
+    g = baseline.backward(dz, baseline.forward(p, X)[1])
+    for k in p:
+        check(f"baseline {k}", g[k], lambda: baseline.forward(p, X)[0] @ dz, p[k])
+
+
+def test_api_takes_numpy_arrays_and_generators_only():
+    """Issue 23: X as a list (or a tuple, a scalar) is refused by name everywhere, never read by
+    numpy deep inside; rng must be a numpy Generator (5, a seed string, None where required)."""
+    cfg, p, X, y = _api_case()
+    pb = baseline.init(4, 3, np.random.default_rng(0))
+    for bad in (X.tolist(), tuple(map(tuple, X)), 7, None):
+        _refused_in_one_line(r"X must be a numpy array \[batch",
+                             lambda: attn.model_forward(p, cfg, bad),
+                             lambda: fast.model_forward(p, cfg, bad),
+                             lambda: attn.loss_and_grads(p, cfg, bad, y),
+                             lambda: fast.loss_and_grads(p, cfg, bad, y),
+                             lambda: attn.cls_attention(p, cfg, bad),
+                             lambda: fast.cls_attention_mean(p, cfg, bad),
+                             lambda: baseline.forward(pb, bad),
+                             lambda: fast.two_versions(bad, np.float32), kind=TypeError)
+    for bad in (X.astype(complex), X.astype(str), X.astype(object)):
+        _refused_in_one_line(r"X must be a numpy array .* of bits \(dtype bool, integer or float\), got an",
+                             lambda: forward(p, cfg, bad, "cls"),
+                             lambda: attn.loss_and_grads(p, cfg, bad, y),
+                             lambda: fast.loss_and_grads(p, cfg, bad, y),
+                             lambda: baseline.forward(pb, bad))
+    _refused_in_one_line(r"X must be a numpy array \[batch, T\] of bits .*, got an array of shape "
+                         r"\(1, 3, 4\)", lambda: fast.cls_attention_mean(p, cfg, X[None]),
+                         lambda: attn.cls_attention(p, cfg, X[None]))
+    _refused_in_one_line("X must hold bits 0 and 1 only, got 2",
+                         lambda: fast.two_versions(X * 2, np.float32))
+    cfg_d = attn.default_config(**dict(cfg, dropout=0.2))
+    for bad in (5, "seed", np.random.RandomState(0), [1, 2]):
+        _refused_in_one_line(r"rng must be a numpy Generator such as np\.random\.default_rng",
+                             lambda: attn.init_params(cfg, bad),
+                             lambda: baseline.init(4, 3, bad),
+                             lambda: attn.loss_and_grads(p, cfg_d, X, y, rng=bad),
+                             lambda: attn.model_forward(p, cfg_d, X, rng=bad),
+                             lambda: attn.model_forward(p, cfg, X, rng=bad), kind=TypeError)
+    _refused_in_one_line(r"rng must be a numpy Generator .*, got None",
+                         lambda: attn.init_params(cfg, None),
+                         lambda: baseline.init(4, 3, None))
+    for bad in (1.0, -0.1, float("nan"), "0.1"):               # dropout's p, at the entry point
+        _refused_in_one_line(r"dropout must be a probability in \[0, 1\)",
+                             lambda: attn.model_forward(p, dict(cfg_d, dropout=bad), X,
+                                                        rng=np.random.default_rng()))
+    for bad in ([1], None, "params"):
+        _refused_in_one_line("params must be a dict of arrays from init_params",
+                             lambda: attn.model_forward(bad, cfg, X),
+                             lambda: fast.model_forward(bad, cfg, X), kind=TypeError)
+
+
+def test_baseline_refuses_unusable_hidden_sizes_dtypes_and_arguments():
+    """Issue 23: baseline.init with 0 hidden units or an integer dtype returned parameters that
+    no step could use; now every argument is named, and the forward and backward check theirs."""
+    rng = np.random.default_rng(0)
+    for bad in (0, -3):
+        _refused_in_one_line(f"hidden must be an integer >= 1, got {bad}",
+                             lambda: baseline.init(4, bad, rng))
+    for bad in (2.5, "4", True, None):
+        _refused_in_one_line("hidden must be an integer >= 1",
+                             lambda: baseline.init(4, bad, rng), kind=TypeError)
+    for bad in (0, -1, 4.0):
+        _refused_in_one_line("T must be an integer >= 1", lambda: baseline.init(bad, 3, rng))
+    for bad in ("int32", np.int64, "float16", None, "bogus", "complex128"):
+        _refused_in_one_line("dtype must be 'float32' or 'float64'",
+                             lambda: baseline.init(4, 3, rng, bad))
+    for bad in (-0.1, float("nan"), float("inf"), "0.02", None):
+        _refused_in_one_line(r"std must be a finite number >= 0",
+                             lambda: baseline.init(4, 3, rng, std=bad),
+                             lambda: attn.init_params(attn.default_config(T=4, d=4, heads=1),
+                                                      rng, std=bad))
+    _refused_in_one_line("GiB for its parameters", lambda: baseline.init(10**6, 10**6, rng),
+                         lambda: attn.init_params(attn.default_config(T=10**10), rng))
+    a = baseline.init(4, 3, np.random.default_rng(1), np.float64)    # a numpy type, as before
+    b = baseline.init(4, 3, np.random.default_rng(1), "float64")
+    assert all(np.array_equal(a[k], b[k]) and a[k].dtype == np.float64 for k in a)
+    X = np.array([[0, 1, 0, 1], [1, 1, 0, 0]], np.uint8)
+    z, cache = baseline.forward(a, X)
+    _refused_in_one_line("act must be one of", lambda: baseline.forward(a, X, act="tanh"),
+                         lambda: baseline.forward(a, X, act=["relu"]))
+    _refused_in_one_line(r"param W_1 must be .* of float32 or float64, got .* dtype int64",
+                         lambda: baseline.forward({k: v.astype(np.int64)
+                                                        for k, v in a.items()}, X))
+    _refused_in_one_line(r"param b_2 must be .* in W_1's dtype float64, got .* dtype float32",
+                         lambda: baseline.forward(dict(a, b_2=a["b_2"].astype(np.float32)), X))
+    _refused_in_one_line(r"params must have exactly the keys \['W_1', 'b_1', 'W_2', 'b_2'\]",
+                         lambda: baseline.forward({k: a[k] for k in a if k != "b_2"}, X),
+                         lambda: baseline.forward(dict(a, W_3=a["W_2"]), X))
+    _refused_in_one_line(r"param W_2 must be a numpy array of shape \(3, 1\)",
+                         lambda: baseline.forward(dict(a, W_2=a["W_2"][:2]), X))
+    _refused_in_one_line(r"dz must be a numpy array of numbers in the logits' shape \(2,\)",
+                         lambda: baseline.backward(np.ones(3), cache),
+                         lambda: baseline.backward(np.ones((2, 1)), cache),
+                         lambda: baseline.backward([1.0, 1.0], cache))
+
+
+def test_python_api_refuses_what_it_cannot_use():
+    rng = np.random.default_rng(0)
+    pb = baseline.init(6, 4, rng)
+    for X, msg in [(np.full((3, 6), 2), "X must hold bits 0 and 1 only, got 2"),
+                   (np.zeros((3, 5)), r"X must be a numpy array \[batch >= 1, T=6\] .* \(3, 5\)"),
+                   (np.zeros(6), r"X must be a numpy array \[batch >= 1, T=6\] .* \(6,\)")]:
+        with pytest.raises(ValueError, match=msg):
+            baseline.forward(pb, X)
+    cfg = attn.default_config(T=6, d=8, heads=2, mlp=4)
+    p = attn.init_params(cfg, rng)
+    X = rng.integers(0, 2, (5, 6))
+    for other, msg in [(dict(mlp=8), r"param W_1 must be .* shape \(8, 8\) .*, got .* \(8, 4\)"),
+                       (dict(ln=False), r"params do not match cfg \(mlp=4, ln=False\): .*'ln1_b'"),
+                       (dict(d=16, heads=2), r"param E_tok must be .* shape \(2, 16\)"),
+                       (dict(dtype="float64"), r"param E_tok must be .* dtype float64, .*float32")]:
+        with pytest.raises(ValueError, match=msg):
+            attn.loss_and_grads(p, attn.default_config(T=6, **dict(dict(d=8, heads=2, mlp=4),
+                                                                  **other)), X, np.ones(5))
+    for y, msg in [(np.array([-1, 1, 1, 1, 1]), "y must hold labels 0 and 1 only, got -1"),
+                   (np.array([1.0]), r"y must be a numpy array of shape \(5,\)"),
+                   (np.array([0, 1, np.nan, 0, 1]), "y must hold labels 0 and 1 only, got nan")]:
+        with pytest.raises(ValueError, match=msg):
+            attn.loss_and_grads(p, cfg, X, y)
+
+
+@pytest.mark.skipif(data.physical_memory() is None, reason="the system does not say its memory")
+def test_sample_sizes_are_checked_before_anything_is_allocated():
+    """Issue 23, family 5: a size that cannot fit is a ValueError naming m and T, not a
+    MemoryError from inside numpy (and never a machine that swaps first)."""
+    rng = np.random.default_rng(0)
+    task = data.make_task("and", 12, 3, rng)
+    for m in (10**13, 10**11):
+        with pytest.raises(ValueError, match=f"m={m} samples of T=12 bits need about"):
+            task.sample(m, rng)
+    wide = data.make_task("parity", 10**6, 3, rng)
+    with pytest.raises(ValueError, match="m=1000000 samples of T=1000000 bits"):
+        wide.sample(10**6, rng)
+    with pytest.raises(ValueError, match="samples of T=12 bits need about"):
+        hypotheses.ambiguity_probability(task, 10**12, rng, 3)
+    with pytest.raises(ValueError, match="samples of T=12 bits need about"):
+        hypotheses.sample_unambiguous(task, 10**12, rng)
+    with pytest.raises(ValueError, match="rng must be a numpy Generator"):
+        task.sample(10**13, 5)
+    assert task.sample(3, rng)[0].shape == (3, 12)
+
+
+def brute_count(name, s, X, y):
+    """Compatible s-subsets, by checking every one of them with itertools (the definition)."""
+    X, y = np.asarray(X, np.int64), np.asarray(y, np.int64)
+    count = 0
+    for S in itertools.combinations(range(X.shape[1]), s):
+        bits = X[:, list(S)]
+        k = bits.sum(1)
+        if name == "junta":                     # any truth table: labels a function of the bits
+            seen = {}
+            ok = all(seen.setdefault(tuple(row), lab) == lab for row, lab in zip(bits, y))
+        else:
+            pred = {"and": k == s, "or": k > 0, "parity": k % 2 == 1,
+                    "majority": 2 * k > s}[name]
+            ok = bool((pred.astype(np.int64) == y).all())
+        count += ok
+    return count
+
+
+def random_sets(rng, n):
+    """n random (name, s, X, y): task data, random bits with random labels, all-positive and
+    all-negative sets, at T in 6..12, s in 1..3, m in 1..12."""
+    for i in range(n):
+        name = data.TASKS[i % len(data.TASKS)]
+        T = int(rng.integers(6, 13))
+        s = int(rng.choice([1, 3])) if name == "majority" else int(rng.integers(1, 4))
+        m = int(rng.integers(1, 13))
+        kind = i // len(data.TASKS) % 4
+        if kind == 0:                           # the task's own data: S always compatible
+            X, y = data.make_task(name, T, s, rng).sample(m, rng)
+        else:
+            X = (rng.random((m, T)) < rng.uniform(0.2, 0.9)).astype(np.uint8)
+            y = [rng.integers(0, 2, m), np.ones(m), np.zeros(m)][kind - 1].astype(np.uint8)
+        yield name, s, X, y
+
+
+def test_count_matches_brute_force_every_task():
+    rng = np.random.default_rng(0)
+    for name, s, X, y in random_sets(rng, 600):
+        want = brute_count(name, s, X, y)
+        assert hypotheses.count_compatible(name, s, X, y) == want, (name, s, X.tolist(), y.tolist())
+
+
+def test_limit_is_min_of_count_and_limit():
+    rng = np.random.default_rng(1)
+    for name, s, X, y in random_sets(rng, 150):
+        full = hypotheses.count_compatible(name, s, X, y)
+        for limit in (1, 2, 3, 50):
+            assert hypotheses.count_compatible(name, s, X, y, limit=limit) == min(full, limit)
+    X, y = data.make_task("and", 8, 2, rng).sample(4, rng)
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="limit must be"):
+            hypotheses.count_compatible("and", 2, X, y, limit=bad)
+
+
+def test_true_support_always_compatible_and_bools_accepted():
+    rng = np.random.default_rng(2)
+    for name in data.TASKS:
+        task = data.make_task(name, 10, 3, rng)
+        X, y = task.sample(30, rng)
+        assert hypotheses.count_compatible(name, 3, X.astype(bool), y.astype(bool)) >= 1
+        assert hypotheses.count_compatible(name, 3, X.astype(float), y) == brute_count(name, 3, X, y)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_and_methods_agree_with_enumeration(seed, monkeypatch):
+    """The three exact "and" methods on hitting-set problems large enough that _count_hitting
+    branches: each matches plain enumeration, and branching really happened."""
+    rng = np.random.default_rng(seed)
+    k, n, r = 25, 120, 3
+    N = rng.random((k, n)) < rng.uniform(0.5, 0.65)  # True = 1: a column hits rows where False
+    want = hypotheses.count_enumerate(N, r, math.inf)
+    calls = []
+    original = hypotheses.count_hitting
+    monkeypatch.setattr(hypotheses, "count_hitting", lambda *a: calls.append(1) or original(*a))
+    got = hypotheses.count_hitting(N, r, math.inf, hypotheses.Work("test"))
+    assert got == want and len(calls) > 1, (got, want, len(calls))
+    assert hypotheses.count_hitting(N, r, 2, hypotheses.Work("test")) == min(want, 2)
+    small = N[:12]
+    assert (hypotheses.count_inclusion_exclusion(small, r)
+            == hypotheses.count_enumerate(small, r, math.inf))
+
+
+def test_the_counts_agree_on_the_empty_subset():
+    """r = 0 (r >= 0 is allowed): the empty subset hits every row only of a matrix without rows,
+    by every method (count_enumerate used to fail with an IndexError)."""
+    N = np.random.default_rng(1).random((5, 12)) < 0.6
+    for M, want in ((N, 0), (N[:0], 1)):
+        assert hypotheses.count_enumerate(M, 0, 10) == want
+        assert hypotheses.count_inclusion_exclusion(M, 0) == want
+        assert hypotheses.count_hitting(M, 0, 10, hypotheses.Work("t")) == want
+
+
+def test_and_without_positives_at_large_T():
+    """No positives: P is every position, the count is huge and exact (inclusion-exclusion over
+    the negatives, written out here over the few negatives directly)."""
+    rng = np.random.default_rng(3)
+    T, s = 2000, 3
+    X = (rng.random((6, T)) < 0.8).astype(np.uint8)
+    y = np.zeros(6, np.uint8)
+    want = 0
+    for size in range(7):
+        for U in itertools.combinations(range(6), size):
+            common = int(X[list(U)].all(0).sum()) if U else T
+            want += (-1) ** size * math.comb(common, s)
+    assert hypotheses.count_compatible("and", s, X, y) == want
+    assert hypotheses.count_compatible("or", s, 1 - X, 1 - y) == want      # OR by complement
+
+
+def test_count_errors():
+    rng = np.random.default_rng(4)
+    X, y = data.make_task("and", 8, 2, rng).sample(5, rng)
+    for args, msg in [(("xor", 2, X, y), "unknown task 'xor'"),
+                      (("and", 0, X, y), "s must be an integer from 1 to 8"),
+                      (("and", 9, X, y), "s must be an integer from 1 to 8"),
+                      (("and", 2, X[0], y), r"X must have shape \[m, T\]"),
+                      (("and", 2, X, y[:4]), r"y must have shape \[5\]"),
+                      (("and", 2, X, 2 * y), "y must hold bits 0/1"),
+                      (("majority", 2, X, y), "odd s")]:
+        with pytest.raises(ValueError, match=msg):
+            hypotheses.count_compatible(*args)
+    Xb = (rng.random((20, 3000)) < 0.5).astype(np.uint8)
+    with pytest.raises(ValueError, match="parity: exact count unaffordable at T=3000, s=3"):
+        hypotheses.count_compatible("parity", 3, Xb, Xb[:, 0])
+    with pytest.raises(ValueError, match=r"majority: .*C\(T=3000, s=3\)"):
+        hypotheses.count_compatible("majority", 3, Xb, Xb[:, 0])
+
+
+def test_counting_cost_at_T_10000(capsys):
+    """Printed, not asserted: the count for a typical "and" training set at T = 10^4."""
+    rng = np.random.default_rng(5)
+    task = data.make_task("and", 10_000, 3, rng)
+    X, y = task.sample(200, rng)
+    t0 = time.perf_counter()
+    n = hypotheses.count_compatible("and", 3, X, y)
+    dt = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    hypotheses.count_compatible("and", 3, X[:40], y[:40], limit=2)
+    dt40 = time.perf_counter() - t0
+    with capsys.disabled():
+        print(f"\n[count_compatible 'and' T=10^4 s=3: m=200 -> {n} in {1e3 * dt:.1f} ms; "
+              f"m=40, limit=2 in {1e3 * dt40:.1f} ms]")
+    assert n == 1
+
+
+def test_sample_unambiguous_deterministic_and_unique():
+    for name in ("and", "or", "parity", "majority"):
+        task = data.make_task(name, 10, 3, np.random.default_rng(6))
+        X1, y1 = hypotheses.sample_unambiguous(task, 30, np.random.default_rng(7))
+        X2, y2 = hypotheses.sample_unambiguous(task, 30, np.random.default_rng(7))
+        assert np.array_equal(X1, X2) and np.array_equal(y1, y2)
+        assert X1.shape == (30, 10) and np.array_equal(task.label(X1), y1)
+        assert hypotheses.count_compatible(name, 3, X1, y1) == 1
+
+
+def test_sample_unambiguous_gives_up_when_m_is_too_small():
+    task = data.make_task("and", 50, 3, np.random.default_rng(8))
+    with pytest.raises(ValueError, match=r"m=2 is too small to identify S at T=50 .*all 5 tries"):
+        hypotheses.sample_unambiguous(task, 2, np.random.default_rng(9), max_tries=5)
+
+
+def brute_first_m(task, seed, m_max):
+    X, y = task.sample(m_max, np.random.default_rng(seed))
+    for m in range(1, m_max + 1):
+        if brute_count(task.name, task.s, X[:m], y[:m]) == 1:
+            return m
+    return None
+
+
+def test_first_identifying_m_matches_prefix_scan():
+    for i, name in enumerate(data.TASKS * 3):
+        T = 6 + i % 4
+        s = 3 if name in ("majority", "junta") else 1 + i % 3
+        task = data.make_task(name, T, s, np.random.default_rng(100 + i))
+        m_max = 40 if i < 10 else 8                       # some streams end ambiguous: None
+        got = hypotheses.first_identifying_m(task, np.random.default_rng(200 + i), m_max)
+        assert got == brute_first_m(task, 200 + i, m_max), (name, T, s)
+
+
+def test_first_identifying_m_large_T_matches_linear_scan():
+    """At T = 20000 ("and", "or") the doubling, bisection and column narrowing agree with asking
+    count_compatible about every prefix in turn."""
+    for name, seed in [("and", 0), ("and", 1), ("or", 2)]:
+        task = data.make_task(name, 20_000, 3, np.random.default_rng(seed))
+        got = hypotheses.first_identifying_m(task, np.random.default_rng(seed + 10), 400)
+        X, y = task.sample(400, np.random.default_rng(seed + 10))
+        want = next(m for m in range(1, 401)
+                    if hypotheses.count_compatible(name, 3, X[:m], y[:m], limit=2) == 1)
+        assert got == want
+
+
+def test_first_identifying_m_errors_and_trivial_case():
+    task = data.make_task("and", 3, 3, np.random.default_rng(0))
+    assert hypotheses.first_identifying_m(task, np.random.default_rng(0), 5) == 0
+    with pytest.raises(ValueError, match="m_max must be an integer from 1 to"):
+        hypotheses.first_identifying_m(task, np.random.default_rng(0), 0)
+    with pytest.raises(ValueError, match="task must be a SparseTask"):
+        hypotheses.first_identifying_m("and", np.random.default_rng(0), 5)
+
+
+def test_ambiguity_probability_in_unit_interval_and_falls_with_m():
+    task = data.make_task("and", 30, 2, np.random.default_rng(12))
+    p = [hypotheses.ambiguity_probability(task, m, np.random.default_rng(13), 60) for m in (4, 15, 60)]
+    assert all(0.0 <= q <= 1.0 for q in p)
+    assert p[0] >= p[1] >= p[2] and p[0] > p[2], p
+    assert p[0] == 1.0 and p[2] < 0.1, p
+
+
+def test_gf2_learner_recovers_support():
+    for T in (15, 200):
+        m0, ok, unique_before = hypotheses.gf2_sample_need(T, 3, np.random.default_rng(T))
+        assert ok and not unique_before
+        assert T <= m0 <= T + 30
+
+
+def test_gf2_solve_matches_mod2_products():
+    rng = np.random.default_rng(16)
+    X = (rng.random((90, 70)) < 0.5).astype(np.uint8)
+    w = (rng.random(70) < 0.3).astype(np.uint8)
+    y = (X.astype(int) @ w % 2).astype(np.uint8)
+    assert np.array_equal(hypotheses.gf2_solve(X, y), w)
+    assert hypotheses.gf2_solve(X[:40], y[:40]) is None                # rank < T: not unique
+    Xd = np.vstack([X, X[:1]])                                     # a duplicated row, flipped label
+    assert hypotheses.gf2_solve(Xd, np.append(y, 1 - y[0])) is None    # inconsistent
+    assert hypotheses.gf2_first_full_rank(X) >= 70
+
+
+def test_log2_binomial_matches_paper_numbers():
+    assert abs(hypotheses.log2_binomial(100, 3) - 17.3) < 0.05
+    assert abs(hypotheses.log2_binomial(1100, 3) - 27.7) < 0.05
+
+
+def test_stacked_runs_follow_the_new_options_like_single_runs():
+    opts = dict(SMALL, steps=40, dtype="float64", optimizer="adamw", wd=0.1, decay="matrices",
+                clip=0.5, beta2=0.95, val=60, val_every=10)
+    runs = [dict(opts, seed=s) for s in (3, 4)]
+    stacked = trainer.train_stack(runs)
+    for o, st in zip(runs, stacked, strict=True):
+        alone = trainer.train_run(o)
+        assert st["best_step"] == alone["best_step"] and st["test_acc"] == alone["test_acc"]
+        assert np.allclose(st["losses"], alone["losses"], rtol=1e-9)
+
+
+@pytest.mark.parametrize("clip, wd", [(0.0, 0.0), (0.5, 0.0), (0.0, 0.1)])
+def test_stacked_minibatch_runs_take_the_mean_loss_like_single_runs(clip, wd):
+    """A stack of minibatch runs (minGPT's batch 64) weighs each sample of a batch 1/batch, as a
+    single run's mean loss does: the same losses, so clipping and weight decay act on the same
+    gradient (a sum would give batch times the gradient, clipped at 1/batch of its threshold)."""
+    opts = dict(SMALL, steps=20, dtype="float64", batch=16, clip=clip, wd=wd)
+    runs = [dict(opts, seed=s) for s in (3, 4)]
+    for o, st in zip(runs, trainer.train_stack(runs), strict=True):
+        alone = trainer.train_run(o)
+        assert np.allclose(st["losses"], alone["losses"], rtol=1e-9), (clip, wd)
+
+
+def test_dropout_training_is_seeded_and_runs_one_at_a_time():
+    opts = dict(SMALL, steps=20, dropout=0.1)
+    a, b = trainer.train_run(opts), trainer.train_run(opts)
+    assert a["losses"] == b["losses"]                           # masks come from the seed
+    assert a["losses"] != trainer.train_run(dict(SMALL, steps=20))["losses"]
+    with pytest.raises(ValueError, match="one at a time"):
+        trainer.train_stack([opts, dict(opts, seed=5)])
+    with pytest.raises(ValueError, match="Transformer only"):
+        trainer.train_run(dict(opts, model="mlp"))
+
+
+def test_zero_positional_init_changes_only_the_positions_and_stacks_like_single_runs():
+    a = attn.init_params(attn.default_config(T=20), np.random.default_rng(3))
+    b = attn.init_params(attn.default_config(T=20, pos_init="zero"), np.random.default_rng(3))
+    assert not b["E_pos"].any() and a["E_pos"].any()
+    assert all(np.array_equal(a[k], b[k]) for k in a if k != "E_pos")
+    runs = [dict(SMALL, steps=30, dtype="float64", pos_init="zero", seed=s) for s in (3, 4)]
+    for o, st in zip(runs, trainer.train_stack(runs), strict=True):
+        assert np.allclose(st["losses"], trainer.train_run(o)["losses"], rtol=1e-9)
+    with pytest.raises(ValueError, match="pos_init must be one of normal, zero, got 'ones'"):
+        attn.default_config(pos_init="ones")
+    with pytest.raises(ValueError, match="pos_init must be one of normal, zero, got 'ones'"):
+        run_options.validate_options(dict(pos_init="ones"))
+
+
+def test_position_overlap_known_values():
+    E = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0], [1.0, 1.0]])
+    assert np.isclose(trainer.position_overlap(E, np.array([0])), 1.0)       # 2 is 0's twin
+    assert np.isclose(trainer.position_overlap(E, np.array([1])), 2 ** -0.5)
+    assert np.isnan(trainer.position_overlap(E, np.arange(4)))
+
+
+@pytest.mark.parametrize("batch", [0, 16])
+def test_resume_is_exact(tmp_path, batch):
+    """Stopped at step k and resumed, a run ends with the very bits of a run straight through
+    (minibatch order included: the generator state is in the checkpoint)."""
+    opts = dict(SMALL, batch=batch)
+    straight = trainer.train_run(opts)
+    path = str(tmp_path / "ck.npz")
+    with pytest.raises(checkpoint.Interrupted, match="interrupted after step 13; checkpoint .* at "
+                                                "step 13") as e:
+        trainer.train_run(opts, save=path, stop_after=13)
+    assert e.value.step == 13
+    ck = checkpoint.load_checkpoint(path, dict(run_options.DEFAULTS, **opts))
+    assert ck["step"] == 13
+    resumed = trainer.train_run(opts, save=path, resume=ck)
+    assert resumed["losses"] == straight["losses"][13:]
+    for k in straight["params"]:
+        assert np.array_equal(straight["params"][k], resumed["params"][k]), k
+    assert straight["loss"] == resumed["loss"]
+
+
+def test_a_plain_resume_trains_to_the_length_of_the_run_that_saved(tmp_path, capsys):
+    """--resume with no --steps goes on to the saved run's own length (not the default 1000);
+    a typed --steps still wins."""
+    path = str(tmp_path / "ck.npz")
+    with pytest.raises(checkpoint.Interrupted):
+        trainer.train_run(dict(SMALL, steps=20), save=path, stop_after=7)
+    assert checkpoint.load_checkpoint(path)["run_steps"] == 20
+    code, out, _ = run_cli(capsys, "--resume", path, "--log-every", "0")
+    assert code == 0 and "(resumed at step 7)" in out and "\n20 steps (13 of them in this " \
+        "session)" in out, out
+    code, out, _ = run_cli(capsys, "--resume", path, "--steps", "25", "--log-every", "0")
+    assert code == 0 and "\n25 steps (5 of them in this session)" in out, out
+
+
+def test_resume_refuses_another_configuration(tmp_path):
+    path = str(tmp_path / "ck.npz")
+    trainer.train_run(SMALL, save=path)
+    ck = checkpoint.load_checkpoint(path)
+    with pytest.raises(ValueError, match="another configuration: seed=2"):
+        trainer.train_run(dict(SMALL, seed=3, steps=40), resume=ck)
+
+
+def test_checkpoint_refuses_bad_files(tmp_path):
+    opts = dict(run_options.DEFAULTS, **SMALL)
+    path = str(tmp_path / "ck.npz")
+    trainer.train_run(SMALL, save=path)
+    good = open(path, "rb").read()
+    (tmp_path / "trunc.npz").write_bytes(good[: len(good) // 2])
+    (tmp_path / "text.npz").write_text("hello")
+    np.savez(tmp_path / "other.npz", a=np.zeros(3))
+    for name, msg in [("trunc.npz", "not a readable checkpoint"),
+                      ("text.npz", "not a readable checkpoint"),
+                      ("other.npz", "not a checkpoint of train.py"),
+                      ("missing.npz", "no checkpoint")]:
+        with pytest.raises(ValueError, match=msg):
+            checkpoint.load_checkpoint(str(tmp_path / name), opts)
+    for key, val in [("T", 13), ("d", 16), ("heads", 4), ("task", "parity")]:
+        with pytest.raises(ValueError, match=f"another configuration: {key}="):
+            checkpoint.load_checkpoint(path, dict(opts, **{key: val}))
+    assert open(path, "rb").read() == good               # nothing was overwritten
+
+
+def test_crafted_checkpoints_are_one_line_naming_the_file_and_the_field(tmp_path, capsys):
+    """Family 4: one reader (checkpoint.load_checkpoint, check_checkpoint) checks every field; a
+    checkpoint's options never override what the user typed."""
+    path = str(tmp_path / "ck.npz")
+    assert run_cli(capsys, *TINY, "--save", path)[0] == 0
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    opts, state = json.loads(str(arrays["options"])), json.loads(str(arrays["rng_order"]))
+    W, v = arrays["param/W_Q"], arrays["adam_v/b"]
+    variants = [("step", None, "'step' is missing"), ("options", None, "'options' is missing"),
+                ("rng_order", None, "'rng_order' is missing"),
+                ("adam_t", None, "'adam_t' is missing"),
+                ("param/W_Q", None, "'param/W_Q' is missing"),
+                ("adam_m/E_pos", None, "'adam_m/E_pos' is missing"),
+                ("step", np.array([5, 5]), "'step' must be a single integer"),
+                ("step", np.array(5.0), "'step' must be a single integer"),
+                ("step", np.array("5"), "'step' must be a single integer"),
+                ("step", np.array(True), "'step' must be a single integer"),
+                ("step", np.array(0), "'step' must be a positive integer"),
+                ("adam_t", np.array(4), "'adam_t' must be an integer equal to the step"),
+                ("options", np.array(json.dumps(list(opts.values()))), "'options' must be a dict"),
+                ("options", np.array(json.dumps(dict(opts, T="12"))), "'options' holds a bad value"),
+                ("options", np.array(json.dumps(dict(opts, d=True))), "'options' holds a bad value"),
+                ("options", np.array(json.dumps(dict(opts, zz=1))), "'options' holds a bad value"),
+                ("options", np.array(json.dumps(dict(opts, dropout=0.5))), "'options' ask for val"),
+                ("options", np.array("{not json"), "'options' is not JSON"),
+                ("param/W_Q", W.astype(str), "'param/W_Q' has dtype"),
+                ("param/W_Q", W.astype(np.complex64), "'param/W_Q' has dtype"),
+                ("param/W_Q", W.astype(bool), "'param/W_Q' has dtype"),
+                ("param/W_Q", np.zeros((3, 3), np.float32), "'param/W_Q' has shape"),
+                ("adam_v/b", -np.ones_like(v), "'adam_v/b' is negative"),
+                ("param/extra", np.zeros(3, np.float32), "'param/extra' is not a parameter"),
+                ("junk", np.zeros(3), "'junk' is not a field"),
+                ("rng_order", np.array(json.dumps(dict(state, bit_generator="MT19937"))),
+                 "'rng_order' is not a state"),
+                ("rng_order", np.array(json.dumps(dict(state, state={"state": "x", "inc": 1}))),
+                 "'rng_order' is not a state"),
+                ("rng_order", np.array("[1, 2]"), "'rng_order' is not a state")]
+    bad = str(tmp_path / "bad.npz")
+    for key, value, msg in variants:
+        crafted = {k: a for k, a in arrays.items() if k != key}
+        if value is not None:
+            crafted[key] = value
+        np.savez(bad, **crafted)
+        with pytest.raises(ValueError, match=re.escape(msg)) as e:
+            checkpoint.load_checkpoint(bad)
+        assert "bad.npz" in str(e.value)
+        code, out, err = run_cli(capsys, "--resume", bad, "--steps", "9")
+        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (key, err)
+        assert "Traceback" not in err and "resumed" not in out
+    np.savez(bad, **dict(arrays, options=np.array(json.dumps(dict(opts, steps=6)))))
+    code, out, err = run_cli(capsys, "--resume", bad, "--steps", "8")     # typed, not stored
+    assert code == 0 and "8 steps (3 of them in this session)" in out, (out, err)
+    for resume, kind, msg in [({}, ValueError, "resume: field"), ([1], TypeError, "resume must"),
+                              (dict(checkpoint.load_checkpoint(path), step=2.0), ValueError, "'step'")]:
+        with pytest.raises(kind, match=msg):
+            trainer.train_run(dict(SMALL, T=12, m=40, n_test=100, steps=9), resume=resume)
+
+
+def test_divergence_names_step_and_keeps_last_finite_checkpoint(tmp_path):
+    path = str(tmp_path / "ck.npz")
+    with pytest.raises(trainer.Diverged, match=r"at step \d+.*smaller --lr.*last finite") as e:
+        trainer.train_run(dict(SMALL, lr=1e37, steps=50), save=path, save_every=1)
+    ck = checkpoint.load_checkpoint(path)
+    assert all(np.all(np.isfinite(v)) for v in ck["params"].values())
+    assert ck["step"] == int(re.search(r"at step (\d+)", str(e.value))[1]) - 1
+
+
+def test_rerun_never_overwrites_a_checkpoint(tmp_path, capsys):
+    path = str(tmp_path / "ck.npz")
+    assert run_cli(capsys, *TINY, "--save", path)[0] == 0
+    good = open(path, "rb").read()
+    for extra in ([], ["--T", "13"]):          # the same command again, or another configuration
+        code, out, err = run_cli(capsys, *TINY, *extra, "--save", path)
+        assert code == 2 and "already holds a checkpoint at step 5" in err, err
+        assert len(err.strip().splitlines()) == 1
+    assert open(path, "rb").read() == good
+
+
+def test_cli_checkpoint_errors_leave_files_alone(tmp_path, capsys):
+    path = str(tmp_path / "ck.npz")
+    base = ["--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4", "--n-test", "100",
+            "--log-every", "0"]
+    code, out, err = run_cli(capsys, *base, "--steps", "5", "--save", path)
+    assert code == 0 and "checkpoint" in out
+    good = open(path, "rb").read()
+    (tmp_path / "trunc.npz").write_bytes(good[:100])
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious")
+    for argv, msg in [(["--resume", str(tmp_path / "trunc.npz")], "not a readable checkpoint"),
+                      (["--resume", path, "--T", "13"], "another configuration: --T 13"),
+                      (["--resume", path, "--steps", "4"], "already at step 5"),
+                      (["--resume", str(notes)], "not a readable checkpoint"),
+                      (base + ["--save", str(notes)], "refusing to overwrite")]:
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert open(path, "rb").read() == good and notes.read_text() == "precious"
+    code, out, err = run_cli(capsys, "--resume", path, "--steps", "9")
+    assert code == 0 and "resumed at step 5" in out
+
+
+def test_public_functions_raise_valueerror():
+    cfg = attn.default_config(T=4, d=4, heads=1)
+    p = attn.init_params(cfg, np.random.default_rng(0))
+    for X, msg in [([[0, 1, 0, 1]], r"array \[batch, T\]"), (np.zeros((0, 4), np.uint8),
+                   "at least one"), (np.zeros(4, np.uint8), r"array \[batch, T\]")]:
+        with pytest.raises(ValueError, match=msg):
+            attn.model_forward(p, cfg, X)
+    for bad in (2, -1, 0.5):
+        X = np.zeros((3, 4))
+        X[1, 2] = bad
+        with pytest.raises(ValueError, match="bits 0 and 1 only"):
+            attn.model_forward(p, cfg, X)
+    big = attn.default_config(T=30000, d=64, heads=16)
+    pb = {k: np.zeros((30000 if k == "E_pos" else 1, 1), np.float32) for k in ("E_pos",)}
+    with pytest.raises(ValueError, match="GiB of activations"):
+        attn.full_model_forward(pb, big, np.zeros((100, 30000), np.uint8))
+    with pytest.raises(ValueError, match="GiB"):
+        trainer.train_run(dict(T=10**9, m=10))
+    for bad, msg in [(dict(task="xor"), "task must be one of"), (dict(model="cnn"), "model must"),
+                     (dict(stepz=3), "unknown option"), (dict(lr=-1.0), "lr must be"),
+                     (dict(batch=-5), "batch must be"), (dict(batch=900), "larger than m=40"),
+                     (dict(log_every=-1), "log_every must"), (dict(T=5.0), "T must be"),
+                     (dict(s=50), "s=50 is larger than T=12"), (dict(heads=5), "heads=5"),
+                     (dict(model="mlp", mlp=0), "mlp=0"), (dict(T=10**7, m=10**4), "GiB")]:
+        with pytest.raises(ValueError, match=msg) as err:
+            trainer.train_run(dict(SMALL, **bad))
+        assert "--" not in str(err.value), err.value    # a Python caller typed no flags
+
+
+def test_python_api_names_the_argument_for_every_wrong_input(tmp_path):
+    """Families 5 and 8: ValueError or TypeError naming the argument, never an IndexError,
+    KeyError or AttributeError from inside, and never a silent result (save_every=-1)."""
+    cases = [(lambda: trainer.train_stack([]), ValueError, "runs must hold at least one"),
+             (lambda: trainer.train_stack(dict(SMALL)), TypeError, "runs must be a list"),
+             (lambda: trainer.train_run(SMALL, resume={}), ValueError, "resume: field"),
+             (lambda: trainer.train_run([SMALL]), TypeError, "opts must be a dict"),
+             (lambda: trainer.train_run(SMALL, save=str(tmp_path / "a.npz"), save_every=-1),
+              ValueError, "save_every must be"),
+             (lambda: trainer.train_run(SMALL, save_every=2.5), ValueError, "save_every must be"),
+             (lambda: trainer.train_run(SMALL, log=5), TypeError, "log must be"),
+             (lambda: trainer.train_run(SMALL, stop_after=0), ValueError, "stop_after must be"),
+             (lambda: trainer.seeds_for(-1), ValueError, "seed must be"),
+             (lambda: trainer.seeds_for("a"), ValueError, "seed must be"),
+             (lambda: trainer.seeds_for("5"), ValueError, "seed must be an integer"),  # check_int's
+             (lambda: trainer.draw_run(dict(SMALL, T=[3])), ValueError, "T must be"),
+             (lambda: trainer.next_batch([[0, 1]], np.zeros(1), 1, np.random.default_rng(0)),
+              TypeError, "X must be a numpy array"),
+             (lambda: trainer.next_batch(np.zeros((4, 2)), np.zeros(4), 2, 5), ValueError,
+              "rng must be a numpy Generator"),
+             (lambda: train.accuracy([1.0, -1.0], [1]), ValueError, "z and y must be"),
+             (lambda: optim.adam_init([1, 2]), TypeError, "params must be"),
+             (lambda: optim.adam_init({"w": np.zeros(3)}, "some"), ValueError, "decay must be"),
+             (lambda: checkpoint.load_checkpoint(5), TypeError, "path must be"),
+             (lambda: run_options.validate_options(None), TypeError, "opts must be a dict")]
+    for call, kind, msg in cases:
+        with pytest.raises(kind, match=re.escape(msg)):
+            call()
+    assert not os.path.exists(tmp_path / "a.npz")
+    assert trainer.draw_run(dict(SMALL))[1][0].shape == (SMALL["m"], SMALL["T"])  # defaults filled
+
+
+def test_ctrl_c_while_the_last_checkpoint_is_written_is_not_swallowed(tmp_path, capsys,
+                                                                     monkeypatch):
+    """A Ctrl-C noted by the handler while the final checkpoint was written used to be
+    forgotten: the whole evaluation ran and the command exited 0. It stops the run: exit 130,
+    the checkpoint complete at the last step, the command that evaluates it."""
+    import signal
+    path, real = str(tmp_path / "ck.npz"), trainer.save_checkpoint
+
+    def save_then_ctrl_c(*args):
+        written = real(*args)
+        os.kill(os.getpid(), signal.SIGINT)           # lands in the loop's handler
+        return written
+    monkeypatch.setattr(train, "save_checkpoint", save_then_ctrl_c)
+    code, out, err = run_cli(capsys, *TINY, "--save", path)
+    assert code == 130 and "test accuracy" not in out, (out, err)
+    assert "after the last step; all 5 steps are saved" in err and \
+        f"python train.py --resume {path} --steps 5" in err
+    monkeypatch.undo()
+    assert checkpoint.load_checkpoint(path)["step"] == 5
+
+
+def test_sigterm_saves_like_ctrl_c(tmp_path):
+    """SIGTERM during training with --save: the checkpoint is saved and said so, as on Ctrl-C,
+    but the exit status is SIGTERM's 143, as every other command's (cli.one_line_errors; it
+    used to be Ctrl-C's 130)."""
+    path = str(tmp_path / "ck.npz")
+    p = _python("train.py", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
+                "--steps", "1000000", "--log-every", "10", "--save", path)
+    p.stdout.readline(), p.stdout.readline()
+    p.terminate()
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 143 and "checkpoint saved" in err and "Traceback" not in err, err
+    assert err.strip().startswith("terminated (SIGTERM) after step"), err
+    assert checkpoint.load_checkpoint(path)["step"] >= 1
+
+
+def test_summary_says_what_the_last_step_hides_and_names_the_head_that_found_s(tmp_path,
+                                                                                capsys):
+    """The run's summary and JSON: the best accuracy at the logged steps and its step, the first
+    jump of the training loss after it fell below LOSS_LOW, and the head with the most [CLS]
+    attention on S; the outcome stays the last step's."""
+    class Logged:
+        label, logged = "test", [dict(step=1, acc=0.5), dict(step=3, acc=0.9), dict(step=5,
+                                                                                     acc=0.6)]
+    got = train.over_the_run([0.7, 0.005, 0.004, 0.5, 0.3], Logged.logged, Logged.label, steps=5)
+    assert (got["best_logged_acc"], got["best_logged_step"]) == (0.9, 3)
+    assert (got["loss_low_step"], got["loss_jump_step"]) == (2, 4)
+    quiet = train.over_the_run([0.7, 0.05, 0.004, 0.009], [], "val", steps=10)  # resumed at 7
+    assert quiet["loss_low_step"] == 9 and quiet["loss_jump_step"] is None
+    assert quiet["best_logged_step"] is None and np.isnan(quiet["best_logged_acc"])
+    A = np.full((7, 3), 0.1)
+    A[[1, 4], 2], A[[0, 5], 0] = 0.4, 0.3          # head 2 puts 0.8 on S = [1, 4], head 0 0.2
+    assert train.best_head(A, np.array([1, 4]))["best_head"] == 2
+    assert train.best_head(A, np.array([1, 4]))["best_head_top"] == [1, 4]
+    out = str(tmp_path / "r.json")
+    code, printed, _ = run_cli(capsys, *TINY, "--steps", "30", "--log-every", "10", "--json", out)
+    r = json.load(open(out))
+    assert code == 0 and "cls_attention" not in r and 0 <= r["best_head"] < 2
+    assert r["best_logged_step"] in (1, 10, 20, 30) and r["logged_on"] == "test"
+    assert r["best_logged_acc"] == max(e["acc"] for e in r["logged"]) >= r["logged"][-1]["acc"]
+    assert f"head {r['best_head']} of 2 attends most to  [" in printed
+    assert "(mean over 2 heads: " in printed and "at the logged steps" in printed
+
+
+def test_the_pictures_curve_is_dense_early_and_changes_nothing_else(capsys):
+    """curve=True (--plot) measures the accuracies at every one of the first steps and then
+    log-spaced, so the picture draws the rise where it happens; the printed lines, the summary's
+    logged steps and the training are those of a run without it. The demo's last line is a
+    sentence."""
+    opts = dict(SMALL, steps=300, log_every=100)
+    lines = []
+    plain = trainer.train_run(opts, log=lines.append)
+    dense = trainer.train_run(opts, log=lines.append, curve=True)
+    assert "curve" not in plain
+    strip = lambda x: re.sub(r" +[0-9.]+s$", "", x)                  # the times differ
+    assert [strip(x) for x in lines[:4]] == [strip(x) for x in lines[4:]] and len(lines) == 8
+    assert dense["losses"] == plain["losses"] and dense["logged"] == plain["logged"]
+    steps = [e["step"] for e in dense["curve"]]
+    assert steps[:10] == list(range(1, 11)) and {100, 200, 300} <= set(steps)
+    assert 25 < len(steps) < 80 and steps == sorted(steps)
+    assert all(np.diff(steps)[:40] <= 1 + 0.1 * np.array(steps[:40]))   # log-spaced: no gaps
+    code, out, _ = run_cli(capsys, *TINY, "--log-every", "1")
+    assert code == 0 and re.search(r"\(step \d+\); the run is judged by its last step\.\n", out)
+
+
+def test_plot_option_draws_the_run(tmp_path, capsys, monkeypatch):
+    """--plot PATH: with matplotlib, one picture (claimed like every output: never over a file
+    that is not a plot); without it, one line saying so, and the run still reports."""
+    path = str(tmp_path / "run.png")
+    (tmp_path / "notes.png").write_text("my notes")
+    code, _, err = run_cli(capsys, *TINY, "--plot", str(tmp_path / "notes.png"))
+    assert code == 2 and "--plot" in err and (tmp_path / "notes.png").read_text() == "my notes"
+    monkeypatch.setattr(cli, "pyplot_or_hint", lambda then: print("no plot: matplotlib is not "
+                                                                  "installed") and None)
+    code, out, _ = run_cli(capsys, *TINY, "--plot", path)
+    assert code == 0 and "no plot" in out and "test accuracy" in out
+    assert not os.path.exists(path)
+    monkeypatch.undo()
+    pytest.importorskip("matplotlib")
+    code, out, _ = run_cli(capsys, *TINY, "--log-every", "2", "--plot", path)
+    assert code == 0 and f"plot: {path}" in out and cli.claim_output(path, "plot") == path
+
+
+def test_training_sharpens_attention_norms_and_grows_the_covering_constant():
+    """Part 1 on a model that learned (3-sparse AND at T = 20, 200 steps), against the run's own
+    init: to single out S the attention must sharpen, so the largest |W_QK|_2 grows several-fold,
+    the Lipschitz factor after attention grows, and the covering constant C (which multiplies
+    them) grows by more than 10x; B_X stays near sqrt(d + 1) (LN1 puts tokens on the sphere of
+    radius sqrt(d)); every measure is finite."""
+    opts = dict(T=20, m=200, steps=200, n_test=1000, seed=1, log_every=0)
+    trained = trainer.train_run(opts, log=None)
+    assert trained["test_acc"] >= 0.99                           # it has learned S
+    o, cfg = run_options.validate_options(opts), trained["cfg"]
+    init = trainer.build_model(o, trainer.draw_run(o)[3])[0]         # the run's own initial params
+    nm0, nm = theory.norm_measures(init, cfg), theory.norm_measures(trained["params"], cfg)
+    for k in ("qk_spec", "qk_21", "qk_fro", "v_spec", "v_21", "o_spec"):
+        assert len(nm[k]) == cfg["heads"] and np.all(np.isfinite(nm[k])), k
+        assert nm[k] != nm0[k], k                                 # training moved every head
+    assert max(nm["qk_spec"]) > 3 * max(nm0["qk_spec"])
+    assert nm["L_after"] > 2 * nm0["L_after"]
+    for m in (nm0, nm):
+        assert abs(m["B_X"] / math.sqrt(cfg["d"] + 1) - 1) < 0.05
+    C0, C = theory.covering_constant(nm0), theory.covering_constant(nm)
+    assert np.isfinite(C) and C > 10 * C0 > 0
+
+
+def _one_line(code, err, *words):
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in err, (w, err)
+
+
+_SWALLOWED = ("import os, signal, sys, time\n"
+              "signal.signal(signal.SIGINT, signal.default_int_handler)\n"   # as in a terminal
+              "import cli\n"
+              "cli.STOP_GRACE = 1.0\n"
+              "SIG, RUN_ON = getattr(signal, sys.argv[1]), float(sys.argv[2])\n"
+              "def main(argv):\n"
+              "    print('banner', flush=True)\n"
+              "    try:\n"                   # code that swallows what lands in it, as numpy's
+              "        os.kill(os.getpid(), SIG)\n"       # first import of numpy.random does
+              "        time.sleep(1)\n"
+              "    except BaseException:\n"
+              "        pass\n"
+              "    time.sleep(RUN_ON)\n"
+              "    print('ran to its end', flush=True)\n"
+              "    return 0\n"
+              "sys.exit(cli.one_line_errors('x.py', main))\n")
+
+
+def test_ctrl_c_or_sigterm_in_main_is_one_line_even_where_it_is_swallowed():
+    """Ctrl-C or SIGTERM from the first line of a command's main to its last is one line and exit
+    status 130 or 143 (SIGTERM after the banner used to kill the command with -15 and no word);
+    where the code it lands in swallows it (numpy importing numpy.random on first use did, and the
+    command ran to its end and exited 0), the command still stops: at once when main returns,
+    else cli.STOP_GRACE seconds later."""
+    for sig, code, line in [("SIGINT", 130, "x.py: interrupted"),
+                            ("SIGTERM", 143, "x.py: terminated (SIGTERM)")]:
+        for run_on in (0, 60):
+            t = time.time()
+            r = subprocess.run([sys.executable, "-c", _SWALLOWED, sig, str(run_on)], cwd=HERE,
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == code and r.stderr.strip().splitlines() == [line], (sig, r)
+            assert time.time() - t < 30 and ("ran to its end" in r.stdout) == (run_on == 0)
+    p = _python("train.py", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
+                "--steps", "1000000", "--log-every", "0")
+    assert p.stdout.readline().startswith("transformer on task and")       # the banner
+    p.terminate()
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143 and err.strip().splitlines() == ["train.py: terminated (SIGTERM)"]
+
+
+def test_a_run_and_its_checkpoint_record_the_arithmetic_that_made_them(tmp_path, capsys):
+    """Issue 46: a float32 run replays bit for bit only under the same BLAS kernel, so a run's
+    JSON, its printed summary and its checkpoint record the BLAS library, its version, the
+    kernel it ran (read from the loaded library: OPENBLAS_CORETYPE names only a request), the
+    threads, numpy, Python, the CPU and the dtype."""
+    rec = arithmetic.record("float32")
+    assert set(arithmetic.DECIDING) <= set(rec) and rec["dtype"] == "float32"
+    assert {"threads", "numpy", "python", "cpu", "numpy_simd", "coretype_env"} <= set(rec)
+    assert rec["numpy"] == np.__version__ and rec["python"] == platform.python_version()
+    if rec["blas"] == "OpenBLAS":                      # numpy's wheels: the kernel is read
+        assert rec["kernel"] != arithmetic.UNREAD and rec["blas_version"][0].isdigit()
+    out, ck = tmp_path / "r.json", tmp_path / "c.npz"
+    code, printed, _ = run_cli(capsys, *TINY, "--json", str(out), "--save", str(ck))
+    assert code == 0 and f"arithmetic: {arithmetic.words(rec)}" in printed
+    assert json.loads(out.read_text())["arithmetic"] == rec
+    assert checkpoint.load_checkpoint(str(ck))["arithmetic"] == rec
+
+
+def test_a_resume_under_another_arithmetic_says_so_and_records_both(tmp_path):
+    """A checkpoint made by another kernel resumes (the numbers stay valid), but the log says the
+    run will not replay bit for bit and the result keeps the checkpoint's record beside its
+    own; a checkpoint of the same arithmetic adds nothing. Older checkpoints hold no record."""
+    path, lines = str(tmp_path / "c.npz"), []
+    with pytest.raises(checkpoint.Interrupted):
+        trainer.train_run(SMALL, log=None, save=path, stop_after=5)
+    ck = checkpoint.load_checkpoint(path)
+    same = trainer.train_run(SMALL, log=lines.append, resume=ck)
+    assert "arithmetic_before_resume" not in same and not any("note:" in x for x in lines)
+    other = dict(ck["arithmetic"], kernel="Imaginary")
+    r = trainer.train_run(SMALL, log=lines.append, resume=dict(ck, arithmetic=other))
+    assert r["arithmetic_before_resume"] == other and r["arithmetic"] == ck["arithmetic"]
+    assert any("note: the checkpoint was made by" in x and "Imaginary" in x for x in lines)
+    assert arithmetic.differences(other, ck["arithmetic"]) == [
+        f"kernel: Imaginary vs {ck['arithmetic']['kernel']}"]
+    with pytest.raises(ValueError, match="'arithmetic' must be a dict"):
+        trainer.train_run(SMALL, log=None, resume=dict(ck, arithmetic="SkylakeX"))
+    legacy = {k: v for k, v in ck.items() if k != "arithmetic"}
+    assert "arithmetic_before_resume" not in trainer.train_run(SMALL, log=None, resume=legacy)
+
+
+def test_only_kernels_the_processor_can_run_are_offered(monkeypatch):
+    """A kernel the CPU cannot run crashes it: kernels_here offers one only when every flag it
+    needs is present, and none where the flags cannot be read."""
+    monkeypatch.setattr(arithmetic, "cpu_flags", lambda: {"sse4_2", "avx", "avx2", "fma"})
+    assert arithmetic.kernels_here() == ["Nehalem", "Sandybridge", "Haswell", "Zen"]
+    monkeypatch.setattr(arithmetic, "cpu_flags", lambda: set())
+    assert arithmetic.kernels_here() == []
+
+
+def test_an_ln1_gain_that_overflows_the_dtype_names_its_option(capsys):
+    """--ln1-gain 1e300 (or 1e38 in float32) used to give numpy's RuntimeWarning and then
+    'training diverged; try a smaller --lr': now one line naming --ln1-gain, the dtype and the
+    largest gain it allows, before anything runs; a gain near that limit that diverges is
+    blamed on it too."""
+    for gain, dtype in (("1e300", "float32"), ("1e38", "float32"), ("1e300", "float64")):
+        code, out, err = run_cli(capsys, *TINY, "--ln1-gain", gain, "--dtype", dtype)
+        assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
+        assert f"--ln1-gain {float(gain)} is too large for {dtype}" in err, err
+    with pytest.raises(ValueError, match="ln1_gain=1e.300 is too large for float32"):
+        run_options.validate_options(dict(ln1_gain=1e300))
+    o = run_options.validate_options(dict(ln1_gain=1e16))
+    assert trainer.divergence_culprit(o).startswith("--ln1-gain (now 1e+16")
+    assert trainer.divergence_culprit(run_options.validate_options({})).startswith("--lr")
+
+
+def test_a_run_of_very_many_steps_starts_and_its_checkpoint_resumes(tmp_path):
+    """--steps 10**18 (or resuming a checkpoint of a 10**15-step run) was refused as 'out of
+    memory ... make one of --T --m ... smaller': the loss history was allocated for every step
+    up front. It now grows as the run goes, so such a run starts, saves and resumes."""
+    path = str(tmp_path / "long.npz")
+    with pytest.raises(checkpoint.Interrupted, match="after step 3"):
+        trainer.train_run(dict(SMALL, steps=10**18), log=None, save=path, stop_after=3)
+    ck = checkpoint.load_checkpoint(path)
+    assert ck["run_steps"] == 10**18 and ck["step"] == 3
+    with pytest.raises(checkpoint.Interrupted, match="after step 6"):
+        trainer.train_run(dict(SMALL, steps=10**15), log=None, save=path, resume=ck, stop_after=6)
+
+
+def test_a_checkpoint_whose_frozen_layernorm_moved_is_refused(tmp_path):
+    """freeze ln1 keeps LN1's gain at ln1_gain and its shift at 0 for the whole run; a checkpoint
+    whose frozen values say otherwise (other options, or edited) was resumed without a word. Now
+    it is refused in one line naming the field and the value."""
+    o = dict(SMALL, freeze="ln1", ln1_gain=0.5)
+    path = str(tmp_path / "f.npz")
+    with pytest.raises(checkpoint.Interrupted):
+        trainer.train_run(o, log=None, save=path, stop_after=3)
+    ck = checkpoint.load_checkpoint(path)
+    assert (ck["params"]["ln1_g"] == np.float32(0.5)).all()
+    for name, change in (("ln1_g", lambda a: a * 2), ("ln1_b", lambda a: a + 0.25)):
+        bad = dict(ck, params=dict(ck["params"], **{name: change(ck["params"][name])}))
+        with pytest.raises(ValueError, match=f"field 'param/{name}' holds .* where freeze ln1 "
+                                             f"keeps it at its init"):
+            trainer.train_run(o, log=None, resume=bad)
+    assert trainer.train_run(o, log=None, resume=ck)["steps"] == SMALL["steps"]
+
+
+SYM_OPTS = dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8, dtype="float64",
+                log_every=0)
+
+
+def _trained_small():  # -> params, cfg, X (trained once per session)
+    if not hasattr(_trained_small, "kept"):
+        r = trainer.train_run(SYM_OPTS, log=None)
+        X = np.random.default_rng(1).integers(0, 2, (64, SYM_OPTS["T"]))
+        _trained_small.kept = r["params"], r["cfg"], X
+    return _trained_small.kept
+
+
+def _logit_change(p, q, cfg, X):  # -> the largest relative change over the three exact paths
+    return max(attn.rel_error(f(q, cfg, X)[0], f(p, cfg, X)[0])
+               for f in (attn.model_forward, attn.full_model_forward, fast.model_forward))
+
+
+def _random_symmetries(p, cfg, rng):  # -> {label: moved copy}, every symmetry, random factors
+    d, H, e, T = cfg["d"], cfg["heads"], cfg["d"] // cfg["heads"], cfg["T"]
+    M = lambda: rng.standard_normal((H, e, e)) + 2 * np.eye(e)
+    c = lambda: float(rng.choice([-1, 1]) * np.exp(rng.uniform(-1.5, 1.5)))
+    return {
+        "ln1": symmetry.scale_ln(p, cfg, "ln1", c()), "ln2": symmetry.scale_ln(p, cfg, "ln2", c()),
+        "lnf": symmetry.scale_ln(p, cfg, "lnf", c()),
+        "qk per head": symmetry.mix_qk(p, cfg, [c() for _ in range(H)]),
+        "vo per head": symmetry.mix_vo(p, cfg, [c() for _ in range(H)]),
+        "qk mixed": symmetry.mix_qk(p, cfg, M()), "vo mixed": symmetry.mix_vo(p, cfg, M()),
+        "key bias": symmetry.shift_key_bias(p, cfg, rng.standard_normal(d)),
+        "ln1 null": symmetry.shift_ln_null(p, cfg, "ln1", {k: rng.standard_normal(d)
+                                                            for k in ("W_Q", "W_K", "W_V")}),
+        "ln2 null": symmetry.shift_ln_null(p, cfg, "ln2", {"W_1": rng.standard_normal(
+            cfg["mlp"])}),
+        "lnf null": symmetry.shift_ln_null(p, cfg, "lnf", {"w": rng.standard_normal(1)}),
+        "embeddings": symmetry.shift_embeddings(p, cfg, rng.standard_normal(d),
+                                                rng.standard_normal(2), rng.standard_normal(T)),
+        "heads": symmetry.permute_heads(p, cfg, rng.permutation(H))}
+
+
+def test_every_symmetry_leaves_every_logit_of_a_trained_model_unchanged():
+    p, cfg, X = _trained_small()
+    assert abs(p["ln1_g"] - 1).max() > 1e-3 and abs(p["ln1_b"]).max() > 1e-3   # trained away
+    rng = np.random.default_rng(47)
+    moved = {}
+    for _ in range(3):
+        for k, q in _random_symmetries(p, cfg, rng).items():
+            moved[k] = max(moved.get(k, 0.0), _logit_change(p, q, cfg, X))
+    assert len(moved) == 13 and max(moved.values()) < 1e-12, moved
+    chain = p                                            # composed, one after another
+    for q in _random_symmetries(p, cfg, rng):
+        chain = _random_symmetries(chain, cfg, rng)[q]
+    assert _logit_change(p, chain, cfg, X) < 1e-11
+
+
+def test_a_non_symmetry_moves_the_logits_so_the_check_can_fail():
+    """W_Q alone times c; LN1's gain alone; W_Q and W_K per head with their biases left alone
+    (b_Q must scale with W_Q); and GELU's hidden units scaled against W_2, which only ReLU
+    allows (scale_mlp_units refuses GELU, and is exact for ReLU)."""
+    p, cfg, X = _trained_small()
+    for q in (dict(p, W_Q=p["W_Q"] * 2.0), dict(p, ln1_g=p["ln1_g"] * 0.5),
+              dict(symmetry.mix_qk(p, cfg, 3.0), b_Q=p["b_Q"]),
+              dict(p, W_1=p["W_1"] * 10.0, b_1=p["b_1"] * 10.0, W_2=p["W_2"] / 10.0)):
+        assert _logit_change(p, q, cfg, X) > 1e-6          # a symmetry's is below 1e-12
+    with pytest.raises(ValueError, match="ReLU"):
+        symmetry.scale_mlp_units(p, cfg, 2.0)
+    relu = attn.default_config(T=6, d=8, heads=2, mlp=5, act="relu", dtype="float64")
+    rng = np.random.default_rng(0)
+    r = {k: v + 0.3 * rng.standard_normal(v.shape) for k, v in attn.init_params(relu, rng).items()}
+    Xr = rng.integers(0, 2, (32, 6))
+    assert _logit_change(r, symmetry.scale_mlp_units(r, relu, rng.uniform(0.2, 5, 5)), relu,
+                         Xr) < 1e-12
+    assert _logit_change(r, symmetry.canonical(r, relu), relu, Xr) < 1e-12
+
+
+def test_B_X_moves_under_LN1s_scale_and_W_QKs_norms_do_not_under_the_QK_scale():
+    p, cfg, _ = _trained_small()
+    nm = theory.norm_measures(p, cfg)
+    a = theory.norm_measures(symmetry.scale_ln(p, cfg, "ln1", 2.0), cfg)
+    assert 1.9 < a["B_X"] / nm["B_X"] < 2.01 and a["qk_fro"] != pytest.approx(nm["qk_fro"])
+    b = theory.norm_measures(symmetry.mix_qk(p, cfg, [3.0, 0.2, -1.5, 7.0]), cfg)
+    for k in ("qk_spec", "qk_21", "qk_fro"):
+        assert np.allclose(b[k], nm[k], rtol=1e-12, atol=0), k
+    assert not np.allclose(b["v_spec"], theory.norm_measures(
+        symmetry.mix_vo(p, cfg, 3.0), cfg)["v_spec"])              # W_V's norm moves with (c)
+
+
+def test_the_canonical_form_computes_the_same_logits_and_its_norms_do_not_move():
+    """theory.norm_measures and C of symmetry.canonical(p) are equal (1e-9 relative) after every
+    symmetry with random factors; the raw C is not (LN1's scale moves it), so the test can fail."""
+    p, cfg, X = _trained_small()
+    can = symmetry.canonical(p, cfg)
+    assert _logit_change(p, can, cfg, X) < 1e-12
+    assert np.allclose(can["ln1_g"], 1) and not can["ln1_b"].any() and not can["b_K"].any()
+    keys = ("B_X", "qk_spec", "qk_21", "qk_fro", "v_spec", "v_21", "o_spec", "readout_norm",
+            "mlp_factor", "L_after")
+
+    def measured(q):
+        nm = theory.norm_measures(symmetry.canonical(q, cfg), cfg)
+        return {**{k: np.sort(np.atleast_1d(nm[k])) for k in keys},   # head order aside
+                "C": theory.covering_constant(nm)}
+    ref, rng = measured(p), np.random.default_rng(3)
+    for label, q in _random_symmetries(p, cfg, rng).items():
+        got = measured(q)
+        for k in ref:
+            assert np.allclose(got[k], ref[k], rtol=1e-9, atol=0), (label, k)
+    raw = theory.covering_constant(theory.norm_measures(p, cfg))
+    moved = theory.covering_constant(theory.norm_measures(symmetry.scale_ln(p, cfg, "ln1", 3.0),
+                                                          cfg))
+    assert abs(moved / raw - 1) > 1e-3
+
+
+def test_the_symmetries_refuse_a_wrong_argument_in_one_line_naming_it():
+    p, cfg, _ = _trained_small()
+    H, e = cfg["heads"], cfg["d"] // cfg["heads"]
+    bad = [(lambda: symmetry.scale_ln(p, cfg, "ln3", 2.0), "ln must be"),
+           (lambda: symmetry.scale_ln(p, cfg, "ln1", 0.0), "c must be"),
+           (lambda: symmetry.scale_ln(p, cfg, "ln1", float("nan")), "c must be"),
+           (lambda: symmetry.mix_qk(p, cfg, [1.0, 2.0]), "M must be"),
+           (lambda: symmetry.mix_vo(p, cfg, np.zeros((H, e, e))), "M must hold invertible"),
+           (lambda: symmetry.shift_key_bias(p, cfg, np.ones(3)), "v must be"),
+           (lambda: symmetry.shift_ln_null(p, cfg, "ln1", [1.0]), "u must be"),
+           (lambda: symmetry.shift_embeddings(p, cfg, np.ones(cfg["d"]), np.ones(5)),
+            "a_tok must be"),
+           (lambda: symmetry.permute_heads(p, cfg, [0, 0, 1, 2]), "order must be"),
+           (lambda: symmetry.canonical(dict(p, W_Q=p["W_Q"][:2]), cfg), "W_Q"),
+           (lambda: symmetry.scale_ln({k: v for k, v in p.items() if not k.startswith("ln")},
+                                      attn.default_config(T=12, d=16, heads=4, mlp=8, ln=False,
+                                                          dtype="float64"), "ln1", 2.0),
+            "ln must be a LayerNorm the model has")]
+    for call, words in bad:
+        with pytest.raises(ValueError, match=re.escape(words)) as err:
+            call()
+        assert "\n" not in str(err.value), str(err.value)
+
+
+def test_training_inside_the_qk_ball_ends_inside_it_and_an_inactive_ball_changes_nothing():
+    """Option qk_ball: every head's canonical ||W_QK||_F (symmetry.qk_norms, which is
+    norm_measures' qk_fro of the canonical form) ends within trainer.qk_ball_radius, in a single
+    run and in a stack alike, and the stack's runs are the runs alone; a ball too large to touch
+    gives the very losses of no ball; the option is refused where it cannot act."""
+    base = dict(SYM_OPTS, T=30, steps=60)
+    o = dict(base, qk_ball=0.5)
+    r = trainer.train_run(o, log=None)
+    radius = trainer.qk_ball_radius(run_options.validate_options(o))
+    n = symmetry.qk_norms(r["params"], r["cfg"])
+    assert n.max() <= radius * (1 + 1e-9) and n.max() > 0.99 * radius      # the ball acted
+    can = theory.norm_measures(symmetry.canonical(r["params"], r["cfg"]), r["cfg"])["qk_fro"]
+    assert np.allclose(n, can, rtol=1e-9, atol=0)
+    free = trainer.train_run(dict(base, qk_ball=0.0), log=None)
+    assert free["losses"] != r["losses"]
+    assert symmetry.qk_norms(free["params"], free["cfg"]).max() > radius
+    assert trainer.train_run(dict(base, qk_ball=1e6), log=None)["losses"] == free["losses"]
+    stacked = trainer.train_stack([dict(o, seed=s) for s in (5, 6)])
+    assert np.allclose(stacked[0]["losses"], r["losses"], rtol=1e-9, atol=0)
+    for st in stacked:
+        assert symmetry.qk_norms(st["params"], st["cfg"]).max() <= radius * (1 + 1e-9)
+    for bad, words in ((dict(o, model="mlp"), "qk_ball acts on the Transformer"),
+                       (dict(o, T=3, s=3), "qk_ball needs T > 1.1 s"),
+                       (dict(o, qk_ball=-1.0), "qk_ball")):
+        with pytest.raises(ValueError, match=words):
+            run_options.validate_options(bad)
+
+
+def test_the_low_gain_run_with_its_step_restored_is_the_gain_1_run_bit_for_bit():
+    """LN1's gain frozen at 1/2 with W_Q, W_K, W_V initialised 2x and stepped as held at 2x is the
+    gain-1 frozen-LN1 run reparametrised (symmetry (a)): the same test accuracy, losses and
+    attention, bit for bit in float32, alone and in a stack; either factor alone is not."""
+    base = dict(T=20, m=60, steps=60, n_test=200, d=16, heads=4, mlp=8, freeze="ln1",
+                log_every=0)
+    runs = {name: dict(base, **extra) for name, extra in (
+        ("gain 1", {}), ("restored", dict(ln1_gain=0.5, qkv_init=2.0, qkv_step=2.0)),
+        ("init only", dict(ln1_gain=0.5, qkv_init=2.0)),
+        ("step only", dict(ln1_gain=0.5, qkv_step=2.0)))}
+    got = {k: trainer.train_run(dict(o, seed=3), log=None) for k, o in runs.items()}
+    same = lambda a, b: (a["test_acc"] == b["test_acc"] and np.array_equal(a["losses"],
+                         b["losses"]) and a["attn_on_S"] == b["attn_on_S"])
+    assert same(got["gain 1"], got["restored"])
+    assert np.array_equal(got["restored"]["params"]["W_Q"], 2 * got["gain 1"]["params"]["W_Q"])
+    assert not same(got["gain 1"], got["init only"]) and not same(got["gain 1"], got["step only"])
+    stacked = trainer.train_stack([dict(runs["restored"], seed=s) for s in (3, 4)])
+    alone = trainer.train_run(dict(runs["gain 1"], seed=4), log=None)
+    assert same(stacked[0], got["gain 1"]) and same(stacked[1], alone)
+    assert {"qkv_init", "qkv_step"} <= set(run_options.RUN_KEYS)
+    for bad, message in ((dict(qkv_step=0.0), "qkv_step"), (dict(qkv_init=2.0 ** 30), "qkv_init"),
+                         (dict(model="mlp", freeze="none", qkv_init=2.0), "attention only")):
+        with pytest.raises(ValueError, match=message):
+            trainer.validate_options(dict(base, seed=0, **bad))

@@ -18,7 +18,7 @@ if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C wai
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 
-import cli
+from studies import cli
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.theory_report")   # Ctrl-C while starting: one line, exit 130
@@ -28,10 +28,12 @@ import time
 
 import numpy as np
 
+from studies import checks
+
 import attn
 import data
-import hypotheses
-import train
+from studies import hypotheses
+from studies import trainer
 from theory import (MEAS, THM, construction_cache, covering_constant, generalization_gap,
                     heading, norm_measures, pairwise_ratios, require, say, spectral_norm)
 
@@ -42,10 +44,10 @@ def measure_trained_block(p, cfg, X):
     """Token geometry of a trained model: rows x0 = embeddings [T+1, d] of one input X [1, T];
     y = x0 + SelfAttn(LN1(x0)) (f_tf-layer: every position queries, attn.self_attention_forward);
     z = LN2(y) with the trained gain and shift. -> dict of pairwise-ratio summaries and sigmas."""
-    attn.check_params(p, cfg)
+    checks.check_params(p, cfg)
     if not cfg["ln"] or not cfg["mlp"]:
         raise ValueError("measure_trained_block needs a model with LayerNorms and an MLP (ln2)")
-    attn.check_01("X", X, "bits")
+    checks.check_01("X", X, "bits")
     if X.shape != (1, cfg["T"]):
         raise ValueError(f"X must be one input [1, T={cfg['T']}] of bits, got shape {X.shape}")
     f = {k: np.asarray(v, np.float64) for k, v in p.items()}
@@ -63,7 +65,7 @@ def measure_trained_block(p, cfg, X):
 
 def _train_models(Ts, ms, steps, task="and", s=3, dtype="float32", tolerate_divergence=False,
                  log=lambda line: print(line, flush=True)):
-    """train.train_run for each (T, m) pair, seed 0; -> list of result dicts. With
+    """trainer.train_run for each (T, m) pair, seed 0; -> list of result dicts. With
     tolerate_divergence a diverged run gives dict(T=T, m=m, test_acc=nan) instead of raising.
     log(line) gets one line per trained model (which, how far, test accuracy, seconds), flushed
     by default so that it shows under `python -m studies.theory_report > log`; log=None for
@@ -72,10 +74,10 @@ def _train_models(Ts, ms, steps, task="and", s=3, dtype="float32", tolerate_dive
     for k, (T, m) in enumerate(zip(Ts, ms), 1):
         t0 = time.perf_counter()
         try:
-            out.append(train.train_run(dict(task=task, T=T, s=s, m=m, steps=steps, log_every=0,
+            out.append(trainer.train_run(dict(task=task, T=T, s=s, m=m, steps=steps, log_every=0,
                                             dtype=dtype), log=lambda *a: None))
             how = f"test acc {out[-1]['test_acc']:.3f}"
-        except train.Diverged:
+        except trainer.Diverged:
             if not tolerate_divergence:
                 raise
             out.append(dict(T=T, m=m, test_acc=float("nan")))
@@ -179,7 +181,7 @@ def _report_gf2(ctx):
     say("", "  the learner needs about T + 2 samples: ~T, against the s log T bits that name S "
         "(it does not use sparsity)")
     print()
-    say(MEAS, "the trained Transformer on 3-sparse parity (train.train_run, float64, "
+    say(MEAS, "the trained Transformer on 3-sparse parity (trainer.train_run, float64, "
         f"{ctx['parity_steps']} steps, one seed): test accuracy")
     t0 = time.perf_counter()
     ctx["parity"] = [(T, [r["test_acc"] for r in
@@ -221,7 +223,7 @@ def main(argv=None):
     print("studies.theory_report: theory.py's quantities on trained models\ntags: [theorem check] "
           "asserted; [measurement] no claim")
     ctx = dict(TRAINED, construct=construction_cache())
-    ctx["init"] = dict(params=attn.init_params(attn.default_config(T=100), train.seeds_for(0).init),
+    ctx["init"] = dict(params=attn.init_params(attn.default_config(T=100), trainer.seeds_for(0).init),
                        cfg=attn.default_config(T=100))          # the T=100 run before its 1st step
     print("\ntraining the models parts 1-3 measure (3-sparse AND, train.py's defaults, seed 0)")
     t0 = time.perf_counter()

@@ -13,9 +13,11 @@ Shapes: B batch, T bits, k = hidden units.
 """
 import numpy as np
 
+from studies import checks
+
 import attn
 import fast
-from attn import WrongType, check_array, check_choice, check_01, describe
+from studies.checks import WrongType, check_array, check_choice, check_01, describe
 
 KEYS = ("W_1", "b_1", "W_2", "b_2")
 
@@ -23,7 +25,7 @@ KEYS = ("W_1", "b_1", "W_2", "b_2")
 def param_shapes(T, hidden):
     """{name: shape} of the parameters, in init order."""
     for name, v in (("T", T), ("hidden", hidden)):
-        attn.check_number(name, v, attn.INTS, 1, float("inf"), "an integer >= {lo}")
+        checks.check_number(name, v, checks.INTS, 1, float("inf"), "an integer >= {lo}")
     return dict(W_1=(T, hidden), b_1=(hidden,), W_2=(hidden, 1), b_2=(1,))
 
 
@@ -55,10 +57,10 @@ def _check_init(T, hidden, rng, dtype, std):
     """init's arguments and the memory of its parameters; -> the dtype."""
     param_shapes(T, hidden)                           # checks T and hidden
     dt = fast.float_dtype("dtype", dtype)
-    attn.check_rng(rng)
-    attn.check_number("std", std, attn.REALS, 0, float("inf"), "a finite number >= 0 (the init's "
+    checks.check_rng(rng)
+    checks.check_number("std", std, checks.REALS, 0, float("inf"), "a finite number >= 0 (the init's "
                       "standard deviation)")
-    attn.check_memory((T + 2) * hidden * (dt.itemsize + 8),
+    checks.check_memory((T + 2) * hidden * (dt.itemsize + 8),
                        f"a baseline of T={T} and {hidden} hidden units", "for its parameters",
                        "use a smaller T or fewer hidden units")
     return dt

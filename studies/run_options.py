@@ -8,9 +8,9 @@ what model a run's options build. Needs attn.py, baseline.py, data.py and cli.py
 import numpy as np
 
 import attn
-import baseline
+from studies import baseline
 import data
-from cli import BadValue, choice, integer, number
+from studies.cli import BadValue, choice, integer, number
 
 OPTIONS = (  # name, default, parser, help: the one source of defaults, checks and --help
     ("model", "transformer", choice("transformer", "mlp"),

@@ -44,8 +44,10 @@ import math
 
 import numpy as np
 
+from studies import checks
+
 import attn
-from attn import REALS, check_number, refuse
+from studies.checks import REALS, check_number, refuse
 
 LN_READERS = dict(ln1=(("W_Q", "b_Q"), ("W_K", "b_K"), ("W_V", "b_V")),  # what reads each LN
                   ln2=(("W_1", "b_1"),), lnf=(("w", "b"),))
@@ -55,7 +57,7 @@ LN_READERS = dict(ln1=(("W_Q", "b_Q"), ("W_K", "b_K"), ("W_V", "b_V")),  # what 
 # argument checks (attn.py's vocabulary)
 
 def _check(p, cfg):  # -> a float64 copy of p (every symmetry returns a new dict)
-    attn.check_params(p, cfg)
+    checks.check_params(p, cfg)
     return {k: np.array(v, np.float64) for k, v in p.items()}
 
 
@@ -76,7 +78,7 @@ def _factors(name, c, n):  # a number or n numbers, finite and nonzero -> [n] fl
         if a is None:
             raise refuse(name, c, what, False)
     else:
-        check_number(name, c, REALS, -attn.FLOAT_MAX, what=what)
+        check_number(name, c, REALS, -checks.FLOAT_MAX, what=what)
         a = np.full(n, float(c))
     if a.shape != (n,) or not np.all(np.isfinite(a)) or np.any(a == 0):
         raise refuse(name, c, what, True)
@@ -298,7 +300,7 @@ def qk_norms(p, cfg):  # -> [H], or [R, H] for a stack's parameters ({name: [R, 
     sqrt(e) with Q_h = [P diag(g) W_Q; b W_Q + b_Q]_h and K_h = [P diag(g) W_K]_h (LN1's gain g
     and shift b folded in, P off the all-ones vector, b_K dropped), through the e x e Gram
     matrices: ||Q K^T||_F^2 = sum(Q^T Q * K^T K). Exactly norm_measures(canonical(p))'s qk_fro."""
-    attn.check_config(cfg)
+    checks.check_config(cfg)
     d, H = cfg["d"], cfg["heads"]
     need = ("W_Q", "b_Q", "W_K") + (("ln1_g", "ln1_b") if cfg["ln"] else ())
     if not (isinstance(p, dict) and all(isinstance(p.get(k), np.ndarray) and p[k].dtype.kind

@@ -18,11 +18,13 @@ import signal
 
 import numpy as np
 
-import arithmetic
+from studies import checks
+
+from studies import arithmetic
 import attn
-import cli
+from studies import cli
 import data
-from run_options import DEFAULTS, RUN_KEYS, run_shapes, validate_options
+from studies.run_options import DEFAULTS, RUN_KEYS, run_shapes, validate_options
 
 # ---------------------------------------------------------------- the file ---------------------
 
@@ -36,7 +38,7 @@ def save_checkpoint(path, params, state, rng_order, opts, step):
     failure leaves the temporary behind. Skipped when a parameter is not finite, so the file on
     disk stays the last finite state. -> whether it was written."""
     _check_path("path", path)
-    opts, step = validate_options(opts), data.check_number("step", step, data.INTS, 1)
+    opts, step = validate_options(opts), checks.check_number("step", step, checks.INTS, 1)
     _check_state(params, state, rng_order)
     if not all(np.all(np.isfinite(v)) for v in params.values()):
         return False
@@ -137,7 +139,7 @@ def check_checkpoint(ck, where="resume"):
     reduced to RUN_KEYS, the numbers as ints, and run_steps: the length of the run that wrote it
     (None for a file that does not say)."""
     if not isinstance(where, str):
-        raise attn.refuse("where", where, "a few words naming the checkpoint (a str)", False)
+        raise checks.refuse("where", where, "a few words naming the checkpoint (a str)", False)
     if not isinstance(ck, dict):
         raise TypeError(f"{where} must be a checkpoint dict from checkpoint.load_checkpoint, got "
                         f"{type(ck).__name__}")
@@ -235,7 +237,7 @@ def same_path(a, b):
 
 def _check_path(name, v):
     if not (isinstance(v, (str, os.PathLike)) and not isinstance(v, bytes) and os.fspath(v)):
-        raise attn.refuse(name, v, "a file path (a non-empty str)", False)
+        raise checks.refuse(name, v, "a file path (a non-empty str)", False)
 
 
 def _check_state(params, state, rng_order):
@@ -243,13 +245,13 @@ def _check_state(params, state, rng_order):
     minibatch generator, for a checkpoint written from them or restored into them."""
     if not (isinstance(params, dict) and params and all(
             isinstance(v, np.ndarray) and v.dtype.kind == "f" for v in params.values())):
-        raise attn.refuse("params", params, "a non-empty dict of float arrays", False)
+        raise checks.refuse("params", params, "a non-empty dict of float arrays", False)
     if not (isinstance(state, dict) and {"t", "m", "v"} <= set(state)
             and isinstance(state["m"], dict) and set(state["m"]) >= set(params)
             and isinstance(state["v"], dict) and set(state["v"]) >= set(params)):
-        raise attn.refuse("state", state, "the dict optim.adam_init returned for params", False)
+        raise checks.refuse("state", state, "the dict optim.adam_init returned for params", False)
     if not isinstance(rng_order, np.random.Generator):
-        raise attn.refuse("rng_order", rng_order, "the run's minibatch generator (a numpy "
+        raise checks.refuse("rng_order", rng_order, "the run's minibatch generator (a numpy "
                           "Generator)", False)
 
 
@@ -259,7 +261,7 @@ def checkpoint_owner(resume_path, cli_style=True):
     if resume_path is not None:
         _check_path("resume_path", resume_path)
     if not isinstance(cli_style, (bool, np.bool_)):
-        raise attn.refuse("cli_style", cli_style, "True or False", False)
+        raise checks.refuse("cli_style", cli_style, "True or False", False)
 
     def ours(path):
         if same_path(path, resume_path):
@@ -314,9 +316,9 @@ class StopRequests:
 
     def __init__(self, enabled=True, stop_after=None):
         if not isinstance(enabled, (bool, np.bool_)):
-            raise attn.refuse("enabled", enabled, "True or False", False)
+            raise checks.refuse("enabled", enabled, "True or False", False)
         if stop_after is not None:
-            stop_after = data.check_number("stop_after", stop_after, data.INTS, 1)
+            stop_after = checks.check_number("stop_after", stop_after, checks.INTS, 1)
         self.enabled, self.now, self.old, self.stop_after = enabled, False, {}, stop_after
         self.signum = signal.SIGINT         # the first signal that came (stop_after: Ctrl-C's)
 
@@ -336,7 +338,7 @@ class StopRequests:
 
     def after(self, step):
         if not (type(step) is int and 1 <= step < 2**62):
-            step = data.check_number("step", step, data.INTS, 1, 2**62)
+            step = checks.check_number("step", step, checks.INTS, 1, 2**62)
         self.now |= step == self.stop_after
         return self.now
 

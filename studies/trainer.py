@@ -1,0 +1,756 @@
+"""studies/trainer.py (the studies' side): train.py's loop with every option a study needs.
+
+    python -m studies.trainer                    the demo, as python train.py
+    python -m studies.trainer --help             every option (train.py's and the studies')
+    python -m studies.trainer --save run.npz     a checkpoint every --save-every steps, at the end
+                                                 and on Ctrl-C or SIGTERM; --resume goes on
+    python -m studies.trainer --plot run.png     the run drawn (needs matplotlib)
+
+train.py is the paper's loop and nothing more. What the studies vary enters it here through its
+hooks (StudyHooks, a train.Hooks): the data drawn (the paper's unambiguous training sets, a
+validation set), the model built (the MLP baseline, dropout, LN1's gain, W_Q, W_K and W_V at c
+times their scale, zero positions), Adam's state (decay sets, frozen LayerNorms, rescaled steps),
+the step (clipping before Adam, AdamW, beta2, the projection onto the norm ball after it) and what
+follows each step (early stopping, a monitor, checkpoints, Ctrl-C that saves). The options are
+run_options.py's (one table: train.py's rows and the studies'); checkpoints checkpoint.py's; the
+arithmetic record arithmetic.py's. Every sweep and study trains through train_run and
+train_stack here. Top to bottom: one run, a stack, the hooks, the set-up, the results, memory,
+the command line and the run's picture.
+"""
+import signal
+if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
+import sys
+
+from studies import cli                     # standard library only: Ctrl-C from the first line
+
+if __name__ == "__main__":
+    cli.quiet_interrupts("studies.trainer")  # Ctrl-C while starting: one line, exit 130
+    cli.threads_from_argv(sys.argv[1:])      # BLAS threads: before numpy is first imported
+
+import argparse  # noqa: E402
+import collections  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+import types  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import attn  # noqa: E402
+import fast  # noqa: E402
+import optim  # noqa: E402
+import train  # noqa: E402
+import theory  # noqa: E402
+from studies import arithmetic, baseline, checks, hypotheses, symmetry  # noqa: E402
+from studies.checkpoint import (Interrupted, StopRequests, check_checkpoint,  # noqa: E402
+                                checkpoint_owner, load_checkpoint, restore, same_path,
+                                save_checkpoint)
+from studies.cli import integer  # noqa: E402
+from studies.run_options import (DEFAULTS, OPTIONS, RUN_KEYS, cli_flag, model_config,  # noqa: E402
+                                 py_flag, run_shapes, validate_options)
+Diverged = train.Diverged
+
+
+# ---------------------------------------------------------------- one run, a stack of runs ----
+
+def train_run(opts, log=print, save=None, save_every=0, resume=None, stop_after=None,
+              curve=False):
+    """Train one model with options `opts` (keys of run_options.DEFAULTS); return a result dict.
+
+    save: checkpoint path, written every save_every steps (0: only at the end), at the end, and
+    on Ctrl-C or SIGTERM (then Interrupted is raised, also when Ctrl-C comes before step 1,
+    while the last checkpoint is written or during the final evaluation). Like --save, it must
+    be free or the very file `resume` was read from (cli.claim_output): another run's
+    checkpoint, or any other file, is never replaced. resume: a dict from load_checkpoint to
+    continue from (checked field by field, check_checkpoint); a checkpoint already at o["steps"]
+    is evaluated and reported without training. stop_after: behave as if Ctrl-C came after that
+    step (for tests). A non-finite loss raises Diverged and leaves the last (finite) checkpoint
+    untouched. log: a function of one line, or None for none. curve: also measure the
+    accuracies at log-spaced steps (_curve_steps), for the run's picture: result["curve"].
+    """
+    if not isinstance(curve, (bool, np.bool_)):
+        raise checks.refuse("curve", curve, "True or False", False)
+    o, save_every, stop_after, resume = _check_run_call(opts, log, save, save_every, resume,
+                                                       stop_after)
+    kept = resume["step"] if resume and save and same_path(save, resume.get("path")) else 0
+    hooks = StudyHooks(o, save, save_every, stop_after, curve=curve)
+    run, phase = None, "start"       # where a Ctrl-C that is not caught at a step boundary came
+    try:
+        run = _set_up_run(o, log, resume, hooks, kept)
+        phase = "training"
+        hooks.train(run, o)
+        phase = "evaluation"
+        return _finish_run(o, run)
+    except (KeyboardInterrupt, cli.Terminated) as e:
+        if not save:
+            raise
+        raise Interrupted(run.kept if run else kept, save, phase,
+                          signal.SIGTERM if isinstance(e, cli.Terminated) else signal.SIGINT) \
+            from None
+
+
+PER_RUN = ("m", "data", "seed")       # what the runs of one stack may differ in (and nothing else)
+STACK_KEYS = tuple(k for k in RUN_KEYS if k not in PER_RUN) + ("steps",)
+
+
+def train_stack(runs, monitor=None):
+    """Train the Transformer runs `runs` (option dicts that agree on STACK_KEYS) as one stack
+    (train.py's set_up_stack and loop); return one result dict per run, as train_run would. The
+    runs stay independent: each run's numbers are those of the same run alone, up to float
+    rounding (test_stack_equals_single_runs). A run whose loss stops being finite is reported as
+    diverged (test_acc nan); the others go on unaffected.
+
+    monitor: None, or a callable with an int attribute `every` and a bool attribute `at_start`:
+    every `every` steps (and at step 1 too when `at_start`) it is called as monitor(step, test_acc
+    [R], loss [R], params) with each run's accuracy on its own test set and the stack's
+    parameters after the step ({name: [R, ...]}, the live arrays: read them, never write), and
+    the stack stops early when it returns True (each result's "steps_run" says where). The test
+    set then only watches; nothing is chosen by it."""
+    opts, o = _check_stack(runs)
+    monitor = _check_monitor(monitor)
+    hooks = StudyHooks(o, monitor=monitor)
+    run = train.set_up_stack(opts, hooks)
+    run.val = tuple(np.stack(a) for a in zip(*(d.val for d in run.draws))) if o["val"] else None
+    run.best = run.val and _best_so_far(run.params, run.R)
+    run.test = tuple(np.stack(a) for a in zip(*(d.test for d in run.draws))) if monitor else None
+    run.t0 = time.perf_counter()
+    ran = hooks.train(run, o)
+    if run.val:
+        _restore_best(run)
+    return _stack_results(opts, run, ran, (time.perf_counter() - run.t0) / run.R)
+
+
+# ---------------------------------------------------------------- the hooks -------------------
+
+class StudyHooks(train.Hooks):
+    """train.py's hooks for a run's study options `o` (run_options): what is drawn and built, Adam's
+    state and step, and after each step early stopping, the picture's points, a monitor, and the
+    checkpoint and stop of save (Ctrl-C, SIGTERM, or stop_after: Interrupted)."""
+
+    def __init__(self, o, save=None, save_every=0, stop_after=None, monitor=None, curve=False):
+        self.o, self.save, self.save_every, self.stop_after = o, save, save_every, stop_after
+        self.monitor, self.stop = monitor, None
+        self.extra = frozenset(_curve_steps(o["steps"])) if curve else frozenset()
+
+    def draw(self, o):
+        return draw_run(o)
+
+    def build(self, o, rng):
+        return build_model(o, rng)
+
+    def adam(self, o, params):
+        return optim.adam_init(params, o["decay"], _frozen_parameters(o), _scaled_parameters(o))
+
+    def step(self, run, grads, o):
+        if o["clip"]:             # frozen parameters have no gradient to clip (torch's
+            optim.clip_gradients(   # requires_grad=False): the norm is the others' alone
+                {k: g for k, g in grads.items() if k not in run.state["frozen"]}, o["clip"],
+                run.R)
+        optim.adam_step(run.params, grads, run.state, o["lr"], o["wd"], b2=o["beta2"],
+                        decoupled=o["optimizer"] == "adamw")
+        if o["qk_ball"]:                  # training inside the norm ball (projected Adam)
+            symmetry.project_qk_ball(run.params, run.model.cfg, qk_ball_radius(o))
+
+    def train(self, run, o):
+        """train.train_loop under StopRequests (Ctrl-C and SIGTERM end it after their step,
+        checkpointed, when there is a checkpoint); the finite check's message names the option
+        to make smaller and the last finite checkpoint. -> the number of steps run."""
+        with StopRequests(bool(self.save), self.stop_after) as self.stop:
+            try:
+                ran = train.train_loop(run, o, self)
+            except train.Diverged as e:
+                kept = (f"; the last finite checkpoint is {self.save}"
+                        if self.save and os.path.exists(self.save) else "")
+                raise Diverged(e.loss, e.step, divergence_culprit(o) + kept) from None
+        if self.stop.now:             # came between the last step's check and the handlers' return
+            raise Interrupted(run.kept, self.save, signum=self.stop.signum)
+        return ran
+
+    def after_step(self, run, step, loss):
+        o, stop, save = self.o, self.stop, self.save
+        if run.val and (step % o["val_every"] == 0 or step == o["steps"]):
+            _keep_if_best(run, step)                          # early stopping
+        if run.progress and run.curve is not None and (step in self.extra or
+                                                       run.progress.printed(step)):
+            run.curve.append(run.progress.logged[-1] if run.progress.printed(step) else
+                             train.measure(run, step, loss))
+        m = self.monitor
+        if m and (step % m.every == 0 or step == 1 and m.at_start) and m(
+                step, _monitored_accuracies(run), run.losses.values[step - run.first], run.params):
+            return True
+        stopping = stop.after(step)                          # Ctrl-C or SIGTERM came
+        if save and (stopping or step == o["steps"] or (self.save_every and
+                                                        step % self.save_every == 0)):
+            if save_checkpoint(save, run.params, run.state, run.order, o, step):
+                run.kept = step
+        if stopping or stop.after(step):                     # ... or came while it saved
+            raise Interrupted(step, save, signum=stop.signum)
+        return False
+
+
+def _check_monitor(monitor):
+    """A stack's monitor: None, or a callable with an int attribute every >= 1 and a bool
+    attribute at_start."""
+    if monitor is None:
+        return None
+    every = getattr(monitor, "every", None)
+    if not (callable(monitor) and isinstance(every, int) and not isinstance(every, bool)
+            and every >= 1 and isinstance(getattr(monitor, "at_start", None), bool)):
+        raise checks.refuse("monitor", monitor, "None or a callable with an integer attribute "
+                            "every >= 1 and a bool attribute at_start", callable(monitor))
+    return monitor
+
+
+QK_BALL_EPS = 0.1     # the attention mass left off S at the construction's score gap
+
+
+def qk_ball_radius(o):
+    """The radius option qk_ball sets on each head's canonical ||W_QK||_F: qk_ball x R / (2 B^2),
+    R = theory.paper_score_gap(T, s, 0.1) the construction's score gap and B^2 = d + 1 the
+    canonical token norm's bound squared (LN1 without gain: ||x|| <= sqrt(d), the 1 the bias
+    coordinate), so that the scores' range 2 ||W_QK||_2 B^2 reaches R at most at qk_ball = 1."""
+    o = validate_options(o, name="o")
+    return o["qk_ball"] * float(theory.paper_score_gap(o["T"], o["s"], QK_BALL_EPS)) / (
+        2.0 * (o["d"] + 1))
+
+
+def divergence_culprit(o):
+    """The option a diverged run most likely owes it to, with its value: the weight decay when it
+    is strong enough to do it alone (with adamw, lr * wd >= 1: a decoupled step more than zeroes
+    every parameter; or wd so large that wd * p, squared in Adam's second moment, leaves the
+    dtype's range) and the learning rate is not itself >= 1; else the learning rate."""
+    o = validate_options(o, name="o")
+    wd, lr = o["wd"], o["lr"]
+    strong = wd and ((o["optimizer"] == "adamw" and lr * wd >= 1)
+                     or wd >= 1e-3 * math.sqrt(float(np.finfo(o["dtype"]).max)))
+    if strong and lr < 1:
+        return f"--wd (now {wd}, too strong for --lr {lr} in {o['dtype']})"
+    if o["ln1_gain"] >= 1e-3 * (float(np.finfo(o["dtype"]).max) / o["d"]) ** 0.5:  # ~ gain^2 d
+        return f"--ln1-gain (now {o['ln1_gain']}, near where {o['dtype']} overflows) or --lr"
+    return f"--lr (now {lr})" + (f" or --wd (now {wd})" if strong else "")
+
+
+def _keep_if_best(run, step):
+    """Early stopping's check: the validation loss of the run (of each run of a stack) now; the
+    parameters at the lowest so far are kept in run.best (_restore_best puts them back at the
+    end). A nan loss is never lower. The test set plays no part in the choice."""
+    loss = np.atleast_1d(_val_loss(train.chunked(run.model, run.params, run.val[0]), run.val[1]))
+    better = loss < run.best.loss
+    if not better.any():
+        return
+    run.best.loss[better], run.best.step[better] = loss[better], step
+    for k, v in run.params.items():
+        if run.R:
+            run.best.params[k][better] = v[better]
+        else:
+            run.best.params[k][...] = v
+
+
+def _val_loss(z, y):  # logits [..., n], labels [..., n] in {0, 1} -> mean logistic loss [...]
+    """Early stopping's measure: attn.logistic_forward in float64 whatever the model's dtype (so a
+    float32 run's choice is not decided by rounding)."""
+    return attn.logistic_forward(z.astype(np.float64), y)[0]
+
+
+def _restore_best(run):
+    for k, v in run.params.items():
+        v[...] = run.best.params[k]
+
+
+def _curve_steps(steps, n=60):
+    """The picture's steps besides the printed ones: each of the first 10, then about n
+    log-spaced ones up to `steps`, so the early rise is drawn where it happens (a set of at most
+    n + 10 steps, whatever `steps` is)."""
+    spaced = np.unique(np.geomspace(1, steps, n).round().astype(np.int64)).tolist()
+    return set(range(1, min(10, steps) + 1)) | set(spaced)
+
+
+
+# ---------------------------------------------------------------- setting up ------------------
+
+def _check_run_call(opts, log, save, save_every, resume, stop_after):
+    """train_run's arguments, before anything runs -> (options, save_every, stop_after, the
+    checked checkpoint)."""
+    o = validate_options(opts)
+    save_every = checks.check_number("save_every", save_every, checks.INTS, 0)
+    if stop_after is not None:
+        stop_after = checks.check_number("stop_after", stop_after, checks.INTS, 1)
+    if log is not None and not callable(log):
+        raise TypeError(f"log must be a function of one line (e.g. print) or None, got "
+                        f"{type(log).__name__}")
+    if resume is not None:
+        resume = check_checkpoint(resume, "resume")
+    if save is not None:
+        cli.claim_output(save, "checkpoint", "save",
+                         checkpoint_owner(resume and resume.get("path"), cli_style=False))
+    check_run_memory(o)
+    if (o["val"] or o["dropout"]) and (save is not None or resume is not None):
+        raise ValueError("early stopping (val) and dropout do not combine with checkpoints yet "
+                         "(the best parameters and the mask generator are not saved); drop them "
+                         "or save/resume")
+    return o, save_every, stop_after, resume
+
+
+def _set_up_run(o, log, resume, hooks, kept):
+    """One run's namespace (train.set_up_run, through the hooks), with what the studies add: the
+    validation set shown instead of the test set (early stopping) and the best parameters so
+    far, the checkpoint `resume` restored (parameters, Adam's state, the minibatch order), the
+    picture's points, and the arithmetic of this session and of the checkpoint's."""
+    run = train.set_up_run(o, log, hooks)
+    val = run.draw.val
+    if val:                      # with early stopping, the validation set is shown instead
+        run.progress = train.Progress(log, o, run.draw.train, val, run.task.S, "val")
+    run.val, run.best = val, val and _best_so_far(run.params)
+    if resume is not None:
+        run.first = restore(resume, o, run.params, run.state, run.order)
+    now, before = arithmetic.record(o["dtype"]), resume and resume.get("arithmetic")
+    if before and arithmetic.differences(before, now):
+        if log:
+            log(f"note: the checkpoint was made by {arithmetic.words(before)}; this session runs "
+                f"{arithmetic.words(now)}, so the run will not replay bit for bit")
+    else:
+        before = None
+    run.curve = [] if hooks.extra else None
+    run.kept, run.arithmetic, run.before, run.t0 = kept, now, before, time.perf_counter()
+    return run
+
+
+def _best_so_far(params, R=None):
+    """Early stopping's record: the lowest validation loss of each run, its step, its params."""
+    return types.SimpleNamespace(loss=np.full(R or 1, np.inf), step=np.zeros(R or 1, int),
+                                 params={k: v.copy() for k, v in params.items()})
+
+
+def _check_stack(runs):
+    """train_stack's runs, checked -> (their full options, the first's)."""
+    if not isinstance(runs, (list, tuple)):
+        raise TypeError(f"runs must be a list of option dicts, got {type(runs).__name__}")
+    if not runs:
+        raise ValueError("runs must hold at least one option dict, got an empty list")
+    opts = [validate_options(o, name=f"runs[{i}]") for i, o in enumerate(runs)]
+    o = opts[0]
+    differ = [k for k in STACK_KEYS if any(x[k] != o[k] for x in opts)]
+    if differ or o["model"] != "transformer":
+        raise ValueError(f"a stack needs Transformer runs that agree on {', '.join(STACK_KEYS)}; "
+                         f"these differ on {differ or ['model']}")
+    if o["dropout"]:
+        raise ValueError("runs with dropout train on the plain path, one at a time: use "
+                         "train_run, not train_stack")
+    for x in opts:
+        check_run_memory(x)
+    return opts, o
+
+
+Streams = collections.namedtuple("Streams", "task train test init order val dropout")
+
+
+def seeds_for(seed):
+    """The independent generators one seed fixes, by name: train.seeds_for's five (task, train,
+    test, init, order) and the studies' two, val (validation data) and dropout (masks): the
+    children of SeedSequence(seed) with indices 5 and 6, so the seven never change one another."""
+    seed = checks.check_number("seed", seed, checks.INTS, 0)
+    extra = np.random.SeedSequence(seed).spawn(7)[5:]
+    return Streams(*train.seeds_for(seed), *(np.random.default_rng(s) for s in extra))
+
+
+Draw = collections.namedtuple("Draw", "task train test init order val")
+
+
+def draw_run(o):
+    """What the seed fixes, drawn from independent streams, as a Draw: train.draw_run's (task,
+    train and test (each (X [n, T] in the run's dtype, y [n] uint8)), the init and order
+    generators), the training set of the paper's protocol instead with data "unambiguous" (m
+    samples of the train stream redrawn until one hypothesis fits them), and val (the validation
+    set, or None without early stopping). o: options (validate_options fills in the defaults)."""
+    o = validate_options(o, name="o")
+    d, streams, dt = train.draw_run(o), seeds_for(o["seed"]), np.dtype(o["dtype"])
+    if o["data"] == "unambiguous":                 # ValueError when m cannot identify S
+        Xtr, ytr = hypotheses.sample_unambiguous(d.task, o["m"], streams.train)
+        d = d._replace(train=(Xtr.astype(dt), ytr))
+    val = None
+    if o["val"]:
+        Xv, yv = d.task.sample(o["val"], streams.val)
+        val = (Xv.astype(dt), yv)
+    return Draw(*d, val=val)
+
+
+def _frozen_parameters(o):
+    """The parameters option freeze holds at their init (optim.LAYERNORMS' gain and shift of one
+    LayerNorm; none for "none")."""
+    return optim.LAYERNORMS.get(o["freeze"], ())
+
+
+def _scaled_parameters(o):
+    """The parameters Adam steps as held at option qkv_step times their scale (optim.adam_init's
+    scales): W_Q, W_K and W_V, or none at 1."""
+    return None if o["qkv_step"] == 1.0 else dict.fromkeys(("W_Q", "W_K", "W_V"), o["qkv_step"])
+
+
+class MLP:
+    """baseline.py's MLP on the raw bits, as a model train.py's loop can run (no attention)."""
+    cfg = None
+
+    def keep(self, X):
+        pass
+
+    def loss_and_grads(self, params, X, y, weights=None):
+        z, cache = baseline.forward(params, X)
+        loss, c_loss = attn.logistic_forward(z, y)
+        return loss, baseline.backward(attn.logistic_backward(1.0, c_loss), cache)
+
+    def logits(self, params, X):
+        return baseline.forward(params, X)[0]
+
+
+class WithDropout(train.Transformer):
+    """The Transformer trained with dropout: attn.py's reference path, masks from the seed's
+    dropout stream (rng); evaluated without dropout, as train.Transformer."""
+
+    def __init__(self, cfg, rng):
+        super().__init__(cfg)
+        self.dropout_rng = rng
+
+    def keep(self, X):
+        pass
+
+    def loss_and_grads(self, params, X, y, weights=None):
+        return attn.loss_and_grads(params, self.cfg, X, y, rng=self.dropout_rng)[:2]
+
+
+def build_model(o, rng):
+    """(params, model) for model o["model"], initialised from rng: the Transformer (train.py's,
+    or WithDropout), LN1's gain at option ln1_gain and W_Q, W_K, W_V at qkv_init times their
+    draw; or baseline.py's MLP (model.cfg None)."""
+    o, rng = validate_options(o, name="o"), checks.check_rng(rng)
+    if o["model"] == "mlp":
+        return baseline.init(o["T"], o["mlp"], rng, o["dtype"]), MLP()
+    cfg = model_config(o)
+    params = attn.init_params(cfg, rng)
+    params["ln1_g"][...] = o["ln1_gain"]       # after the draws: every other weight the same
+    if o["qkv_init"] != 1.0:
+        for k in ("W_Q", "W_K", "W_V"):
+            params[k] *= params[k].dtype.type(o["qkv_init"])
+    model = WithDropout(cfg, seeds_for(o["seed"]).dropout) if o["dropout"] else train.Transformer(cfg)
+    return params, model
+
+
+# ---------------------------------------------------------------- after the loop: results -----
+
+def _finish_run(o, run):
+    """The result of a trained run: early stopping's parameters put back, then train.py's
+    summary with the studies' fields (the model, the positions' overlap, the arithmetic)."""
+    if run.val:
+        _restore_best(run)
+    r = _more(o, train.finish_run(o, run))
+    r["arithmetic"] = run.arithmetic
+    if run.before is not None:                 # resumed from a checkpoint another arithmetic made
+        r["arithmetic_before_resume"] = run.before
+    if run.curve is not None:
+        r["curve"] = run.curve
+    if not run.val:
+        return dict(r, best_step=o["steps"])
+    best = int(run.best.step[0])               # the training loss of the parameters kept
+    losses = r["losses"]
+    return dict(r, best_step=best, loss=losses[best - run.first] if best >= run.first else
+                r["loss"])
+
+
+def _more(o, r):
+    """A result of train.summarise with the model's name and the positions' overlap."""
+    return dict(r, model=o["model"], pos_overlap=position_overlap(r["params"]["E_pos"], r["S"])
+                if r["cfg"] else float("nan"))
+
+
+def _stack_results(opts, run, ran, seconds):
+    """One result dict per run of a trained stack (diverged runs as diverged_result)."""
+    out = []
+    for r, x in zip(train.stack_results(opts, run, ran, seconds), opts):
+        if r["diverged"]:
+            out.append(dict(diverged_result(x), losses=r["losses"]))
+            continue
+        out.append(dict(_more(x, r), best_step=int(run.best.step[len(out)]) if run.val else ran))
+    return out
+
+
+def _monitored_accuracies(run):
+    """For a stack's monitor: each run's accuracy on its own test set, [R]."""
+    Xte, yte = run.test
+    return np.mean((train.chunked(run.model, run.params, Xte) > 0) == (yte > 0), axis=-1)
+
+
+def position_overlap(E_pos, S):
+    """How alike the learned positional embeddings of S and of the other positions are: the
+    largest cosine between E_pos[t], t in S, and E_pos[u], u not in S (1 = some other position
+    looks exactly like one in S; near 0 = S stands apart). O(s T d). nan when S is everything."""
+    checks.check_array("E_pos", E_pos, "f", lambda s: len(s) == 2 and s[0] >= 1,
+                     "a float array [T, d] of positional embeddings")
+    S = checks.check_support(S, len(E_pos), len(S) if np.ndim(S) == 1 else -1)
+    E = E_pos / np.maximum(np.linalg.norm(E_pos, axis=1, keepdims=True), 1e-30)
+    rest = np.setdiff1d(np.arange(len(E)), S)
+    if not len(rest):
+        return float("nan")
+    return float((E[S] @ E[rest].T).max())
+
+
+def diverged_result(o):
+    """The result of a run whose loss stopped being finite: a failed run, accuracies nan."""
+    o = validate_options(o, name="o")
+    return dict(model=o["model"], task=o["task"], T=o["T"], s=o["s"], m=o["m"], seed=o["seed"],
+                train_acc=float("nan"), test_acc=float("nan"), attn_on_S=float("nan"),
+                steps=o["steps"], seconds=float("nan"), diverged=True, best_step=0,
+                pos_overlap=float("nan"))
+
+
+# ---------------------------------------------------------------- memory ----------------------
+
+MEMORY_BUDGET = 0.5   # refuse runs that would take more than this share of physical memory
+EVAL_CHUNK = 4096     # accuracies are computed this many samples at a time
+
+
+def _run_bytes(o):
+    """Rough peak bytes of one run: its data (bits, floats and labels), the parameters with their
+    gradient and Adam's two moments, and the activations of one batch or evaluation chunk."""
+    item = np.dtype(o["dtype"]).itemsize
+    data_bytes = (o["m"] + o["n_test"] + o["val"]) * o["T"] * (1 + item + 8)
+    B = max(min(o["batch"] or o["m"], o["m"]), min(EVAL_CHUNK, o["m"] + o["n_test"]))
+    n_par = sum(math.prod(shape) for shape in run_shapes(o).values())
+    if o["model"] == "transformer":
+        act = fast.activation_bytes(model_config(o), B)
+    else:
+        act = 6 * B * (o["T"] + o["mlp"]) * item
+    return data_bytes + 4 * n_par * item + act
+
+
+def check_run_memory(o, flag=py_flag):
+    """ValueError (one line) if a run would not fit in memory, before anything is allocated;
+    flag names an option (run_options.py_flag or cli_flag)."""
+    if not callable(flag):
+        raise checks.refuse("flag", flag, "a function (name, value) -> text such as "
+                          "run_options.py_flag or cli_flag", False)
+    o = validate_options(o, flag, "o")
+    need, limit = _run_bytes(o), MEMORY_BUDGET * (checks.physical_memory() or math.inf)
+    if need > limit:
+        sizes = ", ".join(flag(k, o[k]) for k in ("T", "m", "n_test", "val", "d", "mlp")
+                          if k != "val" or o["val"])
+        raise ValueError(f"a run with {sizes} needs about {need / 2**30:.1f} GiB; this machine "
+                         f"allows {limit / 2**30:.1f} GiB: make one of them smaller")
+
+
+# ---------------------------------------------------------------- command line ----------------
+
+def add_options(ap, names, defaults=None):
+    """Add --NAME options from the OPTIONS table (help and default from the table, or from
+    `defaults` where given)."""
+    table = {name: (default, parse, text) for name, default, parse, text in OPTIONS}
+    if not isinstance(ap, argparse.ArgumentParser):
+        raise checks.refuse("ap", ap, "an argparse.ArgumentParser", False)
+    if not (isinstance(names, (list, tuple)) and all(isinstance(n, str) and n in table
+                                                     for n in names)):
+        raise checks.refuse("names", names, f"a list of option names ({', '.join(table)})",
+                          isinstance(names, (list, tuple)))
+    if not (defaults is None or isinstance(defaults, dict) and set(defaults) <= set(table)):
+        raise checks.refuse("defaults", defaults, "None or a dict of option defaults", False)
+    for name in names:
+        default, parse, text = table[name]
+        default = (defaults or {}).get(name, default)
+        kw = dict(choices=parse.choices) if hasattr(parse, "choices") else dict(type=parse)
+        shown = "" if default is None else f" (default {default})"
+        ap.add_argument("--" + name.replace("_", "-"), dest=name, default=default,
+                        help=text + shown, **kw)
+
+
+def train_parser():
+    ap = cli.OneLineParser(prog="python -m studies.trainer", description=(
+        "Train the one-block Transformer of Edelman et al. (2022) on an s-sparse Boolean task, "
+        "with every option the studies use (train.py keeps the paper's alone). With no options: "
+        "the demo, 3-sparse AND at T=100 from 500 samples. The experiment: "
+        "'python -m studies.sweep --help'."))
+    add_options(ap, [name for name, *_ in OPTIONS])
+    ap.add_argument("--json", metavar="PATH", help="also write the summary as JSON to PATH")
+    ap.add_argument("--plot", metavar="PATH", help="also draw the run (losses, accuracies, each "
+                    "head's [CLS] attention at the end, S marked) into PATH (.png, .pdf, .svg); "
+                    "needs matplotlib")
+    ap.add_argument("--save", metavar="PATH", help="checkpoint (.npz) written every --save-every "
+                    "steps, at the end and on Ctrl-C or SIGTERM")
+    ap.add_argument("--save-every", dest="save_every", type=integer(1), default=100,
+                    help="steps between checkpoints (default %(default)s)")
+    ap.add_argument("--resume", metavar="PATH", help="continue from this checkpoint with its "
+                    "options and its run's length; only --steps, --log-every and --save may "
+                    "be given anew")
+    ap.add_argument("--threads", type=integer(1), default=1,
+                    help="BLAS threads (default %(default)s; see the README on speed)")
+    return ap
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not (isinstance(argv, list) and all(isinstance(v, str) for v in argv)):
+        raise checks.refuse("argv", argv, "None or a list of strings (the command line)", False)
+    cli.keep_freed_memory()
+    ap = train_parser()
+    a = ap.parse_args(argv)
+    opts = vars(a).copy()
+    out_json, plot, save, save_every, resume = (opts.pop(k) for k in (
+        "json", "plot", "save", "save_every", "resume"))
+    opts.pop("threads")
+    ckpt = None
+    if resume:
+        ckpt = _resume_options(ap, argv, opts, resume)
+        save = save or resume
+    try:                                      # never over a file that is not this run's own
+        cli.claim_outputs([(out_json, "summary", "--json"), (plot, "plot", "--plot"),
+                           (save, "checkpoint", "--save", checkpoint_owner(resume))])
+    except ValueError as e:
+        ap.error(str(e))
+    try:                                      # the door: every option checked, once
+        o = validate_options(opts, cli_flag)
+        check_run_memory(o, cli_flag)
+    except ValueError as e:
+        ap.error(str(e))
+    at_end = bool(ckpt) and ckpt["step"] == o["steps"]
+    print(f"{o['model']} on task {o['task']}  T={o['T']}  s={o['s']}  m={o['m']}  "
+          f"steps={o['steps']}  lr={o['lr']}  wd={o['wd']}  d={o['d']}  heads={o['heads']}  "
+          f"mlp={o['mlp']}  {o['dtype']}  seed={o['seed']}"
+          + ((f"  (checkpoint at its last step {ckpt['step']}: evaluating it)" if at_end else
+              f"  (resumed at step {ckpt['step']})") if ckpt else ""), flush=True)
+    try:
+        r = train_run(o, log=lambda line: print(line, flush=True), save=save,
+                      save_every=save_every, resume=ckpt, curve=bool(plot))
+    except Interrupted as e:
+        print(_interrupted_message(e, o), file=sys.stderr)
+        return e.code
+    except (Diverged, ValueError) as e:       # ValueError: e.g. --data unambiguous, m too small
+        print(f"studies.trainer: {e}", file=sys.stderr)
+        return 1
+    except MemoryError as e:
+        sizes = " ".join(cli_flag(k, o[k]) for k in ("T", "m", "n_test", "val", "d", "mlp")
+                         if k != "val" or o["val"])
+        print(f"studies.trainer: out of memory ({e}) in a run with {sizes}: make one of them smaller",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:               # only without --save: with it, Interrupted
+        print("\ninterrupted (no --save given, so nothing was kept; add --save PATH to be "
+              "able to resume)", file=sys.stderr)
+        return 130
+    _print_summary(r, o, save)
+    if out_json:
+        summary = {k: v for k, v in r.items() if k not in ("params", "cfg", "cls_attention")}
+        cli.write_json(out_json, summary)          # strict JSON: NaN is written as null
+    if plot:
+        _plot_run(r, o, plot)
+    return 0
+
+
+def _resume_options(ap, argv, opts, resume):
+    """--resume: the checkpoint read and checked, its options put into `opts` (the run's length
+    too, unless --steps was typed); an option typed anew that contradicts it, or a checkpoint
+    past the steps asked for, is the parser's one-line error. -> the checkpoint."""
+    explicit = cli.explicit_options(ap, argv)
+    try:
+        ckpt = load_checkpoint(resume)
+    except ValueError as e:
+        ap.error(str(e))
+    clash = [f"--{k.replace('_', '-')} {opts[k]} (checkpoint: {ckpt['options'][k]})"
+             for k in RUN_KEYS if k in explicit and opts[k] != ckpt["options"][k]]
+    if clash:
+        ap.error(f"{resume} was made for another configuration: " + ", ".join(clash))
+    opts.update(ckpt["options"])          # RUN_KEYS only; the length, unless typed:
+    if "steps" not in explicit:
+        if not ckpt["run_steps"]:
+            ap.error(f"{resume} does not record its run's length (an older checkpoint): "
+                     f"give --steps, the length to train it to")
+        opts["steps"] = ckpt["run_steps"]
+    if ckpt["step"] > opts["steps"]:
+        ap.error(f"{resume} is already at step {ckpt['step']}; ask for at least that many "
+                 f"with --steps")
+    return ckpt
+
+
+def _plot_run(r, o, path):
+    """The run in one picture: the training loss at every step and the accuracies at the steps
+    measured for it (r["curve"]: each of the first 10, then log-spaced, on a log step axis, so
+    the early rise is drawn where it happens); each head's mean [CLS] attention over the T
+    positions at the end, S and the uniform level 1/(T+1) marked. Every line in a legend."""
+    plt = cli.pyplot_or_hint("rerun with --plot")
+    if plt is None:
+        return None
+    panels = 2 if r["cfg"] else 1
+    fig, axes = plt.subplots(panels, 1, figsize=(7.0, 3.2 * panels), squeeze=False)
+    ax = axes[0, 0]
+    steps = np.arange(r["steps"] - len(r["losses"]) + 1, r["steps"] + 1)
+    lines = ax.plot(steps, np.maximum(r["losses"], 1e-12), color="0.3", lw=1,
+                    label="training loss (left axis)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    acc = ax.twinx()
+    points = r.get("curve") or r["logged"]
+    for key, label, style in (("train_acc", "train accuracy", "b.-"),
+                              ("acc", f"{r['logged_on']} accuracy", "r.-")):
+        lines += acc.plot([e["step"] for e in points], [e[key] for e in points], style, ms=3,
+                          lw=0.8, label=label + " (right axis)")
+    acc.set_ylim(0.4, 1.02)
+    acc.set_ylabel("accuracy")
+    acc.legend(lines, [line.get_label() for line in lines], loc="center left", fontsize=8)
+    ax.set_title(f"{o['model']} on {o['task']}, T={o['T']}, s={o['s']}, m={o['m']}, "
+                 f"seed={o['seed']}: test accuracy {r['test_acc']:.3f} at the end", fontsize=9)
+    if r["cfg"]:
+        ax = axes[1, 0]
+        A = r["cls_attention"][:-1]                                   # [T, H]; [CLS] left out
+        for h in range(A.shape[1]):
+            best = h == r["best_head"]
+            first_other = h == (1 if r["best_head"] == 0 else 0)
+            ax.plot(A[:, h], lw=1.6 if best else 0.6, color="C3" if best else "0.6",
+                    label=f"head {h} (most mass on S)" if best else
+                    "the other heads" if first_other else None)
+        ax.axhline(1 / (o['T'] + 1), color="k", ls="--", lw=0.8,
+                   label=f"uniform attention, 1/(T+1) = {1 / (o['T'] + 1):.3f}")
+        for i, t in enumerate(r["S"]):
+            ax.axvline(t, color="C0", ls=":", lw=1, label=f"S = {r['S']}" if i == 0 else None)
+        ax.set_xlabel("position t")
+        ax.set_ylabel("[CLS] attention")
+        ax.set_title(f"each head's [CLS] attention at the end, mean over {min(200, o['n_test'])} "
+                     f"test samples", fontsize=9)
+        ax.legend(fontsize=8)
+    cli.save_figure(plt, fig, path)
+    print(f"plot: {path}")
+    return path
+
+
+def _interrupted_message(e, o):
+    """What an Interrupted run kept, and the command that goes on from it."""
+    again = (f"  python -m studies.trainer --resume {e.path}" +
+             (f" --steps {o['steps']}" if o['steps'] != DEFAULTS["steps"] else ""))
+    if not e.step:
+        where = "before training started" if e.phase == "start" else "before a step was saved"
+        return f"\n{e.word} {where}; nothing was saved in {e.path} yet"
+    if e.phase == "evaluation" or (e.phase == "training" and e.step == o['steps']):
+        when = "during the final evaluation" if e.phase == "evaluation" else "after the last step"
+        return (f"\n{e.word} {when}; all {e.step} steps are saved in {e.path}. Evaluate and "
+                f"report them with:\n{again}")
+    if e.phase == "start":
+        return (f"\n{e.word} before training went on; the checkpoint {e.path} is unchanged at "
+                f"step {e.step}. Resume with:\n{again}")
+    return (f"\n{e.word} after step {e.step}; checkpoint saved in {e.path}. Resume with:\n"
+            f"{again}")
+
+
+def _print_summary(r, o, save):
+    """train.py's summary, with what the studies add: early stopping's step, the steps of this
+    session, the checkpoint, the arithmetic's record."""
+    if o['val']:
+        print(f"\nearly stopping: the parameters of step {r['best_step']}, the lowest loss on "
+              f"{o['val']} validation samples (checked every {o['val_every']} steps)", end="")
+    train.print_summary(r, o)
+    ran = len(r["losses"])
+    if ran < r["steps"]:
+        print(f"({ran} of the {r['steps']} steps in this session)")
+    print((f"checkpoint {save}\n" if save else "") +
+          f"arithmetic: {arithmetic.words(r['arithmetic'])} on {r['arithmetic']['cpu']}",
+          flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(cli.one_line_errors("studies.trainer", main))
