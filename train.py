@@ -279,7 +279,9 @@ def train_stack(runs, hooks=None):
     for R runs. The runs stay independent: each run's numbers are those of the same run alone,
     up to float rounding. Shorter training sets are padded to the longest with weight-0 samples.
     A run whose loss stops being finite is reported as diverged (test_acc nan)."""
-    opts, hooks = [check_options(o) for o in runs], hooks or Hooks()
+    if not (isinstance(runs, list) and runs):
+        raise TypeError(f"runs must be a non-empty list of option dicts, got {runs!r:.60}")
+    opts, hooks = [check_options(o, f"runs[{i}]") for i, o in enumerate(runs)], hooks or Hooks()
     differ = [k for k in DEFAULTS if k not in PER_RUN and any(o[k] != opts[0][k] for o in opts)]
     if differ:
         raise ValueError(f"the runs of a stack may differ in {PER_RUN} only; these differ in "
@@ -397,9 +399,12 @@ def over_the_run(losses, logged, label, steps):
 
 # ---------------------------------------------------------------- the options' door -----------
 
-def check_options(opts):
+def check_options(opts, name="opts"):
     """`opts` with the defaults filled in, each value of its type and in its range, the runs'
-    shapes consistent; else a one-line ValueError naming the value and what is allowed."""
+    shapes consistent; else a one-line ValueError naming the value and what is allowed (`name`:
+    the caller's word for opts)."""
+    if not isinstance(opts, dict):
+        raise TypeError(f"{name} must be a dict of options (keys of DEFAULTS), got {opts!r:.60}")
     unknown = sorted(set(opts) - set(DEFAULTS), key=str)
     if unknown:
         raise ValueError(f"unknown option(s) {unknown}; allowed: {', '.join(DEFAULTS)}")
@@ -493,6 +498,8 @@ def blas(threads=None):
 
 
 def main(argv=None):
+    if not (argv is None or isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+        raise TypeError(f"argv must be None or a list of strings (the command line), got {argv!r}")
     ap = parser()
     a = vars(ap.parse_args(argv))
     out_json, threads = a.pop("json"), a.pop("threads")

@@ -21,9 +21,7 @@ import numpy as np
 from studies import checks
 
 from studies import arithmetic
-import attn
 from studies import cli
-import data
 from studies.run_options import DEFAULTS, RUN_KEYS, run_shapes, validate_options
 
 # ---------------------------------------------------------------- the file ---------------------

@@ -91,7 +91,8 @@ def _command_name(path):
     """The name a command of this project goes by: `train.py` for a file beside this one,
     `studies.sweep` for a module of a package below it (run as `python -m studies.sweep`); None
     for a file outside the project."""
-    rel = os.path.relpath(os.path.abspath(path), os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo, above studies/
+    rel = os.path.relpath(os.path.abspath(path), root)
     if rel.startswith(os.pardir) or not rel.endswith(".py"):
         return None
     return rel if os.sep not in rel else rel[:-3].replace(os.sep, ".")

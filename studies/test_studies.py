@@ -38,6 +38,7 @@ from studies import (families, failures, folder, harness, kernels, laws, limits,
                      provenance, report, stats, steps, study, sweep, symmetries, theory_report)
 import optim
 import train
+import test_all
 from test_all import (ARRAY_LIKE, HERE, LITERAL, NAN, NO_ALLOC, P_NAMES, RNGS, SMALL, TINY, Walk,
                       _api_case, _literals, _public, _python, _refused_in_one_line, _walk,
                       assert_walked, check, cubic, forward)
@@ -1324,7 +1325,7 @@ def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch
 def test_a_failing_run_is_the_same_one_line_under_workers_1(tmp_path, capsys, monkeypatch):
     def boom(runs):
         raise RuntimeError("boom")
-    monkeypatch.setattr(train, "train_stack", boom)
+    monkeypatch.setattr(trainer, "train_stack", boom)
     assert _sweep(tmp_path) == 1
     err = capsys.readouterr().err
     assert "failed: RuntimeError: boom" in err and len(err.strip().splitlines()) == 1
@@ -1874,7 +1875,7 @@ def test_ctrl_c_while_a_command_starts_is_one_line(tmp_path, capsys, monkeypatch
             "sys.meta_path.insert(0, Hook())\n"
             "sys.argv = sys.argv[1:]\n"
             "runpy.run_path(sys.argv[0], run_name='__main__')\n")
-    for argv in (["train.py", "--steps", "5"], ["studies/sweep.py", "limit"],
+    for argv in (["studies/trainer.py", "--steps", "5"], ["studies/sweep.py", "limit"],
                  ["studies/sweep.py", "--help"]):
         r = subprocess.run([sys.executable, "-c", hook, *argv], cwd=HERE, capture_output=True,
                            text=True, timeout=60)
@@ -1884,9 +1885,9 @@ def test_ctrl_c_while_a_command_starts_is_one_line(tmp_path, capsys, monkeypatch
 
     def ctrl_c(*args, **kw):
         raise KeyboardInterrupt
-    monkeypatch.setattr(train, "train_parser", ctrl_c)
-    assert cli.one_line_errors("train.py", trainer.main, []) == 130
-    assert capsys.readouterr().err.strip() == "train.py: interrupted"
+    monkeypatch.setattr(trainer, "train_parser", ctrl_c)
+    assert cli.one_line_errors("studies.trainer", trainer.main, []) == 130
+    assert capsys.readouterr().err.strip() == "studies.trainer: interrupted"
 
 
 # ===============================================================================================
@@ -2506,7 +2507,7 @@ def test_ctrl_c_at_start_up_is_one_line_and_never_swallowed():
     nothing run (it used to print the line and then run on to exit 0, or give a traceback:
     steps.py, theory.py, and every command during `import cli`)."""
     commands = [["studies/steps.py", "--out", "nowhere-32"], ["studies/theory_report.py"],
-                ["train.py", "--steps", "5"], ["studies/sweep.py", "limit"],
+                ["studies/trainer.py", "--steps", "5"], ["studies/sweep.py", "limit"],
                 ["studies/sweep.py", "headline", "--out", "nowhere-32.md"]]
     points = [("argparse", "raise"), ("numpy", "swallow"), ("attn", "raise"), ("attn", "swallow")]
     for argv, (at, mode) in itertools.product(commands, points):
@@ -3241,7 +3242,7 @@ def test_a_plain_resume_of_a_checkpoint_without_its_length_asks_for_steps(tmp_pa
     assert code == 2 and "--steps" in err and "length" in err and len(err.splitlines()) <= 2
     assert trainer.load_checkpoint(path)["step"] == 7
     code, out, _ = run_cli(capsys, "--resume", path, "--steps", "20", "--log-every", "0")
-    assert code == 0 and "\n20 steps (13 of them in this session)" in out, out
+    assert code == 0 and "(13 of the 20 steps in this session)" in out, out
     assert "the run is judged by its last step." not in out        # no logged steps: no line
 
 
@@ -3289,19 +3290,20 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     "no --save given", and the summary of an interrupted evaluation is one resume away; a
     failure names the option and value that matter."""
     path = str(tmp_path / "ck.npz")
-    real = {name: getattr(train, name) for name in ("draw_run", "accuracy", "train_run")}
+    real = {name: getattr(trainer if name != "accuracy" else train, name)
+            for name in ("draw_run", "accuracy", "train_run")}
 
     def ctrl_c(*args, **kw):
         raise KeyboardInterrupt
-    monkeypatch.setattr(train, "draw_run", ctrl_c)                 # before step 1
+    monkeypatch.setattr(trainer, "draw_run", ctrl_c)                 # before step 1
     code, out, err = run_cli(capsys, *TINY, "--save", path)
     assert code == 130 and "nothing was saved" in err and "no --save" not in err
     assert not os.path.exists(path)
-    monkeypatch.setattr(train, "draw_run", real["draw_run"])
+    monkeypatch.setattr(trainer, "draw_run", real["draw_run"])
     monkeypatch.setattr(train, "accuracy", ctrl_c)                # during the final evaluation
     code, out, err = run_cli(capsys, *TINY, "--save", path)
     assert code == 130 and "final evaluation" in err and "no --save" not in err
-    assert f"python train.py --resume {path} --steps 5" in err
+    assert f"python -m studies.trainer --resume {path} --steps 5" in err
     with pytest.raises(trainer.Interrupted, match="final evaluation") as e:
         trainer.train_run(SMALL, save=str(tmp_path / "py.npz"))
     assert (e.value.step, e.value.phase) == (SMALL["steps"], "evaluation")
@@ -3315,10 +3317,10 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     monkeypatch.setattr(train, "accuracy", real["accuracy"])
     code, out, err = run_cli(capsys, "--resume", path, "--steps", "5")   # evaluates, reports
     assert code == 0 and "test accuracy" in out and "evaluating it" in out and not err
-    monkeypatch.setattr(train, "draw_run", ctrl_c)                 # a resume stopped at once
+    monkeypatch.setattr(trainer, "draw_run", ctrl_c)                 # a resume stopped at once
     code, out, err = run_cli(capsys, "--resume", path, "--steps", "9")
     assert code == 130 and "unchanged at step 5" in err and "no --save" not in err
-    monkeypatch.setattr(train, "draw_run", real["draw_run"])
+    monkeypatch.setattr(trainer, "draw_run", real["draw_run"])
     assert trainer.load_checkpoint(path)["step"] == 5
     code, out, err = run_cli(capsys, *TINY, "--wd", "1e308")       # the decay, not the rate
     assert code == 1 and "smaller --wd (now 1e+308" in err and "--lr (now" not in err
@@ -3331,15 +3333,15 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     assert "decay, >= 0 and < 1" in help_text and "probability, >= 0 and < 1" in help_text
     code, out, err = run_cli(capsys, *TINY, "--val", "100000000")  # sized before allocating
     assert code == 2 and "GiB" in err and "--val 100000000" in err
-    monkeypatch.setattr(train, "train_run", lambda *a, **k: (_ for _ in ()).throw(
+    monkeypatch.setattr(trainer, "train_run", lambda *a, **k: (_ for _ in ()).throw(
         MemoryError("Unable to allocate 9.1 GiB for an array")))
     code, out, err = run_cli(capsys, *TINY)
     assert code == 1 and "--T 12" in err and "Unable to allocate 9.1 GiB" in err
-    monkeypatch.setattr(train, "train_run", real["train_run"])
+    monkeypatch.setattr(trainer, "train_run", real["train_run"])
     monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(
         OSError(28, "No space left on device")))                  # a full disk at --json
     out_json = tmp_path / "r.json"
-    code = cli.one_line_errors("train.py", trainer.main, [*TINY, "--json", str(out_json)])
+    code = cli.one_line_errors("studies.trainer", trainer.main, [*TINY, "--json", str(out_json)])
     err = capsys.readouterr().err
     monkeypatch.undo()
     assert code == 1 and str(out_json) in err and "No space left" in err
@@ -4848,10 +4850,10 @@ def test_a_plain_resume_trains_to_the_length_of_the_run_that_saved(tmp_path, cap
         trainer.train_run(dict(SMALL, steps=20), save=path, stop_after=7)
     assert checkpoint.load_checkpoint(path)["run_steps"] == 20
     code, out, _ = run_cli(capsys, "--resume", path, "--log-every", "0")
-    assert code == 0 and "(resumed at step 7)" in out and "\n20 steps (13 of them in this " \
+    assert code == 0 and "(resumed at step 7)" in out and "(13 of the 20 steps in this " \
         "session)" in out, out
     code, out, _ = run_cli(capsys, "--resume", path, "--steps", "25", "--log-every", "0")
-    assert code == 0 and "\n25 steps (5 of them in this session)" in out, out
+    assert code == 0 and "(5 of the 25 steps in this session)" in out, out
 
 
 def test_resume_refuses_another_configuration(tmp_path):
@@ -4934,7 +4936,7 @@ def test_crafted_checkpoints_are_one_line_naming_the_file_and_the_field(tmp_path
         assert "Traceback" not in err and "resumed" not in out
     np.savez(bad, **dict(arrays, options=np.array(json.dumps(dict(opts, steps=6)))))
     code, out, err = run_cli(capsys, "--resume", bad, "--steps", "8")     # typed, not stored
-    assert code == 0 and "8 steps (3 of them in this session)" in out, (out, err)
+    assert code == 0 and "(3 of the 8 steps in this session)" in out, (out, err)
     for resume, kind, msg in [({}, ValueError, "resume: field"), ([1], TypeError, "resume must"),
                               (dict(checkpoint.load_checkpoint(path), step=2.0), ValueError, "'step'")]:
         with pytest.raises(kind, match=msg):
@@ -5028,13 +5030,6 @@ def test_python_api_names_the_argument_for_every_wrong_input(tmp_path):
              (lambda: trainer.seeds_for("a"), ValueError, "seed must be"),
              (lambda: trainer.seeds_for("5"), ValueError, "seed must be an integer"),  # check_int's
              (lambda: trainer.draw_run(dict(SMALL, T=[3])), ValueError, "T must be"),
-             (lambda: trainer.next_batch([[0, 1]], np.zeros(1), 1, np.random.default_rng(0)),
-              TypeError, "X must be a numpy array"),
-             (lambda: trainer.next_batch(np.zeros((4, 2)), np.zeros(4), 2, 5), ValueError,
-              "rng must be a numpy Generator"),
-             (lambda: train.accuracy([1.0, -1.0], [1]), ValueError, "z and y must be"),
-             (lambda: optim.adam_init([1, 2]), TypeError, "params must be"),
-             (lambda: optim.adam_init({"w": np.zeros(3)}, "some"), ValueError, "decay must be"),
              (lambda: checkpoint.load_checkpoint(5), TypeError, "path must be"),
              (lambda: run_options.validate_options(None), TypeError, "opts must be a dict")]
     for call, kind, msg in cases:
@@ -5056,11 +5051,11 @@ def test_ctrl_c_while_the_last_checkpoint_is_written_is_not_swallowed(tmp_path, 
         written = real(*args)
         os.kill(os.getpid(), signal.SIGINT)           # lands in the loop's handler
         return written
-    monkeypatch.setattr(train, "save_checkpoint", save_then_ctrl_c)
+    monkeypatch.setattr(trainer, "save_checkpoint", save_then_ctrl_c)
     code, out, err = run_cli(capsys, *TINY, "--save", path)
     assert code == 130 and "test accuracy" not in out, (out, err)
     assert "after the last step; all 5 steps are saved" in err and \
-        f"python train.py --resume {path} --steps 5" in err
+        f"python -m studies.trainer --resume {path} --steps 5" in err
     monkeypatch.undo()
     assert checkpoint.load_checkpoint(path)["step"] == 5
 
@@ -5070,7 +5065,7 @@ def test_sigterm_saves_like_ctrl_c(tmp_path):
     but the exit status is SIGTERM's 143, as every other command's (cli.one_line_errors; it
     used to be Ctrl-C's 130)."""
     path = str(tmp_path / "ck.npz")
-    p = _python("train.py", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
+    p = _python("-m", "studies.trainer", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
                 "--steps", "1000000", "--log-every", "10", "--save", path)
     p.stdout.readline(), p.stdout.readline()
     p.terminate()
@@ -5178,7 +5173,7 @@ def _one_line(code, err, *words):
 
 _SWALLOWED = ("import os, signal, sys, time\n"
               "signal.signal(signal.SIGINT, signal.default_int_handler)\n"   # as in a terminal
-              "import cli\n"
+              "from studies import cli\n"
               "cli.STOP_GRACE = 1.0\n"
               "SIG, RUN_ON = getattr(signal, sys.argv[1]), float(sys.argv[2])\n"
               "def main(argv):\n"
@@ -5208,12 +5203,12 @@ def test_ctrl_c_or_sigterm_in_main_is_one_line_even_where_it_is_swallowed():
                                capture_output=True, text=True, timeout=60)
             assert r.returncode == code and r.stderr.strip().splitlines() == [line], (sig, r)
             assert time.time() - t < 30 and ("ran to its end" in r.stdout) == (run_on == 0)
-    p = _python("train.py", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
+    p = _python("-m", "studies.trainer", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
                 "--steps", "1000000", "--log-every", "0")
     assert p.stdout.readline().startswith("transformer on task and")       # the banner
     p.terminate()
     _, err = p.communicate(timeout=60)
-    assert p.returncode == 143 and err.strip().splitlines() == ["train.py: terminated (SIGTERM)"]
+    assert p.returncode == 143 and err.strip().splitlines() == ["studies.trainer: terminated (SIGTERM)"]
 
 
 def test_a_run_and_its_checkpoint_record_the_arithmetic_that_made_them(tmp_path, capsys):
@@ -5498,3 +5493,24 @@ def test_the_low_gain_run_with_its_step_restored_is_the_gain_1_run_bit_for_bit()
                          (dict(model="mlp", freeze="none", qkv_init=2.0), "attention only")):
         with pytest.raises(ValueError, match=message):
             trainer.validate_options(dict(base, seed=0, **bad))
+
+
+MOVED_WALKED = (baseline, symmetry, hypotheses, checkpoint, run_options, arithmetic, cli, trainer)
+HOOK = "a hook of train.py's loop: trainer's train_run and train_stack check before they build it"
+TRAINER_INSIDE = {k: HOOK for k in (
+    "trainer.StudyHooks", "trainer.StudyHooks.draw", "trainer.StudyHooks.build", "trainer.StudyHooks.adam",
+    "trainer.StudyHooks.step", "trainer.StudyHooks.train", "trainer.StudyHooks.after_step",
+    "trainer.MLP", "trainer.MLP.keep", "trainer.MLP.loss_and_grads", "trainer.MLP.logits",
+    "trainer.WithDropout", "trainer.WithDropout.keep", "trainer.WithDropout.loss_and_grads")}
+
+
+def test_the_modules_that_moved_into_studies_refuse_hostile_values_naming_the_argument():
+    """The walker of test_all over the modules that moved from the root into studies/ (issue 51):
+    every public function has a WALK entry (or is a hook of train.py's loop, built only by the
+    trainer's checked doors) and refuses each hostile value in one line naming the argument."""
+    public = {k: v for m in MOVED_WALKED for k, v in _public(m).items()}
+    table = test_all.walk_table(MOVED_WALKED)
+    assert not set(public) - set(table) - set(TRAINER_INSIDE), \
+        sorted(set(public) - set(table) - set(TRAINER_INSIDE))
+    assert not set(table) - set(public), sorted(set(table) - set(public))
+    assert_walked(public, table, least=800)
