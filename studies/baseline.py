@@ -4,7 +4,7 @@
 
 The paper sets it beside the Transformer: an MLP on the bits is rotation invariant, so it cannot
 find the s bits that matter without seeing of the order of T samples, where the Transformer's
-attention needs of the order of log T. train.py trains it with `--model mlp`.
+attention needs of the order of log T. the studies' trainer trains it with `--model mlp`.
 
 It runs on fast.py's tuned MLP ops (mlp_forward and mlp_backward, which test_all.py checks
 against attn.py's textbook ops) and uses attn.py's argument checks, so it needs fast.py, attn.py

@@ -1,8 +1,8 @@
-"""checkpoint.py: a training run's checkpoint files, and the Ctrl-C that saves one (train.py).
+"""checkpoint.py (the studies' side): a run's checkpoint files, and the Ctrl-C that saves one.
 
-    python train.py --save run.npz ...       a checkpoint every --save-every steps, at the end,
+    python -m studies.trainer --save run.npz ...  a checkpoint every --save-every steps, at the end,
                                              and on Ctrl-C or SIGTERM
-    python train.py --resume run.npz         the run goes on, bit for bit as if never stopped
+    python -m studies.trainer --resume run.npz    the run goes on, bit for bit as if never stopped
 
 One .npz, no pickled objects (np.load(..., allow_pickle=False) never runs code): arrays
 "param/NAME", "adam_m/NAME", "adam_v/NAME", and 0-d arrays "adam_t", "step", "options" (JSON),
@@ -10,7 +10,7 @@ One .npz, no pickled objects (np.load(..., allow_pickle=False) never runs code):
 kernel, threads, CPU and dtype that made it, arithmetic.record), "format". Top to bottom: writing and
 reading a file, the one check of its contents (check_checkpoint), which file a run may replace,
 putting a checkpoint back into a run, and the signals that stop a run at a step boundary
-(StopRequests, Interrupted). The loop that uses them is train.py's.
+(StopRequests, Interrupted). The loop that uses them is train.py's, through studies/trainer.py's hooks.
 """
 import json
 import os

@@ -1,32 +1,43 @@
-"""run_options.py: a training run's options, one table: defaults, checks and --help (Section 5).
+"""run_options.py (the studies' side): a study run's options, one table: defaults, checks, --help.
 
-Each row of OPTIONS is (name, default, parser, help); train.py's command line, a Python caller's
-dict and a sweep's options are all checked by validate_options against it, and RUN_KEYS says
-which of them define a run (a checkpoint must agree on them); model_config and run_shapes say
-what model a run's options build. Needs attn.py, baseline.py, data.py and cli.py.
+Each row of OPTIONS is (name, default, parser, help): train.py's rows (the paper's Section 5
+options, taken from train.OPTIONS with their defaults and help) and the studies' own. The
+studies' trainer's command line, a Python caller's dict and a sweep's options are all checked by
+validate_options against it, and RUN_KEYS says which of them define a run (a checkpoint must
+agree on them); model_config and run_shapes say what model a run's options build.
 """
 import numpy as np
 
 import attn
+import train
 from studies import baseline
 import data
 from studies.cli import BadValue, choice, integer, number
 
+def _ref(name, more=""):
+    """train.py's row `name` in this table's form: its default and help (with `more` said after),
+    and a parser of its type and range (lr strictly above 0: a step of 0 trains nothing)."""
+    default, kind, allowed, text = next(row[1:] for row in train.OPTIONS if row[0] == name)
+    parse = (choice(*allowed) if isinstance(allowed, tuple) else integer(allowed) if kind is int
+             else number(allowed, strict=name == "lr"))
+    return name, default, parse, text + more
+
+
 OPTIONS = (  # name, default, parser, help: the one source of defaults, checks and --help
     ("model", "transformer", choice("transformer", "mlp"),
      "the paper's Transformer, or the baseline MLP on the raw bits"),
-    ("task", "and", choice(*data.TASKS), "sparse Boolean function"),
-    ("T", 100, integer(1), "context length: number of bits"),
-    ("s", 3, integer(1), "sparsity: size of the support S"),
-    ("m", 500, integer(1), "training samples"),
+    _ref("task"),
+    _ref("T"),
+    _ref("s"),
+    _ref("m"),
     ("data", "iid", choice("iid", "unambiguous"),
      "training set: iid = the first m samples of the seed's stream; unambiguous = the paper's "
      "protocol (Section 5), m samples redrawn until exactly one s-sparse hypothesis fits them"),
-    ("n_test", 2000, integer(1), "fresh test samples"),
-    ("steps", 1000, integer(1), "Adam steps"),
-    ("lr", 1e-3, number(0, strict=True), "Adam learning rate"),
-    ("wd", 1e-4, number(0), "L2 weight decay added to the gradient (torch.optim.Adam style)"),
-    ("batch", 0, integer(0), "minibatch size; 0 = full batch"),
+    _ref("n_test"),
+    _ref("steps"),
+    _ref("lr"),
+    _ref("wd"),
+    _ref("batch"),
     ("optimizer", "adam", choice("adam", "adamw"),
      "adam: weight decay added to the gradient (torch.optim.Adam); adamw: decoupled decay, "
      "p -= lr * wd * p before the step (torch.optim.AdamW)"),
@@ -67,14 +78,14 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
      "their own; the run ends with the parameters of its lowest validation loss, checked every "
      "--val-every steps. The test set is never used to choose"),
     ("val_every", 25, integer(1), "steps between validation checks when --val is on"),
-    ("seed", 0, integer(0), "one seed fixes S, the data, the init and the minibatch order"),
-    ("d", 64, integer(1), "model width"),
-    ("heads", 16, integer(1), "attention heads; must divide d"),
-    ("mlp", 64, integer(0), "MLP hidden units (0 = no MLP); the baseline's hidden width"),
+    _ref("seed"),
+    _ref("d"),
+    _ref("heads"),
+    _ref("mlp", "; the baseline's hidden width"),
     ("pos_init", "normal", choice("normal", "zero"),
      "positional embeddings start as N(0, 0.02^2) like every weight, or at 0 (minGPT)"),
-    ("dtype", "float32", choice("float32", "float64"), "floating-point type"),
-    ("log_every", 100, integer(0), "progress line every this many steps (0 = quiet)"),
+    _ref("dtype"),
+    _ref("log_every"),
 )
 DEFAULTS = {name: default for name, default, _, _ in OPTIONS}
 PARSE = {name: parse for name, _, parse, _ in OPTIONS}
