@@ -23,7 +23,8 @@ The exact count of the hypotheses a training set leaves, and the paper's data pr
 it, are in hypotheses.py; this file is the tasks alone.
 
 The file reads top to bottom: the task (make_task, SparseTask), then the checks of its doors
-(make_task, SparseTask, task.sample, task.label): one line each, a ValueError naming the value.
+(make_task, SparseTask, task.sample, task.label): each refusal a one-line ValueError naming the
+value and what is allowed; nothing inside checks again.
 """
 import numpy as np
 
@@ -47,7 +48,8 @@ class SparseTask:
     """
 
     def __init__(self, name, T, s, S, table=None):
-        (self.T, self.s), S = _check_task(name, T, s), np.asarray(S)
+        self.T, self.s = _check_task(name, T, s)
+        S = np.asarray(S)
         _check_arg(S.dtype.kind in "iu" and S.shape == (s,) and S.min() >= 0 and S.max() < T
                    and np.all(S[:-1] < S[1:]), "S", S.tolist(), f"{s} increasing positions < {T}")
         self.name, self.S, self.table = name, S.astype(np.intp), table

@@ -1292,12 +1292,12 @@ WALKED += (theory,)
 THEORY_INTERNAL = "an internal of theory.py: the report and the doors call it; numpy's own errors"
 INTERNALS_EXEMPT = {f"theory.{n}": THEORY_INTERNAL for n in (
     "softmax_l1_linf_ratio", "balanced_direction", "softmax_lipschitz_search", "spectral_norm",
-    "norm_21", "positional_codes", "relu_interpolant", "lse", "lse_grad", "lse_hessian",
-    "head_as_lse_gradient", "tied_residual_step", "layernorm_plain", "layernorm_jacobian_norm",
-    "infonce_loss", "infonce_grad", "pairwise_ratios", "demo_untied", "demo_energy",
-    "demo_post_ln_collapse", "say", "heading", "construction_cache")}
-INTERNALS_EXEMPT["data.bit_probability"] = "an internal of data.py: make_task and SparseTask check " \
-                                        "the task"
+    "norm_21", "readout_and_mlp_factors", "positional_codes", "relu_interpolant", "lse",
+    "lse_grad", "lse_hessian", "head_as_lse_gradient", "tied_residual_step", "layernorm_plain",
+    "layernorm_jacobian_norm", "infonce_loss", "infonce_grad", "pairwise_ratios", "demo_untied",
+    "demo_energy", "demo_post_ln_collapse", "say", "heading", "construction_cache")}
+INTERNALS_EXEMPT["data.bit_probability"] = "an internal of data.py: make_task and SparseTask " \
+                                           "check the task"
 WALK.update({
     # the theorem checks (and require) run on the report's own values: every value walks through
     **{f"theory.{name}": Walk(lambda f, kw=kw: dict(rng=f["rng"], **kw), legal={
@@ -1316,8 +1316,6 @@ WALK.update({
                                                     "wrong shape": "any shape"})),
     "theory.fit_line": Walk(lambda f: dict(x=np.array([1.0, 2, 3]), y=np.array([2.0, 4, 7])),
                             legal=dict(x={"list": ARRAY_LIKE}, y={"list": ARRAY_LIKE})),
-    "theory.readout_and_mlp_factors": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]),
-                                           names=P_NAMES),
     "theory.norm_measures": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]), names=P_NAMES),
     "theory.covering_constant": Walk(lambda f: dict(nm=theory.norm_measures(f["p"], f["cfg"]))),
     "theory.covering_parts": Walk(lambda f: dict(nm=theory.norm_measures(f["p"], f["cfg"]))),

@@ -28,7 +28,7 @@ functions (row convention y = x @ W + b). Top to bottom:
   4. the report: parts 1-3 printed, every theorem check asserted; then the command line.
   5. the checks of the doors a user calls (numerical_jacobian, fit_line, norm_measures, the
      covering constant and bound, the construction, main): one line each, a ValueError naming
-     the value. The internals below them take what numpy takes.
+     the value. The internals they call take what numpy takes.
 """
 import math
 import os
@@ -177,7 +177,6 @@ def readout_and_mlp_factors(p, cfg):
     logit, *leaving out LN2 and LNf* (their constant 1/sigma depends on the activations, not on
     T), as its two factors: (readout ||w||, MLP 1 + L_act ||W_1||_2 ||W_2||_2), L_act = 1 for
     ReLU and 1.13 for GELU; the MLP factor is 1 without an MLP. L_after is their product."""
-    attn.check_params(p, cfg)
     mlp = 1.0
     if cfg["mlp"]:
         L_act = 1.0 if cfg["act"] == "relu" else 1.13
