@@ -26,6 +26,9 @@ functions (row convention y = x @ W + b). Top to bottom:
   3. the probabilistic reading [S]: log-sum-exp gradient = attention, Hessian = covariance, tied
      residual attention expands, LayerNorm contracts, InfoNCE's gradient.
   4. the report: parts 1-3 printed, every theorem check asserted; then the command line.
+  5. the checks of the doors a user calls (numerical_jacobian, fit_line, norm_measures, the
+     covering constant and bound, the construction, main): one line each, a ValueError naming
+     the value. The internals they call take what numpy takes.
 """
 import math
 import os
@@ -33,56 +36,16 @@ import signal
 import sys
 import time
 
+import numpy as np
 
-def _interrupted(signum, frame):  # the report has nothing to save: one line, exit 130 now
-    sys.stderr.write("\ntheory.py: interrupted\n")
-    os._exit(130)
-
-
-if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, _interrupted)        # before numpy loads: Ctrl-C is never a trace
-
-import numpy as np  # noqa: E402
-
-import attn  # noqa: E402
-import data  # noqa: E402
-import fast  # noqa: E402
-from attn import rel_error  # noqa: E402
-from data import INTS, REALS, check_number, check_rng  # noqa: E402
-
-# argument checks: data.py's vocabulary (check_number, check_rng), and two of theory's own
-
-def _positive(name, v):  # a finite number > 0
-    return check_number(name, v, REALS, math.ulp(0.0), what="a finite number > 0")
-
-
-def _float_array(name, a, ndim=None):
-    try:
-        raw = np.asarray(a)
-    except (TypeError, ValueError):                  # a ragged list
-        raw = np.empty(0, dtype=object)
-    if raw.dtype.kind not in "iuf" or isinstance(a, (str, bytes)):
-        raise TypeError(f"{name} must be real numbers (an array, a number or a list), got "
-                        f"{attn.describe(a)}")
-    a = raw.astype(np.float64)
-    if ndim is not None and a.ndim != ndim:
-        raise ValueError(f"{name} must be a {ndim}-D array, got shape {a.shape}")
-    if a.size == 0 or not np.isfinite(a).all():
-        raise ValueError(f"{name} must be a non-empty finite array, got shape {a.shape}")
-    return a
-
-
-def _sized(rng, most=10**4, **sizes):
-    """rng a numpy Generator and each size an integer from 1 to `most` (a check's or a demo's
-    shapes and counts) -> [rng, the sizes in order]."""
-    return [check_rng(rng)] + [check_number(k, v, INTS, 1, most + 1, f"an integer from 1 to "
-                                            f"{most}") for k, v in sizes.items()]
+import attn
+import data
+import fast
+from attn import rel_error
 
 
 def require(ok, what):
     """A theorem check: AssertionError naming what failed (unlike `assert`, kept under -O)."""
-    if not isinstance(what, str):
-        raise TypeError(f"what must be the check's words (a str), got {type(what).__name__}")
     if not ok:
         raise AssertionError(f"theorem check failed: {what}")
 
@@ -99,16 +62,11 @@ def numerical_jacobian(f, x, h=1e-6):  # f: x [...] -> y [k...]; -> [k..., ...] 
     any shape, moved in place one element at a time and restored afterwards, also if f raises.
     For f: [d] -> [k] the result is [k, d]; for a scalar f it is the gradient, x's shape. Error:
     O(h^2) from truncation plus O(2.2e-16 |f| / h) from rounding."""
-    if not callable(f):
-        raise TypeError(f"f must be a function of x, got {attn.describe(f)}")
-    if not isinstance(x, np.ndarray) or x.dtype != np.float64:
-        got = f"dtype {x.dtype}" if isinstance(x, np.ndarray) else type(x).__name__
-        raise ValueError(f"x must be a float64 numpy array (it is moved in place), got {got}")
-    if not x.flags.writeable:
-        raise ValueError("x must be a writeable array (it is moved in place), got a read-only one")
-    if x.size == 0:
-        raise ValueError(f"x must have at least one element, got shape {x.shape}")
-    h = _positive("h", h)
+    _check_arg(callable(f), f"f must be a function of x, got {type(f).__name__}")
+    _check_arg(isinstance(x, np.ndarray) and x.dtype == np.float64 and x.flags.writeable and x.size,
+               f"x must be a writeable float64 numpy array (it is moved in place) of at least one "
+               f"element, got {_shown(x)}")
+    h = _check_number("h", h, real=True)
     diffs = []
     for i in np.ndindex(x.shape):
         old = x[i]
@@ -127,12 +85,9 @@ def fit_line(x, y):  # [n], [n] -> (slope, intercept, R^2)
     """Least squares y ~ slope * x + intercept, n >= 2 finite points, x not constant (the fits of
     the report's norms in ln T and s, and the studies' laws in T). R^2 = 1 - residual sum of
     squares / total sum of squares (1.0 when y is constant)."""
-    x, y = _float_array("x", x, 1), _float_array("y", y, 1)
-    if x.shape != y.shape or x.size < 2:
-        raise ValueError(f"x and y must be 1-D of the same length >= 2, got shapes {x.shape}, "
-                         f"{y.shape}")
-    if np.ptp(x) == 0:
-        raise ValueError(f"x must take at least 2 distinct values, got all {x[0]}")
+    x, y = _check_reals("x", x, 1), _check_reals("y", y, 1)
+    _check_arg(x.shape == y.shape and np.ptp(x) > 0, f"x and y must have one length and x at least "
+               f"2 distinct values, got shapes {x.shape} and {y.shape}")
     a, b = np.polyfit(x, y, 1)
     ss = ((y - y.mean()) ** 2).sum()
     r2 = 1.0 - ((y - (a * x + b)) ** 2).sum() / ss if ss > 0 else 1.0
@@ -148,12 +103,7 @@ def fit_line(x, y):  # [n], [n] -> (slope, intercept, R^2)
 
 def softmax_l1_linf_ratio(a, b):  # [..., T], [..., T] -> [...]
     """||softmax(a) - softmax(b)||_1 / ||a - b||_inf, softmax from attn.softmax_forward."""
-    a, b = _float_array("a", a), _float_array("b", b)
-    if a.shape != b.shape:
-        raise ValueError(f"a and b must have the same shape, got {a.shape} and {b.shape}")
-    den = np.abs(a - b).max(-1)
-    if (den == 0).any():
-        raise ValueError("a and b must differ in every pair (the ratio is 0/0 where a == b)")
+    den = np.abs(a - b).max(-1)                            # 0/0 (nan) where a == b
     num = np.abs(attn.softmax_forward(a)[0] - attn.softmax_forward(b)[0]).sum(-1)
     return num / den
 
@@ -161,7 +111,6 @@ def softmax_l1_linf_ratio(a, b):  # [..., T], [..., T] -> [...]
 def balanced_direction(a):  # [n, T] -> [n, T] in {-1, +1}
     """The near-worst direction at a: split positions into two groups of softmax mass ~1/2 each
     (greedy, largest weight first) and move one group up, the other down."""
-    a = _float_array("a", a, 2)
     p = attn.softmax_forward(a)[0]
     v = np.empty_like(a)
     rows = np.arange(a.shape[0])
@@ -179,9 +128,6 @@ def softmax_lipschitz_search(rng, n_random=6000, n_climb=400):
     overall). random: Gaussian a, b at scales 1e-2..1e2, T in {2, 3, 5, 10, 100, 1000};
     constructed: random a, b = a + eps * balanced_direction(a), eps in [1e-3, 1]; climbed: from
     random pairs (T in {2, 3, 4, 8}), random steps on (a, b) kept when the ratio grows."""
-    rng = check_rng(rng)
-    n_random = check_number("n_random", n_random, INTS, 6, 10**6 + 1, "an integer from 6 to 10**6")
-    n_climb = check_number("n_climb", n_climb, INTS, 1, 10**5 + 1, "an integer from 1 to 10**5")
     Ts = (2, 3, 5, 10, 100, 1000)
     best_random = best_built = best_climb = 0.0
     for T in Ts:
@@ -219,12 +165,10 @@ def softmax_lipschitz_search(rng, n_random=6000, n_climb=400):
 #     2T + 1 distinct rows is the max over every possible input.
 
 def spectral_norm(W):  # [a, b] -> float
-    W = _float_array("W", W, 2)
     return float(np.linalg.norm(np.asarray(W, np.float64), 2))
 
 
 def norm_21(W):  # [a, b] -> float: sum over columns of the column 2-norms
-    W = _float_array("W", W, 2)
     return float(np.linalg.norm(np.asarray(W, np.float64), axis=0).sum())
 
 
@@ -233,7 +177,6 @@ def readout_and_mlp_factors(p, cfg):
     logit, *leaving out LN2 and LNf* (their constant 1/sigma depends on the activations, not on
     T), as its two factors: (readout ||w||, MLP 1 + L_act ||W_1||_2 ||W_2||_2), L_act = 1 for
     ReLU and 1.13 for GELU; the MLP factor is 1 without an MLP. L_after is their product."""
-    attn.check_params(p, cfg)
     mlp = 1.0
     if cfg["mlp"]:
         L_act = 1.0 if cfg["act"] == "relu" else 1.13
@@ -302,12 +245,6 @@ def norm_measures(p, cfg):
 #     only through the logarithm. The studies measure their trained runs with these functions
 #     (studies/mechanism.py imports them: one copy, and theory imports no study).
 
-def _check_nm(nm):
-    keys = {"qk_fro", "v_21", "v_spec", "o_spec", "B_X", "L_after"}
-    if not isinstance(nm, dict) or not keys <= set(nm):
-        raise ValueError(f"nm must be the dict returned by norm_measures, got {type(nm).__name__}")
-
-
 def covering_constant(nm):
     """C of the reconstructed bound from norm_measures(...) output; see the comment above. Summed
     head by head and term by term, as the comment writes it (covering_parts regroups the same sum
@@ -344,28 +281,19 @@ def covering_parts(nm):
 
 def covering_from_parts(B_X, L_after, heads_scores, heads_values, heads_readout):
     """C = L_after^2 (B_X^2 heads_scores + B_X^(2/3) (heads_values + heads_readout))^3 (above);
-    numbers or arrays of one shape."""
+    numbers >= 0 or arrays of them (numpy broadcasts them together)."""
     parts = dict(B_X=B_X, L_after=L_after, heads_scores=heads_scores, heads_values=heads_values,
                  heads_readout=heads_readout)
-    arrays = {k: _float_array(k, v) for k, v in parts.items()}
-    for k, a in arrays.items():
-        if np.any(a < 0) or (k == "B_X" and np.any(a == 0)):
-            raise ValueError(f"{k} must be finite and >= 0 (B_X > 0), got {parts[k]!r:.60}")
-    if len({a.shape for a in arrays.values()} - {()}) > 1:
-        raise ValueError(f"the parts must be numbers or arrays of one shape, got shapes "
-                         f"{sorted({a.shape for a in arrays.values()})}")
-    B, heads_scores, heads_readout = arrays["B_X"], arrays["heads_scores"], arrays["heads_readout"]
-    heads_values, L_after = arrays["heads_values"], arrays["L_after"]
-    return (np.asarray(L_after, np.float64) ** 2
-            * (B ** 2 * heads_scores + B ** (2.0 / 3.0) * (np.asarray(heads_values, np.float64)
-                                                           + heads_readout)) ** 3)
+    B, L_after, heads_scores, heads_values, heads_readout = (_check_reals(k, v, lo=0.0)
+                                                             for k, v in parts.items())
+    return L_after ** 2 * (B ** 2 * heads_scores + B ** (2.0 / 3.0) * (heads_values
+                                                                       + heads_readout)) ** 3
 
 
 def log_covering_bound(C, d, m, T, eps):
     """Reconstructed shape: log N_inf(F; eps; m samples of length T) <= C log(2 d m T) / eps^2."""
-    C, eps = _positive("C", C), _positive("eps", eps)
-    d, m = check_number("d", d, INTS, 1), check_number("m", m, INTS, 1)
-    T = check_number("T", T, INTS, 1)
+    C, eps = _check_number("C", C, real=True), _check_number("eps", eps, real=True)
+    d, m, T = _check_number("d", d), _check_number("m", m), _check_number("T", T)
     return C * math.log(2 * d * m * T) / eps ** 2
 
 
@@ -376,8 +304,8 @@ def generalization_gap(C, d, m, T):
 
 def samples_for_gap(C, d, T, gap):
     """Smallest m with generalization_gap(C, d, m, T) <= gap: solve m = C log(2dmT) / gap^2."""
-    C, gap = _positive("C", C), _positive("gap", gap)
-    d, T = check_number("d", d, INTS, 1), check_number("T", T, INTS, 1)
+    C, gap = _check_number("C", C, real=True), _check_number("gap", gap, real=True)
+    d, T = _check_number("d", d), _check_number("T", T)
     m = max(1.0, C / gap ** 2)
     for _ in range(100):                       # a contraction: the right side grows like log m
         m = C * math.log(2 * d * m * T) / gap ** 2
@@ -387,7 +315,7 @@ def samples_for_gap(C, d, T, gap):
 def linear_class_samples(T, gap):
     """Halfspaces on the T bits have VC dimension T + 1; the VC bound's shape sqrt(VC log m / m)
     <= gap asks for m = (T + 1) log(m) / gap^2 samples. Grows like T."""
-    T, gap = check_number("T", T, INTS, 1), _positive("gap", gap)
+    T, gap = _check_number("T", T), _check_number("gap", gap, real=True)
     m = (T + 1) / gap ** 2
     for _ in range(100):
         m = (T + 1) * math.log(max(m, 2.0)) / gap ** 2
@@ -424,10 +352,8 @@ def construction_width(T, s, code_factor=16.0):
     random +-1/sqrt(d_p) codes stay nearly orthogonal over T positions at about 16 s ln T (about
     8 ln T was seen to fail). build_sparse_head builds its heads with it; studies/report.py's
     width table sets it beside the widths trained."""
-    T = check_number("T", T, REALS, 1, what="a number of positions >= 1")   # a plot's axis too
-    s = check_number("s", s, INTS, 1)
-    code_factor = check_number("code_factor", code_factor, REALS, math.ulp(0.0), 10**6,
-                               "a finite number > 0 and < 10**6")
+    T, s = _check_number("T", T, real=True, lo=1), _check_number("s", s)   # T: a plot's axis too
+    code_factor = _check_number("code_factor", code_factor, real=True, hi=10**6)
     return max(8, int(math.ceil(code_factor * s * math.log(max(T, 2)))))
 
 
@@ -435,27 +361,20 @@ def paper_score_gap(T, s, eps):  # T: int or array -> float or array
     """The paper's score gap R = ln((T - s) / (s eps)) between S and the other positions, for which
     the T - s positions outside S hold attention mass about eps (Edelman Section 4): the QK norm
     the construction needs grows like log T."""
-    Ts = _float_array("T", T)
-    s, eps = check_number("s", s, INTS, 1), _positive("eps", eps)
-    if not (np.all(Ts > s) and np.all(Ts == np.round(Ts))):
-        raise ValueError(f"T must be integers > s = {s}, got {T!r:.60}")
+    Ts, s, eps = _check_reals("T", T), _check_number("s", s), _check_number("eps", eps, real=True)
+    _check_arg(np.all(Ts > s) and np.all(Ts == np.round(Ts)), f"T must be integers > s = {s}, got "
+               f"{_shown(T)}")
     return np.log((Ts - s) / (s * eps))
 
 
 def positional_codes(T, d_p, rng):  # -> [T, d_p], rows of unit norm
     """Random +-1/sqrt(d_p) codes: nearly orthogonal once d_p ~ s ln T (Edelman Section 4)."""
-    T, d_p = check_number("T", T, INTS, 1), check_number("d_p", d_p, INTS, 1)
-    if T * d_p > 10**8:
-        raise ValueError(f"T x d_p must be at most 10**8 codes' entries, got T={T}, d_p={d_p}")
-    return check_rng(rng).choice(np.array([-1.0, 1.0]), size=(T, d_p)) * d_p ** -0.5
+    return rng.choice(np.array([-1.0, 1.0]), size=(T, d_p)) * d_p ** -0.5
 
 
 def relu_interpolant(x, y):  # [n] increasing knots, [n] targets -> (knots, coefs, y0)
     """f(z) = y0 + sum_k coefs_k relu(z - knots_k): the piecewise-linear interpolant of (x, y),
     constant left of x[0]. Units whose slope change is zero are dropped."""
-    x, y = _float_array("x", x, 1), _float_array("y", y, 1)
-    if x.shape != y.shape or x.size < 2 or (np.diff(x) <= 0).any():
-        raise ValueError(f"x must be increasing with len(x) == len(y) >= 2, got {x.size}, {y.size}")
     slopes = np.diff(y) / np.diff(x)                       # [n-1]
     coefs = np.diff(np.concatenate([[0.0], slopes]))       # slope change at x[0..n-2]
     keep = coefs != 0
@@ -474,18 +393,17 @@ def _solve_scores(P, S, offsets):  # P [T, d_p] codes, S [s], offsets [s]
     """-> (R, u, A, delta, spacing) for the smallest R with delta <= spacing / 4 (doubling, then 60
     bisection steps): u [d_p] with u . p_i = R + offsets_i on S, [CLS]'s attention A [T+1] (last:
     [CLS], whose key is 0), delta = A's mass outside S, spacing = the least A_i on S."""
-    (T, d_p), s = P.shape, len(S)
-    try:                                          # dual [d_p, s]: p_i . dual_j = 1 if i == j else 0
-        dual = P[S].T @ np.linalg.inv(P[S] @ P[S].T)
-    except np.linalg.LinAlgError:
-        raise RuntimeError(f"the codes of S are linearly dependent (d_p={d_p}); raise code_factor")
+    T, s = P.shape[0], len(S)
+    dual = P[S].T @ np.linalg.inv(P[S] @ P[S].T)  # [d_p, s]: p_i . dual_j = 1 if i == j else 0
     outside = np.ones(T, bool)
     outside[S] = False
     def weights(R):
         u = dual @ (R + offsets)
         A = attn.softmax_forward(np.append(P @ u, 0.0))[0]
         return u, A, A[:T][outside].sum(), A[S].min()
-    leaky = lambda R: weights(R)[2] > weights(R)[3] / 4
+    def leaky(R):                                 # once per R: the softmax over T+1 is the cost
+        _, _, delta, spacing = weights(R)
+        return delta > spacing / 4
     lo, hi = 0.0, 1.0
     while leaky(hi):
         lo, hi = hi, 2 * hi
@@ -504,10 +422,10 @@ def build_sparse_head(task, rng, code_factor=16.0):
     decoder_norm (their product), qk_spec (||W_QK||_2 = ||u||).
     See the comment block above for the construction.
     """
-    if not isinstance(task, data.SparseTask):
-        raise ValueError(f"task must be a data.SparseTask, got {type(task).__name__}")
-    rng = check_rng(rng)
-    code_factor = _positive("code_factor", code_factor)
+    _check_arg(isinstance(task, data.SparseTask), f"task must be a data.SparseTask, got "
+               f"{_shown(task)}")
+    _check_arg(isinstance(rng, np.random.Generator), f"rng must be a numpy Generator, got "
+               f"{_shown(rng)}")
     T, s, S = task.T, task.s, task.S
     d_p = construction_width(T, s, code_factor)
     P = positional_codes(T, d_p, rng)                                   # [T, d_p]
@@ -549,12 +467,14 @@ def check_construction(p, cfg, task, rng, n_fill=2, path="fast"):
     min over inputs of (logit if the label is 1 else -logit); > 0 means all correct. path: which
     exact form computes the logits: "fast" (fast.model_forward, what training runs; the
     default), "cls" (attn.model_forward, the [CLS] row) or "full" (attn.full_model_forward)."""
-    attn.check_choice("path", path, ("fast", "cls", "full"))
+    _check_arg(path in ("fast", "cls", "full"), f"path must be 'fast', 'cls' or 'full', got "
+               f"{_shown(path)}")
     attn.check_params(p, cfg)
-    if not isinstance(task, data.SparseTask) or task.T != cfg["T"]:
-        raise ValueError(f"task must be a data.SparseTask with T={cfg['T']}, got {task!r}")
-    rng, n_fill = check_rng(rng), check_number("n_fill", n_fill, INTS, 0, 101, "an integer from 0 "
-                                                                          "to 100")
+    _check_arg(isinstance(task, data.SparseTask) and task.T == cfg["T"], f"task must be a "
+               f"data.SparseTask with T={cfg['T']}, got {_shown(task)}")
+    _check_arg(isinstance(rng, np.random.Generator), f"rng must be a numpy Generator, got "
+               f"{_shown(rng)}")
+    n_fill = _check_number("n_fill", n_fill, lo=0, hi=101)
     pats = ((np.arange(2 ** task.s)[:, None] >> np.arange(task.s)) & 1).astype(np.uint8)
     fills = [np.zeros((len(pats), task.T), np.uint8), np.ones((len(pats), task.T), np.uint8)]
     fills += [(rng.random((len(pats), task.T)) < 0.5).astype(np.uint8) for _ in range(n_fill)]
@@ -577,9 +497,6 @@ def check_construction(p, cfg, task, rng, n_fill=2, path="fast"):
 
 def lse(z, beta=1.0):  # [..., n] -> [...]
     """beta^-1 log sum_j exp(beta z_j), stabilised by the data's own max."""
-    z, beta = _float_array("z", z), _positive("beta", beta)
-    if z.ndim < 1:
-        raise ValueError(f"z must be an array [..., n] of scores, got shape {z.shape}")
     zb = beta * z
     M = zb.max(-1, keepdims=True)
     return (M[..., 0] + np.log(np.exp(zb - M).sum(-1))) / beta
@@ -587,16 +504,11 @@ def lse(z, beta=1.0):  # [..., n] -> [...]
 
 def lse_grad(K, q, beta=1.0):  # [n, d], [..., d] -> [..., d]
     """K^T softmax(beta K q): the attention readout with values = keys (attn.softmax_forward)."""
-    K, q, beta = _float_array("K", K, 2), _float_array("q", q), _positive("beta", beta)
-    if q.ndim < 1 or q.shape[-1] != K.shape[1]:
-        raise ValueError(f"q must be an array [..., d] with d = {K.shape[1]} (K's width), got "
-                         f"shape {q.shape}")
     return attn.softmax_forward(beta * (q @ K.T))[0] @ K
 
 
 def lse_hessian(K, q, beta=1.0):  # [n, d], [d] -> [d, d]
     """beta Cov_p[k] = beta (K^T diag(p) K - mu mu^T), p = softmax(beta K q), mu = K^T p."""
-    K, q, beta = _float_array("K", K, 2), _float_array("q", q, 1), _positive("beta", beta)
     p = attn.softmax_forward(beta * (K @ q))[0]
     mu = p @ K
     return beta * ((K.T * p) @ K - np.outer(mu, mu))
@@ -608,11 +520,7 @@ def head_as_lse_gradient(K, theta, beta=1.0):  # [n, d], [d] -> [d]
     beta sqrt(d+1) theta (undoing the 1/sqrt(e) scale), W_K = W_V = W_O = I. The [CLS] key is 0,
     so the head is the gradient of lse over the keys {k_j} and one extra key 0 (a null category).
     """
-    K, theta = _float_array("K", K, 2), _float_array("theta", theta, 1)
-    beta = _positive("beta", beta)
     n, d = K.shape
-    if theta.size != d:
-        raise ValueError(f"theta must have length d={d}, got {theta.size}")
     Xn = np.zeros((1, n + 1, d + 1))
     Xn[0, :n, :d] = K
     Xn[0, n, d] = 1.0
@@ -626,17 +534,10 @@ def head_as_lse_gradient(K, theta, beta=1.0):  # [n, d], [d] -> [d]
 
 def tied_residual_step(K, x, beta=1.0):  # [n, d], [..., d] -> [..., d]
     """x + K^T softmax(beta K x): one gradient-ascent step on lse_beta with shared keys K."""
-    x, K = _float_array("x", x), _float_array("K", K, 2)
-    if x.ndim < 1 or x.shape[-1] != K.shape[1]:
-        raise ValueError(f"x must be an array [..., d] with d = {K.shape[1]} (K's width), got "
-                         f"shape {x.shape}")
     return x + lse_grad(K, x, beta)
 
 
 def layernorm_plain(x):  # [..., d] -> [..., d]: attn.layernorm_forward with gain 1, shift 0
-    x = _float_array("x", x)
-    if x.ndim < 1:
-        raise ValueError(f"x must be an array [..., d] of tokens, got shape {x.shape}")
     d = x.shape[-1]
     return attn.layernorm_forward(x, np.ones(d), np.zeros(d))[0]
 
@@ -645,38 +546,24 @@ def layernorm_jacobian_norm(x):  # [d] -> float: 1 / sqrt(sigma^2 + LN_EPS)
     """Spectral norm of LayerNorm's Jacobian (no affine). LN = centring, then scaling onto the
     sphere of radius sqrt(d): J = (I - 11^T/d - y y^T/d) / sqrt(sigma^2 + eps), and the bracket is
     the orthogonal projector off {1, y} (for d >= 3), so ||J|| = 1 / sqrt(sigma^2 + eps)."""
-    x = _float_array("x", x, 1)
-    if x.size < 3:
-        raise ValueError(f"x needs d >= 3 features, got {x.size}")
     return float(1.0 / np.sqrt(x.var() + attn.LN_EPS))
 
 
 def infonce_loss(anchor, cands, beta=1.0):  # [d], [n, d] (row 0 the positive) -> scalar
     """-log softmax(beta cands @ anchor)[0]: the NLL of the positive in the categorical family."""
-    a, C = _float_array("anchor", anchor, 1), _float_array("cands", cands, 2)
-    z = _positive("beta", beta) * (C @ a)
+    z = beta * (cands @ anchor)
     return float(lse(z) - z[0])
 
 
 def infonce_grad(anchor, cands, beta=1.0):  # -> [d]
     """beta (E_p[t] - t_+), p = softmax(beta cands @ anchor): an attention readout minus the
     positive (with beta = 1: E_p[T] - T_+)."""
-    beta = _positive("beta", beta)
-    a, C = _float_array("anchor", anchor, 1), _float_array("cands", cands, 2)
-    if a.shape[0] != C.shape[1]:
-        raise ValueError(f"anchor must have the candidates' width {C.shape[1]}, got {a.shape[0]}")
-    return beta * (lse_grad(C, a, beta) - C[0])
+    return beta * (lse_grad(cands, anchor, beta) - cands[0])
 
 
 def pairwise_ratios(X, Y):  # [n, d], [n, d] -> [n(n-1)/2]: ||y_i - y_j|| / ||x_i - x_j||
-    X, Y = _float_array("X", X, 2), _float_array("Y", Y, 2)
-    if X.shape[0] != Y.shape[0] or X.shape[0] < 2:
-        raise ValueError(f"X and Y need the same number (>= 2) of rows, got {len(X)}, {len(Y)}")
     i, j = np.triu_indices(X.shape[0], 1)
-    dx = np.linalg.norm(X[i] - X[j], axis=1)
-    if (dx == 0).any():
-        raise ValueError("X has two equal rows; their distance ratio is undefined")
-    return np.linalg.norm(Y[i] - Y[j], axis=1) / dx
+    return np.linalg.norm(Y[i] - Y[j], axis=1) / np.linalg.norm(X[i] - X[j], axis=1)
 
 
 # The checks of part 3: each returns numbers; the report prints and asserts them; the tests too.
@@ -684,9 +571,6 @@ def pairwise_ratios(X, Y):  # [n, d], [n, d] -> [n(n-1)/2]: ||y_i - y_j|| / ||x_
 def check_lse_gradient(rng, n=7, d=5, beta=1.7):
     """-> dict: rel errors of K^T softmax vs central differences of lse, and of attn.py's head
     (head_as_lse_gradient) vs the gradient of lse over the keys plus a 0 key."""
-    rng, n, d = _sized(rng, n=n, d=d)
-    beta = _positive("beta", beta)
-    rng = check_rng(rng)
     K, q = rng.standard_normal((n, d)), rng.standard_normal(d)
     fd = numerical_jacobian(lambda x: lse(K @ x, beta), q)
     K0 = np.vstack([K, np.zeros(d)])
@@ -698,9 +582,6 @@ def check_lse_gradient(rng, n=7, d=5, beta=1.7):
 
 def check_lse_hessian(rng, n=7, d=5, beta=1.7):
     """-> dict: rel error of beta Cov vs differences of the gradient; min eigenvalue / max."""
-    rng, n, d = _sized(rng, n=n, d=d)
-    beta = _positive("beta", beta)
-    rng = check_rng(rng)
     K, q = rng.standard_normal((n, d)), rng.standard_normal(d)
     Hm = lse_hessian(K, q, beta)
     fd = numerical_jacobian(lambda x: lse_grad(K, x, beta), q)
@@ -716,8 +597,6 @@ def check_tied_expansion(rng, trials=200, n=6, d=4):
                   central differences of F at one point
     min_lse_rise: min lse(K F(x)) - lse(K x) (theorem: >= 0, by convexity of lse)
     """
-    rng, trials, n, d = _sized(rng, trials=trials, n=n, d=d)
-    rng, trials = check_rng(rng), check_number("trials", trials, INTS, 1)
     ratios, logdets, rises = [], [], []
     for _ in range(trials):
         K = rng.standard_normal((n, d)) * rng.uniform(0.3, 3)
@@ -739,8 +618,6 @@ def check_layernorm(rng, trials=20, d=16):
     """-> dict: worst rel error of ||J_LN|| (SVD of central differences of attn.layernorm_forward)
     against 1/sqrt(sigma^2 + eps) over sigma in [0.1, 10]; the range of 1/sigma seen; and the max
     pairwise distance ratio ||LN(a) - LN(b)|| / ||a - b|| over pairs whose sigma are >= 1."""
-    rng, trials, d = _sized(rng, trials=trials, d=d)
-    rng, trials = check_rng(rng), check_number("trials", trials, INTS, 1)
     errs, norms = [], []
     for _ in range(trials):
         x = rng.standard_normal(d) * 10 ** rng.uniform(-1, 1) + rng.uniform(-3, 3)
@@ -760,9 +637,6 @@ def check_layernorm(rng, trials=20, d=16):
 
 def check_infonce(rng, n=6, d=5, beta=0.8):
     """-> dict: rel error of beta (E_p[t] - t_+) vs central differences of the InfoNCE loss."""
-    rng, n, d = _sized(rng, n=n, d=d)
-    beta = _positive("beta", beta)
-    rng = check_rng(rng)
     a, C = rng.standard_normal(d), rng.standard_normal((n, d))
     fd = numerical_jacobian(lambda x: infonce_loss(x, C, beta), a)
     return dict(rel_err=rel_error(infonce_grad(a, C, beta), fd), grad_norm=float(np.abs(fd).max()))
@@ -771,9 +645,6 @@ def check_infonce(rng, n=6, d=5, beta=0.8):
 def demo_untied(rng, n=6, d=4, beta=2.0, tries=50):
     """Untied values V != keys K: F(x) = x + V^T softmax(beta K x) is not a gradient field. -> the
     smallest ||F(a) - F(b)|| / ||a - b|| found, b - a along J_F's smallest singular direction."""
-    rng, n, d, tries = _sized(rng, n=n, d=d, tries=tries)
-    beta = _positive("beta", beta)
-    rng = check_rng(rng)
     best = np.inf
     for _ in range(tries):
         K, V, a = rng.standard_normal((n, d)), rng.standard_normal((n, d)), rng.standard_normal(d)
@@ -787,8 +658,6 @@ def demo_energy(rng, trials=500, n=6, d=4):
     """Fraction of random (K, x, beta) where the residual step x + grad lse RAISES the modern
     Hopfield energy E(x) = x.x/2 - lse_beta(K x) (Ramsauer et al. 2020), and the largest rise
     (the plain update x <- grad lse is the one that descends)."""
-    rng, trials, n, d = _sized(rng, trials=trials, n=n, d=d)
-    rng = check_rng(rng)
     rises = []
     for _ in range(trials):
         K, beta = rng.standard_normal((n, d)), 10 ** rng.uniform(-1, 1)
@@ -803,8 +672,6 @@ def demo_post_ln_collapse(rng, n=12, d=16, blocks=6):
     """Tokens X [n, d] on LN's sphere through post-LN blocks X <- LN(X + SelfAttn(X)) built from
     attn.self_attention_forward (W_Q = I/d^0.25 and W_K = I/d^0.25: scores x_i.x_j/d, the cosine;
     W_V = W_O = I). -> mean pairwise distance after each block / before the first."""
-    rng, n, d, blocks = _sized(rng, n=n, d=d, blocks=blocks)
-    rng = check_rng(rng)
     X = layernorm_plain(rng.standard_normal((n, d)))
     I, z = np.eye(d), np.zeros(d)
     Wq = I * d ** -0.25
@@ -826,16 +693,11 @@ THM, MEAS, DEMO = "[theorem check]", "[measurement]", "[demonstration of a limit
 
 def say(tag, text=""):
     """One line of the report: its tag (THM, MEAS, DEMO, or "" to go on) and its text."""
-    for name, v in (("tag", tag), ("text", text)):
-        if not isinstance(v, str):
-            raise TypeError(f"{name} must be a str, got {type(v).__name__}")
     print(f"  {tag} {text}" if tag else f"  {text}")
 
 
 def heading(title):
     """A part's title, underlined."""
-    if not isinstance(title, str):
-        raise TypeError(f"title must be a str, got {type(title).__name__}")
     print("\n" + title + "\n" + "-" * len(title))
 
 
@@ -1072,8 +934,8 @@ def _print_report():
 
 
 def main(argv):  # `python theory.py`: the report on stdout; exit 0 when every check passes
-    if not (isinstance(argv, list) and all(isinstance(v, str) for v in argv)):
-        raise TypeError(f"argv must be a list of strings, got {argv!r}")
+    _check_arg(isinstance(argv, list) and all(isinstance(v, str) for v in argv),
+               f"argv must be a list of strings, got {_shown(argv)}")
     if argv and argv[0] in ("-h", "--help"):
         sys.stdout.write(USAGE)
         return 0
@@ -1095,5 +957,56 @@ def main(argv):  # `python theory.py`: the report on stdout; exit 0 when every c
     return 0
 
 
+
+def _interrupted(signum, frame):  # the report has nothing to save: one line, exit 130 now
+    sys.stderr.write("\ntheory.py: interrupted\n")
+    os._exit(130)
+
+
+# ======== 5. THE DOORS' CHECKS =================================================================
+# The doors a user calls check their arguments once, one line each: a ValueError naming the value
+# and what is allowed (attn.check_params checks a model). Everything above them takes what numpy
+# takes.
+
+def _check_arg(ok, message):  # a door's check: ValueError(message) unless ok
+    if not ok:
+        raise ValueError(message)
+
+
+def _check_number(name, v, real=False, lo=None, hi=math.inf):
+    """v (a numpy scalar as the Python number) when it is an integer >= lo (1 by default) or, where
+    real, a finite number > 0 (>= lo where given), and < hi; never a bool."""
+    kinds = (int, float, np.integer, np.floating) if real else (int, np.integer)
+    what = (f"a finite number {'> 0' if lo is None else f'>= {lo}'}" if real else
+            f"an integer >= {1 if lo is None else lo}") + (f" and < {hi}" if hi < math.inf else "")
+    lo = (math.ulp(0.0) if real else 1) if lo is None else lo
+    _check_arg(isinstance(v, kinds) and not isinstance(v, (bool, np.bool_)) and lo <= v < hi
+               and abs(v) <= sys.float_info.max, f"{name} must be {what}, got {_shown(v)}")
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _check_reals(name, a, ndim=None, lo=-math.inf):  # -> a as a float64 array of finite reals >= lo
+    raw = np.asarray(a)
+    _check_arg(raw.dtype.kind in "iuf" and raw.size and ndim in (None, raw.ndim)
+               and np.all(np.isfinite(raw) & (raw >= lo)), f"{name} must be "
+               f"{'a 1-D array' if ndim == 1 else 'a number or an array'} of finite real numbers"
+               f"{f' >= {lo}' if lo > -math.inf else ''}, got {_shown(a)}")
+    return raw.astype(np.float64)
+
+
+def _check_nm(nm):  # covering_constant's and covering_parts': the dict of norm_measures
+    keys = {"qk_fro", "v_21", "v_spec", "o_spec", "B_X", "L_after"}
+    _check_arg(isinstance(nm, dict) and keys <= set(nm), f"nm must be the dict returned by "
+               f"norm_measures, got {_shown(nm)}")
+
+
+def _shown(v):  # a value in a few words, on one line: an array's shape and dtype, else its repr
+    if isinstance(v, np.ndarray):
+        return f"shape {v.shape}, dtype {v.dtype}"
+    return f"{' '.join(repr(v).split()):.60}"
+
+
 if __name__ == "__main__":
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted)    # Ctrl-C in the report: one line, no trace
     sys.exit(main(sys.argv[1:]))

@@ -170,6 +170,7 @@ def check_sample_size(m, T, budget=0.5):
         gib = f"{need / 2**30:.1f}" if need <= 2**62 else short(need >> 30)
         raise ValueError(f"m={short(m)} samples of T={short(T)} bits need about {gib} GiB to "
                          f"draw; this machine allows {budget * mem / 2**30:.1f} GiB: ask for fewer")
+    return m
 
 
 def check_bits(name, A):

@@ -488,7 +488,7 @@ def sample_unambiguous(task, m, rng, max_tries=1000):
     sets, a ValueError says m is too small to identify S at this T.
     """
     task, rng = _task_arg(task), check_rng(rng)
-    m = _int("m", m, 1)
+    m = check_sample_size(_int("m", m, 1), task.T)   # before numpy is asked for the memory
     max_tries = _int("max_tries", max_tries, 1, SETS_MAX)
     for _ in range(max_tries):
         X, y = task.sample(m, rng)
@@ -561,7 +561,7 @@ def ambiguity_probability(task, m, rng, n_sets):
     are compatible with more than one hypothesis -> float in [0, 1]: the rejection rate of
     sample_unambiguous at this m (Section 5), non-increasing in m on average."""
     task, rng = _task_arg(task), check_rng(rng)
-    m = _int("m", m, 1)
+    m = check_sample_size(_int("m", m, 1), task.T)   # before numpy is asked for the memory
     n_sets = _int("n_sets", n_sets, 1, SETS_MAX)
     bad = 0
     for _ in range(n_sets):
