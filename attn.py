@@ -441,7 +441,7 @@ def loss_and_grads(p, cfg, X, y, rng=None):
     """Mean logistic loss, its gradient dict and the logits [B]. rng: dropout's generator, as in
     model_forward."""
     check_call(p, cfg, X, rng)
-    check_01("y", y, lambda s: s == X.shape[:1], f"of shape {X.shape[:1]} (labels)")
+    check_binary("y", y, lambda s: s == X.shape[:1], f"of shape {X.shape[:1]} (labels)")
     z, cache = _model_forward(p, cfg, X, False, rng)
     loss, c_loss = logistic_forward(z, y)
     return loss, _model_backward(logistic_backward(1.0, c_loss), p, cfg, cache), z
@@ -637,7 +637,7 @@ def check_params(p, cfg):  # p: exactly cfg's parameters, each an array of its s
                          f"{describe(p[k])}")
 
 
-def check_01(name, v, ok, form, values=True):  # v: a numpy array `form` (ok(shape)) of 0s and 1s
+def check_binary(name, v, ok, form, values=True):  # v: a numpy array `form` (ok(shape)) of 0s and 1s
     if not (isinstance(v, np.ndarray) and v.dtype.kind in "biuf" and ok(v.shape) and not (
             values and v.dtype != bool and ((v != 0) & (v != 1)).any())):
         raise ValueError(f"{name} must be a numpy array {form} of 0s and 1s, got {describe(v)}")
@@ -645,7 +645,7 @@ def check_01(name, v, ok, form, values=True):  # v: a numpy array `form` (ok(sha
 
 def check_call(p, cfg, X, rng=None):  # the model's doors: cfg, params, bits X, dropout's rng
     check_params(p, cfg)
-    check_01("X", X, lambda s: len(s) == 2 and s[0] >= 1 and s[1] == cfg["T"],
+    check_binary("X", X, lambda s: len(s) == 2 and s[0] >= 1 and s[1] == cfg["T"],
              f"[batch >= 1, T={cfg['T']}]")
     if not (rng is None or isinstance(rng, np.random.Generator)):
         raise ValueError(f"rng must be None or a numpy Generator, got {describe(rng)}")
