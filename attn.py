@@ -637,7 +637,7 @@ def check_params(p, cfg):  # p: exactly cfg's parameters, each an array of its s
                          f"{describe(p[k])}")
 
 
-def check_binary(name, v, ok, form, values=True):  # v: a numpy array `form` (ok(shape)) of 0s and 1s
+def check_binary(name, v, ok, form, values=True):  # v: a numpy array `form` (ok(shape)) of 0s, 1s
     if not (isinstance(v, np.ndarray) and v.dtype.kind in "biuf" and ok(v.shape) and not (
             values and v.dtype != bool and ((v != 0) & (v != 1)).any())):
         raise ValueError(f"{name} must be a numpy array {form} of 0s and 1s, got {describe(v)}")

@@ -429,7 +429,7 @@ def check_call(p, cfg, X, versions=None):
     versions in the model's dtype."""
     attn.check_config(cfg)
     attn.check_binary("X", X, lambda s: len(s) in (2, 3) and s[-2] >= 1 and s[-1] == cfg["T"],
-                  f"[batch >= 1, T={cfg['T']}] (or [runs, batch, T])", values=versions is None)
+                      f"[batch >= 1, T={cfg['T']}] (or [runs, batch, T])", values=versions is None)
     check_stack(p, cfg, X.shape[0] if X.ndim == 3 else None)
     shape, dt = X.shape[:-1] + (2 * cfg["T"],), np.dtype(cfg["dtype"])
     if versions is not None and not (isinstance(versions, np.ndarray) and versions.dtype == dt
@@ -465,7 +465,7 @@ def check_backward(dz, p, cfg, c):  # model_backward's: the forward's cache, dz 
 
 
 def check_versions_call(X, dtype):  # two_versions': bits [B, T] or [R, B, T], a float dtype
-    attn.check_binary("X", X, lambda s: len(s) in (2, 3) and s[-2] >= 1, "[batch >= 1, T] (or [runs, "
-                  "batch, T])")
+    attn.check_binary("X", X, lambda s: len(s) in (2, 3) and s[-2] >= 1,
+                      "[batch >= 1, T] (or [runs, batch, T])")
     if dtype not in ("float32", "float64", np.float32, np.float64):
         raise ValueError(f"dtype must be 'float32' or 'float64', got {attn.describe(dtype)}")
