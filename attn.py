@@ -399,7 +399,7 @@ def _model_forward(p, cfg, X, full, rng):
 
 def model_backward(dz, p, cfg, c):  # dz [B] -> {name: gradient of sum(dz * logits)}
     """Gradients for every parameter, of a call of model_forward or full_model_forward."""
-    check_backward(dz, p, cfg, c)
+    _check_backward(dz, p, cfg, c)
     return _model_backward(dz, p, cfg, c)
 
 
@@ -651,7 +651,7 @@ def check_call(p, cfg, X, rng=None):  # the model's doors: cfg, params, bits X, 
         raise ValueError(f"rng must be None or a numpy Generator, got {describe(rng)}")
 
 
-def check_backward(dz, p, cfg, c):  # model_backward's: dz of the logits' shape, the forward's cache
+def _check_backward(dz, p, cfg, c):  # model_backward's: dz of the logits' shape, its cache
     check_params(p, cfg)
     if not (isinstance(c, ModelCache) and isinstance(dz, np.ndarray) and dz.dtype.kind in "biuf"
             and dz.shape == c.f.shape[:1]):

@@ -135,7 +135,7 @@ def two_versions(X, dtype):  # [R, B, T] (or [B, T]) bits -> [R, B, 2T]: [1 - X,
     """Which version of each position a sample holds: column t is bit 0, column T + t bit 1.
     dtype: the model's, float32 or float64. A full-batch run builds it once and passes it to
     model_forward as `versions`, which then does not rebuild (or re-read) it every step."""
-    check_versions_call(X, dtype)
+    _check_versions_call(X, dtype)
     return _two_versions(X, np.dtype(dtype))
 
 
@@ -327,7 +327,7 @@ def model_forward(p, cfg, X, versions=None):
     and the cache. versions: two_versions(X, dtype) kept by a caller whose X never changes (a
     full-batch run); it must be exactly that matrix (its shape and dtype are checked, not its
     values). No dropout here: its per-sample masks break the two versions (attn.py runs it)."""
-    check_call(p, cfg, X, versions)
+    _check_call(p, cfg, X, versions)
     return _model_forward(p, cfg, X, versions)
 
 
@@ -354,7 +354,7 @@ def _forward(p, cfg, X, versions):
 
 def model_backward(dz, p, cfg, c):  # dz [R, B] (or [B] for one run) -> gradient dict
     """Gradients of sum(dz * logits) for every parameter, of one model_forward call."""
-    check_backward(dz, p, cfg, c)
+    _check_backward(dz, p, cfg, c)
     return _model_backward(dz, p, cfg, c)
 
 
@@ -392,8 +392,8 @@ def loss_and_grads(p, cfg, X, y, weights=None, versions=None):
     """attn.loss_and_grads for a stack (X [R, B, T], y [R, B]): each run's loss [R] (sum(weights *
     loss) per run when weights [R, B] are given), each run's gradients of its own loss, and the
     logits; or for one run as a stack of one. versions: see model_forward."""
-    check_call(p, cfg, X, versions)
-    check_targets(y, weights, X.shape[:-1])
+    _check_call(p, cfg, X, versions)
+    _check_targets(y, weights, X.shape[:-1])
     z, cache = _model_forward(p, cfg, X, versions)
     loss, c_loss = logistic_forward(z, y, weights)
     return loss, _model_backward(attn.logistic_backward(1.0, c_loss), p, cfg, cache), z
@@ -423,14 +423,14 @@ def cls_attention_mean(p, cfg, X):  # one run, X [B, T] -> [T+1], [T+1, H]
 # ---------------------------------------------------------------------------------------------
 # the doors' checks, on attn.py's: one line naming the value
 
-def check_call(p, cfg, X, versions=None):
+def _check_call(p, cfg, X, versions=None):
     """The doors' arguments: X bits [B, T] or [R, B, T] (their values unless `versions` were kept
     from them), p one run's parameters or each with a leading axis of R runs, versions X's two
     versions in the model's dtype."""
     attn.check_config(cfg)
     attn.check_binary("X", X, lambda s: len(s) in (2, 3) and s[-2] >= 1 and s[-1] == cfg["T"],
                       f"[batch >= 1, T={cfg['T']}] (or [runs, batch, T])", values=versions is None)
-    check_stack(p, cfg, X.shape[0] if X.ndim == 3 else None)
+    _check_stack(p, cfg, X.shape[0] if X.ndim == 3 else None)
     shape, dt = X.shape[:-1] + (2 * cfg["T"],), np.dtype(cfg["dtype"])
     if versions is not None and not (isinstance(versions, np.ndarray) and versions.dtype == dt
                                      and versions.shape == shape):
@@ -438,7 +438,7 @@ def check_call(p, cfg, X, versions=None):
                          f"{shape} and dtype {dt}, got {attn.describe(versions)}")
 
 
-def check_targets(y, weights, shape):  # the loss's labels 0 and 1 and weights >= 0, of `shape`
+def _check_targets(y, weights, shape):  # the loss's labels 0 and 1, weights >= 0, of `shape`
     attn.check_binary("y", y, lambda s: s == shape, f"of shape {shape} (labels)")
     if weights is not None and not (isinstance(weights, np.ndarray) and weights.dtype.kind in "biuf"
                                     and weights.shape == shape and not (weights.size and not (
@@ -447,7 +447,7 @@ def check_targets(y, weights, shape):  # the loss's labels 0 and 1 and weights >
                          f"{attn.describe(weights)}")
 
 
-def check_stack(p, cfg, R):  # attn.check_params on a stack of R runs (R None: one run)
+def _check_stack(p, cfg, R):  # attn.check_params on a stack of R runs (R None: one run)
     if R is not None and not (isinstance(p, dict) and all(isinstance(v, np.ndarray) and
                                                           v.shape[:1] == (R,) for v in p.values())):
         raise ValueError(f"params must each have a leading axis of R={R} runs, as X [runs, batch, "
@@ -455,16 +455,16 @@ def check_stack(p, cfg, R):  # attn.check_params on a stack of R runs (R None: o
     attn.check_params(p if R is None else {k: v[0] for k, v in p.items()}, cfg)
 
 
-def check_backward(dz, p, cfg, c):  # model_backward's: the forward's cache, dz of its logits' shape
+def _check_backward(dz, p, cfg, c):  # model_backward's: the forward's cache, dz of its logits
     if not (isinstance(c, ModelCache) and isinstance(dz, np.ndarray) and dz.dtype.kind in "biuf"
             and dz.shape == c.f.shape[c.single:-1]):
         raise ValueError(f"model_backward needs the cache fast.model_forward returned and dz, "
                          f"numbers of its logits' shape, got cache {attn.describe(c)}, dz "
                          f"{attn.describe(dz)}")
-    check_stack(p, cfg, None if c.single else c.f.shape[0])
+    _check_stack(p, cfg, None if c.single else c.f.shape[0])
 
 
-def check_versions_call(X, dtype):  # two_versions': bits [B, T] or [R, B, T], a float dtype
+def _check_versions_call(X, dtype):  # two_versions': bits [B, T] or [R, B, T], a float dtype
     attn.check_binary("X", X, lambda s: len(s) in (2, 3) and s[-2] >= 1,
                       "[batch >= 1, T] (or [runs, batch, T])")
     if dtype not in ("float32", "float64", np.float32, np.float64):

@@ -26,6 +26,7 @@ DECAYED = ("W_Q", "W_K", "W_V", "W_O", "W_1", "W_2", "w")
 # parameter but these, and a run may freeze one LayerNorm's (issue 38's interventions).
 LAYERNORMS = {"ln1": ("ln1_g", "ln1_b"), "ln2": ("ln2_g", "ln2_b"), "lnf": ("lnf_g", "lnf_b")}
 DECAYS = ("all", "matrices", "except-ln")
+STATE = {"t", "shapes", "decayed", "frozen", "flat", "m", "v"}   # the keys of every adam_init state
 
 
 def one_buffer(params):
@@ -49,7 +50,7 @@ def adam_init(params, decay="all", frozen=(), scales=None):
     its eps eps / c, its weight decay wd / c^2 when added to the gradient (Adam) and wd / c when
     decoupled (AdamW: lr wd is unchanged). P / c then follows W's trajectory, step for step, and
     bit for bit when c is a power of 2 (every product and sum is then scaled exactly)."""
-    check_init(params, decay, frozen, scales)
+    _check_init(params, decay, frozen, scales)
     scales = {k: float(c) for k, c in (scales or {}).items()} or None
     frozen = frozenset(frozen)
     ln = {k for names in LAYERNORMS.values() for k in names}
@@ -85,7 +86,7 @@ def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8, decouple
     are, whatever their gradient. lr >= 0, wd >= 0, 0 <= b1, b2 < 1, eps >= 0, as torch asks. Each
     product is written in the order the flat buffer's step computes it (p wd lr, step_size m),
     so the two give the same bits."""
-    check_step(params, grads, state, lr, wd, b1, b2, eps)
+    _check_step(params, grads, state, lr, wd, b1, b2, eps)
     state["t"] += 1
     t = state["t"]
     if state["flat"] is not None:
@@ -202,14 +203,14 @@ def _flat_buffer(params):
 # adam_init's and adam_step's arguments, once a call, a few comparisons (no array is read): the
 # first wrong one refused in one line that names it and says what is allowed
 
-def check_rules(*rules):  # each rule (name, value, ok, what is allowed): ValueError where not ok
+def _check_rules(*rules):  # each rule (name, value, ok, what is allowed): ValueError if not ok
     for name, v, _, allowed in (rule for rule in rules if not rule[2]):
         raise ValueError(f"{name} must be {allowed}, got {reprlib.repr(v)}".replace("\n", " "))
 
 
-def check_init(params, decay, frozen, scales):  # adam_init's
+def _check_init(params, decay, frozen, scales):  # adam_init's
     names = params.keys() if isinstance(params, dict) else {}.keys()
-    check_rules(("params", params, names, "a non-empty dict of arrays (attn.init_params)"),
+    _check_rules(("params", params, names, "a non-empty dict of arrays (attn.init_params)"),
                 ("decay", decay, decay in DECAYS, f"one of {DECAYS}"),
                 ("frozen", frozen, isinstance(frozen, (tuple, list, set, frozenset))
                  and names >= set(frozen), "a collection of names of params"),
@@ -217,10 +218,10 @@ def check_init(params, decay, frozen, scales):  # adam_init's
                  names and all(0 < c < 1e308 for c in scales.values()), "None or {param: c > 0}"))
 
 
-def check_step(params, grads, state, lr, wd, b1, b2, eps):  # adam_step's
-    check_rules(("state", state, isinstance(state, dict) and "shapes" in state, "adam_init's"))
+def _check_step(params, grads, state, lr, wd, b1, b2, eps):  # adam_step's
+    _check_rules(("state", state, isinstance(state, dict) and STATE <= state.keys(), "adam_init's"))
     same = lambda d: isinstance(d, dict) and state["shapes"] == {k: np.shape(d[k]) for k in d}
-    check_rules(("params", params, same(params) and (state["flat"] is None or all(
+    _check_rules(("params", params, same(params) and (state["flat"] is None or all(
         params[k] is state["views"][k] for k in params)), "adam_init's, updated in place"),
                 ("grads", grads, same(grads), "arrays of the parameters' names and shapes"),
                 ("lr, wd, b1, b2, eps", (lr, wd, b1, b2, eps), all(
