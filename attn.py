@@ -84,7 +84,7 @@ def init_params(cfg, rng, std=0.02):
     With pos_init "zero", E_pos is drawn and then set to 0, so every other parameter is the one
     the same rng gives with "normal" (paired comparisons)."""
     if not (isinstance(rng, np.random.Generator) and isinstance(std, (int, float, np.integer,
-            np.floating)) and std is not True and 0 <= std <= FLOAT_MAX):
+            np.floating)) and not isinstance(std, bool) and 0 <= std <= FLOAT_MAX):
         raise ValueError(f"init_params needs rng a numpy Generator and std a finite number >= 0,"
                          f" got rng={describe(rng)}, std={describe(std)}")
     shapes, dt = param_shapes(cfg), np.dtype(cfg["dtype"])
