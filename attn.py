@@ -13,39 +13,31 @@ The reference, in textbook numpy, one run at a time, top to bottom: the configur
 each `thing_forward(...) -> (out, cache)` beside its `thing_backward(dout, cache) -> grads` whose
 lines name the forward line they differentiate; the model in two exact forms (`model_forward` runs
 only the [CLS] query row, the only one that reaches the output; `full_model_forward` the literal
-f_tf-layer); the loss; the checks; the self-check: `python attn.py` checks every backward against
-central differences and the definitions themselves, and prints one line. numpy alone (training
-computes the same model with fast.py, pinned to this file by test_all.py).
+f_tf-layer); the loss; the self-check: `python attn.py` checks every backward against central
+differences and the definitions themselves, and prints one line; last, the argument checks. numpy
+alone (training computes the same model with fast.py, pinned to this file by test_all.py).
 
 Shape letters: B batch, T bits (N = T + 1 rows with [CLS]), d width, H heads, e = d / H a head's
 width, k MLP hidden units. Parameters are a plain dict of named arrays, the configuration a plain
 dict `cfg`; everything keeps the parameters' dtype (float32 or float64). The ops take what numpy
-takes; the model's entry points refuse a wrong argument in one line naming it: a ValueError, or
-WrongType (a ValueError and a TypeError) for a wrong type.
+takes; the model's entry points (default_config, init_params, model_forward, full_model_forward,
+model_backward, loss_and_grads, cls_attention) check the caller's arguments once, at the door: a
+one-line ValueError naming the value and what is allowed.
 """
 import collections
-import math
 import os
 import reprlib
 import signal
 import sys
 
-
-def _interrupted(signum, frame):  # `python attn.py` has nothing to save: one line, exit 130 now
-    sys.stderr.write("\nattn.py: interrupted\n")
-    os._exit(130)
-
-
-if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, _interrupted)        # before numpy loads: Ctrl-C is never a trace
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 VOCAB = 2                                           # the tasks are Boolean: one token per bit
 LN_EPS = 1e-5                                       # LayerNorm's variance floor
 GELU_C = (2.0 / np.pi) ** 0.5                       # GELU's tanh form: C = sqrt(2 / pi)
 ATTN_KEYS = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O")   # a head's weights
 POS_INITS, FLOAT_DTYPES = ("normal", "zero"), ("float32", "float64")
+FLOAT_MAX = float(np.finfo(np.float64).max)      # 10**400 is an int no float holds
 
 
 # ---------------------------------------------------------------------------------------------
@@ -67,9 +59,6 @@ CONFIG_DEFAULTS = dict(   # the experiment's model; a cfg has exactly these keys
 def default_config(**overrides):
     """CONFIG_DEFAULTS with `overrides`, checked. default_config(heads=1, mlp=0, ln=False) is the
     theory's single head f_tf-head."""
-    unknown = sorted(set(overrides) - set(CONFIG_DEFAULTS))
-    if unknown:
-        raise ValueError(f"unknown config key(s) {unknown}; allowed: {sorted(CONFIG_DEFAULTS)}")
     return check_config({**CONFIG_DEFAULTS, **overrides})
 
 
@@ -94,13 +83,11 @@ def init_params(cfg, rng, std=0.02):
     """Section 5 init: weights and embeddings N(0, std^2), biases 0, LayerNorm gain 1, shift 0.
     With pos_init "zero", E_pos is drawn and then set to 0, so every other parameter is the one
     the same rng gives with "normal" (paired comparisons)."""
-    check_rng(rng)
-    check_number("std", std, REALS, 0, math.inf, "a finite number >= 0 (the init's standard "
-                 "deviation)")
+    if not (isinstance(rng, np.random.Generator) and isinstance(std, (int, float, np.integer,
+            np.floating)) and not isinstance(std, bool) and 0 <= std <= FLOAT_MAX):
+        raise ValueError(f"init_params needs rng a numpy Generator and std a finite number >= 0,"
+                         f" got rng={describe(rng)}, std={describe(std)}")
     shapes, dt = param_shapes(cfg), np.dtype(cfg["dtype"])
-    check_memory(sum(math.prod(s) for s in shapes.values()) * (dt.itemsize + 8), f"a model of "
-                 f"T={cfg['T']}, d={cfg['d']}, mlp={cfg['mlp']}", "for its parameters",
-                 "use a smaller T, d or mlp")
     p = {}
     for name, shape in shapes.items():                # biases (b...) and shifts (..._b) 0, gains 1
         if name.startswith("b") or name.endswith(("_g", "_b")):
@@ -344,29 +331,13 @@ def _ln_backward(grads, cfg, name, dy, cache):  # stores grads[name_g], grads[na
 
 
 HeadCache = collections.namedtuple("HeadCache", "full emb m_emb ln1 attn N")
-X_BITS = "a numpy array [batch, T] of bits (dtype bool, integer or float)"
 
 
 def head_forward(p, cfg, X, full=False, rng=None):  # [B, T] bits -> Attn(LN1(X))[CLS] [B, d]
     """Embedding, LN1 and the attention head on every example, read at [CLS], and the cache.
     full=False runs only the [CLS] query row; full=True the whole f_tf-layer, then takes its row.
     With an rng and cfg["dropout"] ([CLS] row only): dropout on the embeddings and attention.
-    Every argument is checked, and the memory the activations would take, before anything runs."""
-    check_config(cfg)
-    check_rng(rng, optional=True)
-    if not isinstance(full, (bool, np.bool_)):
-        raise refuse("full", full, "True or False", False)
-    check_array("X", X, "biuf", lambda s: len(s) == 2, X_BITS)
-    B, T, d, H = X.shape[0], cfg["T"], cfg["d"], cfg["heads"]
-    check_memory((12 * B * (T + 1) * d + 4 * B * H * (T + 1) * (1 + full * (T + 1))) * 8,
-                 f"T={T} with a batch of {B}", "of activations on the reference path",
-                 "use a smaller batch or T, or fast.py")
-    check_params(p, cfg)
-    if X.shape[1] != T:
-        raise ValueError(f"X has T={X.shape[1]} columns but the model has T={T}")
-    if B < 1:
-        raise ValueError("X must hold at least one example")
-    check_01("X", X, "bits")
+    The model's steps (the doors below check the caller's arguments)."""
     x0, c_emb = embed_forward(X.astype(np.intp, copy=False), p["E_tok"], p["E_pos"], p["cls"])
     m_emb = None                    # dropout on the T token embeddings ([CLS] is a parameter)
     if cfg["dropout"] and rng is not None:
@@ -382,11 +353,6 @@ def head_forward(p, cfg, X, full=False, rng=None):  # [B, T] bits -> Attn(LN1(X)
 
 
 def head_backward(dout, p, cfg, c):  # [B, d] -> {E_tok, E_pos, cls, ln1_g, ln1_b, W_Q, ..., b_O}
-    check_params(p, cfg)
-    if not isinstance(c, HeadCache):
-        raise WrongType(f"cache must be the cache that head_forward returned, got {describe(c)}")
-    check_array("dout", dout, "f", (c.emb.shape[0], cfg["d"]), "a numpy float array of shape "
-                "{shape}")
     if not c.full:
         dxn, g = attention_cls_backward(dout, c.attn)
     else:                                     # forward: out = out_all[:, -1]
@@ -406,16 +372,18 @@ ModelCache = collections.namedtuple("ModelCache", "head m_attn ln2 mlp m_mlp lnf
 def model_forward(p, cfg, X, rng=None):  # [B, T] bits -> logits [B], cache
     """Logits of the experiment's model on bit strings X [B, T], the [CLS] row only (exact).
     rng: a generator for dropout (training); without it dropout is off, as at evaluation."""
+    check_call(p, cfg, X, rng)
     return _model_forward(p, cfg, X, False, rng)
 
 
 def full_model_forward(p, cfg, X):  # [B, T] bits -> logits [B], cache
     """The same logits through the literal f_tf-layer (every position queries): the check that the
     [CLS] row alone is exact. O(B H N^2)."""
+    check_call(p, cfg, X)
     return _model_forward(p, cfg, X, True, None)
 
 
-def _model_forward(p, cfg, X, full, rng):            # head_forward checks the arguments
+def _model_forward(p, cfg, X, full, rng):
     attn, c_head = head_forward(p, cfg, X, full, rng)
     attn, m_attn = dropout_forward(attn, cfg["dropout"], rng)        # residual-branch dropout
     h = p["cls"] + attn                                              # residual at [CLS]
@@ -431,11 +399,11 @@ def _model_forward(p, cfg, X, full, rng):            # head_forward checks the a
 
 def model_backward(dz, p, cfg, c):  # dz [B] -> {name: gradient of sum(dz * logits)}
     """Gradients for every parameter, of a call of model_forward or full_model_forward."""
-    check_params(p, cfg)
-    if not isinstance(c, ModelCache):
-        raise WrongType(f"cache must be the cache that model_forward returned, got {describe(c)}")
-    check_array("dz", dz, "biuf", c.f.shape[:1], "a numpy array of numbers in the logits' shape "
-                "{shape}")
+    _check_backward(dz, p, cfg, c)
+    return _model_backward(dz, p, cfg, c)
+
+
+def _model_backward(dz, p, cfg, c):
     g = dict(w=c.f.T @ dz, b=dz.sum(0, keepdims=True))               # forward: z = f @ w + b
     dh = _ln_backward(g, cfg, "lnf", dz[:, None] * p["w"], c.lnf)   # forward: f = LNf(h)
     if cfg["mlp"]:                                          # forward: h = h + drop(MLP(LN2(h)))
@@ -449,6 +417,7 @@ def model_backward(dz, p, cfg, c):  # dz [B] -> {name: gradient of sum(dz * logi
 
 def cls_attention(p, cfg, X):  # [B, T] bits -> [B, H, T+1]
     """[CLS] attention weights per example and head (last column: [CLS] attending to itself)."""
+    check_call(p, cfg, X)
     return head_forward(p, cfg, X)[1].attn.A
 
 
@@ -471,140 +440,11 @@ def logistic_backward(dloss, cache):  # forward: loss = sum(w * (softplus(z) - y
 def loss_and_grads(p, cfg, X, y, rng=None):
     """Mean logistic loss, its gradient dict and the logits [B]. rng: dropout's generator, as in
     model_forward."""
-    check_array("X", X, "biuf", lambda s: len(s) == 2, X_BITS)
-    check_labels(y, X.shape[:-1], "X's rows")
-    z, cache = model_forward(p, cfg, X, rng)
+    check_call(p, cfg, X, rng)
+    check_binary("y", y, lambda s: s == X.shape[:1], f"of shape {X.shape[:1]} (labels)")
+    z, cache = _model_forward(p, cfg, X, False, rng)
     loss, c_loss = logistic_forward(z, y)
-    return loss, model_backward(logistic_backward(1.0, c_loss), p, cfg, cache), z
-
-
-# ---------------------------------------------------------------------------------------------
-# the caller's arguments, checked at the model's entry points: one line that names the argument
-
-class WrongType(ValueError, TypeError):
-    """A wrong type: a ValueError like every refusal here, a TypeError for callers expecting one."""
-
-
-def describe(v):  # what a caller gave, in a few words: 5, 'cls', [[0, 1], ...], an array's shape
-    if isinstance(v, np.ndarray):
-        return f"an array of shape {v.shape} and dtype {v.dtype}"
-    plain = (type(None), int, float, complex, str, list, tuple, dict, type, np.generic, np.dtype)
-    return reprlib.repr(v) if isinstance(v, plain) else f"an object of type {type(v).__name__}"
-
-
-def refuse(name, v, what, right_type, hint=""):  # the one-line error; WrongType: a wrong type
-    return (ValueError if right_type else WrongType)(
-        f"{name} must be {what}, got {describe(v)}{hint}")
-
-
-INTS, REALS = (int, np.integer), (int, float, np.integer, np.floating)
-FLOAT_MAX = float(np.finfo(np.float64).max)       # 10**400 is an int no float holds: refused
-
-
-def check_number(name, v, types, lo, hi=math.inf, what=None, bools=False):
-    """v (a numpy scalar as the Python number) when it is of `types` (INTS or REALS; bools only
-    where `bools`), lo <= v < hi and within a float's range; else refuse's one line "{name} must
-    be {what}", '{lo}' and '{hi}' filled in (by default "an integer >= {lo}" or "a finite number
-    >= {lo}", and "< {hi}" where hi is finite)."""
-    right_type = isinstance(v, types) and (bools or not isinstance(v, (bool, np.bool_)))
-    if not (right_type and lo <= v < hi and -FLOAT_MAX <= v <= FLOAT_MAX):
-        if what is None:
-            what = ("an integer" if types == INTS else "a finite number") + " >= {lo}" + (
-                " and < {hi}" if hi < math.inf else "")
-        raise refuse(name, v, what.format(lo=lo, hi=hi), right_type)
-    return v.item() if isinstance(v, np.generic) else v
-
-
-def check_rng(rng, optional=False):  # a numpy Generator; None too where optional (dropout off)
-    if not (isinstance(rng, np.random.Generator) or (optional and rng is None)):
-        raise refuse("rng", rng, "a numpy Generator such as np.random.default_rng(seed)"
-                     + " or None" * optional, False)
-    return rng
-
-
-def check_choice(name, v, allowed):  # v one of the strings `allowed` (never hashed: a str only)
-    if not (isinstance(v, str) and v in allowed):
-        raise refuse(name, v, f"one of {', '.join(allowed)}", isinstance(v, str))
-
-
-def check_array(name, v, kinds, shape, what):
-    """v a numpy array whose dtype has a kind in `kinds` ("biuf": bool, integer or float) or is one
-    of `kinds` (a tuple of dtypes), else WrongType; of `shape` (a tuple, or a test of the shape),
-    else ValueError. Both say "{name} must be {what}", '{shape}' filled in."""
-    right_type = isinstance(v, np.ndarray) and (v.dtype.kind in kinds if isinstance(kinds, str)
-                                                else v.dtype in kinds)
-    if not (right_type and (v.shape == shape if isinstance(shape, tuple) else shape(v.shape))):
-        hint = f": pass np.asarray({name})" if isinstance(v, (list, tuple)) else ""
-        raise refuse(name, v, what.format(shape=shape), right_type, hint)
-
-
-def check_01(name, v, what):  # v's values 0 and 1 only: one scan, none for a bool array
-    check_array(name, v, "biuf", lambda s: True, f"a numpy array of {what} (dtype bool, integer "
-                "or float)")
-    if v.dtype != np.bool_:
-        bad = (v != 0) & (v != 1)                                    # NaN fails both comparisons
-        if bad.any():
-            raise ValueError(f"{name} must hold {what} 0 and 1 only, got {v[bad].flat[0].item()!r}")
-
-
-def check_config(cfg):  # -> cfg, every key present and allowed
-    if not isinstance(cfg, dict):
-        raise WrongType(f"cfg must be a dict from default_config(...), got {describe(cfg)}")
-    missing, unknown = set(CONFIG_DEFAULTS) - set(cfg), set(cfg) - set(CONFIG_DEFAULTS)
-    if missing or unknown:
-        raise ValueError(f"cfg is missing key(s) {sorted(missing)}: build it with default_config("
-                         f"...), which fills in every key it is not given" if missing else
-                         f"unknown config key(s) {sorted(unknown, key=str)} in cfg; allowed: "
-                         f"{sorted(CONFIG_DEFAULTS)}: build it with default_config(...)")
-    for key, lo in (("T", 1), ("d", 1), ("heads", 1), ("mlp", 0)):
-        check_number(key, cfg[key], INTS, lo, math.inf, "an integer >= {lo}")
-    if cfg["d"] % cfg["heads"]:
-        raise ValueError(f"d={cfg['d']} must be a multiple of heads={cfg['heads']}")
-    check_choice("act", cfg["act"], ACTIVATIONS)
-    check_choice("pos_init", cfg["pos_init"], POS_INITS)
-    if str(cfg["dtype"]) not in FLOAT_DTYPES:
-        raise refuse("dtype", cfg["dtype"], "'float32' or 'float64'", True)
-    if not isinstance(cfg["ln"], (bool, np.bool_)):
-        raise refuse("ln", cfg["ln"], "True or False", False)
-    check_number("dropout", cfg["dropout"], REALS, 0, 1, "a probability in [0, 1)", bools=True)
-    return cfg
-
-
-def check_params(p, cfg):  # p exactly cfg's parameters, each a numpy array of its shape and dtype
-    want, dt = param_shapes(cfg), np.dtype(cfg["dtype"])
-    if not isinstance(p, dict):
-        raise WrongType(f"params must be a dict of arrays from init_params(cfg, rng), got "
-                        f"{describe(p)}")
-    if set(p) != set(want):
-        raise ValueError(f"params do not match cfg (mlp={cfg['mlp']}, ln={cfg['ln']}): missing "
-                         f"{sorted(set(want) - set(p))}, unexpected "
-                         f"{sorted(set(p) - set(want), key=str)}")
-    what = (f"a numpy array of shape {{shape}} and dtype {dt}, as cfg (T={cfg['T']}, d={cfg['d']}, "
-            f"mlp={cfg['mlp']}) needs")
-    for k, shape in want.items():
-        check_array("param " + k, p[k], (dt,), shape, what)
-
-
-def check_labels(y, shape, of):  # labels 0 and 1, one per logit: `shape`, the shape `of` says
-    check_array("y", y, "biuf", shape, "a numpy array of shape {shape} (one label per example) "
-                f"of labels 0 and 1 (dtype bool, integer or float), as {of}")
-    check_01("y", y, "labels")
-
-
-def physical_memory():
-    """Bytes of physical memory (os.sysconf), or None where the system does not say."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def check_memory(need, what, of, advice):  # need bytes within half of physical memory
-    check_number("need", need, REALS, 0, math.inf, "a number of bytes >= 0")
-    limit = 0.5 * (physical_memory() or math.inf)
-    if need > limit:
-        raise ValueError(f"{what} needs about {need / 2**30:.1f} GiB {of}; this machine allows "
-                         f"{limit / 2**30:.1f} GiB: {advice}")
+    return loss, _model_backward(logistic_backward(1.0, c_loss), p, cfg, cache), z
 
 
 # ---------------------------------------------------------------------------------------------
@@ -619,21 +459,15 @@ CHECK_CFGS = dict(model=dict(), **{"model, relu, no ln": dict(act="relu", ln=Fal
 
 
 def rel_error(a, b):  # [...], [...] -> ||a - b|| / max(||a||, ||b||, 1e-300) (nan with a nan)
-    for name, v in (("a", a), ("b", b)):
-        if np.asarray(v).dtype.kind not in "biuf":
-            raise refuse(name, v, "an array (or array-like) of real numbers", False)
-    if np.shape(a) != np.shape(b):
-        raise ValueError(f"a and b must have one shape, got {np.shape(a)} and {np.shape(b)}")
+    if np.shape(a) != np.shape(b) or not all(np.asarray(v).dtype.kind in "biuf" for v in (a, b)):
+        raise ValueError(f"a and b must be arrays of real numbers of one shape, got {describe(a)} "
+                         f"and {describe(b)}")
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(a), np.linalg.norm(b), 1e-300))
 
 
 def numerical_gradient(f, x, h=1e-6):  # f: () -> scalar reading x; x [...] float64 -> [...]
     """Central differences (f(x + h e_i) - f(x - h e_i)) / 2h, x moved in place and restored."""
-    if not callable(f):
-        raise refuse("f", f, "a function of no arguments that returns a number", False)
-    check_array("x", x, "f", lambda s: True, "a numpy float array (moved in place)")
-    check_number("h", h, REALS, math.ulp(0.0), math.inf, "a finite step > 0")
     g = np.zeros(x.shape)
     for i in np.ndindex(x.shape):
         old = x[i]
@@ -647,7 +481,6 @@ def numerical_gradient(f, x, h=1e-6):  # f: () -> scalar reading x; x [...] floa
 
 
 def check_model(name, rng):  # -> cfg, parameters away from init (gains != 1, shifts != 0), X
-    check_choice("name", name, tuple(CHECK_CFGS))
     cfg = default_config(**{**dict(T=5, d=8, heads=2, mlp=6, dtype="float64"), **CHECK_CFGS[name]})
     p = init_params(cfg, rng, std=0.5)
     for k in p:
@@ -659,7 +492,6 @@ def gradient_checks(seed=0):
     """{check name: relative error} of every backward against central differences, op by op and
     for the whole model in every configuration: upstream gradient random (a sum or ones would
     leave softmax's and LayerNorm's input gradients exactly 0), inputs off-centre."""
-    check_number("seed", seed, INTS, 0, math.inf, "an integer >= {lo}")
     rng = np.random.default_rng(seed)
     r = lambda *shape: rng.standard_normal(shape) + 0.3          # off-centre
     errors = {}
@@ -712,9 +544,6 @@ def definition_checks(seed=0, n=20000):
     relative error of the [CLS]-row model against the full model's [CLS] row, logits and every
     gradient but b_K's (0 by softmax's shift invariance)}, and {"dropout": the worst entry's
     |mean - x| over n masks in standard errors |x| sqrt(p / ((1 - p) n))}."""
-    check_number("seed", seed, INTS, 0, math.inf, "an integer >= {lo}")
-    check_number("n", n, INTS, 1, math.inf, "an integer >= {lo}")
-    check_memory(n * 12 * 8 * 3, f"n={n} masks", "for dropout's mean", "use a smaller n")
     rng = np.random.default_rng(seed)
     errors = {}
     for name in CHECK_CFGS:
@@ -750,8 +579,6 @@ def self_check():
 
 
 def main(argv):  # `python attn.py`: one line on stdout; exit 0 when every check passes
-    if not (isinstance(argv, list) and all(isinstance(v, str) for v in argv)):
-        raise refuse("argv", argv, "a list of strings (the command line after attn.py)", False)
     if argv:
         sys.stderr.write(f"attn.py: unknown argument(s) {' '.join(argv)}: it takes none "
                          f"(`python attn.py` checks itself and prints one line)\n")
@@ -766,5 +593,72 @@ def main(argv):  # `python attn.py`: one line on stdout; exit 0 when every check
     return 0 if ok else 1
 
 
+def _interrupted(signum, frame):  # `python attn.py` has nothing to save: one line, exit 130 now
+    sys.stderr.write("\nattn.py: interrupted\n")
+    os._exit(130)
+
+
+# ---------------------------------------------------------------------------------------------
+# the caller's arguments, checked once at the model's doors: one line naming the value
+
+def describe(v):  # a caller's value in a few words, on one line: 5, 'cls', an array's shape
+    return (f"an array of shape {v.shape} and dtype {v.dtype}" if isinstance(v, np.ndarray)
+            else reprlib.repr(v).replace("\n", " "))
+
+
+def check_config(cfg):  # -> cfg: exactly CONFIG_DEFAULTS' keys, each with a value the model takes
+    if not isinstance(cfg, dict) or cfg.keys() != CONFIG_DEFAULTS.keys():
+        raise ValueError("cfg must be a dict of default_config(...)'s keys, " + (
+            f"missing or unknown: {sorted(cfg.keys() ^ CONFIG_DEFAULTS.keys(), key=str)}"
+            if isinstance(cfg, dict) else f"got {describe(cfg)}"))
+    whole = lambda k, lo=1: (isinstance(cfg[k], (int, np.integer)) and not isinstance(cfg[k], bool)
+                             and lo <= cfg[k] < 2 ** 63)
+    rules = dict(T=(whole("T"), "an integer >= 1"), heads=(whole("heads"), "an integer >= 1"),
+                 mlp=(whole("mlp", 0), "an integer >= 0"), d=(whole("d") and whole("heads") and cfg[
+                     "d"] % cfg["heads"] == 0, f"a multiple of heads={cfg['heads']}"),
+                 ln=(isinstance(cfg["ln"], (bool, np.bool_)), "True or False"),
+                 dropout=(isinstance(cfg["dropout"], (int, float, np.integer, np.floating))
+                          and 0 <= cfg["dropout"] < 1, "a probability in [0, 1)"),
+                 **{k: (str(cfg[k]) in v, " or ".join(map(repr, v))) for k, v in dict(
+                     act=tuple(ACTIVATIONS), dtype=FLOAT_DTYPES, pos_init=POS_INITS).items()})
+    for k in (k for k, (ok, _) in rules.items() if not ok):
+        raise ValueError(f"{k} must be {rules[k][1]}, got {describe(cfg[k])}")
+    return cfg
+
+
+def check_params(p, cfg):  # p: exactly cfg's parameters, each an array of its shape and dtype
+    want, dt = param_shapes(cfg), np.dtype(cfg["dtype"])
+    if not isinstance(p, dict) or p.keys() != want.keys():
+        raise ValueError(f"params must be the dict init_params(cfg, rng) gives, keys {list(want)}"
+                         f", got {sorted(p, key=str) if isinstance(p, dict) else describe(p)}")
+    for k in (k for k in want if not (isinstance(p[k], np.ndarray) and p[k].dtype == dt
+                                      and p[k].shape == want[k])):
+        raise ValueError(f"param {k} must be an array of shape {want[k]} and dtype {dt}, got "
+                         f"{describe(p[k])}")
+
+
+def check_binary(name, v, ok, form, values=True):  # v: a numpy array `form` (ok(shape)) of 0s, 1s
+    if not (isinstance(v, np.ndarray) and v.dtype.kind in "biuf" and ok(v.shape) and not (
+            values and v.dtype != bool and ((v != 0) & (v != 1)).any())):
+        raise ValueError(f"{name} must be a numpy array {form} of 0s and 1s, got {describe(v)}")
+
+
+def check_call(p, cfg, X, rng=None):  # the model's doors: cfg, params, bits X, dropout's rng
+    check_params(p, cfg)
+    check_binary("X", X, lambda s: len(s) == 2 and s[0] >= 1 and s[1] == cfg["T"],
+             f"[batch >= 1, T={cfg['T']}]")
+    if not (rng is None or isinstance(rng, np.random.Generator)):
+        raise ValueError(f"rng must be None or a numpy Generator, got {describe(rng)}")
+
+
+def _check_backward(dz, p, cfg, c):  # model_backward's: dz of the logits' shape, its cache
+    check_params(p, cfg)
+    if not (isinstance(c, ModelCache) and isinstance(dz, np.ndarray) and dz.dtype.kind in "biuf"
+            and dz.shape == c.f.shape[:1]):
+        raise ValueError(f"model_backward needs the cache model_forward returned and dz, numbers "
+                         f"of its logits' shape, got cache {describe(c)}, dz {describe(dz)}")
+
 if __name__ == "__main__":
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not where it is ignored
+        signal.signal(signal.SIGINT, _interrupted)    # Ctrl-C during the check: never a trace
     sys.exit(main(sys.argv[1:]))

@@ -14,8 +14,9 @@ Names, said once:
   - float32 or float64 is the dtype of the parameters. The attention (_attention_forward) falls
     back, run by run, where exp could overflow: the same shortcut in float64 for a float32 run, or
     attn.head_forward run by run; _attention_forward_split sends each run to the one it needs.
-  - The public functions check their arguments (the checks at the end); the model's steps inside
-    call the unchecked private ops (_layernorm_forward, ...), which the public ones wrap.
+  - The doors a caller uses (model_forward, model_backward, loss_and_grads, two_versions,
+    cls_attention_mean) check its arguments once, in one line each (the checks at the end); the
+    ops inside (layernorm_forward, linear_forward, mlp_forward, ...) take what numpy takes.
   - Caches are named tuples; an attention cache's `kind` says which of the four made it.
 
 The shortcut (_attention_forward): before LN1 each position holds one of only two vectors and the
@@ -42,7 +43,7 @@ def _row_sum(a):  # [..., n] -> [...]
     return a @ np.ones(a.shape[-1], a.dtype)
 
 
-def _layernorm_forward(x, g, b):  # [R, n, d], [R, d], [R, d] -> [R, n, d]
+def layernorm_forward(x, g, b):  # [R, n, d], [R, d], [R, d] -> [R, n, d]
     """attn.layernorm_forward per run; means by _row_sum, xhat written over x - mu (one buffer
     less)."""
     inv_d = 1.0 / x.shape[-1]
@@ -54,7 +55,7 @@ def _layernorm_forward(x, g, b):  # [R, n, d], [R, d], [R, d] -> [R, n, d]
     return y, (xhat, rstd, g)
 
 
-def _layernorm_backward(dy, cache):  # [R, n, d] -> dx [R, n, d], dg [R, d], db [R, d]
+def layernorm_backward(dy, cache):  # [R, n, d] -> dx [R, n, d], dg [R, d], db [R, d]
     xhat, rstd, g = cache
     dg, db = (dy * xhat).sum(1), dy.sum(1)              # forward: y = xhat * g + b
     dxhat = dy * g[:, None, :]
@@ -68,17 +69,17 @@ def _layernorm_backward(dy, cache):  # [R, n, d] -> dx [R, n, d], dg [R, d], db 
 def _ln_forward(p, cfg, name, x):  # attn.py's _ln_forward, a stack: LayerNorm `name` or identity
     if not cfg["ln"]:
         return x, None
-    return _layernorm_forward(x, p[name + "_g"], p[name + "_b"])
+    return layernorm_forward(x, p[name + "_g"], p[name + "_b"])
 
 
 def _ln_backward(grads, cfg, name, dy, cache):  # stores grads[name_g], grads[name_b]; -> dx
     if not cfg["ln"]:
         return dy
-    dx, grads[name + "_g"], grads[name + "_b"] = _layernorm_backward(dy, cache)
+    dx, grads[name + "_g"], grads[name + "_b"] = layernorm_backward(dy, cache)
     return dx
 
 
-def _linear_forward(x, W, b):
+def linear_forward(x, W, b):
     """y = x @ W + b, leading axes reshaped away so that each run is one BLAS product.
     A stack of R runs: x [R, ..., n], W [R, n, k], b [R, k]. One run: x [..., n], W [n, k], b [k]
     (baseline.py's MLP)."""
@@ -91,7 +92,7 @@ def _linear_forward(x, W, b):
     return y.reshape(x.shape[:-1] + (W.shape[1],)), (x, W)
 
 
-def _linear_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW, db
+def linear_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW, db
     """db by ones @ dy: numpy's column sum over many short rows is slower than BLAS."""
     x, W = cache
     if W.ndim == 3:
@@ -104,18 +105,18 @@ def _linear_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), d
     return dx, x2.T @ dy2, np.ones(dy2.shape[0], dy2.dtype) @ dy2
 
 
-def _mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # attn.mlp_forward on linear_forward
-    h, c1 = _linear_forward(x, W_1, b_1)
+def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # attn.mlp_forward on linear_forward
+    h, c1 = linear_forward(x, W_1, b_1)
     a, ca = attn.ACTIVATIONS[act][0](h)
-    y, c2 = _linear_forward(a, W_2, b_2)
+    y, c2 = linear_forward(a, W_2, b_2)
     return y, (c1, ca, c2, act)
 
 
-def _mlp_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW_1, db_1, dW_2, db_2
+def mlp_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW_1, db_1, dW_2, db_2
     c1, ca, c2, act = cache
-    da, dW_2, db_2 = _linear_backward(dy, c2)           # forward: y = a W_2 + b_2
+    da, dW_2, db_2 = linear_backward(dy, c2)            # forward: y = a W_2 + b_2
     dh = attn.ACTIVATIONS[act][1](da, ca)               # forward: a = act(h)
-    dx, dW_1, db_1 = _linear_backward(dh, c1, need_dx)  # forward: h = x W_1 + b_1
+    dx, dW_1, db_1 = linear_backward(dh, c1, need_dx)   # forward: h = x W_1 + b_1
     return dx, dW_1, db_1, dW_2, db_2
 
 
@@ -130,23 +131,12 @@ def _head_spread(H, e, dtype):  # -> [H, H e]
     return np.repeat(np.eye(H, dtype=dtype), e, axis=1)
 
 
-def float_dtype(name, v):
-    """v as np.dtype float32 or float64 (a name, a dtype or a numpy type), or ValueError."""
-    try:
-        dt = None if v is None else np.dtype(v)
-    except (TypeError, ValueError):
-        dt = None
-    if dt is None or dt.name not in attn.FLOAT_DTYPES:
-        raise ValueError(f"{name} must be 'float32' or 'float64', got {attn.describe(v)}")
-    return dt
-
-
 def two_versions(X, dtype):  # [R, B, T] (or [B, T]) bits -> [R, B, 2T]: [1 - X, X]
     """Which version of each position a sample holds: column t is bit 0, column T + t bit 1.
     dtype: the model's, float32 or float64. A full-batch run builds it once and passes it to
     model_forward as `versions`, which then does not rebuild (or re-read) it every step."""
-    check_batch(X)
-    return _two_versions(X, float_dtype("dtype", dtype))
+    _check_versions_call(X, dtype)
+    return _two_versions(X, np.dtype(dtype))
 
 
 def _two_versions(X, dtype):  # two_versions on checked bits (every step)
@@ -184,7 +174,7 @@ def _attention_forward(p, cfg, X, versions=None):
     rows[:, :2 * T] = (p["E_tok"][:, :, None, :] + p["E_pos"][:, None]).reshape(R, 2 * T, d)
     rows[:, 2 * T] = p["cls"]
     rn, c_ln1 = _ln_forward(p, cfg, "ln1", rows)
-    q, c_q = _linear_forward(rn[:, -1:], p["W_Q"], p["b_Q"])         # [R, 1, d]
+    q, c_q = linear_forward(rn[:, -1:], p["W_Q"], p["b_Q"])          # [R, 1, d]
     qh = q.reshape(R, H, e)
     # the keys are only ever dotted with the one query: fold it in, s = rn @ u + c  (no K)
     u = np.einsum("rdhe,rhe->rdh", p["W_K"].reshape(R, d, H, e), qh)  # [R, d, H]: W_K q per head
@@ -195,7 +185,7 @@ def _attention_forward(p, cfg, X, versions=None):
     top = s.reshape(R, -1).max(1)                                     # [R]: each run's spread
     if top.max() > SAFE_EXP[s.dtype]:
         return _attention_forward_split(p, cfg, X, versions, top)
-    V, c_v = _linear_forward(rn, p["W_V"], p["b_V"])                 # [R, 2T+1, d]
+    V, c_v = linear_forward(rn, p["W_V"], p["b_V"])                  # [R, 2T+1, d]
     E_EV = np.empty((R, 2 * T + 1, H + d), s.dtype)   # [E | E * V] per row: one product for both
     E = np.exp(s, out=E_EV[..., :H])
     spread = _head_spread(H, e, s.dtype)
@@ -207,7 +197,7 @@ def _attention_forward(p, cfg, X, versions=None):
     Z = Z_N[..., :H]                                                  # [R, B, H]
     Zd = Z @ spread                                                   # [R, B, d]: Z per column
     mix = Z_N[..., H:] / Zd
-    y, c_o = _linear_forward(mix, p["W_O"], p["b_O"])
+    y, c_o = linear_forward(mix, p["W_O"], p["b_O"])
     return y, AttentionCache("fast", Xb, c_ln1, c_q, rn, u, c_v, c_o, qh, V, E, Ed, Z, Zd, mix,
                              scale, spread)
 
@@ -217,7 +207,7 @@ def _shortcut_backward(dy, p, cfg, c):  # the backward of _attention_forward's s
     T, d, H = twoT // 2, cfg["d"], cfg["heads"]
     e = d // H
     g = {}
-    dmix, g["W_O"], g["b_O"] = _linear_backward(dy, c.c_o)    # forward: y = mix W_O + b_O
+    dmix, g["W_O"], g["b_O"] = linear_backward(dy, c.c_o)     # forward: y = mix W_O + b_O
     dZ_N = np.empty((R, B, H + d), dmix.dtype)  # forward: mix = N / Z, Z spread as Zd = Z @ spread
     dN = np.divide(dmix, c.Zd, out=dZ_N[..., H:])
     dZ_N[..., :H] = -_row_sum((dN * c.mix).reshape(R, B, H, e))
@@ -235,9 +225,9 @@ def _shortcut_backward(dy, p, cfg, c):  # the backward of _attention_forward's s
     g["b_K"] = (dc[:, None] @ query_blocks)[:, 0]
     dqh = (np.einsum("rdhe,rdh->rhe", p["W_K"].reshape(R, d, H, e), du)
            + p["b_K"].reshape(R, H, e) * dc[..., None])
-    drn, g["W_V"], g["b_V"] = _linear_backward(dV, c.c_v)     # forward: V = rn W_V + b_V
+    drn, g["W_V"], g["b_V"] = linear_backward(dV, c.c_v)      # forward: V = rn W_V + b_V
     drn += ds @ c.u.transpose(0, 2, 1)
-    drn_q, g["W_Q"], g["b_Q"] = _linear_backward(dqh.reshape(R, 1, d), c.c_q)
+    drn_q, g["W_Q"], g["b_Q"] = linear_backward(dqh.reshape(R, 1, d), c.c_q)
     drn[:, -1:] += drn_q                     # forward: q = rn[-1] W_Q + b_Q
     drows = _ln_backward(g, cfg, "ln1", drn, c.ln1)
     d_rows_by_version = drows[:, :2 * T].reshape(R, 2, T, d)  # forward: rows = E_tok[v] + E_pos[t]
@@ -324,37 +314,9 @@ def _attention_backward(dy, p, cfg, c):
 
 def activation_bytes(cfg, B, R=1):
     """Rough peak bytes of the activations (forward caches plus backward) of one batch of R runs."""
-    attn.check_config(cfg)
-    for name, v in (("B", B), ("R", R)):
-        attn.check_number(name, v, attn.INTS, 1, np.inf, "an integer >= {lo}")
-    return _activation_bytes(cfg, B, R)
-
-
-def _activation_bytes(cfg, B, R):
     T, d, H = cfg["T"], cfg["d"], cfg["heads"]
     n = 3 * B * T + 12 * (2 * T + 1) * (d + H) + 8 * B * (d + H + max(cfg["mlp"], 1))
     return R * n * np.dtype(cfg["dtype"]).itemsize
-
-
-def _check_call(p, cfg, X, versions):
-    """model_forward's arguments: types, shapes and dtypes, and the values of the batch only (never
-    those of the parameters): each costs far less than a step."""
-    attn.check_config(cfg)
-    attn.check_array("X", X, "biuf", lambda s: len(s) in (2, 3), "a numpy array [batch, T] (or "
-                     "[runs, batch, T]) of bits (dtype bool, integer or float)")
-    B, R = X.shape[-2], X.shape[0] if X.ndim == 3 else 1
-    attn.check_memory(_activation_bytes(cfg, B, R), f"T={cfg['T']} with a batch of {B} (x {R} "
-                      f"runs)", "of activations on the fast path", "use a smaller batch or T")
-    check_stack_params(p, cfg, X.shape[0] if X.ndim == 3 else None)
-    if versions is None:                # kept versions: the bits were read when they were built
-        check_batch(X, cfg["T"])
-        return
-    if X.shape[-1] != cfg["T"] or B < 1:
-        check_batch(X[..., :1, :], cfg["T"])                 # names T, or the empty batch
-    dt = np.dtype(cfg["dtype"])
-    attn.check_array("versions", versions, (dt,), X.shape[:-1] + (2 * X.shape[-1],), f"None or "
-                     f"two_versions(X, dtype): a numpy array of shape {{shape}} in the model's "
-                     f"dtype {dt}")
 
 
 ModelCache = collections.namedtuple("ModelCache", "attn ln2 mlp lnf f single")
@@ -366,6 +328,10 @@ def model_forward(p, cfg, X, versions=None):
     full-batch run); it must be exactly that matrix (its shape and dtype are checked, not its
     values). No dropout here: its per-sample masks break the two versions (attn.py runs it)."""
     _check_call(p, cfg, X, versions)
+    return _model_forward(p, cfg, X, versions)
+
+
+def _model_forward(p, cfg, X, versions):  # one run as a stack of one, or a stack
     if X.ndim == 2:
         z, c = _forward({k: v[None] for k, v in p.items()}, cfg, X[None],
                         None if versions is None else versions[None])
@@ -379,7 +345,7 @@ def _forward(p, cfg, X, versions):
     c_ln2 = c_mlp = None
     if cfg["mlp"]:
         hn, c_ln2 = _ln_forward(p, cfg, "ln2", h)
-        m, c_mlp = _mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
+        m, c_mlp = mlp_forward(hn, p["W_1"], p["b_1"], p["W_2"], p["b_2"], cfg["act"])
         h = h + m                                                    # residual
     f, c_lnf = _ln_forward(p, cfg, "lnf", h)
     z = (f @ p["w"][:, :, None])[:, :, 0] + p["b"][:, :1]            # readout at [CLS]
@@ -388,17 +354,11 @@ def _forward(p, cfg, X, versions):
 
 def model_backward(dz, p, cfg, c):  # dz [R, B] (or [B] for one run) -> gradient dict
     """Gradients of sum(dz * logits) for every parameter, of one model_forward call."""
-    check_cache(c, ModelCache, "fast.model_forward")
-    check_stack_params(p, cfg, None if c.single else c.f.shape[0])
+    _check_backward(dz, p, cfg, c)
     return _model_backward(dz, p, cfg, c)
 
 
-def _model_backward(dz, p, cfg, c):  # model_backward after loss_and_grads' forward checked p
-    if not isinstance(c, ModelCache):
-        raise attn.WrongType(f"cache must be the cache that fast.model_forward returned, got "
-                             f"{attn.describe(c)}")
-    attn.check_array("dz", dz, "biuf", c.f.shape[1 if c.single else 0:-1],
-                     "a numpy array of numbers in the logits' shape {shape}")
+def _model_backward(dz, p, cfg, c):
     if c.single:
         g = _backward(dz[None], {k: v[None] for k, v in p.items()}, cfg, c)
         return {k: v[0] for k, v in g.items()}
@@ -411,7 +371,7 @@ def _backward(dz, p, cfg, c):
     g["b"] = dz.sum(-1)[:, None]
     dh = _ln_backward(g, cfg, "lnf", dz[:, :, None] * p["w"][:, None, :], c.lnf)
     if cfg["mlp"]:                                                   # forward: h = h + MLP(LN2(h))
-        dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = _mlp_backward(dh, c.mlp)
+        dhn, g["W_1"], g["b_1"], g["W_2"], g["b_2"] = mlp_backward(dh, c.mlp)
         dh = dh + _ln_backward(g, cfg, "ln2", dhn, c.ln2)
     g.update(_attention_backward(dh, p, cfg, c.attn))                # forward: h = cls + attn
     g["cls"] = g["cls"] + dh.sum(-2)
@@ -422,9 +382,6 @@ def logistic_forward(z, y, weights=None):  # [R, B], [R, B] -> [R] (or [B], [B] 
     """attn.logistic_forward, or sum(weights * loss) per run where weights [..., B] are given (a
     stack of minibatch runs gives its padding samples weight 0 and the others 1/m). Its cache
     goes to attn.logistic_backward."""
-    attn.check_array("z", z, "f", lambda s: len(s) >= 1 and s[-1] >= 1,
-                     "a numpy array [..., batch >= 1] of float logits")
-    check_targets(y, weights, z.shape, "z")
     y = y.astype(z.dtype, copy=False)
     loss = np.maximum(z, 0) - y * z + np.log1p(np.exp(-np.abs(z)))
     w = 1.0 / z.shape[-1] if weights is None else weights
@@ -435,10 +392,9 @@ def loss_and_grads(p, cfg, X, y, weights=None, versions=None):
     """attn.loss_and_grads for a stack (X [R, B, T], y [R, B]): each run's loss [R] (sum(weights *
     loss) per run when weights [R, B] are given), each run's gradients of its own loss, and the
     logits; or for one run as a stack of one. versions: see model_forward."""
-    attn.check_array("X", X, "biuf", lambda s: len(s) in (2, 3), "a numpy array [batch, T] (or "
-                     "[runs, batch, T]) of bits (dtype bool, integer or float)")
-    check_targets(y, weights, X.shape[:-1], "X's rows")
-    z, cache = model_forward(p, cfg, X, versions)
+    _check_call(p, cfg, X, versions)
+    _check_targets(y, weights, X.shape[:-1])
+    z, cache = _model_forward(p, cfg, X, versions)
     loss, c_loss = logistic_forward(z, y, weights)
     return loss, _model_backward(attn.logistic_backward(1.0, c_loss), p, cfg, cache), z
 
@@ -450,8 +406,7 @@ def cls_attention_mean(p, cfg, X):  # one run, X [B, T] -> [T+1], [T+1, H]
     Exact and cheap from the shortcut: sample b puts weight E[v, t] / Z[b] on position t when its
     bit there is v, so the mean over samples is E0 * ((1 - X)^T @ 1/Z) + E1 * (X^T @ 1/Z).
     """
-    attn.check_params(p, cfg)
-    check_batch(X, cfg["T"], stack=False)
+    attn.check_call(p, cfg, X)
     _, c = _attention_forward({k: v[None] for k, v in p.items()}, cfg, X[None])
     if c.kind == "float64":
         c = c.inner
@@ -466,117 +421,51 @@ def cls_attention_mean(p, cfg, X):  # one run, X [B, T] -> [T+1], [T+1, H]
 
 
 # ---------------------------------------------------------------------------------------------
-# the checks of a stack's arguments, on attn.py's helpers (attn.py checks one run's)
+# the doors' checks, on attn.py's: one line naming the value
 
-def check_batch(X, T=None, stack=True):
-    """X a numpy array of bits [batch >= 1, T] (or [runs, batch, T] where `stack`), with the
-    model's T when it is given; dtype bool, integer or float, values 0 and 1."""
-    form = "[batch, T]" + (" (or [runs, batch, T])" if stack else "")
-    attn.check_array("X", X, "biuf", lambda s: len(s) == 2 or (len(s) == 3 and stack),
-                     f"a numpy array {form} of bits (dtype bool, integer or float)")
-    if T is not None and X.shape[-1] != T:
-        raise ValueError(f"X has T={X.shape[-1]} columns but the model has T={T}")
-    if X.shape[-2] < 1:
-        raise ValueError("X must hold at least one example")
-    attn.check_01("X", X, "bits")
-
-
-def check_stack_params(p, cfg, R):
-    """attn.check_params(p, cfg), each parameter with a leading axis of R runs (R None: one run)."""
-    if R is not None and isinstance(p, dict):
-        for k, v in p.items():
-            if isinstance(v, np.ndarray) and (v.ndim == 0 or v.shape[0] != R):
-                raise ValueError(f"param {k} must have a leading axis of R={R} runs, as X "
-                                 f"[runs, batch, T] has, got {attn.describe(v)}")
-        p = {k: v[0] if isinstance(v, np.ndarray) else v for k, v in p.items()}
-    attn.check_params(p, cfg)
+def _check_call(p, cfg, X, versions=None):
+    """The doors' arguments: X bits [B, T] or [R, B, T] (their values unless `versions` were kept
+    from them), p one run's parameters or each with a leading axis of R runs, versions X's two
+    versions in the model's dtype."""
+    attn.check_config(cfg)
+    attn.check_binary("X", X, lambda s: len(s) in (2, 3) and s[-2] >= 1 and s[-1] == cfg["T"],
+                      f"[batch >= 1, T={cfg['T']}] (or [runs, batch, T])", values=versions is None)
+    _check_stack(p, cfg, X.shape[0] if X.ndim == 3 else None)
+    shape, dt = X.shape[:-1] + (2 * cfg["T"],), np.dtype(cfg["dtype"])
+    if versions is not None and not (isinstance(versions, np.ndarray) and versions.dtype == dt
+                                     and versions.shape == shape):
+        raise ValueError(f"versions must be None or two_versions(X, dtype), an array of shape "
+                         f"{shape} and dtype {dt}, got {attn.describe(versions)}")
 
 
-def check_floats(**arrays):
-    """Each argument name=(v, shape[, form]) a numpy float array: of `shape` (a tuple), or passing
-    the test `shape` (a function of the shape, described by form), or with an axis (shape None)."""
-    for name, (v, shape, *form) in arrays.items():
-        if shape is None:
-            shape, form = (lambda s: len(s) >= 1), ["[..., n]"]
-        attn.check_array(name, v, "f", shape, "a numpy float array " + (form[0] if form else
-                                                                         "of shape {shape}"))
+def _check_targets(y, weights, shape):  # the loss's labels 0 and 1, weights >= 0, of `shape`
+    attn.check_binary("y", y, lambda s: s == shape, f"of shape {shape} (labels)")
+    if weights is not None and not (isinstance(weights, np.ndarray) and weights.dtype.kind in "biuf"
+                                    and weights.shape == shape and not (weights.size and not (
+                                        weights.min() >= 0 and weights.max() < np.inf))):
+        raise ValueError(f"weights must be None or finite numbers >= 0 of shape {shape}, got "
+                         f"{attn.describe(weights)}")
 
 
-def check_cache(c, kind, made_by):  # the cache an op's forward returned: its type, or a tuple
-    if not (isinstance(c, kind) if isinstance(kind, type) else  # of `kind` entries -> c
-            isinstance(c, tuple) and len(c) == kind):
-        raise attn.WrongType(f"cache must be the cache that {made_by} returned, got "
-                             f"{attn.describe(c)}")
-    return c
+def _check_stack(p, cfg, R):  # attn.check_params on a stack of R runs (R None: one run)
+    if R is not None and not (isinstance(p, dict) and all(isinstance(v, np.ndarray) and
+                                                          v.shape[:1] == (R,) for v in p.values())):
+        raise ValueError(f"params must each have a leading axis of R={R} runs, as X [runs, batch, "
+                         f"T] has, got {attn.describe(p)}")
+    attn.check_params(p if R is None else {k: v[0] for k, v in p.items()}, cfg)
 
 
-def check_targets(y, weights, shape, of):
-    """The loss's labels y (0 and 1, attn.check_labels) and per-sample weights (None, or finite
-    numbers >= 0), each of the logits' `shape`, which `of` names."""
-    attn.check_labels(y, shape, of)
-    if weights is None:
-        return
-    attn.check_array("weights", weights, "biuf", shape, "None or a numpy array of shape {shape} "
-                     f"(one weight per example) of numbers >= 0, as {of}")
-    if weights.size and not (weights.min() >= 0 and weights.max() < np.inf):  # NaN fails both
-        bad = weights[~((weights >= 0) & np.isfinite(weights))].flat[0].item()
-        raise ValueError(f"weights must be finite and >= 0, got {bad!r}")
+def _check_backward(dz, p, cfg, c):  # model_backward's: the forward's cache, dz of its logits
+    if not (isinstance(c, ModelCache) and isinstance(dz, np.ndarray) and dz.dtype.kind in "biuf"
+            and dz.shape == c.f.shape[c.single:-1]):
+        raise ValueError(f"model_backward needs the cache fast.model_forward returned and dz, "
+                         f"numbers of its logits' shape, got cache {attn.describe(c)}, dz "
+                         f"{attn.describe(dz)}")
+    _check_stack(p, cfg, None if c.single else c.f.shape[0])
 
 
-# ---------------------------------------------------------------------------------------------
-# the tuned ops for a caller: checked, then the unchecked op the model's steps call
-
-def layernorm_forward(x, g, b):  # [R, n, d], [R, d], [R, d] -> [R, n, d]
-    check_floats(x=(x, lambda s: len(s) == 3, "[R, n, d]"))
-    check_floats(g=(g, x.shape[::2]), b=(b, x.shape[::2]))
-    return _layernorm_forward(x, g, b)
-
-
-def layernorm_backward(dy, cache):  # [R, n, d] -> dx [R, n, d], dg [R, d], db [R, d]
-    check_cache(cache, 3, "fast.layernorm_forward")
-    check_floats(dy=(dy, cache[0].shape))
-    return _layernorm_backward(dy, cache)
-
-
-def linear_forward(x, W, b):  # [R, ..., n], [R, n, k], [R, k] (one run: [..., n], [n, k], [k])
-    check_floats(x=(x, None))
-    check_affine(x.shape, W, b, of="x")
-    return _linear_forward(x, W, b)
-
-
-def linear_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW, db
-    x, W = check_cache(cache, 2, "fast.linear_forward")
-    check_need_dx(need_dx)
-    check_floats(dy=(dy, x.shape[:-1] + W.shape[-1:]))
-    return _linear_backward(dy, cache, need_dx)
-
-
-def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # attn.mlp_forward's shapes, or a stack's
-    attn.check_choice("act", act, attn.ACTIVATIONS)
-    check_floats(x=(x, None))
-    check_affine(check_affine(x.shape, W_1, b_1, "W_1", "b_1", "x"), W_2, b_2, "W_2", "b_2",
-                 "W_1's output")
-    return _mlp_forward(x, W_1, b_1, W_2, b_2, act)
-
-
-def mlp_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW_1, db_1, dW_2, db_2
-    a, W_2 = check_cache(cache, 4, "fast.mlp_forward")[2]
-    check_need_dx(need_dx)
-    check_floats(dy=(dy, a.shape[:-1] + W_2.shape[-1:]))
-    return _mlp_backward(dy, cache, need_dx)
-
-
-def check_affine(x_shape, W, b, W_name="W", b_name="b", of="x"):  # -> the output's shape
-    """W [R, n, k] with b [R, k] for inputs [R, ..., n], or W [n, k] with b [k] for [..., n]; `of`
-    names the input."""
-    n = x_shape[-1]
-    check_floats(**{W_name: (W, lambda s: len(s) in (2, 3) and s[-2] == n and (
-        len(s) == 2 or s[0] == x_shape[0]), f"[R, n, k] or [n, k] with {of}'s n={n} (and R its "
-        f"first axis)")})
-    check_floats(**{b_name: (b, W.shape[::2] if W.ndim == 3 else W.shape[1:])})
-    return x_shape[:-1] + W.shape[-1:]
-
-
-def check_need_dx(need_dx):
-    if not isinstance(need_dx, (bool, np.bool_)):
-        raise attn.refuse("need_dx", need_dx, "True or False", False)
+def _check_versions_call(X, dtype):  # two_versions': bits [B, T] or [R, B, T], a float dtype
+    attn.check_binary("X", X, lambda s: len(s) in (2, 3) and s[-2] >= 1,
+                      "[batch >= 1, T] (or [runs, batch, T])")
+    if dtype not in ("float32", "float64", np.float32, np.float64):
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {attn.describe(dtype)}")

@@ -13,6 +13,7 @@ that buffer instead of a dozen small operations per parameter (at T = 100, numpy
 overhead on 20 parameters costs about a tenth of a step); a test holds the two to the same bits.
 """
 import math
+import numbers
 import reprlib
 
 import numpy as np
@@ -25,14 +26,13 @@ DECAYED = ("W_Q", "W_K", "W_V", "W_O", "W_1", "W_2", "w")
 # parameter but these, and a run may freeze one LayerNorm's (issue 38's interventions).
 LAYERNORMS = {"ln1": ("ln1_g", "ln1_b"), "ln2": ("ln2_g", "ln2_b"), "lnf": ("lnf_g", "lnf_b")}
 DECAYS = ("all", "matrices", "except-ln")
-STATE_KEYS = {"t", "shapes", "decayed", "frozen", "flat", "m", "v"}   # adam_init's, in every state
+STATE = {"t", "shapes", "decayed", "frozen", "flat", "m", "v"}   # the keys of every adam_init state
 
 
 def one_buffer(params):
     """A new dict of the same parameters (same values, shapes and dtype) held as views of one new
     flat buffer, in params' order; the caller's dict and arrays are left as they are. adam_init
     and adam_step see such a dict and run on the flat buffer (the same numbers, faster)."""
-    _check_params(params)
     flat = np.concatenate([v.ravel() for v in params.values()])
     return _views(flat, {k: v.shape for k, v in params.items()})
 
@@ -50,14 +50,8 @@ def adam_init(params, decay="all", frozen=(), scales=None):
     its eps eps / c, its weight decay wd / c^2 when added to the gradient (Adam) and wd / c when
     decoupled (AdamW: lr wd is unchanged). P / c then follows W's trajectory, step for step, and
     bit for bit when c is a power of 2 (every product and sum is then scaled exactly)."""
-    _check_params(params)
-    scales = _check_scales(scales, params)
-    if decay not in DECAYS:
-        raise ValueError(f"decay must be one of {', '.join(DECAYS)}, got {decay!r}")
-    if isinstance(frozen, str) or not isinstance(frozen, (tuple, list, set, frozenset)) or not all(
-            isinstance(k, str) and k in params for k in frozen):
-        raise ValueError(f"frozen must be a collection of parameter names of params, got "
-                         f"{frozen!r:.60}")
+    _check_init(params, decay, frozen, scales)
+    scales = {k: float(c) for k, c in (scales or {}).items()} or None
     frozen = frozenset(frozen)
     ln = {k for names in LAYERNORMS.values() for k in names}
     shapes = {k: v.shape for k, v in params.items()}
@@ -92,7 +86,7 @@ def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8, decouple
     are, whatever their gradient. lr >= 0, wd >= 0, 0 <= b1, b2 < 1, eps >= 0, as torch asks. Each
     product is written in the order the flat buffer's step computes it (p wd lr, step_size m),
     so the two give the same bits."""
-    _check_step(params, grads, state, lr, wd, b1, b2, eps, decoupled)
+    _check_step(params, grads, state, lr, wd, b1, b2, eps)
     state["t"] += 1
     t = state["t"]
     if state["flat"] is not None:
@@ -122,12 +116,6 @@ def clip_gradients(grads, max_norm, runs=None):
     """Scale the gradients in place so that their global L2 norm is at most max_norm (as
     torch.nn.utils.clip_grad_norm_: factor max_norm / (norm + 1e-6) when below 1). For a stack of
     `runs` runs (a leading run axis on every array), each run's own norm. -> the norms."""
-    _check_params(grads, "grads")
-    check_number("max_norm", max_norm, REALS, math.ulp(0.0), what="a finite number > 0")
-    if runs is not None:
-        check_number("runs", runs, INTS, 1, what="None or an integer >= 1")
-        if any(g.ndim < 1 or len(g) != runs for g in grads.values()):
-            raise ValueError(f"grads must each have a leading run axis of length runs={runs}")
     lead = (runs, -1) if runs else (1, -1)
     sq = sum((g.reshape(lead).astype(np.float64) ** 2).sum(1) for g in grads.values())
     norm = np.sqrt(sq)
@@ -212,92 +200,34 @@ def _flat_buffer(params):
 
 
 # ---------------------------------------------------------------- argument checks --------------
-# One vocabulary for every check (WrongType .. check_number): attn.py, data.py and optim.py each
-# keep the part they use, word for word (each file stands alone; test_all.py pins the copies
-# equal). Then optim.py's own: a parameter dict, a step's arguments.
+# adam_init's and adam_step's arguments, once a call, a few comparisons (no array is read): the
+# first wrong one refused in one line that names it and says what is allowed
 
-class WrongType(ValueError, TypeError):
-    """A wrong type: a ValueError like every refusal here, a TypeError for callers expecting one."""
-
-
-def describe(v):  # what a caller gave, in a few words: 5, 'cls', [[0, 1], ...], an array's shape
-    if isinstance(v, np.ndarray):
-        return f"an array of shape {v.shape} and dtype {v.dtype}"
-    plain = (type(None), int, float, complex, str, list, tuple, dict, type, np.generic, np.dtype)
-    return reprlib.repr(v) if isinstance(v, plain) else f"an object of type {type(v).__name__}"
+def _check_rules(*rules):  # each rule (name, value, ok, what is allowed): ValueError if not ok
+    for name, v, _, allowed in (rule for rule in rules if not rule[2]):
+        raise ValueError(f"{name} must be {allowed}, got {reprlib.repr(v)}".replace("\n", " "))
 
 
-def refuse(name, v, what, right_type, hint=""):  # the one-line error; WrongType: a wrong type
-    return (ValueError if right_type else WrongType)(
-        f"{name} must be {what}, got {describe(v)}{hint}")
+def _check_init(params, decay, frozen, scales):  # adam_init's
+    names = params.keys() if isinstance(params, dict) else {}.keys()
+    _check_rules(("params", params, names, "a non-empty dict of arrays (attn.init_params)"),
+                ("decay", decay, decay in DECAYS, f"one of {DECAYS}"),
+                ("frozen", frozen, isinstance(frozen, (tuple, list, set, frozenset))
+                 and names >= set(frozen), "a collection of names of params"),
+                ("scales", scales, scales is None or isinstance(scales, dict) and scales.keys() <=
+                 names and all(0 < c < 1e308 for c in scales.values()), "None or {param: c > 0}"))
 
 
-INTS, REALS = (int, np.integer), (int, float, np.integer, np.floating)
-FLOAT_MAX = float(np.finfo(np.float64).max)       # 10**400 is an int no float holds: refused
+BIG = float(np.finfo(np.float64).max)   # 10**400 is an int no float holds: refused
 
 
-def check_number(name, v, types, lo, hi=math.inf, what=None, bools=False):
-    """v (a numpy scalar as the Python number) when it is of `types` (INTS or REALS; bools only
-    where `bools`), lo <= v < hi and within a float's range; else refuse's one line "{name} must
-    be {what}", '{lo}' and '{hi}' filled in (by default "an integer >= {lo}" or "a finite number
-    >= {lo}", and "< {hi}" where hi is finite)."""
-    right_type = isinstance(v, types) and (bools or not isinstance(v, (bool, np.bool_)))
-    if not (right_type and lo <= v < hi and -FLOAT_MAX <= v <= FLOAT_MAX):
-        if what is None:
-            what = ("an integer" if types == INTS else "a finite number") + " >= {lo}" + (
-                " and < {hi}" if hi < math.inf else "")
-        raise refuse(name, v, what.format(lo=lo, hi=hi), right_type)
-    return v.item() if isinstance(v, np.generic) else v
-
-
-
-
-def _check_params(params, name="params"):
-    if not isinstance(params, dict) or not params or not all(
-            isinstance(v, np.ndarray) and v.dtype.kind == "f" for v in params.values()):
-        raise TypeError(f"{name} must be a non-empty dict of float arrays (attn.init_params), got "
-                        f"{type(params).__name__}")
-    dtypes = {v.dtype for v in params.values()}
-    if len(dtypes) != 1:
-        raise ValueError(f"{name} must hold arrays of one dtype, got {sorted(map(str, dtypes))}")
-
-
-def _check_scales(scales, params):  # -> {name: float c > 0} or None
-    if scales is None:
-        return None
-    if not isinstance(scales, dict) or not all(isinstance(k, str) and k in params for k in scales):
-        raise refuse("scales", scales, "None or a dict of parameter names of params to numbers "
-                     "> 0", isinstance(scales, dict))
-    return {k: float(check_number(f"scales[{k!r}]", c, REALS, math.ulp(0.0),
-                                  what="a finite number > 0")) for k, c in scales.items()} or None
-
-
-def _check_step(params, grads, state, lr, wd, b1, b2, eps, decoupled):
-    """adam_step's arguments: a few comparisons a step, no arrays touched."""
-    if not isinstance(state, dict) or not STATE_KEYS <= state.keys():
-        raise TypeError(f"state must be the dict optim.adam_init returned, got "
-                        f"{type(state).__name__}" + (f" without {sorted(STATE_KEYS - state.keys())}"
-                                                     if isinstance(state, dict) else ""))
-    shapes = state["shapes"]
-    for name, d in (("params", params), ("grads", grads)):
-        if not isinstance(d, dict):
-            raise TypeError(f"{name} must be a dict of arrays by name, got {type(d).__name__}")
-        if d.keys() != shapes.keys():
-            raise ValueError(f"{name} must hold the parameters adam_init was given: missing "
-                             f"{sorted(shapes.keys() - d.keys())}, unknown "
-                             f"{sorted(d.keys() - shapes.keys(), key=str)}")
-    for k, shape in shapes.items():
-        if not isinstance(grads[k], np.ndarray) or grads[k].shape != shape:
-            raise ValueError(f"grads[{k!r}] must be an array of shape {shape}, got "
-                             f"{getattr(grads[k], 'shape', type(grads[k]).__name__)}")
-    if state["flat"] is not None:
-        if any(params[k] is not state["views"][k] for k in shapes):
-            raise ValueError("params: a parameter was replaced after adam_init; update it in place "
-                             "(params[k][...] = value) so the optimiser still sees it")
-    elif any(params[k].shape != shape for k, shape in shapes.items()):
-        raise ValueError("params: a parameter changed shape after adam_init")
-    for name, v, hi in (("lr", lr, math.inf), ("wd", wd, math.inf), ("b1", b1, 1), ("b2", b2, 1),
-                        ("eps", eps, math.inf)):
-        check_number(name, v, REALS, 0, hi)
-    if not isinstance(decoupled, (bool, np.bool_)):
-        raise TypeError(f"decoupled must be True or False, got {decoupled!r}")
+def _check_step(params, grads, state, lr, wd, b1, b2, eps):  # adam_step's
+    _check_rules(("state", state, isinstance(state, dict) and STATE <= state.keys(), "adam_init's"))
+    same = lambda d: isinstance(d, dict) and state["shapes"] == {k: np.shape(d[k]) for k in d}
+    _check_rules(("params", params, same(params) and (state["flat"] is None or all(
+        params[k] is state["views"][k] for k in params)), "adam_init's, updated in place"),
+                ("grads", grads, same(grads), "arrays of the parameters' names and shapes"),
+                ("lr, wd, b1, b2, eps", (lr, wd, b1, b2, eps), all(
+                    isinstance(v, numbers.Real) and type(v) is not bool and 0 <= v < hi and v <= BIG
+                    for v, hi in zip((lr, wd, b1, b2, eps), (math.inf, math.inf, 1, 1, math.inf))),
+                 "finite numbers >= 0, b1 and b2 < 1"))

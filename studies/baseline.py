@@ -56,7 +56,7 @@ def backward(dz, cache):  # dL/dlogits [B] -> gradients of the parameters, by na
 def _check_init(T, hidden, rng, dtype, std):
     """init's arguments and the memory of its parameters; -> the dtype."""
     param_shapes(T, hidden)                           # checks T and hidden
-    dt = fast.float_dtype("dtype", dtype)
+    dt = checks.float_dtype("dtype", dtype)
     checks.check_rng(rng)
     checks.check_number("std", std, checks.REALS, 0, float("inf"), "a finite number >= 0 (the init's "
                       "standard deviation)")

@@ -192,3 +192,14 @@ def check_bits(name, A):
         raise ValueError(f"{name} must hold bits 0/1 (or bools), got {A[where].item()!r} "
                          f"at index {list(where)}")
     return A
+
+
+def float_dtype(name, v):
+    """v as np.dtype float32 or float64 (a name, a dtype or a numpy type), or ValueError."""
+    try:
+        dt = None if v is None else np.dtype(v)
+    except (TypeError, ValueError):
+        dt = None
+    if dt is None or dt.name not in FLOAT_DTYPES:
+        raise ValueError(f"{name} must be 'float32' or 'float64', got {describe(v)}")
+    return dt
