@@ -1,11 +1,13 @@
-"""test_all.py: the reference's tests (attn, fast, data, hypotheses, optim, train, cli, theory).
+"""test_all.py: the reference's tests (attn, data, optim, fast, train, theory).
 Run with the studies' tests: python -m pytest -q
 
-The sections follow the files, in this order: attn.py and fast.py, data.py and hypotheses.py,
-train.py, cli.py, theory.py; each test sits in the section of the file whose behaviour it
-specifies. Helpers and fixtures that several sections use (small run options, run_cli) come first;
-a helper that one section uses opens that section. studies/test_studies.py imports the helpers it
-shares from here; nothing here imports a study.
+The sections follow the root's files, in this order: attn.py, data.py, optim.py, fast.py,
+train.py, theory.py; then the root's hostile-value walk (its WALK table sits with the walker's
+machinery in attn.py's section, where the walked entry points are), and the house and the front
+page. Each test sits in the section of the file whose behaviour it specifies. Helpers that several
+sections use (small run options, run_cli) come first. studies/test_studies.py holds the studies'
+tests (the studies' trainer, checkpoints, the modules in studies/) and imports the helpers it
+shares from here; the WALK table still holds the moved modules' entries, which test_studies walks.
 
 Gradient checks (attn.py's section): float64 central differences (theory.numerical_jacobian) of
 sum(out * dout) with a random upstream gradient dout, inputs off-centre, LayerNorm gain != 1 and
@@ -18,13 +20,12 @@ gradients than it has inputs; a loop over results checks that there were results
 import argparse
 import glob
 import inspect
-import itertools
 import json
 import math
-import platform
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -32,20 +33,16 @@ import time
 import numpy as np
 import pytest
 
-from studies import arithmetic
 import attn
-from studies import baseline
-from studies import checkpoint
-from studies import cli
 import data
 import fast
-from studies import hypotheses
 import optim
-from studies import run_options
-from studies import symmetry
 import theory
 import train
-from studies import trainer
+# the WALK table below also holds the entries of the modules that moved into studies/ (walked by
+# test_studies); their fixtures need these
+from studies import (arithmetic, baseline, checkpoint, cli, hypotheses, run_options,  # noqa: E402
+                     symmetry, trainer)
 
 
 # optim.py and stats.py: the optimiser, and the statistics behind every table
@@ -99,7 +96,7 @@ def _python(*args, **kw):
 
 
 # ===============================================================================================
-# attn.py: the model (the reference ops, the fast path, the checks)
+# attn.py: the model (the reference ops, numerics, the door checks, the walker, the self-check)
 # ===============================================================================================
 
 # ---------------- gradient checks: central differences against every backward pass -------------
@@ -293,195 +290,7 @@ def test_grad_dropout_op_and_whole_model_with_dropout():
         check(f"model[dropout, cls] {k}", g[k], lambda: fwd()[0] @ dz, p[k])
 
 
-# ---------------- the fast path computes what the reference computes ---------------------------
-
-def test_fast_ops_match_reference_ops():
-    """The path test of the tuned ops: each run of a stack through fast.layernorm, fast.linear and
-    fast.mlp agrees with the textbook op to rounding, forward and backward; and the stacked
-    fast.linear and fast.mlp pass their own central-difference checks."""
-    rng = np.random.default_rng(14)
-    R, n, d, k = 3, 4, 6, 5
-    x, dy = offcentre(rng, R, n, d), rng.standard_normal((R, n, d))
-    g, b = offcentre(rng, R, d), offcentre(rng, R, d)                  # gain != 1, shift != 0
-    y, c = fast.layernorm_forward(x, g, b)
-    grads = fast.layernorm_backward(dy, c)
-    W, bW, dyW = offcentre(rng, R, d, k), offcentre(rng, R, k), rng.standard_normal((R, n, k))
-    yl, cl = fast.linear_forward(x, W, bW)
-    gl = fast.linear_backward(dyW, cl)
-    ws = [offcentre(rng, R, d, k), offcentre(rng, R, k), offcentre(rng, R, k, d),
-          offcentre(rng, R, d)]
-    ym, cm = fast.mlp_forward(x, *ws)
-    gm = fast.mlp_backward(dy, cm)
-    for r in range(R):
-        y_r, c_r = attn.layernorm_forward(x[r], g[r], b[r])
-        assert rel_error(y[r], y_r) < 1e-13
-        for got, ref in zip(grads, attn.layernorm_backward(dy[r], c_r), strict=True):
-            assert rel_error(got[r], ref) < 1e-13
-        yl_r, cl_r = attn.linear_forward(x[r], W[r], bW[r])
-        assert rel_error(yl[r], yl_r) < 1e-13
-        for got, ref in zip(gl, attn.linear_backward(dyW[r], cl_r), strict=True):
-            assert rel_error(got[r], ref) < 1e-13
-        ym_r, cm_r = attn.mlp_forward(x[r], *[w[r] for w in ws])
-        assert rel_error(ym[r], ym_r) < 1e-13
-        for got, ref in zip(gm, attn.mlp_backward(dy[r], cm_r), strict=True):
-            assert rel_error(got[r], ref) < 1e-13
-    x2, W2, b2 = offcentre(rng, 7, d), offcentre(rng, d, k), offcentre(rng, k)
-    dy2 = rng.standard_normal((7, k))
-    for got, ref in zip(fast.linear_backward(dy2, fast.linear_forward(x2, W2, b2)[1]),
-                         attn.linear_backward(dy2, attn.linear_forward(x2, W2, b2)[1]),
-                         strict=True):
-        assert rel_error(got, ref) < 1e-13                                # one run: 2-D weights
-    f = lambda: np.sum(fast.linear_forward(x, W, bW)[0] * dyW)
-    check_each("fast linear, stacked", ("dx", "dW", "db"), gl, f, (x, W, bW))
-    f = lambda: np.sum(fast.mlp_forward(x, *ws)[0] * dy)
-    check_each("fast mlp, stacked", ("x", "W_1", "b_1", "W_2", "b_2"), gm, f, [x] + ws)
-
-
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_three_paths_agree(dtype):
-    """The [CLS]-row shortcut and the two-version fast path are exact: same logits, same grads."""
-    cfg = attn.default_config(T=37, d=16, heads=4, mlp=8, dtype=dtype)
-    p = moved_params(cfg, 7)
-    p = {k: v.astype(dtype) for k, v in p.items()}
-    rng = np.random.default_rng(8)
-    X = rng.integers(0, 2, (11, 37)).astype(np.uint8)
-    dz = rng.standard_normal(11).astype(dtype)
-    out = {}
-    for path in PATHS:
-        z, c = forward(p, cfg, X, path)
-        out[path] = (z, backward(dz, p, cfg, c))
-    tol = 1e-12 if dtype == "float64" else 2e-5
-    for path in ("cls", "fast"):
-        assert rel_error(out[path][0], out["full"][0]) < tol
-        for k in p:
-            if k != "b_K":
-                assert rel_error(out[path][1][k], out["full"][1][k]) < tol, (path, k)
-
-
-def test_fast_path_float32_when_one_version_dominates():
-    """Token 0 scores 40 above token 1 at every position, in float32. A sample of all ones then
-    has softmax denominator Z ~ T, while token 0's weights are e^40 ~ 2e17: writing Z with
-    e1 - e0 cancels to garbage (Z = 0, NaN logits); the fast path must not."""
-    T = 50
-    cfg = attn.default_config(T=T, d=4, heads=1, mlp=0, ln=False, dtype="float64")
-    rng = np.random.default_rng(12)
-    p = attn.init_params(cfg, rng, std=0.1)
-    p["E_tok"][:] = [[2.0, 0, 0, 0], [0, 2.0, 0, 0]]
-    p["E_pos"][:, :2] = 0.0
-    p["cls"][:] = [0, 0, 1.0, 0]
-    p["W_Q"][:] = 0.0
-    p["W_Q"][2, 0] = 40.0                  # q = [40, 0, 0, 0]: s0 = 0.5 * 40 * 2 = 40, s1 = 0
-    p["W_K"][:], p["W_V"][:] = np.eye(4), np.eye(4) + 0.3 * rng.standard_normal((4, 4))
-    X = rng.integers(0, 2, (8, T)).astype(np.uint8)
-    X[0], X[1], X[2, 1:] = 1, 1, 1
-    X[1, 7] = 0
-    ref = forward(p, cfg, X, "cls")[0]
-    cfg32 = dict(cfg, dtype="float32")
-    p32 = {k: v.astype("float32") for k, v in p.items()}
-    z, cache = forward(p32, cfg32, X, "fast")
-    assert cache.attn.kind == "fast"           # really on the fast path, not the fallback
-    assert np.all(np.isfinite(z)) and rel_error(z, ref) < 1e-5, (z, ref)
-
-
 FALLBACK_CFG = dict(T=9, d=8, heads=2, mlp=3)   # LayerNorm and MLP on, as in the experiment
-
-
-def fallback_stack(dtype, factors):
-    """A stack of runs whose query and key weights are scaled by `factors`: the larger, the
-    further apart the attention scores (10: past float32's exp range, 20: past float64's)."""
-    cfg = attn.default_config(**FALLBACK_CFG, dtype=dtype)
-    runs = []
-    for seed, factor in zip((9, 3, 4), factors):
-        run = {k: v.astype(dtype) for k, v in moved_params(cfg, seed).items()}
-        run["W_Q"] *= factor
-        run["W_K"] *= factor
-        runs.append(run)
-    X = np.random.default_rng(10).integers(0, 2, (len(runs), 5, 9))
-    dz = np.random.default_rng(11).standard_normal((len(runs), 5)).astype(dtype)  # upstream grad
-    return cfg, runs, {k: np.stack([r[k] for r in runs]) for k in runs[0]}, X, dz
-
-
-def grad_error(g, ref):
-    """max over parameters of ||g_k - ref_k|| / max(||ref_k||, 1e-3 ||ref||): relative per
-    parameter, except that a gradient which (nearly) vanishes, as the query's and key's do under
-    a saturated softmax (and b_K's always), is measured against the whole gradient's scale."""
-    floor = 1e-3 * math.sqrt(sum(float((v.astype(np.float64) ** 2).sum()) for v in ref.values()))
-    return max(np.linalg.norm((g[k] - ref[k]).astype(np.float64)) /
-               max(np.linalg.norm(ref[k].astype(np.float64)), floor) for k in ref)
-
-
-@pytest.mark.parametrize("dtype, factor, path", [("float32", 10.0, "float64"),
-                                                  ("float32", 20.0, "reference"),
-                                                  ("float64", 20.0, "reference")])
-def test_fast_path_fallbacks_on_huge_scores(dtype, factor, path):
-    """Scores far apart force the fast path onto a fallback: float32 first reruns the shortcut in
-    float64, and past float64's range the reference path takes over. Both runs of the stack keep
-    their logits and every gradient, in the stack's dtype."""
-    cfg, runs, p, X, dz = fallback_stack(dtype, (factor, factor))
-    z_fast, c_fast = forward(p, cfg, X, "fast")
-    assert c_fast.attn.kind == path                             # the fallback was taken
-    g_fast = backward(dz, p, cfg, c_fast)
-    assert z_fast.dtype == dtype and all(g.dtype == dtype for g in g_fast.values())
-    assert set(g_fast) == set(p)
-    tol = 1e-12 if dtype == "float64" else 1e-5
-    ref = "float64" if path == "float64" else dtype  # float32's full path is off by 2% on
-    cfg_ref = dict(cfg, dtype=ref)                            # W_Q there: the float64 rerun is not
-    for r, run in enumerate(runs):
-        run = {k: v.astype(ref) for k, v in run.items()}
-        z_full, c_full = forward(run, cfg_ref, X[r], "full")
-        g_full = backward(dz[r].astype(ref), run, cfg_ref, c_full)
-        assert np.all(np.isfinite(z_fast[r])) and rel_error(z_fast[r], z_full) < tol
-        assert grad_error({k: v[r] for k, v in g_fast.items()}, g_full) < 10 * tol
-
-
-def test_each_run_of_a_stack_falls_back_alone():
-    """A stack of a normal run, one past float32's exp range and one past float64's: each takes
-    its own path and gets bit for bit the logits and gradients it gets as a stack of one, so a
-    run's numbers never depend on its stackmates."""
-    cfg, runs, p, X, dz = fallback_stack("float32", (1.0, 10.0, 20.0))
-    z, cache = forward(p, cfg, X, "fast")
-    assert cache.attn.kind == "split"
-    assert [c.kind for _, c in cache.attn.parts] == ["fast", "float64",
-                                                              "reference"]
-    g = backward(dz, p, cfg, cache)
-    for r, run in enumerate(runs):
-        alone = {k: v[None] for k, v in run.items()}
-        z_r, c_r = forward(alone, cfg, X[r:r + 1], "fast")
-        g_r = backward(dz[r:r + 1], alone, cfg, c_r)
-        assert np.array_equal(z[r], z_r[0])
-        assert all(np.array_equal(g[k][r], g_r[k][0]) for k in p), r
-
-
-@pytest.mark.parametrize("factor, path", [(1.0, "fast"), (20.0, "float64"),
-                                           (60.0, "reference")])
-def test_cls_attention_mean_is_the_reference_weights_on_every_path(factor, path):
-    """The attention on S that train.py reports: the [CLS] row of softmax attention, averaged over
-    samples and heads, whichever path the shortcut takes."""
-    cfg = attn.default_config(T=9, d=4, heads=2, mlp=0, ln=False, dtype="float32")
-    p = {k: v.astype("float32") for k, v in moved_params(cfg, 9).items()}
-    p["W_Q"] *= factor
-    p["W_K"] *= factor
-    X = np.random.default_rng(10).integers(0, 2, (5, 9))
-    cache = fast.model_forward(p, cfg, X)[1].attn             # the attention's cache, a stack of 1
-    assert cache.kind == path
-    p64, cfg64 = {k: v.astype("float64") for k, v in p.items()}, dict(cfg, dtype="float64")
-    A = forward(p64, cfg64, X, "cls")[1].head.attn.A   # [B, H, T + 1]
-    mean, by_head = fast.cls_attention_mean(p, cfg, X)
-    assert rel_error(mean, A.mean(axis=(0, 1))) < 1e-5
-    assert rel_error(by_head, A.mean(axis=0).T) < 1e-5
-
-
-def test_kept_two_versions_give_the_same_step_and_are_checked():
-    cfg = attn.default_config(T=9, d=8, heads=2, mlp=4)
-    p = attn.init_params(cfg, np.random.default_rng(0))
-    X = np.random.default_rng(1).integers(0, 2, (6, 9)).astype(np.float32)
-    y = np.arange(6) % 2
-    a = fast.loss_and_grads(p, cfg, X, y)
-    b = fast.loss_and_grads(p, cfg, X, y, versions=fast.two_versions(X, np.float32))
-    assert a[0] == b[0] and all(np.array_equal(a[1][k], b[1][k]) for k in p)
-    with pytest.raises(ValueError, match=r"versions must be .* of shape \(6, 18\) .*, got an "
-                                         r"array of shape \(6, 9\)"):
-        fast.loss_and_grads(p, cfg, X, y, versions=np.zeros((6, 9), np.float32))
 
 
 # ---------------- numerics and dtypes ----------------------------------------------------------
@@ -1313,27 +1122,6 @@ def walk_table(modules):
     return {k: w for k, w in WALK.items() if k.split(".")[0] in names}
 
 
-def test_every_public_function_refuses_hostile_values_naming_the_argument():
-    """Issue 39: fast.activation_bytes(B=-1) returned a size, optim.adam_step(state without 't')
-    a KeyError, and other functions beyond attn.py's entry points took impossible values. The
-    walker calls every public function of the reference (ROOT_WALKED) with issue 39's hostile
-    values in each argument; a public function without a WALK entry fails too, so that a new one
-    cannot escape the walk. attn.py's ops are exempt in one place (WALK_EXEMPT, issue 40:
-    textbook bodies), and an exempt op that checks its arguments fails; train.py's inside is
-    exempt behind its doors (TRAIN_INSIDE, issue 51)."""
-    public = {k: v for m in ROOT_WALKED for k, v in _public(m).items()}
-    table, exempt = walk_table(ROOT_WALKED), {**WALK_EXEMPT, **TRAIN_INSIDE}
-    assert not set(table) & set(exempt)
-    assert not set(public) - set(table) - set(exempt), f"public functions without a WALK " \
-        f"entry: {sorted(set(public) - set(table) - set(exempt))}"
-    stale = {k for k in {**table, **exempt} if k not in public}
-    assert not stale, f"WALK entries of no public function: {sorted(stale)}"
-    checking = [k for k in WALK_EXEMPT if re.search(r"\bcheck_(?!model\()\w+\(|\brefuse\(|\braise\b",
-                                                     inspect.getsource(public[k]))]
-    assert not checking, f"exempt ops that check their arguments after all: {checking}"
-    assert_walked(public, table, least=800)
-
-
 def assert_walked(public, table, least):
     """Every entry of a walk table walked (_walk): more than `least` hostile calls, none failed."""
     n, failures = 0, []
@@ -1363,69 +1151,6 @@ def run_alone(files, argv, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     return subprocess.run([sys.executable, "-E", *argv], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
-
-
-def test_readme_snippets_run_with_only_their_files(tmp_path):
-    """Vendoring as the README shows it: each snippet, verbatim, in an empty folder with only the
-    files its line names; every copyable file has one; a file it does not name is missing."""
-    snippets = readme_snippets()
-    assert {f for files, _ in snippets for f in files} == {"attn.py", "data.py", "fast.py",
-                                                           "optim.py", "train.py"}
-    for i, (files, code) in enumerate(snippets):
-        where = tmp_path / str(i)
-        where.mkdir()
-        r = run_alone(files, ["-c", code], where)
-        assert r.returncode == 0 and r.stdout.strip(), (files, r.stderr)
-    files, code = next(s for s in snippets if s[0] == ["attn.py", "fast.py"])
-    (tmp_path / "short").mkdir()
-    r = run_alone(["attn.py"], ["-c", code], tmp_path / "short")     # without fast.py: it fails
-    assert r.returncode == 1 and "No module named 'fast'" in r.stderr
-
-
-def test_attn_py_is_the_reference_alone_and_no_module_uses_anothers_private_names():
-    """attn.py imports numpy and the standard library only; its model functions take no path
-    switch (the fast path is fast.py's); no project file imports or reads another's _name."""
-    import ast
-    import inspect
-    project = {os.path.basename(f)[:-3] for f in glob.glob(os.path.join(HERE, "*.py"))}
-    tree = ast.parse(open(os.path.join(HERE, "attn.py"), encoding="utf-8").read())
-    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
-                for a in n.names} | {n.module.split(".")[0] for n in ast.walk(tree)
-                                     if isinstance(n, ast.ImportFrom)}
-    assert imported <= {"collections", "math", "os", "reprlib", "signal", "sys", "numpy"}, \
-        imported
-    for f in (attn.model_forward, attn.full_model_forward, attn.model_backward,
-              attn.loss_and_grads, attn.cls_attention, fast.model_forward, fast.loss_and_grads):
-        assert "path" not in inspect.signature(f).parameters, f.__name__
-    offences = []
-    for path in sorted(glob.glob(os.path.join(HERE, "*.py"))):
-        name = os.path.basename(path)[:-3]
-        for n in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
-            if isinstance(n, ast.ImportFrom) and n.module in project - {name}:
-                offences += [f"{name}: from {n.module} import {a.name}" for a in n.names
-                             if a.name.startswith("_")]
-            if (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-                    and n.value.id in project - {name} and n.attr.startswith("_")
-                    and not n.attr.startswith("__")):
-                offences.append(f"{name}: {n.value.id}.{n.attr}")
-    assert not offences, offences
-
-
-def test_the_reference_files_put_their_maths_first_and_their_checks_last():
-    """attn.py, fast.py, optim.py and data.py read maths first: every argument check (describe, check_*,
-    _check_*, but not the self-check's check_model) is defined after every other function, and
-    no process bookkeeping (a signal handler) runs before the maths is defined. The test can
-    fail: a check helper moved up, or a handler installed at import."""
-    import ast
-    for m in (attn, fast, optim, data):
-        src = inspect.getsource(m)
-        defs = [(n.lineno, n.name) for n in ast.parse(src).body if isinstance(n, ast.FunctionDef)]
-        is_check = lambda name: re.match(r"(_?check_|describe$)", name) and name != "check_model"
-        checks = [line for line, name in defs if is_check(name)]
-        maths = [line for line, name in defs if not is_check(name)]
-        assert checks and maths and min(checks) > max(maths), m.__name__
-        top = src[:src.index('if __name__ == "__main__":')] if m is attn else src
-        assert "signal.signal(" not in top, m.__name__
 
 
 def test_attn_py_alone_proves_itself(tmp_path, monkeypatch):
@@ -1547,7 +1272,7 @@ def test_attn_py_command_is_one_line_on_bad_arguments_full_stdout_and_ctrl_c(tmp
 
 
 # ===============================================================================================
-# data.py and hypotheses.py: sparse Boolean tasks, counts of compatible hypotheses, GF(2)
+# data.py: sparse Boolean tasks
 # ===============================================================================================
 
 # ---------------- tasks, labels and samples ----------------------------------------------------
@@ -1671,12 +1396,6 @@ def test_a_sample_no_machine_holds_is_numpys_memory_error():
     assert task.sample(3, rng)[0].shape == (3, 12)
 
 
-# ---------------- count_compatible -------------------------------------------------------------
-
-
-# ---------------- the paper's data protocol: rejection and the statistical limit ---------------
-
-
 def test_plain_stream_is_prefix_stable():
     """The plain protocol's sets are prefixes of one stream; first_identifying_m relies on it."""
     task = data.make_task("and", 37, 3, np.random.default_rng(10))
@@ -1687,58 +1406,55 @@ def test_plain_stream_is_prefix_stable():
     assert np.array_equal(np.concatenate([p[1] for p in parts]), y)
 
 
-# ---------------- the GF(2) learner and log2 C(T, s) -------------------------------------------
+# the house's helpers (its tests are in the last section)
+
+def module_imports(path):
+    """-> (the project modules the file at `path` imports, anywhere in it, lazy imports too, as
+    dotted names: 'attn', 'studies.stats'; the top-level names it imports and never uses)."""
+    import ast
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    root_mods = {os.path.basename(f)[:-3] for f in glob.glob(os.path.join(HERE, "*.py"))}
+    mods, bound = set(), {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            for a in n.names:
+                mods.add(a.name)
+                bound[a.asname or a.name.split(".")[0]] = n
+        elif isinstance(n, ast.ImportFrom) and n.module:
+            for a in n.names:
+                sub = f"{n.module}.{a.name}"
+                is_mod = n.module == "studies" or os.path.exists(
+                    os.path.join(HERE, *sub.split(".")) + ".py")
+                mods.add(sub if is_mod else n.module)
+                bound[a.asname or a.name] = n
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    used |= {n.value.id for n in ast.walk(tree)
+             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+    unused = {name for name in bound if name not in used}
+    ours = {m for m in mods if m.split(".")[0] in root_mods or m.startswith("studies.")}
+    return ours, unused
+
+
+def project_graph():
+    """{module: the project modules it imports} over the root's files and studies/ (tests left
+    out), with each module's unused imports."""
+    files = [f for f in glob.glob(os.path.join(HERE, "*.py")) + glob.glob(
+        os.path.join(HERE, "studies", "*.py")) if not os.path.basename(f).startswith("test_")]
+    graph, unused = {}, {}
+    for f in files:
+        rel = os.path.relpath(f, HERE)[:-3].replace(os.sep, ".")
+        if rel.endswith("__init__"):
+            continue
+        graph[rel], unused[rel] = module_imports(f)
+    return graph, unused
+
+
+INTERVAL = re.compile(rf"\[({_NUMBER}), ({_NUMBER})\]")
 
 
 # ===============================================================================================
-# train.py: one run, stacks of runs, the optimiser, checkpoints, the command line
+# optim.py: Adam as its formula, the flat buffer, frozen and rescaled parameters, clipping
 # ===============================================================================================
-
-# ---------------- runs and stacks --------------------------------------------------------------
-
-def test_learns_sparse_and_small_T():
-    r = train.train_run(dict(T=20, m=200, steps=300, n_test=1000, seed=1, log_every=0))
-    assert r["test_acc"] >= 0.99
-    assert r["top_attended"] == r["S"]
-
-
-def test_stack_equals_single_runs():
-    """R = 4 runs stacked (same T and m, other seeds) against the 4 runs alone, 200 float64 steps:
-    every loss within 1e-9 relative, same accuracies. Then a stack with different m (the shorter
-    sets padded with weight-0 samples): it sums in another order, so it agrees to rounding, which
-    training amplifies slowly; same outcome."""
-    base = dict(T=30, steps=200, n_test=300, dtype="float64", d=16, heads=4, mlp=8, log_every=0)
-    for ms, tol, first in (((60, 60, 60, 60), 1e-9, 200), ((40, 60, 25, 60), 1e-9, 40)):
-        runs = [dict(base, seed=seed, m=m) for seed, m in enumerate(ms)]
-        stacked = train.train_stack(runs)
-        for o, st in zip(runs, stacked, strict=True):
-            alone = train.train_run(o, log=None)
-            a, b = np.array(alone["losses"]), np.array(st["losses"])
-            assert a.shape == b.shape == (200,)
-            assert np.max(np.abs(a - b)[:first] / np.abs(a[:first])) < tol, (o, ms)
-            assert abs(alone["test_acc"] - st["test_acc"]) <= 1 / 300
-            assert (alone["test_acc"] >= 0.99) == (st["test_acc"] >= 0.99)
-            assert alone["train_acc"] == st["train_acc"] and alone["S"] == st["S"]
-    with pytest.raises(ValueError, match="differ in"):
-        train.train_stack([dict(base, seed=0, m=20), dict(base, seed=1, m=20, T=31)])
-
-
-def test_accuracy_is_computed_in_chunks(monkeypatch):
-    """The final accuracies go through the model EVAL_CHUNK rows at a time, every row once, and
-    give the accuracies of one pass over the whole set."""
-    whole = train.train_run(SMALL)
-    monkeypatch.setattr(train, "EVAL_CHUNK", 7)
-    seen = []                                  # rows of every forward pass of the evaluation
-    real = fast.model_forward                  # training's forwards see the whole set (40 rows)
-    monkeypatch.setattr(fast, "model_forward", lambda p, c, X, *a: (
-        seen.append(len(X)) if len(X) != SMALL["m"] else None) or real(p, c, X, *a))
-    chunked = train.train_run(SMALL)
-    assert seen and max(seen) <= 7 and sum(seen) == SMALL["m"] + SMALL["n_test"], seen
-    assert chunked["test_acc"] == whole["test_acc"]
-    assert chunked["train_acc"] == whole["train_acc"]
-
-
-# ---------------- training protocols: AdamW, clipping, early stopping, dropout, positions ------
 
 def test_adamw_step_against_a_hand_computed_one():
     rng = np.random.default_rng(0)
@@ -1899,10 +1615,280 @@ def test_clipping_scales_each_runs_gradient_to_the_norm():
     assert all(np.allclose(one[k], g[k][0]) for k in one)
 
 
-# ---------------- checkpoints: exact resume, and files that are refused or kept ----------------
+@pytest.mark.parametrize("flat", [False, True])
+def test_a_parameter_held_at_c_times_its_scale_follows_the_unscaled_one_bit_for_bit(flat):
+    """optim.adam_init's scales: Adam on P = c W with gradient g / c (lr c, eps / c, wd / c^2 or
+    / c decoupled) gives P = c W after every step, bit for bit at c = 2 and 1/4, for both decays,
+    on the plain and the flat path; at c = 3 to rounding only; and without the scales the two
+    part, so the check can fail."""
+    rng = np.random.default_rng(47)
+    shapes = dict(W_Q=(3, 4), b_Q=(4,), ln1_g=(4,), w=(4,))
+    for c, decoupled in ((2.0, False), (2.0, True), (0.25, False), (3.0, False), (2.0, None)):
+        W = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+        P = dict(W, W_Q=W["W_Q"] * np.float32(c))
+        P0 = {k: v.copy() for k, v in P.items()}
+        W, P = (optim.one_buffer(x) if flat else {k: v.copy() for k, v in x.items()}
+                for x in (W, P))
+        sw = optim.adam_init(W, frozen=("ln1_g",))
+        sp = optim.adam_init(P, frozen=("ln1_g",), scales=None if decoupled is None else
+                             {"W_Q": c})
+        gs = []
+        for _ in range(25):
+            g = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+            gs.append(g)
+            optim.adam_step(W, g, sw, 0.01, 0.1, decoupled=bool(decoupled))
+            optim.adam_step(P, dict(g, W_Q=g["W_Q"] / np.float32(c)), sp, 0.01, 0.1,
+                            decoupled=bool(decoupled))
+        if flat and decoupled is not None:     # the flat buffer: the plain formula's very bits
+            Q = dict(P0)
+            sq = optim.adam_init(Q, frozen=("ln1_g",), scales={"W_Q": c})
+            for g in gs:
+                optim.adam_step(Q, dict(g, W_Q=g["W_Q"] / np.float32(c)), sq, 0.01, 0.1,
+                                decoupled=bool(decoupled))
+            assert all(np.array_equal(P[k], Q[k]) for k in P), (c, decoupled)
+        same = np.array_equal(P["W_Q"], W["W_Q"] * np.float32(c))
+        assert same == (c in (2.0, 0.25) and decoupled is not None), (c, decoupled)
+        assert np.allclose(P["W_Q"] / c, W["W_Q"], rtol=1e-5) == (decoupled is not None)
+        assert all(np.array_equal(P[k], W[k]) for k in ("b_Q", "ln1_g", "w"))
+    for bad in ({"W_X": 2.0}, {"W_Q": 0.0}, {"W_Q": 10**400}, ["W_Q"]):
+        with pytest.raises(ValueError, match="scales"):
+            optim.adam_init(P, scales=bad)
 
 
-# ---------------- the Python API and the command line ------------------------------------------
+# ===============================================================================================
+# fast.py: the fast path computes what the reference computes
+# ===============================================================================================
+
+def test_fast_ops_match_reference_ops():
+    """The path test of the tuned ops: each run of a stack through fast.layernorm, fast.linear and
+    fast.mlp agrees with the textbook op to rounding, forward and backward; and the stacked
+    fast.linear and fast.mlp pass their own central-difference checks."""
+    rng = np.random.default_rng(14)
+    R, n, d, k = 3, 4, 6, 5
+    x, dy = offcentre(rng, R, n, d), rng.standard_normal((R, n, d))
+    g, b = offcentre(rng, R, d), offcentre(rng, R, d)                  # gain != 1, shift != 0
+    y, c = fast.layernorm_forward(x, g, b)
+    grads = fast.layernorm_backward(dy, c)
+    W, bW, dyW = offcentre(rng, R, d, k), offcentre(rng, R, k), rng.standard_normal((R, n, k))
+    yl, cl = fast.linear_forward(x, W, bW)
+    gl = fast.linear_backward(dyW, cl)
+    ws = [offcentre(rng, R, d, k), offcentre(rng, R, k), offcentre(rng, R, k, d),
+          offcentre(rng, R, d)]
+    ym, cm = fast.mlp_forward(x, *ws)
+    gm = fast.mlp_backward(dy, cm)
+    for r in range(R):
+        y_r, c_r = attn.layernorm_forward(x[r], g[r], b[r])
+        assert rel_error(y[r], y_r) < 1e-13
+        for got, ref in zip(grads, attn.layernorm_backward(dy[r], c_r), strict=True):
+            assert rel_error(got[r], ref) < 1e-13
+        yl_r, cl_r = attn.linear_forward(x[r], W[r], bW[r])
+        assert rel_error(yl[r], yl_r) < 1e-13
+        for got, ref in zip(gl, attn.linear_backward(dyW[r], cl_r), strict=True):
+            assert rel_error(got[r], ref) < 1e-13
+        ym_r, cm_r = attn.mlp_forward(x[r], *[w[r] for w in ws])
+        assert rel_error(ym[r], ym_r) < 1e-13
+        for got, ref in zip(gm, attn.mlp_backward(dy[r], cm_r), strict=True):
+            assert rel_error(got[r], ref) < 1e-13
+    x2, W2, b2 = offcentre(rng, 7, d), offcentre(rng, d, k), offcentre(rng, k)
+    dy2 = rng.standard_normal((7, k))
+    for got, ref in zip(fast.linear_backward(dy2, fast.linear_forward(x2, W2, b2)[1]),
+                         attn.linear_backward(dy2, attn.linear_forward(x2, W2, b2)[1]),
+                         strict=True):
+        assert rel_error(got, ref) < 1e-13                                # one run: 2-D weights
+    f = lambda: np.sum(fast.linear_forward(x, W, bW)[0] * dyW)
+    check_each("fast linear, stacked", ("dx", "dW", "db"), gl, f, (x, W, bW))
+    f = lambda: np.sum(fast.mlp_forward(x, *ws)[0] * dy)
+    check_each("fast mlp, stacked", ("x", "W_1", "b_1", "W_2", "b_2"), gm, f, [x] + ws)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_three_paths_agree(dtype):
+    """The [CLS]-row shortcut and the two-version fast path are exact: same logits, same grads."""
+    cfg = attn.default_config(T=37, d=16, heads=4, mlp=8, dtype=dtype)
+    p = moved_params(cfg, 7)
+    p = {k: v.astype(dtype) for k, v in p.items()}
+    rng = np.random.default_rng(8)
+    X = rng.integers(0, 2, (11, 37)).astype(np.uint8)
+    dz = rng.standard_normal(11).astype(dtype)
+    out = {}
+    for path in PATHS:
+        z, c = forward(p, cfg, X, path)
+        out[path] = (z, backward(dz, p, cfg, c))
+    tol = 1e-12 if dtype == "float64" else 2e-5
+    for path in ("cls", "fast"):
+        assert rel_error(out[path][0], out["full"][0]) < tol
+        for k in p:
+            if k != "b_K":
+                assert rel_error(out[path][1][k], out["full"][1][k]) < tol, (path, k)
+
+
+def test_fast_path_float32_when_one_version_dominates():
+    """Token 0 scores 40 above token 1 at every position, in float32. A sample of all ones then
+    has softmax denominator Z ~ T, while token 0's weights are e^40 ~ 2e17: writing Z with
+    e1 - e0 cancels to garbage (Z = 0, NaN logits); the fast path must not."""
+    T = 50
+    cfg = attn.default_config(T=T, d=4, heads=1, mlp=0, ln=False, dtype="float64")
+    rng = np.random.default_rng(12)
+    p = attn.init_params(cfg, rng, std=0.1)
+    p["E_tok"][:] = [[2.0, 0, 0, 0], [0, 2.0, 0, 0]]
+    p["E_pos"][:, :2] = 0.0
+    p["cls"][:] = [0, 0, 1.0, 0]
+    p["W_Q"][:] = 0.0
+    p["W_Q"][2, 0] = 40.0                  # q = [40, 0, 0, 0]: s0 = 0.5 * 40 * 2 = 40, s1 = 0
+    p["W_K"][:], p["W_V"][:] = np.eye(4), np.eye(4) + 0.3 * rng.standard_normal((4, 4))
+    X = rng.integers(0, 2, (8, T)).astype(np.uint8)
+    X[0], X[1], X[2, 1:] = 1, 1, 1
+    X[1, 7] = 0
+    ref = forward(p, cfg, X, "cls")[0]
+    cfg32 = dict(cfg, dtype="float32")
+    p32 = {k: v.astype("float32") for k, v in p.items()}
+    z, cache = forward(p32, cfg32, X, "fast")
+    assert cache.attn.kind == "fast"           # really on the fast path, not the fallback
+    assert np.all(np.isfinite(z)) and rel_error(z, ref) < 1e-5, (z, ref)
+
+
+def fallback_stack(dtype, factors):
+    """A stack of runs whose query and key weights are scaled by `factors`: the larger, the
+    further apart the attention scores (10: past float32's exp range, 20: past float64's)."""
+    cfg = attn.default_config(**FALLBACK_CFG, dtype=dtype)
+    runs = []
+    for seed, factor in zip((9, 3, 4), factors):
+        run = {k: v.astype(dtype) for k, v in moved_params(cfg, seed).items()}
+        run["W_Q"] *= factor
+        run["W_K"] *= factor
+        runs.append(run)
+    X = np.random.default_rng(10).integers(0, 2, (len(runs), 5, 9))
+    dz = np.random.default_rng(11).standard_normal((len(runs), 5)).astype(dtype)  # upstream grad
+    return cfg, runs, {k: np.stack([r[k] for r in runs]) for k in runs[0]}, X, dz
+
+
+def grad_error(g, ref):
+    """max over parameters of ||g_k - ref_k|| / max(||ref_k||, 1e-3 ||ref||): relative per
+    parameter, except that a gradient which (nearly) vanishes, as the query's and key's do under
+    a saturated softmax (and b_K's always), is measured against the whole gradient's scale."""
+    floor = 1e-3 * math.sqrt(sum(float((v.astype(np.float64) ** 2).sum()) for v in ref.values()))
+    return max(np.linalg.norm((g[k] - ref[k]).astype(np.float64)) /
+               max(np.linalg.norm(ref[k].astype(np.float64)), floor) for k in ref)
+
+
+@pytest.mark.parametrize("dtype, factor, path", [("float32", 10.0, "float64"),
+                                                  ("float32", 20.0, "reference"),
+                                                  ("float64", 20.0, "reference")])
+def test_fast_path_fallbacks_on_huge_scores(dtype, factor, path):
+    """Scores far apart force the fast path onto a fallback: float32 first reruns the shortcut in
+    float64, and past float64's range the reference path takes over. Both runs of the stack keep
+    their logits and every gradient, in the stack's dtype."""
+    cfg, runs, p, X, dz = fallback_stack(dtype, (factor, factor))
+    z_fast, c_fast = forward(p, cfg, X, "fast")
+    assert c_fast.attn.kind == path                             # the fallback was taken
+    g_fast = backward(dz, p, cfg, c_fast)
+    assert z_fast.dtype == dtype and all(g.dtype == dtype for g in g_fast.values())
+    assert set(g_fast) == set(p)
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    ref = "float64" if path == "float64" else dtype  # float32's full path is off by 2% on
+    cfg_ref = dict(cfg, dtype=ref)                            # W_Q there: the float64 rerun is not
+    for r, run in enumerate(runs):
+        run = {k: v.astype(ref) for k, v in run.items()}
+        z_full, c_full = forward(run, cfg_ref, X[r], "full")
+        g_full = backward(dz[r].astype(ref), run, cfg_ref, c_full)
+        assert np.all(np.isfinite(z_fast[r])) and rel_error(z_fast[r], z_full) < tol
+        assert grad_error({k: v[r] for k, v in g_fast.items()}, g_full) < 10 * tol
+
+
+def test_each_run_of_a_stack_falls_back_alone():
+    """A stack of a normal run, one past float32's exp range and one past float64's: each takes
+    its own path and gets bit for bit the logits and gradients it gets as a stack of one, so a
+    run's numbers never depend on its stackmates."""
+    cfg, runs, p, X, dz = fallback_stack("float32", (1.0, 10.0, 20.0))
+    z, cache = forward(p, cfg, X, "fast")
+    assert cache.attn.kind == "split"
+    assert [c.kind for _, c in cache.attn.parts] == ["fast", "float64",
+                                                              "reference"]
+    g = backward(dz, p, cfg, cache)
+    for r, run in enumerate(runs):
+        alone = {k: v[None] for k, v in run.items()}
+        z_r, c_r = forward(alone, cfg, X[r:r + 1], "fast")
+        g_r = backward(dz[r:r + 1], alone, cfg, c_r)
+        assert np.array_equal(z[r], z_r[0])
+        assert all(np.array_equal(g[k][r], g_r[k][0]) for k in p), r
+
+
+@pytest.mark.parametrize("factor, path", [(1.0, "fast"), (20.0, "float64"),
+                                           (60.0, "reference")])
+def test_cls_attention_mean_is_the_reference_weights_on_every_path(factor, path):
+    """The attention on S that train.py reports: the [CLS] row of softmax attention, averaged over
+    samples and heads, whichever path the shortcut takes."""
+    cfg = attn.default_config(T=9, d=4, heads=2, mlp=0, ln=False, dtype="float32")
+    p = {k: v.astype("float32") for k, v in moved_params(cfg, 9).items()}
+    p["W_Q"] *= factor
+    p["W_K"] *= factor
+    X = np.random.default_rng(10).integers(0, 2, (5, 9))
+    cache = fast.model_forward(p, cfg, X)[1].attn             # the attention's cache, a stack of 1
+    assert cache.kind == path
+    p64, cfg64 = {k: v.astype("float64") for k, v in p.items()}, dict(cfg, dtype="float64")
+    A = forward(p64, cfg64, X, "cls")[1].head.attn.A   # [B, H, T + 1]
+    mean, by_head = fast.cls_attention_mean(p, cfg, X)
+    assert rel_error(mean, A.mean(axis=(0, 1))) < 1e-5
+    assert rel_error(by_head, A.mean(axis=0).T) < 1e-5
+
+
+def test_kept_two_versions_give_the_same_step_and_are_checked():
+    cfg = attn.default_config(T=9, d=8, heads=2, mlp=4)
+    p = attn.init_params(cfg, np.random.default_rng(0))
+    X = np.random.default_rng(1).integers(0, 2, (6, 9)).astype(np.float32)
+    y = np.arange(6) % 2
+    a = fast.loss_and_grads(p, cfg, X, y)
+    b = fast.loss_and_grads(p, cfg, X, y, versions=fast.two_versions(X, np.float32))
+    assert a[0] == b[0] and all(np.array_equal(a[1][k], b[1][k]) for k in p)
+    with pytest.raises(ValueError, match=r"versions must be .* of shape \(6, 18\) .*, got an "
+                                         r"array of shape \(6, 9\)"):
+        fast.loss_and_grads(p, cfg, X, y, versions=np.zeros((6, 9), np.float32))
+
+
+# ===============================================================================================
+# train.py: runs and stacks, the options' door, the command line
+# ===============================================================================================
+
+def test_learns_sparse_and_small_T():
+    r = train.train_run(dict(T=20, m=200, steps=300, n_test=1000, seed=1, log_every=0))
+    assert r["test_acc"] >= 0.99
+    assert r["top_attended"] == r["S"]
+
+
+def test_stack_equals_single_runs():
+    """R = 4 runs stacked (same T and m, other seeds) against the 4 runs alone, 200 float64 steps:
+    every loss within 1e-9 relative, same accuracies. Then a stack with different m (the shorter
+    sets padded with weight-0 samples): it sums in another order, so it agrees to rounding, which
+    training amplifies slowly; same outcome."""
+    base = dict(T=30, steps=200, n_test=300, dtype="float64", d=16, heads=4, mlp=8, log_every=0)
+    for ms, tol, first in (((60, 60, 60, 60), 1e-9, 200), ((40, 60, 25, 60), 1e-9, 40)):
+        runs = [dict(base, seed=seed, m=m) for seed, m in enumerate(ms)]
+        stacked = train.train_stack(runs)
+        for o, st in zip(runs, stacked, strict=True):
+            alone = train.train_run(o, log=None)
+            a, b = np.array(alone["losses"]), np.array(st["losses"])
+            assert a.shape == b.shape == (200,)
+            assert np.max(np.abs(a - b)[:first] / np.abs(a[:first])) < tol, (o, ms)
+            assert abs(alone["test_acc"] - st["test_acc"]) <= 1 / 300
+            assert (alone["test_acc"] >= 0.99) == (st["test_acc"] >= 0.99)
+            assert alone["train_acc"] == st["train_acc"] and alone["S"] == st["S"]
+    with pytest.raises(ValueError, match="differ in"):
+        train.train_stack([dict(base, seed=0, m=20), dict(base, seed=1, m=20, T=31)])
+
+
+def test_accuracy_is_computed_in_chunks(monkeypatch):
+    """The final accuracies go through the model EVAL_CHUNK rows at a time, every row once, and
+    give the accuracies of one pass over the whole set."""
+    whole = train.train_run(SMALL)
+    monkeypatch.setattr(train, "EVAL_CHUNK", 7)
+    seen = []                                  # rows of every forward pass of the evaluation
+    real = fast.model_forward                  # training's forwards see the whole set (40 rows)
+    monkeypatch.setattr(fast, "model_forward", lambda p, c, X, *a: (
+        seen.append(len(X)) if len(X) != SMALL["m"] else None) or real(p, c, X, *a))
+    chunked = train.train_run(SMALL)
+    assert seen and max(seen) <= 7 and sum(seen) == SMALL["m"] + SMALL["n_test"], seen
+    assert chunked["test_acc"] == whole["test_acc"]
+    assert chunked["train_acc"] == whole["train_acc"]
 
 
 def test_progress_reaches_a_pipe_while_the_run_goes_on():
@@ -1914,9 +1900,6 @@ def test_progress_reaches_a_pipe_while_the_run_goes_on():
     finally:
         p.kill()
         p.communicate()
-
-
-# ---------------- the success curve and the seed bootstrap: recovery and coverage --------------
 
 
 @pytest.mark.parametrize("argv", [["sweep", "--model", "mlp"], ["sweep", "--seed", "3"],
@@ -1934,110 +1917,9 @@ def test_json_output_is_strict_json(tmp_path, capsys):
     assert json_strict["best_logged_acc"] is None and json_strict["test_acc"] > 0
 
 
-# ---------------- the house: the reference at the root, the studies above it -------------------
-
-def module_imports(path):
-    """-> (the project modules the file at `path` imports, anywhere in it, lazy imports too, as
-    dotted names: 'attn', 'studies.stats'; the top-level names it imports and never uses)."""
-    import ast
-    tree = ast.parse(open(path, encoding="utf-8").read())
-    root_mods = {os.path.basename(f)[:-3] for f in glob.glob(os.path.join(HERE, "*.py"))}
-    mods, bound = set(), {}
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Import):
-            for a in n.names:
-                mods.add(a.name)
-                bound[a.asname or a.name.split(".")[0]] = n
-        elif isinstance(n, ast.ImportFrom) and n.module:
-            for a in n.names:
-                sub = f"{n.module}.{a.name}"
-                is_mod = n.module == "studies" or os.path.exists(
-                    os.path.join(HERE, *sub.split(".")) + ".py")
-                mods.add(sub if is_mod else n.module)
-                bound[a.asname or a.name] = n
-    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    used |= {n.value.id for n in ast.walk(tree)
-             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
-    unused = {name for name in bound if name not in used}
-    ours = {m for m in mods if m.split(".")[0] in root_mods or m.startswith("studies.")}
-    return ours, unused
-
-
-def project_graph():
-    """{module: the project modules it imports} over the root's files and studies/ (tests left
-    out), with each module's unused imports."""
-    files = [f for f in glob.glob(os.path.join(HERE, "*.py")) + glob.glob(
-        os.path.join(HERE, "studies", "*.py")) if not os.path.basename(f).startswith("test_")]
-    graph, unused = {}, {}
-    for f in files:
-        rel = os.path.relpath(f, HERE)[:-3].replace(os.sep, ".")
-        if rel.endswith("__init__"):
-            continue
-        graph[rel], unused[rel] = module_imports(f)
-    return graph, unused
-
-
-def test_the_house_points_down_with_no_cycle_and_no_unused_import():
-    """Issue 44: the reference at the root imports no study; theory.py imports only attn, data
-    and fast (it can be copied beside them); attn.py and data.py import no project file; no
-    cycle among the modules; no module imports a name it never uses. Issue 51: train.py's whole
-    import closure is attn, data, fast and optim (the five files run the demo alone). Each check
-    can fail: the studies do reach the root (mechanism -> theory, trainer -> train)."""
-    graph, unused = project_graph()
-    root = {m for m in graph if not m.startswith("studies.")}
-    assert {"attn", "data", "fast", "train", "theory"} <= root and "studies.sweep" in graph
-    up = {m: sorted(i for i in graph[m] if i.startswith("studies")) for m in root}
-    assert not any(up.values()), {m: v for m, v in up.items() if v}
-    assert graph["theory"] <= {"attn", "data", "fast"}, sorted(graph["theory"])
-    assert not graph["attn"] and not graph["data"], (graph["attn"], graph["data"])
-    assert "theory" in graph["studies.mechanism"] and "train" in graph["studies.trainer"]
-    closure, todo = set(), ["train"]
-    while todo:
-        for n in graph[todo.pop()] - closure:
-            closure.add(n)
-            todo.append(n)
-    assert closure == {"attn", "data", "fast", "optim"}, sorted(closure)
-    state, cycle = {}, []
-
-    def visit(m, path):
-        state[m] = "open"
-        for n in sorted(graph.get(m, ())):
-            if state.get(n) == "open":
-                cycle.append(path + [n])
-            elif n not in state:
-                visit(n, path + [n])
-        state[m] = "done"
-    for m in sorted(graph):
-        if m not in state:
-            visit(m, [m])
-    assert not cycle, cycle
-    assert not {m: u for m, u in unused.items() if u}, {m: sorted(u) for m, u in unused.items()
-                                                        if u}
-
-
-def test_theory_defines_no_name_another_module_defines():
-    """One contract per name: a function or constant theory.py defines is defined nowhere else in
-    the project, the studies included (attn.py's numerical_gradient calls f(); theory's
-    numerical_jacobian calls f(x))."""
-    import ast
-
-    def defined(path):
-        tree = ast.parse(open(path, encoding="utf-8").read())
-        return ({n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-                | {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
-                   if isinstance(t, ast.Name)})
-    ours = {n for n in defined(os.path.join(HERE, "theory.py")) if not n.startswith("_")} - {
-        "main"}                                                                 # each command's
-    assert {"norm_measures", "covering_constant", "construction_width", "numerical_jacobian",
-            "fit_line"} <= ours
-    files = glob.glob(os.path.join(HERE, "*.py")) + glob.glob(os.path.join(HERE, "studies", "*.py"))
-    clashes = {os.path.relpath(f, HERE) + f":{n}" for f in files
-               if os.path.basename(f) != "theory.py" and not os.path.basename(f).startswith("test_")
-               for n in ours & defined(f)}
-    assert not clashes, sorted(clashes)
-
-
-# ---------------- 0. the numerical helpers: numerical_jacobian (theory), rel_error (attn) ------
+# ===============================================================================================
+# theory.py: the numerical helpers, capacity, the hand-built head, the probabilistic reading, its command line
+# ===============================================================================================
 
 def cubic(x):  # f(X) = sum(X^3) + X[0, 1] X[1, 2]; X [2, 3]
     return float((x ** 3).sum() + x[0, 1] * x[1, 2])
@@ -2103,8 +1985,6 @@ def test_rel_error_known_values():
     assert abs(attn.rel_error([3.0, 4.0], [3.0, 0.0]) - 0.8) < 1e-15
 
 
-# ---------------- 1. capacity ------------------------------------------------------------------
-
 def test_softmax_lipschitz_at_most_2_and_search_reaches_near_1():
     r = theory.softmax_lipschitz_search(np.random.default_rng(0), n_random=1200, n_climb=150)
     assert r["overall"] <= 2.0                       # the paper's Corollary A.7
@@ -2150,8 +2030,6 @@ def test_bound_grows_like_log_T_and_halfspaces_like_T():
     assert theory.generalization_gap(C, d, m, 100) <= 0.1
     assert theory.generalization_gap(C, d, m - 5, 100) > 0.1
 
-
-# ---------------- 2. sparse variable creation: the hand-built head -----------------------------
 
 def _build(name, T, s, seed=0):
     task = data.make_task(name, T, s, np.random.default_rng([T, s, seed]))
@@ -2221,8 +2099,6 @@ def test_junta_decoder_grows_faster_than_parity():
     assert junta[1] / junta[0] > 2 * parity[1] / parity[0]
 
 
-# ---------------- 3. the probabilistic reading -------------------------------------------------
-
 def test_lse_gradient_is_attention():
     g = theory.check_lse_gradient(np.random.default_rng(11))
     assert g["formula"] < 1e-7 and g["head"] < 1e-7
@@ -2260,8 +2136,6 @@ def test_infonce_gradient_is_attention_readout():
     assert r["rel_err"] < 1e-7 and r["grad_norm"] > 0.05
 
 
-# ---------------- bad arguments ----------------------------------------------------------------
-
 @pytest.mark.parametrize("call,match", [
     # theory.py's doors; its internals (lse, positional_codes, ...) take what numpy takes
     (lambda: theory.samples_for_gap(-1.0, 8, 10, 0.1), "C must be a finite number > 0, got -1.0"),
@@ -2291,8 +2165,6 @@ def test_bad_arguments_raise_one_line_value_error(call, match):
     assert "\n" not in str(e.value)
 
 
-# ---------------- the command line -------------------------------------------------------------
-
 def run_theory(*args):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     return subprocess.run([sys.executable, "theory.py", *args], cwd=HERE, capture_output=True,
@@ -2316,50 +2188,6 @@ def test_unknown_argument_is_one_line_and_exit_2(args):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("theory.py: error:"), r.stderr
     assert args[0] in lines[0]
-INTERVAL = re.compile(rf"\[({_NUMBER}), ({_NUMBER})\]")
-
-
-def _intervals(text):
-    """Every interval written [a, b] in a text, thousands separators dropped: {"[a, b]"}."""
-    return {f"[{a.replace(',', '')}, {b.replace(',', '')}]" for a, b in INTERVAL.findall(text)}
-
-
-def test_every_interval_on_the_front_page_and_the_study_pages_is_one_a_results_file_holds():
-    held = set()
-    for ext in ("md", "json", "csv"):
-        for path in glob.glob(os.path.join(HERE, "results", "**", f"*.{ext}"), recursive=True):
-            if os.path.basename(path) != "README.md":      # a page is not where numbers come from
-                held |= _intervals(open(path).read())
-    page = open(os.path.join(HERE, "README.md")).read()
-    front = _intervals(re.sub(r"```.*?```", "", page, flags=re.S))   # code holds shapes, [300, 200]
-    assert len(front) >= 20                               # the table's and the verdict's
-    assert not front - held, f"intervals no results file holds: {sorted(front - held)}"
-    for path in glob.glob(os.path.join(HERE, "results", "**", "README.md"), recursive=True):
-        study = _intervals(re.sub(r"```.*?```", "", open(path).read(), flags=re.S))
-        assert not study - held, f"{path}: intervals no results file holds: {sorted(study - held)}"
-    assert _intervals("1,360 [475, 2,850] and [-17.1, -3.7], [580, inf]") == {
-        "[475, 2850]", "[-17.1, -3.7]", "[580, inf]"}      # the pattern itself
-    assert _intervals("[~40, ~6e+06]") == {"[~40, ~6e+06]"}
-
-
-def test_the_verdict_is_at_most_six_short_bullets_each_with_an_interval_and_a_link():
-    page = open(os.path.join(HERE, "README.md")).read()
-    verdict = page[page.index("## Verdict"):]
-    verdict = verdict[:verdict.index("\n## ")]
-    bullets = re.findall(r"^- (.*?)(?=^- |\n\n|\Z)", verdict, re.S | re.M)
-    assert 1 <= len(bullets) <= 6
-    for b in bullets:
-        assert len(b.split()) <= 60, b
-        assert _intervals(b) and re.search(r"\]\((results/[^)]+README\.md)\)", b), b
-    assert page.index("## Run it") < page.index("## The answer") < page.index("## Verdict")
-    assert len(page[:page.index("## Run it")].split()) < 200      # the commands on the first screen
-# ---- issue 32: one harness
-# Every command and folder on the project's one way of doing each thing: folder.py's folder type
-# (lock, header, torn and NUL rows, resume, the one row validator) for steps.py too; one reader of
-# files the project did not write (cli.read_text_file) for pages, --readme and caches; the report
-# under the folder's lock; one start-up guard (cli.quiet_interrupts) and one worker pool
-# (studies/harness.py's worker_pool); sizes checked before anything is built.
-import signal  # noqa: E402  (signals for this block's tests; the imports above are shared)
 
 
 def test_covering_constant_regrouped_by_factor_is_the_same_sum():
@@ -2401,58 +2229,189 @@ def test_covering_constant_regrouped_by_factor_is_the_same_sum():
         theory.covering_parts({"B_X": 1.0})
 
 
-# ---------------- arithmetic.py: what arithmetic made a number (issue 46) ----------------------
+# ===============================================================================================
+# the root's hostile-value walk: every public function of the reference refuses by name (the WALK table above)
+# ===============================================================================================
+
+def test_every_public_function_refuses_hostile_values_naming_the_argument():
+    """Issue 39: fast.activation_bytes(B=-1) returned a size, optim.adam_step(state without 't')
+    a KeyError, and other functions beyond attn.py's entry points took impossible values. The
+    walker calls every public function of the reference (ROOT_WALKED) with issue 39's hostile
+    values in each argument; a public function without a WALK entry fails too, so that a new one
+    cannot escape the walk. attn.py's ops are exempt in one place (WALK_EXEMPT, issue 40:
+    textbook bodies), and an exempt op that checks its arguments fails; train.py's inside is
+    exempt behind its doors (TRAIN_INSIDE, issue 51)."""
+    public = {k: v for m in ROOT_WALKED for k, v in _public(m).items()}
+    table, exempt = walk_table(ROOT_WALKED), {**WALK_EXEMPT, **TRAIN_INSIDE}
+    assert not set(table) & set(exempt)
+    assert not set(public) - set(table) - set(exempt), f"public functions without a WALK " \
+        f"entry: {sorted(set(public) - set(table) - set(exempt))}"
+    stale = {k for k in {**table, **exempt} if k not in public}
+    assert not stale, f"WALK entries of no public function: {sorted(stale)}"
+    checking = [k for k in WALK_EXEMPT if re.search(r"\bcheck_(?!model\()\w+\(|\brefuse\(|\braise\b",
+                                                     inspect.getsource(public[k]))]
+    assert not checking, f"exempt ops that check their arguments after all: {checking}"
+    assert_walked(public, table, least=800)
 
 
-# ---------------- issue 45: the culprit named ----------------------------------------------------
+# ===============================================================================================
+# the house and the front page: files copied alone, maths first, imports that point down, the pages' numbers
+# ===============================================================================================
+
+def test_readme_snippets_run_with_only_their_files(tmp_path):
+    """Vendoring as the README shows it: each snippet, verbatim, in an empty folder with only the
+    files its line names; every copyable file has one; a file it does not name is missing."""
+    snippets = readme_snippets()
+    assert {f for files, _ in snippets for f in files} == {"attn.py", "data.py", "fast.py",
+                                                           "optim.py", "train.py"}
+    for i, (files, code) in enumerate(snippets):
+        where = tmp_path / str(i)
+        where.mkdir()
+        r = run_alone(files, ["-c", code], where)
+        assert r.returncode == 0 and r.stdout.strip(), (files, r.stderr)
+    files, code = next(s for s in snippets if s[0] == ["attn.py", "fast.py"])
+    (tmp_path / "short").mkdir()
+    r = run_alone(["attn.py"], ["-c", code], tmp_path / "short")     # without fast.py: it fails
+    assert r.returncode == 1 and "No module named 'fast'" in r.stderr
 
 
-# ---------------- symmetry.py: the model's exact symmetries and its canonical form (issue 47) ----
-# A trained model (float64, a few dozen Adam steps, so the gains and shifts have left 1 and 0),
-# moved along each symmetry with random factors: the logits through attn.py's [CLS] path, its
-# full f_tf-layer and fast.py agree with the original's to 1e-12 relative; a non-symmetry moves
-# them. The canonical form computes the same logits, and its norms do not move.
+def test_attn_py_is_the_reference_alone_and_no_module_uses_anothers_private_names():
+    """attn.py imports numpy and the standard library only; its model functions take no path
+    switch (the fast path is fast.py's); no project file imports or reads another's _name."""
+    import ast
+    import inspect
+    project = {os.path.basename(f)[:-3] for f in glob.glob(os.path.join(HERE, "*.py"))}
+    tree = ast.parse(open(os.path.join(HERE, "attn.py"), encoding="utf-8").read())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                for a in n.names} | {n.module.split(".")[0] for n in ast.walk(tree)
+                                     if isinstance(n, ast.ImportFrom)}
+    assert imported <= {"collections", "math", "os", "reprlib", "signal", "sys", "numpy"}, \
+        imported
+    for f in (attn.model_forward, attn.full_model_forward, attn.model_backward,
+              attn.loss_and_grads, attn.cls_attention, fast.model_forward, fast.loss_and_grads):
+        assert "path" not in inspect.signature(f).parameters, f.__name__
+    offences = []
+    for path in sorted(glob.glob(os.path.join(HERE, "*.py"))):
+        name = os.path.basename(path)[:-3]
+        for n in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            if isinstance(n, ast.ImportFrom) and n.module in project - {name}:
+                offences += [f"{name}: from {n.module} import {a.name}" for a in n.names
+                             if a.name.startswith("_")]
+            if (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                    and n.value.id in project - {name} and n.attr.startswith("_")
+                    and not n.attr.startswith("__")):
+                offences.append(f"{name}: {n.value.id}.{n.attr}")
+    assert not offences, offences
 
 
-# ---- issue 47: the low-gain arm's step restored (Adam on a parameter held at c times its scale)
-
-@pytest.mark.parametrize("flat", [False, True])
-def test_a_parameter_held_at_c_times_its_scale_follows_the_unscaled_one_bit_for_bit(flat):
-    """optim.adam_init's scales: Adam on P = c W with gradient g / c (lr c, eps / c, wd / c^2 or
-    / c decoupled) gives P = c W after every step, bit for bit at c = 2 and 1/4, for both decays,
-    on the plain and the flat path; at c = 3 to rounding only; and without the scales the two
-    part, so the check can fail."""
-    rng = np.random.default_rng(47)
-    shapes = dict(W_Q=(3, 4), b_Q=(4,), ln1_g=(4,), w=(4,))
-    for c, decoupled in ((2.0, False), (2.0, True), (0.25, False), (3.0, False), (2.0, None)):
-        W = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
-        P = dict(W, W_Q=W["W_Q"] * np.float32(c))
-        P0 = {k: v.copy() for k, v in P.items()}
-        W, P = (optim.one_buffer(x) if flat else {k: v.copy() for k, v in x.items()}
-                for x in (W, P))
-        sw = optim.adam_init(W, frozen=("ln1_g",))
-        sp = optim.adam_init(P, frozen=("ln1_g",), scales=None if decoupled is None else
-                             {"W_Q": c})
-        gs = []
-        for _ in range(25):
-            g = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
-            gs.append(g)
-            optim.adam_step(W, g, sw, 0.01, 0.1, decoupled=bool(decoupled))
-            optim.adam_step(P, dict(g, W_Q=g["W_Q"] / np.float32(c)), sp, 0.01, 0.1,
-                            decoupled=bool(decoupled))
-        if flat and decoupled is not None:     # the flat buffer: the plain formula's very bits
-            Q = dict(P0)
-            sq = optim.adam_init(Q, frozen=("ln1_g",), scales={"W_Q": c})
-            for g in gs:
-                optim.adam_step(Q, dict(g, W_Q=g["W_Q"] / np.float32(c)), sq, 0.01, 0.1,
-                                decoupled=bool(decoupled))
-            assert all(np.array_equal(P[k], Q[k]) for k in P), (c, decoupled)
-        same = np.array_equal(P["W_Q"], W["W_Q"] * np.float32(c))
-        assert same == (c in (2.0, 0.25) and decoupled is not None), (c, decoupled)
-        assert np.allclose(P["W_Q"] / c, W["W_Q"], rtol=1e-5) == (decoupled is not None)
-        assert all(np.array_equal(P[k], W[k]) for k in ("b_Q", "ln1_g", "w"))
-    for bad in ({"W_X": 2.0}, {"W_Q": 0.0}, {"W_Q": 10**400}, ["W_Q"]):
-        with pytest.raises(ValueError, match="scales"):
-            optim.adam_init(P, scales=bad)
+def test_the_reference_files_put_their_maths_first_and_their_checks_last():
+    """attn.py, fast.py, optim.py and data.py read maths first: every argument check (describe, check_*,
+    _check_*, but not the self-check's check_model) is defined after every other function, and
+    no process bookkeeping (a signal handler) runs before the maths is defined. The test can
+    fail: a check helper moved up, or a handler installed at import."""
+    import ast
+    for m in (attn, fast, optim, data):
+        src = inspect.getsource(m)
+        defs = [(n.lineno, n.name) for n in ast.parse(src).body if isinstance(n, ast.FunctionDef)]
+        is_check = lambda name: re.match(r"(_?check_|describe$)", name) and name != "check_model"
+        checks = [line for line, name in defs if is_check(name)]
+        maths = [line for line, name in defs if not is_check(name)]
+        assert checks and maths and min(checks) > max(maths), m.__name__
+        top = src[:src.index('if __name__ == "__main__":')] if m is attn else src
+        assert "signal.signal(" not in top, m.__name__
 
 
+def test_the_house_points_down_with_no_cycle_and_no_unused_import():
+    """Issue 44: the reference at the root imports no study; theory.py imports only attn, data
+    and fast (it can be copied beside them); attn.py and data.py import no project file; no
+    cycle among the modules; no module imports a name it never uses. Issue 51: train.py's whole
+    import closure is attn, data, fast and optim (the five files run the demo alone). Each check
+    can fail: the studies do reach the root (mechanism -> theory, trainer -> train)."""
+    graph, unused = project_graph()
+    root = {m for m in graph if not m.startswith("studies.")}
+    assert {"attn", "data", "fast", "train", "theory"} <= root and "studies.sweep" in graph
+    up = {m: sorted(i for i in graph[m] if i.startswith("studies")) for m in root}
+    assert not any(up.values()), {m: v for m, v in up.items() if v}
+    assert graph["theory"] <= {"attn", "data", "fast"}, sorted(graph["theory"])
+    assert not graph["attn"] and not graph["data"], (graph["attn"], graph["data"])
+    assert "theory" in graph["studies.mechanism"] and "train" in graph["studies.trainer"]
+    closure, todo = set(), ["train"]
+    while todo:
+        for n in graph[todo.pop()] - closure:
+            closure.add(n)
+            todo.append(n)
+    assert closure == {"attn", "data", "fast", "optim"}, sorted(closure)
+    state, cycle = {}, []
+
+    def visit(m, path):
+        state[m] = "open"
+        for n in sorted(graph.get(m, ())):
+            if state.get(n) == "open":
+                cycle.append(path + [n])
+            elif n not in state:
+                visit(n, path + [n])
+        state[m] = "done"
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycle, cycle
+    assert not {m: u for m, u in unused.items() if u}, {m: sorted(u) for m, u in unused.items()
+                                                        if u}
+
+
+def test_theory_defines_no_name_another_module_defines():
+    """One contract per name: a function or constant theory.py defines is defined nowhere else in
+    the project, the studies included (attn.py's numerical_gradient calls f(); theory's
+    numerical_jacobian calls f(x))."""
+    import ast
+
+    def defined(path):
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        return ({n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+                | {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                   if isinstance(t, ast.Name)})
+    ours = {n for n in defined(os.path.join(HERE, "theory.py")) if not n.startswith("_")} - {
+        "main"}                                                                 # each command's
+    assert {"norm_measures", "covering_constant", "construction_width", "numerical_jacobian",
+            "fit_line"} <= ours
+    files = glob.glob(os.path.join(HERE, "*.py")) + glob.glob(os.path.join(HERE, "studies", "*.py"))
+    clashes = {os.path.relpath(f, HERE) + f":{n}" for f in files
+               if os.path.basename(f) != "theory.py" and not os.path.basename(f).startswith("test_")
+               for n in ours & defined(f)}
+    assert not clashes, sorted(clashes)
+
+
+def _intervals(text):
+    """Every interval written [a, b] in a text, thousands separators dropped: {"[a, b]"}."""
+    return {f"[{a.replace(',', '')}, {b.replace(',', '')}]" for a, b in INTERVAL.findall(text)}
+
+
+def test_every_interval_on_the_front_page_and_the_study_pages_is_one_a_results_file_holds():
+    held = set()
+    for ext in ("md", "json", "csv"):
+        for path in glob.glob(os.path.join(HERE, "results", "**", f"*.{ext}"), recursive=True):
+            if os.path.basename(path) != "README.md":      # a page is not where numbers come from
+                held |= _intervals(open(path).read())
+    page = open(os.path.join(HERE, "README.md")).read()
+    front = _intervals(re.sub(r"```.*?```", "", page, flags=re.S))   # code holds shapes, [300, 200]
+    assert len(front) >= 20                               # the table's and the verdict's
+    assert not front - held, f"intervals no results file holds: {sorted(front - held)}"
+    for path in glob.glob(os.path.join(HERE, "results", "**", "README.md"), recursive=True):
+        study = _intervals(re.sub(r"```.*?```", "", open(path).read(), flags=re.S))
+        assert not study - held, f"{path}: intervals no results file holds: {sorted(study - held)}"
+    assert _intervals("1,360 [475, 2,850] and [-17.1, -3.7], [580, inf]") == {
+        "[475, 2850]", "[-17.1, -3.7]", "[580, inf]"}      # the pattern itself
+    assert _intervals("[~40, ~6e+06]") == {"[~40, ~6e+06]"}
+
+
+def test_the_verdict_is_at_most_six_short_bullets_each_with_an_interval_and_a_link():
+    page = open(os.path.join(HERE, "README.md")).read()
+    verdict = page[page.index("## Verdict"):]
+    verdict = verdict[:verdict.index("\n## ")]
+    bullets = re.findall(r"^- (.*?)(?=^- |\n\n|\Z)", verdict, re.S | re.M)
+    assert 1 <= len(bullets) <= 6
+    for b in bullets:
+        assert len(b.split()) <= 60, b
+        assert _intervals(b) and re.search(r"\]\((results/[^)]+README\.md)\)", b), b
+    assert page.index("## Run it") < page.index("## The answer") < page.index("## Verdict")
+    assert len(page[:page.index("## Run it")].split()) < 200      # the commands on the first screen
