@@ -145,7 +145,7 @@ def threads_from_argv(argv):
     default; a bad value is left for argparse to report."""
     _need("argv", argv, _strings(argv), "a list of strings (the command line)")
     n = _option_value(argv, "--threads")
-    set_blas_threads(int(n) if n is not None and n.strip().isdigit() and int(n) >= 1 else None)
+    set_blas_threads(int(n) if n is not None and n.strip().isdigit() and 1 <= int(n) <= 4096 else None)
 
 
 def keep_freed_memory():

@@ -578,7 +578,7 @@ def train_parser():
     ap.add_argument("--resume", metavar="PATH", help="continue from this checkpoint with its "
                     "options and its run's length; only --steps, --log-every and --save may "
                     "be given anew")
-    ap.add_argument("--threads", type=integer(1), default=1,
+    ap.add_argument("--threads", type=integer(1, 4096), default=1,
                     help="BLAS threads (default %(default)s; see the README on speed)")
     return ap
 
