@@ -409,21 +409,26 @@ def check_options(opts, name="opts"):
     if unknown:
         raise ValueError(f"unknown option(s) {unknown}; allowed: {', '.join(DEFAULTS)}")
     o = dict(DEFAULTS, **opts)
-    for name, _, kind, allowed, _ in OPTIONS:
-        v, choices = o[name], isinstance(allowed, tuple)
-        number = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-        if not (v in allowed if choices and isinstance(v, str) else not choices and number
-                and (kind is float or float(v).is_integer()) and allowed <= v < math.inf):
-            raise ValueError(f"{name} must be " + (f"one of {', '.join(allowed)}" if choices else
-                             f"{'an integer' if kind is int else 'a number'} >= {allowed}") +
-                             f", got {v!r:.60}")
-        o[name] = v if choices else kind(v)
+    for key, _, kind, allowed, _ in OPTIONS:
+        o[key] = _check_value(key, o[key], kind, allowed)
     for bad, why in ((o["s"] > o["T"], f"s={o['s']} must be at most T={o['T']}"),
                      (o["d"] % o["heads"], f"heads={o['heads']} must divide d={o['d']}"),
                      (o["batch"] > o["m"], f"batch={o['batch']} must be at most m={o['m']}")):
         if bad:
             raise ValueError(why)
     return o
+
+
+def _check_value(name, v, kind, allowed):  # -> v as `kind`, when of that kind and allowed
+    if isinstance(allowed, tuple):
+        ok, what = isinstance(v, str) and v in allowed, f"one of {', '.join(allowed)}"
+    else:
+        types = (int, np.integer) + ((float, np.floating) if kind is float else ())
+        ok = isinstance(v, types) and not isinstance(v, bool) and allowed <= v <= sys.float_info.max
+        what = f"{'an integer' if kind is int else 'a finite number'} >= {allowed}"
+    if not ok:
+        raise ValueError(f"{name} must be {what}, got {v!r:.60}")
+    return v if isinstance(allowed, tuple) else kind(v)
 
 
 # ---------------------------------------------------------------- the command line ------------

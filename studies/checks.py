@@ -4,7 +4,8 @@ The reference at the root checks only at its doors, in a line each; everything b
 (the studies' trainer, its options, checkpoints, the hypotheses count, the symmetries, the
 statistics) refuses a caller's bad value through these: one line that names the argument and
 what is allowed (refuse; WrongType, a ValueError that is also a TypeError, for a wrong type).
-Needs numpy and attn.py (a model's config and parameters).
+Needs numpy alone; a model's config and parameters are checked by attn.py's own door checks
+(attn.check_config, attn.check_params).
 """
 import math
 import os
@@ -12,10 +13,7 @@ import reprlib
 
 import numpy as np
 
-from attn import CONFIG_DEFAULTS, param_shapes
-from data import TASKS
-
-ACTIVATIONS, POS_INITS, FLOAT_DTYPES = ("gelu", "relu"), ("normal", "zero"), ("float32", "float64")
+FLOAT_DTYPES = ("float32", "float64")
 
 
 class WrongType(ValueError, TypeError):
@@ -84,50 +82,6 @@ def check_01(name, v, what):  # v's values 0 and 1 only: one scan, none for a bo
             raise ValueError(f"{name} must hold {what} 0 and 1 only, got {v[bad].flat[0].item()!r}")
 
 
-def check_config(cfg):  # -> cfg, every key present and allowed
-    if not isinstance(cfg, dict):
-        raise WrongType(f"cfg must be a dict from default_config(...), got {describe(cfg)}")
-    missing, unknown = set(CONFIG_DEFAULTS) - set(cfg), set(cfg) - set(CONFIG_DEFAULTS)
-    if missing or unknown:
-        raise ValueError(f"cfg is missing key(s) {sorted(missing)}: build it with default_config("
-                         f"...), which fills in every key it is not given" if missing else
-                         f"unknown config key(s) {sorted(unknown, key=str)} in cfg; allowed: "
-                         f"{sorted(CONFIG_DEFAULTS)}: build it with default_config(...)")
-    for key, lo in (("T", 1), ("d", 1), ("heads", 1), ("mlp", 0)):
-        check_number(key, cfg[key], INTS, lo, math.inf, "an integer >= {lo}")
-    if cfg["d"] % cfg["heads"]:
-        raise ValueError(f"d={cfg['d']} must be a multiple of heads={cfg['heads']}")
-    check_choice("act", cfg["act"], ACTIVATIONS)
-    check_choice("pos_init", cfg["pos_init"], POS_INITS)
-    if str(cfg["dtype"]) not in FLOAT_DTYPES:
-        raise refuse("dtype", cfg["dtype"], "'float32' or 'float64'", True)
-    if not isinstance(cfg["ln"], (bool, np.bool_)):
-        raise refuse("ln", cfg["ln"], "True or False", False)
-    check_number("dropout", cfg["dropout"], REALS, 0, 1, "a probability in [0, 1)", bools=True)
-    return cfg
-
-
-def check_params(p, cfg):  # p exactly cfg's parameters, each a numpy array of its shape and dtype
-    want, dt = param_shapes(cfg), np.dtype(cfg["dtype"])
-    if not isinstance(p, dict):
-        raise WrongType(f"params must be a dict of arrays from init_params(cfg, rng), got "
-                        f"{describe(p)}")
-    if set(p) != set(want):
-        raise ValueError(f"params do not match cfg (mlp={cfg['mlp']}, ln={cfg['ln']}): missing "
-                         f"{sorted(set(want) - set(p))}, unexpected "
-                         f"{sorted(set(p) - set(want), key=str)}")
-    what = (f"a numpy array of shape {{shape}} and dtype {dt}, as cfg (T={cfg['T']}, d={cfg['d']}, "
-            f"mlp={cfg['mlp']}) needs")
-    for k, shape in want.items():
-        check_array("param " + k, p[k], (dt,), shape, what)
-
-
-def check_labels(y, shape, of):  # labels 0 and 1, one per logit: `shape`, the shape `of` says
-    check_array("y", y, "biuf", shape, "a numpy array of shape {shape} (one label per example) "
-                f"of labels 0 and 1 (dtype bool, integer or float), as {of}")
-    check_01("y", y, "labels")
-
-
 def physical_memory():
     """Bytes of physical memory (os.sysconf), or None where the system does not say."""
     try:
@@ -142,11 +96,6 @@ def check_memory(need, what, of, advice):  # need bytes within half of physical 
     if need > limit:
         raise ValueError(f"{what} needs about {need / 2**30:.1f} GiB {of}; this machine allows "
                          f"{limit / 2**30:.1f} GiB: {advice}")
-
-
-def check_task(name):
-    if not (isinstance(name, str) and name in TASKS):
-        raise ValueError(f"unknown task {name!r}; allowed: {', '.join(TASKS)}")
 
 
 def check_support(S, T, s):

@@ -74,7 +74,7 @@ N_MEASURE = 500     # inputs (the first of the run's own test set) the attention
 def _cls_scores(p, cfg):  # -> scores [2, T, H] (bit 0, bit 1 at each position), cls [H]
     """The [CLS] query's attention scores q . k_t / sqrt(e) per head, in float64, from the same
     tokens attn.py feeds its head (embedding, then LN1 with the trained gain and shift)."""
-    checks.check_params(p, cfg)
+    attn.check_params(p, cfg)
     d, H, T = cfg["d"], cfg["heads"], cfg["T"]
     e = d // H
     f = {k: np.asarray(v, np.float64) for k, v in p.items()}
@@ -153,8 +153,8 @@ def measure_mechanism(p, cfg, S, X, canonical=True):
     is their product), qk_fro and v_21 (the largest head's ||W_QK||_F and ||W_V||_{2,1}) and the
     head sums theory.COVERING_SUMS, from which theory.covering_from_parts gives C again;
     per_head: each of score_scale, norm_V, norm_O, mass_on_S, score_gap per head."""
-    checks.check_config(cfg)
-    checks.check_params(p, cfg)
+    attn.check_config(cfg)
+    attn.check_params(p, cfg)
     S, X = _check_support(S, cfg["T"]), _check_inputs(X, cfg["T"])
     harness.need(isinstance(canonical, bool), "canonical", canonical, "True or False")
     nm = norm_measures(p, cfg)

@@ -57,7 +57,7 @@ LN_READERS = dict(ln1=(("W_Q", "b_Q"), ("W_K", "b_K"), ("W_V", "b_V")),  # what 
 # argument checks (attn.py's vocabulary)
 
 def _check(p, cfg):  # -> a float64 copy of p (every symmetry returns a new dict)
-    checks.check_params(p, cfg)
+    attn.check_params(p, cfg)
     return {k: np.array(v, np.float64) for k, v in p.items()}
 
 
@@ -300,7 +300,7 @@ def qk_norms(p, cfg):  # -> [H], or [R, H] for a stack's parameters ({name: [R, 
     sqrt(e) with Q_h = [P diag(g) W_Q; b W_Q + b_Q]_h and K_h = [P diag(g) W_K]_h (LN1's gain g
     and shift b folded in, P off the all-ones vector, b_K dropped), through the e x e Gram
     matrices: ||Q K^T||_F^2 = sum(Q^T Q * K^T K). Exactly norm_measures(canonical(p))'s qk_fro."""
-    checks.check_config(cfg)
+    attn.check_config(cfg)
     d, H = cfg["d"], cfg["heads"]
     need = ("W_Q", "b_Q", "W_K") + (("ln1_g", "ln1_b") if cfg["ln"] else ())
     if not (isinstance(p, dict) and all(isinstance(p.get(k), np.ndarray) and p[k].dtype.kind

@@ -44,7 +44,7 @@ def measure_trained_block(p, cfg, X):
     """Token geometry of a trained model: rows x0 = embeddings [T+1, d] of one input X [1, T];
     y = x0 + SelfAttn(LN1(x0)) (f_tf-layer: every position queries, attn.self_attention_forward);
     z = LN2(y) with the trained gain and shift. -> dict of pairwise-ratio summaries and sigmas."""
-    checks.check_params(p, cfg)
+    attn.check_params(p, cfg)
     if not cfg["ln"] or not cfg["mlp"]:
         raise ValueError("measure_trained_block needs a model with LayerNorms and an MLP (ln2)")
     checks.check_01("X", X, "bits")
