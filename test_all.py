@@ -538,6 +538,13 @@ WALK = {
     "symmetry.project_qk_ball": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], radius=0.01),
                                      legal=dict(p={"missing key": "as qk_norms"}, radius={
                                          "10**12": "a ball too large to act"})),
+    "symmetry.class_norms": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]), legal=dict(p={
+        "missing key": "only the norms' parameters are read (a stack's too)"})),
+    "symmetry.project_class_ball": Walk(
+        lambda f: dict(p=f["p"], cfg=f["cfg"], radii=dict(qk=0.01, vo=0.01, w=0.1, mlp=0.01)),
+        legal=dict(p={"missing key": "as class_norms"}, radii={
+            "empty": "no norm held: nothing to do", "{}": "no norm held: nothing to do",
+            "missing key": "a norm left out is not held"})),
     # attn.py: the configuration and parameters
     "attn.default_config": Walk(lambda f: dict(T=4, d=4, heads=2, mlp=3),
                                 legal=dict(T={"10**12": NO_ALLOC}, d={"10**12": NO_ALLOC},
@@ -840,6 +847,8 @@ WALK.update({
     "run_options.validate_options": Walk(lambda f: dict(opts=dict(SMALL),
                                                         flag=run_options.py_flag),
                                          legal=dict(opts={"missing key": ANY_DICT})),
+    "run_options.ball_radii": Walk(lambda f: dict(o=dict(SMALL, ball_qk=0.1)),
+                                   legal=dict(o={"missing key": ANY_DICT})),
     "run_options.model_config": Walk(lambda f: dict(o=dict(SMALL)),
                                      legal=dict(o={"missing key": ANY_DICT})),
     "run_options.run_shapes": Walk(lambda f: dict(o=dict(SMALL)),

@@ -19,6 +19,7 @@ import csv
 import glob
 import hashlib
 import json
+import math
 import os
 import re
 import sys
@@ -307,8 +308,47 @@ TRAJECTORY_ROWS = dict(fields=TRAJECTORY_FIELDS, optional=TRAJECTORY_SOURCE,
                        show=lambda v: f"success {int(v)}",
                        agrees=_trajectory_row_in, together=_trajectories_together)
 
+# A sweep inside the capacity bound's class (run options ball_*) writes beside runs.csv
+# ball-of-runs.csv: one row per run, trainer.ball_record's columns. A held norm's final value is
+# within its radius (to float32 rounding), its projection count within the run's steps.
+BALL_NORMS = ("qk", "vo", "w", "mlp")            # symmetry.CLASS_NORMS
+BALL_FIELDS = ("model", "T", "m", "seed") + tuple(
+    f"{k}_{x}" for k in BALL_NORMS for x in ("radius", "active", "worst", "final"))
+
+
+def _ball_row(r):
+    """A ball-of-runs row, typed, checked alone: radii >= 0, counts >= 0, a held norm's final
+    value within its radius (relative 1e-5: the norm is taken in float64 of float32 numbers) and
+    its worst ratio a number; a norm not held has count 0 and worst blank or nan."""
+    try:
+        t = dict(model=r["model"], T=int(r["T"]), m=int(r["m"]), seed=int(r["seed"]))
+        ok = t["model"] == "transformer" and min(t["T"], t["m"]) >= 1 and t["seed"] >= 0
+        for k in BALL_NORMS:
+            radius, active = float(r[f"{k}_radius"]), int(r[f"{k}_active"])
+            worst, final = float(r[f"{k}_worst"] or "nan"), float(r[f"{k}_final"])
+            held = radius > 0
+            ok = ok and radius >= 0 and active >= 0 and final >= 0 and math.isfinite(radius) and (
+                (final <= radius * (1 + 1e-5) and worst >= 0) if held else
+                (active == 0 and worst != worst))
+            t.update({f"{k}_radius": radius, f"{k}_active": active, f"{k}_worst": worst,
+                      f"{k}_final": final})
+    except (ValueError, TypeError, KeyError):
+        ok = False
+    if not ok:
+        raise BadRow(f"not a valid ball row {dict((k, r.get(k)) for k in BALL_FIELDS[:8])}...")
+    return t
+
+
+BALL_ROWS = dict(fields=BALL_FIELDS, optional=(), filled=("mlp_final",), parse=_ball_row,
+                 what="a ball-of-runs CSV",
+                 run=lambda r: (r["model"], int(r["T"]), int(r["seed"]), int(r["m"])),
+                 outcome=lambda r: int(r["qk_active"]),
+                 name=lambda k: f"{k[0]} T={k[1]} seed={k[2]} m={k[3]}",
+                 show=lambda v: f"{v} projections")
+
 KINDS = dict(SWEEP_ROWS="a sweep's runs", STEPS_ROWS="steps.py's runs",
-             MECHANISM_ROWS="a study's runs", TRAJECTORY_ROWS="a study's trajectories")
+             MECHANISM_ROWS="a study's runs", TRAJECTORY_ROWS="a study's trajectories",
+             BALL_ROWS="a class ball's record")
 
 
 def _check_kind(kind):
@@ -699,7 +739,7 @@ class RowWriter:
 # and with abbreviations off, --model is an error rather than a silent prefix of --models.
 MODEL_OPTIONS = ("task", "s", "data", "steps", "lr", "wd", "n_test", "d", "heads", "mlp", "dtype",
                  "batch", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "qk_ball",
-                 "qkv_init", "qkv_step", "clip", "dropout", "val", "val_every", "pos_init")
+                 "ball_qk", "ball_vo", "ball_w", "ball_mlp", "qkv_init", "qkv_step", "clip", "dropout", "val", "val_every", "pos_init")
 
 
 def full_options(options):

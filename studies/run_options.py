@@ -61,6 +61,18 @@ OPTIONS = (  # name, default, parser, help: the one source of defaults, checks a
      "Frobenius ball of radius qk_ball x ln((T - s) / (0.1 s)) / (2 (d + 1)): at 1 a head's "
      "scores can just span the construction's score gap (theory.paper_score_gap, eps 0.1); "
      "below 1 they cannot"),
+    ("ball_qk", 0.0, number(0),
+     "training inside the capacity bound's class (0 = off; with --ball-vo, --ball-w and "
+     "--ball-mlp): after every Adam step each head's canonical ||W_QK,h||_F is brought within "
+     "this absolute radius, the same at every T (symmetry.project_class_ball)"),
+    ("ball_vo", 0.0, number(0),
+     "the class's radius on each head's canonical ||W_V,h W_O,h||_F (0 = off): it bounds the "
+     "bound's ||W_V||_2, ||W_V||_{2,1} and ||W_O||_2 of the canonical form"),
+    ("ball_w", 0.0, number(0),
+     "the class's radius on the readout's norm ||w|| with LNf's gain folded in (0 = off)"),
+    ("ball_mlp", 0.0, number(0),
+     "the class's radius on the MLP's factor ||W_1||_2 ||W_2||_2 with LN2's gain folded in "
+     "(0 = off)"),
     ("qkv_init", 1.0, number(0, strict=True),
      "W_Q, W_K and W_V initialised this many times larger (1: the usual); with --qkv-step the "
      "same and --freeze ln1 --ln1-gain 1/c, the run is the gain-1 run held at c x (issue 47)"),
@@ -92,7 +104,18 @@ PARSE = {name: parse for name, _, parse, _ in OPTIONS}
 # what defines a run: a checkpoint must agree on these
 RUN_KEYS = ("model", "task", "T", "s", "m", "data", "n_test", "lr", "wd", "batch", "seed", "d",
             "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "qk_ball",
-            "qkv_init", "qkv_step", "clip", "dropout", "val", "val_every", "pos_init")
+            "ball_qk", "ball_vo", "ball_w", "ball_mlp", "qkv_init", "qkv_step", "clip", "dropout", "val", "val_every", "pos_init")
+
+
+BALL = ("ball_qk", "ball_vo", "ball_w", "ball_mlp")   # symmetry.CLASS_NORMS' radii, in order
+
+
+def ball_radii(o):
+    """The radii of the class's ball the options `o` set: {norm: radius} for
+    symmetry.project_class_ball, the norms without a radius left out; {} when training is free."""
+    if not isinstance(o, dict):
+        raise TypeError(f"o must be a dict of run options, got {type(o).__name__}")
+    return {k[len("ball_"):]: o[k] for k in BALL if o.get(k, 0.0)}
 
 
 def py_flag(name, value):       # how a Python caller names an option: "s=5"
@@ -153,6 +176,14 @@ def check_options(o, flag=py_flag):
             return f"{f(k)} is out of range: ask for a factor in [2^-20, 2^20]"
     if o.get("qk_ball", 0.0) and o.get("model") == "mlp":
         return f"qk_ball acts on the Transformer's attention only, got {f('qk_ball')} with model mlp"
+    ball = [k for k in BALL if o.get(k, 0.0)]
+    if ball and o.get("model") == "mlp":
+        return f"{ball[0]} acts on the Transformer only, got {f(ball[0])} with model mlp"
+    if ball and o.get("qk_ball", 0.0):
+        return (f"qk_ball (a radius that grows with T) and the class's {ball[0]} cannot be "
+                f"combined: use ball_qk for an absolute radius on W_QK")
+    if o.get("ball_mlp", 0.0) and not o["mlp"]:
+        return f"ball_mlp holds the MLP's factor, but the model has none ({f('mlp')})"
     if o.get("dropout") and o.get("model") == "mlp":
         return f"dropout acts on the Transformer only, got {f('dropout')} with model mlp"
     return None

@@ -341,3 +341,108 @@ def project_qk_ball(p, cfg, radius):
     p["b_Q"] *= cols
     p["W_K"] *= cols[..., None, :]
     return n
+
+# ---------------------------------------------------------------------------------------------
+# training inside the bound's class: every norm the capacity bound counts held within a radius
+
+CLASS_NORMS = ("qk", "vo", "w", "mlp")   # the norms of theory.covering_constant, one radius each
+
+
+def _folded(W, g):  # W [..., d, k], LayerNorm gain g [..., d] -> P diag(g) W (P off the ones)
+    A = g[..., :, None] * W
+    return A - A.mean(-2, keepdims=True)
+
+
+def _vo_norms(p, cfg):  # -> [..., H]: ||[W_V; b_V]_h W_O,h||_F of the canonical form
+    d, H = cfg["d"], cfg["heads"]
+    e, lead = d // H, p["W_V"].shape[:-2]
+    g = p["ln1_g"] if cfg["ln"] else np.ones(lead + (d,), p["W_V"].dtype)
+    b = p["ln1_b"] if cfg["ln"] else np.zeros(lead + (d,), p["W_V"].dtype)
+    V = np.concatenate([_folded(p["W_V"], g), (np.einsum("...d,...dk->...k", b, p["W_V"])
+                                               + p["b_V"])[..., None, :]], axis=-2)
+    V = V.reshape(V.shape[:-1] + (H, e)).astype(np.float64)        # [..., d+1, H, e]
+    O = p["W_O"].reshape(lead + (H, e, d)).astype(np.float64)        # [..., H, e, d]
+    gram_V = np.einsum("...nhe,...nhf->...hef", V, V)
+    gram_O = np.einsum("...hed,...hfd->...hef", O, O)
+    return np.sqrt((gram_V * gram_O).sum((-1, -2)))
+
+
+def class_norms(p, cfg):
+    """The norms the capacity bound counts (theory.covering_constant, Edelman Section 3), each of
+    the canonical form (so no exact symmetry moves it), computed without building the form. For
+    one run's parameters or a stack's ({name: [R, ...]}): dict of float64 arrays
+      qk   [..., H]  ||W_QK,h||_F, the score matrix (qk_norms): it bounds ||W_QK,h||_2
+      vo   [..., H]  ||W_VO,h||_F, W_VO,h = [W_V; b_V]_h W_O,h (LN1 folded in): canonically
+                     ||W_V,h||_2 = ||W_O,h||_2 = sqrt(||W_VO,h||_2) and ||W_V,h||_{2,1} =
+                     sum_i sqrt(sigma_i(W_VO,h)), so it bounds all three
+      w    [...]     ||P diag(g_f) w||, the readout with LNf's gain folded in
+      mlp  [...]     ||P diag(g_2) W_1||_2 ||W_2||_2, the MLP's factor without its 1 + (LN2
+                     folded in; no symmetry moves it with GELU; 0 without an MLP)
+    The fifth quantity, B_X, is held by LayerNorm itself: canonically (gain 1, shift 0) every
+    token has norm <= sqrt(d), so B_X <= sqrt(d + 1) with the bias coordinate, at every T."""
+    attn.check_config(cfg)
+    need = ("W_Q", "b_Q", "W_K", "W_V", "b_V", "W_O", "w") + (
+        ("ln1_g", "ln1_b", "lnf_g") if cfg["ln"] else ()) + (("W_1", "W_2") if cfg["mlp"] else ()) + (
+        ("ln2_g",) if cfg["ln"] and cfg["mlp"] else ())
+    if not (isinstance(p, dict) and all(isinstance(p.get(k), np.ndarray) and p[k].dtype.kind
+                                        == "f" for k in need)):
+        raise refuse("p", p, f"a dict of float arrays holding {', '.join(need)}", False)
+    lead = p["W_Q"].shape[:-2]
+    if p["W_V"].shape != p["W_Q"].shape or p["W_O"].shape != p["W_Q"].shape or \
+            p["w"].shape != lead + (cfg["d"],):
+        raise refuse("p", p["W_V"], f"parameters of cfg (W_V [..., {cfg['d']}, {cfg['d']}])", True)
+    ones = np.ones(lead + (cfg["d"],))
+    w = p["w"].astype(np.float64) * (p["lnf_g"] if cfg["ln"] else ones)
+    out = dict(qk=qk_norms(p, cfg).astype(np.float64), vo=_vo_norms(p, cfg),
+               w=np.linalg.norm(w - w.mean(-1, keepdims=True) if cfg["ln"] else w, axis=-1))
+    if cfg["mlp"]:
+        W_1 = _folded(p["W_1"].astype(np.float64), p["ln2_g"] if cfg["ln"] else ones)
+        out["mlp"] = (np.linalg.svd(W_1, compute_uv=False)[..., 0]
+                      * np.linalg.svd(p["W_2"].astype(np.float64), compute_uv=False)[..., 0])
+    else:
+        out["mlp"] = np.zeros(lead)
+    return out
+
+
+def project_class_ball(p, cfg, radii):
+    """In place: each norm of class_norms above its radius (radii: {name in CLASS_NORMS: radius >
+    0}, a name left out or None is not held) brought just inside it along its own ray (the factor
+    radius / norm, less 8 ulp so that rounding cannot leave the ball):
+      qk   W_Q,h, b_Q,h and W_K,h times sqrt(factor)    vo   W_V,h, b_V,h and W_O,h times sqrt(factor)
+      w    w times factor                               mlp  W_2 times factor (its output)
+    p: one run's parameters or a stack's. -> class_norms before the projection."""
+    if not (isinstance(radii, dict) and set(radii) <= set(CLASS_NORMS)):
+        raise refuse("radii", radii, f"a dict of radii by name ({', '.join(CLASS_NORMS)})", False)
+    for k, r in radii.items():
+        if r is not None:
+            check_number(f"radii[{k!r}]", r, REALS, math.ulp(0.0), what="a finite number > 0")
+    n = class_norms(p, cfg)                                    # p and cfg checked there
+    for k in ("W_Q", "b_Q", "W_K", "W_V", "b_V", "W_O", "w") + (("W_2",) if cfg["mlp"] else ()):
+        if not p[k].flags.writeable:
+            raise refuse("p", p[k], "writable float arrays (changed in place)", False)
+    e, dt = cfg["d"] // cfg["heads"], p["W_Q"].dtype
+    keep = 1.0 - 8 * float(np.finfo(dt).eps)
+
+    def factor(k):   # radius / norm where the norm is above the radius, else 1 (nan: left alone)
+        r = radii.get(k)
+        return None if r is None or not np.any(n[k] > r) else np.divide(
+            r * keep, n[k], out=np.ones_like(n[k]), where=n[k] > r)
+    f = factor("qk")
+    if f is not None:
+        c = np.repeat(np.sqrt(f), e, axis=-1).astype(dt)                  # [..., d]
+        p["W_Q"] *= c[..., None, :]
+        p["b_Q"] *= c
+        p["W_K"] *= c[..., None, :]
+    f = factor("vo")
+    if f is not None:
+        c = np.repeat(np.sqrt(f), e, axis=-1).astype(dt)
+        p["W_V"] *= c[..., None, :]
+        p["b_V"] *= c
+        p["W_O"] *= c[..., :, None]
+    f = factor("w")
+    if f is not None:
+        p["w"] *= f[..., None].astype(dt)
+    f = factor("mlp") if cfg["mlp"] else None
+    if f is not None:
+        p["W_2"] *= f[..., None, None].astype(dt)
+    return n

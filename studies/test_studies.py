@@ -5453,6 +5453,104 @@ def test_training_inside_the_qk_ball_ends_inside_it_and_an_inactive_ball_changes
             run_options.validate_options(bad)
 
 
+CLASS_RADII = dict(ball_qk=0.004, ball_vo=0.015, ball_w=0.1, ball_mlp=0.01)
+
+
+def test_class_norms_are_the_canonical_forms_norms_and_no_symmetry_moves_them():
+    """symmetry.class_norms equals the norms taken of symmetry.canonical's output (qk_fro, the
+    readout, the MLP factor of theory.norm_measures, and ||W_VO,h||_F built from the canonical
+    V and O), and every exact symmetry leaves it where it was; a non-symmetry (W_V alone scaled)
+    moves vo. A stack's parameters give each run's norms."""
+    p, cfg, _ = _trained_small()
+    n = symmetry.class_norms(p, cfg)
+    q = symmetry.canonical(p, cfg)
+    nm = theory.norm_measures(q, cfg)
+    e = cfg["d"] // cfg["heads"]
+    vo = [np.linalg.norm(np.vstack([q["W_V"][:, h * e:(h + 1) * e], q["b_V"][h * e:(h + 1) * e]])
+                         @ q["W_O"][h * e:(h + 1) * e]) for h in range(cfg["heads"])]
+    assert np.allclose(n["qk"], nm["qk_fro"], rtol=1e-9, atol=0)
+    assert np.allclose(n["vo"], vo, rtol=1e-9, atol=0)
+    assert np.isclose(n["w"], nm["readout_norm"], rtol=1e-9, atol=0)
+    assert np.isclose(1 + 1.13 * n["mlp"], nm["mlp_factor"], rtol=1e-9, atol=0)
+    assert nm["B_X"] <= np.sqrt(cfg["d"] + 1)                  # LayerNorm holds the fifth bound
+    for label, moved in _random_symmetries(p, cfg, np.random.default_rng(3)).items():
+        m = symmetry.class_norms(moved, cfg)
+        same = {k: np.allclose(np.sort(m[k], axis=None), np.sort(n[k], axis=None), rtol=1e-8,
+                               atol=0) for k in n}
+        assert all(same.values()), (label, same)
+    not_sym = dict(p, W_V=p["W_V"] * 1.5)
+    assert not np.allclose(symmetry.class_norms(not_sym, cfg)["vo"], n["vo"])
+    stack = {k: np.stack([v, 2 * v]) for k, v in p.items()}
+    ns = symmetry.class_norms(stack, cfg)
+    assert np.allclose(ns["qk"][0], n["qk"], rtol=1e-12) and ns["w"].shape == (2,)
+
+
+def test_training_inside_the_class_ball_never_leaves_it_and_a_ball_too_large_changes_no_bit():
+    """Options ball_qk, ball_vo, ball_w, ball_mlp: after every step of a stack every norm of
+    symmetry.class_norms is within its radius (the monitor reads the parameters after each
+    step); the record says each projection acted and its finals are the final parameters' norms.
+    A ball at 1.0001 times the largest norm a free run ever reached (the record of a ball too
+    large to act) gives that run bit for bit; at 1/1.001 of it the projection acts and the run
+    changes (so the first check can fail)."""
+    base = dict(SYM_OPTS, T=30, steps=60)
+    cfg = run_options.model_config(dict(base, **CLASS_RADII))
+    ratios = []
+
+    class Watch:
+        every, at_start = 1, True
+
+        def __call__(self, step, acc, loss, params):
+            n = symmetry.class_norms(params, cfg)
+            ratios.append(max(float(np.max(n[k[5:]])) / r for k, r in CLASS_RADII.items()))
+            return False
+    stacked = trainer.train_stack([dict(base, **CLASS_RADII, seed=s) for s in (5, 6)],
+                                  monitor=Watch())
+    assert len(ratios) == 60 and max(ratios) <= 1.0
+    for r in stacked:
+        rec, n = r["ball"], symmetry.class_norms(r["params"], r["cfg"])
+        for k in symmetry.CLASS_NORMS:
+            assert rec[f"{k}_active"] > 0 and rec[f"{k}_worst"] > 1, (k, rec)
+            assert rec[f"{k}_final"] == float(np.max(n[k])) <= rec[f"{k}_radius"]
+    free = trainer.train_run(base, log=None)
+    huge = trainer.train_run(dict(base, **{k: 1e6 * v for k, v in CLASS_RADII.items()}),
+                             log=None)["ball"]
+    reached = {k: huge[f"{k[5:]}_worst"] * 1e6 * v for k, v in CLASS_RADII.items()}
+    edge = trainer.train_run(dict(base, **{k: 1.0001 * v for k, v in reached.items()}), log=None)
+    assert all(edge["ball"][f"{k}_active"] == 0 for k in symmetry.CLASS_NORMS)
+    assert all(np.array_equal(free["params"][k], edge["params"][k]) for k in free["params"])
+    assert edge["losses"] == free["losses"]
+    inside = trainer.train_run(dict(base, **{k: v / 1.001 for k, v in reached.items()}), log=None)
+    assert all(inside["ball"][f"{k}_active"] > 0 for k in symmetry.CLASS_NORMS)
+    assert not all(np.array_equal(free["params"][k], inside["params"][k]) for k in free["params"])
+    for bad, words in ((dict(base, ball_qk=0.1, model="mlp"), "ball_qk acts on the Transformer"),
+                       (dict(base, ball_qk=0.1, qk_ball=1.0), "cannot be combined"),
+                       (dict(base, ball_mlp=0.1, mlp=0), "ball_mlp holds the MLP"),
+                       (dict(base, ball_w=-1.0), "ball_w"), (dict(base, ball_vo=float("nan")),
+                                                             "ball_vo")):
+        with pytest.raises(ValueError, match=words):
+            run_options.validate_options(bad)
+
+
+def test_a_sweep_inside_the_class_ball_writes_its_record_beside_its_runs(tmp_path):
+    """A sweep whose options hold a norm writes ball-of-runs.csv: one row per run of runs.csv,
+    read back through folder.read_rows (BALL_ROWS), each held norm's final within its radius;
+    a row claiming a final outside its radius is refused naming the file and line."""
+    out = tmp_path / "ball"
+    assert _sweep(out, "--ball-qk", "0.05", "--ball-w", "0.5") == 0
+    runs = folder.read_rows([str(out / "runs.csv")])
+    rec = folder.read_rows([str(out / "ball-of-runs.csv")], kind=folder.BALL_ROWS)
+    assert sorted((r["T"], r["seed"], r["m"]) for r in rec) == sorted(
+        (int(r["T"]), int(r["seed"]), int(r["m"])) for r in runs)
+    assert all(r["qk_final"] <= 0.05 * (1 + 1e-5) and r["vo_radius"] == 0 for r in rec)
+    text = (out / "ball-of-runs.csv").read_text().splitlines()
+    cols = text[0].split(",")
+    row = text[1].split(",")
+    row[cols.index("qk_final")] = "0.06"
+    (out / "ball-of-runs.csv").write_text("\n".join([text[0], ",".join(row)]) + "\n")
+    with pytest.raises(ValueError, match="ball-of-runs.csv line 2"):
+        folder.read_rows([str(out / "ball-of-runs.csv")], kind=folder.BALL_ROWS)
+
+
 def test_the_low_gain_run_with_its_step_restored_is_the_gain_1_run_bit_for_bit():
     """LN1's gain frozen at 1/2 with W_Q, W_K, W_V initialised 2x and stepped as held at 2x is the
     gain-1 frozen-LN1 run reparametrised (symmetry (a)): the same test accuracy, losses and

@@ -47,7 +47,7 @@ from studies.checkpoint import (Interrupted, StopRequests, check_checkpoint,  # 
                                 checkpoint_owner, load_checkpoint, restore, same_path,
                                 save_checkpoint)
 from studies.cli import integer  # noqa: E402
-from studies.run_options import (DEFAULTS, OPTIONS, RUN_KEYS, cli_flag, model_config,  # noqa: E402
+from studies.run_options import (DEFAULTS, OPTIONS, RUN_KEYS, ball_radii, cli_flag, model_config,  # noqa: E402
                                  py_flag, run_shapes, validate_options)
 Diverged = train.Diverged
 
@@ -151,6 +151,10 @@ class StudyHooks(train.Hooks):
                         decoupled=o["optimizer"] == "adamw")
         if o["qk_ball"]:                  # training inside the norm ball (projected Adam)
             symmetry.project_qk_ball(run.params, run.model.cfg, qk_ball_radius(o))
+        radii = ball_radii(o)
+        if radii:                         # inside the capacity bound's class (projected Adam)
+            _count_projection(run, symmetry.project_class_ball(run.params, run.model.cfg, radii),
+                              radii)
 
     def train(self, run, o):
         """train.train_loop under StopRequests (Ctrl-C and SIGTERM end it after their step,
@@ -213,6 +217,45 @@ def qk_ball_radius(o):
     o = validate_options(o, name="o")
     return o["qk_ball"] * float(theory.paper_score_gap(o["T"], o["s"], QK_BALL_EPS)) / (
         2.0 * (o["d"] + 1))
+
+
+def _count_projection(run, before, radii):
+    """The ball's record of each run (run.ball, {name: [R]}): on how many steps the projection
+    brought a norm back (a head's, for qk and vo: any head) and the largest norm / radius it met."""
+    if getattr(run, "ball", None) is None:
+        n = run.R or 1
+        run.ball = {f"{k}_{x}": np.zeros(n, dtype) for k in radii
+                    for x, dtype in (("active", int), ("worst", float))}
+    for k, r in radii.items():
+        ratio = before[k] / r
+        worst = np.atleast_1d(ratio.max(-1) if k in ("qk", "vo") else ratio)
+        run.ball[f"{k}_active"] += worst > 1
+        run.ball[f"{k}_worst"] = np.fmax(run.ball[f"{k}_worst"], worst)
+
+
+BALL_RECORD = tuple(f"{k}_{x}" for k in symmetry.CLASS_NORMS
+                    for x in ("radius", "active", "worst", "final"))
+
+
+def _ball_record(o, run, i=0):
+    """Run i's record of the class's ball as a dict of BALL_RECORD, or None when its options hold
+    no norm: for each norm of symmetry.CLASS_NORMS its radius (0: not held), the steps on which
+    the projection acted, the largest norm / radius met before a projection (nan: not held), and
+    the norm of the final parameters (the largest head's for qk and vo), measured whether held
+    or not."""
+    radii = ball_radii(o)
+    if not radii:
+        return None
+    p = {k: v[i] for k, v in run.params.items()} if run.R else run.params
+    final = symmetry.class_norms(p, run.model.cfg)
+    out = {}
+    for k in symmetry.CLASS_NORMS:
+        held = k in radii and getattr(run, "ball", None) is not None
+        out.update({f"{k}_radius": float(radii.get(k, 0.0)),
+                    f"{k}_active": int(run.ball[f"{k}_active"][i]) if held else 0,
+                    f"{k}_worst": float(run.ball[f"{k}_worst"][i]) if held else float("nan"),
+                    f"{k}_final": float(np.max(final[k]))})
+    return out
 
 
 def divergence_culprit(o):
@@ -444,6 +487,8 @@ def _finish_run(o, run):
         _restore_best(run)
     r = _more(o, train.finish_run(o, run))
     r["arithmetic"] = run.arithmetic
+    if ball_radii(o):
+        r["ball"] = _ball_record(o, run)
     if run.before is not None:                 # resumed from a checkpoint another arithmetic made
         r["arithmetic_before_resume"] = run.before
     if run.curve is not None:
@@ -469,7 +514,9 @@ def _stack_results(opts, run, ran, seconds):
         if r["diverged"]:
             out.append(dict(diverged_result(x), losses=r["losses"]))
             continue
-        out.append(dict(_more(x, r), best_step=int(run.best.step[len(out)]) if run.val else ran))
+        i = len(out)
+        out.append(dict(_more(x, r), best_step=int(run.best.step[i]) if run.val else ran,
+                        **({"ball": _ball_record(x, run, i)} if ball_radii(x) else {})))
     return out
 
 
