@@ -2149,6 +2149,9 @@ def test_infonce_gradient_is_attention_readout():
     # theory.py's doors; its internals (lse, positional_codes, ...) take what numpy takes
     (lambda: theory.samples_for_gap(-1.0, 8, 10, 0.1), "C must be a finite number > 0, got -1.0"),
     (lambda: theory.samples_for_gap(1.0, 8, 0, 0.1), "T must be an integer >= 1, got 0"),
+    (lambda: theory.samples_for_gap(1.0, 8, 10, 1e-300), "gap 1e-300 is too small for C = 1.0"),
+    (lambda: theory.linear_class_samples(10, 1e-300), "gap 1e-300 is too small for T = 10"),
+    (lambda: train.accuracy(np.array([1.0, -1.0]), np.array([2, 0])), "y must hold labels 0 and 1"),
     (lambda: theory.build_sparse_head("and", np.random.default_rng(0)),
      "task must be a data.SparseTask, got 'and'"),
     (lambda: theory.build_sparse_head(data.make_task("and", 10, 3, np.random.default_rng(0)), 42),

@@ -306,6 +306,8 @@ def samples_for_gap(C, d, T, gap):
     """Smallest m with generalization_gap(C, d, m, T) <= gap: solve m = C log(2dmT) / gap^2."""
     C, gap = _check_number("C", C, real=True), _check_number("gap", gap, real=True)
     d, T = _check_number("d", d), _check_number("T", T)
+    _check_arg(gap * gap > 0 and C / (gap * gap) < 1e250, f"gap {gap} is too small for C = {C}: "
+               f"the samples it needs leave a float's range")
     m = max(1.0, C / gap ** 2)
     for _ in range(100):                       # a contraction: the right side grows like log m
         m = C * math.log(2 * d * m * T) / gap ** 2
@@ -316,6 +318,8 @@ def linear_class_samples(T, gap):
     """Halfspaces on the T bits have VC dimension T + 1; the VC bound's shape sqrt(VC log m / m)
     <= gap asks for m = (T + 1) log(m) / gap^2 samples. Grows like T."""
     T, gap = _check_number("T", T), _check_number("gap", gap, real=True)
+    _check_arg(gap * gap > 0 and (T + 1) / (gap * gap) < 1e250, f"gap {gap} is too small for "
+               f"T = {T}: the samples it needs leave a float's range")
     m = (T + 1) / gap ** 2
     for _ in range(100):
         m = (T + 1) * math.log(max(m, 2.0)) / gap ** 2

@@ -342,7 +342,10 @@ def chunked(model, params, X):  # X [n, T] -> [n], or a stack's [R, n, T] -> [R,
 
 def accuracy(z, y):
     """Share of logits z [n] on the side of their 0/1 labels y [n]."""
-    return float(np.mean((np.asarray(z) > 0) == (np.asarray(y) > 0)))
+    y = np.asarray(y)
+    if not np.all((y == 0) | (y == 1)):
+        raise ValueError(f"y must hold labels 0 and 1, got {np.unique(y)[:4]}")
+    return float(np.mean((np.asarray(z) > 0) == (y > 0)))
 
 
 def attention_on_support(params, cfg, X, S):

@@ -206,6 +206,8 @@ def number(lo, strict=False, hi=None, hi_strict=False):
                 v = float(v)
             except ValueError:
                 raise BadValue(f"must be {allowed}, got {v!r}") from None
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2 ** 1023:
+            raise BadValue(f"must be {allowed}, got an integer beyond a float's range")
         if (not isinstance(v, numbers.Real) or isinstance(v, bool) or type(v).__name__ == "bool_"
                 or not math.isfinite(v) or v < lo or (strict and v == lo)
                 or (hi is not None and (v > hi or (hi_strict and v == hi)))):

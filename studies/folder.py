@@ -547,6 +547,10 @@ def check_rows(rows, bar=None, meta=None, kind=SWEEP_ROWS):
     kept, seen = [], {}
     for r in rows:
         where = r.get("line", "a row")
+        missing = [k for k in kind["fields"] if k not in kind["optional"] and k not in r]
+        if missing:
+            raise ValueError(f"{where}: not {kind['what']}'s row (no {', '.join(missing)}); rows "
+                             f"are read by folder.read_rows")
         problem = kind["agrees"](r, meta, bar)
         if problem:
             raise ValueError(f"{where}: {problem}")

@@ -104,7 +104,8 @@ PARSE = {name: parse for name, _, parse, _ in OPTIONS}
 # what defines a run: a checkpoint must agree on these
 RUN_KEYS = ("model", "task", "T", "s", "m", "data", "n_test", "lr", "wd", "batch", "seed", "d",
             "heads", "mlp", "dtype", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "qk_ball",
-            "ball_qk", "ball_vo", "ball_w", "ball_mlp", "qkv_init", "qkv_step", "clip", "dropout", "val", "val_every", "pos_init")
+            "ball_qk", "ball_vo", "ball_w", "ball_mlp", "qkv_init", "qkv_step", "clip", "dropout",
+            "val", "val_every", "pos_init")
 
 
 BALL = ("ball_qk", "ball_vo", "ball_w", "ball_mlp")   # symmetry.CLASS_NORMS' radii, in order
@@ -169,7 +170,9 @@ def check_options(o, flag=py_flag):
                 f"with model mlp")
     if o.get("qk_ball", 0.0) and o["T"] <= 1.1 * o["s"]:
         return f"qk_ball needs T > 1.1 s (a score gap ln((T - s) / (0.1 s)) > 0), got {f('T')}"
-    for k in ("qkv_init", "qkv_step"):
+    for k in ("ln1_gain", "qkv_init", "qkv_step"):
+        if k == "ln1_gain" and o.get("ln1_gain", 1.0) >= 1:
+            continue                    # its top: the overflow check above
         if o.get(k, 1.0) != 1.0 and o.get("model") == "mlp":
             return f"{k} acts on the Transformer's attention only, got {f(k)} with model mlp"
         if not 2.0 ** -20 <= o.get(k, 1.0) <= 2.0 ** 20:
@@ -177,6 +180,9 @@ def check_options(o, flag=py_flag):
     if o.get("qk_ball", 0.0) and o.get("model") == "mlp":
         return f"qk_ball acts on the Transformer's attention only, got {f('qk_ball')} with model mlp"
     ball = [k for k in BALL if o.get(k, 0.0)]
+    tiny = [k for k in ball if o[k] < 2.0 ** -20]
+    if tiny:
+        return f"{f(tiny[0])} is out of range: a radius is 0 (off) or at least 2^-20"
     if ball and o.get("model") == "mlp":
         return f"{ball[0]} acts on the Transformer only, got {f(ball[0])} with model mlp"
     if ball and o.get("qk_ball", 0.0):
@@ -210,6 +216,7 @@ class Options(dict):
         raise TypeError("run options are read-only once checked: make a new dict, "
                         "dict(o, name=value), and check it again (validate_options)")
     __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _read_only
+    __ior__ = _read_only
 
     def __reduce__(self):                       # pickled whole (a sweep's worker processes)
         return Options, (dict(self),)

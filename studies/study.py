@@ -214,6 +214,10 @@ def _check_rows(rows, keys):
                                            for r in rows)):
         raise TypeError(f"rows must be a list of a study's rows (dicts with "
                         f"{', '.join(keys) or 'their fields'}), got {shown(rows)}")
+    bad = next((r for r in rows if "success" in keys and r["success"] not in (0, 1)), None)
+    if bad is not None:        # True and False are 1 and 0
+        raise ValueError(f"rows: a row's success must be 0 or 1 (or a bool), got "
+                         f"{shown(bad['success'])}")
 
 
 def _check_real(name, v):

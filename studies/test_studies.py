@@ -5596,3 +5596,60 @@ def test_the_modules_that_moved_into_studies_refuse_hostile_values_naming_the_ar
         sorted(set(public) - set(table) - set(TRAINER_INSIDE))
     assert not set(table) - set(public), sorted(set(table) - set(public))
     assert_walked(public, table, least=800)
+
+
+# ---------------------------------------------------------------- issue 53 ---------------------
+
+STUDIES = os.path.dirname(os.path.abspath(__file__))
+
+
+def study_commands():
+    """Every module of studies/ that is a command (holds `if __name__ == "__main__":` at its top
+    level), by name: a new command joins the tests below by being written, not by being listed."""
+    return sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(STUDIES, "*.py"))
+                  if re.search(r'^if __name__ == "__main__":', open(p).read(), re.M)
+                  and not os.path.basename(p).startswith("test_"))
+
+
+def test_every_study_command_run_another_way_says_in_one_line_how_to_run_it(tmp_path):
+    """`python studies/X.py` from another folder and `python -m X` from inside studies/ end in
+    one line naming `python -m studies.X`, never a traceback (ModuleNotFoundError: 'studies')."""
+    names = study_commands()
+    assert {"sweep", "trainer", "mechanism", "symmetries", "replay"} <= set(names)
+    env = dict(os.environ, PYTHONPATH="")
+    for name in names:
+        for argv, cwd in (([os.path.join(STUDIES, name + ".py"), "--help"], str(tmp_path)),
+                          (["-m", name, "--help"], STUDIES)):
+            p = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True,
+                               text=True, timeout=60)
+            lines = p.stderr.strip().splitlines()
+            assert p.returncode != 0 and len(lines) == 1 and not p.stdout, (name, argv, p.stderr)
+            assert f"python -m studies.{name}" in lines[0], (name, lines)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: folder.check_rows([{}]), "a row: not a sweep CSV's row \\(no model"),
+    (lambda: study.separation([[dict(seed=0, success=2, qk=1.0)]], "qk", np.ones((3, 1))),
+     "success must be 0 or 1"),
+    (lambda: run_options.validate_options(dict(qk_ball=10 ** 400)), "beyond a float's range"),
+    (lambda: run_options.validate_options(dict(ln1_gain=10 ** 400)), "beyond a float's range"),
+    (lambda: run_options.validate_options(dict(qkv_step=10 ** 400)), "beyond a float's range"),
+    (lambda: run_options.validate_options(dict(ln1_gain=1e-320)), "ln1_gain=1e-320 is out of range"),
+    (lambda: run_options.validate_options(dict(ball_vo=1e-320)), "ball_vo=1e-320 is out of range"),
+])
+def test_the_studies_doors_refuse_issue_53s_cases_in_one_line(call, match):
+    """The public functions' cases of the hostile round (issue 53): each a ValueError or TypeError
+    naming the argument, never a KeyError, an OverflowError or a nan."""
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+def test_checked_run_options_are_read_only_through_every_operator():
+    o = run_options.Options({})
+    for change in (lambda: o.__setitem__("lr", 1), lambda: o.update(lr=1),
+                   lambda: o.__ior__({"lr": 1}), lambda: o.setdefault("x", 1)):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    with pytest.raises(TypeError, match="read-only"):
+        o |= {"lr": 1}
+    assert o["lr"] == run_options.DEFAULTS["lr"]
