@@ -634,9 +634,9 @@ def claim_output(path, kind, what=None, ours=None):
     if os.path.isdir(path):
         raise ValueError(f"{what} {path} is a folder, not {description}; give a file name")
     if os.path.lexists(path):
-        if not os.path.isfile(path):
-            raise ValueError(f"{what} {path} exists and is not a regular file; refusing to "
-                             f"replace it")
+        if not os.path.isfile(path) or os.path.islink(path):
+            raise ValueError(f"{what} {path} exists and is not a regular file (a link, a device "
+                             f"or a pipe); refusing to write through it")
         verdict = ours(path) if ours else recognise(path) if recognise else False
         if isinstance(verdict, str):
             raise ValueError(f"{what} {path} {verdict}")

@@ -245,8 +245,7 @@ def _write_markdown(out, lines):
     return path
 
 
-PAIR_FIELDS = ("intervention", "d", "T", "m", "seed", "base_success", "int_success",
-               "base_test_acc", "int_test_acc", "base_B_X", "int_B_X", "base_C", "int_C")
+PAIR_FIELDS = folder.PAIR_FIELDS        # the CSV's columns: its one reader is folder.read_whole
 
 
 def _arm_pairs(study_cells, arm_cells, shared=False):

@@ -346,9 +346,41 @@ BALL_ROWS = dict(fields=BALL_FIELDS, optional=(), filled=("mlp_final",), parse=_
                  name=lambda k: f"{k[0]} T={k[1]} seed={k[2]} m={k[3]}",
                  show=lambda v: f"{v} projections")
 
+# failures.py paired's CSV (--pairs): one (study run, arm run) pair of one seed per row, written
+# whole (never appended to): a torn row, a duplicated pair or a file without pairs is damage.
+PAIR_FIELDS = ("intervention", "d", "T", "m", "seed", "base_success", "int_success",
+               "base_test_acc", "int_test_acc", "base_B_X", "int_B_X", "base_C", "int_C")
+
+
+def _pair_row(r):
+    """A pairs row, typed and checked alone: sizes >= 1, seed >= 0, successes 0 or 1, accuracies
+    in [0, 1] (nan: diverged), B_X and C numbers >= 0 or nan."""
+    try:
+        t = {k: int(r[k]) for k in ("d", "T", "m", "seed", "base_success", "int_success")}
+        f = {k: float(r[k]) for k in PAIR_FIELDS[7:]}
+        ok = (r["intervention"].strip() != "" and min(t["d"], t["T"], t["m"]) >= 1
+              and t["seed"] >= 0 and t["base_success"] in (0, 1) and t["int_success"] in (0, 1)
+              and all(v != v or 0 <= v <= 1 for k, v in f.items() if k.endswith("test_acc"))
+              and all(v != v or 0 <= v < math.inf for v in f.values()))
+    except (ValueError, TypeError, AttributeError):
+        ok = False
+    if not ok:
+        raise BadRow(f"not a valid pair row {dict((k, r.get(k)) for k in PAIR_FIELDS[:7])} (sizes "
+                     f">= 1, seed >= 0, successes 0 or 1, accuracies in [0, 1])")
+    return dict(r, **t, **f)
+
+
+PAIR_ROWS = dict(fields=PAIR_FIELDS, optional=(), filled=PAIR_FIELDS, parse=_pair_row,
+                 what="a paired CSV (failures.py paired --pairs)", whole=True,
+                 run=lambda r: (r["intervention"], int(r["d"]), int(r["T"]), int(r["m"]),
+                                int(r["seed"])),
+                 outcome=lambda r: (int(r["base_success"]), int(r["int_success"])),
+                 name=lambda k: f"{k[0]} d={k[1]} T={k[2]} m={k[3]} seed={k[4]}",
+                 show=lambda v: f"successes {v}")
+
 KINDS = dict(SWEEP_ROWS="a sweep's runs", STEPS_ROWS="steps.py's runs",
              MECHANISM_ROWS="a study's runs", TRAJECTORY_ROWS="a study's trajectories",
-             BALL_ROWS="a class ball's record")
+             BALL_ROWS="a class ball's record", PAIR_ROWS="a paired CSV")
 
 
 def _check_kind(kind):
@@ -397,6 +429,9 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
         if not lines:                         # empty, or a header torn mid-write: no runs yet
             continue
         last = len(lines) if text.endswith("\n") else None    # else a torn tail follows
+        if kind.get("whole") and text and not text.endswith("\n"):
+            raise ValueError(f"{path} line {len(lines) + 1}: the file ends mid-row; {kind['what']} "
+                             f"is written whole, so it was cut or damaged: write it again")
         header = next(csv.reader([lines[0]]), [])
         missing = [k for k in kind["fields"] if k not in kind["optional"] and k not in header]
         if missing:
@@ -414,6 +449,9 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
                 r = dict(zip(header, fields))
                 if len(fields) < len(header) or "" in (r.get(k) for k in kind["filled"]):
                     torn = f"{len(fields)} of {len(header)} fields"
+            if torn and kind.get("whole"):
+                raise ValueError(f"{path} line {line}: a torn row ({torn}); {kind['what']} is "
+                                 f"written whole, so it was damaged: write it again")
             if torn:
                 if line != last:
                     warn(f"warning: {path} line {line}: a torn row ({torn}), skipped; the file "
@@ -425,6 +463,27 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
                 raise ValueError(f"{path} line {line}: {e}") from None
             r["line"] = f"{path} line {line}"
             rows.append(r)
+    return rows
+
+
+def read_whole(path, kind):
+    """The rows of one file of a kind written whole (kind["whole"]: PAIR_ROWS), every one checked
+    (read_rows): ValueError, one line naming the file (and line), when it holds no row, a torn
+    or wrong row, or one run twice."""
+    path = check_path("path", path, f"{kind['what'] if isinstance(kind, dict) else 'a'} file")
+    _check_kind(kind)
+    if not os.path.isfile(path):
+        raise ValueError(f"path {path} is not a file ({kind['what']} expected)")
+    rows = read_rows([path], kind=kind)
+    if not rows:
+        raise ValueError(f"{path} holds no rows ({kind['what']}: a header and at least one row)")
+    seen = {}
+    for r in rows:
+        k = kind["run"](r)
+        if k in seen:
+            raise ValueError(f"{r['line']}: {kind['name'](k)} again (first at {seen[k]}); each "
+                             f"is written once")
+        seen[k] = r["line"].rsplit(" ", 1)[-1]
     return rows
 
 
@@ -672,8 +731,16 @@ class RowWriter:
         self.kind, self.sidecar = _check_kind(kind), None
         if arithmetic_of is not None:  # the session's arithmetic differs from the folder's
             name = os.path.basename(re.sub(r"(-part\d+)?(-shard-\d+-of-\d+)?\.csv$", "", path))
-            self.sidecar = (os.path.join(os.path.dirname(path), f"arithmetic-of-{name}.csv"),
-                            arithmetic_of)
+            side = os.path.join(os.path.dirname(path), f"arithmetic-of-{name}.csv")
+            if os.path.lexists(side) and (os.path.islink(side) or _header_state(
+                    side, ("run", "arithmetic")) == "other"):
+                raise ValueError(f"{side} is not a record of runs' arithmetic this command wrote "
+                                 f"(another header, no CSV, or a link); refusing to write into "
+                                 f"it: move it away")
+            self.sidecar = (side, arithmetic_of)
+        if os.path.islink(path):
+            raise ValueError(f"{path} is a link; refusing to write rows through it (to a file "
+                             f"that may lie outside the folder): move it away")
         k = 1
         while _header_state(path, kind["fields"]) == "other":
             k += 1                 # written by an older version: never touched, continued aside

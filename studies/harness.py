@@ -157,21 +157,23 @@ def check_callable(name, v):
 
 # ---------------------------------------------------------------- the outputs of a command ------
 
-def claim_outputs(claims, inputs=()):
+def claim_outputs(claims, inputs=(), folders=()):
     """The one claim a study command makes before it writes anything: no output (each claim is
     cli.claim_outputs's (path, kind, what), None where not asked for) is one of the files the
     command reads (`inputs`: a CSV of runs written over by its own report would be lost), no two
     outputs are one file, and each is free or already this command's kind of output
-    (cli.claim_outputs). ValueError, one line naming the output. Every output is then written
-    whole to a temporary name and renamed (cli.write_text), a full disk naming the file."""
+    (cli.claim_outputs); nor inside one of the `folders` the command reads (their files are their
+    own commands' outputs: a folder's table.md is its sweep's). ValueError, one line naming the
+    output. Every output is then written whole to a temporary name and renamed (cli.write_text),
+    a full disk naming the file."""
     if not (isinstance(claims, (list, tuple)) and all(
             isinstance(c, (list, tuple)) and len(c) in (3, 4) for c in claims)):
         raise TypeError(f"claims must be a list of (path, kind, what[, ours]), got "
                         f"{shown(claims)}")
-    if not (isinstance(inputs, (list, tuple)) and all(
-            isinstance(f, (str, os.PathLike)) for f in inputs)):
-        raise TypeError(f"inputs must be a list of the files the command reads, got "
-                        f"{shown(inputs)}")
+    for name, v in (("inputs", inputs), ("folders", folders)):
+        if not (isinstance(v, (list, tuple)) and all(isinstance(f, (str, os.PathLike)) for f in v)):
+            raise TypeError(f"{name} must be a list of the {'files' if name == 'inputs' else name}"
+                            f" the command reads, got {shown(v)}")
     for path, _, what, *_ in claims:
         if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
             continue                                   # cli.claim_outputs names it
@@ -179,6 +181,10 @@ def claim_outputs(claims, inputs=()):
             if os.path.lexists(f) and cli.same_file(path, f):
                 raise ValueError(f"{what} {path} is {f}, a file this command reads; give the "
                                  f"output a path of its own")
+        for f in folders:
+            if os.path.isdir(f) and cli.same_file(os.path.dirname(os.path.abspath(path)), f):
+                raise ValueError(f"{what} {path} is inside {f}, a folder this command reads "
+                                 f"(its files are its own commands'); write it elsewhere")
     cli.claim_outputs(claims)
 
 

@@ -22,8 +22,9 @@ import signal
 if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
-if not __package__:        # run as a file, or as a module from inside studies/: say how
-    sys.exit(f"{__file__} is a command of the package studies: run it from the repository's root as python -m studies.replay")
+if not __package__ and __import__("importlib.util").util.find_spec("studies") is None:
+    sys.exit(f"{__file__} is a command of the package studies: run it from the "
+             "repository's root as python -m studies.replay")   # (run as a file)
 
 from studies import cli                      # standard library only: Ctrl-C from the first line
 
@@ -441,7 +442,12 @@ def main(argv=None):
                  f"{', '.join(sorted(arithmetic.KERNEL_FLAGS[a.kernel]))}); it can run "
                  f"{', '.join(arithmetic.kernels_here()) or 'no kernel this command knows'}")
     if a.table:
-        cli.write_text(cli.claim_output(a.table, "table", "--table"), findings_table(a.folders))
+        try:
+            harness.claim_outputs([(a.table, "table", "--table")], [os.path.join(
+                f, "arithmetic.json") for f in a.folders], folders=a.folders)
+        except ValueError as e:
+            ap.error(str(e))
+        cli.write_text(a.table, findings_table(a.folders))
         print(f"table: {a.table}")
         return 0
     code = 0

@@ -24,8 +24,9 @@ import signal
 if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
-if not __package__:        # run as a file, or as a module from inside studies/: say how
-    sys.exit(f"{__file__} is a command of the package studies: run it from the repository's root as python -m studies.symmetries")
+if not __package__ and __import__("importlib.util").util.find_spec("studies") is None:
+    sys.exit(f"{__file__} is a command of the package studies: run it from the "
+             "repository's root as python -m studies.symmetries")   # (run as a file)
 
 from studies import cli                      # standard library only: the thread setting acts before numpy
 
@@ -33,8 +34,6 @@ if __name__ == "__main__":
     cli.quiet_interrupts("studies.symmetries")
     cli.set_blas_threads()
 
-import csv
-import json
 import math
 import os
 
@@ -47,7 +46,7 @@ from studies.checks import INTS, check_number
 from studies.cli import OneLineParser, int_list
 from theory import covering_constant, generalization_gap, norm_measures
 
-from studies import harness, stats
+from studies import folder, harness, stats
 from studies.folder import folder_rows
 from studies.stats import critical_sizes
 from studies.mechanism import growth_table, measure_mechanism
@@ -128,8 +127,13 @@ def _canonical_measures(p, cfg, m=None):
 
 def _train_study_model(d, T, plan=STUDY_PLAN, seed=0):
     """The study's borderline run (d, T) of `seed` in float64 -> (params, cfg, S, X, m)."""
-    cell = next(c for c in json.load(open(plan))["cells"]
-                if c["design"] == "borderline" and (c["d"], c["T"]) == (d, T))
+    p = folder.check_plan(folder.read_json(plan, "a study's plan", "give the study's plan.json"),
+                          plan)
+    cell = next((c for c in p["cells"] if c["design"] == "borderline" and (c["d"], c["T"]) ==
+                 (d, T)), None)
+    if cell is None:
+        raise ValueError(f"{plan}: no borderline cell at d = {d}, T = {T} (the study's plan "
+                         f"holds one: give results/mechanism/plan.json)")
     r = trainer.train_run(dict(cell["options"], T=T, m=cell["m"], seed=seed, dtype="float64",
                              log_every=0), log=None)
     X = (np.random.default_rng(seed).random((500, T)) < 2.0 ** (-1.0 / 3)).astype(np.float64)
@@ -192,7 +196,7 @@ def measures_command(out, plan=STUDY_PLAN, log=print):
              "Written by `python -m studies.symmetries measures` (two study models trained "
              "again in float64: the borderline cells' options, seed 0).", ""] + \
         _measure_table(models)
-    path = cli.claim_output(out, "table", "the table")
+    path = out                               # claimed at the start (harness.claim_outputs)
     cli.write_text(path, "\n".join(lines) + "\n")
     log(f"wrote {path}")
 
@@ -211,11 +215,8 @@ SMALL_T, LARGE_T = (100, 300), (3000,)
 N_BOOT = 20_000
 
 
-def _read_pairs(path):
-    with open(path, newline="") as f:
-        return [dict(r, d=int(r["d"]), T=int(r["T"]), seed=int(r["seed"]),
-                     base_success=int(r["base_success"]), int_success=int(r["int_success"]))
-                for r in csv.DictReader(f)]
+def _read_pairs(path):  # -> the rows of a paired CSV, each checked (folder.PAIR_ROWS)
+    return folder.read_whole(path, folder.PAIR_ROWS)
 
 
 def sign_test(lost, gained):
@@ -304,7 +305,7 @@ def interaction_command(pairs, out, n_boot=N_BOOT, log=print):
              "pairs are independent (one arm, one width: '-' elsewhere, since two arms share a "
              "seed's baseline run and two widths its training set).", ""] + \
         _interaction_table(rows, n_boot)
-    path = cli.claim_output(out, "table", "the table")
+    path = out                               # claimed at the start (harness.claim_outputs)
     cli.write_text(path, "\n".join(lines) + "\n")
     log(f"wrote {path}")
 
@@ -360,7 +361,7 @@ def cells_command(pairs, out, seeds=None, n_boot=N_BOOT, log=print):
              "(lost against gained, Binomial(n, 1/2)), which a small cell needs: 4 lost and 0 "
              "gained can exclude 0 in the bootstrap while the exact test gives p = 0.125.", ""] + \
         _cells_table(rows, seeds, n_boot)
-    path = cli.claim_output(out, "table", "the table")
+    path = out                               # claimed at the start (harness.claim_outputs)
     cli.write_text(path, "\n".join(lines) + "\n")
     log(f"wrote {path}")
 
@@ -408,6 +409,7 @@ def same_command(first, second, out, log=print):
     for name, v in (("first", first), ("second", second)):
         harness.check_path(name, v, "a study's or an arm's folder", folder=True)
     harness.need(callable(log), "log", log, "a function of one line")
+    harness.claim_outputs([(out, "table", "the table")], folders=[first, second])
     (_, a), (_, b) = load_runs(first, "the first folder"), load_runs(second, "the second folder")
     same, n, per = _same_runs(b, a, keys=SAME_KEYS)
     harness.need(n > 0, "folders", (first, second), "two folders with runs of the same cells "
@@ -417,7 +419,7 @@ def same_command(first, second, out, log=print):
              f"when its {', '.join(SAME_KEYS)} are equal to the bit. {same} of {n} runs are.", "",
              "| d | T | runs | the same |", "|---|---|---|---|"] + [
         f"| {d} | {T} | {k} | {s} |" for (d, T), (s, k) in sorted(per.items())]
-    path = cli.claim_output(out, "table", "the table")
+    path = out                               # claimed at the start (harness.claim_outputs)
     cli.write_text(path, "\n".join(lines) + "\n")
     log(f"wrote {path}: {same} of {n} runs the same")
 
@@ -455,6 +457,7 @@ def canonical_command(borderline, fixed, study, out, n_boot=N_BOOT, log=print):
     for name, v in (("borderline", borderline), ("fixed", fixed), ("study", study)):
         harness.check_path(name, v, "a study's folder", folder=True)
     harness.need(callable(log), "log", log, "a function of one line")
+    harness.claim_outputs([(out, "table", "the table")], folders=[borderline, fixed, study])
     check_number("n_boot", n_boot, INTS, 1, 10**6 + 1, "an integer from 1 to 10**6")
     _, theirs = load_runs(study, "the study")
     (pb, cb), (pf, cf) = (load_runs(f, role) for f, role in ((borderline, "the borderline rerun"),
@@ -485,7 +488,7 @@ def canonical_command(borderline, fixed, study, out, n_boot=N_BOOT, log=print):
              "", "### Growth in T at the fixed m", "",
              "Medians at each T, fitted as a + b ln T and a T^k (each T's seeds resampled on "
              "their own).", ""] + growth
-    path = cli.claim_output(out, "table", "the table")
+    path = out                               # claimed at the start (harness.claim_outputs)
     cli.write_text(path, "\n".join(lines) + "\n")
     log(f"wrote {path}")
 
@@ -517,6 +520,7 @@ def ball_command(study, folders, n_seeds, Ts, out, log=print):
                  "a list of sweep folders", ValueError)
     for f in folders:
         harness.check_path("folders", f, "a sweep folder", folder=True)
+    harness.claim_outputs([(out, "table", "the table")], folders=[study, *folders])
     check_number("n_seeds", n_seeds, INTS, 1, 10**4 + 1, "an integer from 1 to 10**4")
     harness.need(isinstance(Ts, (list, tuple)) and Ts and all(
         isinstance(T, int) and not isinstance(T, bool) and T >= 1 for T in Ts), "Ts", Ts,
@@ -545,7 +549,7 @@ def ball_command(study, folders, n_seeds, Ts, out, log=print):
                          f"[{n(a['m_star_lo'])}, {n(a['m_star_hi'])}] | {n(b['m_star'])} "
                          f"[{n(b['m_star_lo'])}, {n(b['m_star_hi'])}] | {a['censored']} | "
                          f"{more} / {fewer} / {n_seeds - more - fewer} | {p:.3g} |")
-    path = cli.claim_output(out, "table", "the table")
+    path = out                               # claimed at the start (harness.claim_outputs)
     cli.write_text(path, "\n".join(lines) + "\n")
     log(f"wrote {path}")
 
@@ -589,6 +593,7 @@ def _check_command(out, source, log, n_boot=1, name="pairs"):
     harness.check_path("out", out, "the table's file")
     harness.check_path(name, source, "an input file")
     harness.need(os.path.isfile(source), name, source, "an existing file", ValueError)
+    harness.claim_outputs([(out, "table", "the table")], [source])
     harness.need(callable(log), "log", log, "a function of one line")
     check_number("n_boot", n_boot, INTS, 1, 10**6 + 1, "an integer from 1 to 10**6")
 

@@ -3934,6 +3934,8 @@ STUDY_WALK = {
     # folder.py
     "folder.read_rows": Walk(lambda f: dict(paths=[_w("study", "runs.csv")], warn=None,
                                             kind=folder.MECHANISM_ROWS)),
+    "folder.read_whole": Walk(lambda f: dict(
+        path="results/mechanism-interventions/full/pairs.csv", kind=folder.PAIR_ROWS)),
     "folder.check_rows": Walk(lambda f: dict(
         rows=folder.read_rows([_w("study", "runs.csv")], kind=folder.MECHANISM_ROWS), bar=0.99,
         meta=folder.read_plan(_w("study")), kind=folder.MECHANISM_ROWS),

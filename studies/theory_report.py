@@ -17,8 +17,9 @@ import signal
 if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
-if not __package__:        # run as a file, or as a module from inside studies/: say how
-    sys.exit(f"{__file__} is a command of the package studies: run it from the repository's root as python -m studies.theory_report")
+if not __package__ and __import__("importlib.util").util.find_spec("studies") is None:
+    sys.exit(f"{__file__} is a command of the package studies: run it from the "
+             "repository's root as python -m studies.theory_report")   # (run as a file)
 
 from studies import cli
 
