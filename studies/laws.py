@@ -239,3 +239,80 @@ def _check_estimates(**estimates):
     if len(sizes) > 1:
         raise ValueError(f"{', '.join(estimates)} must have one number of replicates (the same "
                          f"n_boot), got {sorted(sizes)}")
+
+
+# Four laws of m(T) on the m scale, for issue 52's class ball: each a two-parameter least-squares
+# fit of m itself (so that their AICs compare), m = a + b f(T) for f = ln T, T, (ln T)^2, and
+# m = a T^k (k by a bracketing grid and golden-section search, a in closed form for each k).
+LAWS = ("log", "lin", "log2", "pow")
+_K_LO, _K_HI = -1.0, 3.0                          # the power law's exponent is sought in here
+
+
+def _pow_fit(T, Y):  # T [n], Y [n, B] -> (k [B], a [B], rss [B]): m = a T^k on the m scale
+    lT = np.log(T)[:, None, None]
+
+    def rss(k):                                    # k [K, B] -> rss, a [K, B]
+        P = np.exp(lT * k[None])                   # [n, K, B]
+        a = (P * Y[:, None]).sum(0) / (P * P).sum(0)
+        return ((Y[:, None] - a[None] * P) ** 2).sum(0), a
+    ks = np.linspace(_K_LO, _K_HI, 41)[:, None] * np.ones((1, Y.shape[1]))
+    r, _ = rss(ks)
+    i = np.clip(np.argmin(r, 0), 1, 39)
+    lo, hi = ks[i - 1, np.arange(Y.shape[1])], ks[i + 1, np.arange(Y.shape[1])]
+    g = (math.sqrt(5) - 1) / 2
+    for _ in range(40):                            # golden section within the grid's bracket
+        x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
+        (r1, _), (r2, _) = rss(x1[None]), rss(x2[None])
+        left = r1[0] < r2[0]
+        hi, lo = np.where(left, x2, hi), np.where(left, lo, x1)
+    k = (lo + hi) / 2
+    r, a = rss(k[None])
+    return k, a[0], r[0]
+
+
+def _four_fits(T, Y):  # T [n], Y [n, B] -> {law: (b or k [B], a [B], rss [B])}
+    out = {}
+    for name, x in (("log", np.log(T)), ("lin", T), ("log2", np.log(T) ** 2)):
+        b, a = np.polyfit(x, Y, 1)
+        out[name] = (b, a, ((Y - (b * x[:, None] + a)) ** 2).sum(0))
+    out["pow"] = _pow_fit(T, Y)
+    return out
+
+
+def four_laws(T, m50, m50_boot):
+    """m(T) against the four LAWS on the m scale, with the seeds' bootstrap: T [n] >= 3 distinct
+    values, m50 [n] finite > 0 (m50, or m* under the same name), m50_boot [n, B] its replicates (drawn independently at
+    each T, as scaling_fits takes them). A replicate with a value that is not finite and > 0 (an
+    m above the grid) has no fit: dropped and counted against both bounds (scaling_fits' rule).
+    Every law has two parameters, so AIC(i) - AIC(j) = n ln(RSS_i / RSS_j).
+    -> dict: for each law its slope (b; k for pow) and a, with the slope's 95% interval
+    (law + "_b", "_a", "_lo", "_hi"); for each pair i < j in LAWS' order "daic_i_j" with "_lo",
+    "_hi" (negative favours i); "best": the share of kept replicates in which each law has the
+    lowest AIC; n_T, n_boot, n_dropped."""
+    T, m, boot, keep = _check_curve("T", T, m50, m50_boot)
+    tiny = np.finfo(float).tiny
+    point = _four_fits(T, m[:, None])
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        reps = _four_fits(T, boot[:, keep] if keep.any() else np.ones((T.size, 1)))
+        aic = {k: T.size * np.log(np.maximum(v[2], tiny) / T.size) for k, v in reps.items()}
+        ok = keep.any() & np.logical_and.reduce([np.isfinite(v[0]) & np.isfinite(aic[k])
+                                                 for k, v in reps.items()])
+    n_out = int(boot.shape[1] - ok.sum())
+    out = {"n_T": int(T.size), "n_boot": int(boot.shape[1]), "n_dropped": n_out}
+
+    def interval(v):
+        v = v[ok] if ok.any() else np.empty(0)
+        return (percentile_ci(np.append(v, np.full(n_out, -np.inf)))[0],
+                percentile_ci(np.append(v, np.full(n_out, np.inf)))[1])
+    for k in LAWS:
+        out[k + "_b"], out[k + "_a"] = float(point[k][0][0]), float(point[k][1][0])
+        out[k + "_lo"], out[k + "_hi"] = interval(reps[k][0])
+    p_aic = {k: T.size * math.log(max(float(v[2][0]), tiny) / T.size) for k, v in point.items()}
+    for i, a in enumerate(LAWS):
+        for b in LAWS[i + 1:]:
+            out[f"daic_{a}_{b}"] = p_aic[a] - p_aic[b]
+            out[f"daic_{a}_{b}_lo"], out[f"daic_{a}_{b}_hi"] = interval(aic[a] - aic[b])
+    stack = np.stack([aic[k] for k in LAWS])
+    win = np.argmin(stack, 0)[ok] if ok.any() else np.empty(0, int)
+    out["best"] = {k: float(np.mean(win == i)) if win.size else None for i, k in enumerate(LAWS)}
+    return out

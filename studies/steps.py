@@ -367,6 +367,9 @@ def _steps_report(out, meta):
     cli.claim_outputs([(os.path.join(out, "table.md"), "table", "the table"),
                        (os.path.join(out, "steps.png"), "plot", "the plot")])
     done = read_done(os.path.join(out, "steps.csv"), meta)
+    if not done:
+        raise ValueError(f"{os.path.join(out, 'steps.csv')} holds no finished runs: nothing to "
+                         f"report (run the folder's command without --report)")
     curves = _read_curves(out)              # damaged: one line now, not after the table
     o = meta["options"]
     Ts = sorted({T for T, _ in done})

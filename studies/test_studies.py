@@ -34,7 +34,7 @@ from studies import run_options
 from studies import baseline, checkpoint, checks, symmetry
 import theory
 from studies import trainer
-from studies import (families, failures, folder, harness, kernels, laws, limits, mechanism,
+from studies import (classball, families, failures, folder, harness, kernels, laws, limits, mechanism,
                      provenance, report, stats, steps, study, sweep, symmetries, theory_report)
 import optim
 import train
@@ -513,6 +513,9 @@ LAWS_WALK = {
     "laws.scaling_fits": Walk(lambda f: dict(zip(("T", "m50", "m50_boot"), _curve())),
                                legal=dict(T={"list": ARRAY_LIKE}, m50={"list": ARRAY_LIKE},
                                           m50_boot={"list": ARRAY_LIKE})),
+    "laws.four_laws": Walk(lambda f: dict(zip(("T", "m50", "m50_boot"), _curve())),
+                           legal=dict(T={"list": ARRAY_LIKE}, m50={"list": ARRAY_LIKE},
+                                      m50_boot={"list": ARRAY_LIKE})),
     "laws.growth_in_s": Walk(lambda f: dict(zip(("s", "m50", "m50_boot"), _curve())),
                               legal=dict(s={"list": ARRAY_LIKE}, m50={"list": ARRAY_LIKE},
                                          m50_boot={"list": ARRAY_LIKE})),
@@ -3848,6 +3851,14 @@ STUDY_WALK = {
         quantities=[("covering_constant", "C")]), run=False,
         legal=dict(cells={"missing key": "fewer cells: the fits take the T left"})),
     "symmetries.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
+    # classball.py (issue 52)
+    "classball.bound_constant": Walk(lambda f: dict(radii=dict(qk=0.08, vo=0.1, w=1.0, mlp=0.15),
+                                                    d=64, heads=16), run=False,
+                                     legal=dict(radii={"missing key": "a norm not held: None"})),
+    "classball.class_page": Walk(lambda f: dict(
+        study="results/extended", folders=["results/extended"], out=_w("c.md"), plot=None,
+        log=print), run=False, legal=dict(out=NEW_FILE, plot={"None": "no plot"})),
+    "classball.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     # replay.py and kernels.py (issue 46): the folders read, nothing trained in a hostile call
     "replay.folder_kind": Walk(lambda f: dict(out="results/extended"),
                                legal=dict(out={"'bogus'": "refused: no folder"})),
@@ -4142,7 +4153,7 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
     hostile value in one line naming the argument."""
     import test_all
     modules = (mechanism, failures, families, sweep, steps, theory_report, folder, report, study,
-               harness, limits, provenance, replay, kernels, symmetries)
+               harness, limits, provenance, replay, kernels, symmetries, classball)
     monkeypatch.setattr(test_all, "HUGE_WALKED", tuple(m.__name__.split(".")[-1]
                                                        for m in modules))
     public = {k: v for m in modules for k, v in _public(m).items()}
@@ -5655,3 +5666,215 @@ def test_checked_run_options_are_read_only_through_every_operator():
     with pytest.raises(TypeError, match="read-only"):
         o |= {"lr": 1}
     assert o["lr"] == run_options.DEFAULTS["lr"]
+
+
+# ---------------- the damage suite: every file kind a study reads, every command that reads it --
+# Declared, not remembered: DAMAGE_KINDS holds every kind of folder.KINDS (a test holds the two
+# equal), each with a way to make a valid input and the commands that read it; every standard
+# damage is applied to every (kind, command), and each must end in one line naming the file,
+# with nothing written. A damage a kind tolerates by design is listed with its reason.
+
+def _pairs_input(tmp, request):
+    shutil.copy("results/mechanism-interventions/full/pairs.csv", tmp / "pairs.csv")
+    return tmp / "pairs.csv", tmp
+
+
+def _sweep_input(tmp, request):
+    _copy(request.getfixturevalue("smoke_ref"), tmp / "sweep")
+    for f in ("table.md", "README.md", "mstar.png"):
+        if (tmp / "sweep" / f).exists():
+            (tmp / "sweep" / f).unlink()
+    return tmp / "sweep" / "runs.csv", tmp / "sweep"
+
+
+def _study_input(tmp, request):
+    _synthetic_study(str(tmp / "study"))
+    return tmp / "study" / "runs.csv", tmp / "study"
+
+
+def _trace_input(tmp, request):
+    _synthetic_trace(str(tmp / "trace"))
+    return tmp / "trace" / "trajectories.csv", tmp / "trace"
+
+
+def _steps_input(tmp, request):
+    _copy(request.getfixturevalue("steps_ref"), tmp / "steps")
+    for f in ("table.md", "steps.png"):
+        if (tmp / "steps" / f).exists():
+            (tmp / "steps" / f).unlink()
+    return tmp / "steps" / "steps.csv", tmp / "steps"
+
+
+ROW_BY_ROW = "written a row at a time as runs finish: a cut last row is a killed run's trace, " \
+             "skipped and run again on resume (read_rows)"
+TWICE = "shards' or sessions' CSVs merged: the same run with the same outcome counts once, " \
+        "with another outcome it is refused (folder.check_rows)"
+DAMAGE_KINDS = {  # kind -> (a valid input, [(module, argv)], {damage: why it is tolerated})
+    "PAIR_ROWS": (_pairs_input, [(symmetries, ["interaction", "{IN}", "{OUT}"]),
+                                 (symmetries, ["cells", "{IN}", "{OUT}"])], {}),
+    "SWEEP_ROWS": (_sweep_input, [(sweep, ["compare", "{DIR}", "--out", "{OUT}"])],
+                   {"last row cut": ROW_BY_ROW, "duplicated row": TWICE}),
+    "MECHANISM_ROWS": (_study_input, [(mechanism, ["report", "{DIR}"])],
+                       {"last row cut": ROW_BY_ROW, "duplicated row": TWICE}),
+    "TRAJECTORY_ROWS": (_trace_input, [(mechanism, ["trace-report", "{DIR}"])],
+                        {"last row cut": ROW_BY_ROW, "duplicated row": TWICE}),
+    "STEPS_ROWS": (_steps_input, [(steps, ["--report", "--out", "{DIR}"] + STEPS_TINY)],
+                   {"last row cut": ROW_BY_ROW, "duplicated row": TWICE}),
+    "BALL_ROWS": (lambda tmp, request: _ball_input(tmp, request),
+                  [(classball, ["{STUDY}", "{DIR}", "--out", "{OUT}"])],
+                  {"last row cut": ROW_BY_ROW, "duplicated row": TWICE}),
+}
+
+
+def _ball_input(tmp, request):
+    _copy(request.getfixturevalue("ball_ref"), tmp / "ball")
+    return tmp / "ball" / "ball-of-runs.csv", tmp / "ball"
+
+
+@pytest.fixture(scope="session")
+def ball_ref(tmp_path_factory):
+    """The smoke sweep inside a class ball (every norm held), run once: classball's input."""
+    out = tmp_path_factory.mktemp("ball-ref")
+    assert _sweep(out, "--ball-qk", "0.05", "--ball-vo", "0.05", "--ball-w", "0.5",
+                  "--ball-mlp", "0.05") == 0
+    return out
+
+
+def _damage(path, how, tmp):
+    """Apply the standard damage `how` to the CSV at path (its first row and its seed column)."""
+    text = path.read_text()
+    lines = text.splitlines()
+    head = lines[0].split(",")
+    col = head.index("seed")
+
+    def set_seed(v):
+        row = lines[1].split(",")
+        row[col] = v
+        return "\n".join([lines[0], ",".join(row)] + lines[2:]) + "\n"
+    if how == "empty":
+        path.write_text("")
+    elif how == "binary":
+        path.write_bytes(bytes(range(256)) * 8)
+    elif how == "header only":
+        path.write_text(lines[0] + "\n")
+    elif how == "last row cut":
+        path.write_text(text.rstrip("\n")[:-3])
+    elif how == "column renamed":
+        path.write_text("\n".join([lines[0].replace("seed", "sead")] + lines[1:]) + "\n")
+    elif how == "column dropped":
+        path.write_text("\n".join(",".join(v for i, v in enumerate(line.split(",")) if i != col)
+                                  for line in lines) + "\n")
+    elif how == "value nan":
+        path.write_text(set_seed("nan"))
+    elif how == "out of range":
+        path.write_text(set_seed("-1"))
+    elif how == "wrong type":
+        path.write_text(set_seed("seven"))
+    elif how == "duplicated row":
+        path.write_text(text + lines[1] + "\n")
+    else:
+        raise AssertionError(how)
+
+
+DAMAGES = ("empty", "binary", "header only", "last row cut", "column renamed", "column dropped",
+           "value nan", "out of range", "wrong type", "duplicated row")
+
+
+def _snapshot(*folders):
+    return {str(p): p.read_bytes() for f in folders for p in sorted(f.rglob("*"))
+            if p.is_file() and p.name != ".lock"}
+
+
+def _damage_cases():
+    return [(kind, i, how) for kind, spec in DAMAGE_KINDS.items() if spec
+            for i in range(len(spec[1])) for how in DAMAGES + ("output is the input",
+                                                               "output a link outside")]
+
+
+def test_the_damage_suite_declares_every_file_kind_a_study_reads():
+    assert set(DAMAGE_KINDS) == set(folder.KINDS)
+    assert all(DAMAGE_KINDS[k] for k in DAMAGE_KINDS), [k for k, v in DAMAGE_KINDS.items() if not v]
+
+
+@pytest.mark.parametrize("kind,i,how", _damage_cases())
+def test_every_command_refuses_every_damage_of_every_file_it_reads(kind, i, how, tmp_path,
+                                                                   capsys, request):
+    make, commands, tolerated = DAMAGE_KINDS[kind]
+    module, argv = commands[i]
+    if how in tolerated:
+        pytest.skip(tolerated[how])
+    path, where = make(tmp_path / "in", request) if (tmp_path / "in").mkdir() is None else None
+    out = tmp_path / "out" / "table.md"
+    out.parent.mkdir()
+    if how == "output is the input":
+        if "{OUT}" not in argv:
+            pytest.skip("the command writes only its own folder's files")
+        out = path
+    elif how == "output a link outside":
+        if "{OUT}" not in argv:
+            pytest.skip("the command writes only its own folder's files")
+        (tmp_path / "elsewhere.md").write_text("someone's notes\n")
+        out.symlink_to(tmp_path / "elsewhere.md")
+    else:
+        _damage(path, how, tmp_path)
+    before = _snapshot(tmp_path)
+    args = [a.replace("{IN}", str(path)).replace("{DIR}", str(where)).replace("{OUT}", str(out))
+            .replace("{STUDY}", str(request.getfixturevalue("smoke_ref"))) for a in argv]
+    code, _, err = run_cli_main(capsys, module.main, args)
+    if isinstance(code, str):                 # sys.exit(message): Python prints it on stderr
+        code, err = 1, err + code + "\n"
+    lines = err.strip().splitlines()
+    assert code not in (0, None) and len(lines) == 1 and "Traceback" not in err, (args, err)
+    assert any(str(x) in lines[0] for x in (path, where, out)), (how, lines)
+    assert _snapshot(tmp_path) == before, "something was written"
+
+
+@pytest.mark.parametrize("kind,i", [(k, i) for k, spec in DAMAGE_KINDS.items() if spec
+                                    for i in range(len(spec[1]))])
+def test_every_command_of_the_damage_suite_reads_its_valid_input(kind, i, tmp_path, capsys,
+                                                                 request):
+    """The same commands on the undamaged input: exit 0 (so the refusals above are the damage's)."""
+    make, commands, _ = DAMAGE_KINDS[kind]
+    module, argv = commands[i]
+    (tmp_path / "in").mkdir()
+    path, where = make(tmp_path / "in", request)
+    out = tmp_path / "table.md"
+    args = [a.replace("{IN}", str(path)).replace("{DIR}", str(where)).replace("{OUT}", str(out))
+            .replace("{STUDY}", str(request.getfixturevalue("smoke_ref"))) for a in argv]
+    code, _, err = run_cli_main(capsys, module.main, args)
+    assert code in (0, None), (args, err)
+
+
+def test_four_laws_recover_the_law_that_made_the_curve_and_compare_on_one_scale():
+    """laws.four_laws on curves made by each law (small noise): the law that made a curve has the
+    lowest AIC in most resamples and its slope's interval holds the true slope; a power curve's
+    exponent is found on the m scale (not fitted to ln m)."""
+    T = np.array([100.0, 300, 1100, 3000, 10000])
+    rng = np.random.default_rng(52)
+    made = {"log": 20 + 30 * np.log(T), "lin": 50 + 0.02 * T, "log2": 10 + 2 * np.log(T) ** 2,
+            "pow": 5 * T ** 0.4}
+    slope = {"log": 30, "lin": 0.02, "log2": 2, "pow": 0.4}
+    for law, m in made.items():
+        f = laws.four_laws(T, m, m[:, None] * np.exp(rng.normal(0, 0.01, (5, 4000))))
+        assert max(f["best"], key=f["best"].get) == law, (law, f["best"])
+        assert f[law + "_lo"] <= slope[law] <= f[law + "_hi"]
+        assert abs(f[law + "_b"] - slope[law]) < 1e-6 * max(1, slope[law])
+    censored = made["log"][:, None] * np.ones((5, 100))
+    censored[4, :10] = np.inf                     # 10 of 100 resamples above the grid
+    f = laws.four_laws(T, made["log"], censored)
+    assert f["n_dropped"] == 10 and f["log_hi"] == np.inf
+
+
+def test_the_class_balls_bound_constant_is_covering_constant_at_the_radii():
+    """classball.bound_constant: C of norm_measures made by hand at the radii, through
+    theory.covering_constant; None when a norm is not held; growing with every radius."""
+    radii = dict(qk=0.08, vo=0.1, w=1.0, mlp=0.15)
+    v = 0.1 ** 0.5
+    nm = dict(B_X=65 ** 0.5, L_after=1.0 * (1 + 1.13 * 0.15), readout_norm=1.0,
+              mlp_factor=1 + 1.13 * 0.15, qk_fro=[0.08] * 16, v_spec=[v] * 16,
+              v_21=[4 ** 0.75 * v] * 16, o_spec=[v] * 16)
+    C = classball.bound_constant(radii, 64, 16)
+    assert np.isclose(C, theory.covering_constant(nm), rtol=1e-12)
+    assert classball.bound_constant(dict(radii, w=0), 64, 16) is None
+    assert all(classball.bound_constant(dict(radii, **{k: 2 * radii[k]}), 64, 16) > C
+               for k in radii)

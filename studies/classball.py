@@ -1,0 +1,313 @@
+"""classball.py (studies): m*(T) for heads trained inside one fixed bound on every norm the capacity
+bound counts (issue 52), against the unconstrained study on the same seeds.
+
+    python -m studies.classball STUDY FOLDER... --out OUT.md [--plot OUT.png]
+
+STUDY is the unconstrained sweep folder (results/extended); each FOLDER a sweep of the same grid
+and search run with run options ball_qk, ball_vo, ball_w and ball_mlp (sweep protocols
+class-tight, class-loose), which writes each run's projection record beside its runs
+(ball-of-runs.csv, folder.BALL_ROWS). At every T a folder holds, its finished seeds 0..n-1 are
+set beside the study's same seeds. The page has four tables:
+  1. per folder and T: m* by the majority rule with its exact interval, m50 with its bootstrap
+     interval, the seeds above the grid, each seed's critical m against the study's (the exact
+     sign test), the CPU minutes of the cell;
+  2. per folder and the study (on the same seeds): m* and m50 against the four laws of
+     laws.four_laws (a + b ln T, a + b T, a + b (ln T)^2, a T^k), slopes and pairwise AIC
+     differences with intervals over seeds, and a verdict by the intervals;
+  3. per folder and T: how often each norm's projection acted, and the final norms against the
+     radii (from the record);
+  4. the reconstructed capacity bound (theory.covering_constant's shape) at each folder's radii:
+     its constant C and the generalization gap it gives at the measured m* (vacuous at >= 1).
+"""
+import signal
+if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
+import sys
+if not __package__ and __import__("importlib.util").util.find_spec("studies") is None:
+    sys.exit(f"{__file__} is a command of the package studies: run it from the "
+             "repository's root as python -m studies.classball")   # (run as a file)
+
+from studies import cli                      # standard library only: Ctrl-C from the first line
+
+if __name__ == "__main__":
+    cli.quiet_interrupts("studies.classball")
+    cli.set_blas_threads()
+
+import math  # noqa: E402
+import os  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import theory  # noqa: E402
+from studies import folder, harness, laws, limits, run_options, stats  # noqa: E402
+from studies.checks import INTS, check_number  # noqa: E402
+from studies.cli import OneLineParser  # noqa: E402
+from studies.study import fmt  # noqa: E402
+from studies.symmetries import sign_test  # noqa: E402
+
+NORMS = folder.BALL_NORMS
+GAP = 0.1               # the generalization gap the bound is asked for (theory.samples_for_gap)
+
+
+def bound_constant(radii, d, heads):
+    """theory.covering_constant's C for a model whose every head sits at the radii (the largest
+    the class allows): canonical ||W_QK,h||_F = qk; ||W_V,h||_2 = ||W_O,h||_2 = sqrt(vo) (the
+    canonical factors of ||W_VO,h||_2 <= ||W_VO,h||_F = vo), ||W_V,h||_{2,1} <= e^(3/4) sqrt(vo)
+    (sum_i sqrt(sigma_i) <= sqrt(e sum_i sigma_i), sum_i sigma_i <= sqrt(e) vo); L_after = w (1 +
+    1.13 mlp) (GELU's Lipschitz constant); B_X = sqrt(d + 1) (LayerNorm, canonical). None when a
+    norm is not held (the class is then unbounded)."""
+    harness.need(isinstance(radii, dict) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < math.inf
+        for v in radii.values()), "radii", radii, "a dict {norm: radius >= 0}", TypeError)
+    check_number("d", d, INTS, 1, 2 ** 20)
+    check_number("heads", heads, INTS, 1, d)
+    harness.need(d % heads == 0, "heads", heads, f"a divisor of d = {d}", ValueError)
+    if any(not radii.get(k) for k in NORMS):
+        return None
+    e = d // heads
+    v2 = math.sqrt(radii["vo"])
+    nm = dict(B_X=math.sqrt(d + 1), L_after=radii["w"] * (1 + 1.13 * radii["mlp"]),
+              qk_fro=[radii["qk"]] * heads, v_spec=[v2] * heads, v_21=[e ** 0.75 * v2] * heads,
+              o_spec=[v2] * heads, readout_norm=radii["w"], mlp_factor=1 + 1.13 * radii["mlp"])
+    return theory.covering_from_parts(nm["B_X"], nm["L_after"], **theory.covering_parts(nm))
+
+
+def _cells(path, study):
+    """{T: dict(rows, seeds, crit, est, base, base_est)} of a class folder: at each T its finished
+    seeds 0..n-1 and the study's runs of the same seeds."""
+    meta, rows = folder.folder_rows(path)
+    _, srows = folder.folder_rows(study)
+    smeta = folder.read_meta(study)
+    grid = meta["grids"]["transformer"]
+    harness.need(grid == smeta["grids"]["transformer"] and meta["search"] == smeta["search"],
+                 "folders", (path, study), "sweeps of one grid and search", ValueError)
+    crit = stats.critical_sizes(rows, {"transformer": grid}, meta["search"])
+    out = {}
+    for (_, T), st in sorted(crit.items()):
+        n = st["n_seeds"]
+        seeds = sorted({int(r["seed"]) for r in rows if int(r["T"]) == T})
+        if st["unfinished"] or seeds != list(range(n)):
+            continue                                       # a cell still running: left out
+        mine = [r for r in rows if int(r["T"]) == T]
+        theirs = [r for r in srows if int(r["T"]) == T and int(r["seed"]) < n]
+        base = stats.critical_sizes(theirs, {"transformer": grid}, meta["search"]) if theirs else {}
+        b = base.get(("transformer", T))
+        out[T] = dict(rows=mine, n=n, crit=st, est=stats.success_estimates(mine),
+                      base=b if b and b["n_seeds"] == n and not b["unfinished"] else None,
+                      base_est=stats.success_estimates(theirs) if theirs else None)
+    harness.need(bool(out), "folder", path, "a sweep folder with at least one finished T",
+                 ValueError)
+    return meta, out
+
+
+def _n(v):
+    return "inf" if math.isinf(v) else f"{v:g}"
+
+
+def _ci(v, lo, hi):  # "v [lo, hi]", a bound rounded outwards by its Monte Carlo band (fmt)
+    return fmt(v, lo, hi) if math.isfinite(v) else f"inf [{_n(lo)}, {_n(hi)}]"
+
+
+def _cell_lines(name, cells):
+    lines = []
+    for T, c in cells.items():
+        a, b, e = c["crit"], c["base"], c["est"]
+        if b:
+            more = sum(x > y for x, y in zip(a["per_seed"], b["per_seed"]))
+            fewer = sum(x < y for x, y in zip(a["per_seed"], b["per_seed"]))
+            vs = (f"{_n(b['m_star'])} [{_n(b['m_star_lo'])}, {_n(b['m_star_hi'])}] | {more} / "
+                  f"{fewer} / {c['n'] - more - fewer} | {sign_test(more, fewer):.3g}")
+        else:
+            vs = "- | - | -"
+        cpu = sum(float(r["seconds"]) for r in c["rows"] if r["seconds"] == r["seconds"]) / 60
+        lines.append(f"| {name} | {T} | {c['n']} | {_n(a['m_star'])} [{_n(a['m_star_lo'])}, "
+                     f"{_n(a['m_star_hi'])}] | {_ci(e['m50'], e['m50_lo'], e['m50_hi'])} | "
+                     f"{a['censored']} | {vs} | {cpu:.1f} |")
+    return lines
+
+
+def _verdict(f, a, b):
+    lo, hi = f[f"daic_{a}_{b}_lo"], f[f"daic_{a}_{b}_hi"]
+    return (f"{a} better" if hi < 0 else f"{b} better" if lo > 0 else "not decided")
+
+
+def _law_lines(name, what, Ts, values, boots):
+    if len(Ts) < 3 or not all(np.isfinite(values)) or min(values) <= 0:
+        return [f"| {name} | {what} | fewer than 3 T with a finite value: no fit | | | |"]
+    f = laws.four_laws(np.array(Ts, float), np.array(values, float), np.array(boots, float))
+    slope = "; ".join(f"{k} {_ci(f[k + '_b'], f[k + '_lo'], f[k + '_hi'])}" for k in laws.LAWS)
+    pairs = "; ".join(f"{a}-{b} {_ci(f[f'daic_{a}_{b}'], f[f'daic_{a}_{b}_lo'], f[f'daic_{a}_{b}_hi'])}"
+                      f": {_verdict(f, a, b)}" for i, a in enumerate(laws.LAWS)
+                      for b in laws.LAWS[i + 1:])
+    best = ", ".join(f"{k} {v:.0%}" for k, v in f["best"].items() if v is not None)
+    return [f"| {name} | {what} | {', '.join(map(str, Ts))} | {slope} | {pairs} | {best} "
+            f"({f['n_dropped']} of {f['n_boot']} resamples without a fit) |"]
+
+
+def _record_lines(name, path, cells):
+    recs = folder.read_rows(folder.study_csvs(os.path.join(path, "ball-of-runs.csv"),
+                                              folder.BALL_ROWS, "ball records"),
+                            kind=folder.BALL_ROWS)
+    by = {}
+    for r in recs:
+        k, line = (r["T"], r["seed"], r["m"]), r.pop("line")
+        harness.need(by.setdefault(k, r) == r, "folder", path, f"one record per run (ball-of-"
+                     f"runs.csv; {line} records T={k[0]} seed={k[1]} m={k[2]} again, otherwise)",
+                     ValueError)
+    lines = []
+    for T, c in cells.items():
+        got = [by.get((T, int(r["seed"]), int(r["m"]))) for r in c["rows"]]
+        if not all(got):
+            raise ValueError(f"{os.path.join(path, 'ball-of-runs.csv')} has no record of "
+                             f"{sum(g is None for g in got)} of the {len(got)} runs at T = {T} "
+                             f"(a sweep inside the class ball writes one per run)")
+        steps = [int(r["steps"]) for r in c["rows"]]
+        parts = []
+        for k in NORMS:
+            if not got[0][f"{k}_radius"]:
+                parts.append("not held")
+                continue
+            acted = np.mean([g[f"{k}_active"] > 0 for g in got])
+            share = np.median([g[f"{k}_active"] / s for g, s in zip(got, steps)])
+            final = np.median([g[f"{k}_final"] / g[f"{k}_radius"] for g in got])
+            parts.append(f"{acted:.0%} of runs; {share:.0%} of steps; final {final:.2f}")
+        lines.append(f"| {name} | {T} | {len(got)} | " + " | ".join(parts) + " |")
+    return lines
+
+
+def class_page(study, folders, out, plot=None, log=print):
+    """The page (module docstring) of the class folders against the study, into `out`; with
+    `plot` and matplotlib, m*(T) per folder beside the study's and the statistical limit."""
+    harness.check_path("out", out, "the table's file")
+    harness.check_path("study", study, "a sweep folder", folder=True)
+    harness.need(isinstance(folders, (list, tuple)) and folders, "folders", folders,
+                 "a list of sweep folders", ValueError)
+    folders = [harness.check_path("folders", f, "a sweep folder", folder=True) for f in folders]
+    if plot is not None:
+        harness.check_path("plot", plot, "an image file's path")
+    harness.claim_outputs([(out, "table", "the table"), (plot, "plot", "the plot")],
+                          folders=[study, *folders])
+    harness.need(callable(log), "log", log, "a function of one line")
+    got = {}
+    for f in folders:
+        meta, cells = _cells(f, study)
+        radii = run_options.ball_radii(meta["options"])
+        harness.need(bool(radii), "folders", f, "a sweep run inside the class ball (options "
+                     "ball_qk, ball_vo, ball_w, ball_mlp)", ValueError)
+        got[f] = (meta, cells, radii)
+    name = lambda f: os.path.basename(f.rstrip("/"))
+    lines = ["## m*(T) inside the capacity bound's class", "",
+             f"Written by `python -m studies.classball {study} {' '.join(folders)}`. Per folder "
+             "and T, its finished seeds 0..n-1 beside the study's same seeds: m* by the majority "
+             "rule with its exact 95% interval, m50 with its seed-bootstrap interval, and each "
+             "seed's critical m against the study's (above the grid counts as larger; exact "
+             "two-sided sign test on the seeds that differ). CPU minutes: the cell's runs' "
+             "seconds summed (wall time of one-thread runs).", "",
+             "| folder | T | seeds | m* [95% CI] | m50 [95% CI] | above the grid | the study's "
+             "m*, same seeds | more / fewer / same | sign test p | CPU min |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for f, (_, cells, _) in got.items():
+        lines += _cell_lines(name(f), cells)
+    lines += ["", "### The laws", "",
+              "Each curve against four two-parameter laws fitted to m itself (laws.four_laws); "
+              "slopes (k for a T^k) with 95% intervals; AIC(i) - AIC(j) with its interval "
+              "(negative favours i; the verdict is read from the interval: 'not decided' when it "
+              "holds 0); the share of resamples each law fits best. The study's rows use the same "
+              "seeds and T as the folder's.", "",
+              "| curve | estimate | T | slopes | AIC differences | best |",
+              "|---|---|---|---|---|---|"]
+    for f, (_, cells, _) in got.items():
+        Ts = list(cells)
+        for who, key, est in ((name(f), "crit", "est"), (f"{name(study)} (same seeds)", "base",
+                                                          "base_est")):
+            if any(cells[T][key] is None for T in Ts):
+                continue
+            lines += _law_lines(who, "m*", Ts, [cells[T][key]["m_star"] for T in Ts],
+                                [cells[T][key]["m_star_boot"] for T in Ts])
+            lines += _law_lines(who, "m50", Ts, [cells[T][est]["m50"] for T in Ts],
+                                [cells[T][est]["m50_boot"] for T in Ts])
+    lines += ["", "### Was the constraint active?", "",
+              "From each run's record (ball-of-runs.csv): the share of runs in which the norm's "
+              "projection acted at least once, the median share of steps on which it acted, and "
+              "the median final norm over its radius (the final norm is the largest head's).", "",
+              "| folder | T | runs | " + " | ".join(NORMS) + " |",
+              "|---|---|---|" + "---|" * len(NORMS)]
+    for f, (_, cells, _) in got.items():
+        lines += _record_lines(name(f), f, cells)
+    lines += ["", "### The capacity bound at these radii", "",
+              "theory.covering_constant's reconstructed shape for a model whose 16 heads all sit "
+              "at the radii (bound_constant), and the generalization gap sqrt(C log(2 d m T) / "
+              "m) it gives at the measured m*: a gap >= 1 says nothing about a 0-1 error "
+              "(vacuous).", "",
+              "| folder | radii (qk, vo, w, mlp) | C | gap at m*, per T |", "|---|---|---|---|"]
+    for f, (meta, cells, radii) in got.items():
+        o = run_options.validate_options(dict(meta["options"], T=max(cells)))
+        C = bound_constant(radii, o["d"], o["heads"])
+        gaps = ", ".join(f"T = {T}: " + (f"{theory.generalization_gap(C, o['d'], int(c['crit']['m_star']), T):.3g}"
+                                         if C and math.isfinite(c["crit"]["m_star"]) else "-")
+                         for T, c in cells.items())
+        lines.append(f"| {name(f)} | {', '.join(f'{radii.get(k, 0):g}' for k in NORMS)} | "
+                     f"{C:.3g} | {gaps} |" if C else f"| {name(f)} | - | unbounded | - |")
+    cli.write_text(out, "\n".join(lines) + "\n")
+    log(f"wrote {out}")
+    if plot:
+        _plot(study, got, plot, log)
+
+
+def _plot(study, got, path, log):
+    plt = cli.pyplot_or_hint("rerun with --plot")
+    if plt is None:
+        return
+    smeta = folder.read_meta(study)
+    o = run_options.validate_options(dict(smeta["options"]))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    Ts = sorted({T for _, cells, _ in got.values() for T in cells})
+    for f, (_, cells, radii) in got.items():
+        T = np.array(list(cells), float)
+        m = np.array([c["crit"]["m_star"] for c in cells.values()])
+        lo = np.array([c["crit"]["m_star_lo"] for c in cells.values()])
+        hi = np.array([c["crit"]["m_star_hi"] for c in cells.values()])
+        top = np.where(np.isfinite(hi), hi, m * 1.5)
+        ax.errorbar(T, m, yerr=[m - lo, top - m], marker="o", capsize=3,
+                    label=f"{os.path.basename(f.rstrip('/'))} (radii "
+                          f"{', '.join(f'{radii.get(k, 0):g}' for k in NORMS)})")
+    f0, (_, cells, _) = next(iter(got.items()))
+    base = [(T, c["base"]) for T, c in cells.items() if c["base"]]
+    if base:
+        ax.plot([T for T, _ in base], [b["m_star"] for _, b in base], "k--", marker="s",
+                label="unconstrained (the study, same seeds)")
+    lims = limits.statistical_limits(o["task"], o["s"], Ts, compute=False,
+                                     cache=os.path.join(study, "limits.json"))
+    if lims:
+        ax.plot(sorted(lims), [lims[T]["median"] for T in sorted(lims)], "g:",
+                label="statistical limit (median)")
+    ax.set_xscale("log")
+    ax.set_xlabel("T (context length)")
+    ax.set_ylabel("m* (majority of seeds, exact 95% CI)")
+    ax.set_title("3-sparse AND inside the capacity bound's class")
+    ax.legend(fontsize=7)
+    cli.save_figure(plt, fig, path)
+    log(f"wrote {path}")
+
+
+def _parser():
+    ap = OneLineParser(prog="studies.classball", description=__doc__.split("\n\n")[0])
+    ap.add_argument("study", help="the unconstrained sweep folder (results/extended)")
+    ap.add_argument("folders", nargs="+", help="sweep folders run inside the class ball")
+    ap.add_argument("--out", required=True, help="the markdown page to write")
+    ap.add_argument("--plot", help="also draw m*(T) into this image (needs matplotlib)")
+    return ap
+
+
+def main(argv=None):
+    ap = _parser()
+    a = ap.parse_args(harness.check_argv(argv))
+    try:
+        class_page(a.study, a.folders, a.out, a.plot)
+    except ValueError as e:
+        ap.error(str(e))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli.one_line_errors("studies.classball", main))
