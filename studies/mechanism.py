@@ -817,7 +817,8 @@ def _plot_study(out, plan, cells, W, s, log=print):
         return None
     fig, ax = plt.subplots(2, 2, figsize=(12, 9))
     colours = dict(zip(sorted({d for (_, d, _, _) in cells}), ("C0", "C3", "C2", "C1")))
-    Ts = np.geomspace(min(T for (_, _, T, _) in cells), max(T for (_, _, T, _) in cells), 50)
+    Ts = np.unique(np.round(np.geomspace(min(T for (_, _, T, _) in cells),   # integer T: the
+                                         max(T for (_, _, T, _) in cells), 50)).astype(int))  # gap's
     for (design, d, T, m), rows in cells.items():
         shift = 1.04 if design == "fixed" else 0.96                 # the two designs side by side
         for r in rows:
