@@ -510,6 +510,15 @@ def _critical(folder, n_seeds, Ts):  # -> {T: critical_sizes' entry} over seeds 
     return out
 
 
+def _factors(mine, theirs):  # "x1.4 [0.7, 2.1]": each differing seed's critical m over the study's
+    r = sorted(x / y for x, y in zip(mine, theirs) if x != y and math.isfinite(x)
+               and math.isfinite(y))
+    above = sum(x != y and not (math.isfinite(x) and math.isfinite(y))
+                for x, y in zip(mine, theirs))
+    text = (f"x{float(np.median(r)):.2f} [{r[0]:.2f}, {r[-1]:.2f}]" if r else "-")
+    return text + (f" (+{above} above the grid)" if above else "")
+
+
 def ball_command(study, folders, n_seeds, Ts, out, log=print):
     """Per folder and T: m* over seeds 0..n_seeds-1 with its exact interval, the study's m* on the
     same seeds, and how many seeds need more or fewer samples than in the study, with the exact
@@ -533,11 +542,13 @@ def ball_command(study, folders, n_seeds, Ts, out, log=print):
              f"{n_seeds} --Ts {','.join(map(str, Ts))}`. m* by the majority rule over seeds "
              f"0-{n_seeds - 1} with its exact 95% interval (the bisection's order statistic); "
              "per seed, its critical m (the smallest grid m that succeeded; above the grid "
-             "counts as larger) under the protocol against the study's, and the exact two-sided "
-             "sign test on the seeds that differ.", "",
+             "counts as larger) under the protocol against the study's, the exact two-sided "
+             "sign test on the seeds that differ, and by what factor they differ (the seed's "
+             "critical m over the study's).", "",
              "| protocol | T | m* [95% CI] | the study's m* [95% CI], same seeds | seeds above "
-             "the grid | more / fewer / same than the study | sign test p |",
-             "|---|---|---|---|---|---|---|"]
+             "the grid | more / fewer / same than the study | sign test p | the seeds that "
+             "differ: factor, median [range] |",
+             "|---|---|---|---|---|---|---|---|"]
     for f in folders:
         got = _critical(f, n_seeds, Ts)
         for T in sorted(set(got) & set(base)):
@@ -548,7 +559,8 @@ def ball_command(study, folders, n_seeds, Ts, out, log=print):
             lines.append(f"| {os.path.basename(f.rstrip('/'))} | {T} | {n(a['m_star'])} "
                          f"[{n(a['m_star_lo'])}, {n(a['m_star_hi'])}] | {n(b['m_star'])} "
                          f"[{n(b['m_star_lo'])}, {n(b['m_star_hi'])}] | {a['censored']} | "
-                         f"{more} / {fewer} / {n_seeds - more - fewer} | {p:.3g} |")
+                         f"{more} / {fewer} / {n_seeds - more - fewer} | {p:.3g} | "
+                         f"{_factors(a['per_seed'], b['per_seed'])} |")
     path = out                               # claimed at the start (harness.claim_outputs)
     cli.write_text(path, "\n".join(lines) + "\n")
     log(f"wrote {path}")

@@ -5892,6 +5892,9 @@ def _plot_cases(request, tmp):
     _copy(steps_dir, tmp / "steps")
     _copy(smoke, tmp / "sweep")
     p = lambda name: str(tmp / f"{name}.png")
+    readme = tmp / "README.md"               # headline pastes its table here, never into ours
+    readme.write_text("# x\n\n<!-- begin results/headline.md -->\n"
+                      "<!-- end results/headline.md -->\n")
     return [
         (trainer, ["--T", "12", "--m", "40", "--steps", "30", "--d", "8", "--heads", "2",
                    "--plot", p("trainer")], p("trainer")),
@@ -5903,8 +5906,8 @@ def _plot_cases(request, tmp):
          p("width")),
         (sweep, ["families", str(smoke), "--out", str(tmp / "f.md"), "--plot", p("families")],
          p("families")),
-        (sweep, ["headline", "--d64", str(smoke), "--out", str(tmp / "h.md"), "--plot",
-                 p("headline")], p("headline")),
+        (sweep, ["headline", "--d64", str(smoke), "--out", str(tmp / "h.md"), "--readme",
+                 str(readme), "--plot", p("headline")], p("headline")),
         (steps, ["--report", "--out", str(tmp / "steps")] + STEPS_TINY,
          str(tmp / "steps" / "steps.png")),
         (mechanism, ["report", str(tmp / "study")], str(tmp / "study" / "mechanism.png")),
