@@ -378,13 +378,48 @@ def find(out, n_rows=2, seed=0, workers=1, log=_log_line):
     return finding
 
 
+def read_finding(path):
+    """A folder's arithmetic.json (find's finding), every key find writes checked: found (None or
+    a dict of the arithmetic's blas, blas_version, kernel, dtype), tried (a non-empty list of
+    {kernel, replayed, of}), cpu, and with found None, closest (None or {kernel,
+    worst_relative_difference, worst_column}) and rows_by_kernel (None or {row: kernel or None}).
+    ValueError, one line naming the file and the key, otherwise."""
+    f = folder.read_json(path, "a replay's finding (arithmetic.json)", "write it again with --find")
+    if not isinstance(f, dict):
+        raise ValueError(f"{path} is not a replay's finding (a JSON {type(f).__name__}, not an "
+                         f"object); write it again with --find")
+    text = lambda v: isinstance(v, str)
+    count = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    checks = [
+        ("found", f.get("found") is None or (isinstance(f["found"], dict) and all(
+            text(f["found"].get(k)) for k in ("blas", "blas_version", "kernel", "dtype"))),
+         "None or the arithmetic that replays (blas, blas_version, kernel, dtype)"),
+        ("tried", isinstance(f.get("tried"), list) and f["tried"] and all(
+            isinstance(t, dict) and text(t.get("kernel")) and count(t.get("replayed"))
+            and count(t.get("of")) and t["replayed"] <= t["of"] for t in f["tried"]),
+         "a list of the kernels tried ({kernel, replayed <= of})"),
+        ("cpu", text(f.get("cpu")), "the processor's name"),
+        ("closest", f.get("closest") is None or (isinstance(f["closest"], dict) and text(
+            f["closest"].get("kernel")) and text(f["closest"].get("worst_column")) and isinstance(
+            f["closest"].get("worst_relative_difference"), (int, float))),
+         "None or {kernel, worst_relative_difference, worst_column}"),
+        ("rows_by_kernel", f.get("rows_by_kernel") is None or (isinstance(
+            f["rows_by_kernel"], dict) and all(v is None or text(v)
+                                               for v in f["rows_by_kernel"].values())),
+         "None or {row: the kernel that replays it, or None}")]
+    for key, ok, want in checks:
+        if not ok:
+            raise ValueError(f"{path}: {key} is not {want} (damaged? write it again with --find)")
+    return f
+
+
 def _finding_row(out):
     """One line of the table of findings: the folder, the kernel that replays its rows (or that
     none does, with the first difference), and what it was tried on."""
     path = os.path.join(out, "arithmetic.json")
     if not os.path.isfile(path):
         return f"| {out} | not looked for | - | - |"
-    f = folder.read_json(path, "a replay's finding (arithmetic.json)", "write it again with --find")
+    f = read_finding(path)
     tries = "; ".join(f"{t['kernel']}: {t['replayed']} of {t['of']}" for t in f["tried"])
     if f["found"]:
         return (f"| {out} | {f['found']['blas']} {f['found']['blas_version']} "
@@ -447,7 +482,11 @@ def main(argv=None):
                 f, "arithmetic.json") for f in a.folders], folders=a.folders)
         except ValueError as e:
             ap.error(str(e))
-        cli.write_text(a.table, findings_table(a.folders))
+        try:
+            table = findings_table(a.folders)
+        except ValueError as e:
+            ap.error(str(e))
+        cli.write_text(a.table, table)
         print(f"table: {a.table}")
         return 0
     code = 0

@@ -5935,3 +5935,74 @@ def test_every_plot_a_command_offers_is_drawn(tmp_path, capsys, request):
     for module, argv, image in _plot_cases(request, tmp_path):
         code, out, err = run_cli_main(capsys, module.main, argv)
         assert code in (0, None) and os.path.getsize(image) > 1000, (argv, out[-300:], err)
+
+
+# The JSON files a study writes and another reads, each with its one reader: every standard
+# damage must end in one line naming the file, with nothing written. Declared like DAMAGE_KINDS.
+
+def _finding_input(tmp, request):
+    _copy(request.getfixturevalue("smoke_ref"), tmp / "sweep")
+    shutil.copy("results/extended/arithmetic.json", tmp / "sweep" / "arithmetic.json")
+    return tmp / "sweep" / "arithmetic.json", tmp / "sweep"
+
+
+def _sweep_meta_input(tmp, request):
+    path, where = _sweep_input(tmp, request)
+    return where / "sweep.json", where
+
+
+def _plan_input(tmp, request):
+    path, where = _study_input(tmp, request)
+    return where / "plan.json", where
+
+
+def _steps_meta_input(tmp, request):
+    path, where = _steps_input(tmp, request)
+    return where / "steps.json", where
+
+
+JSON_KINDS = {   # file -> (a valid input, [(module, argv)], the key the key damages act on)
+    "arithmetic.json": (_finding_input, [(replay, ["{DIR}", "--table", "{OUT}"])], "tried"),
+    "sweep.json": (_sweep_meta_input, [(sweep, ["compare", "{DIR}", "--out", "{OUT}"])], "bar"),
+    "plan.json": (_plan_input, [(mechanism, ["report", "{DIR}"])], "cells"),
+    "steps.json": (_steps_meta_input, [(steps, ["--report", "--out", "{DIR}"] + STEPS_TINY)],
+                   "Ts"),
+}
+JSON_DAMAGES = ("empty", "binary", "cut mid-way", "a list", "key dropped", "key of wrong type")
+
+
+def _damage_json(path, how, key):
+    text = path.read_text()
+    obj = json.loads(text)
+    if how == "empty":
+        path.write_text("")
+    elif how == "binary":
+        path.write_bytes(bytes(range(256)) * 8)
+    elif how == "cut mid-way":
+        path.write_text(text[:len(text) // 2])
+    elif how == "a list":
+        path.write_text(json.dumps(list(obj)))
+    elif how == "key dropped":
+        path.write_text(json.dumps({k: v for k, v in obj.items() if k != key}))
+    elif how == "key of wrong type":
+        path.write_text(json.dumps(dict(obj, **{key: "seven"})))
+
+
+@pytest.mark.parametrize("name,how", [(n, h) for n in JSON_KINDS for h in JSON_DAMAGES])
+def test_every_command_refuses_every_damage_of_every_json_file_it_reads(name, how, tmp_path,
+                                                                        capsys, request):
+    make, commands, key = JSON_KINDS[name]
+    (tmp_path / "in").mkdir()
+    path, where = make(tmp_path / "in", request)
+    out = tmp_path / "table.md"
+    _damage_json(path, how, key)
+    before = _snapshot(tmp_path)
+    for module, argv in commands:
+        args = [a.replace("{DIR}", str(where)).replace("{OUT}", str(out)) for a in argv]
+        code, _, err = run_cli_main(capsys, module.main, args)
+        if isinstance(code, str):
+            code, err = 1, err + code + "\n"
+        lines = err.strip().splitlines()
+        assert code not in (0, None) and len(lines) == 1 and "Traceback" not in err, (args, err)
+        assert str(path) in lines[0] or str(where) in lines[0], (how, lines)
+        assert _snapshot(tmp_path) == before, "something was written"
