@@ -384,6 +384,9 @@ def read_finding(path):
     {kernel, replayed, of}), cpu, and with found None, closest (None or {kernel,
     worst_relative_difference, worst_column}) and rows_by_kernel (None or {row: kernel or None}).
     ValueError, one line naming the file and the key, otherwise."""
+    harness.check_path("path", path, "an arithmetic.json's path")
+    if not os.path.isfile(path):
+        raise ValueError(f"path {path} is not a file (a folder's arithmetic.json expected)")
     f = folder.read_json(path, "a replay's finding (arithmetic.json)", "write it again with --find")
     if not isinstance(f, dict):
         raise ValueError(f"{path} is not a replay's finding (a JSON {type(f).__name__}, not an "

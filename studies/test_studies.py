@@ -3860,6 +3860,7 @@ STUDY_WALK = {
         log=print), run=False, legal=dict(out=NEW_FILE, plot={"None": "no plot"})),
     "classball.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     # replay.py and kernels.py (issue 46): the folders read, nothing trained in a hostile call
+    "replay.read_finding": Walk(lambda f: dict(path="results/extended/arithmetic.json")),
     "replay.folder_kind": Walk(lambda f: dict(out="results/extended"),
                                legal=dict(out={"'bogus'": "refused: no folder"})),
     "replay.replay": Walk(lambda f: dict(out="results/extended", n_rows=1, seed=0, kernel=None,
