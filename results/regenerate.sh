@@ -105,6 +105,12 @@ $PY -m studies.symmetries ball results/extended results/protocols/qk-ball-{0.5,1
     --Ts 100,300,1100,3000 --out results/symmetries/qk-ball-seeds.md > /dev/null
 $PY -m studies.symmetries ball results/width/d-128 results/protocols/qk-ball-1-d-128 --seeds 10 \
     --Ts 100,300,1100 --out results/symmetries/qk-ball-d-128.md > /dev/null
+# issue 52: training inside the capacity bound's class, beside the study on the same seeds and
+# kernel; and the kernel's noise floor (the study's seeds again under SkylakeX)
+$PY -m studies.classball results/extended results/class-ball/tight results/class-ball/loose \
+    --out results/class-ball/table.md > /dev/null
+$PY -m studies.symmetries ball results/extended results/class-ball/ours-skylakex --seeds 20 \
+    --Ts 100,300 --out results/class-ball/noise-floor.md > /dev/null
 # issue 47's study on measures of the function: its runs trained again with canonical columns
 $PY -m studies.symmetries canonical results/symmetries/canonical-borderline \
     results/symmetries/canonical-fixed results/symmetries/canonical.md > /dev/null

@@ -5690,6 +5690,7 @@ def _sweep_input(tmp, request):
 
 def _study_input(tmp, request):
     _synthetic_study(str(tmp / "study"))
+    _copy(tmp / "study", tmp / "rerun")          # kernels' second folder, left undamaged
     return tmp / "study" / "runs.csv", tmp / "study"
 
 
@@ -5715,7 +5716,8 @@ DAMAGE_KINDS = {  # kind -> (a valid input, [(module, argv)], {damage: why it is
                                  (symmetries, ["cells", "{IN}", "{OUT}"])], {}),
     "SWEEP_ROWS": (_sweep_input, [(sweep, ["compare", "{DIR}", "--out", "{OUT}"])],
                    {"last row cut": ROW_BY_ROW, "duplicated row": TWICE}),
-    "MECHANISM_ROWS": (_study_input, [(mechanism, ["report", "{DIR}"])],
+    "MECHANISM_ROWS": (_study_input, [(mechanism, ["report", "{DIR}"]),
+                                      (kernels, ["{DIR}", "{RERUN}", "--out", "{OUT}"])],
                        {"last row cut": ROW_BY_ROW, "duplicated row": TWICE}),
     "TRAJECTORY_ROWS": (_trace_input, [(mechanism, ["trace-report", "{DIR}"])],
                         {"last row cut": ROW_BY_ROW, "duplicated row": TWICE}),
@@ -5820,7 +5822,8 @@ def test_every_command_refuses_every_damage_of_every_file_it_reads(kind, i, how,
         _damage(path, how, tmp_path)
     before = _snapshot(tmp_path)
     args = [a.replace("{IN}", str(path)).replace("{DIR}", str(where)).replace("{OUT}", str(out))
-            .replace("{STUDY}", str(request.getfixturevalue("smoke_ref"))) for a in argv]
+            .replace("{STUDY}", str(request.getfixturevalue("smoke_ref")))
+            .replace("{RERUN}", str(where.parent / "rerun")) for a in argv]
     code, _, err = run_cli_main(capsys, module.main, args)
     if isinstance(code, str):                 # sys.exit(message): Python prints it on stderr
         code, err = 1, err + code + "\n"
@@ -5841,7 +5844,8 @@ def test_every_command_of_the_damage_suite_reads_its_valid_input(kind, i, tmp_pa
     path, where = make(tmp_path / "in", request)
     out = tmp_path / "table.md"
     args = [a.replace("{IN}", str(path)).replace("{DIR}", str(where)).replace("{OUT}", str(out))
-            .replace("{STUDY}", str(request.getfixturevalue("smoke_ref"))) for a in argv]
+            .replace("{STUDY}", str(request.getfixturevalue("smoke_ref")))
+            .replace("{RERUN}", str(where.parent / "rerun")) for a in argv]
     code, _, err = run_cli_main(capsys, module.main, args)
     assert code in (0, None), (args, err)
 
@@ -6007,3 +6011,19 @@ def test_every_command_refuses_every_damage_of_every_json_file_it_reads(name, ho
         assert code not in (0, None) and len(lines) == 1 and "Traceback" not in err, (args, err)
         assert str(path) in lines[0] or str(where) in lines[0], (how, lines)
         assert _snapshot(tmp_path) == before, "something was written"
+
+
+COMMANDS_WITHOUT_STUDY_FILES = {
+    "trainer": "reads only its own checkpoint (--resume): checkpoint.load_checkpoint, tested with "
+               "damaged checkpoints in the checkpoint tests",
+    "theory_report": "trains small models and reads no file",
+}
+
+
+def test_every_study_command_is_in_the_damage_suite_or_says_why_not():
+    """By construction: every command module (study_commands) reads its files in DAMAGE_KINDS or
+    JSON_KINDS, or is listed above with what it reads instead."""
+    covered = {m.__name__.split(".")[-1] for spec in list(DAMAGE_KINDS.values()) +
+               list(JSON_KINDS.values()) for m, _ in spec[1]}
+    assert set(study_commands()) == covered | set(COMMANDS_WITHOUT_STUDY_FILES), (
+        set(study_commands()) ^ (covered | set(COMMANDS_WITHOUT_STUDY_FILES)))
