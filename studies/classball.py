@@ -170,7 +170,7 @@ def _record_lines(name, path, cells):
             acted = np.mean([g[f"{k}_active"] > 0 for g in got])
             share = np.median([g[f"{k}_active"] / s for g, s in zip(got, steps)])
             final = np.median([g[f"{k}_final"] / g[f"{k}_radius"] for g in got])
-            parts.append(f"{acted:.0%} of runs; {share:.0%} of steps; final {final:.2f}")
+            parts.append(f"{acted:.0%} of runs; {share:.1%} of steps; final {final:.2f}")
         lines.append(f"| {name} | {T} | {len(got)} | " + " | ".join(parts) + " |")
     return lines
 
