@@ -255,37 +255,51 @@ def class_page(study, folders, out, plot=None, log=print):
 
 
 def _plot(study, got, path, log):
+    """Left: m*(T) per folder with its exact interval, the study's on the same seeds, the
+    statistical limit. Right: the same on a log axis beside the m the reconstructed bound asks at
+    each folder's radii for a gap of GAP (far above: vacuous at these sizes)."""
     plt = cli.pyplot_or_hint("rerun with --plot")
     if plt is None:
         return
-    smeta = folder.read_meta(study)
-    o = run_options.validate_options(dict(smeta["options"]))
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    o = run_options.validate_options(dict(folder.read_meta(study)["options"]))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     Ts = sorted({T for _, cells, _ in got.values() for T in cells})
-    for f, (_, cells, radii) in got.items():
-        T = np.array(list(cells), float)
-        m = np.array([c["crit"]["m_star"] for c in cells.values()])
-        lo = np.array([c["crit"]["m_star_lo"] for c in cells.values()])
-        hi = np.array([c["crit"]["m_star_hi"] for c in cells.values()])
-        top = np.where(np.isfinite(hi), hi, m * 1.5)
-        ax.errorbar(T, m, yerr=[m - lo, top - m], marker="o", capsize=3,
-                    label=f"{os.path.basename(f.rstrip('/'))} (radii "
-                          f"{', '.join(f'{radii.get(k, 0):g}' for k in NORMS)})")
-    f0, (_, cells, _) = next(iter(got.items()))
-    base = [(T, c["base"]) for T, c in cells.items() if c["base"]]
-    if base:
-        ax.plot([T for T, _ in base], [b["m_star"] for _, b in base], "k--", marker="s",
-                label="unconstrained (the study, same seeds)")
-    lims = limits.statistical_limits(o["task"], o["s"], Ts, compute=False,
-                                     cache=os.path.join(study, "limits.json"))
-    if lims:
-        ax.plot(sorted(lims), [lims[T]["median"] for T in sorted(lims)], "g:",
-                label="statistical limit (median)")
-    ax.set_xscale("log")
-    ax.set_xlabel("T (context length)")
-    ax.set_ylabel("m* (majority of seeds, exact 95% CI)")
-    ax.set_title("3-sparse AND inside the capacity bound's class")
-    ax.legend(fontsize=7)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax in axes:
+        for c, (f, (_, cells, radii)) in zip(colours, got.items()):
+            T = np.array(list(cells), float)
+            m = np.array([x["crit"]["m_star"] for x in cells.values()])
+            lo = np.array([x["crit"]["m_star_lo"] for x in cells.values()])
+            hi = np.array([x["crit"]["m_star_hi"] for x in cells.values()])
+            top = np.where(np.isfinite(hi), hi, m * 1.5)
+            ax.errorbar(T, m, yerr=[m - lo, top - m], marker="o", capsize=3, color=c,
+                        label=f"{os.path.basename(f.rstrip('/'))} (radii qk, vo, w, mlp: "
+                              f"{', '.join(f'{radii.get(k, 0):g}' for k in NORMS)})")
+        cells = next(iter(got.values()))[1]
+        base = [(T, x["base"]) for T, x in cells.items() if x["base"]]
+        if base:
+            ax.plot([T for T, _ in base], [b["m_star"] for _, b in base], "k--", marker="s",
+                    label="unconstrained (the study, same seeds)")
+        lims = limits.statistical_limits(o["task"], o["s"], Ts, compute=False,
+                                         cache=os.path.join(study, "limits.json"))
+        if lims:
+            ax.plot(sorted(lims), [lims[T]["median"] for T in sorted(lims)], "g:",
+                    label="statistical limit (median)")
+        ax.set_xscale("log")
+        ax.set_xlabel("T (context length)")
+    for c, (f, (_, cells, radii)) in zip(colours, got.items()):
+        C = bound_constant(radii, o["d"], o["heads"])
+        if C:
+            axes[1].plot(Ts, [theory.samples_for_gap(C, o["d"], T, GAP) for T in Ts], ":",
+                         color=c, label=f"the bound's m for a gap of {GAP}, "
+                                        f"{os.path.basename(f.rstrip('/'))}'s radii")
+    axes[0].set_ylabel("m* (majority of seeds, exact 95% CI)")
+    axes[1].set_yscale("log")
+    axes[1].set_ylabel("training samples m (log)")
+    axes[0].set_title("m*(T) inside the capacity bound's class")
+    axes[1].set_title("beside the reconstructed bound (vacuous here)")
+    axes[0].legend(fontsize=7)
+    axes[1].legend(fontsize=7)
     cli.save_figure(plt, fig, path)
     log(f"wrote {path}")
 
