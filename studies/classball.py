@@ -216,12 +216,18 @@ def class_page(study, folders, out, plot=None, log=print):
               "seeds and T as the folder's.", "",
               "| curve | estimate | T | slopes | AIC differences | best |",
               "|---|---|---|---|---|---|"]
+    shown = set()                 # the study's curve once per set of (T, seeds) it is read on
     for f, (_, cells, _) in got.items():
         Ts = list(cells)
         for who, key, est in ((name(f), "crit", "est"), (f"{name(study)} (same seeds)", "base",
                                                           "base_est")):
             if any(cells[T][key] is None for T in Ts):
                 continue
+            if key == "base":
+                same = tuple((T, cells[T]["n"]) for T in Ts)
+                if same in shown:
+                    continue
+                shown.add(same)
             lines += _law_lines(who, "m*", Ts, [cells[T][key]["m_star"] for T in Ts],
                                 [cells[T][key]["m_star_boot"] for T in Ts])
             lines += _law_lines(who, "m50", Ts, [cells[T][est]["m50"] for T in Ts],

@@ -311,7 +311,8 @@ def four_laws(T, m50, m50_boot):
     for i, a in enumerate(LAWS):
         for b in LAWS[i + 1:]:
             out[f"daic_{a}_{b}"] = p_aic[a] - p_aic[b]
-            out[f"daic_{a}_{b}_lo"], out[f"daic_{a}_{b}_hi"] = interval(aic[a] - aic[b])
+            with np.errstate(invalid="ignore"):            # dropped replicates: inf - inf
+                out[f"daic_{a}_{b}_lo"], out[f"daic_{a}_{b}_hi"] = interval(aic[a] - aic[b])
     stack = np.stack([aic[k] for k in LAWS])
     win = np.argmin(stack, 0)[ok] if ok.any() else np.empty(0, int)
     out["best"] = {k: float(np.mean(win == i)) if win.size else None for i, k in enumerate(LAWS)}
