@@ -412,9 +412,9 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
     that is not one, an accuracy outside [0, 1], a model or flag we never write, numbers that
     contradict each other) is a ValueError naming the file and line: a damaged results file must
     not turn into a quietly different table. A torn row (too few fields, or NUL bytes, as a
-    crash leaves) is skipped: silently when it is the file's last line (a run killed
-    mid-write), and with a warning naming the file and line anywhere else (`warn`, a function of
-    one line; default: print to stderr), since something else damaged the file there."""
+    crash leaves) is skipped with a warning naming the file and line (`warn`, a function of one
+    line; default: print to stderr): as the file's last line, the trace of a run killed
+    mid-write, which a resumed run makes again; anywhere else, something else damaged the file."""
     if not (isinstance(paths, (list, tuple)) and all(isinstance(p, (str, os.PathLike)) and not
                                                      isinstance(p, bytes) for p in paths)):
         raise TypeError(f"paths must be a list of CSV paths, got {shown(paths)}")
@@ -453,9 +453,8 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
                 raise ValueError(f"{path} line {line}: a torn row ({torn}); {kind['what']} is "
                                  f"written whole, so it was damaged: write it again")
             if torn:
-                if line != last:
-                    warn(f"warning: {path} line {line}: a torn row ({torn}), skipped; the file "
-                         f"was damaged there")
+                warn(f"warning: {path} line {line}: a torn row ({torn}), skipped; "
+                     + (KILLED if line == last else "the file was damaged there"))
                 continue
             try:
                 r = kind["parse"](r)
@@ -463,7 +462,13 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
                 raise ValueError(f"{path} line {line}: {e}") from None
             r["line"] = f"{path} line {line}"
             rows.append(r)
+        if text[text.rfind("\n") + 1:]:                   # the tail after the last line end
+            warn(f"warning: {path} line {len(lines) + 1}: the last row is cut mid-line, "
+                 f"skipped; {KILLED}")
     return rows
+
+
+KILLED = "a run killed while writing it leaves this, and resuming runs it again"
 
 
 def read_whole(path, kind):
