@@ -383,6 +383,31 @@ KINDS = dict(SWEEP_ROWS="a sweep's runs", STEPS_ROWS="steps.py's runs",
              BALL_ROWS="a class ball's record", PAIR_ROWS="a paired CSV")
 
 
+# Every file a study writes and another reads, and its one reader. Every command reads these files
+# through them, and no other code parses one (json.load(s), csv.reader, np.load): a test scans
+# every module of studies/ and holds the parsing to READERS and PARSE_HELPERS. A new file kind
+# joins by its line here, and the damage suite (studies/test_studies.py) applies every standard
+# damage to every kind listed.
+READERS = {
+    "runs*.csv of a sweep, steps.csv, runs.csv of a study, trajectories.csv, ball-of-runs.csv":
+        "folder.read_rows",                    # one schema per kind (KINDS), written a row at a time
+    "pairs.csv": "folder.read_whole",          # PAIR_ROWS, written whole
+    "sweep.json": "folder.read_meta",
+    "plan.json": "folder.read_plan",
+    "arithmetic.json": "folder.read_finding",
+    "steps.json": "steps.read_steps_meta",
+    "curves.json": "steps._read_curves",
+    "limits.json": "limits.statistical_limits",   # a cache: a damaged one is set aside with a
+                                                  # warning, its limits computed again
+    "a checkpoint (.npz)": "checkpoint.load_checkpoint",
+}
+PARSE_HELPERS = {   # parsing that is not a reader of its own: what the readers above stand on
+    "folder.read_json": "the JSON text of a file, for the readers of JSON kinds",
+    "folder._csv_header": "a CSV's header line, for RowWriter's check of a file it appends to",
+    "cli._json_file": "claim_output's recognition of a file the project wrote (never an input)",
+}
+
+
 def _check_kind(kind):
     """kind one of this module's kinds of rows (SWEEP_ROWS, ...), the very dict."""
     if not any(kind is globals()[k] for k in KINDS):
@@ -931,6 +956,44 @@ def read_json(path, what, advice):
         return json.loads(cli.read_text_file(path, os.path.basename(path)))
     except ValueError as e:
         raise ValueError(f"{path} is not {what} ({type(e).__name__}: damaged?); {advice}") from None
+
+
+def read_finding(path):
+    """A folder's arithmetic.json (find's finding), every key find writes checked: found (None or
+    a dict of the arithmetic's blas, blas_version, kernel, dtype), tried (a non-empty list of
+    {kernel, replayed, of}), cpu, and with found None, closest (None or {kernel,
+    worst_relative_difference, worst_column}) and rows_by_kernel (None or {row: kernel or None}).
+    ValueError, one line naming the file and the key, otherwise."""
+    check_path("path", path, "an arithmetic.json's path")
+    if not os.path.isfile(path):
+        raise ValueError(f"path {path} is not a file (a folder's arithmetic.json expected)")
+    f = read_json(path, "a replay's finding (arithmetic.json)", "write it again with --find")
+    if not isinstance(f, dict):
+        raise ValueError(f"{path} is not a replay's finding (a JSON {type(f).__name__}, not an "
+                         f"object); write it again with --find")
+    text = lambda v: isinstance(v, str)
+    count = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    checks = [
+        ("found", f.get("found") is None or (isinstance(f["found"], dict) and all(
+            text(f["found"].get(k)) for k in ("blas", "blas_version", "kernel", "dtype"))),
+         "None or the arithmetic that replays (blas, blas_version, kernel, dtype)"),
+        ("tried", isinstance(f.get("tried"), list) and f["tried"] and all(
+            isinstance(t, dict) and text(t.get("kernel")) and count(t.get("replayed"))
+            and count(t.get("of")) and t["replayed"] <= t["of"] for t in f["tried"]),
+         "a list of the kernels tried ({kernel, replayed <= of})"),
+        ("cpu", text(f.get("cpu")), "the processor's name"),
+        ("closest", f.get("closest") is None or (isinstance(f["closest"], dict) and text(
+            f["closest"].get("kernel")) and text(f["closest"].get("worst_column")) and isinstance(
+            f["closest"].get("worst_relative_difference"), (int, float))),
+         "None or {kernel, worst_relative_difference, worst_column}"),
+        ("rows_by_kernel", f.get("rows_by_kernel") is None or (isinstance(
+            f["rows_by_kernel"], dict) and all(v is None or text(v)
+                                               for v in f["rows_by_kernel"].values())),
+         "None or {row: the kernel that replays it, or None}")]
+    for key, ok, want in checks:
+        if not ok:
+            raise ValueError(f"{path}: {key} is not {want} (damaged? write it again with --find)")
+    return f
 
 
 def _check_meta(meta, path="sweep.json"):

@@ -6,14 +6,13 @@ steps.json, plan.json: machine); a session whose arithmetic is not the folder's 
 (check_arithmetic) unless the command is given --other-arithmetic (add_other_arithmetic), and
 then writes each new row's arithmetic beside it (folder.RowWriter's arithmetic_of, an
 arithmetic_id). Folders made before these records: what studies.replay --find found
-(OUT/arithmetic.json), read by recorded_arithmetic.
+(OUT/arithmetic.json, read by folder.read_finding), as recorded_arithmetic reports it.
 """
 import argparse
-import json
 import os
 
 from studies import arithmetic
-from studies import cli
+from studies import folder
 
 from studies.harness import check_path, shown
 
@@ -52,13 +51,9 @@ def recorded_arithmetic(out, meta):
         return named[-1]
     path = os.path.join(out, "arithmetic.json")
     if os.path.isfile(path):
-        try:
-            found = json.loads(cli.read_text_file(path, "arithmetic.json"))
-        except ValueError as e:
-            raise ValueError(f"{path} is not a replay's finding ({type(e).__name__}: damaged?); "
-                             f"write it again with python -m studies.replay FOLDER --find") from None
-        if isinstance(found, dict) and isinstance(found.get("found"), dict):
-            return found["found"]
+        found = folder.read_finding(path)["found"]   # its one reader: damage is one line
+        if found is not None:
+            return found
     return None
 
 

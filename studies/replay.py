@@ -42,6 +42,7 @@ from studies.checks import INTS, check_number
 from studies.cli import OneLineParser, integer
 
 from studies import folder, harness, mechanism, provenance, steps, study, sweep
+from studies.folder import read_finding      # arithmetic.json's one reader
 
 _TIMING = ("seconds", "cpu_seconds")      # columns no replay reproduces
 _STEPS_COMPARED = ("steps_to_bar", "censored")   # a steps row's final accuracy is its stack's
@@ -376,44 +377,6 @@ def find(out, n_rows=2, seed=0, workers=1, log=_log_line):
     cli.write_json(cli.claim_output(os.path.join(out, "arithmetic.json"), "replay",
                                     "the finding"), finding)
     return finding
-
-
-def read_finding(path):
-    """A folder's arithmetic.json (find's finding), every key find writes checked: found (None or
-    a dict of the arithmetic's blas, blas_version, kernel, dtype), tried (a non-empty list of
-    {kernel, replayed, of}), cpu, and with found None, closest (None or {kernel,
-    worst_relative_difference, worst_column}) and rows_by_kernel (None or {row: kernel or None}).
-    ValueError, one line naming the file and the key, otherwise."""
-    harness.check_path("path", path, "an arithmetic.json's path")
-    if not os.path.isfile(path):
-        raise ValueError(f"path {path} is not a file (a folder's arithmetic.json expected)")
-    f = folder.read_json(path, "a replay's finding (arithmetic.json)", "write it again with --find")
-    if not isinstance(f, dict):
-        raise ValueError(f"{path} is not a replay's finding (a JSON {type(f).__name__}, not an "
-                         f"object); write it again with --find")
-    text = lambda v: isinstance(v, str)
-    count = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
-    checks = [
-        ("found", f.get("found") is None or (isinstance(f["found"], dict) and all(
-            text(f["found"].get(k)) for k in ("blas", "blas_version", "kernel", "dtype"))),
-         "None or the arithmetic that replays (blas, blas_version, kernel, dtype)"),
-        ("tried", isinstance(f.get("tried"), list) and f["tried"] and all(
-            isinstance(t, dict) and text(t.get("kernel")) and count(t.get("replayed"))
-            and count(t.get("of")) and t["replayed"] <= t["of"] for t in f["tried"]),
-         "a list of the kernels tried ({kernel, replayed <= of})"),
-        ("cpu", text(f.get("cpu")), "the processor's name"),
-        ("closest", f.get("closest") is None or (isinstance(f["closest"], dict) and text(
-            f["closest"].get("kernel")) and text(f["closest"].get("worst_column")) and isinstance(
-            f["closest"].get("worst_relative_difference"), (int, float))),
-         "None or {kernel, worst_relative_difference, worst_column}"),
-        ("rows_by_kernel", f.get("rows_by_kernel") is None or (isinstance(
-            f["rows_by_kernel"], dict) and all(v is None or text(v)
-                                               for v in f["rows_by_kernel"].values())),
-         "None or {row: the kernel that replays it, or None}")]
-    for key, ok, want in checks:
-        if not ok:
-            raise ValueError(f"{path}: {key} is not {want} (damaged? write it again with --find)")
-    return f
 
 
 def _finding_row(out):

@@ -7,8 +7,10 @@ harness.py, steps.py, the theory report, then the issues' blocks. Helpers the re
 share (small run options, the walker's machinery, subprocess runners) come from test_all.py.
 """
 import argparse
+import ast
 import errno
 import glob
+import importlib
 import itertools
 import json
 import math
@@ -3861,7 +3863,7 @@ STUDY_WALK = {
         log=print), run=False, legal=dict(out=NEW_FILE, plot={"None": "no plot"})),
     "classball.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     # replay.py and kernels.py (issue 46): the folders read, nothing trained in a hostile call
-    "replay.read_finding": Walk(lambda f: dict(path="results/extended/arithmetic.json")),
+    "folder.read_finding": Walk(lambda f: dict(path="results/extended/arithmetic.json")),
     "replay.folder_kind": Walk(lambda f: dict(out="results/extended"),
                                legal=dict(out={"'bogus'": "refused: no folder"})),
     "replay.replay": Walk(lambda f: dict(out="results/extended", n_rows=1, seed=0, kernel=None,
@@ -5974,12 +5976,21 @@ def _steps_meta_input(tmp, request):
     return where / "steps.json", where
 
 
-JSON_KINDS = {   # file -> (a valid input, [(module, argv)], the key the key damages act on)
+def _curves_input(tmp, request):
+    path, where = _steps_input(tmp, request)
+    assert (where / "curves.json").exists()
+    return where / "curves.json", where
+
+
+JSON_KINDS = {   # file -> (a valid input, [(module, argv)], the key the key damages act on;
+                 # "*/k": the key k inside every entry, for a file whose entries are its keys)
     "arithmetic.json": (_finding_input, [(replay, ["{DIR}", "--table", "{OUT}"])], "tried"),
     "sweep.json": (_sweep_meta_input, [(sweep, ["compare", "{DIR}", "--out", "{OUT}"])], "bar"),
     "plan.json": (_plan_input, [(mechanism, ["report", "{DIR}"])], "cells"),
     "steps.json": (_steps_meta_input, [(steps, ["--report", "--out", "{DIR}"] + STEPS_TINY)],
                    "Ts"),
+    "curves.json": (_curves_input, [(steps, ["--report", "--out", "{DIR}"] + STEPS_TINY)],
+                    "*/loss"),
 }
 JSON_DAMAGES = ("empty", "binary", "cut mid-way", "a list", "key dropped", "key of wrong type")
 
@@ -5995,6 +6006,11 @@ def _damage_json(path, how, key):
         path.write_text(text[:len(text) // 2])
     elif how == "a list":
         path.write_text(json.dumps(list(obj)))
+    elif key.startswith("*/"):
+        inner = key[2:]
+        edit = (lambda v: {k: x for k, x in v.items() if k != inner}) if how == "key dropped" \
+            else (lambda v: dict(v, **{inner: "seven"}))
+        path.write_text(json.dumps({k: edit(v) for k, v in obj.items()}))
     elif how == "key dropped":
         path.write_text(json.dumps({k: v for k, v in obj.items() if k != key}))
     elif how == "key of wrong type":
@@ -6019,6 +6035,58 @@ def test_every_command_refuses_every_damage_of_every_json_file_it_reads(name, ho
         assert code not in (0, None) and len(lines) == 1 and "Traceback" not in err, (args, err)
         assert str(path) in lines[0] or str(where) in lines[0], (how, lines)
         assert _snapshot(tmp_path) == before, "something was written"
+
+
+def test_the_json_suite_holds_every_json_kind_a_reader_reads():
+    declared = {k for k in folder.READERS if k.endswith(".json")}
+    assert set(JSON_KINDS) | {"limits.json"} == declared, set(JSON_KINDS) ^ declared
+    # limits.json is a cache, set aside with a warning when damaged: its own test below
+
+
+PARSERS = {("json", "load"), ("json", "loads"), ("csv", "reader"), ("csv", "DictReader"),
+           ("np", "load"), ("numpy", "load")}
+
+
+def _parsing_sites():
+    """(module.function, line) of every call that parses a file's text in studies/*.py (not
+    tests): json.load(s), csv.reader, csv.DictReader, np.load; the function is the top-level
+    one (or Class.method) that holds the call."""
+    sites = []
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "*.py"))):
+        name = os.path.basename(path)[:-3]
+        if name.startswith("test_"):
+            continue
+        tree = ast.parse(open(path).read())
+        for top in tree.body:
+            for node in ast.walk(top):
+                f = getattr(node, "func", None)
+                if (isinstance(node, ast.Call) and isinstance(f, ast.Attribute)
+                        and isinstance(f.value, ast.Name) and (f.value.id, f.attr) in PARSERS):
+                    where = getattr(top, "name", "<module>")
+                    sites.append((f"{name}.{where}", node.lineno))
+    return sites
+
+
+def test_no_code_parses_a_study_file_but_its_declared_reader():
+    """By construction (issue 53): every json/csv/npz parse in studies/ is inside a reader that
+    folder.READERS declares, or a helper of theirs (folder.PARSE_HELPERS)."""
+    allowed = set(folder.READERS.values()) | set(folder.PARSE_HELPERS)
+    sites = _parsing_sites()
+    assert len(sites) >= 5                                  # the scan sees the readers themselves
+    assert {f for f, _ in sites} <= allowed, [s for s in sites if s[0] not in allowed]
+    for qualified in allowed:                               # and each declared name exists
+        module, function = qualified.split(".")
+        assert callable(getattr(importlib.import_module(f"studies.{module}"), function)), qualified
+
+
+def test_a_damaged_limits_cache_is_set_aside_with_one_warning_and_not_replaced(tmp_path, capsys):
+    cache = tmp_path / "limits.json"
+    for text in ("", "\x00\x01 not json", "[1, 2]"):
+        cache.write_text(text)
+        got = limits.statistical_limits("and", 3, [8], n_seeds=2, cache=str(cache))
+        out = capsys.readouterr().out
+        assert [ln for ln in out.splitlines() if ln.startswith("warning:") and str(cache) in ln]
+        assert got[8]["median"] >= 1 and cache.read_text() == text
 
 
 COMMANDS_WITHOUT_STUDY_FILES = {
