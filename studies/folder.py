@@ -448,6 +448,7 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
         lambda text: print(text, file=sys.stderr, flush=True))
     rows = []
     for path in paths:
+        own_file(path)
         with open(path, newline="", errors="replace") as f:
             text = f.read()
         lines = text[:text.rfind("\n") + 1].splitlines()
@@ -494,6 +495,19 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
 
 
 KILLED = "a run killed while writing it leaves this, and resuming runs it again"
+
+
+def own_file(path):
+    """path, when it is a file of its own folder: a symbolic link to a file elsewhere is a
+    ValueError naming both (a study's files are its own; the file behind a link can change, or
+    be appended to, under another name)."""
+    path = check_path("path", path, "a file's path")
+    if os.path.islink(path):
+        target = os.path.realpath(path)
+        if os.path.dirname(target) != os.path.realpath(os.path.dirname(os.path.abspath(path))):
+            raise ValueError(f"{path} is a link to {target}, outside its folder; a study's files "
+                             f"are its own: copy the file in instead")
+    return path
 
 
 def read_whole(path, kind):
@@ -951,7 +965,7 @@ def read_json(path, what, advice):
     """The JSON a folder file holds, read as cli.read_text_file reads (a FIFO, a device or a huge
     file is refused, not read); a one-line ValueError naming the file, `what` it should be and
     the `advice` when it is not JSON."""
-    check_path("path", path, "a JSON file's path")
+    own_file(check_path("path", path, "a JSON file's path"))
     try:
         return json.loads(cli.read_text_file(path, os.path.basename(path)))
     except ValueError as e:

@@ -133,6 +133,8 @@ def read_steps_meta(out):
     file and the field."""
     harness.check_path("out", out, "a steps.py folder")
     path = os.path.join(out, "steps.json")
+    if os.path.islink(path):
+        folder.own_file(path)                  # a link to a file elsewhere: said as such
     try:
         meta = json.loads(cli.read_text_file(path, "steps.json"))
     except ValueError:
@@ -195,6 +197,7 @@ def _read_curves(out):
     path = os.path.join(out, "curves.json")
     if not os.path.lexists(path):
         return {}
+    folder.own_file(path)
     try:
         curves = json.loads(cli.read_text_file(path, "curves.json", most=256 << 20))
         ok = isinstance(curves, dict) and all(

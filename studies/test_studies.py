@@ -8,6 +8,7 @@ share (small run options, the walker's machinery, subprocess runners) come from 
 """
 import argparse
 import ast
+import builtins
 import errno
 import glob
 import importlib
@@ -3980,6 +3981,8 @@ STUDY_WALK = {
                                     names=dict(n_seeds=r"n_seeds|--seeds")),
     "folder.read_meta": Walk(lambda f: dict(folder="results/extended"),
                              legal=dict(folder={"'bogus'": "a folder not made yet: {}"})),
+    "folder.own_file": Walk(lambda f: dict(path="results/extended/runs.csv"),
+                            legal=dict(path={"'bogus'": "a path that is no link: its own"})),
     "folder.read_json": Walk(lambda f: dict(path="results/extended/sweep.json", what="a sweep",
                                             advice="restore it"),
                              legal=dict(what={"*": LITERAL}, advice={"*": LITERAL}),
@@ -5794,7 +5797,29 @@ def _snapshot(*folders):
 def _damage_cases():
     return [(kind, i, how) for kind, spec in DAMAGE_KINDS.items() if spec
             for i in range(len(spec[1])) for how in DAMAGES + ("output is the input",
-                                                               "output a link outside")]
+                                                               "output a link outside",
+                                                               "read-only folder",
+                                                               "input a link outside")]
+
+
+def _link_outside(path, tmp):
+    """The file at path moved outside its folder, a symbolic link left in its place."""
+    outside = tmp / ("outside-" + path.name)
+    shutil.move(path, outside)
+    path.symlink_to(outside)
+
+
+def _read_only(monkeypatch, where):
+    """Make the folder `where` behave as on a read-only file system (EROFS) for every file opened
+    for writing inside it: chmod cannot, since the tests may run as root."""
+    where, real = os.path.abspath(where), builtins.open
+
+    def fake(file, mode="r", *args, **kwargs):
+        if (isinstance(file, (str, os.PathLike)) and set(str(mode)) & set("wax+")
+                and os.path.abspath(os.fspath(file)).startswith(where + os.sep)):
+            raise OSError(errno.EROFS, "Read-only file system", os.fspath(file))
+        return real(file, mode, *args, **kwargs)
+    monkeypatch.setattr(builtins, "open", fake)
 
 
 def test_the_damage_suite_declares_every_file_kind_a_study_reads():
@@ -5804,7 +5829,7 @@ def test_the_damage_suite_declares_every_file_kind_a_study_reads():
 
 @pytest.mark.parametrize("kind,i,how", _damage_cases())
 def test_every_command_refuses_every_damage_of_every_file_it_reads(kind, i, how, tmp_path,
-                                                                   capsys, request):
+                                                                   capsys, request, monkeypatch):
     make, commands, tolerated = DAMAGE_KINDS[kind]
     module, argv = commands[i]
     if how in tolerated and tolerated[how] is not ROW_BY_ROW:
@@ -5821,6 +5846,10 @@ def test_every_command_refuses_every_damage_of_every_file_it_reads(kind, i, how,
             pytest.skip("the command writes only its own folder's files")
         (tmp_path / "elsewhere.md").write_text("someone's notes\n")
         out.symlink_to(tmp_path / "elsewhere.md")
+    elif how == "read-only folder":
+        _read_only(monkeypatch, out.parent if "{OUT}" in argv else where)
+    elif how == "input a link outside":
+        _link_outside(path, tmp_path)
     else:
         _damage(path, how, tmp_path)
     before = _snapshot(tmp_path)
@@ -5992,10 +6021,13 @@ JSON_KINDS = {   # file -> (a valid input, [(module, argv)], the key the key dam
     "curves.json": (_curves_input, [(steps, ["--report", "--out", "{DIR}"] + STEPS_TINY)],
                     "*/loss"),
 }
-JSON_DAMAGES = ("empty", "binary", "cut mid-way", "a list", "key dropped", "key of wrong type")
+JSON_DAMAGES = ("empty", "binary", "cut mid-way", "a list", "key dropped", "key of wrong type",
+                "input a link outside")
 
 
 def _damage_json(path, how, key):
+    if how == "input a link outside":
+        return _link_outside(path, path.parent.parent)
     text = path.read_text()
     obj = json.loads(text)
     if how == "empty":
