@@ -991,6 +991,9 @@ WALK.update({
                                names=dict(path=r"\bpath\b|bogus"),   # or names the file
                                legal=dict(what={"'bogus'": ANY_TEXT},
                                           most={"10**12": "a cap", "10**400": "refused"})),
+    "cli.check_writable": Walk(lambda f: dict(path=_walk_tmp(), what="w"),
+                               legal=dict(path={"'bogus'": "a new file name"},
+                                          what={"'bogus'": ANY_TEXT})),
     "cli.same_file": Walk(lambda f: dict(a="x", b="y"),
                           legal=dict(a={"'bogus'": "a path"}, b={"'bogus'": "a path"})),
     "cli.claim_output": Walk(lambda f: dict(path=_walk_tmp(), kind="summary", what=None,

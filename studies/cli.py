@@ -439,6 +439,19 @@ def write_text(path, text, newline=None):
     replace_atomically(path, write)
 
 
+def check_writable(path, what):
+    """path, when a file can be written there now (its folder exists and takes a file, it is no
+    folder); else a ValueError, one line naming `what` and the path. For a file written in place
+    of one the project does not own by kind (a page between its markers): claim_output checks
+    the others."""
+    _need("path", path, _is_path(path), "a file path (a non-empty str)")
+    _need("what", what, isinstance(what, str), "a few words naming the file (a str)")
+    problem = _check_writable(path, what)
+    if problem:
+        raise ValueError(problem)
+    return path
+
+
 def _check_writable(path, what, temporaries=()):
     """One line if `path` cannot be written (its folder is missing or read-only, it is a folder,
     or one of the `temporaries` written beside it is a folder in the way), else None."""

@@ -1163,8 +1163,15 @@ def _check_cell(c, field, bad):
         run_options.validate_options(dict(options, T=c["T"], m=c["m"]))
     except ValueError as e:
         raise bad(field, f"cannot be trained ({e})") from None
-    if not isinstance(c.get("source", {}), dict):
-        raise bad(field, "has a source that is not an object")
+    src = c.get("source", {})                 # where m came from: a sweep's m*, the plan copied
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+    kinds = dict(folder=str, plan=str, mstars_from=positive, T_folder=positive, m_star=positive,
+                 n_seeds=positive, m_star_lo=number, m_star_hi=number, factor=number)
+    if not (isinstance(src, dict) and all(
+            k in kinds and (isinstance(v, str) if kinds[k] is str else kinds[k](v))
+            for k, v in src.items())):
+        raise bad(field + ".source", f"must say where m came from (each of {', '.join(kinds)} "
+                                     f"of its type, or none), got {src!r:.60}")
     return dict(c, options=options)
 
 

@@ -291,19 +291,22 @@ def check_markers(text, page):
                          f"marker '<!-- end {block[1]} -->'")
 
 
-def page_target(page, root, what="page"):
+def page_target(page, root, what="page", write=True):
     """The file a page's new text is written to: the page itself, or, when the page is a
     symbolic link, the file it links to, which must lie inside `root` (the repository): a link
-    is followed, never replaced by a regular file. ValueError, one line, otherwise."""
+    is followed, never replaced by a regular file; with `write`, one that can be written now (a
+    read-only folder is said before anything is computed). ValueError, one line, otherwise."""
     check_path("page", page, "a page's path")
     check_path("root", root, "the repository's folder", folder=True)
-    if not os.path.islink(page):
-        return page
-    top, target = os.path.realpath(root), os.path.realpath(page)
-    if os.path.commonpath([target, top]) != top:
-        raise ValueError(f"{what} {page} is a symbolic link to {target}, outside the repository "
-                         f"({top}); refusing to write through it")
-    return target
+    if not isinstance(write, bool):
+        raise TypeError(f"write must be True or False, got {shown(write)}")
+    target = page
+    if os.path.islink(page):
+        top, target = os.path.realpath(root), os.path.realpath(page)
+        if os.path.commonpath([target, top]) != top:
+            raise ValueError(f"{what} {page} is a symbolic link to {target}, outside the "
+                             f"repository ({top}); refusing to write through it")
+    return cli.check_writable(target, what) if write else target
 
 
 def _page_files(page, text, root):
@@ -337,7 +340,8 @@ def pages_command(a, fail):
         for page in a.pages:
             text = read_text_file(page, "page", keep_line_ends=True)
             files = _page_files(page, text, root)
-            plan.append((page, page_target(page, root), text, files, paste_tables(text, files)))
+            plan.append((page, page_target(page, root, write=not a.check), text, files,
+                         paste_tables(text, files)))
     except ValueError as e:
         fail(str(e))
     for page, target, text, files, new in plan:

@@ -1044,11 +1044,13 @@ def _save_plan(out, make):
         if lock:
             lock.close()
     for c in plan["cells"]:
-        src = c["source"]
+        src = c.get("source", {})          # where m came from, or not recorded (check_plan)
         times = f"{src['factor']:g} x " if "factor" in src else ""
-        print(f"{c['design']:>10} d={c['d']:<4} T={c['T']:<6} m={c['m']:<5} = {times}m* "
-              f"{src['m_star']} [{src['m_star_lo']:g}, {src['m_star_hi']:g}] at "
-              f"T={src['T_folder']} of {src['folder']} (seeds 0-{src['n_seeds'] - 1})")
+        print(f"{c['design']:>10} d={c['d']:<4} T={c['T']:<6} m={c['m']:<5}" + (
+            f" = {times}m* {src['m_star']} [{src['m_star_lo']:g}, {src['m_star_hi']:g}] at "
+            f"T={src['T_folder']} of {src['folder']} (seeds 0-{src['n_seeds'] - 1})"
+            if {"m_star", "m_star_lo", "m_star_hi", "T_folder", "folder", "n_seeds"} <= set(src)
+            else " (where m came from: not recorded)"))
     print(f"wrote {path}: {len(plan['cells'])} cells x {plan['seeds']} seeds")
     return plan
 

@@ -5686,6 +5686,14 @@ def _pairs_input(tmp, request):
     return tmp / "pairs.csv", tmp
 
 
+def _committed(name):
+    """A maker of the input: a copy of the committed results/NAME (its runs.csv damaged)."""
+    def make(tmp, request):
+        shutil.copytree(os.path.join(HERE, "results", name), tmp / "study")
+        return tmp / "study" / "runs.csv", tmp / "study"
+    return make
+
+
 def _sweep_input(tmp, request):
     _copy(request.getfixturevalue("smoke_ref"), tmp / "sweep")
     for f in ("table.md", "README.md", "mstar.png"):
@@ -5706,6 +5714,7 @@ def _trace_input(tmp, request):
 
 
 def _steps_input(tmp, request):
+    _copy(request.getfixturevalue("steps_ref"), tmp / "rerun")   # --against's side, undamaged
     _copy(request.getfixturevalue("steps_ref"), tmp / "steps")
     for f in ("table.md", "steps.png"):
         if (tmp / "steps" / f).exists():
@@ -5717,22 +5726,101 @@ ROW_BY_ROW = "written a row at a time as runs finish: a cut last row is a killed
              "skipped with a warning naming the file and line, and run again on resume (read_rows)"
 TWICE = "shards' or sessions' CSVs merged: the same run with the same outcome counts once, " \
         "with another outcome it is refused (folder.check_rows)"
+RESUMES = "a resume: an empty runs file, or its header alone, is a run not started yet, " \
+          "which it trains (tested in the resume tests)"
+WRITES_NOTHING = "writes no file: a read-only folder changes nothing"
+NOT_STARTED = "a report of a sweep not started yet (an empty runs file, or its header alone) " \
+              "prints 'no finished runs in FOLDER' and writes nothing (test_report_of_no_runs)"
+
+
 DAMAGE_KINDS = {  # kind -> (a valid input, [(module, argv)], {damage: why it is tolerated})
     "PAIR_ROWS": (_pairs_input, [(symmetries, ["interaction", "{IN}", "{OUT}"]),
                                  (symmetries, ["cells", "{IN}", "{OUT}"])], {}),
-    "SWEEP_ROWS": (_sweep_input, [(sweep, ["compare", "{DIR}", "--out", "{OUT}"])],
+    "SWEEP_ROWS": (_sweep_input, [(sweep, ["compare", "{DIR}", "--out", "{OUT}"]),
+                                  (sweep, ["--preset", "smoke", "--workers", "1", "--out",
+                                           "{DIR}", "--report"], None,
+                                   {"empty": NOT_STARTED, "header only": NOT_STARTED}),
+                                  (sweep, ["--preset", "smoke", "--workers", "1", "--out",
+                                           "{DIR}"], None, {"empty": RESUMES,
+                                                            "header only": RESUMES}),
+                                  (sweep, ["width", "{DIR}", "--out", "{OUT}"]),
+                                  (sweep, ["families", "{DIR}", "--out", "{OUT}"]),
+                                  (sweep, ["headline", "--d64", "{DIR}", "--out", "{OUT}",
+                                           "--readme", "{README}"]),
+                                  (mechanism, ["plan", "{NEW}", "{DIR}", "--Ts", "8"]),
+                                  (symmetries, ["ball", "{STUDY}", "{DIR}", "--Ts", "8",
+                                                "--seeds", "2", "--out", "{OUT}"]),
+                                  (replay, ["{DIR}", "--rows", "1"], None,
+                                   {"read-only folder": WRITES_NOTHING})],
                    {"last row cut": ROW_BY_ROW, "duplicated row": TWICE}),
     "MECHANISM_ROWS": (_study_input, [(mechanism, ["report", "{DIR}"]),
-                                      (kernels, ["{DIR}", "{RERUN}", "--out", "{OUT}"])],
+                                      (kernels, ["{DIR}", "{RERUN}", "--out", "{OUT}"]),
+                                      (mechanism, ["run", "{DIR}"], None,
+                                       {"empty": RESUMES, "header only": RESUMES}),
+                                      (mechanism, ["factors", "results/mechanism",
+                                                   "--factors", "{DIR}", "--out", "{OUT}"],
+                                       _committed("mechanism-factors")),
+                                      (mechanism, ["paired", "{RERUN}", "{DIR}", "--out",
+                                                   "{OUT}"]),
+                                      (symmetries, ["same", "{DIR}", "{RERUN}", "{OUT}"]),
+                                      (symmetries, ["canonical", "{DIR}",
+                                                    "results/symmetries/canonical-fixed", "{OUT}"],
+                                       _committed("symmetries/canonical-borderline"))],
                        {"last row cut": ROW_BY_ROW, "duplicated row": TWICE}),
     "TRAJECTORY_ROWS": (_trace_input, [(mechanism, ["trace-report", "{DIR}"])],
                         {"last row cut": ROW_BY_ROW, "duplicated row": TWICE}),
-    "STEPS_ROWS": (_steps_input, [(steps, ["--report", "--out", "{DIR}"] + STEPS_TINY)],
+    "STEPS_ROWS": (_steps_input, [(steps, ["--report", "--out", "{DIR}"] + STEPS_TINY),
+                                  (steps, ["--out", "{DIR}"] + STEPS_TINY, None,
+                                   {"empty": RESUMES, "header only": RESUMES}),
+                                  (steps, ["--report", "--out", "{RERUN}", "--against", "{DIR}"]
+                                   + STEPS_TINY)],
                    {"last row cut": ROW_BY_ROW, "duplicated row": TWICE}),
     "BALL_ROWS": (lambda tmp, request: _ball_input(tmp, request),
                   [(classball, ["{STUDY}", "{DIR}", "--out", "{OUT}"])],
                   {"last row cut": ROW_BY_ROW, "duplicated row": TWICE}),
 }
+
+
+@pytest.mark.parametrize("text", ["", "HEADER"])
+def test_report_of_no_runs(text, smoke_ref, tmp_path, capsys):
+    f = _copy(smoke_ref, tmp_path / "f")
+    header = (f / "runs.csv").read_text().splitlines(keepends=True)[0]
+    (f / "runs.csv").write_text(text.replace("HEADER", header))
+    for name in ("table.md", "critical.json"):
+        (f / name).unlink()
+    before = _snapshot(f)
+    code, out, err = run_cli(capsys, "sweep", "--preset", "smoke", "--out", str(f), "--report")
+    assert code in (0, None) and out.strip() == (f"no finished runs in {f} for models "
+                                                 f"['transformer'], T in [8, 16], seeds < 2")
+    assert _snapshot(f) == before and not err
+
+
+def _entry(entry, make):
+    """A suite's command: (module, argv[, its own input maker or None[, {damage: why this
+    command tolerates it}]]) -> (module, argv, make, tolerates)."""
+    module, argv, own, tolerates = (tuple(entry) + (None, {})[len(entry) - 2:])
+    return module, argv, own or make, tolerates
+
+
+def _fill(argv, path, where, out, tmp, request):
+    """A command's argv with its placeholders filled: {IN} the damaged file, {DIR} its folder,
+    {OUT} the output file, {NEW} a folder not made yet (a command that writes one), {STUDY} the
+    smoke sweep (undamaged), {RERUN} the undamaged copy beside a study's or a steps folder,
+    {README} a copy of the front page (headline writes its table into one)."""
+    fill = {"{IN}": path, "{DIR}": where, "{OUT}": out, "{NEW}": tmp / "new",
+            "{RERUN}": where.parent / "rerun", "{README}": tmp / "README.md"}
+    if any("{README}" in a for a in argv) and not (tmp / "README.md").exists():
+        shutil.copy(os.path.join(HERE, "README.md"), tmp / "README.md")   # never the repo's own
+    lazy = {"{STUDY}": "smoke_ref"}
+    args = []
+    for a in argv:
+        for k, v in fill.items():
+            a = a.replace(k, str(v))
+        for k, fixture in lazy.items():
+            if k in a:
+                a = a.replace(k, str(request.getfixturevalue(fixture)))
+        args.append(a)
+    return args
 
 
 def _ball_input(tmp, request):
@@ -5831,7 +5919,9 @@ def test_the_damage_suite_declares_every_file_kind_a_study_reads():
 def test_every_command_refuses_every_damage_of_every_file_it_reads(kind, i, how, tmp_path,
                                                                    capsys, request, monkeypatch):
     make, commands, tolerated = DAMAGE_KINDS[kind]
-    module, argv = commands[i]
+    module, argv, make, tolerates = _entry(commands[i], make)  # its own input, its own reasons
+    if how in tolerates:
+        pytest.skip(tolerates[how])
     if how in tolerated and tolerated[how] is not ROW_BY_ROW:
         pytest.skip(tolerated[how])
     path, where = make(tmp_path / "in", request) if (tmp_path / "in").mkdir() is None else None
@@ -5847,15 +5937,15 @@ def test_every_command_refuses_every_damage_of_every_file_it_reads(kind, i, how,
         (tmp_path / "elsewhere.md").write_text("someone's notes\n")
         out.symlink_to(tmp_path / "elsewhere.md")
     elif how == "read-only folder":
-        _read_only(monkeypatch, out.parent if "{OUT}" in argv else where)
+        pass                                              # below, once the inputs are made
     elif how == "input a link outside":
         _link_outside(path, tmp_path)
     else:
         _damage(path, how, tmp_path)
+    args = _fill(argv, path, where, out, tmp_path, request)
+    if how == "read-only folder":
+        _read_only(monkeypatch, tmp_path)                 # wherever the command would write
     before = _snapshot(tmp_path)
-    args = [a.replace("{IN}", str(path)).replace("{DIR}", str(where)).replace("{OUT}", str(out))
-            .replace("{STUDY}", str(request.getfixturevalue("smoke_ref")))
-            .replace("{RERUN}", str(where.parent / "rerun")) for a in argv]
     code, _, err = run_cli_main(capsys, module.main, args)
     if isinstance(code, str):                 # sys.exit(message): Python prints it on stderr
         code, err = 1, err + code + "\n"
@@ -5868,7 +5958,8 @@ def test_every_command_refuses_every_damage_of_every_file_it_reads(kind, i, how,
         assert code in (0, None) or all(str(where) in ln for ln in lines), (args, err)
         return
     assert code not in (0, None) and len(lines) == 1 and "Traceback" not in err, (args, err)
-    assert any(str(x) in lines[0] for x in (path, where, out)), (how, lines)
+    named = (path, where, out, tmp_path / "new", where.parent / "rerun")   # what it may write
+    assert any(str(x) in lines[0] for x in named), (how, lines)
     assert _snapshot(tmp_path) == before, "something was written"
 
 
@@ -5878,13 +5969,11 @@ def test_every_command_of_the_damage_suite_reads_its_valid_input(kind, i, tmp_pa
                                                                  request):
     """The same commands on the undamaged input: exit 0 (so the refusals above are the damage's)."""
     make, commands, _ = DAMAGE_KINDS[kind]
-    module, argv = commands[i]
+    module, argv, make, _ = _entry(commands[i], make)
     (tmp_path / "in").mkdir()
     path, where = make(tmp_path / "in", request)
     out = tmp_path / "table.md"
-    args = [a.replace("{IN}", str(path)).replace("{DIR}", str(where)).replace("{OUT}", str(out))
-            .replace("{STUDY}", str(request.getfixturevalue("smoke_ref")))
-            .replace("{RERUN}", str(where.parent / "rerun")) for a in argv]
+    args = _fill(argv, path, where, out, tmp_path, request)
     code, _, err = run_cli_main(capsys, module.main, args)
     assert code in (0, None), (args, err)
 
@@ -6000,6 +6089,19 @@ def _plan_input(tmp, request):
     return where / "plan.json", where
 
 
+def _study_plan_input(tmp, request):
+    """The mechanism study's committed plan.json (symmetries measures trains two of its cells)."""
+    (tmp / "study").mkdir()
+    shutil.copy(os.path.join(HERE, "results", "mechanism", "plan.json"), tmp / "study")
+    return tmp / "study" / "plan.json", tmp / "study"
+
+
+SLOW_VALID_RUNS = {   # (module, first argv word) -> why its valid run is not in the suite
+    ("symmetries", "measures"): "trains two of the study's models in float64 (25 s on 2 cores); "
+                                "results/regenerate.sh runs it",
+}
+
+
 def _steps_meta_input(tmp, request):
     path, where = _steps_input(tmp, request)
     return where / "steps.json", where
@@ -6014,9 +6116,15 @@ def _curves_input(tmp, request):
 JSON_KINDS = {   # file -> (a valid input, [(module, argv)], the key the key damages act on;
                  # "*/k": the key k inside every entry, for a file whose entries are its keys)
     "arithmetic.json": (_finding_input, [(replay, ["{DIR}", "--table", "{OUT}"])], "tried"),
-    "sweep.json": (_sweep_meta_input, [(sweep, ["compare", "{DIR}", "--out", "{OUT}"])], "bar"),
-    "plan.json": (_plan_input, [(mechanism, ["report", "{DIR}"])], "cells"),
-    "steps.json": (_steps_meta_input, [(steps, ["--report", "--out", "{DIR}"] + STEPS_TINY)],
+    "sweep.json": (_sweep_meta_input, [(m, a) for m, a, *_ in DAMAGE_KINDS["SWEEP_ROWS"][1]],
+                   "bar"),
+    "plan.json": (_plan_input, [(m, a) for m, a, *make in DAMAGE_KINDS["MECHANISM_ROWS"][1]
+                                if not make or make[0] is None] + [
+        (mechanism, ["arm", "{NEW}", "baseline-rerun", "--from", "{DIR}", "--Ts", "10"]),
+        (mechanism, ["trace", "{NEW}", "--from", "{DIR}", "--Ts", "10", "--seeds", "1",
+                     "--workers", "1"]),
+        (symmetries, ["measures", "--plan", "{IN}", "{OUT}"], _study_plan_input)], "cells"),
+    "steps.json": (_steps_meta_input, [(m, a) for m, a, *_ in DAMAGE_KINDS["STEPS_ROWS"][1]],
                    "Ts"),
     "curves.json": (_curves_input, [(steps, ["--report", "--out", "{DIR}"] + STEPS_TINY)],
                     "*/loss"),
@@ -6053,20 +6161,36 @@ def _damage_json(path, how, key):
 def test_every_command_refuses_every_damage_of_every_json_file_it_reads(name, how, tmp_path,
                                                                         capsys, request):
     make, commands, key = JSON_KINDS[name]
-    (tmp_path / "in").mkdir()
-    path, where = make(tmp_path / "in", request)
-    out = tmp_path / "table.md"
-    _damage_json(path, how, key)
-    before = _snapshot(tmp_path)
-    for module, argv in commands:
-        args = [a.replace("{DIR}", str(where)).replace("{OUT}", str(out)) for a in argv]
+    for j, entry in enumerate(commands):                 # each command on its own damaged copy
+        module, argv, mk, _ = _entry(entry, make)
+        base = tmp_path / f"c{j}"
+        (base / "in").mkdir(parents=True)
+        path, where = mk(base / "in", request)
+        out = base / "table.md"
+        _damage_json(path, how, key)
+        args = _fill(argv, path, where, out, base, request)
+        before = _snapshot(base)
         code, _, err = run_cli_main(capsys, module.main, args)
         if isinstance(code, str):
             code, err = 1, err + code + "\n"
         lines = err.strip().splitlines()
         assert code not in (0, None) and len(lines) == 1 and "Traceback" not in err, (args, err)
         assert str(path) in lines[0] or str(where) in lines[0], (how, lines)
-        assert _snapshot(tmp_path) == before, "something was written"
+        assert _snapshot(base) == before, "something was written"
+
+
+@pytest.mark.parametrize("name,i", [(n, i) for n in JSON_KINDS for i in range(len(JSON_KINDS[n][1]))])
+def test_every_command_of_the_json_suite_reads_its_valid_input(name, i, tmp_path, capsys, request):
+    """The JSON suite's commands on the undamaged input: exit 0 (so its refusals are the damage's)."""
+    make, commands, _ = JSON_KINDS[name]
+    module, argv, make, _ = _entry(commands[i], make)
+    if (module.__name__.split(".")[-1], argv[0]) in SLOW_VALID_RUNS:
+        pytest.skip(SLOW_VALID_RUNS[module.__name__.split(".")[-1], argv[0]])
+    (tmp_path / "in").mkdir()
+    path, where = make(tmp_path / "in", request)
+    args = _fill(argv, path, where, tmp_path / "table.md", tmp_path, request)
+    code, _, err = run_cli_main(capsys, module.main, args)
+    assert code in (0, None), (args, err)
 
 
 def test_the_json_suite_holds_every_json_kind_a_reader_reads():
@@ -6121,17 +6245,45 @@ def test_a_damaged_limits_cache_is_set_aside_with_one_warning_and_not_replaced(t
         assert got[8]["median"] >= 1 and cache.read_text() == text
 
 
-COMMANDS_WITHOUT_STUDY_FILES = {
-    "trainer": "reads only its own checkpoint (--resume): checkpoint.load_checkpoint, tested with "
-               "damaged checkpoints in the checkpoint tests",
-    "theory_report": "trains small models and reads no file",
+COMMANDS_WITHOUT_STUDY_FILES = {   # (module, subcommand or None) -> what it reads instead
+    ("trainer", None): "reads only its own checkpoint (--resume): checkpoint.load_checkpoint, "
+                       "tested with damaged checkpoints in the checkpoint tests",
+    ("theory_report", None): "trains small models and reads no file",
+    ("sweep", "limit"): "computes the statistical limit from its options; reads no file",
+    ("sweep", "bench"): "times training steps; reads no file",
+    ("sweep", "pages"): "reads results pages and the tables their markers name, as text "
+                        "(cli.read_text_file, inside the repository): the pages tests "
+                        "(test_pages_*) damage both",
 }
+MAIN_MODE = {"sweep"}      # modules whose own options run without a subcommand, beside them
+
+
+def _command_modes(name):
+    """(name, mode) for every way to run python -m studies.NAME, read from its --help: each
+    subcommand it lists, and None for a command without subcommands (or in MAIN_MODE)."""
+    code = subprocess.run([sys.executable, "-m", f"studies.{name}", "--help"], cwd=HERE,
+                          capture_output=True, text=True, timeout=60)
+    assert code.returncode == 0, (name, code.stderr)
+    listed = re.search(r"(?:positional arguments|other commands)[^\n]*:\n\s+\{([\w,-]+)\}",
+                       code.stdout)
+    subs = listed.group(1).split(",") if listed else []
+    return {(name, sub) for sub in subs} | ({(name, None)} if not subs or name in MAIN_MODE
+                                           else set())
 
 
 def test_every_study_command_is_in_the_damage_suite_or_says_why_not():
-    """By construction: every command module (study_commands) reads its files in DAMAGE_KINDS or
-    JSON_KINDS, or is listed above with what it reads instead."""
-    covered = {m.__name__.split(".")[-1] for spec in list(DAMAGE_KINDS.values()) +
-               list(JSON_KINDS.values()) for m, _ in spec[1]}
-    assert set(study_commands()) == covered | set(COMMANDS_WITHOUT_STUDY_FILES), (
-        set(study_commands()) ^ (covered | set(COMMANDS_WITHOUT_STUDY_FILES)))
+    """By construction: every way to run a study command, as its --help lists them (every
+    subcommand of every module of study_commands), is run by the damage suite on every file kind
+    it reads (DAMAGE_KINDS, JSON_KINDS), or is listed above with what it reads instead."""
+    modes = set().union(*(_command_modes(name) for name in study_commands()))
+    assert len(modes) >= 28 and {("mechanism", "trace-report"), ("sweep", "pages")} <= modes
+    covered = set()
+    for spec in list(DAMAGE_KINDS.values()) + list(JSON_KINDS.values()):
+        for module, argv, *_ in spec[1]:
+            name = module.__name__.split(".")[-1]
+            covered.add((name, argv[0] if (name, argv[0]) in modes else None))
+    assert modes == covered | set(COMMANDS_WITHOUT_STUDY_FILES), (
+        "not in the damage suite: " + repr(sorted(modes - covered - set(COMMANDS_WITHOUT_STUDY_FILES),
+                                                    key=str)),
+        "in the suite but not a command: " + repr(sorted((covered | set(
+            COMMANDS_WITHOUT_STUDY_FILES)) - modes, key=str)))
