@@ -145,7 +145,8 @@ _MECHANISM_TEXT = ("design", "model", "task", "success")
 
 def _mechanism_row(r):
     """A mechanism row, checked alone (the strings kept, as the report converts them): integers
-    in range, a design and model we write, success 0 or 1, accuracies in [0, 1] or nan, every
+    in range, a design and model we write, success 0 or 1, accuracies in [0, 1] or nan (test
+    and training accuracy nan together: a diverged run, whose seconds may be nan too), every
     other field a number, times >= 0; C's other factors (MECHANISM_FACTORS) and the canonical
     measures (MECHANISM_CANONICAL) each either all empty (a file written before them: filled in as
     "") or all numbers >= 0 or nan."""
@@ -162,7 +163,9 @@ def _mechanism_row(r):
               and min(t[k] for k in ("d", "T", "m", "s", "steps")) >= 1
               and all(f[k] != f[k] or 0 <= f[k] <= 1 for k in ("test_acc", "best_test_acc",
                                                                "train_acc"))
-              and f["seconds"] >= 0 and f["cpu_seconds"] >= 0)
+              and math.isnan(f["test_acc"]) == math.isnan(f["train_acc"])    # diverged: both
+              and (f["seconds"] >= 0 or math.isnan(f["seconds"]) and math.isnan(f["test_acc"]))
+              and f["cpu_seconds"] >= 0)
     except (ValueError, TypeError, AttributeError):
         ok = False
     if not ok:

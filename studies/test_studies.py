@@ -3138,6 +3138,26 @@ def test_mechanism_command_line_help_and_one_line_errors(tmp_path):
     assert r.returncode == 2 and "d:T pairs" in r.stderr and r.stderr.count("\n") == 1
 
 
+def test_a_diverged_run_reads_and_half_a_divergence_is_refused(tmp_path):
+    """A diverged run (train_one_stack: every accuracy nan, seconds nan) is a failure its folder
+    reads; a test accuracy nan beside a training accuracy that is a number is no run we write."""
+    out = tmp_path / "s"
+    _synthetic_study(str(out))
+    lines = (out / "runs.csv").read_text().splitlines(keepends=True)
+    head = lines[0].rstrip("\r\n").split(",")
+    fail = next(i for i, ln in enumerate(lines[1:], 1) if ln.split(",")[head.index("success")]
+                == "0")
+    diverged = _edit_row(lines[fail], head, test_acc="nan", train_acc="nan", seconds="nan",
+                         best_test_acc="nan")
+    (out / "runs.csv").write_text("".join(lines[:fail] + [diverged] + lines[fail + 1:]))
+    plan, cells = study.load_study(str(out))
+    assert sum(math.isnan(r["test_acc"]) for rows in cells.values() for r in rows) == 1
+    half = _edit_row(lines[fail], head, test_acc="nan")
+    (out / "runs.csv").write_text("".join(lines[:fail] + [half] + lines[fail + 1:]))
+    with pytest.raises(ValueError, match=f"runs.csv line {fail + 1}: not a valid mechanism row"):
+        study.load_study(str(out))
+
+
 def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
     """Issue 38: measure_mechanism's C's factors give C again (covering_from_parts); a runs.csv
     written before those columns reads with them nan; a row with only some of them, or a negative
