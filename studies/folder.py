@@ -403,7 +403,8 @@ READERS = {
     "limits.json": "limits.statistical_limits",   # a cache: a damaged one is set aside with a
                                                   # warning, its limits computed again
     "a checkpoint (.npz)": "checkpoint.load_checkpoint",
-}
+    "a results page, and the tables its markers name": "harness._page_files",
+}   # table.md, critical.json, the plots: written for readers, read by no command
 PARSE_HELPERS = {   # parsing that is not a reader of its own: what the readers above stand on
     "folder.read_json": "the JSON text of a file, for the readers of JSON kinds",
     "folder._csv_header": "a CSV's header line, for RowWriter's check of a file it appends to",
