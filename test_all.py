@@ -1929,6 +1929,41 @@ def test_json_output_is_strict_json(tmp_path, capsys):
     assert json_strict["best_logged_acc"] is None and json_strict["test_acc"] > 0
 
 
+def test_json_output_never_replaces_what_train_py_did_not_write(tmp_path, capsys, monkeypatch):
+    """--json is checked before any training: someone's notes, a cut summary, a link to a summary,
+    a folder, a pipe, a missing folder, a read-only folder: one line naming the path, exit 2,
+    nothing written; a summary train.py wrote is replaced, whole."""
+    summary = tmp_path / "old.json"
+    assert run_cli(capsys, *TINY, "--json", str(summary))[0] == 0
+    cases = {"notes.json": "notes\n", "cut.json": summary.read_text()[:50], "folder": None,
+             "link.json": summary, "fifo": "fifo", "missing/x.json": "missing"}
+    for name, content in cases.items():
+        path = tmp_path / name
+        if name == "folder":
+            path.mkdir()
+        elif name == "link.json":
+            path.symlink_to(content)
+        elif content == "fifo":
+            os.mkfifo(path)
+        elif content != "missing":
+            path.write_text(content)
+        before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.is_symlink()
+                  and p.name != "fifo"}
+        code, out, err = run_cli(capsys, *TINY, "--json", str(path))
+        assert code == 2 and err.count("\n") == 1 and str(path) in err and not out, (name, err)
+        assert {p: p.read_bytes() for p in before} == before and not list(
+            tmp_path.rglob("*.tmp")), name
+    real = open
+    monkeypatch.setattr("builtins.open", lambda f, mode="r", *a, **k: (_ for _ in ()).throw(
+        OSError(30, "Read-only file system")) if "w" in mode else real(f, mode, *a, **k))
+    code, out, err = run_cli(capsys, *TINY, "--json", str(tmp_path / "new.json"))
+    assert code == 2 and "Read-only file system" in err and str(tmp_path / "new.json") in err
+    monkeypatch.undo()
+    first = summary.read_text()
+    assert run_cli(capsys, *TINY, "--seed", "1", "--json", str(summary))[0] == 0
+    assert summary.read_text() != first and json.loads(summary.read_text())["seed"] == 1
+
+
 # ===============================================================================================
 # theory.py: the numerical helpers, capacity, the hand-built head, the probabilistic reading, its command line
 # ===============================================================================================

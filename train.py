@@ -18,6 +18,7 @@ import argparse
 import collections
 import json
 import math
+import os
 import sys
 import time
 import types
@@ -505,6 +506,28 @@ def blas(threads=None):
     return "not OpenBLAS", None
 
 
+def _summary_path(path):
+    """--json's PATH, checked before any training: a new file in a folder that takes one, or a
+    summary train.py wrote before (never someone's file, a link, a folder or a pipe)."""
+    def ours():
+        if not os.path.isfile(path) or os.path.islink(path) or os.path.getsize(path) > 1e8:
+            return False
+        with open(path, errors="replace") as f:
+            try:
+                old = json.load(f)
+            except ValueError:
+                return False
+        return isinstance(old, dict) and {"task", "T", "m", "test_acc"} <= set(old)
+    try:
+        if os.path.lexists(path) and not ours():
+            raise ValueError("it exists and is not a summary train.py wrote; give another path")
+        open(path + ".tmp", "w").close()                    # can the folder take the file?
+        os.remove(path + ".tmp")
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--json {path}: {getattr(e, 'strerror', None) or e}") from None
+    return path
+
+
 def main(argv=None):
     if not (argv is None or isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
         raise TypeError(f"argv must be None or a list of strings (the command line), got {argv!r}")
@@ -513,6 +536,7 @@ def main(argv=None):
     out_json, threads = a.pop("json"), a.pop("threads")
     try:
         o = check_options(a)
+        out_json = out_json and _summary_path(out_json)
     except ValueError as e:
         ap.error(str(e))
     if not 1 <= threads <= 1024:
@@ -535,8 +559,9 @@ def main(argv=None):
         summary = {k: (None if isinstance(v, float) and math.isnan(v) else v)
                    for k, v in r.items() if k not in ("params", "cfg", "cls_attention")}
         summary["arithmetic"] = dict(zip(("dtype", "kernel", "threads"), (o["dtype"], *blas())))
-        with open(out_json, "w") as f:
+        with open(out_json + ".tmp", "w") as f:                # whole, or not at all
             json.dump(summary, f, indent=1)
+        os.replace(out_json + ".tmp", out_json)
     return 0
 
 
