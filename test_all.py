@@ -1929,6 +1929,21 @@ def test_json_output_is_strict_json(tmp_path, capsys):
     assert json_strict["best_logged_acc"] is None and json_strict["test_acc"] > 0
 
 
+ROOT_ENTRY_POINTS = {   # every root file a user runs, and the files it reads and writes
+    "attn.py": "reads and writes nothing: checks itself",
+    "theory.py": "reads and writes nothing: the theory's checks",
+    "train.py": "reads nothing; writes --json, checked before training (the test below)",
+}
+
+
+def test_every_root_entry_point_is_declared_with_what_it_reads():
+    """By construction: a new root command joins the list above (and, if it reads a file, the
+    damage suite of studies/test_studies.py) by being written."""
+    mains = {os.path.basename(p) for p in glob.glob(os.path.join(HERE, "*.py"))
+             if re.search(r'^if __name__ == "__main__":', open(p).read(), re.M)}
+    assert mains == set(ROOT_ENTRY_POINTS), mains ^ set(ROOT_ENTRY_POINTS)
+
+
 def test_json_output_never_replaces_what_train_py_did_not_write(tmp_path, capsys, monkeypatch):
     """--json is checked before any training: someone's notes, a cut summary, a link to a summary,
     a folder, a pipe, a missing folder, a read-only folder: one line naming the path, exit 2,
