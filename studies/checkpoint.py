@@ -103,7 +103,7 @@ def load_checkpoint(path, opts=None):
     def from_json(k):
         text = scalar(k, "U")
         try:
-            return json.loads(text)
+            return cli.parse_json(text)
         except ValueError:
             raise _damaged(where, k, "is not JSON") from None
     group = lambda pre: {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}

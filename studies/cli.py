@@ -550,13 +550,31 @@ TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| tas
 SUMMARY_KEYS = {"model", "task", "T", "s", "m", "seed", "train_acc", "test_acc", "steps"}
 
 
+def parse_json(text):
+    """The JSON value of `text`, as every reader of the project's JSON files parses it: a key
+    given twice in one object, or nesting too deep for Python's parser, is a ValueError (json
+    itself keeps the last of two keys, and dies of RecursionError), never a value believed."""
+    _need("text", text, isinstance(text, str), "a str")
+
+    def one_each(pairs):
+        keys = [k for k, _ in pairs]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise ValueError(f"the key {twice[0]!r} twice in one object")
+        return dict(pairs)
+    try:
+        return json.loads(text, object_pairs_hook=one_each)
+    except RecursionError:
+        raise ValueError("nested too deeply to be a file of this project") from None
+
+
 def _json_file(path, most=64 << 20):
     """The JSON value in the file, or None when it is too large or not JSON."""
     try:
         if os.path.getsize(path) > most:
             return None
         with open(path) as f:
-            return json.load(f)
+            return parse_json(f.read())
     except (OSError, ValueError):          # UnicodeDecodeError is a ValueError
         return None
 

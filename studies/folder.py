@@ -387,7 +387,7 @@ KINDS = dict(SWEEP_ROWS="a sweep's runs", STEPS_ROWS="steps.py's runs",
 
 
 # Every file a study writes and another reads, and its one reader. Every command reads these files
-# through them, and no other code parses one (json.load(s), csv.reader, np.load): a test scans
+# through them, and no other code parses one (cli.parse_json, csv.reader, np.load): a test scans
 # every module of studies/ and holds the parsing to READERS and PARSE_HELPERS. A new file kind
 # joins by its line here, and the damage suite (studies/test_studies.py) applies every standard
 # damage to every kind listed.
@@ -407,6 +407,7 @@ READERS = {
 }   # table.md, critical.json, the plots: written for readers, read by no command
 PARSE_HELPERS = {   # parsing that is not a reader of its own: what the readers above stand on
     "folder.read_json": "the JSON text of a file, for the readers of JSON kinds",
+    "cli.parse_json": "JSON text, a key twice or nesting too deep refused (every JSON reader)",
     "folder._csv_header": "a CSV's header line, for RowWriter's check of a file it appends to",
     "cli._json_file": "claim_output's recognition of a file the project wrote (never an input)",
 }
@@ -971,7 +972,7 @@ def read_json(path, what, advice):
     the `advice` when it is not JSON."""
     own_file(check_path("path", path, "a JSON file's path"))
     try:
-        return json.loads(cli.read_text_file(path, os.path.basename(path)))
+        return cli.parse_json(cli.read_text_file(path, os.path.basename(path)))
     except ValueError as e:
         raise ValueError(f"{path} is not {what} ({type(e).__name__}: damaged?); {advice}") from None
 

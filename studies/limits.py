@@ -8,7 +8,6 @@ m samples (hypotheses.first_identifying_m), and its median and 5-95% spread over
 reference below which no learner can be sure of S. The sweeps' tables and the headline table set
 it beside m* (report.py); families of many supports are enumerated only where that is cheap.
 """
-import json
 import math
 import os
 import time
@@ -21,6 +20,7 @@ import data
 from studies import hypotheses
 from studies import trainer
 from studies.checks import INTS, check_number
+from studies import cli
 from studies.cli import claim_outputs, read_text_file, write_json, write_text
 
 from studies import harness
@@ -67,7 +67,7 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
         try:
             claim_outputs([(cache, "limits", "the cache")])
             if os.path.exists(cache):
-                known = json.loads(read_text_file(cache, "the cache"))
+                known = cli.parse_json(read_text_file(cache, "the cache"))
                 if not isinstance(known, dict):
                     raise ValueError(f"the cache {cache} is not a cache of limits")
         except (OSError, ValueError) as e:

@@ -40,7 +40,6 @@ if __name__ == "__main__":
     cli.quiet_interrupts("studies.steps")    # Ctrl-C while starting: one line, exit 130
     cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
 
-import json
 import os
 import re
 import time
@@ -136,7 +135,7 @@ def read_steps_meta(out):
     if os.path.islink(path):
         folder.own_file(path)                  # a link to a file elsewhere: said as such
     try:
-        meta = json.loads(cli.read_text_file(path, "steps.json"))
+        meta = cli.parse_json(cli.read_text_file(path, "steps.json"))
     except ValueError:
         meta = None
     if not (isinstance(meta, dict) and isinstance(meta.get("options"), dict)):
@@ -199,7 +198,7 @@ def _read_curves(out):
         return {}
     folder.own_file(path)
     try:
-        curves = json.loads(cli.read_text_file(path, "curves.json", most=256 << 20))
+        curves = cli.parse_json(cli.read_text_file(path, "curves.json", most=256 << 20))
         ok = isinstance(curves, dict) and all(
             re.fullmatch(r"\d+\|\d+", key) and isinstance(c, dict)
             and all(isinstance(c.get(k), list) for k in ("step", "test_acc", "loss"))

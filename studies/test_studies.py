@@ -6150,7 +6150,7 @@ JSON_KINDS = {   # file -> (a valid input, [(module, argv)], the key the key dam
                     "*/loss"),
 }
 JSON_DAMAGES = ("empty", "binary", "cut mid-way", "a list", "key dropped", "key of wrong type",
-                "input a link outside")
+                "input a link outside", "a key twice", "nested too deep")
 
 
 def _damage_json(path, how, key):
@@ -6164,6 +6164,11 @@ def _damage_json(path, how, key):
         path.write_bytes(bytes(range(256)) * 8)
     elif how == "cut mid-way":
         path.write_text(text[:len(text) // 2])
+    elif how == "a key twice":                    # json itself would keep the last one
+        first = next(iter(obj))
+        path.write_text("{" + json.dumps(first) + ": 7, " + text.lstrip()[1:])
+    elif how == "nested too deep":                # json itself dies of RecursionError
+        path.write_text("[" * 100000 + "]" * 100000)
     elif how == "a list":
         path.write_text(json.dumps(list(obj)))
     elif key.startswith("*/"):
@@ -6220,7 +6225,7 @@ def test_the_json_suite_holds_every_json_kind_a_reader_reads():
 
 
 PARSERS = {("json", "load"), ("json", "loads"), ("csv", "reader"), ("csv", "DictReader"),
-           ("np", "load"), ("numpy", "load")}
+           ("np", "load"), ("numpy", "load"), ("cli", "parse_json")}
 
 
 def _parsing_sites():
@@ -6236,8 +6241,10 @@ def _parsing_sites():
         for top in tree.body:
             for node in ast.walk(top):
                 f = getattr(node, "func", None)
-                if (isinstance(node, ast.Call) and isinstance(f, ast.Attribute)
-                        and isinstance(f.value, ast.Name) and (f.value.id, f.attr) in PARSERS):
+                if isinstance(node, ast.Call) and (
+                        isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                        and (f.value.id, f.attr) in PARSERS
+                        or isinstance(f, ast.Name) and f.id in {a for _, a in PARSERS}):
                     where = getattr(top, "name", "<module>")
                     sites.append((f"{name}.{where}", node.lineno))
     return sites
