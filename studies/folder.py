@@ -956,12 +956,32 @@ def missing_searches(rows, models, Ts, n_seeds, grids, search):
 
 # ---------------------------------------------------------------- sweep.json, and the rows a report reads
 
+DESCRIPTIONS = {"sweep.json": "a sweep's folder (python -m studies.sweep)",
+                "steps.json": "a steps folder (python -m studies.steps)",
+                "plan.json": "a study's folder (python -m studies.mechanism)"}
+
+
+def check_folder_kind(out, own):
+    """out, when it holds no other command's description than `own` (one of DESCRIPTIONS): a
+    folder holds one kind of runs, and no command adds runs or reports into another's folder.
+    ValueError, one line naming the folder and what it is, otherwise."""
+    out = check_path("out", out, "a folder")
+    if not (isinstance(own, str) and own in DESCRIPTIONS):
+        raise ValueError(f"own must be one of {', '.join(DESCRIPTIONS)}, got {shown(own)}")
+    for name, what in DESCRIPTIONS.items():
+        if name != own and os.path.lexists(os.path.join(out, name)):
+            raise ValueError(f"{out} holds {name}: it is {what}, not {DESCRIPTIONS[own]}; use "
+                             f"another folder")
+    return out
+
+
 def read_meta(folder):
     """The folder's sweep.json as a dict, checked (check_meta); {} when there is none. A file that
     is not a sweep description is a ValueError naming it and what is wrong."""
     path = os.path.join(check_path("folder", folder, "a sweep folder"), "sweep.json")
     if not os.path.lexists(path):
         return {}
+    check_folder_kind(folder, "sweep.json")
     meta = read_json(path, "a sweep description", "use another --out, or restore it")
     return _check_meta(meta, path)
 
@@ -1092,6 +1112,7 @@ def read_plan(out, command="python -m studies.mechanism plan"):
     path = os.path.join(check_path("out", out, "a study's folder"), "plan.json")
     if not os.path.lexists(path):
         raise ValueError(f"{path} is missing: write it first with `{command} {out} FOLDER ...`")
+    check_folder_kind(out, "plan.json")
     plan = read_json(path, "a plan", "restore it, or use another folder")
     return check_plan(plan, path)
 

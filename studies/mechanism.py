@@ -1028,6 +1028,8 @@ def _save_plan(out, make):
     path = os.path.join(out, "plan.json")
 
     def free():                                        # checked before planning, and under the lock
+        if os.path.isdir(out):
+            folder.check_folder_kind(out, "plan.json")
         if any(os.path.lexists(os.path.join(out, name)) for name, _, _ in STUDY_CSVS.values()):
             raise ValueError(f"{out} already holds runs; a new plan goes into a new folder")
         if os.path.lexists(path):

@@ -494,6 +494,9 @@ def main(argv=None):
         try:
             if a.against:
                 read_steps_meta(a.against)          # a typo shows now, not after the runs
+                folder.check_folder_kind(a.against, "steps.json")
+            if os.path.isdir(a.out):
+                folder.check_folder_kind(a.out, "steps.json")
             os.makedirs(a.out, exist_ok=True)
             lock = folder.lock_folder(a.out, holder=f"studies.steps, pid {os.getpid()}")
             if not a.report:                      # the folder's own runs, checked, first

@@ -323,6 +323,11 @@ def _main_sweep(ap, a, argv):
     report. Every problem before the first run is one line through ap.error."""
     out = a.out or os.path.join("runs", a.preset)     # never the committed results/
     meta_old, found = {}, []
+    if os.path.isdir(out):
+        try:
+            folder.check_folder_kind(out, "sweep.json")
+        except ValueError as e:
+            ap.error(str(e))
     if a.report:
         if not os.path.isdir(out):
             ap.error(f"--report: no folder {out}")

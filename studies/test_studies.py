@@ -4001,6 +4001,8 @@ STUDY_WALK = {
                                     names=dict(n_seeds=r"n_seeds|--seeds")),
     "folder.read_meta": Walk(lambda f: dict(folder="results/extended"),
                              legal=dict(folder={"'bogus'": "a folder not made yet: {}"})),
+    "folder.check_folder_kind": Walk(lambda f: dict(out="results/extended", own="sweep.json"),
+                                     legal=dict(out={"'bogus'": "a folder not made yet"})),
     "folder.own_file": Walk(lambda f: dict(path="results/extended/runs.csv"),
                             legal=dict(path={"'bogus'": "a path that is no link: its own"})),
     "folder.read_json": Walk(lambda f: dict(path="results/extended/sweep.json", what="a sweep",
@@ -5799,6 +5801,33 @@ DAMAGE_KINDS = {  # kind -> (a valid input, [(module, argv)], {damage: why it is
                   [(classball, ["{STUDY}", "{DIR}", "--out", "{OUT}"])],
                   {"last row cut": ROW_BY_ROW, "duplicated row": TWICE}),
 }
+
+
+def test_no_command_adds_runs_or_reports_into_another_commands_folder(smoke_ref, steps_ref,
+                                                                       tmp_path, capsys):
+    """A folder holds one kind of runs (folder.check_folder_kind): a sweep, steps.py or the
+    mechanism study pointed at another's folder ends in one line naming it, writing nothing."""
+    sweep_f, steps_f, study_f = tmp_path / "sweep", tmp_path / "steps", tmp_path / "study"
+    _copy(smoke_ref, sweep_f)
+    _copy(steps_ref, steps_f)
+    _synthetic_study(str(study_f))
+    cases = [(sweep, ["--preset", "smoke", "--workers", "1", "--out", str(f)] + extra, f)
+             for f in (steps_f, study_f) for extra in ([], ["--report"])]
+    cases += [(steps, ["--out", str(f)] + extra + STEPS_TINY, f)
+              for f in (sweep_f, study_f) for extra in ([], ["--report"])]
+    cases += [(steps, ["--report", "--out", str(steps_f), "--against", str(sweep_f)]
+               + STEPS_TINY, sweep_f)]
+    cases += [(mechanism, ["plan", str(f), str(smoke_ref), "--Ts", "8"], f)
+              for f in (sweep_f, steps_f)]
+    shutil.copy(study_f / "plan.json", sweep_f / "plan.json")      # a sweep's folder with a plan
+    cases += [(mechanism, [sub, str(sweep_f)], sweep_f) for sub in ("run", "report")]
+    for module, argv, f in cases:
+        before = _snapshot(tmp_path)
+        code, out, err = run_cli_main(capsys, module.main, argv)
+        if isinstance(code, str):
+            code, err = 1, err + code + "\n"
+        assert code not in (0, None) and err.count("\n") == 1 and str(f) in err, (argv, err)
+        assert "holds" in err and _snapshot(tmp_path) == before, (argv, err)
 
 
 @pytest.mark.parametrize("text", ["", "HEADER"])
