@@ -539,7 +539,7 @@ def read_text_file(path, what, root=None, most=TEXT_MOST, keep_line_ends=False):
 # caller says which file that is (`ours`).
 TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| task | s |",
                "INCOMPLETE:", "## What C's separation is made of",     # studies.mechanism factors,
-               "## Interventions paired by seed", "intervention,d,T,m,seed,",   # paired, --pairs
+               "## Interventions paired by seed",                             # paired
                "## When a run becomes a success or a failure",                 # trace-report
                "| folder | the arithmetic that replays",                  # studies.replay --table
                "## The same runs under two arithmetics",                     # studies.kernels
@@ -596,6 +596,13 @@ def _is_table(path):
     return _head(path, 64).decode("utf-8", "replace").startswith(TABLE_HEADS)
 
 
+PAIRS_HEAD = "intervention,d,T,m,seed,"          # studies.mechanism paired --pairs
+
+
+def _is_pairs(path):
+    return _head(path, 64).decode("utf-8", "replace").startswith(PAIRS_HEAD)
+
+
 def _is_plot(path):                  # matplotlib names itself in every PNG, PDF and SVG it writes
     return os.path.getsize(path) <= 256 << 20 and b"matplotlib" in _head(path, 256 << 20).lower()
 
@@ -626,6 +633,7 @@ OUTPUT_KINDS = {   # kind: (what a file must be to be replaced, how to tell)
     "summary": ("a JSON summary of a run (train.py --json)", _is_summary),
     "table": ("a table this project wrote (a markdown table)", _is_table),
     "plot": ("a plot (an image matplotlib drew)", _is_plot),
+    "pairs": ("a paired CSV of studies.mechanism paired --pairs", _is_pairs),
     "critical": ("a sweep report's critical.json", _is_critical),
     "limit": ("a limit.json of studies.sweep limit", _is_limit),
     "limits": ("a cache of statistical limits (limits.json)", _is_limits_cache),

@@ -332,7 +332,7 @@ def paired_report(study, arms, out, pairs_csv=None):
         pairs_csv = harness.check_path("pairs_csv", pairs_csv, "a CSV file's path")
     _check_paired_folders(study, arms)
     inputs = [f for path in [study] + arms for f in study_files(path)]
-    harness.claim_outputs([(out, "table", "--out"), (pairs_csv, "table", "--pairs")], inputs)
+    harness.claim_outputs([(out, "table", "--out"), (pairs_csv, "pairs", "--pairs")], inputs)
     _, study_cells = load_runs(study, "the study")
     rng = np.random.default_rng(CELL_RNG)
     head, cells, pooled, cpu, csv_rows = [], [], [], {}, []
@@ -609,7 +609,7 @@ def trace_report(out, log=print):
     harness.check_callable("log", log)
     harness.claim_outputs([(os.path.join(out, "table.md"), "table", "the table"),
                            (os.path.join(out, "trajectories.png"), "plot", "the plot")],
-                          study_files(out))
+                          study_files(out), own=[out])
     plan, cells = _load_trace(out)
     if not cells:
         raise ValueError(f"{out}: no finished runs yet in trajectories.csv; run `python "

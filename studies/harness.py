@@ -157,20 +157,28 @@ def check_callable(name, v):
 
 # ---------------------------------------------------------------- the outputs of a command ------
 
-def claim_outputs(claims, inputs=(), folders=()):
+STUDY_FILES = ("sweep.json", "steps.json", "plan.json")   # what makes a folder a study's
+FOLDERS_OWN = re.compile(r"(table\.md|critical\.json|limits\.json|arithmetic\.json|curves\.json|"
+                         r"(mstar|mechanism|trajectories|steps)\.png|(sweep|steps|plan)\.json|"
+                         r"(runs|steps|trajectories|ball-of-runs|arithmetic-of-runs|pairs)"
+                         r"[\w.-]*\.csv)")   # the names a study folder's own commands write
+
+
+def claim_outputs(claims, inputs=(), folders=(), own=()):
     """The one claim a study command makes before it writes anything: no output (each claim is
     cli.claim_outputs's (path, kind, what), None where not asked for) is one of the files the
     command reads (`inputs`: a CSV of runs written over by its own report would be lost), no two
     outputs are one file, and each is free or already this command's kind of output
     (cli.claim_outputs); nor inside one of the `folders` the command reads (their files are their
-    own commands' outputs: a folder's table.md is its sweep's). ValueError, one line naming the
-    output. Every output is then written whole to a temporary name and renamed (cli.write_text),
+    own commands' outputs: a folder's table.md is its sweep's); nor, in any study's folder (one
+    holding a STUDY_FILES) but the command's `own`, a name that folder's own commands write
+    (FOLDERS_OWN: its table.md is its report). ValueError, one line naming the output. Every output is then written whole to a temporary name and renamed (cli.write_text),
     a full disk naming the file."""
     if not (isinstance(claims, (list, tuple)) and all(
             isinstance(c, (list, tuple)) and len(c) in (3, 4) for c in claims)):
         raise TypeError(f"claims must be a list of (path, kind, what[, ours]), got "
                         f"{shown(claims)}")
-    for name, v in (("inputs", inputs), ("folders", folders)):
+    for name, v in (("inputs", inputs), ("folders", folders), ("own", own)):
         if not (isinstance(v, (list, tuple)) and all(isinstance(f, (str, os.PathLike)) for f in v)):
             raise TypeError(f"{name} must be a list of the {'files' if name == 'inputs' else name}"
                             f" the command reads, got {shown(v)}")
@@ -181,10 +189,16 @@ def claim_outputs(claims, inputs=(), folders=()):
             if os.path.lexists(f) and cli.same_file(path, f):
                 raise ValueError(f"{what} {path} is {f}, a file this command reads; give the "
                                  f"output a path of its own")
+        where = os.path.dirname(os.path.abspath(path))
         for f in folders:
-            if os.path.isdir(f) and cli.same_file(os.path.dirname(os.path.abspath(path)), f):
+            if os.path.isdir(f) and cli.same_file(where, f):
                 raise ValueError(f"{what} {path} is inside {f}, a folder this command reads "
                                  f"(its files are its own commands'); write it elsewhere")
+        study = next((n for n in STUDY_FILES if os.path.lexists(os.path.join(where, n))), None)
+        if (study and FOLDERS_OWN.fullmatch(os.path.basename(path))
+                and not any(os.path.isdir(f) and cli.same_file(where, f) for f in own)):
+            raise ValueError(f"{what} {path}: {os.path.basename(path)} in {where} is that "
+                             f"folder's own file (it holds {study}); write it elsewhere")
     cli.claim_outputs(claims)
 
 

@@ -147,7 +147,8 @@ def main(argv=None):
         if os.path.realpath(a.study) == os.path.realpath(a.rerun):
             raise ValueError(f"{a.study} and {a.rerun} are one folder; give the study and its "
                              f"rerun")
-        path = cli.claim_output(a.out, "table", "--out")
+        harness.claim_outputs([(a.out, "table", "--out")], folders=[a.study, a.rerun])
+        path = a.out
         text = kernels_table(a.study, a.rerun)
     except ValueError as e:
         ap.error(str(e))

@@ -776,7 +776,7 @@ def _report(out, log=print):
     (harness.claim_outputs). -> the table's text."""
     harness.claim_outputs([(os.path.join(out, "table.md"), "table", "the table"),
                            (os.path.join(out, "mechanism.png"), "plot", "the plot")],
-                          study_files(out))
+                          study_files(out), own=[out])
     plan, cells = load_runs(out, "OUT")
     W = seed_weights(plan["seeds"], [T for (_, _, T, _) in cells])
     sep, n_sep, pooled = _separation_table(plan, cells, W)

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 from studies import run_options
-from studies.cli import claim_outputs, pyplot_or_hint, read_text_file, save_figure, write_json, write_text
+from studies.cli import pyplot_or_hint, read_text_file, save_figure, write_json, write_text
 from theory import construction_width, fit_line
 
 from studies.checks import INTS, check_number
@@ -811,8 +811,8 @@ def over_folders(a, fail, make, also=()):
         if not os.path.isdir(folder):
             fail(f"no folder {folder}")
     try:
-        claim_outputs([(a.out, "table", "--out"), (getattr(a, "plot", None), "plot", "--plot")]
-                      + list(also))
+        harness.claim_outputs([(a.out, "table", "--out"),
+                               (getattr(a, "plot", None), "plot", "--plot")] + list(also))
     except (ValueError, TypeError) as e:
         fail(str(e))
     try:
@@ -955,7 +955,7 @@ def headline_command(a, fail):
         if not os.path.isdir(f):
             fail(f"no folder {f}")
     try:
-        claim_outputs([(a.out, "table", "--out"), (a.plot, "plot", "--plot")])
+        harness.claim_outputs([(a.out, "table", "--out"), (a.plot, "plot", "--plot")])
         text = read_text_file(a.readme, "--readme", keep_line_ends=True)   # as pages read a page
         check_markers(text, a.readme)
         if "results/headline.md" not in marked_files(text):

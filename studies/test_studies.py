@@ -5830,6 +5830,39 @@ def test_no_command_adds_runs_or_reports_into_another_commands_folder(smoke_ref,
         assert "holds" in err and _snapshot(tmp_path) == before, (argv, err)
 
 
+def test_no_command_writes_a_study_folders_own_file(smoke_ref, tmp_path, capsys):
+    """harness.claim_outputs: in a folder holding a study (sweep.json, steps.json, plan.json), a
+    name its own commands write (table.md, runs.csv, ...) is never another command's output; a
+    file of another name there (a comparison beside the runs) still is; --pairs never replaces a
+    markdown table."""
+    study, arm, sw = tmp_path / "study", tmp_path / "arm", tmp_path / "sweep"
+    _synthetic_study(str(study))
+    _copy(study, arm)
+    _copy(smoke_ref, sw)
+    pairs = tmp_path / "pairs.csv"
+    shutil.copy("results/mechanism-interventions/full/pairs.csv", pairs)
+    md = tmp_path / "cells.md"
+    shutil.copy("results/symmetries/cells-full.md", md)
+    refused = [(kernels, [str(study), str(arm), "--out", str(sw / "table.md")]),
+               (mechanism, ["factors", str(study), "--out", str(arm / "table.md")]),
+               (symmetries, ["interaction", str(pairs), str(sw / "table.md")]),
+               (symmetries, ["cells", str(pairs), str(study / "runs.csv")]),
+               (sweep, ["compare", str(smoke_ref), "--out", str(sw / "table.md")]),
+               (mechanism, ["paired", str(study), str(arm), "--out", str(tmp_path / "p.md"),
+                            "--pairs", str(md)])]
+    for module, argv in refused:
+        before = _snapshot(tmp_path)
+        code, _, err = run_cli_main(capsys, module.main, argv)
+        if isinstance(code, str):
+            code, err = 1, err + code + "\n"
+        assert code not in (0, None) and err.count("\n") == 1, (argv, err)
+        assert "own file" in err or "not a paired CSV" in err or "is not" in err, (argv, err)
+        assert _snapshot(tmp_path) == before, argv
+    code, _, err = run_cli_main(capsys, sweep.main, ["compare", str(smoke_ref), "--out",
+                                                     str(sw / "compare.md")])
+    assert code in (0, None) and (sw / "compare.md").exists(), err
+
+
 @pytest.mark.parametrize("text", ["", "HEADER"])
 def test_report_of_no_runs(text, smoke_ref, tmp_path, capsys):
     f = _copy(smoke_ref, tmp_path / "f")
