@@ -56,8 +56,11 @@ def _sweep_row(r):
             kind(r[k])
         ok = (r["model"] in MODELS and r["success"] in ("0", "1") and int(r["T"]) >= 1
               and int(r["m"]) >= 1 and int(r["seed"]) >= 0 and int(r["s"]) >= 1
-              and all(0 <= float(r[k]) <= 1 for k in ("test_acc", "train_acc")
-                      if r[k].strip().lower() != "nan"))
+              and all(0 <= float(r[k]) <= 1 for k in ("test_acc", "train_acc", "attn_on_S")
+                      if r[k].strip().lower() != "nan")
+              and not float(r["seconds"]) < 0
+              and not abs(float(r.get("pos_overlap", "nan"))) > 1 + 1e-6        # a cosine
+              and 0 <= int(r.get("best_step", r["steps"])) <= int(r["steps"]))
     except (ValueError, TypeError):
         ok = False
     if not ok:
@@ -140,14 +143,16 @@ INTERVENTIONS = ("freeze-ln1", "decay-except-ln", "freeze-lnf", "freeze-ln1-low"
                  "freeze-ln1-low-restored", "freeze-ln1-low-init", "freeze-ln1-low-step")
 DESIGNS = ("borderline", "fixed", "baseline-rerun") + INTERVENTIONS
 _MECHANISM_INTS = ("d", "T", "m", "seed", "s", "steps", "best_step")
+_MECHANISM_SIGNED = ("score_gap", "loss_jump")   # every other measure is a norm, share or time >= 0
 _MECHANISM_TEXT = ("design", "model", "task", "success")
 
 
 def _mechanism_row(r):
     """A mechanism row, checked alone (the strings kept, as the report converts them): integers
-    in range, a design and model we write, success 0 or 1, accuracies in [0, 1] or nan (test
-    and training accuracy nan together: a diverged run, whose seconds may be nan too), every
-    other field a number, times >= 0; C's other factors (MECHANISM_FACTORS) and the canonical
+    in range (best_step <= steps), a design and model we write, success 0 or 1, accuracies and
+    attn_on_S in [0, 1] or nan (test and training accuracy nan together: a diverged
+    run, whose seconds may be nan too), every other field a finite number or nan, >= 0 but for
+    the score gap and the loss's jump; C's other factors (MECHANISM_FACTORS) and the canonical
     measures (MECHANISM_CANONICAL) each either all empty (a file written before them: filled in as
     "") or all numbers >= 0 or nan."""
     optional = MECHANISM_FACTORS + MECHANISM_CANONICAL
@@ -165,7 +170,11 @@ def _mechanism_row(r):
                                                                "train_acc"))
               and math.isnan(f["test_acc"]) == math.isnan(f["train_acc"])    # diverged: both
               and (f["seconds"] >= 0 or math.isnan(f["seconds"]) and math.isnan(f["test_acc"]))
-              and f["cpu_seconds"] >= 0)
+              and f["cpu_seconds"] >= 0 and t["best_step"] <= t["steps"]
+              and not any(math.isinf(float(r[k])) for k in optional if r[k] != "")
+              and not any(math.isinf(v) for v in f.values())
+              and not any(v < 0 for k, v in f.items() if k not in _MECHANISM_SIGNED)
+              and not f["attn_on_S"] > 1)
     except (ValueError, TypeError, AttributeError):
         ok = False
     if not ok:

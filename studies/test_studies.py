@@ -3158,6 +3158,30 @@ def test_a_diverged_run_reads_and_half_a_divergence_is_refused(tmp_path):
         study.load_study(str(out))
 
 
+def test_impossible_measures_in_a_row_are_refused_naming_the_line(smoke_ref, tmp_path):
+    """Values no run can produce: a share of attention above 1, a negative time or norm, a best
+    step past the last, a cosine beyond 1, an infinite measure: one line naming the file and line."""
+    f = _copy(smoke_ref, tmp_path / "sweep")
+    lines = (f / "runs.csv").read_text().splitlines(keepends=True)
+    head = lines[0].rstrip("\r\n").split(",")
+    for edit in (dict(attn_on_S="7"), dict(seconds="-5"), dict(best_step="99999"),
+                 dict(pos_overlap="5")):
+        (f / "runs.csv").write_text("".join(lines[:2] + [_edit_row(lines[2], head, **edit)]
+                                            + lines[3:]))
+        with pytest.raises(ValueError, match="runs.csv line 3: not a valid run row"):
+            folder.folder_runs(str(f))
+    out = tmp_path / "s"
+    _synthetic_study(str(out))
+    lines = (out / "runs.csv").read_text().splitlines(keepends=True)
+    head = lines[0].rstrip("\r\n").split(",")
+    for edit in (dict(B_X="-1"), dict(score_gap="inf"), dict(best_step="100000"),
+                 dict(attn_on_S="2"), dict(norm_V="-0.5")):
+        (out / "runs.csv").write_text("".join(lines[:2] + [_edit_row(lines[2], head, **edit)]
+                                              + lines[3:]))
+        with pytest.raises(ValueError, match="runs.csv line 3: not a valid mechanism row"):
+            study.load_study(str(out))
+
+
 def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
     """Issue 38: measure_mechanism's C's factors give C again (covering_from_parts); a runs.csv
     written before those columns reads with them nan; a row with only some of them, or a negative
