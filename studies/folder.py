@@ -473,6 +473,11 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
             raise ValueError(f"{path} line {len(lines) + 1}: the file ends mid-row; {kind['what']} "
                              f"is written whole, so it was cut or damaged: write it again")
         header = next(csv.reader([lines[0]]), [])
+        odd = [k for k in header if not k.strip() or header.count(k) > 1]
+        if odd:
+            what = "an empty column" if not odd[0].strip() else f"the column {odd[0]!r} twice"
+            raise ValueError(f"{path} line 1: the header has {what}; not {kind['what']} as "
+                             f"written (damaged?)")
         missing = [k for k in kind["fields"] if k not in kind["optional"] and k not in header]
         if missing:
             raise ValueError(f"{path}: not {kind['what']} (no column {', '.join(missing)})")
@@ -480,7 +485,9 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
             torn = "NUL bytes" if "\x00" in text_line else None
             if not torn:
                 fields = next(csv.reader([text_line]), [])
-                if not fields:                                 # a blank line
+                if not fields:                                 # a blank line: never written
+                    warn(f"warning: {path} line {line}: a blank line, skipped; the file was "
+                         f"edited or damaged there")
                     continue
                 if len(fields) > len(header):
                     raise ValueError(f"{path} line {line}: {len(fields) - len(header)} more "

@@ -5975,12 +5975,14 @@ def _damage(path, how, tmp):
         path.write_text(set_seed("seven"))
     elif how == "duplicated row":
         path.write_text(text + lines[1] + "\n")
+    elif how == "header damaged":                  # an empty column: every row looks torn
+        path.write_text("\n".join([lines[0] + ","] + lines[1:]) + "\n")
     else:
         raise AssertionError(how)
 
 
 DAMAGES = ("empty", "binary", "header only", "last row cut", "column renamed", "column dropped",
-           "value nan", "out of range", "wrong type", "duplicated row")
+           "value nan", "out of range", "wrong type", "duplicated row", "header damaged")
 
 
 def _snapshot(*folders):
