@@ -107,6 +107,7 @@ import argparse  # noqa: E402  (after the guard: Ctrl-C while these load is one 
 import json  # noqa: E402
 import math  # noqa: E402
 import numbers  # noqa: E402
+import re  # noqa: E402
 import stat  # noqa: E402
 
 # ---------------------------------------------------------------- threads and memory -----------
@@ -182,11 +183,10 @@ def integer(lo, hi=None):
     allowed = f"an integer >= {lo}" if hi is None else f"an integer between {lo} and {hi}"
 
     def parse(v):
-        if isinstance(v, str):
-            try:
-                v = int(v.strip())
-            except ValueError:
-                raise BadValue(f"must be {allowed}, got {v!r}") from None
+        if isinstance(v, str):            # ASCII digits only: int() also takes '3_0' and '٣'
+            if not re.fullmatch(r"-?[0-9]+", v):
+                raise BadValue(f"must be {allowed}, got {v!r}")
+            v = int(v)
         if not is_integer(v) or v < lo or (hi is not None and v > hi):
             raise BadValue(f"must be {allowed}, got {v!r}")
         return int(v)
@@ -228,16 +228,16 @@ def choice(*allowed):
 
 
 def int_list(text):
-    """Parser for comma-separated integers >= 1 (e.g. --Ts 100,300): sorted, without repeats."""
+    """Parser for comma-separated integers >= 1 (e.g. --Ts 100,300), each given once: sorted."""
     if not isinstance(text, str):
         raise BadValue(f"must be comma-separated integers (text), got {text!r:.40}")
-    try:
-        vals = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise BadValue(f"must be comma-separated integers, got {text!r}") from None
-    if not vals or min(vals) < 1:
-        raise BadValue(f"must be comma-separated integers >= 1, got {text!r}")
-    return sorted(set(vals))
+    items = [v.strip() for v in text.split(",")]
+    if not all(re.fullmatch(r"[0-9]+", v) for v in items) or min(map(int, items)) < 1:
+        raise BadValue(f"must be comma-separated integers >= 1, got {text!r} (e.g. 100,300)")
+    vals = [int(v) for v in items]
+    if len(set(vals)) < len(vals):
+        raise BadValue(f"names {next(v for v in vals if vals.count(v) > 1)} twice: {text!r}")
+    return sorted(vals)
 
 
 # ---------------------------------------------------------------- the command line -------------

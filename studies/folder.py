@@ -365,20 +365,21 @@ PAIR_FIELDS = ("intervention", "d", "T", "m", "seed", "base_success", "int_succe
 
 
 def _pair_row(r):
-    """A pairs row, typed and checked alone: sizes >= 1, seed >= 0, successes 0 or 1, accuracies
-    in [0, 1] (nan: diverged), B_X and C numbers >= 0 or nan."""
+    """A pairs row, typed and checked alone: an intervention of DESIGNS, sizes >= 1, seed >= 0,
+    successes 0 or 1, accuracies in [0, 1] (nan: diverged), B_X and C numbers >= 0 or nan."""
     try:
         t = {k: int(r[k]) for k in ("d", "T", "m", "seed", "base_success", "int_success")}
         f = {k: float(r[k]) for k in PAIR_FIELDS[7:]}
-        ok = (r["intervention"].strip() != "" and min(t["d"], t["T"], t["m"]) >= 1
+        ok = (r["intervention"] in DESIGNS and min(t["d"], t["T"], t["m"]) >= 1
               and t["seed"] >= 0 and t["base_success"] in (0, 1) and t["int_success"] in (0, 1)
               and all(v != v or 0 <= v <= 1 for k, v in f.items() if k.endswith("test_acc"))
               and all(v != v or 0 <= v < math.inf for v in f.values()))
     except (ValueError, TypeError, AttributeError):
         ok = False
     if not ok:
-        raise BadRow(f"not a valid pair row {dict((k, r.get(k)) for k in PAIR_FIELDS[:7])} (sizes "
-                     f">= 1, seed >= 0, successes 0 or 1, accuracies in [0, 1])")
+        raise BadRow(f"not a valid pair row {dict((k, r.get(k)) for k in PAIR_FIELDS[:7])} (an "
+                     f"intervention of {', '.join(INTERVENTIONS)}; sizes >= 1, seed >= 0, "
+                     f"successes 0 or 1, accuracies in [0, 1])")
     return dict(r, **t, **f)
 
 
@@ -494,6 +495,11 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
                                      f"fields than the header has columns (rows appended under "
                                      f"another header?)")
                 r = dict(zip(header, fields))
+                odd = next((v for v in fields if v != v.strip() or "_" in v or not v.isascii()),
+                           None)            # int() takes ' 8 ', '2_8' and '٣'; we write none
+                if odd is not None:
+                    raise ValueError(f"{path} line {line}: the value {odd!r} is not one this "
+                                     f"project writes (spaces, '_' or a non-ASCII character)")
                 if len(fields) < len(header) or "" in (r.get(k) for k in kind["filled"]):
                     torn = f"{len(fields)} of {len(header)} fields"
             if torn and kind.get("whole"):

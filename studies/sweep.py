@@ -114,10 +114,10 @@ PROTOCOLS = {
 # ---------------------------------------------------------------- the command line -------------
 
 def _model_list(text):
-    vals = [v.strip() for v in text.split(",") if v.strip()]
+    vals = [v.strip() for v in text.split(",")]
     bad = [v for v in vals if v not in ("transformer", "mlp")]
-    if bad or not vals:
-        raise cli.BadValue(f"allowed: transformer, mlp; got {text!r}")
+    if bad or len(set(vals)) < len(vals):
+        raise cli.BadValue(f"allowed: transformer, mlp, each once; got {text!r}")
     return sorted(set(vals))                 # one order everywhere: shards split the same list
 
 

@@ -3182,6 +3182,34 @@ def test_impossible_measures_in_a_row_are_refused_naming_the_line(smoke_ref, tmp
             study.load_study(str(out))
 
 
+def test_numbers_are_read_as_written_never_as_int_reads_them(smoke_ref, tmp_path):
+    """int() takes ' 8 ', '3_0' and '٣'; the project writes none of them: an option or a CSV value
+    so spelled is refused, as is a list with an empty item or a value twice, and a pairs row of
+    an intervention no study runs."""
+    for text in ("3_0", " 3 ", "\u0663", "+3", "3.0"):
+        with pytest.raises(cli.BadValue):
+            cli.integer(1)(text)
+    assert cli.integer(1)("30") == 30
+    for text in ("8,,16", "10,", "10,10", " ", "8;16"):
+        with pytest.raises(cli.BadValue):
+            cli.int_list(text)
+    assert cli.int_list("300, 100") == [100, 300]
+    f = _copy(smoke_ref, tmp_path / "sweep")
+    lines = (f / "runs.csv").read_text().splitlines(keepends=True)
+    head = lines[0].rstrip("\r\n").split(",")
+    for v in (" 8", "0_8", "\u0668"):
+        (f / "runs.csv").write_text("".join(lines[:2] + [_edit_row(lines[2], head, T=v)]
+                                            + lines[3:]))
+        with pytest.raises(ValueError, match="runs.csv line 3: the value"):
+            folder.folder_runs(str(f))
+    pairs = tmp_path / "pairs.csv"
+    rows = open("results/mechanism-interventions/full/pairs.csv").read().splitlines(keepends=True)
+    pairs.write_text("".join(rows[:5] + [rows[5].replace("freeze-ln1,", "freeze-lnl,", 1)]
+                             + rows[6:]))
+    with pytest.raises(ValueError, match="pairs.csv line 6: not a valid pair row"):
+        folder.read_whole(str(pairs), folder.PAIR_ROWS)
+
+
 def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
     """Issue 38: measure_mechanism's C's factors give C again (covering_from_parts); a runs.csv
     written before those columns reads with them nan; a row with only some of them, or a negative
