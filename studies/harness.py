@@ -157,6 +157,20 @@ def check_callable(name, v):
 
 # ---------------------------------------------------------------- the outputs of a command ------
 
+def check_distinct(folders, what="folders"):
+    """folders, when no two of them are one folder (by inode or real path, whatever the
+    spelling: x, ./x/, a link to x): a command given one folder twice compares it with itself.
+    ValueError, one line naming both, otherwise."""
+    if not (isinstance(folders, (list, tuple)) and all(isinstance(f, (str, os.PathLike))
+                                                       for f in folders)):
+        raise TypeError(f"{what} must be a list of folders, got {shown(folders)}")
+    for i, f in enumerate(folders):
+        for g in folders[:i]:
+            if os.path.exists(f) and os.path.exists(g) and cli.same_file(f, g):
+                raise ValueError(f"{g} and {f} are one folder, given twice; give each once")
+    return folders
+
+
 STUDY_FILES = ("sweep.json", "steps.json", "plan.json")   # what makes a folder a study's
 FOLDERS_OWN = re.compile(r"(table\.md|critical\.json|limits\.json|arithmetic\.json|curves\.json|"
                          r"(mstar|mechanism|trajectories|steps)\.png|(sweep|steps|plan)\.json|"
@@ -182,6 +196,7 @@ def claim_outputs(claims, inputs=(), folders=(), own=()):
         if not (isinstance(v, (list, tuple)) and all(isinstance(f, (str, os.PathLike)) for f in v)):
             raise TypeError(f"{name} must be a list of the {'files' if name == 'inputs' else name}"
                             f" the command reads, got {shown(v)}")
+    check_distinct(folders)                            # the folders a command reads: each once
     for path, _, what, *_ in claims:
         if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
             continue                                   # cli.claim_outputs names it

@@ -495,6 +495,7 @@ def main(argv=None):
             if a.against:
                 read_steps_meta(a.against)          # a typo shows now, not after the runs
                 folder.check_folder_kind(a.against, "steps.json")
+                harness.check_distinct([a.out, a.against], "--out and --against")
             if os.path.isdir(a.out):
                 folder.check_folder_kind(a.out, "steps.json")
             os.makedirs(a.out, exist_ok=True)

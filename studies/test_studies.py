@@ -3879,7 +3879,8 @@ WALK_TMP = []          # the walker's scratch folder (walk_tmp): outputs and fol
 def walk_tmp(tmp_path_factory):
     """A study, a trajectories folder and room for outputs, made once for the studies' walks."""
     root = tmp_path_factory.mktemp("walk45")
-    _synthetic_study(str(root / "study"))
+    for name in ("study", "study2", "study3"):        # commands that take several: each once
+        _synthetic_study(str(root / name))
     _synthetic_trace(str(root / "trace"))
     WALK_TMP[:] = [str(root)]
     yield str(root)
@@ -3912,13 +3913,13 @@ STUDY_WALK = {
         log=print), run=False, legal=dict(out=NEW_FILE, n_boot={"10**12": "refused"}))
        for c in ("interaction", "cells")},
     "symmetries.canonical_command": Walk(lambda f: dict(
-        borderline=_w("study"), fixed=_w("study"), study=_w("study"), out=_w("c.md"), n_boot=10,
+        borderline=_w("study"), fixed=_w("study2"), study=_w("study3"), out=_w("c.md"), n_boot=10,
         log=print), run=False, legal=dict(out=NEW_FILE, n_boot={"10**12": "refused"})),
-    "symmetries.same_command": Walk(lambda f: dict(first=_w("study"), second=_w("study"),
+    "symmetries.same_command": Walk(lambda f: dict(first=_w("study"), second=_w("study2"),
                                                    out=_w("s.md"), log=print),
                                     run=False, legal=dict(out=NEW_FILE)),
     "symmetries.ball_command": Walk(lambda f: dict(
-        study="results/protocols/qk-ball-4", folders=["results/protocols/qk-ball-4"],
+        study="results/extended", folders=["results/protocols/qk-ball-4"],
         n_seeds=10, Ts=[100], out=_w("b.md"), log=print), run=False,
         legal=dict(out=NEW_FILE, n_seeds={"10**12": "refused"})),
     "mechanism.growth_table": Walk(lambda f: dict(
@@ -3932,7 +3933,7 @@ STUDY_WALK = {
                                                     d=64, heads=16), run=False,
                                      legal=dict(radii={"missing key": "a norm not held: None"})),
     "classball.class_page": Walk(lambda f: dict(
-        study="results/extended", folders=["results/extended"], out=_w("c.md"), plot=None,
+        study="results/extended", folders=["results/class-ball/tight"], out=_w("c.md"), plot=None,
         log=print), run=False, legal=dict(out=NEW_FILE, plot={"None": "no plot"})),
     "classball.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     # replay.py and kernels.py (issue 46): the folders read, nothing trained in a hostile call
@@ -4177,6 +4178,8 @@ STUDY_WALK = {
                                                  page="page.md"),
                                   legal=dict(text={"'bogus'": "a page without blocks"},
                                              page={"*": LITERAL})),
+    "harness.check_distinct": Walk(lambda f: dict(folders=["results", "studies"], what="w"),
+                                   legal=dict(what={"*": LITERAL})),
     "harness.page_target": Walk(lambda f: dict(page="README.md", root=HERE, what="page"),
                                 legal=dict(page={"'bogus'": "not a link: the page itself"},
                                            what={"*": LITERAL})),
@@ -4422,9 +4425,10 @@ def test_the_canonical_table_sets_each_separation_raw_beside_canonical(tmp_path)
     raw, canon = row.strip(" |").split(" | ")[1:3]
     assert raw.endswith("established") and canon.endswith("not detected"), row
     assert "| 64 | C (canonical) | 10, 100, 1000 |" in text
+    shutil.copytree(study_dir, tmp_path / "study-copy")     # the study where its rerun belongs
     with pytest.raises(ValueError, match="baseline-rerun"):
-        symmetries.canonical_command(study_dir, f, study_dir, str(tmp_path / "x.md"), n_boot=10,
-                                     log=lambda *a: None)
+        symmetries.canonical_command(str(tmp_path / "study-copy"), f, study_dir,
+                                     str(tmp_path / "x.md"), n_boot=10, log=lambda *a: None)
 
 
 def test_same_counts_the_runs_two_folders_share_to_the_bit(tmp_path):
@@ -5913,6 +5917,30 @@ def test_no_command_writes_a_study_folders_own_file(smoke_ref, tmp_path, capsys)
     code, _, err = run_cli_main(capsys, sweep.main, ["compare", str(smoke_ref), "--out",
                                                      str(sw / "compare.md")])
     assert code in (0, None) and (sw / "compare.md").exists(), err
+
+
+def test_one_folder_given_twice_is_refused_however_it_is_spelled(smoke_ref, steps_ref, tmp_path,
+                                                                  capsys):
+    """A command that compares folders, given one folder twice (as x, x/ or a link to x),
+    compares it with itself: one line naming both, nothing written."""
+    link = tmp_path / "link"
+    link.symlink_to(smoke_ref)
+    study = tmp_path / "study"
+    _synthetic_study(str(study))
+    out = str(tmp_path / "o.md")
+    cases = [(classball, [str(smoke_ref), str(smoke_ref) + "/", "--out", out]),   # (compare
+             # takes one folder twice: the self-comparison its tests use as a check)
+             (symmetries, ["same", str(study), str(study) + "/.", out]),
+             (symmetries, ["ball", str(smoke_ref), str(link), "--Ts", "8", "--out", out]),
+             (kernels, [str(study), str(study) + "/", "--out", out]),
+             (steps, ["--report", "--out", str(steps_ref), "--against", str(steps_ref) + "/"]
+              + STEPS_TINY)]
+    for module, argv in cases:
+        code, _, err = run_cli_main(capsys, module.main, argv)
+        if isinstance(code, str):
+            code, err = 1, err + code + "\n"
+        assert code not in (0, None) and err.count("\n") == 1 and "one folder" in err, (argv, err)
+        assert not os.path.exists(out), argv
 
 
 @pytest.mark.parametrize("text", ["", "HEADER"])
