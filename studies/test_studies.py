@@ -5928,8 +5928,8 @@ def test_one_folder_given_twice_is_refused_however_it_is_spelled(smoke_ref, step
     study = tmp_path / "study"
     _synthetic_study(str(study))
     out = str(tmp_path / "o.md")
-    cases = [(classball, [str(smoke_ref), str(smoke_ref) + "/", "--out", out]),   # (compare
-             # takes one folder twice: the self-comparison its tests use as a check)
+    # (sweep compare takes one folder twice: the self-comparison its own tests use as a check)
+    cases = [(classball, [str(smoke_ref), str(smoke_ref) + "/", "--out", out]),
              (symmetries, ["same", str(study), str(study) + "/.", out]),
              (symmetries, ["ball", str(smoke_ref), str(link), "--Ts", "8", "--out", out]),
              (kernels, [str(study), str(study) + "/", "--out", out]),
