@@ -513,6 +513,9 @@ def _run_plan(out, workers=1, n_seeds=None, log=print, what="runs", other_arithm
     arithmetic than the study's: refused unless other_arithmetic (note_machine). -> the number
     of runs written."""
     plan = read_plan(out)
+    if n_seeds is not None and n_seeds > plan["seeds"]:
+        raise ValueError(f"--seeds {n_seeds}: the plan of {out} has seeds 0..{plan['seeds'] - 1}; "
+                         f"give at most {plan['seeds']} (a screen of its first seeds)")
     name, kind, final = STUDY_CSVS[what]
     train_fn = train_cell if what == "runs" else functools.partial(train_trace,
                                                                   every=plan["every"])
@@ -1036,6 +1039,7 @@ def _save_plan(out, make):
             folder.read_plan(out)                      # only a plan is ever replaced
     free()
     plan = make()
+    folder.check_plan(plan, path)                      # before the folder is made
     os.makedirs(out, exist_ok=True)
     lock = folder.lock_folder(out, holder=f"studies.mechanism plan, pid {os.getpid()}")
     try:

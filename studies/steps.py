@@ -489,6 +489,8 @@ def main(argv=None):
                 Ts=a.Ts, seeds=a.seeds, machines=[provenance.machine(base["dtype"])])
     if os.path.exists(a.out) and not os.path.isdir(a.out):
         ap.error(f"--out {a.out} is a file; give a folder")
+    if a.report and not os.path.isdir(a.out):
+        ap.error(f"--report: no folder {a.out}")        # a report makes no folder
     lock = None
     try:
         try:

@@ -3182,6 +3182,15 @@ def test_impossible_measures_in_a_row_are_refused_naming_the_line(smoke_ref, tmp
             study.load_study(str(out))
 
 
+def test_a_screen_of_more_seeds_than_the_plan_is_refused(tmp_path, capsys):
+    out = tmp_path / "study"
+    _synthetic_study(str(out))
+    before = _snapshot(tmp_path)
+    code, _, err = run_cli_main(capsys, mechanism.main, ["run", "--seeds", "99", str(out)])
+    assert code == 1 and err.count("\n") == 1 and "--seeds 99" in err and str(out) in err
+    assert _snapshot(tmp_path) == before
+
+
 def test_numbers_are_read_as_written_never_as_int_reads_them(smoke_ref, tmp_path):
     """int() takes ' 8 ', '3_0' and '٣'; the project writes none of them: an option or a CSV value
     so spelled is refused, as is a list with an empty item or a value twice, and a pairs row of
