@@ -24,6 +24,7 @@ import os
 import re
 import sys
 
+from studies import arithmetic
 from studies import cli
 from studies import run_options
 
@@ -1033,19 +1034,28 @@ def read_finding(path):
         raise ValueError(f"{path} is not a replay's finding (a JSON {type(f).__name__}, not an "
                          f"object); write it again with --find")
     text = lambda v: isinstance(v, str)
-    count = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    count = lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10 ** 9
+    kernel = lambda v: v in arithmetic.KERNEL_FLAGS or v == "not OpenBLAS"
+    tried = f.get("tried") if isinstance(f.get("tried"), list) else []
     checks = [
         ("found", f.get("found") is None or (isinstance(f["found"], dict) and all(
-            text(f["found"].get(k)) for k in ("blas", "blas_version", "kernel", "dtype"))),
-         "None or the arithmetic that replays (blas, blas_version, kernel, dtype)"),
+            text(f["found"].get(k)) for k in ("blas", "blas_version", "kernel", "dtype"))
+            and kernel(f["found"]["kernel"])),
+         "None or the arithmetic that replays (blas, blas_version, a kernel, dtype)"),
         ("tried", isinstance(f.get("tried"), list) and f["tried"] and all(
-            isinstance(t, dict) and text(t.get("kernel")) and count(t.get("replayed"))
+            isinstance(t, dict) and kernel(t.get("kernel")) and count(t.get("replayed"))
             and count(t.get("of")) and t["replayed"] <= t["of"] for t in f["tried"]),
-         "a list of the kernels tried ({kernel, replayed <= of})"),
+         f"a list of the kernels tried ({{kernel of {', '.join(arithmetic.KERNEL_FLAGS)}, "
+         f"replayed <= of}})"),
+        ("found", f.get("found") is None or any(
+            isinstance(t, dict) and t.get("kernel") == f["found"]["kernel"]
+            and t.get("replayed") == t.get("of") for t in tried),
+         "a kernel whose tried entry replayed every row it tried"),
         ("cpu", text(f.get("cpu")), "the processor's name"),
         ("closest", f.get("closest") is None or (isinstance(f["closest"], dict) and text(
             f["closest"].get("kernel")) and text(f["closest"].get("worst_column")) and isinstance(
-            f["closest"].get("worst_relative_difference"), (int, float))),
+            f["closest"].get("worst_relative_difference"), (int, float))
+            and not f["closest"]["worst_relative_difference"] < 0),
          "None or {kernel, worst_relative_difference, worst_column}"),
         ("rows_by_kernel", f.get("rows_by_kernel") is None or (isinstance(
             f["rows_by_kernel"], dict) and all(v is None or text(v)

@@ -147,8 +147,14 @@ def read_steps_meta(out):
     problems += [f"{k} = {meta.get(k)!r} is not an integer >= 1" for k in ("budget", "every",
                                                                             "seeds")
                  if not positive(meta.get(k))]
-    if not (isinstance(meta.get("Ts"), list) and all(map(positive, meta["Ts"]))):
-        problems.append(f"Ts = {meta.get('Ts')!r:.60} is not a list of integers >= 1")
+    if not (isinstance(meta.get("Ts"), list) and meta["Ts"] and all(map(positive, meta["Ts"]))
+            and len(set(meta["Ts"])) == len(meta["Ts"])):
+        problems.append(f"Ts = {meta.get('Ts')!r:.60} is not a list of distinct integers >= 1")
+    problems += [f"options has {k!r}, not an option of steps.py" for k in meta["options"]
+                 if k not in OPTIONS]
+    if not isinstance(meta.get("machines", []), list):
+        problems.append("machines is not a list")
+
     if problems:
         raise ValueError(f"{path}: {problems[0]}; not a steps.json steps.py wrote (edited or "
                          f"damaged?)")
@@ -190,19 +196,25 @@ def _check_folder(out, meta, other_arithmetic=False):
 
 
 def _read_curves(out):
-    """OUT/curves.json: {"T|seed": {step, test_acc, loss: lists of one length}}, {} when there is
-    none yet, or a one-line ValueError naming the file (damaged: restore it, or remove it and
-    lose the curves of the plot)."""
+    """OUT/curves.json: {"T|seed": {step, test_acc, loss: lists of one length: increasing steps
+    >= 1, accuracies in [0, 1], losses >= 0, either null for a nan}}, {} when there is none yet,
+    or a one-line ValueError naming the file (damaged: restore it, or remove it and lose the
+    curves of the plot)."""
     path = os.path.join(out, "curves.json")
     if not os.path.lexists(path):
         return {}
     folder.own_file(path)
     try:
         curves = cli.parse_json(cli.read_text_file(path, "curves.json", most=256 << 20))
+        real = lambda v, hi: v is None or (isinstance(v, (int, float)) and not isinstance(
+            v, bool) and 0 <= v <= hi)                 # None: a nan, as strict JSON writes it
         ok = isinstance(curves, dict) and all(
-            re.fullmatch(r"\d+\|\d+", key) and isinstance(c, dict)
+            re.fullmatch(r"[1-9][0-9]*\|(0|[1-9][0-9]*)", key) and isinstance(c, dict)
             and all(isinstance(c.get(k), list) for k in ("step", "test_acc", "loss"))
             and len(c["step"]) == len(c["test_acc"]) == len(c["loss"])
+            and all(isinstance(t, int) and not isinstance(t, bool) and t >= 1
+                    for t in c["step"]) and c["step"] == sorted(set(c["step"]))
+            and all(real(v, 1) for v in c["test_acc"]) and all(real(v, 1e300) for v in c["loss"])
             for key, c in curves.items())
     except ValueError as e:
         raise ValueError(f"{path} is not the curves steps.py writes ({e}); restore it, or "

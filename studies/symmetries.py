@@ -352,6 +352,9 @@ def cells_command(pairs, out, seeds=None, n_boot=N_BOOT, log=print):
         isinstance(s, int) and not isinstance(s, bool) for s in seeds) and 0 <= seeds[0]
         <= seeds[1], "seeds", seeds, "None or (lo, hi) with 0 <= lo <= hi")
     rows = _read_pairs(pairs)
+    if seeds and not any(seeds[0] <= r["seed"] <= seeds[1] for r in rows):
+        raise ValueError(f"{pairs} holds no pair with a seed in {seeds[0]}-{seeds[1]} (its seeds: "
+                         f"{min(r['seed'] for r in rows)}-{max(r['seed'] for r in rows)})")
     which = f"seeds {seeds[0]}-{seeds[1]}" if seeds else "every seed"
     lines = ["## Paired cells with an exact test beside the bootstrap", "",
              f"Written by `python -m studies.symmetries cells {pairs}"

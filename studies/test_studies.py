@@ -3182,6 +3182,37 @@ def test_impossible_measures_in_a_row_are_refused_naming_the_line(smoke_ref, tmp
             study.load_study(str(out))
 
 
+def test_json_values_no_command_writes_are_refused(steps_ref, tmp_path, capsys):
+    """Beyond keys and types: a curve's accuracy of 5 or steps out of order, a steps.json with no
+    T, a T twice or machines not a list, an arithmetic.json naming a
+    kernel OpenBLAS lacks or found by a kernel that replayed nothing: one line naming the file."""
+    f = _copy(steps_ref, tmp_path / "steps")
+    curves = json.loads((f / "curves.json").read_text())
+    key = next(iter(curves))
+    for edit in (dict(test_acc=[5] * len(curves[key]["test_acc"])),
+                 dict(step=curves[key]["step"][::-1])):
+        (f / "curves.json").write_text(json.dumps(dict(curves, **{key: dict(curves[key], **edit)})))
+        with pytest.raises(ValueError, match="curves.json is not the curves steps.py writes"):
+            steps._read_curves(str(f))
+    (f / "curves.json").unlink()
+    meta = json.loads((f / "steps.json").read_text())
+    for edit in (dict(Ts=[]), dict(Ts=meta["Ts"] + meta["Ts"][:1]), dict(machines={})):
+        (f / "steps.json").write_text(json.dumps(dict(meta, **edit)))
+        with pytest.raises(ValueError, match="steps.json: "):
+            steps.read_steps_meta(str(f))
+    finding = json.loads(open("results/extended/arithmetic.json").read())
+    path = tmp_path / "arithmetic.json"
+    for edit in (dict(found=dict(finding["found"], kernel="Pentium")),
+                 dict(tried=[dict(t, replayed=0) for t in finding["tried"]])):
+        path.write_text(json.dumps(dict(finding, **edit)))
+        with pytest.raises(ValueError, match="arithmetic.json: (found|tried)"):
+            folder.read_finding(str(path))
+    code, _, err = run_cli_main(capsys, symmetries.main, [
+        "cells", "results/mechanism-interventions/full/pairs.csv", str(tmp_path / "c.md"),
+        "--seeds", "100-200"])
+    assert "no pair with a seed in 100-200" in str(code) + err and not (tmp_path / "c.md").exists()
+
+
 def test_a_screen_of_more_seeds_than_the_plan_is_refused(tmp_path, capsys):
     out = tmp_path / "study"
     _synthetic_study(str(out))
