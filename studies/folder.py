@@ -56,7 +56,7 @@ def _sweep_row(r):
         for k, kind in ROW_TYPES.items():
             kind(r[k])
         ok = (r["model"] in MODELS and r["success"] in ("0", "1") and int(r["T"]) >= 1
-              and int(r["m"]) >= 1 and int(r["seed"]) >= 0 and int(r["s"]) >= 1
+              and int(r["m"]) >= 1 and 0 <= int(r["seed"]) < MAX_SEARCHES and int(r["s"]) >= 1
               and all(0 <= float(r[k]) <= 1 for k in ("test_acc", "train_acc", "attn_on_S")
                       if r[k].strip().lower() != "nan")
               and not float(r["seconds"]) < 0

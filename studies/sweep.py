@@ -321,6 +321,8 @@ def main(argv=None):
 def _main_sweep(ap, a, argv):
     """A sweep (or, with --report, only its report): its options, its folder, its searches, its
     report. Every problem before the first run is one line through ap.error."""
+    if a.out is not None and not a.out.strip():
+        ap.error(f"--out must name a folder, got {a.out!r}")
     out = a.out or os.path.join("runs", a.preset)     # never the committed results/
     meta_old, found = {}, []
     if os.path.isdir(out):
