@@ -444,8 +444,11 @@ def main(argv=None):
                  f"{', '.join(arithmetic.kernels_here()) or 'no kernel this command knows'}")
     if a.table:
         try:
+            # a folder's arithmetic.md may sit beside its runs (its page quotes it); its
+            # table.md is its own report, never the findings (harness.FOLDERS_OWN)
+            harness.check_distinct(a.folders)
             harness.claim_outputs([(a.table, "table", "--table")], [os.path.join(
-                f, "arithmetic.json") for f in a.folders], folders=a.folders)
+                f, "arithmetic.json") for f in a.folders])
         except ValueError as e:
             ap.error(str(e))
         try:
