@@ -329,9 +329,9 @@ def page_target(page, root, what="page", write=True):
     check_path("root", root, "the repository's folder", folder=True)
     if not isinstance(write, bool):
         raise TypeError(f"write must be True or False, got {shown(write)}")
-    target = page
+    target, top = page, os.path.realpath(root)
     if os.path.islink(page):
-        top, target = os.path.realpath(root), os.path.realpath(page)
+        target = os.path.realpath(page)
         if os.path.commonpath([target, top]) != top:
             raise ValueError(f"{what} {page} is a symbolic link to {target}, outside the "
                              f"repository ({top}); refusing to write through it")
@@ -367,6 +367,12 @@ def pages_command(a, fail):
     root, stale, plan = os.getcwd(), [], []
     try:
         for page in a.pages:
+            # the folder holding the page must be the repository's (a link inside it to a
+            # file elsewhere is page_target's to refuse)
+            where = os.path.realpath(os.path.dirname(os.path.abspath(page)))
+            if os.path.commonpath([where, os.path.realpath(root)]) != os.path.realpath(root):
+                raise ValueError(f"page {page} is outside the repository ({root}); results "
+                                 f"pages are written only inside it (run from its root)")
             text = read_text_file(page, "page", keep_line_ends=True)
             files = _page_files(page, text, root)
             plan.append((page, page_target(page, root, write=not a.check), text, files,

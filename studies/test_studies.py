@@ -3213,6 +3213,15 @@ def test_json_values_no_command_writes_are_refused(steps_ref, tmp_path, capsys):
     assert "no pair with a seed in 100-200" in str(code) + err and not (tmp_path / "c.md").exists()
 
 
+def test_pages_outside_the_repository_are_not_written(tmp_path, capsys):
+    page = tmp_path / "p.md"
+    page.write_text("<!-- begin results/headline.md -->\nold\n<!-- end results/headline.md -->\n")
+    before = page.read_text()
+    code, _, err = run_cli(capsys, "sweep", "pages", str(page))
+    assert code == 2 and err.count("\n") == 1 and "outside the repository" in err
+    assert page.read_text() == before
+
+
 def test_a_screen_of_more_seeds_than_the_plan_is_refused(tmp_path, capsys):
     out = tmp_path / "study"
     _synthetic_study(str(out))
