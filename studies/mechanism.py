@@ -60,6 +60,7 @@ from studies.cli import OneLineParser, int_list, integer, number
 from theory import covering_constant, covering_parts, norm_measures, paper_score_gap
 
 from studies import failures, folder, harness, laws, provenance, stats
+from studies import folder_write
 from studies.study import (EDGE_NOTE, STUDY_CSVS, fmt, is_final, load_runs, median_ci,
                            read_plan, seed_weights, separation, study_cells, study_files,
                            study_rows, weights_at, word)
@@ -334,7 +335,7 @@ def _trace_plan(source, design, Ts, n_seeds, every, widths=None):
 # training loss, and measure_mechanism's numbers. The folder is folder.py's, as a sweep's is: one
 # command at a time under its lock, rows read and checked by its one reader and validator
 # (folder.MECHANISM_ROWS: types and ranges, each row against the plan, two rows of one run), each
-# row written, flushed and synced as it finishes (folder.RowWriter), a torn last row cut away
+# row written, flushed and synced as it finishes (folder_write.RowWriter), a torn last row cut away
 # only from a file this study wrote.
 
 FIELDS = folder.MECHANISM_FIELDS
@@ -519,13 +520,13 @@ def _run_plan(out, workers=1, n_seeds=None, log=print, what="runs", other_arithm
     name, kind, final = STUDY_CSVS[what]
     train_fn = train_cell if what == "runs" else functools.partial(train_trace,
                                                                   every=plan["every"])
-    lock = folder.lock_folder(out, holder=f"studies.mechanism {what}, pid {os.getpid()}")
+    lock = folder_write.lock_folder(out, holder=f"studies.mechanism {what}, pid {os.getpid()}")
     try:
         key = folder.MECHANISM_ROWS["run"]
         done = {key(r) for r in study_rows(out, plan, what) if is_final(r)}
         stacks = _stacks_to_run(plan, done, n_seeds)
         mixed = _note_machine(out, plan, other_arithmetic)
-        writer = folder.RowWriter(os.path.join(out, name), kind, mixed)
+        writer = folder_write.RowWriter(os.path.join(out, name), kind, mixed)
     except BaseException:
         if lock:
             lock.close()
@@ -1041,7 +1042,7 @@ def _save_plan(out, make):
     plan = make()
     folder.check_plan(plan, path)                      # before the folder is made
     os.makedirs(out, exist_ok=True)
-    lock = folder.lock_folder(out, holder=f"studies.mechanism plan, pid {os.getpid()}")
+    lock = folder_write.lock_folder(out, holder=f"studies.mechanism plan, pid {os.getpid()}")
     try:
         free()
         folder.check_plan(plan, path)
@@ -1079,7 +1080,7 @@ def main(argv=None):
         elif a.command == "trace":
             _write_trace(a)
         else:
-            lock = folder.lock_folder(a.out, holder=f"studies.mechanism report, pid {os.getpid()}")
+            lock = folder_write.lock_folder(a.out, holder=f"studies.mechanism report, pid {os.getpid()}")
             try:
                 (failures.trace_report if a.command == "trace-report" else _report)(a.out)
             finally:

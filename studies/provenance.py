@@ -4,7 +4,7 @@ A float32 run replays bit for bit only under the BLAS kernel that made it (arith
 session that adds runs to a folder records its machine in the folder's description (sweep.json,
 steps.json, plan.json: machine); a session whose arithmetic is not the folder's is refused
 (check_arithmetic) unless the command is given --other-arithmetic (add_other_arithmetic), and
-then writes each new row's arithmetic beside it (folder.RowWriter's arithmetic_of, an
+then writes each new row's arithmetic beside it (folder_write.RowWriter's arithmetic_of, an
 arithmetic_id). Folders made before these records: what studies.replay --find found
 (OUT/arithmetic.json, read by folder.read_finding), as recorded_arithmetic reports it.
 """

@@ -57,6 +57,7 @@ from studies.checks import INTS, check_number
 from theory import fit_line
 
 from studies import folder, harness, limits, provenance, stats
+from studies import folder_write
 from studies.stats import (bound_text, median_ci, resample_medians,
                            seed_resamples, weighted_percentile_ci)
 
@@ -174,7 +175,7 @@ def _check_folder(out, meta, other_arithmetic=False):
     """The folder's steps.json must record the same options and budget, or none yet, and the
     same arithmetic unless other_arithmetic (provenance.check_arithmetic); then the merged
     description (Ts and seeds of every run, every machine) is written. -> the arithmetic each
-    new row records beside it (folder.RowWriter's arithmetic_of), or None."""
+    new row records beside it (folder_write.RowWriter's arithmetic_of), or None."""
     mixed = None
     if os.path.lexists(os.path.join(out, "steps.json")):
         old = read_steps_meta(out)
@@ -228,7 +229,7 @@ def _read_curves(out):
 def _run_all(a, out, base, done=None, curves=None):
     """Every (T, seed) not yet in OUT/steps.csv, as stacks over seeds on a pool of workers (in this
     process when --workers is 1, as in a sweep); each stack's rows are written as it finishes
-    (folder.RowWriter: a torn last line cut away first, every write flushed and synced). done,
+    (folder_write.RowWriter: a torn last line cut away first, every write flushed and synced). done,
     curves: the folder's runs and curves when the caller has read them (read_done,
     read_curves)."""
     path = os.path.join(out, "steps.csv")
@@ -241,7 +242,7 @@ def _run_all(a, out, base, done=None, curves=None):
         R = max(1, min(a.stack, len(seeds)))
         stacks += [[dict(base, T=T, seed=sd) for sd in seeds[i:i + R]]
                    for i in range(0, len(seeds), R)]
-    writer = folder.RowWriter(path, folder.STEPS_ROWS, getattr(a, "arithmetic_of", None))
+    writer = folder_write.RowWriter(path, folder.STEPS_ROWS, getattr(a, "arithmetic_of", None))
     print(f"steps: {len(todo)} runs to do in {len(stacks)} stacks, {len(done)} saved; writing "
           f"{writer.path}", flush=True)
     curves_path = os.path.join(out, "curves.json")
@@ -513,7 +514,7 @@ def main(argv=None):
             if os.path.isdir(a.out):
                 folder.check_folder_kind(a.out, "steps.json")
             os.makedirs(a.out, exist_ok=True)
-            lock = folder.lock_folder(a.out, holder=f"studies.steps, pid {os.getpid()}")
+            lock = folder_write.lock_folder(a.out, holder=f"studies.steps, pid {os.getpid()}")
             if not a.report:                      # the folder's own runs, checked, first
                 a.arithmetic_of = _check_folder(a.out, meta, a.other_arithmetic)
                 done = read_done(os.path.join(a.out, "steps.csv"), read_steps_meta(a.out))

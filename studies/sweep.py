@@ -52,6 +52,7 @@ from studies import run_options
 from studies import trainer
 
 from studies import families, folder, harness, limits, provenance, report
+from studies import folder_write
 from studies.stats import SEARCHES, m_grid, replay
 
 # ---------------------------------------------------------------- presets and protocols --------
@@ -350,7 +351,7 @@ def _main_sweep(ap, a, argv):
     except OSError as e:
         ap.error(f"--out {out}: cannot create the folder ({e.strerror})")
     try:                 # a report too: it never writes between a sweep's rows and its report
-        lock = folder.lock_folder(out, a.shard, f"a report, pid {os.getpid()}" if a.report
+        lock = folder_write.lock_folder(out, a.shard, f"a report, pid {os.getpid()}" if a.report
                                   else None)
     except ValueError as e:
         ap.error(str(e) + ("; for a table of a running sweep, copy its runs*.csv and sweep.json "
@@ -601,7 +602,7 @@ def _take_stack(queue, most, dropout=False):
     return probes
 
 
-RowWriter = folder.RowWriter     # a sweep's CSV of runs (folder.py)
+RowWriter = folder_write.RowWriter     # a sweep's CSV of runs (folder_write.py)
 
 
 class _Searches:

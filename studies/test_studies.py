@@ -37,6 +37,7 @@ from studies import run_options
 from studies import baseline, checkpoint, checks, symmetry
 import theory
 from studies import trainer
+from studies import folder_write
 from studies import (classball, families, failures, folder, harness, kernels, laws, limits, mechanism,
                      provenance, report, stats, steps, study, sweep, symmetries, theory_report)
 import optim
@@ -1206,7 +1207,7 @@ def test_old_headers_are_continued_aside_and_mixed_rows_refused(tmp_path, capsys
 
 
 def test_a_second_sweep_into_a_busy_folder_stops_at_once(tmp_path, capsys):
-    held = folder.lock_folder(str(tmp_path))              # as if another sweep were running
+    held = folder_write.lock_folder(str(tmp_path))              # as if another sweep were running
     try:
         with pytest.raises(SystemExit, match="^2$"):
             _sweep(tmp_path)
@@ -1221,7 +1222,7 @@ def test_one_folder_runs_one_sweep_whatever_the_shard(tmp_path, capsys):
     """A shard beside the whole sweep, shards of two splits, or two shards of one split: the
     second to start into a folder stops at once, before it writes a row."""
     for first, second in [((0, 1), "0/2"), ((0, 2), "0/3"), ((0, 2), "1/2"), ((1, 3), "1/3")]:
-        held = folder.lock_folder(str(tmp_path), first)
+        held = folder_write.lock_folder(str(tmp_path), first)
         try:
             with pytest.raises(SystemExit, match="^2$"):
                 _sweep(tmp_path, "--shard", second)
@@ -2372,7 +2373,7 @@ def test_steps_and_reports_take_the_folders_one_lock(steps_ref, smoke_ref, tmp_p
                     (f, ["steps", *STEPS_TINY, "--Ts", "4,6,8", "--out", str(f)]),
                     (g, ["sweep", "--out", str(g), "--report"]),
                     (g, ["sweep", "--preset", "smoke", "--workers", "1", "--out", str(g)])]:
-        held = folder.lock_folder(str(d), (1, 3))
+        held = folder_write.lock_folder(str(d), (1, 3))
         try:
             code, _, err = run_cli(capsys, *argv)
         finally:
@@ -2657,7 +2658,7 @@ def test_a_full_disk_names_the_file_and_leaves_no_empty_csv(tmp_path, capsys, mo
         def full(path, mode="r", *args, room=room, **kw):       # CSVs opened to write: full
             f = real(path, mode, *args, **kw)
             return _FullDisk(f, room) if str(path).endswith(".csv") and mode in "wa" else f
-        monkeypatch.setattr(folder, "open", full, raising=False)
+        monkeypatch.setattr(folder_write, "open", full, raising=False)   # the writing side
         argv = {"sweep": ["--preset", "smoke", "--workers", "1", "--out", str(out)],
                 "steps": STEPS_TINY + ["--out", str(out)], "mechanism": ["run", str(out)]}[command]
         if command == "mechanism":
@@ -2913,7 +2914,7 @@ def _synthetic_trace(out, seeds=8, source=False):
     norm 0.1 in every run, B_X's token a bit 1 at position 2 (in S, {0, 1, 2}) in every
     failure, [CLS] in every success; without, the columns are left empty (an older file)."""
     _tiny_plan(out, seeds=seeds, steps=200, every=50)
-    w = folder.RowWriter(os.path.join(out, "trajectories.csv"), folder.TRAJECTORY_ROWS)
+    w = folder_write.RowWriter(os.path.join(out, "trajectories.csv"), folder.TRAJECTORY_ROWS)
     for seed in range(seeds):
         ok = seed < seeds // 2
         for step in (1, 50, 100, 150, 200):
@@ -3286,7 +3287,7 @@ def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
         w = csv.DictWriter(f, fieldnames=older, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows[:-1])
-    writer = folder.RowWriter(os.path.join(out, "runs.csv"), folder.MECHANISM_ROWS)
+    writer = folder_write.RowWriter(os.path.join(out, "runs.csv"), folder.MECHANISM_ROWS)
     assert writer.path.endswith("runs-part2.csv")
     last = dict(rows[-1], **{k: 1.0 for k in folder.MECHANISM_FACTORS})
     writer.write(last)
@@ -3848,9 +3849,9 @@ def test_a_full_disk_while_locking_a_folder_names_the_lock_file(tmp_path, monkey
 
         def __getattr__(self, name):
             return getattr(self.f, name)
-    monkeypatch.setattr(folder, "open", Full, raising=False)
+    monkeypatch.setattr(folder_write, "open", Full, raising=False)
     with pytest.raises(OSError) as e:
-        folder.lock_folder(str(tmp_path))
+        folder_write.lock_folder(str(tmp_path))
     assert e.value.filename == os.path.join(str(tmp_path), ".lock")
 
 
@@ -4082,13 +4083,13 @@ STUDY_WALK = {
     "folder.study_csvs": Walk(lambda f: dict(path=_w("study", "runs.csv"),
                                              kind=folder.MECHANISM_ROWS, what="runs"),
                               legal=dict(what={"*": LITERAL})),
-    "folder.RowWriter": Walk(lambda f: dict(path=_w("rows.csv"), kind=folder.SWEEP_ROWS),
+    "folder_write.RowWriter": Walk(lambda f: dict(path=_w("rows.csv"), kind=folder.SWEEP_ROWS),
                              legal=dict(path=NEW_FILE)),
-    "folder.RowWriter.write": Walk(lambda f: dict(
-        self=folder.RowWriter(_w("rows.csv"), folder.STEPS_ROWS),
+    "folder_write.RowWriter.write": Walk(lambda f: dict(
+        self=folder_write.RowWriter(_w("rows.csv"), folder.STEPS_ROWS),
         row=dict(task="parity", s=2, T=6, m=100, seed=0, steps_to_bar=10, censored=0, budget=60,
                  every=10, final_test_acc=1.0, seconds=0.1))),
-    "folder.RowWriter.close": Walk(lambda f: dict(self=folder.RowWriter(_w("rows.csv"),
+    "folder_write.RowWriter.close": Walk(lambda f: dict(self=folder_write.RowWriter(_w("rows.csv"),
                                                                         folder.STEPS_ROWS))),
     "folder.full_options": Walk(lambda f: dict(options=dict(d=8, T=10)),
                                 legal=dict(options={"missing key": "any options: the rest "
@@ -4127,7 +4128,7 @@ STUDY_WALK = {
                                legal=dict(n_seeds={"None": "every seed", "10**12": "every seed"},
                                           Ts={"None": "every T"}),
                                names=dict(Ts=r"\bTs\b|--Ts")),
-    "folder.lock_folder": Walk(lambda f: dict(out=WALK_TMP[0], shard=(0, 1), holder=None),
+    "folder_write.lock_folder": Walk(lambda f: dict(out=WALK_TMP[0], shard=(0, 1), holder=None),
                                legal=dict(shard={"list": "a pair as a list"}),
                                names=dict(out=r"\bout\b|bogus")),
     "provenance.machine": Walk(lambda f: dict()),
@@ -4286,7 +4287,7 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
     hostile value in one line naming the argument."""
     import test_all
     modules = (mechanism, failures, families, sweep, steps, theory_report, folder, report, study,
-               harness, limits, provenance, replay, kernels, symmetries, classball)
+               harness, limits, provenance, replay, kernels, symmetries, classball, folder_write)
     monkeypatch.setattr(test_all, "HUGE_WALKED", tuple(m.__name__.split(".")[-1]
                                                        for m in modules))
     public = {k: v for m in modules for k, v in _public(m).items()}

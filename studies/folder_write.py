@@ -1,0 +1,190 @@
+"""folder_write.py (studies): a results folder's writing side, split from folder.py, which reads: a
+session's CSV of runs written row by row (RowWriter: flushed and synced as each run finishes,
+a torn tail cut away first, a file of an older header continued aside) and the folder's lock
+(lock_folder: one command at a time per folder). What a row must be is folder.py's (its kinds).
+"""
+import csv
+import os
+import re
+
+from studies import folder
+from studies.harness import check_path, shown
+
+
+def _open_csv(path, fields=folder.ROW_FIELDS):
+    """(file, writer, fresh): `path` opened for appending rows, a header written first when the
+    file is missing or has no complete header line yet (header_state "fresh"); a file of another
+    header or of bytes that are no CSV is refused (ValueError naming it), never overwritten. A
+    header that cannot be written (a full disk) leaves no file behind, and the OSError names the
+    file."""
+    state = folder._header_state(path, fields)
+    if state == "other":
+        raise ValueError(f"{path} is not a CSV of runs this command writes (another header, or "
+                         f"no CSV at all); refusing to write into it: move it away or use "
+                         f"another folder")
+    fresh = state == "fresh"
+    fh = open(path, "w" if fresh else "a", newline="")
+    writer = csv.DictWriter(fh, fieldnames=fields)
+    if fresh:
+        try:
+            writer.writeheader()
+            fh.flush()
+        except OSError as e:
+            try:
+                fh.close()                   # flushes again, and fails again: still closed
+            except OSError:
+                pass
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+            raise OSError(e.errno, e.strerror or str(e), path) from None
+    return fh, writer, fresh
+
+
+def _drop_torn_tail(path):
+    """Cut a CSV back to its last complete line, so appending cannot glue onto a torn row."""
+    if not os.path.exists(path):
+        return
+    with open(path, "rb+") as f:
+        text = f.read()
+        if text and not text.endswith(b"\n"):
+            f.truncate(text.rfind(b"\n") + 1)
+
+class RowWriter:
+    """This session's CSV of runs of one kind (SWEEP_ROWS, STEPS_ROWS): each row written, flushed
+    and synced as it finishes, after a torn last line (a crash mid-write) is cut away, never
+    appended to; a file under another header (an older version's) is never touched but
+    continued aside (runs-part2.csv). If something replaces or removes the file under the
+    command (a `git checkout` of a tracked results file did once: every later row went to a
+    deleted file), the file is reopened and this session's rows it no longer holds are written
+    back. Every OSError (a full disk) names the file."""
+
+    def __init__(self, path, kind=folder.SWEEP_ROWS, arithmetic_of=None):
+        path = check_path("path", path, "a CSV's path")
+        self.kind, self.sidecar = folder._check_kind(kind), None
+        if arithmetic_of is not None:  # the session's arithmetic differs from the folder's
+            name = os.path.basename(re.sub(r"(-part\d+)?(-shard-\d+-of-\d+)?\.csv$", "", path))
+            side = os.path.join(os.path.dirname(path), f"arithmetic-of-{name}.csv")
+            if os.path.lexists(side) and (os.path.islink(side) or folder._header_state(
+                    side, ("run", "arithmetic")) == "other"):
+                raise ValueError(f"{side} is not a record of runs' arithmetic this command wrote "
+                                 f"(another header, no CSV, or a link); refusing to write into "
+                                 f"it: move it away")
+            self.sidecar = (side, arithmetic_of)
+        if os.path.islink(path):
+            raise ValueError(f"{path} is a link; refusing to write rows through it (to a file "
+                             f"that may lie outside the folder): move it away")
+        k = 1
+        while folder._header_state(path, kind["fields"]) == "other":
+            k += 1                 # written by an older version: never touched, continued aside
+            path = re.sub(r"(-part\d+)?\.csv$", f"-part{k}.csv", path)
+        if folder._header_state(path, kind["fields"]) == "ours":
+            _drop_torn_tail(path)   # only a file of ours is ever cut
+        self.path, self.rows = path, []
+        self.fh, self.writer, _ = _open_csv(path, kind["fields"])
+
+    def write(self, row):
+        if not isinstance(row, dict) or set(self.kind["fields"]) - set(self.kind["optional"]) - \
+                set(row) or set(row) - set(self.kind["fields"]):
+            raise ValueError(f"row must be a dict of the columns {', '.join(self.kind['fields'])}"
+                             f" (the optional ones may be left out), got {shown(row)}")
+        try:
+            self._still_ours()
+            self.writer.writerow(row)
+            self.fh.flush()
+            os.fsync(self.fh.fileno())
+        except OSError as e:                # a full disk: one line that names the file
+            raise OSError(e.errno, e.strerror or str(e), self.path) from None
+        self.rows.append(row)
+        if self.sidecar:
+            self._record_arithmetic(row)
+
+    def _record_arithmetic(self, row):
+        """The row's arithmetic beside it: the run's name and the arithmetic's id (arithmetic_of:
+        provenance.arithmetic_id of the session's record) in the sidecar."""
+        path, rec = self.sidecar
+        try:
+            fresh = not os.path.exists(path)
+            with open(path, "a", newline="") as f:
+                w = csv.writer(f)
+                if fresh:
+                    w.writerow(["run", "arithmetic"])
+                w.writerow([self.kind["name"](self.kind["run"](row)), rec])
+        except OSError as e:
+            raise OSError(e.errno, e.strerror or str(e), path) from None
+
+    def _still_ours(self):
+        try:
+            if os.stat(self.path).st_ino == os.fstat(self.fh.fileno()).st_ino:
+                return
+        except OSError:                            # removed
+            pass
+        self.close()
+        if folder._header_state(self.path, self.kind["fields"]) == "ours":
+            _drop_torn_tail(self.path)
+        self.fh, self.writer, fresh = _open_csv(self.path, self.kind["fields"])
+        key = self.kind["run"]
+        on_disk = {key(r) for r in ([] if fresh else folder.read_rows([self.path], kind=self.kind))}
+        back = [r for r in self.rows if key(r) not in on_disk]
+        self.writer.writerows(back)
+        print(f"warning: {self.path} was replaced or removed while this command wrote to it; "
+              f"reopened it and wrote back {len(back)} rows of this session", flush=True)
+
+    def close(self):
+        try:
+            self.fh.close()
+        except OSError as e:
+            raise OSError(e.errno, e.strerror or str(e), self.path) from None
+
+
+# ---------------------------------------------------------------- the lock and the machine
+
+def lock_folder(out, shard=(0, 1), holder=None):
+    """Hold an exclusive lock on OUT/.lock for this process's life, whatever the shard: one folder
+    runs one command at a time (a sweep, a steps.py run, a report), so a second sweep, a shard
+    beside the whole sweep, or shards of different splits (0/2 and 0/3) can never run the same
+    searches twice and write duplicate rows, and a report never writes between a sweep's rows
+    and its final report. A busy folder is a ValueError naming the process that holds it
+    (`holder`, default: this pid and shard). The lock is the kernel's (flock), so a killed sweep
+    never leaves a stale one. Where fcntl does not exist (Windows) there is no lock; None is
+    returned. Shards that run at the same time write to folders of their own; copy their
+    runs-shard-*.csv into one folder and report it."""
+    check_path("out", out, "a folder")
+    if not (isinstance(shard, (tuple, list)) and len(shard) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in shard)
+            and 0 <= shard[0] < shard[1]):
+        raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {shown(shard)}")
+    if holder is not None and not isinstance(holder, str):
+        raise TypeError(f"holder must be a str or None, got {shown(holder)}")
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    path = os.path.join(out, ".lock")
+    try:
+        fh = open(path, "a+")
+    except OSError as e:
+        raise ValueError(f"{out}: cannot lock the folder ({path}: {e.strerror}); a command "
+                         f"that writes into a folder needs it writable") from None
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.seek(0)
+        held = fh.read().strip() or "another process"
+        fh.close()
+        raise ValueError(f"{out} is in use by another sweep, steps.py run or report ({held}); "
+                         f"one command writes into a folder at a time: wait for it, or use "
+                         f"another --out") from None
+    try:
+        fh.seek(0)
+        fh.truncate()
+        fh.write(holder or f"pid {os.getpid()}, shard {shard[0]}/{shard[1]}")
+        fh.flush()
+    except OSError as e:                  # a full disk: one line naming the lock file
+        try:
+            fh.close()
+        except OSError:
+            pass
+        raise OSError(e.errno, e.strerror or str(e), path) from None
+    return fh
