@@ -13,7 +13,8 @@ reports read them all. steps.py's folder is the same kind: OUT/steps.csv (STEPS_
 written and checked by the same functions.
 
 The file reads top to bottom: the rows (fields, reading, the one validator), the fingerprint
-and the checks that rows belong to one sweep, sweep.json, a study's plan.json; the machine and the arithmetic a folder's rows were made by are provenance.py's.
+and the checks that rows belong to one sweep, sweep.json, a study's plan.json; the machine and
+the arithmetic a folder's rows were made by (arithmetic.json) are provenance.py's.
 """
 import csv
 import glob
@@ -24,7 +25,6 @@ import os
 import re
 import sys
 
-from studies import arithmetic
 from studies import cli
 from studies import run_options
 
@@ -408,7 +408,7 @@ READERS = {
     "pairs.csv": "folder.read_whole",          # PAIR_ROWS, written whole
     "sweep.json": "folder.read_meta",
     "plan.json": "folder.read_plan",
-    "arithmetic.json": "folder.read_finding",
+    "arithmetic.json": "provenance.read_finding",
     "steps.json": "steps.read_steps_meta",
     "curves.json": "steps._read_curves",
     "limits.json": "limits.statistical_limits",   # a cache: a damaged one is set aside with a
@@ -891,53 +891,6 @@ def read_json(path, what, advice):
         return cli.parse_json(cli.read_text_file(path, os.path.basename(path)))
     except ValueError as e:
         raise ValueError(f"{path} is not {what} ({type(e).__name__}: damaged?); {advice}") from None
-
-
-def read_finding(path):
-    """A folder's arithmetic.json (find's finding), every key find writes checked: found (None or
-    a dict of the arithmetic's blas, blas_version, kernel, dtype), tried (a non-empty list of
-    {kernel, replayed, of}), cpu, and with found None, closest (None or {kernel,
-    worst_relative_difference, worst_column}) and rows_by_kernel (None or {row: kernel or None}).
-    ValueError, one line naming the file and the key, otherwise."""
-    check_path("path", path, "an arithmetic.json's path")
-    if not os.path.isfile(path):
-        raise ValueError(f"path {path} is not a file (a folder's arithmetic.json expected)")
-    f = read_json(path, "a replay's finding (arithmetic.json)", "write it again with --find")
-    if not isinstance(f, dict):
-        raise ValueError(f"{path} is not a replay's finding (a JSON {type(f).__name__}, not an "
-                         f"object); write it again with --find")
-    text = lambda v: isinstance(v, str)
-    count = lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10 ** 9
-    kernel = lambda v: v in arithmetic.KERNEL_FLAGS or v == "not OpenBLAS"
-    tried = f.get("tried") if isinstance(f.get("tried"), list) else []
-    checks = [
-        ("found", f.get("found") is None or (isinstance(f["found"], dict) and all(
-            text(f["found"].get(k)) for k in ("blas", "blas_version", "kernel", "dtype"))
-            and kernel(f["found"]["kernel"])),
-         "None or the arithmetic that replays (blas, blas_version, a kernel, dtype)"),
-        ("tried", isinstance(f.get("tried"), list) and f["tried"] and all(
-            isinstance(t, dict) and kernel(t.get("kernel")) and count(t.get("replayed"))
-            and count(t.get("of")) and t["replayed"] <= t["of"] for t in f["tried"]),
-         f"a list of the kernels tried ({{kernel of {', '.join(arithmetic.KERNEL_FLAGS)}, "
-         f"replayed <= of}})"),
-        ("found", f.get("found") is None or any(
-            isinstance(t, dict) and t.get("kernel") == f["found"]["kernel"]
-            and t.get("replayed") == t.get("of") for t in tried),
-         "a kernel whose tried entry replayed every row it tried"),
-        ("cpu", text(f.get("cpu")), "the processor's name"),
-        ("closest", f.get("closest") is None or (isinstance(f["closest"], dict) and text(
-            f["closest"].get("kernel")) and text(f["closest"].get("worst_column")) and isinstance(
-            f["closest"].get("worst_relative_difference"), (int, float))
-            and not f["closest"]["worst_relative_difference"] < 0),
-         "None or {kernel, worst_relative_difference, worst_column}"),
-        ("rows_by_kernel", f.get("rows_by_kernel") is None or (isinstance(
-            f["rows_by_kernel"], dict) and all(v is None or text(v)
-                                               for v in f["rows_by_kernel"].values())),
-         "None or {row: the kernel that replays it, or None}")]
-    for key, ok, want in checks:
-        if not ok:
-            raise ValueError(f"{path}: {key} is not {want} (damaged? write it again with --find)")
-    return f
 
 
 def _check_meta(meta, path="sweep.json"):

@@ -6,7 +6,7 @@ steps.json, plan.json: machine); a session whose arithmetic is not the folder's 
 (check_arithmetic) unless the command is given --other-arithmetic (add_other_arithmetic), and
 then writes each new row's arithmetic beside it (folder_write.RowWriter's arithmetic_of, an
 arithmetic_id). Folders made before these records: what studies.replay --find found
-(OUT/arithmetic.json, read by folder.read_finding), as recorded_arithmetic reports it.
+(OUT/arithmetic.json, read by read_finding), as recorded_arithmetic reports it.
 """
 import argparse
 import os
@@ -51,10 +51,57 @@ def recorded_arithmetic(out, meta):
         return named[-1]
     path = os.path.join(out, "arithmetic.json")
     if os.path.isfile(path):
-        found = folder.read_finding(path)["found"]   # its one reader: damage is one line
+        found = read_finding(path)["found"]   # its one reader: damage is one line
         if found is not None:
             return found
     return None
+
+
+def read_finding(path):
+    """A folder's arithmetic.json (find's finding), every key find writes checked: found (None or
+    a dict of the arithmetic's blas, blas_version, kernel, dtype), tried (a non-empty list of
+    {kernel, replayed, of}), cpu, and with found None, closest (None or {kernel,
+    worst_relative_difference, worst_column}) and rows_by_kernel (None or {row: kernel or None}).
+    ValueError, one line naming the file and the key, otherwise."""
+    check_path("path", path, "an arithmetic.json's path")
+    if not os.path.isfile(path):
+        raise ValueError(f"path {path} is not a file (a folder's arithmetic.json expected)")
+    f = folder.read_json(path, "a replay's finding (arithmetic.json)", "write it again with --find")
+    if not isinstance(f, dict):
+        raise ValueError(f"{path} is not a replay's finding (a JSON {type(f).__name__}, not an "
+                         f"object); write it again with --find")
+    text = lambda v: isinstance(v, str)
+    count = lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10 ** 9
+    kernel = lambda v: v in arithmetic.KERNEL_FLAGS or v == "not OpenBLAS"
+    tried = f.get("tried") if isinstance(f.get("tried"), list) else []
+    checks = [
+        ("found", f.get("found") is None or (isinstance(f["found"], dict) and all(
+            text(f["found"].get(k)) for k in ("blas", "blas_version", "kernel", "dtype"))
+            and kernel(f["found"]["kernel"])),
+         "None or the arithmetic that replays (blas, blas_version, a kernel, dtype)"),
+        ("tried", isinstance(f.get("tried"), list) and f["tried"] and all(
+            isinstance(t, dict) and kernel(t.get("kernel")) and count(t.get("replayed"))
+            and count(t.get("of")) and t["replayed"] <= t["of"] for t in f["tried"]),
+         f"a list of the kernels tried ({{kernel of {', '.join(arithmetic.KERNEL_FLAGS)}, "
+         f"replayed <= of}})"),
+        ("found", f.get("found") is None or any(
+            isinstance(t, dict) and t.get("kernel") == f["found"]["kernel"]
+            and t.get("replayed") == t.get("of") for t in tried),
+         "a kernel whose tried entry replayed every row it tried"),
+        ("cpu", text(f.get("cpu")), "the processor's name"),
+        ("closest", f.get("closest") is None or (isinstance(f["closest"], dict) and text(
+            f["closest"].get("kernel")) and text(f["closest"].get("worst_column")) and isinstance(
+            f["closest"].get("worst_relative_difference"), (int, float))
+            and not f["closest"]["worst_relative_difference"] < 0),
+         "None or {kernel, worst_relative_difference, worst_column}"),
+        ("rows_by_kernel", f.get("rows_by_kernel") is None or (isinstance(
+            f["rows_by_kernel"], dict) and all(v is None or text(v)
+                                               for v in f["rows_by_kernel"].values())),
+         "None or {row: the kernel that replays it, or None}")]
+    for key, ok, want in checks:
+        if not ok:
+            raise ValueError(f"{path}: {key} is not {want} (damaged? write it again with --find)")
+    return f
 
 
 def add_other_arithmetic(ap):

@@ -42,7 +42,7 @@ from studies.checks import INTS, check_number
 from studies.cli import OneLineParser, integer
 
 from studies import folder, harness, mechanism, provenance, steps, study, sweep
-from studies.folder import read_finding      # arithmetic.json's one reader
+from studies.provenance import read_finding  # arithmetic.json's one reader
 
 _TIMING = ("seconds", "cpu_seconds")      # columns no replay reproduces
 _STEPS_COMPARED = ("steps_to_bar", "censored")   # a steps row's final accuracy is its stack's

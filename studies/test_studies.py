@@ -3207,7 +3207,7 @@ def test_json_values_no_command_writes_are_refused(steps_ref, tmp_path, capsys):
                  dict(tried=[dict(t, replayed=0) for t in finding["tried"]])):
         path.write_text(json.dumps(dict(finding, **edit)))
         with pytest.raises(ValueError, match="arithmetic.json: (found|tried)"):
-            folder.read_finding(str(path))
+            provenance.read_finding(str(path))
     code, _, err = run_cli_main(capsys, symmetries.main, [
         "cells", "results/mechanism-interventions/full/pairs.csv", str(tmp_path / "c.md"),
         "--seeds", "100-200"])
@@ -3987,7 +3987,7 @@ STUDY_WALK = {
         log=print), run=False, legal=dict(out=NEW_FILE, plot={"None": "no plot"})),
     "classball.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     # replay.py and kernels.py (issue 46): the folders read, nothing trained in a hostile call
-    "folder.read_finding": Walk(lambda f: dict(path="results/extended/arithmetic.json")),
+    "provenance.read_finding": Walk(lambda f: dict(path="results/extended/arithmetic.json")),
     "replay.folder_kind": Walk(lambda f: dict(out="results/extended"),
                                legal=dict(out={"'bogus'": "refused: no folder"})),
     "replay.replay": Walk(lambda f: dict(out="results/extended", n_rows=1, seed=0, kernel=None,
