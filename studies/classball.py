@@ -177,7 +177,8 @@ def _record_lines(name, path, cells):
 
 def class_page(study, folders, out, plot=None, log=print):
     """The page (module docstring) of the class folders against the study, into `out`; with
-    `plot` and matplotlib, m*(T) per folder beside the study's and the statistical limit."""
+    `plot` and matplotlib, m*(T) per folder beside the study's and the statistical limit: its
+    four sections in turn (the cells, the laws, the projection's record, the bound)."""
     harness.check_path("out", out, "the table's file")
     harness.check_path("study", study, "a sweep folder", folder=True)
     harness.need(isinstance(folders, (list, tuple)) and folders, "folders", folders,
@@ -188,6 +189,22 @@ def class_page(study, folders, out, plot=None, log=print):
     harness.claim_outputs([(out, "table", "the table"), (plot, "plot", "the plot")],
                           folders=[study, *folders])
     harness.need(callable(log), "log", log, "a function of one line")
+    got = _class_folders(study, folders)
+    lines = (_cells_section(study, folders, got) + _laws_section(study, got)
+             + _record_section(got) + _bound_section(got))
+    cli.write_text(out, "\n".join(lines) + "\n")
+    log(f"wrote {out}")
+    if plot:
+        _plot(study, got, plot, log)
+
+
+def _name(f):
+    return os.path.basename(f.rstrip("/"))
+
+
+def _class_folders(study, folders):
+    """{folder: (its sweep.json, its cells against the study's, its radii)}, each folder one run
+    inside the class ball."""
     got = {}
     for f in folders:
         meta, cells = _cells(f, study)
@@ -195,7 +212,11 @@ def class_page(study, folders, out, plot=None, log=print):
         harness.need(bool(radii), "folders", f, "a sweep run inside the class ball (options "
                      "ball_qk, ball_vo, ball_w, ball_mlp)", ValueError)
         got[f] = (meta, cells, radii)
-    name = lambda f: os.path.basename(f.rstrip("/"))
+    return got
+
+
+def _cells_section(study, folders, got):
+    """The page's head and its table of cells: m*, m50, seeds above the grid, the sign test."""
     lines = ["## m*(T) inside the capacity bound's class", "",
              f"Written by `python -m studies.classball {study} {' '.join(folders)}`. Per folder "
              "and T, its finished seeds 0..n-1 beside the study's same seeds: m* by the majority "
@@ -207,20 +228,26 @@ def class_page(study, folders, out, plot=None, log=print):
              "m*, same seeds | more / fewer / same | sign test p | CPU min |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for f, (_, cells, _) in got.items():
-        lines += _cell_lines(name(f), cells)
-    lines += ["", "### The laws", "",
-              "Each curve against four two-parameter laws fitted to m itself (laws.four_laws); "
-              "slopes (k for a T^k) with 95% intervals; AIC(i) - AIC(j) with its interval "
-              "(negative favours i; the verdict is read from the interval: 'not decided' when it "
-              "holds 0); the share of resamples each law fits best. The study's rows use the same "
-              "seeds and T as the folder's.", "",
-              "| curve | estimate | T | slopes | AIC differences | best |",
-              "|---|---|---|---|---|---|"]
+        lines += _cell_lines(_name(f), cells)
+    return lines
+
+
+def _laws_section(study, got):
+    """The four laws on each folder's m* and m50, and on the study's same seeds (once per set of
+    T and seeds)."""
+    lines = ["", "### The laws", "",
+             "Each curve against four two-parameter laws fitted to m itself (laws.four_laws); "
+             "slopes (k for a T^k) with 95% intervals; AIC(i) - AIC(j) with its interval "
+             "(negative favours i; the verdict is read from the interval: 'not decided' when it "
+             "holds 0); the share of resamples each law fits best. The study's rows use the same "
+             "seeds and T as the folder's.", "",
+             "| curve | estimate | T | slopes | AIC differences | best |",
+             "|---|---|---|---|---|---|"]
     shown = set()                 # the study's curve once per set of (T, seeds) it is read on
     for f, (_, cells, _) in got.items():
         Ts = list(cells)
-        for who, key, est in ((name(f), "crit", "est"), (f"{name(study)} (same seeds)", "base",
-                                                          "base_est")):
+        for who, key, est in ((_name(f), "crit", "est"), (f"{_name(study)} (same seeds)", "base",
+                                                           "base_est")):
             if any(cells[T][key] is None for T in Ts):
                 continue
             if key == "base":
@@ -232,32 +259,39 @@ def class_page(study, folders, out, plot=None, log=print):
                                 [cells[T][key]["m_star_boot"] for T in Ts])
             lines += _law_lines(who, "m50", Ts, [cells[T][est]["m50"] for T in Ts],
                                 [cells[T][est]["m50_boot"] for T in Ts])
-    lines += ["", "### Was the constraint active?", "",
-              "From each run's record (ball-of-runs.csv): the share of runs in which the norm's "
-              "projection acted at least once, the median share of steps on which it acted, and "
-              "the median final norm over its radius (the final norm is the largest head's).", "",
-              "| folder | T | runs | " + " | ".join(NORMS) + " |",
-              "|---|---|---|" + "---|" * len(NORMS)]
+    return lines
+
+
+def _record_section(got):
+    """How often and how hard each projection acted, from the runs' records."""
+    lines = ["", "### Was the constraint active?", "",
+             "From each run's record (ball-of-runs.csv): the share of runs in which the norm's "
+             "projection acted at least once, the median share of steps on which it acted, and "
+             "the median final norm over its radius (the final norm is the largest head's).", "",
+             "| folder | T | runs | " + " | ".join(NORMS) + " |",
+             "|---|---|---|" + "---|" * len(NORMS)]
     for f, (_, cells, _) in got.items():
-        lines += _record_lines(name(f), f, cells)
-    lines += ["", "### The capacity bound at these radii", "",
-              "theory.covering_constant's reconstructed shape for a model whose 16 heads all sit "
-              "at the radii (bound_constant), and the generalization gap sqrt(C log(2 d m T) / "
-              "m) it gives at the measured m*: a gap >= 1 says nothing about a 0-1 error "
-              "(vacuous).", "",
-              "| folder | radii (qk, vo, w, mlp) | C | gap at m*, per T |", "|---|---|---|---|"]
+        lines += _record_lines(_name(f), f, cells)
+    return lines
+
+
+def _bound_section(got):
+    """The reconstructed bound's constant at each folder's radii, and the gap it gives at m*."""
+    lines = ["", "### The capacity bound at these radii", "",
+             "theory.covering_constant's reconstructed shape for a model whose 16 heads all sit "
+             "at the radii (bound_constant), and the generalization gap sqrt(C log(2 d m T) / "
+             "m) it gives at the measured m*: a gap >= 1 says nothing about a 0-1 error "
+             "(vacuous).", "",
+             "| folder | radii (qk, vo, w, mlp) | C | gap at m*, per T |", "|---|---|---|---|"]
     for f, (meta, cells, radii) in got.items():
         o = run_options.validate_options(dict(meta["options"], T=max(cells)))
         C = bound_constant(radii, o["d"], o["heads"])
-        gaps = ", ".join(f"T = {T}: " + (f"{theory.generalization_gap(C, o['d'], int(c['crit']['m_star']), T):.3g}"
-                                         if C and math.isfinite(c["crit"]["m_star"]) else "-")
-                         for T, c in cells.items())
-        lines.append(f"| {name(f)} | {', '.join(f'{radii.get(k, 0):g}' for k in NORMS)} | "
-                     f"{C:.3g} | {gaps} |" if C else f"| {name(f)} | - | unbounded | - |")
-    cli.write_text(out, "\n".join(lines) + "\n")
-    log(f"wrote {out}")
-    if plot:
-        _plot(study, got, plot, log)
+        gap = lambda c, T: theory.generalization_gap(C, o["d"], int(c["crit"]["m_star"]), T)
+        gaps = ", ".join(f"T = {T}: " + (f"{gap(c, T):.3g}" if C and math.isfinite(
+            c["crit"]["m_star"]) else "-") for T, c in cells.items())
+        lines.append(f"| {_name(f)} | {', '.join(f'{radii.get(k, 0):g}' for k in NORMS)} | "
+                     f"{C:.3g} | {gaps} |" if C else f"| {_name(f)} | - | unbounded | - |")
+    return lines
 
 
 def _plot(study, got, path, log):
