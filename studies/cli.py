@@ -556,12 +556,13 @@ def parse_json(text):
     itself keeps the last of two keys, and dies of RecursionError), never a value believed."""
     _need("text", text, isinstance(text, str), "a str")
 
-    def one_each(pairs):
-        keys = [k for k, _ in pairs]
-        twice = sorted({k for k in keys if keys.count(k) > 1})
-        if twice:
-            raise ValueError(f"the key {twice[0]!r} twice in one object")
-        return dict(pairs)
+    def one_each(pairs):                  # linear: a count per key would be quadratic
+        d = dict(pairs)
+        if len(d) < len(pairs):
+            seen = set()
+            twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+            raise ValueError(f"the key {twice!r} twice in one object")
+        return d
     try:
         return json.loads(text, object_pairs_hook=one_each)
     except RecursionError:
