@@ -41,8 +41,8 @@ import theory
 import train
 # the WALK table below also holds the entries of the modules that moved into studies/ (walked by
 # test_studies); their fixtures need these
-from studies import (arithmetic, baseline, checkpoint, cli, hypotheses, run_options,  # noqa: E402
-                     symmetry, trainer)
+from studies.lib import (arithmetic, baseline, checkpoint, cli, hypotheses, run_options, symmetry)  # noqa: E402
+from studies import trainer
 
 
 # optim.py and stats.py: the optimiser, and the statistics behind every table
@@ -1453,7 +1453,7 @@ def project_graph():
     """{module: the project modules it imports} over the root's files and studies/ (tests left
     out), with each module's unused imports."""
     files = [f for f in glob.glob(os.path.join(HERE, "*.py")) + glob.glob(
-        os.path.join(HERE, "studies", "*.py")) if not os.path.basename(f).startswith("test_")]
+        os.path.join(HERE, "studies", "**", "*.py"), recursive=True) if not os.path.basename(f).startswith("test_")]
     graph, unused = {}, {}
     for f in files:
         rel = os.path.relpath(f, HERE)[:-3].replace(os.sep, ".")
@@ -2441,7 +2441,8 @@ def test_theory_defines_no_name_another_module_defines():
         "main"}                                                                 # each command's
     assert {"norm_measures", "covering_constant", "construction_width", "numerical_jacobian",
             "fit_line"} <= ours
-    files = glob.glob(os.path.join(HERE, "*.py")) + glob.glob(os.path.join(HERE, "studies", "*.py"))
+    files = glob.glob(os.path.join(HERE, "*.py")) + glob.glob(os.path.join(HERE, "studies", "**", "*.py"),
+                                                        recursive=True)
     clashes = {os.path.relpath(f, HERE) + f":{n}" for f in files
                if os.path.basename(f) != "theory.py" and not os.path.basename(f).startswith("test_")
                for n in ours & defined(f)}

@@ -354,7 +354,7 @@ def linear_class_samples(T, gap):
 def construction_width(T, s, code_factor=16.0):
     """The width d_p of the construction's positional codes, max(8, ceil(code_factor * s * ln T)):
     random +-1/sqrt(d_p) codes stay nearly orthogonal over T positions at about 16 s ln T (about
-    8 ln T was seen to fail). build_sparse_head builds its heads with it; studies/report.py's
+    8 ln T was seen to fail). build_sparse_head builds its heads with it; studies/lib/report.py's
     width table sets it beside the widths trained."""
     T, s = _check_number("T", T, real=True, lo=1), _check_number("s", s)   # T: a plot's axis too
     code_factor = _check_number("code_factor", code_factor, real=True, hi=10**6)

@@ -27,7 +27,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.classball")   # (run as a file)
 
-from studies import cli                      # standard library only: Ctrl-C from the first line
+from studies.lib import cli  # standard library only: Ctrl-C from the first line
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.classball")
@@ -39,10 +39,10 @@ import os  # noqa: E402
 import numpy as np  # noqa: E402
 
 import theory  # noqa: E402
-from studies import folder, harness, laws, limits, run_options, stats  # noqa: E402
-from studies.checks import INTS, check_number  # noqa: E402
-from studies.cli import OneLineParser  # noqa: E402
-from studies.study import fmt  # noqa: E402
+from studies.lib import folder, harness, laws, limits, run_options, stats  # noqa: E402
+from studies.lib.checks import INTS, check_number  # noqa: E402
+from studies.lib.cli import OneLineParser  # noqa: E402
+from studies.lib.study import fmt  # noqa: E402
 from studies.symmetries import sign_test  # noqa: E402
 
 NORMS = folder.BALL_NORMS

@@ -21,7 +21,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.kernels")   # (run as a file)
 
-from studies import cli                      # standard library only: Ctrl-C from the first line
+from studies.lib import cli  # standard library only: Ctrl-C from the first line
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.kernels")   # Ctrl-C while starting: one line, exit 130
@@ -31,12 +31,12 @@ import os
 
 import numpy as np
 
-from studies.checks import INTS, check_number
-from studies.cli import OneLineParser
+from studies.lib.checks import INTS, check_number
+from studies.lib.cli import OneLineParser
 
-from studies import harness, provenance
+from studies.lib import harness, provenance
 from studies.mechanism import SEPARATED
-from studies.study import EDGE_NOTE, fmt, load_study, seed_weights, separation, word
+from studies.lib.study import EDGE_NOTE, fmt, load_study, seed_weights, separation, word
 
 
 def _by_cell(cells):

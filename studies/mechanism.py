@@ -33,7 +33,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.mechanism")   # (run as a file)
 
-from studies import cli                      # standard library only: the thread setting acts before numpy
+from studies.lib import cli  # standard library only: the thread setting acts before numpy
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.mechanism")
@@ -48,20 +48,20 @@ from concurrent.futures import FIRST_COMPLETED, wait
 
 import numpy as np
 
-from studies import checks
+from studies.lib import checks
 
-from studies import arithmetic
+from studies.lib import arithmetic
 import attn
-from studies.checks import INTS, REALS, check_number
-from studies import run_options
-from studies import symmetry
+from studies.lib.checks import INTS, REALS, check_number
+from studies.lib import run_options
+from studies.lib import symmetry
 from studies import trainer
-from studies.cli import OneLineParser, int_list, integer, number
+from studies.lib.cli import OneLineParser, int_list, integer, number
 from theory import covering_constant, covering_parts, norm_measures, paper_score_gap
 
-from studies import failures, folder, harness, laws, provenance, stats
-from studies import folder_write
-from studies.study import (EDGE_NOTE, STUDY_CSVS, fmt, is_final, load_runs, median_ci,
+from studies.lib import failures, folder, harness, laws, provenance, stats
+from studies.lib import folder_write
+from studies.lib.study import (EDGE_NOTE, STUDY_CSVS, fmt, is_final, load_runs, median_ci,
                            read_plan, seed_weights, separation, study_cells, study_files,
                            study_rows, weights_at, word)
 

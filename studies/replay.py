@@ -26,7 +26,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.replay")   # (run as a file)
 
-from studies import cli                      # standard library only: Ctrl-C from the first line
+from studies.lib import cli  # standard library only: Ctrl-C from the first line
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.replay")   # Ctrl-C while starting: one line, exit 130
@@ -37,12 +37,13 @@ import os
 
 import numpy as np
 
-from studies import arithmetic
-from studies.checks import INTS, check_number
-from studies.cli import OneLineParser, integer
+from studies.lib import arithmetic
+from studies.lib.checks import INTS, check_number
+from studies.lib.cli import OneLineParser, integer
 
-from studies import folder, harness, mechanism, provenance, steps, study, sweep
-from studies.provenance import read_finding  # arithmetic.json's one reader
+from studies.lib import folder, harness, provenance, study
+from studies import mechanism, steps, sweep
+from studies.lib.provenance import read_finding  # arithmetic.json's one reader
 
 _TIMING = ("seconds", "cpu_seconds")      # columns no replay reproduces
 _STEPS_COMPARED = ("steps_to_bar", "censored")   # a steps row's final accuracy is its stack's

@@ -34,7 +34,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.steps")   # (run as a file)
 
-from studies import cli                      # standard library only: Ctrl-C from the first line
+from studies.lib import cli  # standard library only: Ctrl-C from the first line
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.steps")    # Ctrl-C while starting: one line, exit 130
@@ -45,20 +45,20 @@ import re
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 
-from studies.cli import OneLineParser, int_list, integer
+from studies.lib.cli import OneLineParser, int_list, integer
 
 import numpy as np
 
-from studies import arithmetic
-from studies import hypotheses
-from studies import run_options
+from studies.lib import arithmetic
+from studies.lib import hypotheses
+from studies.lib import run_options
 from studies import trainer
-from studies.checks import INTS, check_number
+from studies.lib.checks import INTS, check_number
 from theory import fit_line
 
-from studies import folder, harness, limits, provenance, stats
-from studies import folder_write
-from studies.stats import (bound_text, median_ci, resample_medians,
+from studies.lib import folder, harness, limits, provenance, stats
+from studies.lib import folder_write
+from studies.lib.stats import (bound_text, median_ci, resample_medians,
                            seed_resamples, weighted_percentile_ci)
 
 FIELDS = folder.STEPS_FIELDS       # one CSV row per run (folder.py reads, checks and writes it)

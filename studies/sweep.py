@@ -28,7 +28,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.sweep")   # (run as a file)
 
-from studies import cli                      # standard library only: Ctrl-C from the first line
+from studies.lib import cli  # standard library only: Ctrl-C from the first line
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.sweep")    # Ctrl-C while starting: one line, exit 130
@@ -38,22 +38,22 @@ import os
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 
-from studies.cli import OneLineParser, int_list, integer, number
+from studies.lib.cli import OneLineParser, int_list, integer, number
 
 import numpy as np
 
-from studies import arithmetic
+from studies.lib import arithmetic
 import attn
-from studies.checks import INTS, check_number
+from studies.lib.checks import INTS, check_number
 import data
 import fast
 import optim
-from studies import run_options
+from studies.lib import run_options
 from studies import trainer
 
-from studies import families, folder, harness, limits, provenance, report
-from studies import folder_write
-from studies.stats import SEARCHES, m_grid, replay
+from studies.lib import families, folder, harness, limits, provenance, report
+from studies.lib import folder_write
+from studies.lib.stats import SEARCHES, m_grid, replay
 
 # ---------------------------------------------------------------- presets and protocols --------
 

@@ -28,7 +28,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.symmetries")   # (run as a file)
 
-from studies import cli                      # standard library only: the thread setting acts before numpy
+from studies.lib import cli  # standard library only: the thread setting acts before numpy
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.symmetries")
@@ -40,17 +40,17 @@ import os
 import numpy as np
 
 import attn
-from studies import symmetry
+from studies.lib import symmetry
 from studies import trainer
-from studies.checks import INTS, check_number
-from studies.cli import OneLineParser, int_list
+from studies.lib.checks import INTS, check_number
+from studies.lib.cli import OneLineParser, int_list
 from theory import covering_constant, generalization_gap, norm_measures
 
-from studies import folder, harness, stats
-from studies.folder import folder_rows
-from studies.stats import critical_sizes
+from studies.lib import folder, harness, stats
+from studies.lib.folder import folder_rows
+from studies.lib.stats import critical_sizes
 from studies.mechanism import growth_table, measure_mechanism
-from studies.study import EDGE_NOTE, fmt, load_runs, seed_weights, separation, word
+from studies.lib.study import EDGE_NOTE, fmt, load_runs, seed_weights, separation, word
 
 # ======== 1. THE MEASURES AGAINST THE SYMMETRIES ================================================
 

@@ -27,19 +27,20 @@ import time
 import numpy as np
 import pytest
 
-from studies import arithmetic
+from studies.lib import arithmetic
 import attn
-from studies import cli
+from studies.lib import cli
 import data
 import fast
-from studies import hypotheses
-from studies import run_options
-from studies import baseline, checkpoint, checks, symmetry
+from studies.lib import hypotheses
+from studies.lib import run_options
+from studies.lib import baseline, checkpoint, checks, symmetry
 import theory
 from studies import trainer
-from studies import folder_write
-from studies import (classball, families, failures, folder, harness, kernels, laws, limits, mechanism,
-                     provenance, report, stats, steps, study, sweep, symmetries, theory_report)
+from studies.lib import folder_write
+from studies.lib import (families, failures, folder, harness, laws, limits, provenance, report,
+                         stats, study)
+from studies import classball, kernels, mechanism, steps, sweep, symmetries, theory_report
 import optim
 import train
 import test_all
@@ -552,14 +553,14 @@ STATS_WALK.update({
 
 
 def test_every_public_function_of_laws_refuses_hostile_values_naming_the_argument():
-    """The walker of test_all.py over studies/laws.py (the laws across T and s)."""
+    """The walker of test_all.py over studies/lib/laws.py (the laws across T and s)."""
     public = _public(laws)
     assert set(public) == set(LAWS_WALK), sorted(set(public) ^ set(LAWS_WALK))
     assert_walked(public, LAWS_WALK, least=50)
 
 
 def test_every_public_function_of_stats_refuses_hostile_values_naming_the_argument():
-    """The walker of test_all.py (issue 39) over studies/stats.py: every public function has a
+    """The walker of test_all.py (issue 39) over studies/lib/stats.py: every public function has a
     STATS_WALK entry and refuses each hostile value in one line naming the argument."""
     public = _public(stats)
     assert not set(public) - set(STATS_WALK), sorted(set(public) - set(STATS_WALK))
@@ -5305,7 +5306,7 @@ def _one_line(code, err, *words):
 
 _SWALLOWED = ("import os, signal, sys, time\n"
               "signal.signal(signal.SIGINT, signal.default_int_handler)\n"   # as in a terminal
-              "from studies import cli\n"
+              "from studies.lib import cli\n"
               "cli.STOP_GRACE = 1.0\n"
               "SIG, RUN_ON = getattr(signal, sys.argv[1]), float(sys.argv[2])\n"
               "def main(argv):\n"
@@ -6427,7 +6428,8 @@ def _parsing_sites():
     tests): json.load(s), csv.reader, csv.DictReader, np.load; the function is the top-level
     one (or Class.method) that holds the call."""
     sites = []
-    for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "*.py"))):
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "**", "*.py"),
+                                  recursive=True)):
         name = os.path.basename(path)[:-3]
         if name.startswith("test_"):
             continue
@@ -6453,7 +6455,9 @@ def test_no_code_parses_a_study_file_but_its_declared_reader():
     assert {f for f, _ in sites} <= allowed, [s for s in sites if s[0] not in allowed]
     for qualified in allowed:                               # and each declared name exists
         module, function = qualified.split(".")
-        assert callable(getattr(importlib.import_module(f"studies.{module}"), function)), qualified
+        where = "studies.lib" if os.path.exists(os.path.join(STUDIES, "lib", module + ".py")) \
+            else "studies"
+        assert callable(getattr(importlib.import_module(f"{where}.{module}"), function)), qualified
 
 
 def test_a_damaged_limits_cache_is_set_aside_with_one_warning_and_not_replaced(tmp_path, capsys):

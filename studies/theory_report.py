@@ -21,7 +21,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.theory_report")   # (run as a file)
 
-from studies import cli
+from studies.lib import cli
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.theory_report")   # Ctrl-C while starting: one line, exit 130
@@ -31,16 +31,16 @@ import time
 
 import numpy as np
 
-from studies import checks
+from studies.lib import checks
 
 import attn
 import data
-from studies import hypotheses
+from studies.lib import hypotheses
 from studies import trainer
 from theory import (MEAS, THM, construction_cache, covering_constant, generalization_gap,
                     heading, norm_measures, pairwise_ratios, require, say, spectral_norm)
 
-from studies import harness
+from studies.lib import harness
 
 
 def measure_trained_block(p, cfg, X):

@@ -25,7 +25,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.trainer")   # (run as a file)
 
-from studies import cli                     # standard library only: Ctrl-C from the first line
+from studies.lib import cli  # standard library only: Ctrl-C from the first line
 
 if __name__ == "__main__":
     cli.quiet_interrupts("studies.trainer")  # Ctrl-C while starting: one line, exit 130
@@ -45,12 +45,12 @@ import fast  # noqa: E402
 import optim  # noqa: E402
 import train  # noqa: E402
 import theory  # noqa: E402
-from studies import arithmetic, baseline, checks, hypotheses, symmetry  # noqa: E402
-from studies.checkpoint import (Interrupted, StopRequests, check_checkpoint,  # noqa: E402
+from studies.lib import arithmetic, baseline, checks, hypotheses, symmetry  # noqa: E402
+from studies.lib.checkpoint import (Interrupted, StopRequests, check_checkpoint,  # noqa: E402
                                 checkpoint_owner, load_checkpoint, restore, same_path,
                                 save_checkpoint)
-from studies.cli import integer  # noqa: E402
-from studies.run_options import (DEFAULTS, OPTIONS, RUN_KEYS, ball_radii, cli_flag, model_config,  # noqa: E402
+from studies.lib.cli import integer  # noqa: E402
+from studies.lib.run_options import (DEFAULTS, OPTIONS, RUN_KEYS, ball_radii, cli_flag, model_config,  # noqa: E402
                                  py_flag, run_shapes, validate_options)
 Diverged = train.Diverged
 

@@ -14,11 +14,11 @@ import os
 
 import numpy as np
 
-from studies import cli
+from studies.lib import cli
 from theory import COVERING_SUMS, covering_from_parts
 
-from studies import folder, harness, stats
-from studies.study import (EDGE_NOTE, fmt, is_final, load_runs, load_study, read_plan,
+from studies.lib import folder, harness, stats
+from studies.lib.study import (EDGE_NOTE, fmt, is_final, load_runs, load_study, read_plan,
                            recorded_folder, same_folder, separation, study_files, study_rows,
                            weighted_median, word)
 

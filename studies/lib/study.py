@@ -17,9 +17,9 @@ import os
 
 import numpy as np
 
-from studies.checks import INTS, REALS, check_number
-from studies import folder, stats
-from studies.harness import check_path, shown
+from studies.lib.checks import INTS, REALS, check_number
+from studies.lib import folder, stats
+from studies.lib.harness import check_path, shown
 
 
 def read_plan(out):

@@ -13,11 +13,11 @@ Shapes: B batch, T bits, k = hidden units.
 """
 import numpy as np
 
-from studies import checks
+from studies.lib import checks
 
 import attn
 import fast
-from studies.checks import WrongType, check_array, check_choice, check_01, describe
+from studies.lib.checks import WrongType, check_array, check_choice, check_01, describe
 
 KEYS = ("W_1", "b_1", "W_2", "b_2")
 

@@ -14,17 +14,17 @@ import time
 
 import numpy as np
 
-from studies import checks
+from studies.lib import checks
 
 import data
-from studies import hypotheses
+from studies.lib import hypotheses
 from studies import trainer
-from studies.checks import INTS, check_number
-from studies import cli
-from studies.cli import claim_outputs, read_text_file, write_json, write_text
+from studies.lib.checks import INTS, check_number
+from studies.lib import cli
+from studies.lib.cli import claim_outputs, read_text_file, write_json, write_text
 
-from studies import harness
-from studies.harness import need
+from studies.lib import harness
+from studies.lib.harness import need
 
 
 LIMIT_SEEDS = 200     # streams per T for the statistical limit (about 1 s at T = 10^4)

@@ -10,9 +10,9 @@ import numpy as np
 
 import attn
 import train
-from studies import baseline
+from studies.lib import baseline
 import data
-from studies.cli import BadValue, choice, integer, number
+from studies.lib.cli import BadValue, choice, integer, number
 
 def _ref(name, more=""):
     """train.py's row `name` in this table's form: its default and help (with `more` said after),

@@ -17,17 +17,17 @@ import sys
 
 import numpy as np
 
-from studies import run_options
-from studies.cli import pyplot_or_hint, read_text_file, save_figure, write_json, write_text
+from studies.lib import run_options
+from studies.lib.cli import pyplot_or_hint, read_text_file, save_figure, write_json, write_text
 from theory import construction_width, fit_line
 
-from studies.checks import INTS, check_number
-from studies import harness, stats
-from studies.folder import folder_rows, full_options
-from studies.harness import check_markers, marked_files, page_target, paste_tables, need
-from studies.laws import log_departure, paired_growth, paired_ratio, scaling_fits
-from studies.limits import LIMIT_SEEDS, STRUCTURED, limit_text, statistical_limits
-from studies.stats import (bound_text, critical_sizes, seed_outcome, split_by_T,
+from studies.lib.checks import INTS, check_number
+from studies.lib import harness, stats
+from studies.lib.folder import folder_rows, full_options
+from studies.lib.harness import check_markers, marked_files, page_target, paste_tables, need
+from studies.lib.laws import log_departure, paired_growth, paired_ratio, scaling_fits
+from studies.lib.limits import LIMIT_SEEDS, STRUCTURED, limit_text, statistical_limits
+from studies.lib.stats import (bound_text, critical_sizes, seed_outcome, split_by_T,
                            success_estimates, surely_above, surely_below)
 
 # ---------------------------------------------------------------- the paper's figure -----------

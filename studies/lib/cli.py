@@ -12,7 +12,7 @@ person typing them, and this file is where those promises are kept once:
     command runs (quiet_interrupts, installed while this file is imported by a command of this
     project, before its other imports; one_line_errors, whose watchdog stops a command whose code
     swallowed the signal).
-The studies' worker pool and the pages that copy tables are studies/harness.py's.
+The studies' worker pool and the pages that copy tables are studies/lib/harness.py's.
 Standard library only, so that the thread setting can run before numpy is imported.
 """
 import os
@@ -91,7 +91,7 @@ def _command_name(path):
     """The name a command of this project goes by: `train.py` for a file beside this one,
     `studies.sweep` for a module of a package below it (run as `python -m studies.sweep`); None
     for a file outside the project."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repo, above studies/
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo
     rel = os.path.relpath(os.path.abspath(path), root)
     if rel.startswith(os.pardir) or not rel.endswith(".py"):
         return None

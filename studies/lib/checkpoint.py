@@ -18,11 +18,11 @@ import signal
 
 import numpy as np
 
-from studies import checks
+from studies.lib import checks
 
-from studies import arithmetic
-from studies import cli
-from studies.run_options import DEFAULTS, RUN_KEYS, run_shapes, validate_options
+from studies.lib import arithmetic
+from studies.lib import cli
+from studies.lib.run_options import DEFAULTS, RUN_KEYS, run_shapes, validate_options
 
 # ---------------------------------------------------------------- the file ---------------------
 

@@ -12,9 +12,9 @@ import numbers
 
 import numpy as np
 
-from studies.checks import describe
+from studies.lib.checks import describe
 
-from studies.stats import check_real, check_reals, percentile_ci, surely_above
+from studies.lib.stats import check_real, check_reals, percentile_ci, surely_above
 
 
 

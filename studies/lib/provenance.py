@@ -11,10 +11,10 @@ arithmetic_id). Folders made before these records: what studies.replay --find fo
 import argparse
 import os
 
-from studies import arithmetic
-from studies import folder
+from studies.lib import arithmetic
+from studies.lib import folder
 
-from studies.harness import check_path, shown
+from studies.lib.harness import check_path, shown
 
 
 def machine(dtype="float32"):

@@ -12,14 +12,14 @@ import numpy as np
 
 import data
 from studies import trainer
-from studies.cli import pyplot_or_hint, save_figure
+from studies.lib.cli import pyplot_or_hint, save_figure
 
-from studies.folder import folder_rows, full_options
-from studies.limits import STRUCTURED, limit_text
-from studies.report import (ci_text, cpu_minutes, fits_line, over_folders,
+from studies.lib.folder import folder_rows, full_options
+from studies.lib.limits import STRUCTURED, limit_text
+from studies.lib.report import (ci_text, cpu_minutes, fits_line, over_folders,
                     rounding_note, statistical_limits, success_table)
-from studies.laws import growth_in_s, scaling_fits
-from studies.stats import critical_sizes, split_by_T
+from studies.lib.laws import growth_in_s, scaling_fits
+from studies.lib.stats import critical_sizes, split_by_T
 
 
 def _label_balance(task, s, T, n_seeds=20, n=2000):

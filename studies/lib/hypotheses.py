@@ -18,7 +18,7 @@ import numpy as np
 
 from data import JUNTA_MAX_S, TASKS, SparseTask, make_task
 
-from studies.checks import INTS, check_bits, check_number, check_rng, check_sample_size
+from studies.lib.checks import INTS, check_bits, check_number, check_rng, check_sample_size
 
 BRUTE_FORCE_MAX = 2_000_000  # most candidate supports (or parity solutions) a count may visit
 WORK_MAX = 5e9               # "and"/"or": most elementary steps (~1 ns each) one count may take

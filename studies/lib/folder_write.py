@@ -7,8 +7,8 @@ import csv
 import os
 import re
 
-from studies import folder
-from studies.harness import check_path, shown
+from studies.lib import folder
+from studies.lib.harness import check_path, shown
 
 
 def _open_csv(path, fields=folder.ROW_FIELDS):

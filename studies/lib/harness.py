@@ -17,8 +17,8 @@ import re
 import signal
 import unicodedata
 
-from studies import cli
-from studies.cli import read_text_file, write_text
+from studies.lib import cli
+from studies.lib.cli import read_text_file, write_text
 
 # ---------------------------------------------------------------- the worker pool ---------------
 

@@ -44,10 +44,10 @@ import math
 
 import numpy as np
 
-from studies import checks
+from studies.lib import checks
 
 import attn
-from studies.checks import REALS, check_number, refuse
+from studies.lib.checks import REALS, check_number, refuse
 
 LN_READERS = dict(ln1=(("W_Q", "b_Q"), ("W_K", "b_K"), ("W_V", "b_V")),  # what reads each LN
                   ln2=(("W_1", "b_1"),), lnf=(("w", "b"),))

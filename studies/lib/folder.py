@@ -25,12 +25,12 @@ import os
 import re
 import sys
 
-from studies import cli
-from studies import run_options
+from studies.lib import cli
+from studies.lib import run_options
 
-from studies.checks import INTS, REALS, check_number
-from studies.harness import check_callable, check_path, shown
-from studies.stats import SEARCHES, seed_outcome
+from studies.lib.checks import INTS, REALS, check_number
+from studies.lib.harness import check_callable, check_path, shown
+from studies.lib.stats import SEARCHES, seed_outcome
 
 ROW_FIELDS = ("model", "task", "s", "T", "m", "seed", "test_acc", "train_acc", "success",
               "attn_on_S", "steps", "seconds", "best_step", "pos_overlap", "sweep_id")

@@ -1,0 +1,1 @@
+"""studies.lib: the library the study commands share."""
