@@ -43,6 +43,7 @@ import train
 # test_studies); their fixtures need these
 from studies.lib import (arithmetic, baseline, checkpoint, cli, hypotheses, run_options, symmetry)  # noqa: E402
 from studies import trainer
+from studies.lib import training
 
 
 # optim.py and stats.py: the optimiser, and the statistics behind every table
@@ -749,7 +750,7 @@ def _walk_checkpoint():
     path = os.path.join(tempfile.mkdtemp(), "c.npz")
     o = dict(SMALL, steps=4)
     try:
-        trainer.train_run(o, log=None, save=path, stop_after=2)
+        training.study_run(o, log=None, save=path, stop_after=2)
     except checkpoint.Interrupted:
         pass
     return path, checkpoint.load_checkpoint(path), run_options.validate_options(o)
@@ -784,29 +785,29 @@ TRAIN_INSIDE = {k: LOOP for k in (
     "train.Transformer.loss_and_grads", "train.Transformer.logits", "train.OneLineParser",
     "train.OneLineParser.error")}
 WALK.update({
-    "trainer.train_run": Walk(lambda f: dict(opts=dict(SMALL, steps=2), log=None, save=None,
+    "training.study_run": Walk(lambda f: dict(opts=dict(SMALL, steps=2), log=None, save=None,
                                            save_every=0, resume=None, stop_after=None,
                                            curve=False),
                             legal=dict(opts={"missing key": ANY_DICT},
                                        save_every={"0": "only at the end", "10**12": "never "
                                                    "before the end"})),
-    "trainer.train_stack": Walk(lambda f: dict(runs=[dict(SMALL, steps=2)], monitor=None)),
-    "trainer.qk_ball_radius": Walk(lambda f: dict(o=dict(SMALL, qk_ball=1.0)),
+    "training.study_stack": Walk(lambda f: dict(runs=[dict(SMALL, steps=2)], monitor=None)),
+    "training.qk_ball_radius": Walk(lambda f: dict(o=dict(SMALL, qk_ball=1.0)),
                                  legal=dict(o={"missing key": ANY_DICT})),
-    "trainer.divergence_culprit": Walk(lambda f: dict(o=run_options.validate_options({})),
+    "training.divergence_culprit": Walk(lambda f: dict(o=run_options.validate_options({})),
                                      legal=dict(o={"missing key": ANY_DICT})),
-    "trainer.seeds_for": Walk(lambda f: dict(seed=0), legal=dict(seed={
+    "training.study_streams": Walk(lambda f: dict(seed=0), legal=dict(seed={
         "10**12": "a seed: numpy's SeedSequence takes any int >= 0", "0": "seed 0"})),
-    "trainer.draw_run": Walk(lambda f: dict(o=dict(SMALL)), legal=dict(o={"missing key": ANY_DICT})),
-    "trainer.build_model": Walk(lambda f: dict(o=dict(SMALL), rng=f["rng"]),
+    "training.draw_study_data": Walk(lambda f: dict(o=dict(SMALL)), legal=dict(o={"missing key": ANY_DICT})),
+    "training.build_study_model": Walk(lambda f: dict(o=dict(SMALL), rng=f["rng"]),
                               legal=dict(o={"missing key": ANY_DICT})),
-    "trainer.position_overlap": Walk(lambda f: dict(E_pos=f["W"], S=np.array([0, 2])),
+    "training.position_overlap": Walk(lambda f: dict(E_pos=f["W"], S=np.array([0, 2])),
                                    legal=dict(S={"list": ARRAY_LIKE})),
-    "trainer.diverged_result": Walk(lambda f: dict(o=dict(SMALL)),
+    "training.diverged_result": Walk(lambda f: dict(o=dict(SMALL)),
                                   legal=dict(o={"missing key": ANY_DICT})),
-    "trainer.check_run_memory": Walk(lambda f: dict(o=dict(SMALL), flag=run_options.py_flag),
+    "training.check_run_memory": Walk(lambda f: dict(o=dict(SMALL), flag=run_options.py_flag),
                                    legal=dict(o={"missing key": ANY_DICT})),
-    "trainer.add_options": Walk(lambda f: dict(ap=cli.OneLineParser(prog="x"), names=["lr"],
+    "run_options.add_options": Walk(lambda f: dict(ap=cli.OneLineParser(prog="x"), names=["lr"],
                                              defaults=None), legal=dict(names={"[v]": LITERAL})),
     "trainer.train_parser": Walk(lambda f: dict()),
     "trainer.main": Walk(lambda f: dict(argv=["--help"]), run=False,
@@ -839,7 +840,7 @@ WALK.update({
     "run_options.cli_flag": Walk(lambda f: dict(name="s", value=5),
                                  legal=dict(name={"'bogus'": "a name"},
                                             value={"*": "any value is shown"})),
-    "run_options.check_options": Walk(lambda f: dict(o=dict(run_options.DEFAULTS),
+    "run_options.cross_option_problem": Walk(lambda f: dict(o=dict(run_options.DEFAULTS),
                                                      flag=run_options.py_flag),
                                       legal=dict(o={"missing key": "refused"})),
     "run_options.Options": Walk(lambda f: dict(opts=dict(SMALL), flag=run_options.py_flag),
@@ -849,7 +850,7 @@ WALK.update({
                                          legal=dict(opts={"missing key": ANY_DICT})),
     "run_options.ball_radii": Walk(lambda f: dict(o=dict(SMALL, ball_qk=0.1)),
                                    legal=dict(o={"missing key": ANY_DICT})),
-    "run_options.model_config": Walk(lambda f: dict(o=dict(SMALL)),
+    "run_options.attention_config": Walk(lambda f: dict(o=dict(SMALL)),
                                      legal=dict(o={"missing key": ANY_DICT})),
     "run_options.run_shapes": Walk(lambda f: dict(o=dict(SMALL)),
                                    legal=dict(o={"missing key": ANY_DICT})),
@@ -858,7 +859,7 @@ WALK.update({
        for m in ("update", "pop", "popitem", "clear", "setdefault")},
     # arithmetic.py
     "arithmetic.blas_path": Walk(lambda f: dict()),
-    "arithmetic.blas": Walk(lambda f: dict()),
+    "arithmetic.blas_library": Walk(lambda f: dict()),
     "arithmetic.cpu_model": Walk(lambda f: dict()),
     "arithmetic.cpu_flags": Walk(lambda f: dict()),
     "arithmetic.numpy_simd": Walk(lambda f: dict()),

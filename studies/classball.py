@@ -19,31 +19,24 @@ set beside the study's same seeds. The page has four tables:
   4. the reconstructed capacity bound (theory.covering_constant's shape) at each folder's radii:
      its constant C and the generalization gap it gives at the measured m* (vacuous at >= 1).
 """
-import signal
-if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 if not __package__ and __import__("importlib.util").util.find_spec("studies") is None:
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.classball")   # (run as a file)
 
-from studies.lib import cli  # standard library only: Ctrl-C from the first line
+from studies.lib import cli   # first: importing it is every command's entry prologue
 
-if __name__ == "__main__":
-    cli.quiet_interrupts("studies.classball")
-    cli.set_blas_threads()
+import math
+import os
 
-import math  # noqa: E402
-import os  # noqa: E402
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import theory  # noqa: E402
-from studies.lib import folder, harness, laws, limits, run_options, stats  # noqa: E402
-from studies.lib.checks import INTS, check_number  # noqa: E402
-from studies.lib.cli import OneLineParser  # noqa: E402
-from studies.lib.study import fmt  # noqa: E402
-from studies.symmetries import sign_test  # noqa: E402
+import theory
+from studies.lib import folder, harness, laws, limits, run_options, stats
+from studies.lib.checks import INTS, check_number
+from studies.lib.cli import OneLineParser
+from studies.lib.study import fmt
+from studies.lib.stats import sign_test
 
 NORMS = folder.BALL_NORMS
 GAP = 0.1               # the generalization gap the bound is asked for (theory.samples_for_gap)

@@ -6,53 +6,35 @@
 A float32 run replays bit for bit only under the kernel that made it (arithmetic.py); a run near
 the success bar can end on the other side under another kernel. This command pairs two folders of
 the mechanism study's kind whose runs are the same runs (same cells d, T, m and seeds: the same
-data and init, trainer.seeds_for) made under two arithmetics, and asks what changes: per cell, how
+data and init, training.study_streams) made under two arithmetics, and asks what changes: per cell, how
 many runs change outcome (with the exact two-sided sign test of the discordant pairs), and for
 each quantity the study separates failures from successes with, its interval in each folder and
 whether the verdict word moves or either point leaves the other's interval. Each folder's
 intervals resample its own seeds with the same resample draws (study.seed_weights, seed 0), so
 the two differ by the runs alone.
 """
-import signal
-if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 if not __package__ and __import__("importlib.util").util.find_spec("studies") is None:
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.kernels")   # (run as a file)
 
-from studies.lib import cli  # standard library only: Ctrl-C from the first line
+from studies.lib import cli   # first: importing it is every command's entry prologue
 
-if __name__ == "__main__":
-    cli.quiet_interrupts("studies.kernels")   # Ctrl-C while starting: one line, exit 130
-
-import math
 import os
 
 import numpy as np
 
-from studies.lib.checks import INTS, check_number
 from studies.lib.cli import OneLineParser
 
 from studies.lib import harness, provenance
-from studies.mechanism import SEPARATED
-from studies.lib.study import EDGE_NOTE, fmt, load_study, seed_weights, separation, word
+from studies.lib.stats import sign_test
+from studies.lib.study import (EDGE_NOTE, SEPARATED, fmt, load_study, seed_weights, separation,
+                               word)
 
 
 def _by_cell(cells):
     """{(d, T, m): {seed: row}} of a study's cells, whatever their design's name."""
     return {(d, T, m): {r["seed"]: r for r in rows} for (_, d, T, m), rows in cells.items()}
-
-
-def sign_test(lost, gained):
-    """The exact two-sided binomial test of `lost` against `gained` discordant pairs (p = 1/2)."""
-    lost = check_number("lost", lost, INTS, 0, 10**6 + 1, "a count from 0 to 10**6")
-    gained = check_number("gained", gained, INTS, 0, 10**6 + 1, "a count from 0 to 10**6")
-    n, k = lost + gained, min(lost, gained)
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
 
 
 def _outcome_lines(a, b, name_a, name_b):

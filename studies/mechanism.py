@@ -25,296 +25,50 @@ model, the plan of cells, the runs, the report, the command line. Issue 38's rep
 and its arms (factors, paired, trace-report) live in failures.py, which reads the rows this file
 writes; the runs themselves (arm, run, trace) stay here.
 """
-import signal
-if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 if not __package__ and __import__("importlib.util").util.find_spec("studies") is None:
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.mechanism")   # (run as a file)
 
-from studies.lib import cli  # standard library only: the thread setting acts before numpy
-
-if __name__ == "__main__":
-    cli.quiet_interrupts("studies.mechanism")
-    cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
+from studies.lib import cli   # first: importing it is every command's entry prologue
 
 import functools
 import json
-import math
 import os
+import signal
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 
 import numpy as np
 
-from studies.lib import checks
-
-from studies.lib import arithmetic
-import attn
-from studies.lib.checks import INTS, REALS, check_number
-from studies.lib import run_options
-from studies.lib import symmetry
-from studies import trainer
+from theory import paper_score_gap
+from studies.lib import (arithmetic, failures, folder, folder_write, harness, provenance,
+                         run_options, stats)
 from studies.lib.cli import OneLineParser, int_list, integer, number
-from theory import covering_constant, covering_parts, norm_measures, paper_score_gap
+from studies.lib.measures import N_MEASURE, ON_S
+from studies.lib.study import (EDGE_NOTE, SEPARATED, STUDY_CSVS, fmt, growth_table,
+                               is_final, load_runs, median_ci, plan_cells, read_plan, seed_weights,
+                               separation, study_cells, study_files, study_rows, weights_at, word)
+from studies.lib.workers import LOG_EVERY, stack_size, train_cell, train_trace
 
-from studies.lib import failures, folder, harness, laws, provenance, stats
-from studies.lib import folder_write
-from studies.lib.study import (EDGE_NOTE, STUDY_CSVS, fmt, is_final, load_runs, median_ci,
-                           read_plan, seed_weights, separation, study_cells, study_files,
-                           study_rows, weights_at, word)
-
-# ======== 1. ONE TRAINED MODEL: the mechanism it ends with =====================================
-# In a one-layer model read out at [CLS], the [CLS] token's query does not depend on the input,
-# and position t holds one of only two tokens (its bit 0 or 1): each head has 2T + 1 possible
-# scores, and an input's attention weights are the softmax of the T + 1 of them it selects.
-# measure_mechanism reads everything from those scores and from theory.norm_measures (Edelman Section 3).
-
-ON_S = 0.5          # a head "attends S" when its mean [CLS] attention mass on S is >= this
-N_MEASURE = 500     # inputs (the first of the run's own test set) the attention is averaged over
-
-
-def _cls_scores(p, cfg):  # -> scores [2, T, H] (bit 0, bit 1 at each position), cls [H]
-    """The [CLS] query's attention scores q . k_t / sqrt(e) per head, in float64, from the same
-    tokens attn.py feeds its head (embedding, then LN1 with the trained gain and shift)."""
-    attn.check_params(p, cfg)
-    d, H, T = cfg["d"], cfg["heads"], cfg["T"]
-    e = d // H
-    f = {k: np.asarray(v, np.float64) for k, v in p.items()}
-    rows = np.concatenate([(f["E_tok"][:, None, :] + f["E_pos"]).reshape(-1, d), f["cls"][None]])
-    if cfg["ln"]:
-        rows = attn.layernorm_forward(rows, f["ln1_g"], f["ln1_b"])[0]       # [2T + 1, d]
-    q = (rows[-1] @ f["W_Q"] + f["b_Q"]).reshape(H, e)
-    k = (rows @ f["W_K"] + f["b_K"]).reshape(-1, H, e)
-    s = np.einsum("nhe,he->nh", k, q) * e ** -0.5                              # [2T + 1, H]
-    return s[:2 * T].reshape(2, T, H), s[2 * T]
-
-
-def _head_attention_on_S(p, cfg, S, X):  # -> mass [H], gap [H]
-    """Per head, the means over the inputs X [n, T] of (mass) the [CLS] attention weight on S and
-    (gap) the mean score over S minus the mean score over the T - s other bit positions ([CLS]'s
-    own score is left out of both)."""
-    sc, s_cls = _cls_scores(p, cfg)
-    X = np.asarray(X, np.float64)
-    S = np.asarray(S, np.intp)
-    T, s = cfg["T"], len(S)
-    if X.ndim != 2 or X.shape[1] != T or not len(X):
-        raise ValueError(f"X must be [n >= 1, T={T}] bits, got shape {X.shape}")
-    if not 1 <= s < T or len(np.unique(S)) != s or S.min() < 0 or S.max() >= T:
-        raise ValueError(f"S must hold 1 to T - 1 distinct positions in [0, {T}), got {S.tolist()}")
-    top = np.maximum(sc.max((0, 1)), s_cls)                   # [H]: softmax's own shift
-    E, e_cls = np.exp(sc - top), np.exp(s_cls - top)
-    XS = X[:, S, None]                                        # [n, s, 1]
-    Z = E[0].sum(0) + X @ (E[1] - E[0]) + e_cls               # [n, H]: every input's normaliser
-    on_S = (E[0][S] * (1 - XS) + E[1][S] * XS).sum(1)         # [n, H]
-    all_scores = sc[0].sum(0) + X @ (sc[1] - sc[0])           # [n, H]: sum of the T bit scores
-    S_scores = (sc[0][S] * (1 - XS) + sc[1][S] * XS).sum(1)
-    gap = S_scores / s - (all_scores - S_scores) / (T - s)
-    return (on_S / Z).mean(0), gap.mean(0)
-
-
-def _check_support(S, T):
-    """S read as positions (array-likes too): 1 to T - 1 distinct integers in [0, T)."""
-    A = np.asarray(S) if isinstance(S, (list, tuple, np.ndarray)) else None
-    if A is None or A.ndim != 1 or A.dtype.kind not in "iu" or not 1 <= len(A) < T or \
-            len(np.unique(A)) != len(A) or A.min() < 0 or A.max() >= T:
-        raise ValueError(f"S must hold 1 to T - 1 distinct integer positions in [0, {T}), got "
-                         f"{harness.shown(S)}")
-    return A.astype(np.intp)
-
-
-def _check_inputs(X, T):
-    """X read as inputs (array-likes too): [n >= 1, T] bits 0/1."""
-    A = np.asarray(X) if isinstance(X, (list, tuple, np.ndarray)) else None
-    if A is None or A.dtype.kind not in "biuf" or A.ndim != 2 or A.shape[1] != T or not len(A):
-        raise ValueError(f"X must be [n >= 1, T={T}] bits 0/1, got {harness.shown(X)}")
-    checks.check_01("X", A, "bits")
-    return A
-
-
-def measure_mechanism(p, cfg, S, X, canonical=True):
-    """The mechanism of a trained model (params p, attn.py config cfg) on its support S, averaged
-    over the inputs X [n, T] -> dict of floats (and per_head lists); with canonical, also the
-    norms on the model's canonical form (_canonical_measures: about two thirds of the time, which
-    a trajectory, reading none of them, leaves out).
-
-    What is taken, per head h (theory.norm_measures, with the biases folded in):
-      score scale   ||W_QK,h||_2 B_X^2: W_QK,h = [W_Q; b_Q]_h [W_K; b_K]_h^T / sqrt(e), the matrix
-                    whose bilinear form is the head's score (attn.py's 1/sqrt(e) included), and
-                    B_X = sqrt(B^2 + 1), B the largest norm of the 2T + 1 distinct tokens that
-                    enter attention (after LN1 with its trained gain and shift), the 1 the bias
-                    coordinate. |score| <= score scale for every input.
-      norm_V, norm_O  ||[W_V; b_V]_h||_2 and ||W_O,h||_2 (spectral norms)
-      covering_constant  C of the reconstructed bound (covering_constant), all heads together
-    Keys: B_X, covering_constant; score_scale, norm_V, norm_O: the largest over the heads;
-    top_head: the head whose mean [CLS] attention mass on S is largest, and its mass_on_S,
-    score_gap (mean score on S minus mean score on the other bit positions, averaged over X) and
-    top_score_scale, top_norm_V, top_norm_O; heads_on_S: how many heads put a mean mass >= ON_S
-    on S; where B_X comes from (norm_measures): ln1_gain_rms, ln1_shift_norm, B_X_token ("cls",
-    "bit0", "bit1"), B_X_position (-1 for [CLS]) and B_X_in_S (1 when that position is in S);
-    C's other factors (issue 38, folder.MECHANISM_FACTORS): readout_norm and mlp_factor (L_after
-    is their product), qk_fro and v_21 (the largest head's ||W_QK||_F and ||W_V||_{2,1}) and the
-    head sums theory.COVERING_SUMS, from which theory.covering_from_parts gives C again;
-    per_head: each of score_scale, norm_V, norm_O, mass_on_S, score_gap per head."""
-    attn.check_config(cfg)
-    attn.check_params(p, cfg)
-    S, X = _check_support(S, cfg["T"]), _check_inputs(X, cfg["T"])
-    harness.need(isinstance(canonical, bool), "canonical", canonical, "True or False")
-    nm = norm_measures(p, cfg)
-    mass, gap = _head_attention_on_S(p, cfg, S, X)
-    at = nm["B_X_position"]
-    scale = np.asarray(nm["qk_spec"]) * nm["B_X"] ** 2
-    per_head = dict(score_scale=scale, norm_V=np.asarray(nm["v_spec"]),
-                    norm_O=np.asarray(nm["o_spec"]), mass_on_S=mass, score_gap=gap)
-    h = int(np.argmax(mass))
-    return dict(B_X=nm["B_X"], covering_constant=covering_constant(nm),
-                score_scale=float(scale.max()), norm_V=float(per_head["norm_V"].max()),
-                norm_O=float(per_head["norm_O"].max()), top_head=h, mass_on_S=float(mass[h]),
-                score_gap=float(gap[h]), heads_on_S=int((mass >= ON_S).sum()),
-                top_score_scale=float(scale[h]), top_norm_V=float(per_head["norm_V"][h]),
-                top_norm_O=float(per_head["norm_O"][h]),
-                **{k: nm[k] for k in ("ln1_gain_rms", "ln1_shift_norm", "B_X_token",
-                                      "B_X_position")},
-                B_X_in_S=int(at >= 0 and at in set(np.asarray(S).tolist())),
-                readout_norm=nm["readout_norm"], mlp_factor=nm["mlp_factor"],
-                qk_fro=float(max(nm["qk_fro"])), v_21=float(max(nm["v_21"])), **covering_parts(nm),
-                **(_canonical_measures(p, cfg, h) if canonical else {}),
-                per_head={k: v.tolist() for k, v in per_head.items()})
-
-
-def _canonical_measures(p, cfg, top):
-    """The same norms on symmetry.canonical's form of p (issue 47: measures of the function, which
-    no exact symmetry of the model moves; folder.MECHANISM_CANONICAL): its C, the score scale of
-    the largest head and of the head `top`, the largest ||W_V||_2, ||W_O||_2, ||W_QK||_F and
-    ||W_V||_{2,1}, the readout's norm and the MLP's factor. Canonical B_X is sqrt(d + 1) (every
-    LayerNorm's gain folded into what reads it), so the score scale is ||W_QK||_2 (d + 1)."""
-    nm = norm_measures(symmetry.canonical(p, cfg), dict(cfg, dtype="float64"))   # its dtype
-    scale = np.asarray(nm["qk_spec"]) * nm["B_X"] ** 2
-    return dict(canon_C=covering_constant(nm), canon_score_scale=float(scale.max()),
-                canon_top_score_scale=float(scale[top]), canon_norm_V=float(max(nm["v_spec"])),
-                canon_norm_O=float(max(nm["o_spec"])), canon_qk_fro=float(max(nm["qk_fro"])),
-                canon_v_21=float(max(nm["v_21"])), canon_readout_norm=nm["readout_norm"],
-                canon_mlp_factor=nm["mlp_factor"])
-
-
-# ======== 2. THE PLAN: which cells (d, T, m) the study trains ==================================
-# Per width (a committed sweep folder) and T: the borderline m = the folder's m* (the majority
-# rule, stats.critical_sizes) over seeds 0..n-1 at the folder's T nearest T in ln T, where both
-# successes and failures occur; and a fixed m = FACTOR x the m* of one chosen width, the same m
-# at every width of that T. Training options are the folder's own (its sweep.json).
-
-NEAR_T = 1.25       # a folder's T may stand in for T when within this factor of it
-
-
-def _folder_mstars(path, Ts, n_seeds):
-    """(width d, the folder's full training options, bar, {T: where its m* comes from}) for a
-    committed sweep folder: for each T, the folder's nearest T (within NEAR_T) and its m* over
-    seeds 0..n_seeds-1 with the 95% interval. ValueError when the folder has no T near one."""
-    meta, rows = folder.folder_rows(path, n_seeds=n_seeds)
-    crit = stats.critical_sizes(rows, meta["grids"], meta["search"])
-    have = sorted(T for (model, T) in crit if model == "transformer")
-    out = {}
-    for T in Ts:
-        near = min(have, key=lambda t: abs(math.log(t / T)))
-        if abs(math.log(near / T)) > math.log(NEAR_T):
-            raise ValueError(f"{path} has no T within a factor {NEAR_T} of T={T} (Ts or extra; it "
-                             f"has {have})")
-        c = crit[("transformer", near)]
-        if not math.isfinite(c["m_star"]):
-            raise ValueError(f"{path}: m* at T={near} is above its grid; no borderline m there")
-        out[T] = dict(folder=path, T_folder=int(near), m_star=int(c["m_star"]),
-                      m_star_lo=c["m_star_lo"], m_star_hi=c["m_star_hi"], n_seeds=c["n_seeds"])
-    options = folder.full_options(meta["options"])
-    return int(options["d"]), options, meta["bar"], out
-
-
-def _check_plan_arguments(folders, Ts, extra, n_seeds, fixed_from, factor):
-    """plan_cells' arguments, each checked in one line naming it -> (folders, Ts, extra) as lists."""
-    if not (isinstance(folders, (list, tuple)) and folders):
-        raise TypeError(f"folders must be a non-empty list of sweep folders, got {harness.shown(folders)}")
-    folders = [harness.check_path("folders", p, "a list of folder paths") for p in folders]
-    if not (isinstance(Ts, (list, tuple)) and Ts):
-        raise TypeError(f"Ts must be a non-empty list of integers T >= 1, got {harness.shown(Ts)}")
-    Ts = [check_number("Ts", T, INTS, 1) for T in Ts]
-    if not (isinstance(extra, (list, tuple)) and all(
-            isinstance(p, (list, tuple)) and len(p) == 2 for p in extra)):
-        raise TypeError(f"extra must be a list of (d, T) pairs, got {harness.shown(extra)}")
-    extra = [tuple(check_number("extra", v, INTS, 1) for v in p) for p in extra]
-    check_number("n_seeds", n_seeds, INTS, 1, folder.MAX_SEARCHES + 1)
-    if fixed_from is not None:
-        check_number("fixed_from", fixed_from, INTS, 1)
-    positive = "a finite number > 0 (fixed m = factor x m*)"
-    check_number("factor", factor, REALS, 0, what=positive)
-    if not factor > 0:
-        raise ValueError(f"factor must be {positive}, got {factor!r}")
-    return folders, Ts, extra
-
-
-def plan_cells(folders, Ts, extra=(), n_seeds=20, fixed_from=None, factor=2.0):
-    """The study's plan: cells in the order they run -> dict(seeds, bar, cells). folders: committed
-    sweep folders, one per width; Ts: the T of every width; extra: (d, T) cells run last (a large T
-    at one width). Order: the borderline m at every T of every width, then the fixed m, then the
-    extra cells (borderline, then fixed), so that a study cut short leaves whole designs behind.
-    fixed m = round(factor x m*) of the width fixed_from (default: the widest), checked here: a
-    factor that makes a fixed m no run can train is refused before anything is planned."""
-    folders, Ts, extra = _check_plan_arguments(folders, Ts, extra, n_seeds, fixed_from, factor)
-    widths = {}
-    for path in folders:
-        Ts_here = sorted(set(Ts) | {T for d, T in extra})
-        d, options, bar, mstars = _folder_mstars(path, Ts_here, n_seeds)
-        if d in widths:
-            raise ValueError(f"two folders of width d={d}: {widths[d][0]} and {path}")
-        widths[d] = (path, options, bar, mstars)
-    fixed_from = max(widths) if fixed_from is None else fixed_from
-    if fixed_from not in widths:
-        raise ValueError(f"fixed_from d={fixed_from} is not a width of the folders "
-                         f"({sorted(widths)})")
-    if len({w[2] for w in widths.values()}) != 1:
-        raise ValueError("the folders use different success bars")
-    for d, T in extra:
-        if d not in widths:
-            raise ValueError(f"extra cell d={d}, T={T}: no folder of width {d}")
-
-    def cell(design, d, T):
-        path, options, _, mstars = widths[d]
-        src = mstars[T] if design == "borderline" else dict(
-            mstars_from=fixed_from, factor=factor, **widths[fixed_from][3][T])
-        m = src["m_star"] if design == "borderline" else int(round(factor * src["m_star"]))
-        opts = {k: v for k, v in options.items()}
-        try:
-            if m < 1:
-                raise ValueError("m must be at least 1")
-            trainer.check_run_memory(run_options.validate_options(dict(opts, T=T, m=m)))
-        except ValueError as e:
-            raise ValueError(f"factor = {factor:g} makes the {design} m = {m} at d={d}, T={T} "
-                             f"(m* {src['m_star']}), which no run can train: {e}") from None
-        return dict(design=design, d=d, T=T, m=m, options=opts, source=src)
-
-    main = [(d, T) for T in sorted(Ts) for d in sorted(widths)]
-    cells = [cell(design, d, T) for pairs, designs in ((main, ("borderline", "fixed")),
-                                                       (list(extra), ("borderline", "fixed")))
-             for design in designs for d, T in pairs]
-    return dict(seeds=n_seeds, bar=next(iter(widths.values()))[2], cells=cells)
-
+# ======== 1. AN ARM'S PLAN, THE TRAJECTORIES' PLAN (the study's own: study.plan_cells) =========
 
 def _arm_options(arm):
     """The one change an arm makes to its study's options: none for baseline-rerun, else the
     sweep protocol of the arm's name (folder.INTERVENTIONS)."""
-    from studies.sweep import PROTOCOLS
     if arm == "baseline-rerun":
         return {}
     if arm not in folder.INTERVENTIONS:
         raise ValueError(f"arm must be baseline-rerun or one of {', '.join(folder.INTERVENTIONS)}"
                          f", got {arm!r}")
-    return dict(PROTOCOLS[arm])
+    return dict(run_options.PROTOCOLS[arm])
 
 
 def _arm_plan(source, arm, design, Ts, n_seeds, widths=None):
     """An arm of issue 38's interventions: the cells of `design` at the T in Ts of the study in
     the folder `source` (every width, or those in `widths`), their options with the arm's one
-    change (arm_options), the design named by the arm, seeds 0..n_seeds-1. A seed fixes the data and the init whatever
-    these options (trainer.seeds_for), so each run pairs with the study's run of its seed."""
+    change (_arm_options), the design named by the arm, seeds 0..n_seeds-1. A seed fixes the data and the init whatever
+    these options (training.study_streams), so each run pairs with the study's run of its seed."""
     study, cells = study_cells(source, design, Ts, widths)
     change = _arm_options(arm)
     return dict(seeds=n_seeds, bar=study["bar"], cells=[
@@ -329,7 +83,7 @@ def _trace_plan(source, design, Ts, n_seeds, every, widths=None):
     return dict(seeds=n_seeds, bar=study["bar"], every=every, cells=cells)
 
 
-# ======== 3. THE RUNS: one CSV row per trained run ==============================================
+# ======== 2. THE RUNS: one CSV row per trained run ==============================================
 # A row holds the run (design, d, T, m, seed), its outcome (success = the FINAL test accuracy >=
 # the bar; the test set never chooses anything), what the monitor saw at the logged steps, the
 # training loss, and measure_mechanism's numbers. The folder is folder.py's, as a sweep's is: one
@@ -339,126 +93,6 @@ def _trace_plan(source, design, Ts, n_seeds, every, widths=None):
 # only from a file this study wrote.
 
 FIELDS = folder.MECHANISM_FIELDS
-MEASURED = ("covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "top_head",
-            "mass_on_S", "score_gap", "heads_on_S", "top_score_scale", "top_norm_V", "top_norm_O"
-            ) + folder.MECHANISM_FACTORS + folder.MECHANISM_CANONICAL
-LOG_EVERY = 100     # the monitor's steps (gcd with the run's steps, so the last is one of them)
-LOSS_LOW = 0.01     # loss_jump: the largest training loss after the loss first fell below this
-
-
-class _BestSeen:
-    """trainer.train_stack's monitor: each run's best test accuracy at the logged steps (every
-    `every` steps) and the first step that reached it. It never stops training (returns False):
-    the test set only watches."""
-    at_start = False                                    # the logged steps: every `every` steps
-
-    def __init__(self, every=LOG_EVERY):
-        self.every, self.best, self.step = every, None, None
-
-    def __call__(self, step, test_acc, loss, params=None):
-        acc = np.asarray(test_acc, np.float64)
-        if self.best is None:
-            self.best, self.step = np.full(acc.shape, -np.inf), np.zeros(acc.shape, np.int64)
-        better = acc > self.best                        # nan (a diverged run) is never better
-        self.best[better], self.step[better] = acc[better], step
-        return False
-
-
-class _Trace:
-    """trainer.train_stack's monitor for the trajectories (issue 38): at step 1 and every `every`
-    steps, each run's test accuracy, training loss and the mechanism of its parameters then
-    (measure_mechanism on the run's support S and its inputs X: B_X, the top head, its score gap
-    and mass on S). It never stops training (returns False) and only reads the parameters.
-    .rows: one dict per run per logged step, in that order."""
-    at_start = True
-
-    def __init__(self, every, cfg, supports, inputs):
-        self.every, self.cfg, self.S, self.X, self.rows = every, cfg, supports, inputs, []
-
-    def __call__(self, step, test_acc, loss, params):
-        for r, (S, X) in enumerate(zip(self.S, self.X)):
-            p = {k: v[r] for k, v in params.items()}
-            row = dict(run=r, step=step, test_acc=float(test_acc[r]), train_loss=float(loss[r]))
-            if all(np.isfinite(v).all() for v in p.values()):
-                mech = measure_mechanism(p, self.cfg, S, X, canonical=False)
-                row.update({k: mech[k] for k in TRACED})
-            else:                                          # a diverged run: nothing to measure
-                row.update({k: math.nan for k in TRACED}, top_head=-1, B_X_token="none",
-                           B_X_position=-1, B_X_in_S=0)
-            self.rows.append(row)
-        return False
-
-
-TRACED = ("B_X", "score_gap", "mass_on_S", "top_head",    # what Trace takes of measure_mechanism
-          "ln1_gain_rms", "ln1_shift_norm", "B_X_token", "B_X_position", "B_X_in_S")
-
-
-def _loss_summary(losses):  # [steps] -> final_loss, min_loss, loss_jump
-    """The last and smallest training loss, and the largest loss after it first fell below
-    LOSS_LOW (nan when it never did): a run that lost a fitted training set shows a jump."""
-    L = np.asarray(losses, np.float64)
-    low = np.flatnonzero(L < LOSS_LOW)
-    jump = float(L[low[0]:].max()) if low.size else math.nan
-    return float(L[-1]), float(L.min()), jump
-
-
-def train_cell(runs):
-    """A stack of runs of one cell (one d, T and m; different seeds) in a worker process: train
-    them together (trainer.train_stack, whose stacked runs equal the runs alone), measure each ->
-    the CSV rows. A diverged run is a failure whose measurements are nan."""
-    harness.check_runs(runs, ("design", "steps"))
-    cli.keep_freed_memory()
-    design = runs[0]["design"]
-    runs = [{k: v for k, v in o.items() if k != "design"} for o in runs]
-    cpu0, monitor = time.process_time(), _BestSeen(math.gcd(LOG_EVERY, runs[0]["steps"]))
-    results = trainer.train_stack(runs, monitor=monitor)
-    cpu = (time.process_time() - cpu0) / len(runs)
-    rows = []
-    for i, (o, r) in enumerate(zip(runs, results)):
-        row = dict(design=design, d=o["d"], T=o["T"], m=o["m"], seed=o["seed"],
-                   model="transformer", task=o["task"], s=o["s"], steps=o["steps"],
-                   test_acc=r["test_acc"], train_acc=r["train_acc"], attn_on_S=r["attn_on_S"],
-                   best_test_acc=float(monitor.best[i]) if monitor.best is not None else math.nan,
-                   best_step=int(monitor.step[i]) if monitor.best is not None else 0,
-                   seconds=r["seconds"], cpu_seconds=cpu)
-        row["final_loss"], row["min_loss"], row["loss_jump"] = _loss_summary(r["losses"])
-        if r.get("diverged"):
-            row.update({k: math.nan for k in MEASURED})
-        else:
-            X = trainer.draw_run(o)[2][0][:N_MEASURE]            # the run's own test inputs
-            mech = measure_mechanism(r["params"], r["cfg"], r["S"], X)
-            row.update({k: mech[k] for k in MEASURED})
-        rows.append(row)
-    return rows
-
-
-def train_trace(runs, every):
-    """train_cell's sibling for the trajectories: a stack of runs of one cell trained with the
-    Trace monitor -> its rows (one per run per logged step; success is set by the writer from
-    final_test_acc). The training is train_cell's: the monitor only reads."""
-    harness.check_runs(runs, ("design", "steps"))
-    steps = runs[0]["steps"]
-    if not (isinstance(steps, int) and steps >= 1):
-        raise ValueError(f"runs: steps must be an integer >= 1, got {steps!r:.40}")
-    every = check_number("every", every, INTS, 1, steps + 1, "an integer in [1, {hi}) (the "
-                         "runs' steps + 1)")
-    if steps % every:
-        raise ValueError(f"every = {every} must divide the runs' steps ({steps}): the last step "
-                         f"is logged")
-    cli.keep_freed_memory()
-    design = runs[0]["design"]
-    runs = [{k: v for k, v in o.items() if k != "design"} for o in runs]
-    draws = [trainer.draw_run(o) for o in runs]
-    monitor = _Trace(every, trainer.model_config(runs[0]), [d[0].S for d in draws],
-                    [d[2][0][:N_MEASURE] for d in draws])        # each run's own test inputs
-    cpu0 = time.process_time()
-    results = trainer.train_stack(runs, monitor=monitor)
-    cpu = (time.process_time() - cpu0) / len(runs)
-    return [dict({k: row[k] for k in ("step", "train_loss", "test_acc") + TRACED},
-                 design=design, d=runs[i]["d"], T=runs[i]["T"], m=runs[i]["m"],
-                 seed=runs[i]["seed"], final_test_acc=results[i]["test_acc"],
-                 steps=runs[i]["steps"], cpu_seconds=cpu)
-            for i in range(len(runs)) for row in monitor.rows if row["run"] == i]
 
 
 # The two kinds of a study's CSV: runs.csv (one row per run, train_cell) and trajectories.csv
@@ -469,8 +103,7 @@ def train_trace(runs, every):
 def _stacks_to_run(plan, done, n_seeds=None):
     """The plan's runs (seeds 0..n_seeds-1, default all the plan's) not in `done`, as stacks
     (lists of option dicts of one cell), in the plan's order; each stack as large as
-    sweep.stack_size allows at its T and width."""
-    from studies.sweep import stack_size
+    workers.stack_size allows at its T and width."""
     out = []
     for c in plan["cells"]:
         o = c["options"]
@@ -591,19 +224,13 @@ def _run_stacks(stacks, pool, workers, write, train_fn=None):
                 write(fut.result())
 
 
-# ======== 4. THE REPORT: tables and plots from OUT/runs.csv and OUT/plan.json ===================
+# ======== 3. THE REPORT: tables and plots from OUT/runs.csv and OUT/plan.json ===================
 # Every interval is a 95% percentile interval over stats.N_BOOT resamples of the SEED labels (a drawn
 # seed brings its run in every cell of its T), by stats.py's design: the cells at one T share a
 # seed's S, data and (at one width) init, and draw the same resamples; each T draws its own. Medians, not means: C is
 # a cube of sums and has a long tail. A separation P(failure's X > success's X) (ties count 1/2)
 # is undefined in a resample without both outcomes; such resamples count against both bounds.
 
-SEPARATED = (("covering_constant", "C"), ("score_scale", "score scale"),
-             ("norm_V", "‖W_V‖"), ("norm_O", "‖W_O‖"), ("mass_on_S", "mass on S (top head)"))
-GROWN = (("covering_constant", "C"), ("score_scale", "score scale, largest head"),
-         ("top_score_scale", "score scale, top head"), ("norm_V", "‖W_V‖, largest head"),
-         ("norm_O", "‖W_O‖, largest head"), ("score_gap", "score gap, top head"),
-         ("mass_on_S", "mass on S, top head"))
 EPS_LINE = 0.1      # the construction's line drawn in the plot: R = ln((T - s) / (s eps))
 
 
@@ -658,51 +285,6 @@ def _separation_table(plan, cells, W, design="borderline"):
     return lines, int(n_tests), pooled
 
 
-def growth_table(plan, cells, W, design="fixed", quantities=GROWN):
-    """Table 3: how each quantity of `quantities` ((key, name) pairs; GROWN) moves with T at the
-    fixed m, per width: the median at each T fitted (laws.scaling_fits, each T resampled on its
-    own) as a + b ln T and a T^k, over the cells whose every seed ran. -> (lines, the number of
-    intervals, {(d, key): fit})."""
-    harness.need(isinstance(plan, dict) and isinstance(plan.get("seeds"), int), "plan", plan,
-                 "a study's plan (read_plan)")
-    harness.need(isinstance(cells, dict) and all(
-        isinstance(k, tuple) and len(k) == 4 and isinstance(v, list) for k, v in cells.items()),
-        "cells", cells, "load_study's cells {(design, d, T, m): rows}")
-    harness.need(isinstance(W, dict) and all(isinstance(v, np.ndarray) for v in W.values()),
-                 "W", W, "seed_weights' {T: weights}")
-    designs = sorted({k[0] for k in cells})
-    harness.need(isinstance(design, str) and design in designs, "design", design,
-                 f"a design of the cells ({', '.join(designs) or 'none: no cells'})", ValueError)
-    harness.need(isinstance(quantities, (list, tuple)) and all(
-        isinstance(q, tuple) and len(q) == 2 and all(isinstance(x, str) for x in q)
-        for q in quantities), "quantities", quantities, "(column, name) pairs")
-    lines = ["| d | quantity | T | median at each T | b of a + b ln T [95% CI] | "
-             "k of a T^k [95% CI] | log fits better |", "|---|---|---|---|---|---|---|"]
-    n_tests, fits = 0, {}
-    for d in sorted({d for (g, d, T, m) in cells if g == design}):
-        mine = sorted((T, rows) for (g, dd, T, m), rows in cells.items()
-                      if g == design and dd == d and len(rows) == plan["seeds"])
-        if len(mine) < 3:
-            continue
-        Ts = np.array([T for T, _ in mine], np.float64)
-        for key, name in quantities:
-            got = [median_ci(rows, key, W) for _, rows in mine]
-            med, boot = np.array([g[0] for g in got]), np.array([g[3] for g in got])
-            try:
-                f = laws.scaling_fits(Ts, med, boot)
-            except ValueError:           # a median <= 0 (a gap): the power law has no meaning
-                f = None
-            fits[(d, key)] = f
-            n_tests += 2 if f else 0
-            b = fmt(f["log_b"], f["log_b_lo"], f["log_b_hi"]) if f else "n/a"
-            k = fmt(f["pow_k"], f["pow_k_lo"], f["pow_k_hi"]) if f else "n/a"
-            better = f"{100 * f['p_log_better']:.0f}%" if f and f["p_log_better"] is not None \
-                else "n/a"
-            lines.append(f"| {d} | {name} | {', '.join(str(int(T)) for T in Ts)} | "
-                         f"{', '.join(fmt(v) for v in med)} | {b} | {k} | {better} |")
-    return lines, n_tests, fits
-
-
 def _final_table(plan, cells, W):
     """Table 4: the final step against the best test accuracy seen at the logged steps, per width
     and design: runs, successes at the end, runs that reached the bar at a logged step but ended
@@ -743,7 +325,7 @@ def _cost_lines(cells):
     rs = [r for rows in cells.values() for r in rows]
     cpu, wall = sum(r["cpu_seconds"] for r in rs), sum(r["seconds"] for r in rs)
     out = [f"- {len(rs)} runs: {cpu / 3600:.2f} CPU hours, {wall / 3600:.2f} hours of training "
-           f"wall time summed over runs (trainer.train_stack's seconds per run)"]
+           f"wall time summed over runs (training.study_stack's seconds per run)"]
     for d in sorted({d for (_, d, _, _) in cells}):
         most = max(((r["cpu_seconds"], r["T"], r["m"]) for r in rs if r["d"] == d))
         out.append(f"- d = {d}: {sum(r['cpu_seconds'] for r in rs if r['d'] == d) / 3600:.2f} "
@@ -867,7 +449,7 @@ def _plot_study(out, plan, cells, W, s, log=print):
     return path
 
 
-# ======== 5. THE COMMAND LINE ====================================================================
+# ======== 4. THE COMMAND LINE ====================================================================
 
 def _extra_cells(text):
     """Parser for --extra: d:T pairs, comma-separated (128:10000)."""
@@ -998,7 +580,7 @@ def _write_plan(a):
 
 
 def _write_arm(a):
-    """The `arm` command: an arm's plan from a study's (arm_plan), saved (save_plan)."""
+    """The `arm` command: an arm's plan from a study's (_arm_plan), saved (save_plan)."""
     plan = _save_plan(a.out, lambda: _arm_plan(a.source, a.arm, a.design, a.Ts, a.seeds,
                                                      a.widths))
     per, minutes = failures.plan_cost(plan, a.source)
@@ -1007,7 +589,7 @@ def _write_arm(a):
 
 
 def _write_trace(a):
-    """The `trace` command: the trajectories' plan (trace_plan) saved on the first call, the same
+    """The `trace` command: the trajectories' plan (_trace_plan) saved on the first call, the same
     plan required on a later one (a folder holds one plan), then its runs (run_plan, "trace")."""
     plan = _trace_plan(a.source, a.design, a.Ts, a.seeds, a.every, a.widths)
     path = os.path.join(a.out, "plan.json")

@@ -18,19 +18,12 @@ folders), steps.py's (steps.json) and the mechanism study's, its arms and its tr
 reads it when it loads), only for a kernel this processor can run (arithmetic.kernels_here: a
 kernel it cannot run would crash it); this process, the tests and CI keep their environment.
 """
-import signal
-if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 if not __package__ and __import__("importlib.util").util.find_spec("studies") is None:
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.replay")   # (run as a file)
 
-from studies.lib import cli  # standard library only: Ctrl-C from the first line
-
-if __name__ == "__main__":
-    cli.quiet_interrupts("studies.replay")   # Ctrl-C while starting: one line, exit 130
-    cli.set_blas_threads()      # one BLAS thread, as every study ran
+from studies.lib import cli   # first: importing it is every command's entry prologue
 
 import math
 import os
@@ -42,7 +35,7 @@ from studies.lib.checks import INTS, check_number
 from studies.lib.cli import OneLineParser, integer
 
 from studies.lib import folder, harness, provenance, study
-from studies import mechanism, steps, sweep
+from studies.lib import workers
 from studies.lib.provenance import read_finding  # arithmetic.json's one reader
 
 _TIMING = ("seconds", "cpu_seconds")      # columns no replay reproduces
@@ -77,8 +70,8 @@ def _folder_runs(out, kind):
         meta = folder.read_meta(out)
         return meta, folder.folder_runs(out, meta=meta), lambda r: (r["model"], int(r["T"]))
     if kind == "steps":
-        meta = steps.read_steps_meta(out)
-        rows = list(steps.read_done(os.path.join(out, "steps.csv"), meta).values())
+        meta = folder.read_steps_meta(out)
+        rows = list(folder.read_done(os.path.join(out, "steps.csv"), meta).values())
         return meta, rows, lambda r: (int(r["T"]),)
     plan = study.read_plan(out)
     rows = study.study_rows(out, plan, "runs" if kind == "runs" else "trace")
@@ -128,13 +121,13 @@ def _train_again(kind, meta, options):
     """The rows the folder's own code path writes for one run trained again (a list: a trace's
     run has one row per logged step), with the arithmetic that made them."""
     if kind == "sweep":
-        rows = sweep.sweep_worker([options])
+        rows = workers.sweep_worker([options])
     elif kind == "steps":
-        rows = steps.run_stack([options], meta["every"])[0]
+        rows = workers.run_stack([options], meta["every"])[0]
     elif kind == "runs":
-        rows = mechanism.train_cell([options])
+        rows = workers.train_cell([options])
     else:
-        rows = mechanism.train_trace([options], meta["every"])
+        rows = workers.train_trace([options], meta["every"])
     return rows, arithmetic.record(options.get("dtype", "float32"))
 
 

@@ -26,22 +26,14 @@ OUT/curves.json keeps the test accuracy and loss at every check of seeds 0-2, fo
 plateau and the jump. The optimiser is train.py's (Adam, full batch, the experiment's defaults)
 unless options say otherwise; steps.json records every option.
 """
-import signal
-if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 if not __package__ and __import__("importlib.util").util.find_spec("studies") is None:
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.steps")   # (run as a file)
 
-from studies.lib import cli  # standard library only: Ctrl-C from the first line
-
-if __name__ == "__main__":
-    cli.quiet_interrupts("studies.steps")    # Ctrl-C while starting: one line, exit 130
-    cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
+from studies.lib import cli   # first: importing it is every command's entry prologue
 
 import os
-import re
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 
@@ -52,8 +44,8 @@ import numpy as np
 from studies.lib import arithmetic
 from studies.lib import hypotheses
 from studies.lib import run_options
-from studies import trainer
-from studies.lib.checks import INTS, check_number
+from studies.lib import training
+from studies.lib.workers import STEPS_BAR, run_stack
 from theory import fit_line
 
 from studies.lib import folder, harness, limits, provenance, stats
@@ -62,113 +54,12 @@ from studies.lib.stats import (bound_text, median_ci, resample_medians,
                            seed_resamples, weighted_percentile_ci)
 
 FIELDS = folder.STEPS_FIELDS       # one CSV row per run (folder.py reads, checks and writes it)
-OPTIONS = ("task", "s", "m", "lr", "wd", "batch", "d", "heads", "mlp", "dtype", "optimizer",
-           "beta2", "decay", "clip", "n_test")
-CURVE_SEEDS = 3          # seeds whose whole curves are kept for the plot
-BAR = 0.99
 
 
 # ---------------------------------------------------------------- one stack of runs -------------
 
-class _FirstHit:
-    """trainer.train_stack's monitor: the first checked step at which each run's test accuracy
-    reaches the bar; stops the stack when every run has. Keeps the curves it saw."""
-    at_start = False                                           # its checks: every `every` steps
-
-    def __init__(self, every, R):
-        self.every, self.first = every, np.zeros(R, int)       # 0: not yet
-        self.curve = []                                        # (step, acc [R], loss [R])
-
-    def __call__(self, step, acc, loss, params=None):
-        self.curve.append((step, acc.tolist(), np.asarray(loss, float).tolist()))
-        self.first[(self.first == 0) & (acc >= BAR)] = step
-        return bool((self.first > 0).all())
-
-
-def run_stack(runs, every):
-    """Train one stack (runs that share T) until each reaches the bar or the budget: one CSV row
-    per run, and the curves of the runs with seed < CURVE_SEEDS."""
-    harness.check_runs(runs, ("steps",))
-    check_number("every", every, INTS, 1)
-    cli.keep_freed_memory()
-    watch = _FirstHit(every, len(runs))
-    results = trainer.train_stack(runs, monitor=watch)
-    rows, curves = [], {}
-    for r, (o, res) in enumerate(zip(runs, results)):
-        hit = int(watch.first[r])
-        rows.append(dict(task=o["task"], s=o["s"], T=o["T"], m=o["m"], seed=o["seed"],
-                         steps_to_bar=hit if hit else "", censored=int(not hit),
-                         budget=o["steps"], every=every, final_test_acc=res["test_acc"],
-                         seconds=res["seconds"]))
-        if o["seed"] < CURVE_SEEDS:
-            curves[f"{o['T']}|{o['seed']}"] = dict(
-                step=[c[0] for c in watch.curve], test_acc=[c[1][r] for c in watch.curve],
-                loss=[c[2][r] for c in watch.curve])
-    return rows, curves
-
 
 # ---------------------------------------------------------------- the runs on disk --------------
-
-def read_done(path, meta=None):
-    """{(T, seed): row} of the finished runs in the steps CSVs of the folder of `path`
-    (OUT/steps.csv, and steps-part*.csv continued aside from an older header), each read and
-    checked by folder.py's one reader and validator (folder.read_rows, folder.check_rows): a
-    torn or NUL row is skipped (with a warning unless it is a file's last line); a row that
-    contradicts itself (a censored flag against its steps_to_bar), its folder's steps.json
-    `meta` (task, s, m, budget, every) or another row of the same run is one line naming the
-    file and line."""
-    harness.check_path("path", path, "the path of a folder's steps.csv")
-    if meta is not None and not isinstance(meta, dict):
-        raise TypeError(f"meta must be a steps.json's dict or None, got {harness.shown(meta)}")
-    out = os.path.dirname(path) or "."
-    paths = [p for p in folder.csv_paths(out, "steps") if os.path.isfile(p)]
-    rows = folder.check_rows(folder.read_rows(paths, kind=folder.STEPS_ROWS), meta=meta,
-                             kind=folder.STEPS_ROWS)
-    return {(r["T"], r["seed"]): r for r in rows}
-
-
-def read_steps_meta(out):
-    """OUT/steps.json as a dict, every field checked (options: train.py's values, budget and every
-    integers >= 1, Ts integers >= 1, seeds an integer >= 1), or a one-line ValueError naming the
-    file and the field."""
-    harness.check_path("out", out, "a steps.py folder")
-    path = os.path.join(out, "steps.json")
-    if os.path.islink(path):
-        folder.own_file(path)                  # a link to a file elsewhere: said as such
-    try:
-        meta = cli.parse_json(cli.read_text_file(path, "steps.json"))
-    except ValueError:
-        meta = None
-    if not (isinstance(meta, dict) and isinstance(meta.get("options"), dict)):
-        raise ValueError(f"{out} holds no readable steps.json with options: not a steps.py "
-                         f"folder")
-    positive = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1
-    problems = [f"options has {k} = {meta['options'].get(k)!r}" for k in OPTIONS
-                if not _is_value_of(k, meta["options"].get(k))]
-    problems += [f"{k} = {meta.get(k)!r} is not an integer >= 1" for k in ("budget", "every",
-                                                                            "seeds")
-                 if not positive(meta.get(k))]
-    if not (isinstance(meta.get("Ts"), list) and meta["Ts"] and all(map(positive, meta["Ts"]))
-            and len(set(meta["Ts"])) == len(meta["Ts"])):
-        problems.append(f"Ts = {meta.get('Ts')!r:.60} is not a list of distinct integers >= 1")
-    problems += [f"options has {k!r}, not an option of steps.py" for k in meta["options"]
-                 if k not in OPTIONS]
-    if not isinstance(meta.get("machines", []), list):
-        problems.append("machines is not a list")
-
-    if problems:
-        raise ValueError(f"{path}: {problems[0]}; not a steps.json steps.py wrote (edited or "
-                         f"damaged?)")
-    return meta
-
-
-def _is_value_of(k, v):
-    """Whether v is a value train.py takes for option k (of the same kind as its default)."""
-    try:
-        return (isinstance(v, str) == isinstance(run_options.DEFAULTS[k], str)
-                and not isinstance(v, bool) and run_options.PARSE[k](v) == v)
-    except (ValueError, TypeError, KeyError):
-        return False
 
 
 def _check_folder(out, meta, other_arithmetic=False):
@@ -178,7 +69,7 @@ def _check_folder(out, meta, other_arithmetic=False):
     new row records beside it (folder_write.RowWriter's arithmetic_of), or None."""
     mixed = None
     if os.path.lexists(os.path.join(out, "steps.json")):
-        old = read_steps_meta(out)
+        old = folder.read_steps_meta(out)
         for k in ("options", "budget", "every"):
             if old.get(k) != meta[k]:
                 raise ValueError(f"{out} holds runs with other {k} ({old.get(k)}, not "
@@ -196,45 +87,15 @@ def _check_folder(out, meta, other_arithmetic=False):
     return mixed
 
 
-def _read_curves(out):
-    """OUT/curves.json: {"T|seed": {step, test_acc, loss: lists of one length: increasing steps
-    >= 1, accuracies in [0, 1], losses >= 0, either null for a nan}}, {} when there is none yet,
-    or a one-line ValueError naming the file (damaged: restore it, or remove it and lose the
-    curves of the plot)."""
-    path = os.path.join(out, "curves.json")
-    if not os.path.lexists(path):
-        return {}
-    folder.own_file(path)
-    try:
-        curves = cli.parse_json(cli.read_text_file(path, "curves.json", most=256 << 20))
-        real = lambda v, hi: v is None or (isinstance(v, (int, float)) and not isinstance(
-            v, bool) and 0 <= v <= hi)                 # None: a nan, as strict JSON writes it
-        ok = isinstance(curves, dict) and all(
-            re.fullmatch(r"[1-9][0-9]*\|(0|[1-9][0-9]*)", key) and isinstance(c, dict)
-            and all(isinstance(c.get(k), list) for k in ("step", "test_acc", "loss"))
-            and len(c["step"]) == len(c["test_acc"]) == len(c["loss"])
-            and all(isinstance(t, int) and not isinstance(t, bool) and t >= 1
-                    for t in c["step"]) and c["step"] == sorted(set(c["step"]))
-            and all(real(v, 1) for v in c["test_acc"]) and all(real(v, 1e300) for v in c["loss"])
-            for key, c in curves.items())
-    except ValueError as e:
-        raise ValueError(f"{path} is not the curves steps.py writes ({e}); restore it, or "
-                         f"remove it (the plot then lacks those curves)") from None
-    if not ok:
-        raise ValueError(f"{path} is not the curves steps.py writes (damaged or edited?); "
-                         f"restore it, or remove it (the plot then lacks those curves)")
-    return curves
-
-
 def _run_all(a, out, base, done=None, curves=None):
     """Every (T, seed) not yet in OUT/steps.csv, as stacks over seeds on a pool of workers (in this
     process when --workers is 1, as in a sweep); each stack's rows are written as it finishes
     (folder_write.RowWriter: a torn last line cut away first, every write flushed and synced). done,
-    curves: the folder's runs and curves when the caller has read them (read_done,
+    curves: the folder's runs and curves when the caller has read them (folder.read_done,
     read_curves)."""
     path = os.path.join(out, "steps.csv")
-    done = read_done(path) if done is None else done
-    curves = _read_curves(out) if curves is None else curves
+    done = folder.read_done(path) if done is None else done
+    curves = folder.read_curves(out) if curves is None else curves
     todo = [(T, seed) for T in a.Ts for seed in range(a.seeds) if (T, seed) not in done]
     stacks = []
     for T in a.Ts:
@@ -269,7 +130,7 @@ def _run_all(a, out, base, done=None, curves=None):
                 n += len(rows)
                 r = rows[0]
                 print(f"[{n:4d}/{len(todo)}] T={r['T']:<5d} seeds "
-                      f"{','.join(str(x['seed']) for x in rows)}: steps to {BAR} "
+                      f"{','.join(str(x['seed']) for x in rows)}: steps to {STEPS_BAR} "
                       f"{[x['steps_to_bar'] or '>' + str(x['budget']) for x in rows]}  "
                       f"elapsed {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
     except (KeyboardInterrupt, cli.Terminated) as e:   # SIGTERM: one_line_errors raises it
@@ -333,11 +194,11 @@ def _against_table(out, ref):
     twice the training samples leave the steps unchanged)."""
     path = os.path.join(out, "against.md")
     cli.claim_output(path, "table", "the comparison table")
-    ma_, mb_ = read_steps_meta(out), read_steps_meta(ref)
-    da, db = (read_done(os.path.join(f, "steps.csv"), m) for f, m in ((out, ma_), (ref, mb_)))
+    ma_, mb_ = folder.read_steps_meta(out), folder.read_steps_meta(ref)
+    da, db = (folder.read_done(os.path.join(f, "steps.csv"), m) for f, m in ((out, ma_), (ref, mb_)))
     settings = lambda m: dict(m["options"], budget=m.get("budget"), every=m.get("every"))
     oa, ob = settings(ma_), settings(mb_)
-    differ = [f"{k} {oa.get(k)} here, {ob.get(k)} there" for k in OPTIONS + ("budget", "every")
+    differ = [f"{k} {oa.get(k)} here, {ob.get(k)} there" for k in folder.STEPS_OPTIONS + ("budget", "every")
               if oa.get(k) != ob.get(k)]
     budgets = [b for b in (oa["budget"], ob["budget"]) if isinstance(b, int)]
     budget = min(budgets) if len(budgets) == 2 and budgets[0] != budgets[1] else None
@@ -381,16 +242,16 @@ def _steps_report(out, meta):
     replaces a file that is not a table or a plot (cli.claim_outputs)."""
     cli.claim_outputs([(os.path.join(out, "table.md"), "table", "the table"),
                        (os.path.join(out, "steps.png"), "plot", "the plot")])
-    done = read_done(os.path.join(out, "steps.csv"), meta)
+    done = folder.read_done(os.path.join(out, "steps.csv"), meta)
     if not done:
         raise ValueError(f"{os.path.join(out, 'steps.csv')} holds no finished runs: nothing to "
                          f"report (run the folder's command without --report)")
-    curves = _read_curves(out)              # damaged: one line now, not after the table
+    curves = folder.read_curves(out)              # damaged: one line now, not after the table
     o = meta["options"]
     Ts = sorted({T for T, _ in done})
     lims = limits.statistical_limits(o["task"], o["s"], Ts,
                                      cache=os.path.join(out, "limits.json"))
-    lines = [f"| T | runs | censored (> budget) | median steps to {BAR} [95% CI] | GF(2) samples "
+    lines = [f"| T | runs | censored (> budget) | median steps to {STEPS_BAR} [95% CI] | GF(2) samples "
              f"(median) | statistical limit [5%, 95%] |", "|---|---|---|---|---|---|"]
     med = {}
     for T in Ts:
@@ -437,7 +298,7 @@ def _steps_plot(out, med, o, budget, curves=None):
     plt = cli.pyplot_or_hint("rerun with --report")
     if plt is None:
         return None
-    curves = _read_curves(out) if curves is None else curves
+    curves = folder.read_curves(out) if curves is None else curves
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
     Ts = sorted(med)
     ax.plot(Ts, [med[T][0] for T in Ts], "o-", label="median steps to 0.99")
@@ -480,7 +341,7 @@ def _parser():
     ap.add_argument("--against", metavar="DIR",
                     help="also write OUT/against.md: the median steps paired on seeds with those "
                          "of another steps.py folder (e.g. the same runs with half the samples)")
-    trainer.add_options(ap, OPTIONS, defaults=dict(task="parity", s=2, m=2000, n_test=1000))
+    run_options.add_options(ap, folder.STEPS_OPTIONS, defaults=dict(task="parity", s=2, m=2000, n_test=1000))
     return ap
 
 
@@ -488,17 +349,17 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else harness.check_argv(argv)
     ap = _parser()
     a = ap.parse_args(argv)
-    base = dict({k: getattr(a, k) for k in OPTIONS}, steps=a.budget, log_every=0)
+    base = dict({k: getattr(a, k) for k in folder.STEPS_OPTIONS}, steps=a.budget, log_every=0)
     try:
         folder.check_plan_size(1, len(a.Ts), a.seeds)
         base = dict(run_options.validate_options(dict(base, T=max(a.Ts))), seed=0)
-        trainer.check_run_memory(dict(base, T=max(a.Ts)), run_options.cli_flag)
+        training.check_run_memory(dict(base, T=max(a.Ts)), run_options.cli_flag)
     except ValueError as e:
         ap.error(str(e))
     if a.s > min(a.Ts):
         ap.error(f"--s {a.s} is larger than the smallest T {min(a.Ts)}")
     base.pop("T")
-    meta = dict(options={k: base[k] for k in OPTIONS}, budget=a.budget, every=a.every,
+    meta = dict(options={k: base[k] for k in folder.STEPS_OPTIONS}, budget=a.budget, every=a.every,
                 Ts=a.Ts, seeds=a.seeds, machines=[provenance.machine(base["dtype"])])
     if os.path.exists(a.out) and not os.path.isdir(a.out):
         ap.error(f"--out {a.out} is a file; give a folder")
@@ -508,7 +369,7 @@ def main(argv=None):
     try:
         try:
             if a.against:
-                read_steps_meta(a.against)          # a typo shows now, not after the runs
+                folder.read_steps_meta(a.against)          # a typo shows now, not after the runs
                 folder.check_folder_kind(a.against, "steps.json")
                 harness.check_distinct([a.out, a.against], "--out and --against")
             if os.path.isdir(a.out):
@@ -517,8 +378,8 @@ def main(argv=None):
             lock = folder_write.lock_folder(a.out, holder=f"studies.steps, pid {os.getpid()}")
             if not a.report:                      # the folder's own runs, checked, first
                 a.arithmetic_of = _check_folder(a.out, meta, a.other_arithmetic)
-                done = read_done(os.path.join(a.out, "steps.csv"), read_steps_meta(a.out))
-                curves = _read_curves(a.out)
+                done = folder.read_done(os.path.join(a.out, "steps.csv"), folder.read_steps_meta(a.out))
+                curves = folder.read_curves(a.out)
         except ValueError as e:
             ap.error(str(e))
         if not a.report:
@@ -526,7 +387,7 @@ def main(argv=None):
             if code:
                 return code
         try:
-            _steps_report(a.out, read_steps_meta(a.out))
+            _steps_report(a.out, folder.read_steps_meta(a.out))
             if a.against:
                 _against_table(a.out, a.against)
         except ValueError as e:

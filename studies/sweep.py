@@ -10,29 +10,21 @@ Section 5). Run from the repository's root:
     python -m studies.sweep limit                 the statistical limit per T, no training
     python -m studies.sweep headline              the front page's table, from the committed folders
     python -m studies.sweep pages PAGE ...        copy again the tables results pages show
-    python -m studies.sweep bench                 time per step, GFLOP/s beside numpy's matmul
 
-For each T and seed, training runs (trainer.train_stack) at training-set sizes m on a grid say
+For each T and seed, training runs (training.study_stack) at training-set sizes m on a grid say
 whether the model reaches test accuracy >= 0.99; a search per seed (stats.bisect_search) picks the
 m to run. Every run is one CSV row, written as it finishes (folder.py), so an interrupted sweep
 loses nothing and resumes where it stopped; the tables and plots come from report.py.
 
 The file reads top to bottom: the presets and named protocols, the command line, a sweep's steps
-(options, its folder, its searches on a pool of worker processes), the bench.
+(options, its folder, its searches on a pool of worker processes).
 """
-import signal
-if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 if not __package__ and __import__("importlib.util").util.find_spec("studies") is None:
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.sweep")   # (run as a file)
 
-from studies.lib import cli  # standard library only: Ctrl-C from the first line
-
-if __name__ == "__main__":
-    cli.quiet_interrupts("studies.sweep")    # Ctrl-C while starting: one line, exit 130
-    cli.set_blas_threads()      # one BLAS thread per process: the worker pool is the parallelism
+from studies.lib import cli   # first: importing it is every command's entry prologue
 
 import os
 import time
@@ -43,15 +35,11 @@ from studies.lib.cli import OneLineParser, int_list, integer, number
 import numpy as np
 
 from studies.lib import arithmetic
-import attn
-from studies.lib.checks import INTS, check_number
 import data
-import fast
-import optim
 from studies.lib import run_options
-from studies import trainer
+from studies.lib import training
 
-from studies.lib import families, folder, harness, limits, provenance, report
+from studies.lib import families, folder, harness, limits, provenance, report, workers
 from studies.lib import folder_write
 from studies.lib.stats import SEARCHES, m_grid, replay
 
@@ -62,53 +50,6 @@ PRESETS = {
     "extended": dict(T=[10, 30, 100, 300, 500, 700, 900, 1100, 3000, 10000], seeds=30),
     "smoke": dict(T=[8, 16], seeds=2, steps=150, n_test=500,
                   grid_max={"transformer": 64, "mlp": 64}),
-}
-# train.py's options a sweep shares with every run are folder.MODEL_OPTIONS. Named protocols: each
-# a small set of option values, recorded in sweep.json, so that one variant of the experiment is
-# one command (--protocol NAME). Options given on the command line win.
-MINGPT = dict(optimizer="adamw", lr=3e-4, beta2=0.95, wd=0.1, decay="matrices", clip=1.0,
-              batch=64)              # minGPT's training defaults of 2020-22, without dropout
-CLASS_TIGHT = dict(ball_qk=0.08, ball_vo=0.1, ball_w=1.0, ball_mlp=0.15)
-PROTOCOLS = {
-    "ours": {},                                      # train.py's defaults: iid data, 2000 test
-    "paper-data": dict(data="unambiguous", n_test=10000),   # Section 5's data protocol
-    # one choice changed at a time (training-protocol study)
-    "steps-250": dict(steps=250), "steps-500": dict(steps=500), "steps-2000": dict(steps=2000),
-    "early-stop": dict(val=1000, val_every=25),      # best of 1000 steps on 1000 validation
-    "adamw": dict(optimizer="adamw", wd=0.01),       # torch's AdamW default decay, same lr
-    "mingpt": MINGPT, "mingpt-dropout": dict(MINGPT, dropout=0.1),
-    "lr-3e-4": dict(lr=3e-4), "lr-3e-3": dict(lr=3e-3),
-    "heads-1": dict(heads=1), "heads-4": dict(heads=4),
-    "d-32": dict(d=32), "d-128": dict(d=128), "d-256": dict(d=256),
-    "float64": dict(dtype="float64"),
-    # the paper's data protocol with the width that came closest to the paper's figure
-    "paper-data-d-128": dict(data="unambiguous", n_test=10000, d=128),
-    # minGPT's block, one architectural detail at a time: MLP width 4d, positions starting at 0
-    "mlp-4d": dict(mlp=256), "pos-zero": dict(pos_init="zero"),
-    "mlp-4d-pos-zero": dict(mlp=256, pos_init="zero"),
-    "d-128-mlp-4d": dict(d=128, mlp=512), "d-128-pos-zero": dict(d=128, pos_init="zero"),
-    "d-128-mlp-4d-pos-zero": dict(d=128, mlp=512, pos_init="zero"),
-    # interventions on the token norm after LN1 (issue 38), one thing each; freeze-lnf a control
-    "freeze-ln1": dict(freeze="ln1"), "decay-except-ln": dict(decay="except-ln"),
-    "freeze-lnf": dict(freeze="lnf"),
-    # and the token norm held fixed and low: LN1's gain frozen at 1/2 (B_X = sqrt(d / 4 + 1))
-    "freeze-ln1-low": dict(freeze="ln1", ln1_gain=0.5),
-    # the same with the attention's step restored (issue 47): W_Q, W_K, W_V initialised 2x and
-    # stepped as held at 2x (the gain-1 run, reparametrised: freeze-ln1 bit for bit), or one of
-    # the two factors alone
-    "freeze-ln1-low-restored": dict(freeze="ln1", ln1_gain=0.5, qkv_init=2.0, qkv_step=2.0),
-    "freeze-ln1-low-init": dict(freeze="ln1", ln1_gain=0.5, qkv_init=2.0),
-    "freeze-ln1-low-step": dict(freeze="ln1", ln1_gain=0.5, qkv_step=2.0),
-    # training inside the norm ball (issue 47): each head's canonical W_QK projected after every
-    # step onto a radius of 0.5, 1 or 4 times what the construction's score gap needs at that T
-    "qk-ball-0.5": dict(qk_ball=0.5), "qk-ball-1": dict(qk_ball=1.0), "qk-ball-4": dict(qk_ball=4.0),
-    # training inside the capacity bound's class (issue 52): every norm the bound counts held
-    # within one absolute radius, the same at every T. class-tight: W_QK at what the
-    # construction's score gap needs at T = 10^4 (ln((10^4 - 3) / 0.3) / (2 (d + 1)) = 0.080 at
-    # d = 64), the other three near the low end of what free training used in a 6-seed screen
-    # at T = 100 (chosen before the study); class-loose: twice every radius
-    "class-tight": CLASS_TIGHT,
-    "class-loose": {k: 2 * v for k, v in CLASS_TIGHT.items()},
 }
 
 
@@ -132,7 +73,7 @@ def _shard_spec(text):
     return i, n
 
 
-COMMANDS = ("compare", "width", "families", "limit", "headline", "pages", "bench")
+COMMANDS = ("compare", "width", "families", "limit", "headline", "pages")
 
 
 def _sweep_parser(commands=True):
@@ -177,12 +118,12 @@ def _sweep_parser(commands=True):
                     help="at most this many Transformer runs with the same T and m trained as one "
                          "stack by one worker; fewer at large T, where big stacks run slower "
                          "(default %(default)s; 1 = one run at a time)")
-    ap.add_argument("--protocol", choices=sorted(PROTOCOLS), default="ours",
-                    help="named option set (PROTOCOLS in studies/sweep.py): ours = train.py's "
+    ap.add_argument("--protocol", choices=sorted(run_options.PROTOCOLS), default="ours",
+                    help="named option set (PROTOCOLS in studies/lib/run_options.py): ours = train.py's "
                          "defaults; paper-data = training sets redrawn until one hypothesis fits, "
                          "10^4 test samples; the others change one training choice (default "
                          "%(default)s)")
-    trainer.add_options(ap, folder.MODEL_OPTIONS, defaults={k: None for k in folder.MODEL_OPTIONS})
+    run_options.add_options(ap, folder.MODEL_OPTIONS, defaults={k: None for k in folder.MODEL_OPTIONS})
     if not commands:
         return ap
     sub = ap.add_subparsers(dest="command", parser_class=OneLineParser,
@@ -194,7 +135,6 @@ def _sweep_parser(commands=True):
     _add_limit_command(sub)
     _add_headline_command(sub)
     _add_pages_command(sub)
-    _add_bench_command(sub)
     return ap
 
 
@@ -219,7 +159,7 @@ def _add_compare_command(sub):
     c.add_argument("--growth-from", type=integer(1), metavar="T0",
                    help="also each folder's m50 over the first folder's at every T > T0, divided "
                         "by the same at T0, with a paired CI: does the gap grow with T?")
-    c.set_defaults(run=report.compare_command, parser=c, protocols=PROTOCOLS)
+    c.set_defaults(run=report.compare_command, parser=c, protocols=run_options.PROTOCOLS)
 
 
 def _add_width_command(sub):
@@ -401,12 +341,12 @@ def _sweep_options(ap, a, argv):
         ap.error(str(e))
     for key in folder.MODEL_OPTIONS:
         if getattr(a, key) is None:
-            setattr(a, key, PROTOCOLS[a.protocol].get(key, preset.get(key, run_options.DEFAULTS[key])))
+            setattr(a, key, run_options.PROTOCOLS[a.protocol].get(key, preset.get(key, run_options.DEFAULTS[key])))
     if not (0 < a.bar <= 1):
         ap.error(f"--bar must be in (0, 1], got {a.bar}")
     if not 1 < a.grid_ratio <= 10:
         ap.error(f"--grid-ratio must be in (1, 10], got {a.grid_ratio}")
-    problem = run_options.check_options(dict(vars(a), T=min(Ts)), flag=run_options.cli_flag)
+    problem = run_options.cross_option_problem(dict(vars(a), T=min(Ts)), flag=run_options.cli_flag)
     if problem:
         ap.error(problem.replace("--T", "the smallest T"))
     return Ts, n_seeds
@@ -429,7 +369,7 @@ def _sweep_grids(ap, a, argv, Ts, grids_of_folder=None):
             ap.error(f"--grid-max {hi} is below --grid-min {a.grid_min}")
         try:
             grids[model] = m_grid(a.grid_min, hi, a.grid_ratio)
-            trainer.check_run_memory(dict(run_options.DEFAULTS, model=model, T=max(Ts),
+            training.check_run_memory(dict(run_options.DEFAULTS, model=model, T=max(Ts),
                                         m=grids[model][-1], n_test=a.n_test, dtype=a.dtype, d=a.d,
                                         heads=a.heads, mlp=a.mlp, val=a.val),
                                    flag=run_options.cli_flag)
@@ -539,55 +479,6 @@ class RunFailed(Exception):
 Terminated = cli.Terminated        # SIGTERM arrived (cli.sigterm_raises): stop like Ctrl-C
 
 
-def sweep_worker(runs):
-    """A stack of training runs of the sweep, in a worker process: the CSV rows they produce.
-    Transformer runs train as one stack (trainer.train_stack; the sweep stacks only runs with the
-    same T and m, whose results are bit for bit those of the runs alone); MLP runs one by one. A
-    diverged run is a failed run (test_acc nan), not the end of the sweep; so is a run of the
-    paper's data protocol whose m is too small to draw a training set that identifies S."""
-    harness.check_runs(runs, ("m", "model"))
-    cli.keep_freed_memory()
-    runs = [dict(o, log_every=0, batch=0 if o.get("batch", 0) >= o["m"] else o["batch"])
-            for o in runs]                      # a minibatch as large as the set: full batch
-    failed = {}
-    for i, o in enumerate(runs):
-        if o.get("data") == "unambiguous":
-            try:
-                trainer.draw_run(run_options.validate_options(o))
-            except ValueError:
-                failed[i] = trainer.diverged_result(run_options.validate_options(o))
-    trainable = [o for i, o in enumerate(runs) if i not in failed]
-    if not trainable:
-        results = []
-    elif runs[0]["model"] == "transformer" and not runs[0].get("dropout"):
-        results = trainer.train_stack(trainable)
-    else:
-        results = []
-        for o in trainable:
-            try:
-                results.append(trainer.train_run(o, log=None))
-            except trainer.Diverged:
-                results.append(trainer.diverged_result(run_options.validate_options(o)))
-    results = iter(results)
-    results = [failed[i] if i in failed else next(results) for i in range(len(runs))]
-    return [dict({k: r[k] for k in folder.ROW_FIELDS if k not in ("success", "sweep_id")},
-                 **({"ball": r.get("ball")} if run_options.ball_radii(o) else {}))
-            for r, o in zip(results, runs)]
-
-
-STACK_BYTES = 3 << 20   # a stack's largest array, [R, 2T+1, d + heads], kept about cache-sized
-
-
-def stack_size(T, most, d=64, heads=16, itemsize=4):
-    """Runs per stack at context length T: stacking pays numpy's per-call overhead once for R
-    runs, but past a few MiB per array the passes over memory slow every run down (the README's
-    performance page has the measurements). At least 1, at most `most`."""
-    for name, v in (("T", T), ("most", most), ("d", d), ("heads", heads), ("itemsize", itemsize)):
-        check_number(name, v, INTS, 1, 2 ** 62)
-    per_run = (2 * T + 1) * (d + heads) * itemsize
-    return max(1, min(most, STACK_BYTES // per_run))
-
-
 def _take_stack(queue, most, dropout=False):
     """Pop from the queue of (job, m) probes the largest group that shares (model, T, m), at most
     most(T) probes (one for the MLP): the runs one worker trains as one stack."""
@@ -670,7 +561,7 @@ def _run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id="
             _drive(searches, pool, a.workers, finish,
                   lambda probes: [dict(base, model=job[0], T=job[1], seed=job[2], m=m)
                                   for job, m in probes],
-                  lambda T: stack_size(T, a.stack, base["d"], base["heads"],
+                  lambda T: workers.stack_size(T, a.stack, base["d"], base["heads"],
                                        np.dtype(base["dtype"]).itemsize),
                   bool(base.get("dropout")))
     except (KeyboardInterrupt, Terminated) as e:
@@ -692,24 +583,24 @@ def _run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id="
     return 0
 
 
-def _drive(searches, pool, workers, finish, options_of, stack_of, dropout):
+def _drive(searches, pool, n_workers, finish, options_of, stack_of, dropout):
     """Take stacks of probes from the searches' queue and train them (in this process, or on the
-    pool, at most `workers` stacks at a time) until every search is finished. A run that raises
+    pool, at most `n_workers` stacks at a time) until every search is finished. A run that raises
     is RunFailed, after the stacks already finished are recorded."""
     pending = {}
     while searches.queue or pending:
-        while searches.queue and (pool is None or len(pending) < workers):
+        while searches.queue and (pool is None or len(pending) < n_workers):
             probes = _take_stack(searches.queue, stack_of, dropout)
             if pool is None:                 # the same one-line report as from a pool
                 try:
-                    rows = sweep_worker(options_of(probes))
+                    rows = workers.sweep_worker(options_of(probes))
                 except (KeyboardInterrupt, Terminated):
                     raise
                 except Exception as e:
                     raise RunFailed(_failed(probes, e)) from None
                 finish(probes, rows)
             else:
-                pending[pool.submit(sweep_worker, options_of(probes))] = probes
+                pending[pool.submit(workers.sweep_worker, options_of(probes))] = probes
         if pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in sorted(finished, key=lambda f: f.exception() is not None):
@@ -741,171 +632,6 @@ class _SweepProgress:
               f"m={m:<6d} test acc {row['test_acc']:.4f} {'ok  ' if row['success'] else 'fail'} "
               f"{row['seconds']:6.1f}s  elapsed {el / 60:5.1f} min, about {eta / 60:.0f} min "
               f"left ({max(self.n_jobs - n_finished, 0)} searches open)", flush=True)
-
-
-# ---------------------------------------------------------------- the bench --------------------
-
-def _step_flops(T, B, d, H, k):
-    """Matrix-product FLOPs of one training step on the fast path (forward + backward)."""
-    R = 2 * T + 1                                      # two versions per position, plus [CLS]
-    fwd = (2 * R * d * d + 2 * R * d * H + 2 * d * d       # values, scores rn @ (W_K q), query
-           + 2 * B * 2 * T * (H + d)                       # Xb @ [E | E V]
-           + 2 * B * d * d + 2 * 2 * B * d * k + 2 * B * d)  # W_O, MLP, readout
-    bwd = (4 * R * d * d + 4 * R * d * H + 4 * d * d
-           + 2 * B * 2 * T * (H + d)
-           + 4 * B * d * d + 2 * 4 * B * d * k + 2 * B * d)
-    return fwd + bwd
-
-
-def _matmul_gflops(n, k, m, dtype, reps=20):
-    """numpy's own speed on an (n, k) @ (k, m) product, in GFLOP/s (best of reps)."""
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((n, k)).astype(dtype), rng.standard_normal((k, m)).astype(dtype)
-    best = np.inf
-    for _ in range(reps):
-        t = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - t)
-    return 2 * n * k * m / best / 1e9
-
-
-def _time_steps(cfg, B, path, n_steps):
-    rng = np.random.default_rng(0)
-    p = optim.one_buffer(attn.init_params(cfg, rng))          # as training holds them
-    dt = np.dtype(cfg["dtype"])
-    X = (rng.random((B, cfg["T"])) < 0.8).astype(dt)
-    y = rng.integers(0, 2, B).astype(dt)
-    state = optim.adam_init(p)
-    times = []
-    for i in range(n_steps + 2):                       # two warm-up steps
-        t = time.perf_counter()
-        loss, g, _ = (fast if path == "fast" else attn).loss_and_grads(p, cfg, X, y)
-        optim.adam_step(p, g, state, 1e-3, 1e-4)
-        times.append(time.perf_counter() - t)
-    return float(np.median(times[2:]))
-
-
-def _add_bench_command(sub):
-    c = sub.add_parser("bench", help="time per training step, GFLOP/s beside numpy's matmul",
-                       description=(
-        "Time one training step (m samples, full batch, the experiment's model) on the fast path "
-        "and on the plain [CLS]-row path, per run (x steps), and GFLOP/s of the matrix products "
-        "beside numpy's own matmul on this machine."))
-    c.add_argument("--Ts", type=int_list, default=[100, 1000, 3000], help="T values")
-    c.add_argument("--d", type=int_list, default=[run_options.DEFAULTS["d"]],
-                   help="widths d, comma-separated, each a multiple of 16 heads (default 64)")
-    c.add_argument("--m", type=integer(1), default=100, help="batch (default %(default)s)")
-    c.add_argument("--steps", type=integer(1), default=1000,
-                   help="steps per run, for the per-run time (default %(default)s)")
-    c.add_argument("--reference", action="store_true",
-                   help="also time the plain [CLS]-row path (slow at large T)")
-    c.add_argument("--throughput", type=int_list, default=[100, 1000],
-                   help="T values for the sweep throughput: runs per minute on all cores "
-                        "(default 100,1000)")
-    c.add_argument("--stack", type=integer(1), default=16,
-                   help="at most this many runs per stack for the throughput, fewer at large T "
-                        "as in the sweep (default %(default)s)")
-    c.add_argument("--tp-steps", dest="tp_steps", type=integer(1), default=100,
-                   help="steps timed per stack; runs/min is scaled to --steps (default "
-                        "%(default)s)")
-    c.set_defaults(run=_main_bench, parser=c)
-
-
-def _throughput_worker(args):
-    T, R, steps, seed, d = args
-    cli.keep_freed_memory()
-    base = dict(T=T, m=100, steps=steps, n_test=100, log_every=0, d=d)
-    t = time.perf_counter()
-    trainer.train_stack([dict(base, seed=seed + r) for r in range(R)])
-    return time.perf_counter() - t
-
-
-def _sweep_throughput(T, R, steps, full_steps, workers, repeats=3, d=64):
-    """Runs of `full_steps` steps per minute when `workers` processes each train a stack of R runs
-    (m = 100): timed on `steps` steps and scaled (setup and evaluation included once); the median
-    of `repeats` timings, since a shared machine's speed wanders by 20% from one to the next."""
-    walls = []
-    ex = harness.worker_pool(workers)     # they exit when this process is gone, even by SIGKILL
-    try:
-        list(ex.map(_throughput_worker, [(T, R, 2, 0, d)] * workers))      # start-up and warm-up
-        for _ in range(repeats):
-            t = time.perf_counter()
-            list(ex.map(_throughput_worker, [(T, R, steps, 10 * i, d) for i in range(workers)]))
-            walls.append(time.perf_counter() - t)
-    except BaseException:               # Ctrl-C, SIGTERM: stop the workers, not wait for them
-        ex.stop()
-        raise
-    ex.shutdown()
-    return 60 * workers * R / (float(np.median(walls)) * full_steps / steps)
-
-
-def _main_bench(a, fail):
-    """`python -m studies.sweep bench`: the step table per width and dtype, then the sweep
-    throughput (at the first width). Every size is checked to fit in memory before any time is
-    spent."""
-    H, k = run_options.DEFAULTS["heads"], run_options.DEFAULTS["mlp"]
-    for d in a.d:
-        if d % H:
-            fail(f"--d {d} must be a multiple of the {H} heads")
-        for T in sorted(set(a.Ts) | set(a.throughput)):
-            try:
-                trainer.check_run_memory(dict(run_options.DEFAULTS, T=T, m=a.m, n_test=1, d=d,
-                                            dtype="float64"),
-                                       lambda name, v: f"--Ts/--throughput {v}" if name == "T"
-                                       else f"--{name.replace('_', '-')} {v}")
-            except ValueError as e:
-                fail(str(e))
-    said = " during its step table"
-    try:                  # SIGTERM as Ctrl-C, in every part: the workers are stopped, one line
-        with cli.sigterm_raises():
-            _bench_steps(a, H, k)
-            said = "; its workers are stopped"
-            _bench_throughput(a, H)
-    except Terminated:
-        print(f"\nstudies.sweep bench: terminated (SIGTERM){said}", file=sys.stderr)
-        return 143
-    return 0
-
-
-def _bench_steps(a, H, k):
-    """The bench's step table: per dtype, width and T, the time of one training step."""
-    print(f"model heads={H} mlp={k}; batch m={a.m}; BLAS threads: "
-          f"{os.environ.get('OPENBLAS_NUM_THREADS', 'default')}; numpy {np.__version__}")
-    for dtype in ("float32", "float64"):
-        sq = _matmul_gflops(1024, 1024, 1024, dtype, reps=5)
-        print(f"\n{dtype}: numpy matmul 1024^3: {sq:6.1f} GFLOP/s")
-        print(f"{'d':>4} {'T':>6} {'ms/step':>9} {'s/run':>7} {'GFLOP/s':>8} "
-              f"{'numpy same shape':>17}" + (f" {'plain ms/step':>14} {'speed-up':>9}"
-                                              if a.reference else ""))
-        for d in a.d:
-            for T in a.Ts:
-                cfg = attn.default_config(T=T, d=d, heads=H, mlp=k, dtype=dtype)
-                n = max(20, min(200, int(20000 / T)))            # median of >= 20 timed steps
-                t_fast = _time_steps(cfg, a.m, "fast", n)
-                gf = _step_flops(T, a.m, d, H, k) / t_fast / 1e9
-                same = _matmul_gflops(2 * T + 1, d, d, dtype)    # the largest per-step product
-                line = (f"{d:4d} {T:6d} {1e3 * t_fast:9.2f} {t_fast * a.steps:7.1f} {gf:8.2f} "
-                        f"{same:17.1f}")
-                if a.reference:
-                    t_ref = _time_steps(cfg, a.m, "cls", 3)
-                    line += f" {1e3 * t_ref:14.1f} {t_ref / t_fast:8.1f}x"
-                print(line, flush=True)
-
-
-def _bench_throughput(a, H):
-    """The bench's sweep throughput at the first width: runs per minute on all cores, one run at
-    a time per worker and stacked."""
-    workers = os.cpu_count() or 1
-    d = a.d[0]
-    print(f"\nsweep throughput at d = {d}, {workers} worker processes, stacks of at most {a.stack} "
-          f"runs (m = 100, {a.steps} steps, float32), runs per minute (median of 3 timings):")
-    print(f"{'T':>6} {'stack':>6} {'one at a time':>14} {'stacked':>8} {'ratio':>6}")
-    for T in a.throughput:
-        R = stack_size(T, a.stack, d, H)
-        steps = min(a.tp_steps, a.steps)
-        alone = _sweep_throughput(T, 1, steps, a.steps, workers, d=d)    # measured now, alike
-        now = _sweep_throughput(T, R, steps, a.steps, workers, d=d) if R > 1 else alone
-        print(f"{T:6d} {R:6d} {alone:14.1f} {now:8.1f} {now / alone:5.1f}x", flush=True)
 
 
 if __name__ == "__main__":

@@ -20,19 +20,12 @@ The studies' side: it imports the reference (attn, symmetry, theory, train) and 
 study's measurement (measure_mechanism); nothing imports it but its tests. A measure "respects" a
 symmetry when every ratio is 1 to 1e-9; the table prints the ratios where it does not.
 """
-import signal
-if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 if not __package__ and __import__("importlib.util").util.find_spec("studies") is None:
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.symmetries")   # (run as a file)
 
-from studies.lib import cli  # standard library only: the thread setting acts before numpy
-
-if __name__ == "__main__":
-    cli.quiet_interrupts("studies.symmetries")
-    cli.set_blas_threads()
+from studies.lib import cli   # first: importing it is every command's entry prologue
 
 import math
 import os
@@ -41,7 +34,7 @@ import numpy as np
 
 import attn
 from studies.lib import symmetry
-from studies import trainer
+from studies.lib import training
 from studies.lib.checks import INTS, check_number
 from studies.lib.cli import OneLineParser, int_list
 from theory import covering_constant, generalization_gap, norm_measures
@@ -49,8 +42,10 @@ from theory import covering_constant, generalization_gap, norm_measures
 from studies.lib import folder, harness, stats
 from studies.lib.folder import folder_rows
 from studies.lib.stats import critical_sizes
-from studies.mechanism import growth_table, measure_mechanism
-from studies.lib.study import EDGE_NOTE, fmt, load_runs, seed_weights, separation, word
+from studies.lib.measures import measure_mechanism
+from studies.lib.stats import fisher_exact, sign_test
+from studies.lib.study import (EDGE_NOTE, fmt, growth_table, load_runs, seed_weights, separation,
+                               word)
 
 # ======== 1. THE MEASURES AGAINST THE SYMMETRIES ================================================
 
@@ -134,7 +129,7 @@ def _train_study_model(d, T, plan=STUDY_PLAN, seed=0):
     if cell is None:
         raise ValueError(f"{plan}: no borderline cell at d = {d}, T = {T} (the study's plan "
                          f"holds one: give results/mechanism/plan.json)")
-    r = trainer.train_run(dict(cell["options"], T=T, m=cell["m"], seed=seed, dtype="float64",
+    r = training.study_run(dict(cell["options"], T=T, m=cell["m"], seed=seed, dtype="float64",
                              log_every=0), log=None)
     X = (np.random.default_rng(seed).random((500, T)) < 2.0 ** (-1.0 / 3)).astype(np.float64)
     return r["params"], r["cfg"], r["S"], X, cell["m"]
@@ -217,28 +212,6 @@ N_BOOT = 20_000
 
 def _read_pairs(path):  # -> the rows of a paired CSV, each checked (folder.PAIR_ROWS)
     return folder.read_whole(path, folder.PAIR_ROWS)
-
-
-def sign_test(lost, gained):
-    """Two-sided exact sign test: P(a Binomial(n, 1/2) count as far from n/2 as `lost`)."""
-    lost, gained = (check_number(k, v, INTS, 0, 10**6 + 1, "a count from 0 to 10**6")
-                    for k, v in (("lost", lost), ("gained", gained)))
-    n, k = lost + gained, min(lost, gained)
-    if n == 0:
-        return 1.0
-    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
-
-
-def fisher_exact(a, b, c, d):
-    """Two-sided Fisher exact test of the 2x2 table [[a, b], [c, d]]: the probability, given the
-    margins, of a table no more likely than this one (integer arithmetic: ties are exact)."""
-    a, b, c, d = (check_number(k, v, INTS, 0, 10**6 + 1, "a count from 0 to 10**6")
-                  for k, v in (("a", a), ("b", b), ("c", c), ("d", d)))
-    r1, c1, n = a + b, a + c, a + b + c + d
-    ways = lambda x: math.comb(c1, x) * math.comb(n - c1, r1 - x)   # tables with a = x
-    here = ways(a)
-    return sum(w for w in map(ways, range(max(0, r1 + c1 - n), min(r1, c1) + 1))
-               if w <= here) / math.comb(n, r1)
 
 
 def _interaction_row(rows, arms, d, n_boot=N_BOOT):

@@ -36,8 +36,9 @@ from studies.lib import hypotheses
 from studies.lib import run_options
 from studies.lib import baseline, checkpoint, checks, symmetry
 import theory
-from studies import trainer
-from studies.lib import folder_write
+from studies import bench, trainer
+from studies.lib import training
+from studies.lib import folder_write, measures, workers
 from studies.lib import (families, failures, folder, harness, laws, limits, provenance, report,
                          stats, study)
 from studies import classball, kernels, mechanism, steps, sweep, symmetries, theory_report
@@ -293,8 +294,10 @@ def _edit_csv(name, line, append=False, **fields):
 def run_cli(capsys, *argv):
     capsys.readouterr()
     main = trainer.main
-    if argv and argv[0] in ("sweep", "bench"):
-        main, argv = sweep.main, argv[1:] if argv[0] == "sweep" else argv
+    if argv and argv[0] == "sweep":
+        main, argv = sweep.main, argv[1:]
+    elif argv and argv[0] == "bench":
+        main, argv = bench.main, argv[1:]
     elif argv and argv[0] == "steps":
         main, argv = steps.main, argv[1:]
     try:
@@ -359,6 +362,10 @@ def _estimate(T=10):
 BOUND = lambda: stats.Bound(5.0, (4.0, 6.0), "hi")
 
 STATS_WALK = {
+    "stats.sign_test": Walk(lambda f: dict(lost=4, gained=0), legal=dict(
+        lost={"0": "none lost"}, gained={"0": "none gained"})),
+    "stats.fisher_exact": Walk(lambda f: dict(a=1, b=9, c=11, d=3), legal={
+        k: {"0": "an empty cell"} for k in "abcd"}),
     # stats.py: the m grid and the searches
     "stats.m_grid": Walk(lambda f: dict(lo=8, hi=100, ratio=1.05),
                          legal=dict(hi={"10**12": "about 520 sizes"},
@@ -574,28 +581,28 @@ def test_interventions_pair_with_the_baseline_by_seed():
     same first loss (computed before any step), and a different run after it; stacked as alone;
     frozen parameters end at their init, clipped or not; each is a protocol a sweep accepts."""
     base = dict(SMALL, steps=3, dtype="float64")
-    b = trainer.train_run(base)
-    (_, (Xb, yb), (Tb, tb), r_b, _, _) = trainer.draw_run(base)
-    init_b = attn.init_params(trainer.model_config(run_options.validate_options(base)), r_b)
+    b = training.study_run(base)
+    (_, (Xb, yb), (Tb, tb), r_b, _, _) = training.draw_study_data(base)
+    init_b = attn.init_params(run_options.attention_config(run_options.validate_options(base)), r_b)
     for change in (dict(freeze="ln1"), dict(freeze="lnf"), dict(decay="except-ln")):
         o = dict(base, **change)
-        (_, (X, y), (Te, te), r_i, _, _) = trainer.draw_run(o)
+        (_, (X, y), (Te, te), r_i, _, _) = training.draw_study_data(o)
         assert np.array_equal(X, Xb) and np.array_equal(y, yb), change
         assert np.array_equal(Te, Tb) and np.array_equal(te, tb), change
-        init = attn.init_params(trainer.model_config(run_options.validate_options(o)), r_i)
+        init = attn.init_params(run_options.attention_config(run_options.validate_options(o)), r_i)
         assert all(np.array_equal(init[k], init_b[k]) for k in init_b), change
-        r = trainer.train_run(o)
+        r = training.study_run(o)
         assert r["losses"][0] == b["losses"][0] and r["losses"][2] != b["losses"][2], change
         runs = [dict(o, seed=s) for s in (3, 4)]
-        for x, st in zip(runs, trainer.train_stack(runs), strict=True):
-            assert np.allclose(st["losses"], trainer.train_run(x)["losses"], rtol=1e-9), change
+        for x, st in zip(runs, training.study_stack(runs), strict=True):
+            assert np.allclose(st["losses"], training.study_run(x)["losses"], rtol=1e-9), change
     low = dict(base, freeze="ln1", ln1_gain=0.5)      # every weight the baseline's but LN1's gain
-    p0 = trainer.build_model(run_options.validate_options(low), trainer.draw_run(low)[3])[0]
+    p0 = training.build_study_model(run_options.validate_options(low), training.draw_study_data(low)[3])[0]
     assert all(np.array_equal(p0[k], init_b[k]) for k in init_b if k != "ln1_g")
-    assert np.all(p0["ln1_g"] == 0.5) and trainer.train_run(low)["losses"][0] != b["losses"][0]
+    assert np.all(p0["ln1_g"] == 0.5) and training.study_run(low)["losses"][0] != b["losses"][0]
     for clip in (0.0, 0.01):
         for x, g in [(dict(base, freeze="ln1", clip=clip), 1.0)] * 2 + [(dict(low, clip=clip), 0.5)]:
-            for p in (trainer.train_run(x)["params"], trainer.train_stack([x])[0]["params"]):
+            for p in (training.study_run(x)["params"], training.study_stack([x])[0]["params"]):
                 assert np.all(p["ln1_g"] == g) and not p["ln1_b"].any(), clip
     ap = sweep._sweep_parser(commands=False)
     for name, change in (("freeze-ln1", dict(freeze="ln1")), ("freeze-lnf", dict(freeze="lnf")),
@@ -620,17 +627,17 @@ def test_early_stopping_keeps_the_best_validation_step_and_never_looks_at_the_te
                         lambda *a, **k: steps.__setitem__(0, steps[0] + 1) or real_lg(*a, **k))
     monkeypatch.setattr(fast, "model_forward",
                         lambda p, c, X, *a: seen.append((steps[0], len(X))) or real_fw(p, c, X, *a))
-    r = trainer.train_run(opts)
+    r = training.study_run(opts)
     test_passes = [n for n, rows in seen if rows == 321]
     assert test_passes and all(n == opts["steps"] for n in test_passes)  # test: only at the end
     assert any(rows == 150 and n < opts["steps"] for n, rows in seen)     # validation: during
     b = r["best_step"]
     assert b % 10 == 0 and 10 <= b <= 60
     monkeypatch.undo()
-    plain = trainer.train_run(dict(SMALL, steps=b, n_test=321))   # the same run stopped at b
+    plain = training.study_run(dict(SMALL, steps=b, n_test=321))   # the same run stopped at b
     assert all(np.array_equal(plain["params"][k], r["params"][k]) for k in r["params"])
     assert plain["test_acc"] == r["test_acc"]
-    other = trainer.train_run(dict(opts, n_test=77))              # another test set: same choice
+    other = training.study_run(dict(opts, n_test=77))              # another test set: same choice
     assert other["best_step"] == b
 
 
@@ -1029,11 +1036,11 @@ def test_growth_in_s_drops_undetermined_replicates_and_refuses_bad_input():
 
 
 def test_seeds_pair_cells_at_one_T_and_nothing_across_T():
-    """stats.py's design, shown on what a seed draws (trainer.draw_run) and on how it resamples:
+    """stats.py's design, shown on what a seed draws (training.draw_study_data) and on how it resamples:
     at one T a seed gives every width and every m the same S and the same training inputs (a
     larger m extends a smaller one's set), so those cells are paired and draw the same
     resamples; at another T it shares nothing, and its resamples are drawn independently."""
-    run = lambda **o: trainer.draw_run(dict(SMALL, seed=3, **o))
+    run = lambda **o: training.draw_study_data(dict(SMALL, seed=3, **o))
     a, b = run(T=12, m=40, d=8), run(T=12, m=80, d=16)
     assert (a[0].S == b[0].S).all() and (a[1][0] == b[1][0][:40]).all()
     assert (a[1][1] == b[1][1][:40]).all()                       # the same labelled examples
@@ -1313,7 +1320,7 @@ def test_sweep_folder_keeps_one_protocol(tmp_path, capsys):
 
 
 def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch, smoke_ref):
-    real, calls = sweep.sweep_worker, [0]
+    real, calls = workers.sweep_worker, [0]
     path = tmp_path / "runs.csv"
 
     def worker(runs):
@@ -1323,7 +1330,7 @@ def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch
             (tmp_path / "old.csv").write_text("".join(header))
             os.replace(tmp_path / "old.csv", path)
         return real(runs)
-    monkeypatch.setattr(sweep, "sweep_worker", worker)
+    monkeypatch.setattr(workers, "sweep_worker", worker)
     assert _sweep(tmp_path) == 0
     assert calls[0] > 3                             # replaced mid-sweep, with stacks still to run
     assert _rows(path) == _rows(smoke_ref / "runs.csv")
@@ -1334,7 +1341,7 @@ def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch
 def test_a_failing_run_is_the_same_one_line_under_workers_1(tmp_path, capsys, monkeypatch):
     def boom(runs):
         raise RuntimeError("boom")
-    monkeypatch.setattr(trainer, "train_stack", boom)
+    monkeypatch.setattr(training, "study_stack", boom)
     assert _sweep(tmp_path) == 1
     err = capsys.readouterr().err
     assert "failed: RuntimeError: boom" in err and len(err.strip().splitlines()) == 1
@@ -1703,13 +1710,17 @@ def test_every_command_is_one_line_on_ctrl_c_and_odd_values(tmp_path, capsys, mo
     for module, name, argv, msg in [
             (report, "folder_report", ["--out", str(f), "--report"], "during the report"),
             (limits, "statistical_limits", ["limit", "--Ts", "10", "--seeds", "2"], "interrupted"),
-            (sweep, "_matmul_gflops", ["bench", "--Ts", "10", "--throughput", "10"], "interrupted"),
             (sweep, "_sweep_parser", ["--out", str(f)], "interrupted")]:
         monkeypatch.setattr(module, name, ctrl_c)
         code = cli.one_line_errors("studies.sweep", sweep.main, argv)
         err = capsys.readouterr().err
         monkeypatch.undo()
         assert code == 130 and msg in err and len(err.strip().splitlines()) == 1, (name, err)
+    monkeypatch.setattr(bench, "_matmul_gflops", ctrl_c)
+    code = cli.one_line_errors("studies.bench", bench.main, ["--Ts", "10", "--throughput", "10"])
+    err = capsys.readouterr().err
+    monkeypatch.undo()
+    assert code == 130 and "interrupted" in err and len(err.strip().splitlines()) == 1, err
     for argv, msg in [(["--shard", "-1/2"], "needs 0 <= i < n, got '-1/2'"),
                       (["--Ts", "-5,3"], "integers >= 1, got '-5,3'"),
                       (["--bar", "-.5"], "--bar"),
@@ -1843,7 +1854,7 @@ def _subcommand(name):
 def test_every_option_refuses_bad_values_in_one_line(command, capsys, tmp_path):
     """Walk every option of every command: a bad value gives exit 2 and one line on stderr."""
     parser = {"train": trainer.train_parser, "sweep": sweep._sweep_parser,
-              "bench": lambda: _subcommand("bench")}[command]()
+              "bench": bench._parser}[command]()
     prefix = [] if command == "train" else [command]
     tried = 0
     for action in parser._actions:
@@ -1906,17 +1917,17 @@ def test_ctrl_c_while_a_command_starts_is_one_line(tmp_path, capsys, monkeypatch
 def test_a_monitor_only_watches_and_stops_a_stack_when_every_run_reaches_the_bar():
     runs = [dict(SMALL, task="parity", s=2, T=10, m=400, steps=400, d=16, heads=4, mlp=16, seed=s)
             for s in (0, 1)]
-    watch = steps._FirstHit(10, 2)
-    seen = trainer.train_stack(runs, monitor=watch)
-    plain = trainer.train_stack(runs)
+    watch = workers._FirstHit(10, 2)
+    seen = training.study_stack(runs, monitor=watch)
+    plain = training.study_stack(runs)
     ran = seen[0]["steps_run"]
     assert (watch.first > 0).all() and ran == watch.first.max() < 400 and ran % 10 == 0
     assert all(s["steps_run"] == ran for s in seen) and plain[0]["steps_run"] == 400
     for a, b in zip(seen, plain, strict=True):   # the same training, cut where it stopped
         assert a["losses"] == b["losses"][:ran]
-    never = steps._FirstHit(10, 2)
-    never.__class__ = type("Never", (steps._FirstHit,), {"__call__": lambda self, *a: False})
-    assert trainer.train_stack(runs, monitor=never)[0]["steps_run"] == 400
+    never = workers._FirstHit(10, 2)
+    never.__class__ = type("Never", (workers._FirstHit,), {"__call__": lambda self, *a: False})
+    assert training.study_stack(runs, monitor=never)[0]["steps_run"] == 400
 
 
 def test_paired_medians_carry_the_settings_difference_not_the_seeds_luck():
@@ -1968,7 +1979,7 @@ def test_steps_command_runs_resumes_and_pairs_two_folders(tmp_path, capsys):
     rows = [ln.split(" | ") for ln in table.splitlines() if ln.startswith(("| 6 ", "| 8 "))]
     assert [r[:2] for r in rows] == [["| 6", "2"], ["| 8", "2"]]
     for folder_, column in ((b, 2), (a, 3)):                          # here, then there
-        done = steps.read_done(os.path.join(folder_, "steps.csv"))
+        done = folder.read_done(os.path.join(folder_, "steps.csv"))
         med = np.median([np.inf if r["censored"] else r["steps_to_bar"]
                          for (T, _), r in done.items() if T == 6])
         assert rows[0][column] == ("inf" if np.isinf(med) else f"{med:.0f}")
@@ -2023,7 +2034,7 @@ def test_norm_measures_name_the_token_and_ln1_behind_B_X():
         q = {k: v.copy() for k, v in p.items()}
         q["E_pos"][:, 1] = [0.3, 0.2, 0.1]               # no ties: position 0 leads a bit value
         (q[where[0]] if where[1] is None else q[where[0]][where[1]])[0] = 3.0
-        mech = mechanism.measure_mechanism(q, cfg, S, X)
+        mech = measures.measure_mechanism(q, cfg, S, X)
         assert (mech["B_X_token"], mech["B_X_position"], mech["B_X_in_S"]) == (token, pos, in_S)
     cfg = dict(cfg, ln=True)
     p = attn.init_params(cfg, np.random.default_rng(1), std=0.5)
@@ -2121,8 +2132,8 @@ def test_a_bound_keeps_no_digit_its_monte_carlo_error_moves():
     assert stats.surely_above(B(1.004, 1.002, 1.006, "lo"), 1.0) and stats.surely_above(1.004, 1)
     assert stats.surely_below(B(0.97, 0.96, 0.99), 1.0)
     assert not stats.surely_below(B(0.97, 0.9, 1.02), 1.0)
-    assert mechanism.word(B(0.52, 0.49, 0.55, "lo"), B(0.8, 0.79, 0.81), 0.5) == "not detected"
-    assert mechanism.word(B(0.52, 0.51, 0.53, "lo"), B(0.8, 0.79, 0.81), 0.5) == "established"
+    assert study.word(B(0.52, 0.49, 0.55, "lo"), B(0.8, 0.79, 0.81), 0.5) == "not detected"
+    assert study.word(B(0.52, 0.51, 0.53, "lo"), B(0.8, 0.79, 0.81), 0.5) == "established"
 
 
 def test_a_bound_that_loses_digits_is_rounded_outwards():
@@ -2284,7 +2295,7 @@ def steps_ref(tmp_path_factory):
 
 def _outcomes(out):
     return {k: (r["censored"], r["steps_to_bar"])
-            for k, r in steps.read_done(os.path.join(str(out), "steps.csv")).items()}
+            for k, r in folder.read_done(os.path.join(str(out), "steps.csv")).items()}
 
 
 def test_steps_folder_resumes_after_any_crash_without_gluing_rows(steps_ref, tmp_path, capsys):
@@ -2574,9 +2585,9 @@ def test_ctrl_c_in_a_sweeps_process_group_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
 def test_bench_leaves_no_worker_behind(how):
-    """SIGTERM or SIGKILL during `studies.sweep bench`'s throughput part: its workers are gone within
+    """SIGTERM or SIGKILL during `studies.bench`'s throughput part: its workers are gone within
     seconds (they watch their parent); SIGTERM is one line and exit status 143."""
-    p = _python("-m", "studies.sweep", "bench", "--Ts", "8", "--d", "16", "--m", "8", "--steps", "100000",
+    p = _python("-m", "studies.bench", "--Ts", "8", "--d", "16", "--m", "8", "--steps", "100000",
                 "--tp-steps", "100000", "--throughput", "100", "--stack", "2")
     try:
         for line in p.stdout:
@@ -2603,13 +2614,13 @@ def test_bench_leaves_no_worker_behind(how):
     assert not [c for c in children if os.path.exists(f"/proc/{c}") and not _zombie(c)]
     if how == signal.SIGTERM:
         assert p.returncode == 143 and err.strip().splitlines() == [
-            "studies.sweep bench: terminated (SIGTERM); its workers are stopped"], err
+            "studies.bench: terminated (SIGTERM); its workers are stopped"], err
 
 
 def test_sigterm_during_the_bench_step_table_is_one_line():
     """SIGTERM while the bench times its step table (before any worker starts) is one line and
     exit status 143, as in its throughput part (it used to end with -15 and no word)."""
-    p = _python("-m", "studies.sweep", "bench", "--Ts", "3000", "--m", "100", "--throughput", "100")
+    p = _python("-m", "studies.bench", "--Ts", "3000", "--m", "100", "--throughput", "100")
     try:
         assert p.stdout.readline().startswith("model heads=")              # the banner
         p.stdout.readline(), p.stdout.readline()                          # float32: matmul
@@ -2620,7 +2631,7 @@ def test_sigterm_during_the_bench_step_table_is_one_line():
             p.kill()
             p.communicate()
     assert p.returncode == 143 and err.strip().splitlines() == [
-        "studies.sweep bench: terminated (SIGTERM) during its step table"], err
+        "studies.bench: terminated (SIGTERM) during its step table"], err
     assert "sweep throughput" not in out
 
 
@@ -2735,7 +2746,7 @@ def test_mechanism_measures_a_head_with_a_known_W_QK():
     R, T, S = 5.0, 6, [1, 3]
     p, cfg = _two_head_model(R, T, S)
     X = (np.random.default_rng(1).random((50, T)) < 0.5).astype(np.uint8)
-    m = mechanism.measure_mechanism(p, cfg, S, X)
+    m = measures.measure_mechanism(p, cfg, S, X)
     B_X = math.sqrt(2 + 1)            # longest token: a position of S holding bit 1, norm sqrt 2
     assert abs(m["B_X"] - B_X) < 1e-12
     assert m["top_head"] == 0 and m["heads_on_S"] == 1
@@ -2752,8 +2763,9 @@ def test_mechanism_measures_a_head_with_a_known_W_QK():
 
 
 def test_the_studies_use_theorys_measures_not_a_copy():
-    for name in ("norm_measures", "covering_constant", "paper_score_gap"):
-        assert getattr(mechanism, name) is getattr(theory, name), name
+    for name in ("norm_measures", "covering_constant"):
+        assert getattr(measures, name) is getattr(theory, name), name
+    assert mechanism.paper_score_gap is theory.paper_score_gap
     assert report.construction_width is theory.construction_width
 
 
@@ -2767,7 +2779,7 @@ def test_mechanism_attention_agrees_with_attn_reference():
     p["ln1_b"][:] = 0.3
     S = np.array([0, 4, 7])
     X = (np.random.default_rng(5).random((40, 9)) < 0.6).astype(np.uint8)
-    mass, gap = mechanism._head_attention_on_S(p, cfg, S, X)
+    mass, gap = measures._head_attention_on_S(p, cfg, S, X)
     A = attn.cls_attention(p, cfg, X)                                  # [n, H, T + 1]
     rest = np.setdiff1d(np.arange(9), S)
     logA = np.log(A)
@@ -2781,7 +2793,7 @@ def test_mechanism_on_the_hand_built_sparse_head():
     task = data.make_task("and", 30, 3, np.random.default_rng([30, 3, 0]))
     p, cfg, info = theory.build_sparse_head(task, np.random.default_rng([30, 3, 0, 1]))
     X = task.sample(100, np.random.default_rng(2))[0]
-    m = mechanism.measure_mechanism(p, cfg, task.S, X)
+    m = measures.measure_mechanism(p, cfg, task.S, X)
     assert abs(m["mass_on_S"] - info["mass_on_S"]) < 1e-9 and m["heads_on_S"] == 1
     assert abs(m["top_score_scale"] - info["qk_spec"] * 3.0) < 1e-9   # B_X^2 = 1 + 1 + 1
     u, P = p["W_K"][:info["d_p"], 0], p["E_pos"][:, :info["d_p"]]
@@ -2794,21 +2806,21 @@ def test_mechanism_refuses_a_bad_support_in_one_line():
     X = np.zeros((3, 6), np.uint8)
     for S in ([], [0, 0], [7], list(range(6))):
         with pytest.raises(ValueError, match="S must hold") as e:
-            mechanism.measure_mechanism(p, cfg, S, X)
+            measures.measure_mechanism(p, cfg, S, X)
         assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match="X must be"):
-        mechanism.measure_mechanism(p, cfg, [1], np.zeros((3, 5)))
+        measures.measure_mechanism(p, cfg, [1], np.zeros((3, 5)))
 
 
 def test_best_seen_monitor_and_loss_summary():
-    b = mechanism._BestSeen(every=10)
+    b = workers._BestSeen(every=10)
     assert b(10, [0.5, np.nan], [1, 1]) is False
     assert b(20, [0.9, 0.7], [1, 1]) is False
     assert b(30, [0.9, 0.6], [1, 1]) is False           # a tie keeps the first step
     assert b.best.tolist() == [0.9, 0.7] and b.step.tolist() == [20, 20]
-    final, low, jump = mechanism._loss_summary([0.7, 0.005, 0.002, 0.68, 0.3])
+    final, low, jump = workers._loss_summary([0.7, 0.005, 0.002, 0.68, 0.3])
     assert (final, low, jump) == (0.3, 0.002, 0.68)
-    assert math.isnan(mechanism._loss_summary([0.7, 0.5])[2])
+    assert math.isnan(workers._loss_summary([0.7, 0.5])[2])
 
 
 def _tiny_plan(out, seeds=2, steps=20, **extra):
@@ -2865,9 +2877,9 @@ def test_mechanism_trace_ends_where_the_unmonitored_run_ends(tmp_path):
     # the step-1 row measures the parameters after step 1: those a 1-step run ends with
     plan = folder.read_plan(out)
     runs = [dict(plan["cells"][0]["options"], T=8, m=16, seed=s, steps=1) for s in (0, 1)]
-    for r, res in zip([r for r in trace if r["step"] == "1"], trainer.train_stack(runs)):
-        X = trainer.draw_run(runs[0] | dict(seed=res["seed"]))[2][0][:mechanism.N_MEASURE]
-        mech = mechanism.measure_mechanism(res["params"], res["cfg"], res["S"], X)
+    for r, res in zip([r for r in trace if r["step"] == "1"], training.study_stack(runs)):
+        X = training.draw_study_data(runs[0] | dict(seed=res["seed"]))[2][0][:measures.N_MEASURE]
+        mech = measures.measure_mechanism(res["params"], res["cfg"], res["S"], X)
         assert float(r["B_X"]) == mech["B_X"] != float(base[r["seed"]]["B_X"])
     assert mechanism._run_plan(out, log=quiet, what="trace") == 0       # resumed: nothing left
 
@@ -2962,7 +2974,7 @@ def test_trace_report_says_where_B_X_comes_from(tmp_path):
 
 
 def test_mechanism_plan_from_the_committed_folders():
-    plan = mechanism.plan_cells(["results/extended", "results/width/d-128"], [10, 1000],
+    plan = study.plan_cells(["results/extended", "results/width/d-128"], [10, 1000],
                                 extra=[(128, 10000)], n_seeds=20)
     got = [(c["design"], c["d"], c["T"]) for c in plan["cells"]]
     assert got == [("borderline", 64, 10), ("borderline", 128, 10), ("borderline", 64, 1000),
@@ -2976,7 +2988,7 @@ def test_mechanism_plan_from_the_committed_folders():
     assert c[("fixed", 64, 1000)]["m"] == c[("fixed", 128, 1000)]["m"]
     assert c[("borderline", 64, 10)]["options"]["d"] == 64 and plan["bar"] == 0.99
     with pytest.raises(ValueError, match="no T within"):
-        mechanism.plan_cells(["results/width/d-128"], [600])
+        study.plan_cells(["results/width/d-128"], [600])
 
 
 def _synthetic_study(out):
@@ -3020,18 +3032,18 @@ def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, c
     for arm, change in (("freeze-ln1", dict(freeze="ln1")), ("baseline-rerun", {}),
                         ("decay-except-ln", dict(decay="except-ln"))):
         plan = mechanism._arm_plan("results/mechanism", arm, "borderline", [100, 3000], 20)
-        study = [c for c in mechanism.read_plan("results/mechanism")["cells"]
+        cells = [c for c in mechanism.read_plan("results/mechanism")["cells"]
                  if c["design"] == "borderline" and c["T"] in (100, 3000)]
         assert [(c["design"], c["d"], c["T"], c["m"]) for c in plan["cells"]] == [
-            (arm, c["d"], c["T"], c["m"]) for c in study] and len(study) == 4
+            (arm, c["d"], c["T"], c["m"]) for c in cells] and len(cells) == 4
         assert all(c["options"] == dict(b["options"], **change)
-                   for c, b in zip(plan["cells"], study))
+                   for c, b in zip(plan["cells"], cells))
         folder.check_plan(plan)
     with pytest.raises(ValueError, match="no borderline cells at T = 200"):
         mechanism._arm_plan("results/mechanism", "freeze-ln1", "borderline", [100, 200], 20)
     with pytest.raises(ValueError, match="arm must be baseline-rerun or one of"):
         mechanism._arm_plan("results/mechanism", "freeze-ln2", "borderline", [100], 20)
-    assert set(folder.INTERVENTIONS) <= set(sweep.PROTOCOLS)
+    assert set(folder.INTERVENTIONS) <= set(run_options.PROTOCOLS)
     S = "results/mechanism-interventions/screen"
     arms = [f"{S}/{a}" for a in ("baseline-rerun", "freeze-ln1", "decay-except-ln", "freeze-lnf")]
     failures.paired_report("results/mechanism", arms, str(tmp_path / "p.md"),
@@ -3195,13 +3207,13 @@ def test_json_values_no_command_writes_are_refused(steps_ref, tmp_path, capsys):
                  dict(step=curves[key]["step"][::-1])):
         (f / "curves.json").write_text(json.dumps(dict(curves, **{key: dict(curves[key], **edit)})))
         with pytest.raises(ValueError, match="curves.json is not the curves steps.py writes"):
-            steps._read_curves(str(f))
+            folder.read_curves(str(f))
     (f / "curves.json").unlink()
     meta = json.loads((f / "steps.json").read_text())
     for edit in (dict(Ts=[]), dict(Ts=meta["Ts"] + meta["Ts"][:1]), dict(machines={})):
         (f / "steps.json").write_text(json.dumps(dict(meta, **edit)))
         with pytest.raises(ValueError, match="steps.json: "):
-            steps.read_steps_meta(str(f))
+            folder.read_steps_meta(str(f))
     finding = json.loads(open("results/extended/arithmetic.json").read())
     path = tmp_path / "arithmetic.json"
     for edit in (dict(found=dict(finding["found"], kernel="Pentium")),
@@ -3270,8 +3282,8 @@ def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
     p, cfg = _two_head_model(R, T, S)
     p["w"][0] = 3.0
     X = (np.random.default_rng(1).random((50, T)) < 0.5).astype(np.uint8)
-    m = mechanism.measure_mechanism(p, cfg, S, X)
-    assert set(folder.MECHANISM_FACTORS) <= set(m) <= set(m) | set(mechanism.MEASURED)
+    m = measures.measure_mechanism(p, cfg, S, X)
+    assert set(folder.MECHANISM_FACTORS) <= set(m) <= set(m) | set(workers.MEASURED)
     C = theory.covering_from_parts(m["B_X"], m["readout_norm"] * m["mlp_factor"],
                                    *(m[k] for k in theory.COVERING_SUMS))
     assert abs(C / m["covering_constant"] - 1) < 1e-12 and m["readout_norm"] == 3.0
@@ -3295,7 +3307,7 @@ def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
     writer.close()
     import shutil
     shutil.copy(os.path.join(out, "runs-part2.csv"), os.path.join(out, "runs-partial.csv"))
-    got = mechanism.study_rows(out, plan)          # not a continuation: runs-partial.csv unread
+    got = study.study_rows(out, plan)          # not a continuation: runs-partial.csv unread
     assert len(got) == len(rows) and got[-1]["qk_fro"] == "1.0"
     for bad in (dict(last, qk_fro=""), dict(last, v_21="-1")):
         with pytest.raises(folder.BadRow):
@@ -3347,11 +3359,11 @@ def test_factors_report_holds_each_factor_exactly(tmp_path, capsys):
 def test_same_seed_same_bits_every_loss():
     """A seed fixes every bit: the same options twice give the same loss at every step and the
     same parameters; another seed gives another run."""
-    a, b = trainer.train_run(SMALL), trainer.train_run(SMALL)
+    a, b = training.study_run(SMALL), training.study_run(SMALL)
     assert a["losses"] == b["losses"] and len(a["losses"]) == SMALL["steps"]
     assert a["loss"] == b["loss"]
     assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"])
-    c = trainer.train_run(dict(SMALL, seed=SMALL["seed"] + 1))
+    c = training.study_run(dict(SMALL, seed=SMALL["seed"] + 1))
     assert not np.array_equal(a["params"]["W_Q"], c["params"]["W_Q"])
     assert a["losses"] != c["losses"]
 
@@ -3360,17 +3372,17 @@ def test_a_plain_resume_of_a_checkpoint_without_its_length_asks_for_steps(tmp_pa
     """An older checkpoint does not record its run's length: --resume alone is refused in one
     line asking for --steps (it used to train on to the default 1000 in silence)."""
     path = str(tmp_path / "ck.npz")
-    with pytest.raises(trainer.Interrupted):
-        trainer.train_run(dict(SMALL, steps=20), save=path, stop_after=7)
+    with pytest.raises(checkpoint.Interrupted):
+        training.study_run(dict(SMALL, steps=20), save=path, stop_after=7)
     with np.load(path) as z:
         arrays = {k: z[k] for k in z.files}
     options = json.loads(str(arrays["options"]))
     del options["steps"]
     np.savez(path, **dict(arrays, options=np.array(json.dumps(options))))
-    assert trainer.load_checkpoint(path)["run_steps"] is None
+    assert checkpoint.load_checkpoint(path)["run_steps"] is None
     code, out, err = run_cli(capsys, "--resume", path, "--log-every", "0")
     assert code == 2 and "--steps" in err and "length" in err and len(err.splitlines()) <= 2
-    assert trainer.load_checkpoint(path)["step"] == 7
+    assert checkpoint.load_checkpoint(path)["step"] == 7
     code, out, _ = run_cli(capsys, "--resume", path, "--steps", "20", "--log-every", "0")
     assert code == 0 and "(13 of the 20 steps in this session)" in out, out
     assert "the run is judged by its last step." not in out        # no logged steps: no line
@@ -3420,22 +3432,22 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     "no --save given", and the summary of an interrupted evaluation is one resume away; a
     failure names the option and value that matter."""
     path = str(tmp_path / "ck.npz")
-    real = {name: getattr(trainer if name != "accuracy" else train, name)
-            for name in ("draw_run", "accuracy", "train_run")}
+    real = dict(draw_study_data=training.draw_study_data, accuracy=train.accuracy,
+                study_run=training.study_run)
 
     def ctrl_c(*args, **kw):
         raise KeyboardInterrupt
-    monkeypatch.setattr(trainer, "draw_run", ctrl_c)                 # before step 1
+    monkeypatch.setattr(training, "draw_study_data", ctrl_c)                 # before step 1
     code, out, err = run_cli(capsys, *TINY, "--save", path)
     assert code == 130 and "nothing was saved" in err and "no --save" not in err
     assert not os.path.exists(path)
-    monkeypatch.setattr(trainer, "draw_run", real["draw_run"])
+    monkeypatch.setattr(training, "draw_study_data", real["draw_study_data"])
     monkeypatch.setattr(train, "accuracy", ctrl_c)                # during the final evaluation
     code, out, err = run_cli(capsys, *TINY, "--save", path)
     assert code == 130 and "final evaluation" in err and "no --save" not in err
     assert f"python -m studies.trainer --resume {path} --steps 5" in err
-    with pytest.raises(trainer.Interrupted, match="final evaluation") as e:
-        trainer.train_run(SMALL, save=str(tmp_path / "py.npz"))
+    with pytest.raises(checkpoint.Interrupted, match="final evaluation") as e:
+        training.study_run(SMALL, save=str(tmp_path / "py.npz"))
     assert (e.value.step, e.value.phase) == (SMALL["steps"], "evaluation")
 
     def sigterm(*args, **kw):                                      # SIGTERM's, under the guard
@@ -3447,11 +3459,11 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     monkeypatch.setattr(train, "accuracy", real["accuracy"])
     code, out, err = run_cli(capsys, "--resume", path, "--steps", "5")   # evaluates, reports
     assert code == 0 and "test accuracy" in out and "evaluating it" in out and not err
-    monkeypatch.setattr(trainer, "draw_run", ctrl_c)                 # a resume stopped at once
+    monkeypatch.setattr(training, "draw_study_data", ctrl_c)                 # a resume stopped at once
     code, out, err = run_cli(capsys, "--resume", path, "--steps", "9")
     assert code == 130 and "unchanged at step 5" in err and "no --save" not in err
-    monkeypatch.setattr(trainer, "draw_run", real["draw_run"])
-    assert trainer.load_checkpoint(path)["step"] == 5
+    monkeypatch.setattr(training, "draw_study_data", real["draw_study_data"])
+    assert checkpoint.load_checkpoint(path)["step"] == 5
     code, out, err = run_cli(capsys, *TINY, "--wd", "1e308")       # the decay, not the rate
     assert code == 1 and "smaller --wd (now 1e+308" in err and "--lr (now" not in err
     code, out, err = run_cli(capsys, *TINY, "--lr", "1e30")
@@ -3463,11 +3475,11 @@ def test_interruptions_and_failures_say_what_was_kept_and_what_to_change(tmp_pat
     assert "decay, >= 0 and < 1" in help_text and "probability, >= 0 and < 1" in help_text
     code, out, err = run_cli(capsys, *TINY, "--val", "100000000")  # sized before allocating
     assert code == 2 and "GiB" in err and "--val 100000000" in err
-    monkeypatch.setattr(trainer, "train_run", lambda *a, **k: (_ for _ in ()).throw(
+    monkeypatch.setattr(training, "study_run", lambda *a, **k: (_ for _ in ()).throw(
         MemoryError("Unable to allocate 9.1 GiB for an array")))
     code, out, err = run_cli(capsys, *TINY)
     assert code == 1 and "--T 12" in err and "Unable to allocate 9.1 GiB" in err
-    monkeypatch.setattr(trainer, "train_run", real["train_run"])
+    monkeypatch.setattr(training, "study_run", real["study_run"])
     monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(
         OSError(28, "No space left on device")))                  # a full disk at --json
     out_json = tmp_path / "r.json"
@@ -3499,7 +3511,7 @@ def test_no_output_replaces_a_file_that_is_not_its_own(tmp_path, capsys):
         code, out, err = run_cli(capsys, *TINY, "--json", str(target))
         assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (target, err)
         assert "Traceback" not in err and not out
-    assert open(ck, "rb").read() == good and trainer.load_checkpoint(ck)["step"] == 5
+    assert open(ck, "rb").read() == good and checkpoint.load_checkpoint(ck)["step"] == 5
     assert (notes.read_text(), other.read_text(), empty.read_text()) == ("precious", '{"a": 1}', "")
     summary = tmp_path / "r.json"                    # a summary is replaced by a new summary
     assert run_cli(capsys, *TINY, "--json", str(summary))[0] == 0
@@ -3509,15 +3521,15 @@ def test_no_output_replaces_a_file_that_is_not_its_own(tmp_path, capsys):
                         (str(notes), "not a checkpoint of this run"),
                         (str(summary), "not a checkpoint of this run"), (str(tmp_path), "folder")]:
         with pytest.raises(ValueError, match=msg):
-            trainer.train_run(SMALL, save=target)
+            training.study_run(SMALL, save=target)
     with pytest.raises(TypeError, match="save must be a file path"):
-        trainer.train_run(SMALL, save=5)
+        training.study_run(SMALL, save=5)
     assert open(ck, "rb").read() == good and notes.read_text() == "precious"
     mine = str(tmp_path / "mine.npz")                # its own checkpoint: continued, so replaced
-    with pytest.raises(trainer.Interrupted, match="interrupted after step 7; checkpoint"):
-        trainer.train_run(SMALL, save=mine, stop_after=7)
-    trainer.train_run(SMALL, save=mine, resume=trainer.load_checkpoint(mine))
-    assert trainer.load_checkpoint(mine)["step"] == SMALL["steps"]
+    with pytest.raises(checkpoint.Interrupted, match="interrupted after step 7; checkpoint"):
+        training.study_run(SMALL, save=mine, stop_after=7)
+    training.study_run(SMALL, save=mine, resume=checkpoint.load_checkpoint(mine))
+    assert checkpoint.load_checkpoint(mine)["step"] == SMALL["steps"]
     table, readme, photo = tmp_path / "t.md", tmp_path / "README.md", tmp_path / "photo.png"
     table.write_text("| model | T | m50 |\n")
     readme.write_text("# my notes\n")
@@ -3738,8 +3750,8 @@ def test_kernels_counts_the_runs_that_change_outcome_and_the_verdicts_that_move(
     (b / "runs.csv").write_text("".join(lines))
     text = kernels.kernels_table(str(a), str(b))
     assert f"1 of 3 runs change outcome ({int(was)} lost, {int(not was)} gained" in text
-    assert kernels.sign_test(0, 0) == 1.0 and kernels.sign_test(4, 0) == 0.125
-    assert kernels.sign_test(5, 0) == 0.0625
+    assert stats.sign_test(0, 0) == 1.0 and stats.sign_test(4, 0) == 0.125
+    assert stats.sign_test(5, 0) == 0.0625
     code, out, err = run_cli_main(capsys, kernels.main, [str(a), str(a) + "/", "--out",
                                                          str(tmp_path / "k.md")])
     assert code == 2 and "are one folder" in err
@@ -3951,10 +3963,6 @@ STUDY_WALK = {
     "theory_report.measure_trained_block": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"],
                                                                X=f["X"][:1]), names=P_NAMES),
     # symmetries.py (issue 47): its commands and exact tests
-    "symmetries.sign_test": Walk(lambda f: dict(lost=4, gained=0), legal=dict(
-        lost={"0": "none lost"}, gained={"0": "none gained"})),
-    "symmetries.fisher_exact": Walk(lambda f: dict(a=1, b=9, c=11, d=3), legal={
-        k: {"0": "an empty cell"} for k in "abcd"}),
     "symmetries.measures_command": Walk(lambda f: dict(out=_w("m.md"),
                                                        plan="results/mechanism/plan.json",
                                                        log=print), run=False,
@@ -3973,7 +3981,7 @@ STUDY_WALK = {
         study="results/extended", folders=["results/protocols/qk-ball-4"],
         n_seeds=10, Ts=[100], out=_w("b.md"), log=print), run=False,
         legal=dict(out=NEW_FILE, n_seeds={"10**12": "refused"})),
-    "mechanism.growth_table": Walk(lambda f: dict(
+    "study.growth_table": Walk(lambda f: dict(
         plan=folder.read_plan(_w("study")), cells=study.load_study(_w("study"))[1],
         W=study.seed_weights(12, [10, 100, 1000], 20), design="fixed",
         quantities=[("covering_constant", "C")]), run=False,
@@ -4006,8 +4014,6 @@ STUDY_WALK = {
     "replay.findings_table": Walk(lambda f: dict(folders=["results/extended"]),
                                   legal=dict(folders={"'--x'": "refused"})),
     "replay.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
-    "kernels.sign_test": Walk(lambda f: dict(lost=4, gained=0),
-                              legal=dict(lost={"0": "no pair lost"}, gained={"0": "none gained"})),
     "kernels.kernels_table": Walk(lambda f: dict(study="results/mechanism",
                                                  rerun="results/mechanism-factors"), run=False,
                                   legal=dict(study={"'bogus'": "refused: no folder"},
@@ -4030,16 +4036,16 @@ STUDY_WALK = {
                                                here={"missing key": "allowed: nothing compared"},
                                                flag={"'bogus'": "an option's name"})),
     # mechanism.py
-    "mechanism.measure_mechanism": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], S=np.array([0, 2]),
+    "measures.measure_mechanism": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], S=np.array([0, 2]),
                                                        X=f["X"]),
                                         legal=dict(S={"list": ARRAY_LIKE}, X={"list": ARRAY_LIKE}),
                                         names=dict(p=r"params?")),
-    "mechanism.plan_cells": Walk(lambda f: dict(folders=["results/width/d-128"], Ts=[10],
+    "study.plan_cells": Walk(lambda f: dict(folders=["results/width/d-128"], Ts=[10],
                                                 extra=[], n_seeds=2, fixed_from=None,
                                                 factor=2.0),
                                  ),
-    "mechanism.train_cell": Walk(lambda f: dict(runs=[dict(_RUN(), design="fixed")]), run=False),
-    "mechanism.train_trace": Walk(lambda f: dict(runs=[dict(_RUN(), design="fixed")], every=10),
+    "workers.train_cell": Walk(lambda f: dict(runs=[dict(_RUN(), design="fixed")]), run=False),
+    "workers.train_trace": Walk(lambda f: dict(runs=[dict(_RUN(), design="fixed")], every=10),
                                   run=False),
     "mechanism.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     # failures.py
@@ -4058,18 +4064,21 @@ STUDY_WALK = {
     "families.families_command": Walk(lambda f: dict(a=None, fail=None), run=False,
                                       legal=dict(a={"*": COMMAND}, fail={"*": COMMAND})),
     "sweep.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
-    "sweep.sweep_worker": Walk(lambda f: dict(runs=[_RUN(steps=2)])),
-    "sweep.stack_size": Walk(lambda f: dict(T=100, most=8, d=64, heads=16, itemsize=4),
+    "workers.sweep_worker": Walk(lambda f: dict(runs=[_RUN(steps=2)])),
+    "workers.stack_size": Walk(lambda f: dict(T=100, most=8, d=64, heads=16, itemsize=4),
                              legal={k: {"10**12": NO_ALLOC} for k in ("T", "most", "d", "heads",
                                                                      "itemsize")}),
-    "steps.run_stack": Walk(lambda f: dict(runs=[_RUN(steps=2, task="parity", s=2)], every=1),
+    "workers.run_stack": Walk(lambda f: dict(runs=[_RUN(steps=2, task="parity", s=2)], every=1),
                             legal=dict(every={"10**12": "past the budget: the last step is "
                                                         "checked"})),
-    "steps.read_done": Walk(lambda f: dict(path="results/parity/s-2/steps.csv", meta=None),
+    "folder.read_done": Walk(lambda f: dict(path="results/parity/s-2/steps.csv", meta=None),
                             legal=dict(path={"'bogus'": "a folder with no steps CSV: no runs"})),
-    "steps.read_steps_meta": Walk(lambda f: dict(out="results/parity/s-2"),
+    "folder.read_steps_meta": Walk(lambda f: dict(out="results/parity/s-2"),
                                   names=dict(out=r"\bout\b|holds no readable steps.json")),
+    "folder.read_curves": Walk(lambda f: dict(out="results/parity/s-2"),
+                               legal=dict(out={"'bogus'": "a folder with no curves: none"})),
     "steps.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
+    "bench.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     "theory_report.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     # folder.py
     "folder.read_rows": Walk(lambda f: dict(paths=[_w("study", "runs.csv")], warn=None,
@@ -4278,7 +4287,7 @@ def test_plan_refuses_a_factor_no_run_can_train_before_it_plans(tmp_path, capsys
                    "which no run can train")
     assert not (tmp_path / "p").exists()
     with pytest.raises(ValueError, match="factor must be a finite number > 0"):
-        mechanism.plan_cells(["results/width/d-128"], [10], n_seeds=2, factor=-1)
+        study.plan_cells(["results/width/d-128"], [10], n_seeds=2, factor=-1)
 
 
 def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_argument(
@@ -4288,7 +4297,8 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
     hostile value in one line naming the argument."""
     import test_all
     modules = (mechanism, failures, families, sweep, steps, theory_report, folder, report, study,
-               harness, limits, provenance, replay, kernels, symmetries, classball, folder_write)
+               harness, limits, provenance, replay, kernels, symmetries, classball, folder_write,
+               measures, workers, bench)
     monkeypatch.setattr(test_all, "HUGE_WALKED", tuple(m.__name__.split(".")[-1]
                                                        for m in modules))
     public = {k: v for m in modules for k, v in _public(m).items()}
@@ -4303,14 +4313,14 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
 
 def test_the_exact_tests_on_discordant_pairs_give_the_textbook_values():
     # sign test: 5 lost, 0 gained -> 2 / 2^5; 4 / 0 -> 0.125 (the issue's 20-pair cell)
-    assert symmetries.sign_test(5, 0) == 0.0625 and symmetries.sign_test(4, 0) == 0.125
-    assert symmetries.sign_test(3, 3) == 1.0 and symmetries.sign_test(0, 0) == 1.0
+    assert stats.sign_test(5, 0) == 0.0625 and stats.sign_test(4, 0) == 0.125
+    assert stats.sign_test(3, 3) == 1.0 and stats.sign_test(0, 0) == 1.0
     # Fisher: [[1, 9], [11, 3]] has two-sided p 0.002759 (R: fisher.test); a table at its
     # margins' most likely value has p 1
-    assert abs(symmetries.fisher_exact(1, 9, 11, 3) - 0.0027594) < 1e-6
-    assert symmetries.fisher_exact(2, 2, 2, 2) == 1.0
+    assert abs(stats.fisher_exact(1, 9, 11, 3) - 0.0027594) < 1e-6
+    assert stats.fisher_exact(2, 2, 2, 2) == 1.0
     p = sum(math.comb(7, x) * math.comb(7, 7 - x) for x in (0, 7)) / math.comb(14, 7)
-    assert symmetries.fisher_exact(7, 0, 0, 7) == pytest.approx(p)
+    assert stats.fisher_exact(7, 0, 0, 7) == pytest.approx(p)
 
 
 def _pairs(effect_small, effect_large, n=20):  # rows of a paired CSV, one arm, one width
@@ -4348,7 +4358,7 @@ def test_the_committed_interaction_table_is_what_the_command_writes(tmp_path, ca
 def test_the_measures_table_says_which_measure_each_symmetry_moves():
     """On a small trained model: B_X moved by LN1's scale (a), not by the QK scale (b); W_QK's
     norms not by (b); the score gap and every canonical measure by none."""
-    r = trainer.train_run(dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8,
+    r = training.study_run(dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8,
                              dtype="float64", log_every=0), log=None)
     X = np.random.default_rng(0).integers(0, 2, (50, 12)).astype(float)
     lines = symmetries._measure_table([(r["params"], r["cfg"], r["S"], X, 80)])
@@ -4384,7 +4394,7 @@ def test_every_protocol_sets_only_options_a_sweep_passes_to_its_runs():
     """A protocol's option outside folder.MODEL_OPTIONS would be dropped without a word, and the
     sweep would train (and fingerprint) the default runs under the protocol's name (issue 47's
     first qk-ball screen did: qk_ball was missing there)."""
-    for name, opts in sweep.PROTOCOLS.items():
+    for name, opts in run_options.PROTOCOLS.items():
         assert set(opts) <= set(folder.MODEL_OPTIONS), (name, set(opts) - set(folder.MODEL_OPTIONS))
     meta = dict(options=dict(run_options.DEFAULTS, qk_ball=1.0), bar=0.99, search="bisect")
     assert folder.sweep_fingerprint(meta) != folder.sweep_fingerprint(
@@ -4410,19 +4420,19 @@ def test_a_study_row_carries_measures_of_the_function_that_no_symmetry_moves():
     """Issue 47: measure_mechanism's canonical columns (folder.MECHANISM_CANONICAL) are equal
     (1e-9 relative) after LN1's, LNf's and per-head Q/K and V/O scales, while the raw C and score
     scale move under them, so the check can fail; and a row of them is read back as written."""
-    r = trainer.train_run(dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8,
+    r = training.study_run(dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8,
                              dtype="float64", log_every=0), log=None)
     p, cfg = r["params"], r["cfg"]
     X = np.random.default_rng(0).integers(0, 2, (50, 12)).astype(float)
-    ref = mechanism.measure_mechanism(p, cfg, r["S"], X)
-    assert set(folder.MECHANISM_CANONICAL) <= set(ref) <= set(mechanism.MEASURED) | {
+    ref = measures.measure_mechanism(p, cfg, r["S"], X)
+    assert set(folder.MECHANISM_CANONICAL) <= set(ref) <= set(workers.MEASURED) | {
         "per_head", "ln1_gain_rms", "ln1_shift_norm", "B_X_token", "B_X_position", "B_X_in_S"}
     for q in (symmetry.scale_ln(p, cfg, "ln1", 2.0), symmetry.scale_ln(p, cfg, "lnf", 0.3),
               symmetry.mix_qk(p, cfg, [3.0, 0.2, -1.5, 7.0]), symmetry.mix_vo(p, cfg, 5.0)):
-        got = mechanism.measure_mechanism(q, cfg, r["S"], X)
+        got = measures.measure_mechanism(q, cfg, r["S"], X)
         for k in folder.MECHANISM_CANONICAL:
             assert got[k] == pytest.approx(ref[k], rel=1e-9), k
-    moved = mechanism.measure_mechanism(symmetry.scale_ln(p, cfg, "ln1", 2.0), cfg, r["S"], X)
+    moved = measures.measure_mechanism(symmetry.scale_ln(p, cfg, "ln1", 2.0), cfg, r["S"], X)
     assert abs(moved["covering_constant"] / ref["covering_constant"] - 1) > 1e-3
     assert abs(moved["score_scale"] / ref["score_scale"] - 1) > 1e-3
     row = {k: "1" for k in folder.MECHANISM_FIELDS}
@@ -4908,9 +4918,9 @@ def test_stacked_runs_follow_the_new_options_like_single_runs():
     opts = dict(SMALL, steps=40, dtype="float64", optimizer="adamw", wd=0.1, decay="matrices",
                 clip=0.5, beta2=0.95, val=60, val_every=10)
     runs = [dict(opts, seed=s) for s in (3, 4)]
-    stacked = trainer.train_stack(runs)
+    stacked = training.study_stack(runs)
     for o, st in zip(runs, stacked, strict=True):
-        alone = trainer.train_run(o)
+        alone = training.study_run(o)
         assert st["best_step"] == alone["best_step"] and st["test_acc"] == alone["test_acc"]
         assert np.allclose(st["losses"], alone["losses"], rtol=1e-9)
 
@@ -4922,20 +4932,20 @@ def test_stacked_minibatch_runs_take_the_mean_loss_like_single_runs(clip, wd):
     gradient (a sum would give batch times the gradient, clipped at 1/batch of its threshold)."""
     opts = dict(SMALL, steps=20, dtype="float64", batch=16, clip=clip, wd=wd)
     runs = [dict(opts, seed=s) for s in (3, 4)]
-    for o, st in zip(runs, trainer.train_stack(runs), strict=True):
-        alone = trainer.train_run(o)
+    for o, st in zip(runs, training.study_stack(runs), strict=True):
+        alone = training.study_run(o)
         assert np.allclose(st["losses"], alone["losses"], rtol=1e-9), (clip, wd)
 
 
 def test_dropout_training_is_seeded_and_runs_one_at_a_time():
     opts = dict(SMALL, steps=20, dropout=0.1)
-    a, b = trainer.train_run(opts), trainer.train_run(opts)
+    a, b = training.study_run(opts), training.study_run(opts)
     assert a["losses"] == b["losses"]                           # masks come from the seed
-    assert a["losses"] != trainer.train_run(dict(SMALL, steps=20))["losses"]
+    assert a["losses"] != training.study_run(dict(SMALL, steps=20))["losses"]
     with pytest.raises(ValueError, match="one at a time"):
-        trainer.train_stack([opts, dict(opts, seed=5)])
+        training.study_stack([opts, dict(opts, seed=5)])
     with pytest.raises(ValueError, match="Transformer only"):
-        trainer.train_run(dict(opts, model="mlp"))
+        training.study_run(dict(opts, model="mlp"))
 
 
 def test_zero_positional_init_changes_only_the_positions_and_stacks_like_single_runs():
@@ -4944,8 +4954,8 @@ def test_zero_positional_init_changes_only_the_positions_and_stacks_like_single_
     assert not b["E_pos"].any() and a["E_pos"].any()
     assert all(np.array_equal(a[k], b[k]) for k in a if k != "E_pos")
     runs = [dict(SMALL, steps=30, dtype="float64", pos_init="zero", seed=s) for s in (3, 4)]
-    for o, st in zip(runs, trainer.train_stack(runs), strict=True):
-        assert np.allclose(st["losses"], trainer.train_run(o)["losses"], rtol=1e-9)
+    for o, st in zip(runs, training.study_stack(runs), strict=True):
+        assert np.allclose(st["losses"], training.study_run(o)["losses"], rtol=1e-9)
     with pytest.raises(ValueError, match="pos_init must be 'normal' or 'zero', got 'ones'"):
         attn.default_config(pos_init="ones")
     with pytest.raises(ValueError, match="pos_init must be one of normal, zero, got 'ones'"):
@@ -4954,9 +4964,9 @@ def test_zero_positional_init_changes_only_the_positions_and_stacks_like_single_
 
 def test_position_overlap_known_values():
     E = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0], [1.0, 1.0]])
-    assert np.isclose(trainer.position_overlap(E, np.array([0])), 1.0)       # 2 is 0's twin
-    assert np.isclose(trainer.position_overlap(E, np.array([1])), 2 ** -0.5)
-    assert np.isnan(trainer.position_overlap(E, np.arange(4)))
+    assert np.isclose(training.position_overlap(E, np.array([0])), 1.0)       # 2 is 0's twin
+    assert np.isclose(training.position_overlap(E, np.array([1])), 2 ** -0.5)
+    assert np.isnan(training.position_overlap(E, np.arange(4)))
 
 
 @pytest.mark.parametrize("batch", [0, 16])
@@ -4964,15 +4974,15 @@ def test_resume_is_exact(tmp_path, batch):
     """Stopped at step k and resumed, a run ends with the very bits of a run straight through
     (minibatch order included: the generator state is in the checkpoint)."""
     opts = dict(SMALL, batch=batch)
-    straight = trainer.train_run(opts)
+    straight = training.study_run(opts)
     path = str(tmp_path / "ck.npz")
     with pytest.raises(checkpoint.Interrupted, match="interrupted after step 13; checkpoint .* at "
                                                 "step 13") as e:
-        trainer.train_run(opts, save=path, stop_after=13)
+        training.study_run(opts, save=path, stop_after=13)
     assert e.value.step == 13
     ck = checkpoint.load_checkpoint(path, dict(run_options.DEFAULTS, **opts))
     assert ck["step"] == 13
-    resumed = trainer.train_run(opts, save=path, resume=ck)
+    resumed = training.study_run(opts, save=path, resume=ck)
     assert resumed["losses"] == straight["losses"][13:]
     for k in straight["params"]:
         assert np.array_equal(straight["params"][k], resumed["params"][k]), k
@@ -4984,7 +4994,7 @@ def test_a_plain_resume_trains_to_the_length_of_the_run_that_saved(tmp_path, cap
     a typed --steps still wins."""
     path = str(tmp_path / "ck.npz")
     with pytest.raises(checkpoint.Interrupted):
-        trainer.train_run(dict(SMALL, steps=20), save=path, stop_after=7)
+        training.study_run(dict(SMALL, steps=20), save=path, stop_after=7)
     assert checkpoint.load_checkpoint(path)["run_steps"] == 20
     code, out, _ = run_cli(capsys, "--resume", path, "--log-every", "0")
     assert code == 0 and "(resumed at step 7)" in out and "(13 of the 20 steps in this " \
@@ -4995,16 +5005,16 @@ def test_a_plain_resume_trains_to_the_length_of_the_run_that_saved(tmp_path, cap
 
 def test_resume_refuses_another_configuration(tmp_path):
     path = str(tmp_path / "ck.npz")
-    trainer.train_run(SMALL, save=path)
+    training.study_run(SMALL, save=path)
     ck = checkpoint.load_checkpoint(path)
     with pytest.raises(ValueError, match="another configuration: seed=2"):
-        trainer.train_run(dict(SMALL, seed=3, steps=40), resume=ck)
+        training.study_run(dict(SMALL, seed=3, steps=40), resume=ck)
 
 
 def test_checkpoint_refuses_bad_files(tmp_path):
     opts = dict(run_options.DEFAULTS, **SMALL)
     path = str(tmp_path / "ck.npz")
-    trainer.train_run(SMALL, save=path)
+    training.study_run(SMALL, save=path)
     good = open(path, "rb").read()
     (tmp_path / "trunc.npz").write_bytes(good[: len(good) // 2])
     (tmp_path / "text.npz").write_text("hello")
@@ -5077,13 +5087,13 @@ def test_crafted_checkpoints_are_one_line_naming_the_file_and_the_field(tmp_path
     for resume, kind, msg in [({}, ValueError, "resume: field"), ([1], TypeError, "resume must"),
                               (dict(checkpoint.load_checkpoint(path), step=2.0), ValueError, "'step'")]:
         with pytest.raises(kind, match=msg):
-            trainer.train_run(dict(SMALL, T=12, m=40, n_test=100, steps=9), resume=resume)
+            training.study_run(dict(SMALL, T=12, m=40, n_test=100, steps=9), resume=resume)
 
 
 def test_divergence_names_step_and_keeps_last_finite_checkpoint(tmp_path):
     path = str(tmp_path / "ck.npz")
-    with pytest.raises(trainer.Diverged, match=r"at step \d+.*smaller --lr.*last finite") as e:
-        trainer.train_run(dict(SMALL, lr=1e37, steps=50), save=path, save_every=1)
+    with pytest.raises(training.Diverged, match=r"at step \d+.*smaller --lr.*last finite") as e:
+        training.study_run(dict(SMALL, lr=1e37, steps=50), save=path, save_every=1)
     ck = checkpoint.load_checkpoint(path)
     assert all(np.all(np.isfinite(v)) for v in ck["params"].values())
     assert ck["step"] == int(re.search(r"at step (\d+)", str(e.value))[1]) - 1
@@ -5135,7 +5145,7 @@ def test_public_functions_raise_valueerror():
         with pytest.raises(ValueError, match="of 0s and 1s"):
             attn.model_forward(p, cfg, X)
     with pytest.raises(ValueError, match="GiB"):
-        trainer.train_run(dict(T=10**9, m=10))
+        training.study_run(dict(T=10**9, m=10))
     for bad, msg in [(dict(task="xor"), "task must be one of"), (dict(model="cnn"), "model must"),
                      (dict(stepz=3), "unknown option"), (dict(lr=-1.0), "lr must be"),
                      (dict(batch=-5), "batch must be"), (dict(batch=900), "larger than m=40"),
@@ -5143,33 +5153,33 @@ def test_public_functions_raise_valueerror():
                      (dict(s=50), "s=50 is larger than T=12"), (dict(heads=5), "heads=5"),
                      (dict(model="mlp", mlp=0), "mlp=0"), (dict(T=10**7, m=10**4), "GiB")]:
         with pytest.raises(ValueError, match=msg) as err:
-            trainer.train_run(dict(SMALL, **bad))
+            training.study_run(dict(SMALL, **bad))
         assert "--" not in str(err.value), err.value    # a Python caller typed no flags
 
 
 def test_python_api_names_the_argument_for_every_wrong_input(tmp_path):
     """Families 5 and 8: ValueError or TypeError naming the argument, never an IndexError,
     KeyError or AttributeError from inside, and never a silent result (save_every=-1)."""
-    cases = [(lambda: trainer.train_stack([]), ValueError, "runs must hold at least one"),
-             (lambda: trainer.train_stack(dict(SMALL)), TypeError, "runs must be a list"),
-             (lambda: trainer.train_run(SMALL, resume={}), ValueError, "resume: field"),
-             (lambda: trainer.train_run([SMALL]), TypeError, "opts must be a dict"),
-             (lambda: trainer.train_run(SMALL, save=str(tmp_path / "a.npz"), save_every=-1),
+    cases = [(lambda: training.study_stack([]), ValueError, "runs must hold at least one"),
+             (lambda: training.study_stack(dict(SMALL)), TypeError, "runs must be a list"),
+             (lambda: training.study_run(SMALL, resume={}), ValueError, "resume: field"),
+             (lambda: training.study_run([SMALL]), TypeError, "opts must be a dict"),
+             (lambda: training.study_run(SMALL, save=str(tmp_path / "a.npz"), save_every=-1),
               ValueError, "save_every must be"),
-             (lambda: trainer.train_run(SMALL, save_every=2.5), ValueError, "save_every must be"),
-             (lambda: trainer.train_run(SMALL, log=5), TypeError, "log must be"),
-             (lambda: trainer.train_run(SMALL, stop_after=0), ValueError, "stop_after must be"),
-             (lambda: trainer.seeds_for(-1), ValueError, "seed must be"),
-             (lambda: trainer.seeds_for("a"), ValueError, "seed must be"),
-             (lambda: trainer.seeds_for("5"), ValueError, "seed must be an integer"),  # check_int's
-             (lambda: trainer.draw_run(dict(SMALL, T=[3])), ValueError, "T must be"),
+             (lambda: training.study_run(SMALL, save_every=2.5), ValueError, "save_every must be"),
+             (lambda: training.study_run(SMALL, log=5), TypeError, "log must be"),
+             (lambda: training.study_run(SMALL, stop_after=0), ValueError, "stop_after must be"),
+             (lambda: training.study_streams(-1), ValueError, "seed must be"),
+             (lambda: training.study_streams("a"), ValueError, "seed must be"),
+             (lambda: training.study_streams("5"), ValueError, "seed must be an integer"),  # check_int's
+             (lambda: training.draw_study_data(dict(SMALL, T=[3])), ValueError, "T must be"),
              (lambda: checkpoint.load_checkpoint(5), TypeError, "path must be"),
              (lambda: run_options.validate_options(None), TypeError, "opts must be a dict")]
     for call, kind, msg in cases:
         with pytest.raises(kind, match=re.escape(msg)):
             call()
     assert not os.path.exists(tmp_path / "a.npz")
-    assert trainer.draw_run(dict(SMALL))[1][0].shape == (SMALL["m"], SMALL["T"])  # defaults filled
+    assert training.draw_study_data(dict(SMALL))[1][0].shape == (SMALL["m"], SMALL["T"])  # defaults filled
 
 
 def test_ctrl_c_while_the_last_checkpoint_is_written_is_not_swallowed(tmp_path, capsys,
@@ -5178,13 +5188,13 @@ def test_ctrl_c_while_the_last_checkpoint_is_written_is_not_swallowed(tmp_path, 
     forgotten: the whole evaluation ran and the command exited 0. It stops the run: exit 130,
     the checkpoint complete at the last step, the command that evaluates it."""
     import signal
-    path, real = str(tmp_path / "ck.npz"), trainer.save_checkpoint
+    path, real = str(tmp_path / "ck.npz"), checkpoint.save_checkpoint
 
     def save_then_ctrl_c(*args):
         written = real(*args)
         os.kill(os.getpid(), signal.SIGINT)           # lands in the loop's handler
         return written
-    monkeypatch.setattr(trainer, "save_checkpoint", save_then_ctrl_c)
+    monkeypatch.setattr(checkpoint, "save_checkpoint", save_then_ctrl_c)
     code, out, err = run_cli(capsys, *TINY, "--save", path)
     assert code == 130 and "test accuracy" not in out, (out, err)
     assert "after the last step; all 5 steps are saved" in err and \
@@ -5243,8 +5253,8 @@ def test_the_pictures_curve_is_dense_early_and_changes_nothing_else(capsys):
     sentence."""
     opts = dict(SMALL, steps=300, log_every=100)
     lines = []
-    plain = trainer.train_run(opts, log=lines.append)
-    dense = trainer.train_run(opts, log=lines.append, curve=True)
+    plain = training.study_run(opts, log=lines.append)
+    dense = training.study_run(opts, log=lines.append, curve=True)
     assert "curve" not in plain
     strip = lambda x: re.sub(r" +[0-9.]+s$", "", x)                  # the times differ
     assert [strip(x) for x in lines[:4]] == [strip(x) for x in lines[4:]] and len(lines) == 8
@@ -5282,10 +5292,10 @@ def test_training_sharpens_attention_norms_and_grows_the_covering_constant():
     them) grows by more than 10x; B_X stays near sqrt(d + 1) (LN1 puts tokens on the sphere of
     radius sqrt(d)); every measure is finite."""
     opts = dict(T=20, m=200, steps=200, n_test=1000, seed=1, log_every=0)
-    trained = trainer.train_run(opts, log=None)
+    trained = training.study_run(opts, log=None)
     assert trained["test_acc"] >= 0.99                           # it has learned S
     o, cfg = run_options.validate_options(opts), trained["cfg"]
-    init = trainer.build_model(o, trainer.draw_run(o)[3])[0]         # the run's own initial params
+    init = training.build_study_model(o, training.draw_study_data(o)[3])[0]         # the run's own initial params
     nm0, nm = theory.norm_measures(init, cfg), theory.norm_measures(trained["params"], cfg)
     for k in ("qk_spec", "qk_21", "qk_fro", "v_spec", "v_21", "o_spec"):
         assert len(nm[k]) == cfg["heads"] and np.all(np.isfinite(nm[k])), k
@@ -5368,20 +5378,20 @@ def test_a_resume_under_another_arithmetic_says_so_and_records_both(tmp_path):
     own; a checkpoint of the same arithmetic adds nothing. Older checkpoints hold no record."""
     path, lines = str(tmp_path / "c.npz"), []
     with pytest.raises(checkpoint.Interrupted):
-        trainer.train_run(SMALL, log=None, save=path, stop_after=5)
+        training.study_run(SMALL, log=None, save=path, stop_after=5)
     ck = checkpoint.load_checkpoint(path)
-    same = trainer.train_run(SMALL, log=lines.append, resume=ck)
+    same = training.study_run(SMALL, log=lines.append, resume=ck)
     assert "arithmetic_before_resume" not in same and not any("note:" in x for x in lines)
     other = dict(ck["arithmetic"], kernel="Imaginary")
-    r = trainer.train_run(SMALL, log=lines.append, resume=dict(ck, arithmetic=other))
+    r = training.study_run(SMALL, log=lines.append, resume=dict(ck, arithmetic=other))
     assert r["arithmetic_before_resume"] == other and r["arithmetic"] == ck["arithmetic"]
     assert any("note: the checkpoint was made by" in x and "Imaginary" in x for x in lines)
     assert arithmetic.differences(other, ck["arithmetic"]) == [
         f"kernel: Imaginary vs {ck['arithmetic']['kernel']}"]
     with pytest.raises(ValueError, match="'arithmetic' must be a dict"):
-        trainer.train_run(SMALL, log=None, resume=dict(ck, arithmetic="SkylakeX"))
+        training.study_run(SMALL, log=None, resume=dict(ck, arithmetic="SkylakeX"))
     legacy = {k: v for k, v in ck.items() if k != "arithmetic"}
-    assert "arithmetic_before_resume" not in trainer.train_run(SMALL, log=None, resume=legacy)
+    assert "arithmetic_before_resume" not in training.study_run(SMALL, log=None, resume=legacy)
 
 
 def test_only_kernels_the_processor_can_run_are_offered(monkeypatch):
@@ -5405,8 +5415,8 @@ def test_an_ln1_gain_that_overflows_the_dtype_names_its_option(capsys):
     with pytest.raises(ValueError, match="ln1_gain=1e.300 is too large for float32"):
         run_options.validate_options(dict(ln1_gain=1e300))
     o = run_options.validate_options(dict(ln1_gain=1e16))
-    assert trainer.divergence_culprit(o).startswith("--ln1-gain (now 1e+16")
-    assert trainer.divergence_culprit(run_options.validate_options({})).startswith("--lr")
+    assert training.divergence_culprit(o).startswith("--ln1-gain (now 1e+16")
+    assert training.divergence_culprit(run_options.validate_options({})).startswith("--lr")
 
 
 def test_a_run_of_very_many_steps_starts_and_its_checkpoint_resumes(tmp_path):
@@ -5415,11 +5425,11 @@ def test_a_run_of_very_many_steps_starts_and_its_checkpoint_resumes(tmp_path):
     up front. It now grows as the run goes, so such a run starts, saves and resumes."""
     path = str(tmp_path / "long.npz")
     with pytest.raises(checkpoint.Interrupted, match="after step 3"):
-        trainer.train_run(dict(SMALL, steps=10**18), log=None, save=path, stop_after=3)
+        training.study_run(dict(SMALL, steps=10**18), log=None, save=path, stop_after=3)
     ck = checkpoint.load_checkpoint(path)
     assert ck["run_steps"] == 10**18 and ck["step"] == 3
     with pytest.raises(checkpoint.Interrupted, match="after step 6"):
-        trainer.train_run(dict(SMALL, steps=10**15), log=None, save=path, resume=ck, stop_after=6)
+        training.study_run(dict(SMALL, steps=10**15), log=None, save=path, resume=ck, stop_after=6)
 
 
 def test_a_checkpoint_whose_frozen_layernorm_moved_is_refused(tmp_path):
@@ -5429,15 +5439,15 @@ def test_a_checkpoint_whose_frozen_layernorm_moved_is_refused(tmp_path):
     o = dict(SMALL, freeze="ln1", ln1_gain=0.5)
     path = str(tmp_path / "f.npz")
     with pytest.raises(checkpoint.Interrupted):
-        trainer.train_run(o, log=None, save=path, stop_after=3)
+        training.study_run(o, log=None, save=path, stop_after=3)
     ck = checkpoint.load_checkpoint(path)
     assert (ck["params"]["ln1_g"] == np.float32(0.5)).all()
     for name, change in (("ln1_g", lambda a: a * 2), ("ln1_b", lambda a: a + 0.25)):
         bad = dict(ck, params=dict(ck["params"], **{name: change(ck["params"][name])}))
         with pytest.raises(ValueError, match=f"field 'param/{name}' holds .* where freeze ln1 "
                                              f"keeps it at its init"):
-            trainer.train_run(o, log=None, resume=bad)
-    assert trainer.train_run(o, log=None, resume=ck)["steps"] == SMALL["steps"]
+            training.study_run(o, log=None, resume=bad)
+    assert training.study_run(o, log=None, resume=ck)["steps"] == SMALL["steps"]
 
 
 SYM_OPTS = dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8, dtype="float64",
@@ -5446,7 +5456,7 @@ SYM_OPTS = dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8, 
 
 def _trained_small():  # -> params, cfg, X (trained once per session)
     if not hasattr(_trained_small, "kept"):
-        r = trainer.train_run(SYM_OPTS, log=None)
+        r = training.study_run(SYM_OPTS, log=None)
         X = np.random.default_rng(1).integers(0, 2, (64, SYM_OPTS["T"]))
         _trained_small.kept = r["params"], r["cfg"], X
     return _trained_small.kept
@@ -5576,22 +5586,22 @@ def test_the_symmetries_refuse_a_wrong_argument_in_one_line_naming_it():
 
 def test_training_inside_the_qk_ball_ends_inside_it_and_an_inactive_ball_changes_nothing():
     """Option qk_ball: every head's canonical ||W_QK||_F (symmetry.qk_norms, which is
-    norm_measures' qk_fro of the canonical form) ends within trainer.qk_ball_radius, in a single
+    norm_measures' qk_fro of the canonical form) ends within training.qk_ball_radius, in a single
     run and in a stack alike, and the stack's runs are the runs alone; a ball too large to touch
     gives the very losses of no ball; the option is refused where it cannot act."""
     base = dict(SYM_OPTS, T=30, steps=60)
     o = dict(base, qk_ball=0.5)
-    r = trainer.train_run(o, log=None)
-    radius = trainer.qk_ball_radius(run_options.validate_options(o))
+    r = training.study_run(o, log=None)
+    radius = training.qk_ball_radius(run_options.validate_options(o))
     n = symmetry.qk_norms(r["params"], r["cfg"])
     assert n.max() <= radius * (1 + 1e-9) and n.max() > 0.99 * radius      # the ball acted
     can = theory.norm_measures(symmetry.canonical(r["params"], r["cfg"]), r["cfg"])["qk_fro"]
     assert np.allclose(n, can, rtol=1e-9, atol=0)
-    free = trainer.train_run(dict(base, qk_ball=0.0), log=None)
+    free = training.study_run(dict(base, qk_ball=0.0), log=None)
     assert free["losses"] != r["losses"]
     assert symmetry.qk_norms(free["params"], free["cfg"]).max() > radius
-    assert trainer.train_run(dict(base, qk_ball=1e6), log=None)["losses"] == free["losses"]
-    stacked = trainer.train_stack([dict(o, seed=s) for s in (5, 6)])
+    assert training.study_run(dict(base, qk_ball=1e6), log=None)["losses"] == free["losses"]
+    stacked = training.study_stack([dict(o, seed=s) for s in (5, 6)])
     assert np.allclose(stacked[0]["losses"], r["losses"], rtol=1e-9, atol=0)
     for st in stacked:
         assert symmetry.qk_norms(st["params"], st["cfg"]).max() <= radius * (1 + 1e-9)
@@ -5642,7 +5652,7 @@ def test_training_inside_the_class_ball_never_leaves_it_and_a_ball_too_large_cha
     large to act) gives that run bit for bit; at 1/1.001 of it the projection acts and the run
     changes (so the first check can fail)."""
     base = dict(SYM_OPTS, T=30, steps=60)
-    cfg = run_options.model_config(dict(base, **CLASS_RADII))
+    cfg = run_options.attention_config(dict(base, **CLASS_RADII))
     ratios = []
 
     class Watch:
@@ -5652,7 +5662,7 @@ def test_training_inside_the_class_ball_never_leaves_it_and_a_ball_too_large_cha
             n = symmetry.class_norms(params, cfg)
             ratios.append(max(float(np.max(n[k[5:]])) / r for k, r in CLASS_RADII.items()))
             return False
-    stacked = trainer.train_stack([dict(base, **CLASS_RADII, seed=s) for s in (5, 6)],
+    stacked = training.study_stack([dict(base, **CLASS_RADII, seed=s) for s in (5, 6)],
                                   monitor=Watch())
     assert len(ratios) == 60 and max(ratios) <= 1.0
     for r in stacked:
@@ -5660,15 +5670,15 @@ def test_training_inside_the_class_ball_never_leaves_it_and_a_ball_too_large_cha
         for k in symmetry.CLASS_NORMS:
             assert rec[f"{k}_active"] > 0 and rec[f"{k}_worst"] > 1, (k, rec)
             assert rec[f"{k}_final"] == float(np.max(n[k])) <= rec[f"{k}_radius"]
-    free = trainer.train_run(base, log=None)
-    huge = trainer.train_run(dict(base, **{k: 1e6 * v for k, v in CLASS_RADII.items()}),
+    free = training.study_run(base, log=None)
+    huge = training.study_run(dict(base, **{k: 1e6 * v for k, v in CLASS_RADII.items()}),
                              log=None)["ball"]
     reached = {k: huge[f"{k[5:]}_worst"] * 1e6 * v for k, v in CLASS_RADII.items()}
-    edge = trainer.train_run(dict(base, **{k: 1.0001 * v for k, v in reached.items()}), log=None)
+    edge = training.study_run(dict(base, **{k: 1.0001 * v for k, v in reached.items()}), log=None)
     assert all(edge["ball"][f"{k}_active"] == 0 for k in symmetry.CLASS_NORMS)
     assert all(np.array_equal(free["params"][k], edge["params"][k]) for k in free["params"])
     assert edge["losses"] == free["losses"]
-    inside = trainer.train_run(dict(base, **{k: v / 1.001 for k, v in reached.items()}), log=None)
+    inside = training.study_run(dict(base, **{k: v / 1.001 for k, v in reached.items()}), log=None)
     assert all(inside["ball"][f"{k}_active"] > 0 for k in symmetry.CLASS_NORMS)
     assert not all(np.array_equal(free["params"][k], inside["params"][k]) for k in free["params"])
     for bad, words in ((dict(base, ball_qk=0.1, model="mlp"), "ball_qk acts on the Transformer"),
@@ -5710,29 +5720,29 @@ def test_the_low_gain_run_with_its_step_restored_is_the_gain_1_run_bit_for_bit()
         ("gain 1", {}), ("restored", dict(ln1_gain=0.5, qkv_init=2.0, qkv_step=2.0)),
         ("init only", dict(ln1_gain=0.5, qkv_init=2.0)),
         ("step only", dict(ln1_gain=0.5, qkv_step=2.0)))}
-    got = {k: trainer.train_run(dict(o, seed=3), log=None) for k, o in runs.items()}
+    got = {k: training.study_run(dict(o, seed=3), log=None) for k, o in runs.items()}
     same = lambda a, b: (a["test_acc"] == b["test_acc"] and np.array_equal(a["losses"],
                          b["losses"]) and a["attn_on_S"] == b["attn_on_S"])
     assert same(got["gain 1"], got["restored"])
     assert np.array_equal(got["restored"]["params"]["W_Q"], 2 * got["gain 1"]["params"]["W_Q"])
     assert not same(got["gain 1"], got["init only"]) and not same(got["gain 1"], got["step only"])
-    stacked = trainer.train_stack([dict(runs["restored"], seed=s) for s in (3, 4)])
-    alone = trainer.train_run(dict(runs["gain 1"], seed=4), log=None)
+    stacked = training.study_stack([dict(runs["restored"], seed=s) for s in (3, 4)])
+    alone = training.study_run(dict(runs["gain 1"], seed=4), log=None)
     assert same(stacked[0], got["gain 1"]) and same(stacked[1], alone)
     assert {"qkv_init", "qkv_step"} <= set(run_options.RUN_KEYS)
     for bad, message in ((dict(qkv_step=0.0), "qkv_step"), (dict(qkv_init=2.0 ** 30), "qkv_init"),
                          (dict(model="mlp", freeze="none", qkv_init=2.0), "attention only")):
         with pytest.raises(ValueError, match=message):
-            trainer.validate_options(dict(base, seed=0, **bad))
+            run_options.validate_options(dict(base, seed=0, **bad))
 
 
 MOVED_WALKED = (baseline, symmetry, hypotheses, checkpoint, run_options, arithmetic, cli, trainer)
 HOOK = "a hook of train.py's loop: trainer's train_run and train_stack check before they build it"
 TRAINER_INSIDE = {k: HOOK for k in (
-    "trainer.StudyHooks", "trainer.StudyHooks.draw", "trainer.StudyHooks.build", "trainer.StudyHooks.adam",
-    "trainer.StudyHooks.step", "trainer.StudyHooks.train", "trainer.StudyHooks.after_step",
-    "trainer.MLP", "trainer.MLP.keep", "trainer.MLP.loss_and_grads", "trainer.MLP.logits",
-    "trainer.WithDropout", "trainer.WithDropout.keep", "trainer.WithDropout.loss_and_grads")}
+    "training.StudyHooks", "training.StudyHooks.draw", "training.StudyHooks.build", "training.StudyHooks.adam",
+    "training.StudyHooks.step", "training.StudyHooks.train", "training.StudyHooks.after_step",
+    "training.MLP", "training.MLP.keep", "training.MLP.loss_and_grads", "training.MLP.logits",
+    "training.WithDropout", "training.WithDropout.keep", "training.WithDropout.loss_and_grads")}
 
 
 def test_the_modules_that_moved_into_studies_refuse_hostile_values_naming_the_argument():
@@ -6475,7 +6485,7 @@ COMMANDS_WITHOUT_STUDY_FILES = {   # (module, subcommand or None) -> what it rea
                        "tested with damaged checkpoints in the checkpoint tests",
     ("theory_report", None): "trains small models and reads no file",
     ("sweep", "limit"): "computes the statistical limit from its options; reads no file",
-    ("sweep", "bench"): "times training steps; reads no file",
+    ("bench", None): "times training steps; reads no file",
     ("sweep", "pages"): "reads results pages and the tables their markers name, as text "
                         "(cli.read_text_file, inside the repository): the pages tests "
                         "(test_pages_*) damage both",

@@ -13,19 +13,12 @@ trains small models with train.py and measures them with theory.py's quantities:
      (hypotheses.gf2_sample_need) beside the trained Transformer on sparse parity.
 Tags as theory.py's: [theorem check] asserted, [measurement] no claim.
 """
-import signal
-if __name__ == "__main__" and hasattr(signal, "pthread_sigmask"):   # Ctrl-C waits, pending, for
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})      # cli's guard (quiet_interrupts)
 import sys
 if not __package__ and __import__("importlib.util").util.find_spec("studies") is None:
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.theory_report")   # (run as a file)
 
-from studies.lib import cli
-
-if __name__ == "__main__":
-    cli.quiet_interrupts("studies.theory_report")   # Ctrl-C while starting: one line, exit 130
-    cli.set_blas_threads()     # the report's matrices are small: one BLAS thread (see cli.py)
+from studies.lib import cli   # first: importing it is every command's entry prologue
 
 import time
 
@@ -36,7 +29,7 @@ from studies.lib import checks
 import attn
 import data
 from studies.lib import hypotheses
-from studies import trainer
+from studies.lib import training
 from theory import (MEAS, THM, construction_cache, covering_constant, generalization_gap,
                     heading, norm_measures, pairwise_ratios, require, say, spectral_norm)
 
@@ -68,7 +61,7 @@ def measure_trained_block(p, cfg, X):
 
 def _train_models(Ts, ms, steps, task="and", s=3, dtype="float32", tolerate_divergence=False,
                  log=lambda line: print(line, flush=True)):
-    """trainer.train_run for each (T, m) pair, seed 0; -> list of result dicts. With
+    """training.study_run for each (T, m) pair, seed 0; -> list of result dicts. With
     tolerate_divergence a diverged run gives dict(T=T, m=m, test_acc=nan) instead of raising.
     log(line) gets one line per trained model (which, how far, test accuracy, seconds), flushed
     by default so that it shows under `python -m studies.theory_report > log`; log=None for
@@ -77,10 +70,10 @@ def _train_models(Ts, ms, steps, task="and", s=3, dtype="float32", tolerate_dive
     for k, (T, m) in enumerate(zip(Ts, ms), 1):
         t0 = time.perf_counter()
         try:
-            out.append(trainer.train_run(dict(task=task, T=T, s=s, m=m, steps=steps, log_every=0,
+            out.append(training.study_run(dict(task=task, T=T, s=s, m=m, steps=steps, log_every=0,
                                             dtype=dtype), log=lambda *a: None))
             how = f"test acc {out[-1]['test_acc']:.3f}"
-        except trainer.Diverged:
+        except training.Diverged:
             if not tolerate_divergence:
                 raise
             out.append(dict(T=T, m=m, test_acc=float("nan")))
@@ -184,7 +177,7 @@ def _report_gf2(ctx):
     say("", "  the learner needs about T + 2 samples: ~T, against the s log T bits that name S "
         "(it does not use sparsity)")
     print()
-    say(MEAS, "the trained Transformer on 3-sparse parity (trainer.train_run, float64, "
+    say(MEAS, "the trained Transformer on 3-sparse parity (training.study_run, float64, "
         f"{ctx['parity_steps']} steps, one seed): test accuracy")
     t0 = time.perf_counter()
     ctx["parity"] = [(T, [r["test_acc"] for r in
@@ -226,7 +219,7 @@ def main(argv=None):
     print("studies.theory_report: theory.py's quantities on trained models\ntags: [theorem check] "
           "asserted; [measurement] no claim")
     ctx = dict(TRAINED, construct=construction_cache())
-    ctx["init"] = dict(params=attn.init_params(attn.default_config(T=100), trainer.seeds_for(0).init),
+    ctx["init"] = dict(params=attn.init_params(attn.default_config(T=100), training.study_streams(0).init),
                        cfg=attn.default_config(T=100))          # the T=100 run before its 1st step
     print("\ntraining the models parts 1-3 measure (3-sparse AND, train.py's defaults, seed 0)")
     t0 = time.perf_counter()

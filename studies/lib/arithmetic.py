@@ -60,7 +60,7 @@ def _openblas_call(lib, name, restype):
     return None
 
 
-def blas():
+def blas_library():
     """{blas, blas_version, kernel, threads} of the library numpy loaded, each UNREAD where it
     cannot be read (the library's path stays out: it names this machine's folders)."""
     np.ones((2, 2)) @ np.ones((2, 2))                  # the library is loaded by now
@@ -128,7 +128,7 @@ def record(dtype):
     if not (isinstance(dtype, (str, np.dtype)) and str(dtype) in ("float32", "float64")
             or dtype is np.float32 or dtype is np.float64):
         raise TypeError(f"dtype must be float32 or float64, got {dtype!r:.40}")
-    return dict(blas(), numpy=np.__version__, numpy_simd=numpy_simd(),
+    return dict(blas_library(), numpy=np.__version__, numpy_simd=numpy_simd(),
                 python=platform.python_version(), cpu=cpu_model(), dtype=str(np.dtype(dtype)),
                 coretype_env=os.environ.get("OPENBLAS_CORETYPE"))
 

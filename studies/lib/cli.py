@@ -98,19 +98,7 @@ def _command_name(path):
     return rel if os.sep not in rel else rel[:-3].replace(os.sep, ".")
 
 
-_main = getattr(sys.modules.get("__main__"), "__file__", None) or ""
-if _main and _command_name(_main):
-    quiet_interrupts(_command_name(_main))   # a command of this project is starting: its
-                                            # own call under __main__ then finds it done
-
-import argparse  # noqa: E402  (after the guard: Ctrl-C while these load is one line too)
-import json  # noqa: E402
-import math  # noqa: E402
-import numbers  # noqa: E402
-import re  # noqa: E402
-import stat  # noqa: E402
-
-# ---------------------------------------------------------------- threads and memory -----------
+# ---------------------------------------------------------------- BLAS threads -----------------
 
 BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -121,7 +109,7 @@ def set_blas_threads(n=None):
     process started after (a sweep's workers). One thread because the training step's matrices
     are small: a second thread buys little, and while another process kept a core busy numpy's
     default threads made a run 10 to 16 times slower (the README's performance page)."""
-    _need("n", n, n is None or is_integer(n) and 1 <= n <= 4096, "None or a number of threads "
+    _need("n", n, n is None or isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 4096, "None or a number of threads "
           "from 1 to 4096")
     for var in BLAS_VARS:
         if n is None:
@@ -148,6 +136,28 @@ def threads_from_argv(argv):
     n = _option_value(argv, "--threads")
     set_blas_threads(int(n) if n is not None and n.strip().isdigit() and 1 <= int(n) <= 4096 else None)
 
+
+def _start_command(name, argv):
+    """Every command's entry prologue, run once as the command starts (it imports this module
+    first): Ctrl-C and SIGTERM while it starts are one line (quiet_interrupts), and numpy's BLAS
+    takes the command's --threads N, else one thread (set before numpy is imported, and inherited
+    by the worker processes: one thread each, the pool is the parallelism)."""
+    quiet_interrupts(name)
+    threads_from_argv(argv)
+
+
+_main = getattr(sys.modules.get("__main__"), "__file__", None) or ""
+if _main and _command_name(_main):          # a command of this project is starting
+    _start_command(_command_name(_main), sys.argv[1:])
+
+import argparse  # noqa: E402  (after the guard: Ctrl-C while these load is one line too)
+import json  # noqa: E402
+import math  # noqa: E402
+import numbers  # noqa: E402
+import re  # noqa: E402
+import stat  # noqa: E402
+
+# ---------------------------------------------------------------- memory ----------------------
 
 def keep_freed_memory():
     """Ask glibc's malloc to keep freed memory for reuse instead of returning it to the system.

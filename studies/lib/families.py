@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 import data
-from studies import trainer
+from studies.lib import training
 from studies.lib.cli import pyplot_or_hint, save_figure
 
 from studies.lib.folder import folder_rows, full_options
@@ -28,7 +28,7 @@ def _label_balance(task, s, T, n_seeds=20, n=2000):
     so that it is 1/2; this checks it on the data the runs saw."""
     ys = []
     for seed in range(n_seeds):
-        streams = trainer.seeds_for(seed)
+        streams = training.study_streams(seed)
         t = data.make_task(task, T, s, streams.task)
         ys.append(t.sample(n, streams.test)[1])
     y = np.concatenate(ys).astype(float)

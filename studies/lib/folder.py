@@ -35,7 +35,7 @@ from studies.lib.stats import SEARCHES, seed_outcome
 ROW_FIELDS = ("model", "task", "s", "T", "m", "seed", "test_acc", "train_acc", "success",
               "attn_on_S", "steps", "seconds", "best_step", "pos_overlap", "sweep_id")
 OPTIONAL_FIELDS = ("best_step", "pos_overlap", "sweep_id")   # older rows lack them
-# pos_overlap: trainer.position_overlap of the trained model (the width study's measurement)
+# pos_overlap: training.position_overlap of the trained model (the width study's measurement)
 # sweep_id: a fingerprint of the sweep's options, bar and search (see sweep_fingerprint), in every
 # row, so that CSVs merged from shards or machines are checked to be one experiment.
 ROW_TYPES = dict(T=int, m=int, seed=int, s=int, steps=int, test_acc=float, train_acc=float,
@@ -322,7 +322,7 @@ TRAJECTORY_ROWS = dict(fields=TRAJECTORY_FIELDS, optional=TRAJECTORY_SOURCE,
                        agrees=_trajectory_row_in, together=_trajectories_together)
 
 # A sweep inside the capacity bound's class (run options ball_*) writes beside runs.csv
-# ball-of-runs.csv: one row per run, trainer.ball_record's columns. A held norm's final value is
+# ball-of-runs.csv: one row per run, training.ball_record's columns. A held norm's final value is
 # within its radius (to float32 rounding), its projection count within the run's steps.
 BALL_NORMS = ("qk", "vo", "w", "mlp")            # symmetry.CLASS_NORMS
 BALL_FIELDS = ("model", "T", "m", "seed") + tuple(
@@ -409,8 +409,8 @@ READERS = {
     "sweep.json": "folder.read_meta",
     "plan.json": "folder.read_plan",
     "arithmetic.json": "provenance.read_finding",
-    "steps.json": "steps.read_steps_meta",
-    "curves.json": "steps._read_curves",
+    "steps.json": "folder.read_steps_meta",
+    "curves.json": "folder.read_curves",
     "limits.json": "limits.statistical_limits",   # a cache: a damaged one is set aside with a
                                                   # warning, its limits computed again
     "a checkpoint (.npz)": "checkpoint.load_checkpoint",
@@ -1105,3 +1105,101 @@ def folder_rows(folder, n_seeds=None, Ts=None):
                              f"(--Ts); it holds T = {', '.join(map(str, held))}")
         raise ValueError(f"{folder}: no Transformer runs (runs*.csv)")
     return meta, rows
+
+
+# ---------------------------------------------------------------- the steps study's files ----
+
+STEPS_OPTIONS = ("task", "s", "m", "lr", "wd", "batch", "d", "heads", "mlp", "dtype", "optimizer",
+           "beta2", "decay", "clip", "n_test")
+
+
+def read_done(path, meta=None):
+    """{(T, seed): row} of the finished runs in the steps CSVs of the folder of `path`
+    (OUT/steps.csv, and steps-part*.csv continued aside from an older header), each read and
+    checked by py's one reader and validator (read_rows, check_rows): a
+    torn or NUL row is skipped (with a warning unless it is a file's last line); a row that
+    contradicts itself (a censored flag against its steps_to_bar), its folder's steps.json
+    `meta` (task, s, m, budget, every) or another row of the same run is one line naming the
+    file and line."""
+    check_path("path", path, "the path of a folder's steps.csv")
+    if meta is not None and not isinstance(meta, dict):
+        raise TypeError(f"meta must be a steps.json's dict or None, got {shown(meta)}")
+    out = os.path.dirname(path) or "."
+    paths = [p for p in csv_paths(out, "steps") if os.path.isfile(p)]
+    rows = check_rows(read_rows(paths, kind=STEPS_ROWS), meta=meta,
+                             kind=STEPS_ROWS)
+    return {(r["T"], r["seed"]): r for r in rows}
+
+
+def read_steps_meta(out):
+    """OUT/steps.json as a dict, every field checked (options: train.py's values, budget and every
+    integers >= 1, Ts integers >= 1, seeds an integer >= 1), or a one-line ValueError naming the
+    file and the field."""
+    check_path("out", out, "a steps.py folder")
+    path = os.path.join(out, "steps.json")
+    if os.path.islink(path):
+        own_file(path)                  # a link to a file elsewhere: said as such
+    try:
+        meta = cli.parse_json(cli.read_text_file(path, "steps.json"))
+    except ValueError:
+        meta = None
+    if not (isinstance(meta, dict) and isinstance(meta.get("options"), dict)):
+        raise ValueError(f"{out} holds no readable steps.json with options: not a steps.py "
+                         f"folder")
+    positive = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1
+    problems = [f"options has {k} = {meta['options'].get(k)!r}" for k in STEPS_OPTIONS
+                if not _is_value_of(k, meta["options"].get(k))]
+    problems += [f"{k} = {meta.get(k)!r} is not an integer >= 1" for k in ("budget", "every",
+                                                                            "seeds")
+                 if not positive(meta.get(k))]
+    if not (isinstance(meta.get("Ts"), list) and meta["Ts"] and all(map(positive, meta["Ts"]))
+            and len(set(meta["Ts"])) == len(meta["Ts"])):
+        problems.append(f"Ts = {meta.get('Ts')!r:.60} is not a list of distinct integers >= 1")
+    problems += [f"options has {k!r}, not an option of steps.py" for k in meta["options"]
+                 if k not in STEPS_OPTIONS]
+    if not isinstance(meta.get("machines", []), list):
+        problems.append("machines is not a list")
+
+    if problems:
+        raise ValueError(f"{path}: {problems[0]}; not a steps.json steps.py wrote (edited or "
+                         f"damaged?)")
+    return meta
+
+
+def _is_value_of(k, v):
+    """Whether v is a value train.py takes for option k (of the same kind as its default)."""
+    try:
+        return (isinstance(v, str) == isinstance(run_options.DEFAULTS[k], str)
+                and not isinstance(v, bool) and run_options.PARSE[k](v) == v)
+    except (ValueError, TypeError, KeyError):
+        return False
+
+
+def read_curves(out):
+    """OUT/curves.json: {"T|seed": {step, test_acc, loss: lists of one length: increasing steps
+    >= 1, accuracies in [0, 1], losses >= 0, either null for a nan}}, {} when there is none yet,
+    or a one-line ValueError naming the file (damaged: restore it, or remove it and lose the
+    curves of the plot)."""
+    path = os.path.join(check_path("out", out, "a steps.py folder"), "curves.json")
+    if not os.path.lexists(path):
+        return {}
+    own_file(path)
+    try:
+        curves = cli.parse_json(cli.read_text_file(path, "curves.json", most=256 << 20))
+        real = lambda v, hi: v is None or (isinstance(v, (int, float)) and not isinstance(
+            v, bool) and 0 <= v <= hi)                 # None: a nan, as strict JSON writes it
+        ok = isinstance(curves, dict) and all(
+            re.fullmatch(r"[1-9][0-9]*\|(0|[1-9][0-9]*)", key) and isinstance(c, dict)
+            and all(isinstance(c.get(k), list) for k in ("step", "test_acc", "loss"))
+            and len(c["step"]) == len(c["test_acc"]) == len(c["loss"])
+            and all(isinstance(t, int) and not isinstance(t, bool) and t >= 1
+                    for t in c["step"]) and c["step"] == sorted(set(c["step"]))
+            and all(real(v, 1) for v in c["test_acc"]) and all(real(v, 1e300) for v in c["loss"])
+            for key, c in curves.items())
+    except ValueError as e:
+        raise ValueError(f"{path} is not the curves steps.py writes ({e}); restore it, or "
+                         f"remove it (the plot then lacks those curves)") from None
+    if not ok:
+        raise ValueError(f"{path} is not the curves steps.py writes (damaged or edited?); "
+                         f"restore it, or remove it (the plot then lacks those curves)")
+    return curves

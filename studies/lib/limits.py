@@ -3,7 +3,7 @@
     python -m studies.sweep limit      the limit per T (no training): table.md and limit.json
 
 For each T, over LIMIT_SEEDS independent streams of samples (the streams an iid run of each seed
-draws, trainer.seeds_for), the first m at which exactly one s-sparse hypothesis of the task fits the
+draws, training.study_streams), the first m at which exactly one s-sparse hypothesis of the task fits the
 m samples (hypotheses.first_identifying_m), and its median and 5-95% spread over the streams: the
 reference below which no learner can be sure of S. The sweeps' tables and the headline table set
 it beside m* (report.py); families of many supports are enumerated only where that is cheap.
@@ -18,7 +18,7 @@ from studies.lib import checks
 
 import data
 from studies.lib import hypotheses
-from studies import trainer
+from studies.lib import training
 from studies.lib.checks import INTS, check_number
 from studies.lib import cli
 from studies.lib.cli import claim_outputs, read_text_file, write_json, write_text
@@ -89,7 +89,7 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
         firsts = []
         try:
             for seed in range(n_seeds):
-                streams = trainer.seeds_for(seed)       # the streams an iid run of the seed uses
+                streams = training.study_streams(seed)       # the streams an iid run of the seed uses
                 t = data.make_task(task, T, s, streams.task)
                 firsts.append(hypotheses.first_identifying_m(t, streams.train, LIMIT_M_MAX))
         except ValueError:

@@ -4,13 +4,15 @@ Each row of OPTIONS is (name, default, parser, help): train.py's rows (the paper
 options, taken from train.OPTIONS with their defaults and help) and the studies' own. The
 studies' trainer's command line, a Python caller's dict and a sweep's options are all checked by
 validate_options against it, and RUN_KEYS says which of them define a run (a checkpoint must
-agree on them); model_config and run_shapes say what model a run's options build.
+agree on them); attention_config and run_shapes say what model a run's options build.
 """
+import argparse
+
 import numpy as np
 
 import attn
 import train
-from studies.lib import baseline
+from studies.lib import baseline, checks
 import data
 from studies.lib.cli import BadValue, choice, integer, number
 
@@ -131,7 +133,7 @@ def cli_flag(name, value):      # how the command line names it: "--s 5"
     return f"--{name.replace('_', '-')} {value}"
 
 
-def check_options(o, flag=py_flag):
+def cross_option_problem(o, flag=py_flag):
     """Cross-option checks one value cannot do; returns one line, or None when all is well.
     `flag` names an option with its value: as a Python keyword (default) or as a command-line
     flag (cli_flag), so each caller reads about what it typed. o: a dict holding at least s, T,
@@ -233,7 +235,7 @@ def _checked(opts, flag):
             o[k] = PARSE[k](o[k])
         except BadValue as e:
             raise ValueError(f"{flag(k, o[k]).split()[0].split('=')[0]} {e}") from None
-    problem = check_options(o, flag)
+    problem = cross_option_problem(o, flag)
     if problem:
         raise ValueError(problem)
     return o
@@ -245,7 +247,7 @@ def validate_options(opts, flag=py_flag, name="opts"):
     return opts if isinstance(opts, Options) else Options(opts, flag, name)
 
 
-def model_config(o):
+def attention_config(o):
     """attn.py's config of the Transformer that options `o` train."""
     o = validate_options(o, name="o")
     return attn.default_config(T=o["T"], d=o["d"], heads=o["heads"], mlp=o["mlp"],
@@ -257,4 +259,78 @@ def run_shapes(o):
     o = validate_options(o, name="o")
     if o["model"] == "mlp":
         return baseline.param_shapes(o["T"], o["mlp"])
-    return attn.param_shapes(model_config(o))
+    return attn.param_shapes(attention_config(o))
+
+
+def add_options(ap, names, defaults=None):
+    """Add --NAME options from the OPTIONS table (help and default from the table, or from
+    `defaults` where given)."""
+    table = {name: (default, parse, text) for name, default, parse, text in OPTIONS}
+    if not isinstance(ap, argparse.ArgumentParser):
+        raise checks.refuse("ap", ap, "an argparse.ArgumentParser", False)
+    if not (isinstance(names, (list, tuple)) and all(isinstance(n, str) and n in table
+                                                     for n in names)):
+        raise checks.refuse("names", names, f"a list of option names ({', '.join(table)})",
+                          isinstance(names, (list, tuple)))
+    if not (defaults is None or isinstance(defaults, dict) and set(defaults) <= set(table)):
+        raise checks.refuse("defaults", defaults, "None or a dict of option defaults", False)
+    for name in names:
+        default, parse, text = table[name]
+        default = (defaults or {}).get(name, default)
+        kw = dict(choices=parse.choices) if hasattr(parse, "choices") else dict(type=parse)
+        shown = "" if default is None else f" (default {default})"
+        ap.add_argument("--" + name.replace("_", "-"), dest=name, default=default,
+                        help=text + shown, **kw)
+
+
+# train.py's options a sweep shares with every run are folder.MODEL_OPTIONS. Named protocols: each
+# a small set of option values, recorded in sweep.json, so that one variant of the experiment is
+# one command (--protocol NAME). Options given on the command line win.
+MINGPT = dict(optimizer="adamw", lr=3e-4, beta2=0.95, wd=0.1, decay="matrices", clip=1.0,
+              batch=64)              # minGPT's training defaults of 2020-22, without dropout
+
+
+CLASS_TIGHT = dict(ball_qk=0.08, ball_vo=0.1, ball_w=1.0, ball_mlp=0.15)
+
+
+PROTOCOLS = {
+    "ours": {},                                      # train.py's defaults: iid data, 2000 test
+    "paper-data": dict(data="unambiguous", n_test=10000),   # Section 5's data protocol
+    # one choice changed at a time (training-protocol study)
+    "steps-250": dict(steps=250), "steps-500": dict(steps=500), "steps-2000": dict(steps=2000),
+    "early-stop": dict(val=1000, val_every=25),      # best of 1000 steps on 1000 validation
+    "adamw": dict(optimizer="adamw", wd=0.01),       # torch's AdamW default decay, same lr
+    "mingpt": MINGPT, "mingpt-dropout": dict(MINGPT, dropout=0.1),
+    "lr-3e-4": dict(lr=3e-4), "lr-3e-3": dict(lr=3e-3),
+    "heads-1": dict(heads=1), "heads-4": dict(heads=4),
+    "d-32": dict(d=32), "d-128": dict(d=128), "d-256": dict(d=256),
+    "float64": dict(dtype="float64"),
+    # the paper's data protocol with the width that came closest to the paper's figure
+    "paper-data-d-128": dict(data="unambiguous", n_test=10000, d=128),
+    # minGPT's block, one architectural detail at a time: MLP width 4d, positions starting at 0
+    "mlp-4d": dict(mlp=256), "pos-zero": dict(pos_init="zero"),
+    "mlp-4d-pos-zero": dict(mlp=256, pos_init="zero"),
+    "d-128-mlp-4d": dict(d=128, mlp=512), "d-128-pos-zero": dict(d=128, pos_init="zero"),
+    "d-128-mlp-4d-pos-zero": dict(d=128, mlp=512, pos_init="zero"),
+    # interventions on the token norm after LN1 (issue 38), one thing each; freeze-lnf a control
+    "freeze-ln1": dict(freeze="ln1"), "decay-except-ln": dict(decay="except-ln"),
+    "freeze-lnf": dict(freeze="lnf"),
+    # and the token norm held fixed and low: LN1's gain frozen at 1/2 (B_X = sqrt(d / 4 + 1))
+    "freeze-ln1-low": dict(freeze="ln1", ln1_gain=0.5),
+    # the same with the attention's step restored (issue 47): W_Q, W_K, W_V initialised 2x and
+    # stepped as held at 2x (the gain-1 run, reparametrised: freeze-ln1 bit for bit), or one of
+    # the two factors alone
+    "freeze-ln1-low-restored": dict(freeze="ln1", ln1_gain=0.5, qkv_init=2.0, qkv_step=2.0),
+    "freeze-ln1-low-init": dict(freeze="ln1", ln1_gain=0.5, qkv_init=2.0),
+    "freeze-ln1-low-step": dict(freeze="ln1", ln1_gain=0.5, qkv_step=2.0),
+    # training inside the norm ball (issue 47): each head's canonical W_QK projected after every
+    # step onto a radius of 0.5, 1 or 4 times what the construction's score gap needs at that T
+    "qk-ball-0.5": dict(qk_ball=0.5), "qk-ball-1": dict(qk_ball=1.0), "qk-ball-4": dict(qk_ball=4.0),
+    # training inside the capacity bound's class (issue 52): every norm the bound counts held
+    # within one absolute radius, the same at every T. class-tight: W_QK at what the
+    # construction's score gap needs at T = 10^4 (ln((10^4 - 3) / 0.3) / (2 (d + 1)) = 0.080 at
+    # d = 64), the other three near the low end of what free training used in a 6-seed screen
+    # at T = 100 (chosen before the study); class-loose: twice every radius
+    "class-tight": CLASS_TIGHT,
+    "class-loose": {k: 2 * v for k, v in CLASS_TIGHT.items()},
+}

@@ -40,7 +40,7 @@ hundred runs. Firth's penalty would also give finite estimates, but needs levera
 iteration and complicates the vectorised bootstrap; the ridge does not.
 
 The design: what a seed shares, and which cells are resampled together. A run's seed fixes the
-task's support S, its training data, its test data and its init (trainer.seeds_for, draw_run),
+task's support S, its training data, its test data and its init (training.study_streams, draw_run),
 each from its own stream. At one T, seed i gives every cell the same S and the same training
 examples (the first m of one stream: a larger m extends a smaller one's set), whatever the
 width, the protocol or the number of steps, and the same init wherever the parameters have the
@@ -86,6 +86,8 @@ import math
 import numbers
 
 import numpy as np
+
+from studies.lib.checks import INTS, check_number
 
 N_BOOT = 100_000  # bootstrap resamples of the seeds behind every interval in a table: enough
                   # that most bounds keep their last digit (see mc_decimals)
@@ -1001,3 +1003,27 @@ def majority_mstar(rows, grid=None):
         if at.any() and 2.0 * d["success"][at].sum() >= at.sum():
             return float(m)
     return math.inf
+
+
+# ---------------------------------------------------------------- exact tests on counts --------
+
+def sign_test(lost, gained):
+    """Two-sided exact sign test: P(a Binomial(n, 1/2) count as far from n/2 as `lost`)."""
+    lost, gained = (check_number(k, v, INTS, 0, 10**6 + 1, "a count from 0 to 10**6")
+                    for k, v in (("lost", lost), ("gained", gained)))
+    n, k = lost + gained, min(lost, gained)
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
+def fisher_exact(a, b, c, d):
+    """Two-sided Fisher exact test of the 2x2 table [[a, b], [c, d]]: the probability, given the
+    margins, of a table no more likely than this one (integer arithmetic: ties are exact)."""
+    a, b, c, d = (check_number(k, v, INTS, 0, 10**6 + 1, "a count from 0 to 10**6")
+                  for k, v in (("a", a), ("b", b), ("c", c), ("d", d)))
+    r1, c1, n = a + b, a + c, a + b + c + d
+    ways = lambda x: math.comb(c1, x) * math.comb(n - c1, r1 - x)   # tables with a = x
+    here = ways(a)
+    return sum(w for w in map(ways, range(max(0, r1 + c1 - n), min(r1, c1) + 1))
+               if w <= here) / math.comb(n, r1)

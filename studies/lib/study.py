@@ -1,9 +1,12 @@
-"""study.py (studies): a mechanism study's folder read back, and the statistics its reports share.
+"""study.py (studies/lib): the mechanism study (studies.mechanism): its plan made and read back,
+its rows, and the statistics its reports share.
 
 mechanism.py writes a study (plan.json, runs.csv, trajectories.csv) and failures.py reports on a
-study and its arms; both read the folder and draw their intervals through this file, so neither
-imports the other's internals. Top to bottom: the plan and its cells, the rows, the seeds'
-resampling weights, medians and separations with their intervals, and the page's wording.
+study and its arms; both make and read the folder and draw their intervals through this file, so
+neither imports the other. Top to bottom: the plan read back and its cells, the rows, the seeds'
+resampling weights, medians and separations with their intervals, the page's wording; then the
+plan made from committed sweep folders (plan_cells), and the growth of the mechanism's
+quantities with T (growth_table), which the symmetries study reads too.
 Every interval is a 95% percentile interval over stats.N_BOOT resamples of the SEED labels (a
 drawn seed brings its run in every cell of its T), by stats.py's design: the cells at one T share
 a seed's S, data and (at one width) init, and draw the same resamples; each T draws its own.
@@ -18,7 +21,7 @@ import os
 import numpy as np
 
 from studies.lib.checks import INTS, REALS, check_number
-from studies.lib import folder, stats
+from studies.lib import folder, harness, laws, run_options, stats, training
 from studies.lib.harness import check_path, shown
 
 
@@ -333,3 +336,160 @@ def fmt(v, lo=None, hi=None, digits=3):
             return stats.bound_text(x, dec)
         return f"{x:.{digits}g}" if abs(x) < 1e5 else f"{x:.2e}"
     return f(v) if lo is None else f"{f(v)} [{f(lo)}, {f(hi)}]"
+
+
+# ---------------------------------------------------------------- the plan: which cells (d, T, m) the study trains
+# Per width (a committed sweep folder) and T: the borderline m = the folder's m* (the majority
+# rule, stats.critical_sizes) over seeds 0..n-1 at the folder's T nearest T in ln T, where both
+# successes and failures occur; and a fixed m = FACTOR x the m* of one chosen width, the same m
+# at every width of that T. Training options are the folder's own (its sweep.json).
+
+NEAR_T = 1.25       # a folder's T may stand in for T when within this factor of it
+
+
+def _folder_mstars(path, Ts, n_seeds):
+    """(width d, the folder's full training options, bar, {T: where its m* comes from}) for a
+    committed sweep folder: for each T, the folder's nearest T (within NEAR_T) and its m* over
+    seeds 0..n_seeds-1 with the 95% interval. ValueError when the folder has no T near one."""
+    meta, rows = folder.folder_rows(path, n_seeds=n_seeds)
+    crit = stats.critical_sizes(rows, meta["grids"], meta["search"])
+    have = sorted(T for (model, T) in crit if model == "transformer")
+    out = {}
+    for T in Ts:
+        near = min(have, key=lambda t: abs(math.log(t / T)))
+        if abs(math.log(near / T)) > math.log(NEAR_T):
+            raise ValueError(f"{path} has no T within a factor {NEAR_T} of T={T} (Ts or extra; it "
+                             f"has {have})")
+        c = crit[("transformer", near)]
+        if not math.isfinite(c["m_star"]):
+            raise ValueError(f"{path}: m* at T={near} is above its grid; no borderline m there")
+        out[T] = dict(folder=path, T_folder=int(near), m_star=int(c["m_star"]),
+                      m_star_lo=c["m_star_lo"], m_star_hi=c["m_star_hi"], n_seeds=c["n_seeds"])
+    options = folder.full_options(meta["options"])
+    return int(options["d"]), options, meta["bar"], out
+
+
+def _check_plan_arguments(folders, Ts, extra, n_seeds, fixed_from, factor):
+    """plan_cells' arguments, each checked in one line naming it -> (folders, Ts, extra) as lists."""
+    if not (isinstance(folders, (list, tuple)) and folders):
+        raise TypeError(f"folders must be a non-empty list of sweep folders, got {harness.shown(folders)}")
+    folders = [harness.check_path("folders", p, "a list of folder paths") for p in folders]
+    if not (isinstance(Ts, (list, tuple)) and Ts):
+        raise TypeError(f"Ts must be a non-empty list of integers T >= 1, got {harness.shown(Ts)}")
+    Ts = [check_number("Ts", T, INTS, 1) for T in Ts]
+    if not (isinstance(extra, (list, tuple)) and all(
+            isinstance(p, (list, tuple)) and len(p) == 2 for p in extra)):
+        raise TypeError(f"extra must be a list of (d, T) pairs, got {harness.shown(extra)}")
+    extra = [tuple(check_number("extra", v, INTS, 1) for v in p) for p in extra]
+    check_number("n_seeds", n_seeds, INTS, 1, folder.MAX_SEARCHES + 1)
+    if fixed_from is not None:
+        check_number("fixed_from", fixed_from, INTS, 1)
+    positive = "a finite number > 0 (fixed m = factor x m*)"
+    check_number("factor", factor, REALS, 0, what=positive)
+    if not factor > 0:
+        raise ValueError(f"factor must be {positive}, got {factor!r}")
+    return folders, Ts, extra
+
+
+def plan_cells(folders, Ts, extra=(), n_seeds=20, fixed_from=None, factor=2.0):
+    """The study's plan: cells in the order they run -> dict(seeds, bar, cells). folders: committed
+    sweep folders, one per width; Ts: the T of every width; extra: (d, T) cells run last (a large T
+    at one width). Order: the borderline m at every T of every width, then the fixed m, then the
+    extra cells (borderline, then fixed), so that a study cut short leaves whole designs behind.
+    fixed m = round(factor x m*) of the width fixed_from (default: the widest), checked here: a
+    factor that makes a fixed m no run can train is refused before anything is planned."""
+    folders, Ts, extra = _check_plan_arguments(folders, Ts, extra, n_seeds, fixed_from, factor)
+    widths = {}
+    for path in folders:
+        Ts_here = sorted(set(Ts) | {T for d, T in extra})
+        d, options, bar, mstars = _folder_mstars(path, Ts_here, n_seeds)
+        if d in widths:
+            raise ValueError(f"two folders of width d={d}: {widths[d][0]} and {path}")
+        widths[d] = (path, options, bar, mstars)
+    fixed_from = max(widths) if fixed_from is None else fixed_from
+    if fixed_from not in widths:
+        raise ValueError(f"fixed_from d={fixed_from} is not a width of the folders "
+                         f"({sorted(widths)})")
+    if len({w[2] for w in widths.values()}) != 1:
+        raise ValueError("the folders use different success bars")
+    for d, T in extra:
+        if d not in widths:
+            raise ValueError(f"extra cell d={d}, T={T}: no folder of width {d}")
+
+    def cell(design, d, T):
+        path, options, _, mstars = widths[d]
+        src = mstars[T] if design == "borderline" else dict(
+            mstars_from=fixed_from, factor=factor, **widths[fixed_from][3][T])
+        m = src["m_star"] if design == "borderline" else int(round(factor * src["m_star"]))
+        opts = {k: v for k, v in options.items()}
+        try:
+            if m < 1:
+                raise ValueError("m must be at least 1")
+            training.check_run_memory(run_options.validate_options(dict(opts, T=T, m=m)))
+        except ValueError as e:
+            raise ValueError(f"factor = {factor:g} makes the {design} m = {m} at d={d}, T={T} "
+                             f"(m* {src['m_star']}), which no run can train: {e}") from None
+        return dict(design=design, d=d, T=T, m=m, options=opts, source=src)
+
+    main = [(d, T) for T in sorted(Ts) for d in sorted(widths)]
+    cells = [cell(design, d, T) for pairs, designs in ((main, ("borderline", "fixed")),
+                                                       (list(extra), ("borderline", "fixed")))
+             for design in designs for d, T in pairs]
+    return dict(seeds=n_seeds, bar=next(iter(widths.values()))[2], cells=cells)
+
+
+# ---------------------------------------------------------------- the quantities the reports read
+
+SEPARATED = (("covering_constant", "C"), ("score_scale", "score scale"),
+             ("norm_V", "‖W_V‖"), ("norm_O", "‖W_O‖"), ("mass_on_S", "mass on S (top head)"))
+
+
+GROWN = (("covering_constant", "C"), ("score_scale", "score scale, largest head"),
+         ("top_score_scale", "score scale, top head"), ("norm_V", "‖W_V‖, largest head"),
+         ("norm_O", "‖W_O‖, largest head"), ("score_gap", "score gap, top head"),
+         ("mass_on_S", "mass on S, top head"))
+
+
+def growth_table(plan, cells, W, design="fixed", quantities=GROWN):
+    """Table 3: how each quantity of `quantities` ((key, name) pairs; GROWN) moves with T at the
+    fixed m, per width: the median at each T fitted (laws.scaling_fits, each T resampled on its
+    own) as a + b ln T and a T^k, over the cells whose every seed ran. -> (lines, the number of
+    intervals, {(d, key): fit})."""
+    harness.need(isinstance(plan, dict) and isinstance(plan.get("seeds"), int), "plan", plan,
+                 "a study's plan (read_plan)")
+    harness.need(isinstance(cells, dict) and all(
+        isinstance(k, tuple) and len(k) == 4 and isinstance(v, list) for k, v in cells.items()),
+        "cells", cells, "load_study's cells {(design, d, T, m): rows}")
+    harness.need(isinstance(W, dict) and all(isinstance(v, np.ndarray) for v in W.values()),
+                 "W", W, "seed_weights' {T: weights}")
+    designs = sorted({k[0] for k in cells})
+    harness.need(isinstance(design, str) and design in designs, "design", design,
+                 f"a design of the cells ({', '.join(designs) or 'none: no cells'})", ValueError)
+    harness.need(isinstance(quantities, (list, tuple)) and all(
+        isinstance(q, tuple) and len(q) == 2 and all(isinstance(x, str) for x in q)
+        for q in quantities), "quantities", quantities, "(column, name) pairs")
+    lines = ["| d | quantity | T | median at each T | b of a + b ln T [95% CI] | "
+             "k of a T^k [95% CI] | log fits better |", "|---|---|---|---|---|---|---|"]
+    n_tests, fits = 0, {}
+    for d in sorted({d for (g, d, T, m) in cells if g == design}):
+        mine = sorted((T, rows) for (g, dd, T, m), rows in cells.items()
+                      if g == design and dd == d and len(rows) == plan["seeds"])
+        if len(mine) < 3:
+            continue
+        Ts = np.array([T for T, _ in mine], np.float64)
+        for key, name in quantities:
+            got = [median_ci(rows, key, W) for _, rows in mine]
+            med, boot = np.array([g[0] for g in got]), np.array([g[3] for g in got])
+            try:
+                f = laws.scaling_fits(Ts, med, boot)
+            except ValueError:           # a median <= 0 (a gap): the power law has no meaning
+                f = None
+            fits[(d, key)] = f
+            n_tests += 2 if f else 0
+            b = fmt(f["log_b"], f["log_b_lo"], f["log_b_hi"]) if f else "n/a"
+            k = fmt(f["pow_k"], f["pow_k_lo"], f["pow_k_hi"]) if f else "n/a"
+            better = f"{100 * f['p_log_better']:.0f}%" if f and f["p_log_better"] is not None \
+                else "n/a"
+            lines.append(f"| {d} | {name} | {', '.join(str(int(T)) for T in Ts)} | "
+                         f"{', '.join(fmt(v) for v in med)} | {b} | {k} | {better} |")
+    return lines, n_tests, fits
