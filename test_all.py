@@ -50,7 +50,7 @@ from studies.lib import training
 NAN = float("nan")
 
 
-_NUMBER = r"~?-?(?:\d[\d,]*(?:\.\d+)?(?:e\+\d+)?|inf)"   # ~: widened (stats.bound_text)
+_NUMBER = r"~?-?(?:\d[\d,]*(?:\.\d+)?(?:e\+\d+)?|inf)"   # ~: widened (intervals.bound_text)
 
 
 # ===============================================================================================

@@ -6,7 +6,7 @@ bound counts (issue 52), against the unconstrained study on the same seeds.
 STUDY is the unconstrained sweep folder (results/extended); each FOLDER a sweep of the same grid
 and search run with run options ball_qk, ball_vo, ball_w and ball_mlp (sweep protocols
 class-tight, class-loose), which writes each run's projection record beside its runs
-(ball-of-runs.csv, folder.BALL_ROWS). At every T a folder holds, its finished seeds 0..n-1 are
+(ball-of-runs.csv, row_kinds.BALL_ROWS). At every T a folder holds, its finished seeds 0..n-1 are
 set beside the study's same seeds. The page has four tables:
   1. per folder and T: m* by the majority rule with its exact interval, m50 with its bootstrap
      interval, the seeds above the grid, each seed's critical m against the study's (the exact
@@ -24,7 +24,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.classball")   # (run as a file)
 
-from studies.lib import cli   # first: importing it is every command's entry prologue
+from studies.lib import cli, row_kinds  # first: importing it is every command's entry prologue
 
 import math
 import os
@@ -36,9 +36,9 @@ from studies.lib import folder, harness, laws, limits, run_options, stats
 from studies.lib.checks import INTS, check_number
 from studies.lib.cli import OneLineParser
 from studies.lib.study import fmt
-from studies.lib.stats import sign_test
+from studies.lib.intervals import sign_test
 
-NORMS = folder.BALL_NORMS
+NORMS = row_kinds.BALL_NORMS
 GAP = 0.1               # the generalization gap the bound is asked for (theory.samples_for_gap)
 
 
@@ -138,9 +138,9 @@ def _law_lines(name, what, Ts, values, boots):
 
 
 def _record_lines(name, path, cells):
-    recs = folder.read_rows(folder.study_csvs(os.path.join(path, "ball-of-runs.csv"),
-                                              folder.BALL_ROWS, "ball records"),
-                            kind=folder.BALL_ROWS)
+    recs = row_kinds.read_rows(folder.study_csvs(os.path.join(path, "ball-of-runs.csv"),
+                                              row_kinds.BALL_ROWS, "ball records"),
+                            kind=row_kinds.BALL_ROWS)
     by = {}
     for r in recs:
         k, line = (r["T"], r["seed"], r["m"]), r.pop("line")

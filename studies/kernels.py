@@ -27,7 +27,7 @@ import numpy as np
 from studies.lib.cli import OneLineParser
 
 from studies.lib import harness, provenance
-from studies.lib.stats import sign_test
+from studies.lib.intervals import sign_test
 from studies.lib.study import (EDGE_NOTE, SEPARATED, fmt, load_study, seed_weights, separation,
                                word)
 

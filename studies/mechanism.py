@@ -30,7 +30,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.mechanism")   # (run as a file)
 
-from studies.lib import cli   # first: importing it is every command's entry prologue
+from studies.lib import (cli, intervals, row_kinds)  # first: importing it is every command's entry prologue
 
 import functools
 import json
@@ -42,8 +42,7 @@ from concurrent.futures import FIRST_COMPLETED, wait
 import numpy as np
 
 from theory import paper_score_gap
-from studies.lib import (arithmetic, failures, folder, folder_write, harness, provenance,
-                         run_options, stats)
+from studies.lib import arithmetic, failures, folder, folder_write, harness, provenance, run_options
 from studies.lib.cli import OneLineParser, int_list, integer, number
 from studies.lib.measures import N_MEASURE, ON_S
 from studies.lib.study import (EDGE_NOTE, SEPARATED, STUDY_CSVS, fmt, growth_table,
@@ -55,11 +54,11 @@ from studies.lib.workers import LOG_EVERY, stack_size, train_cell, train_trace
 
 def _arm_options(arm):
     """The one change an arm makes to its study's options: none for baseline-rerun, else the
-    sweep protocol of the arm's name (folder.INTERVENTIONS)."""
+    sweep protocol of the arm's name (row_kinds.INTERVENTIONS)."""
     if arm == "baseline-rerun":
         return {}
-    if arm not in folder.INTERVENTIONS:
-        raise ValueError(f"arm must be baseline-rerun or one of {', '.join(folder.INTERVENTIONS)}"
+    if arm not in row_kinds.INTERVENTIONS:
+        raise ValueError(f"arm must be baseline-rerun or one of {', '.join(row_kinds.INTERVENTIONS)}"
                          f", got {arm!r}")
     return dict(run_options.PROTOCOLS[arm])
 
@@ -88,11 +87,11 @@ def _trace_plan(source, design, Ts, n_seeds, every, widths=None):
 # the bar; the test set never chooses anything), what the monitor saw at the logged steps, the
 # training loss, and measure_mechanism's numbers. The folder is folder.py's, as a sweep's is: one
 # command at a time under its lock, rows read and checked by its one reader and validator
-# (folder.MECHANISM_ROWS: types and ranges, each row against the plan, two rows of one run), each
+# (row_kinds.MECHANISM_ROWS: types and ranges, each row against the plan, two rows of one run), each
 # row written, flushed and synced as it finishes (folder_write.RowWriter), a torn last row cut away
 # only from a file this study wrote.
 
-FIELDS = folder.MECHANISM_FIELDS
+FIELDS = row_kinds.MECHANISM_FIELDS
 
 
 # The two kinds of a study's CSV: runs.csv (one row per run, train_cell) and trajectories.csv
@@ -155,7 +154,7 @@ def _run_plan(out, workers=1, n_seeds=None, log=print, what="runs", other_arithm
                                                                   every=plan["every"])
     lock = folder_write.lock_folder(out, holder=f"studies.mechanism {what}, pid {os.getpid()}")
     try:
-        key = folder.MECHANISM_ROWS["run"]
+        key = row_kinds.MECHANISM_ROWS["run"]
         done = {key(r) for r in study_rows(out, plan, what) if is_final(r)}
         stacks = _stacks_to_run(plan, done, n_seeds)
         mixed = _note_machine(out, plan, other_arithmetic)
@@ -225,7 +224,7 @@ def _run_stacks(stacks, pool, workers, write, train_fn=None):
 
 
 # ======== 3. THE REPORT: tables and plots from OUT/runs.csv and OUT/plan.json ===================
-# Every interval is a 95% percentile interval over stats.N_BOOT resamples of the SEED labels (a drawn
+# Every interval is a 95% percentile interval over intervals.N_BOOT resamples of the SEED labels (a drawn
 # seed brings its run in every cell of its T), by stats.py's design: the cells at one T share a
 # seed's S, data and (at one width) init, and draw the same resamples; each T draws its own. Medians, not means: C is
 # a cube of sums and has a long tail. A separation P(failure's X > success's X) (ties count 1/2)
@@ -304,7 +303,7 @@ def _final_table(plan, cells, W):
                 r["lost"] = float(r["best_test_acc"] >= bar > r["test_acc"])
             num = sum(_pair_weights(rows, "lost", W) for rows in group)
             den = sum(_pair_weights(rows, None, W) for rows in group)
-            lo, hi = stats.percentile_ci(num[1:] / np.maximum(den[1:], 1))
+            lo, hi = intervals.percentile_ci(num[1:] / np.maximum(den[1:], 1))
             lines.append(
                 f"| {d} | {design} | {len(rs)} | {sum(r['test_acc'] >= bar for r in rs)} | "
                 f"{sum(r['best_test_acc'] >= bar for r in rs)} | {int(num[0])} "
@@ -370,7 +369,7 @@ def _report(out, log=print):
     s = int(next(iter(cells.values()))[0]["s"])                  # the task's sparsity
     text = "\n".join(
         _cell_table(plan, cells, W)
-        + ["", f"Medians over seeds [95% CI, {stats.N_BOOT:,} seed resamples, each T's on its "
+        + ["", f"Medians over seeds [95% CI, {intervals.N_BOOT:,} seed resamples, each T's on its "
                f"own; a bound keeps no digit its Monte Carlo band (two standard errors either "
                f"side) moves, and ~ marks one widened to that band's far end]; 'top head' = the "
            f"head with the largest mean [CLS] attention mass on S (over {N_MEASURE} test inputs); "
@@ -515,7 +514,7 @@ def _add_why_runs_fail_commands(sub):
                        "protocol of the arm's name; none for baseline-rerun), paired by seed "
                        "with the study's runs.")
     g.add_argument("out", help="the arm's folder (created if missing)")
-    g.add_argument("arm", choices=("baseline-rerun",) + folder.INTERVENTIONS)
+    g.add_argument("arm", choices=("baseline-rerun",) + row_kinds.INTERVENTIONS)
     _add_cells_arguments(g)
     f = sub.add_parser("factors", help="C's factors and the bound's size from a study's runs",
                        description="Issue 38, from a study's runs (no training): each factor of "

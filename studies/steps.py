@@ -31,7 +31,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.steps")   # (run as a file)
 
-from studies.lib import cli   # first: importing it is every command's entry prologue
+from studies.lib import (cli, intervals, row_kinds)  # first: importing it is every command's entry prologue
 
 import os
 import time
@@ -48,12 +48,12 @@ from studies.lib import training
 from studies.lib.workers import STEPS_BAR, run_stack
 from theory import fit_line
 
-from studies.lib import folder, harness, limits, provenance, stats
+from studies.lib import folder, harness, limits, provenance
 from studies.lib import folder_write
-from studies.lib.stats import (bound_text, median_ci, resample_medians,
-                           seed_resamples, weighted_percentile_ci)
+from studies.lib.intervals import (bound_text, median_ci, resample_medians, seed_resamples,
+                                   weighted_percentile_ci)
 
-FIELDS = folder.STEPS_FIELDS       # one CSV row per run (folder.py reads, checks and writes it)
+FIELDS = row_kinds.STEPS_FIELDS       # one CSV row per run (folder.py reads, checks and writes it)
 
 
 # ---------------------------------------------------------------- one stack of runs -------------
@@ -103,7 +103,7 @@ def _run_all(a, out, base, done=None, curves=None):
         R = max(1, min(a.stack, len(seeds)))
         stacks += [[dict(base, T=T, seed=sd) for sd in seeds[i:i + R]]
                    for i in range(0, len(seeds), R)]
-    writer = folder_write.RowWriter(path, folder.STEPS_ROWS, getattr(a, "arithmetic_of", None))
+    writer = folder_write.RowWriter(path, row_kinds.STEPS_ROWS, getattr(a, "arithmetic_of", None))
     print(f"steps: {len(todo)} runs to do in {len(stacks)} stacks, {len(done)} saved; writing "
           f"{writer.path}", flush=True)
     curves_path = os.path.join(out, "curves.json")
@@ -149,14 +149,14 @@ def _run_all(a, out, base, done=None, curves=None):
 
 def _median_steps(rows, n_boot=None, seed=0, exact=True):
     """Median steps over the seeds of one T (censored = inf) with its 95% seed-bootstrap interval
-    computed exactly from order statistics (stats.median_ci: no resampling error), and the median
-    of every resample of the seeds with its probability (stats.seed_resamples: all of them where
-    they can be listed and `exact`, else n_boot drawn from stats.stratum_rng(T, seed): the same
+    computed exactly from order statistics (intervals.median_ci: no resampling error), and the median
+    of every resample of the seeds with its probability (intervals.seed_resamples: all of them where
+    they can be listed and `exact`, else n_boot drawn from intervals.stratum_rng(T, seed): the same
     at one T, independent across T) -> (median, lo, hi, boot [K], weights [K]), for the paired
     ratios at one T (exact) and the fit across T (drawn)."""
     v = np.array([np.inf if r["censored"] else r["steps_to_bar"] for r in rows], float)
     lo, hi = median_ci(v)
-    C, w = seed_resamples(v.size, n_boot, stats.stratum_rng(rows[0]["T"], seed), exact=exact)
+    C, w = seed_resamples(v.size, n_boot, intervals.stratum_rng(rows[0]["T"], seed), exact=exact)
     return float(np.median(v)), lo, hi, resample_medians(v, C), w
 
 

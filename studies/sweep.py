@@ -24,7 +24,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.sweep")   # (run as a file)
 
-from studies.lib import cli   # first: importing it is every command's entry prologue
+from studies.lib import (cli, compare, row_kinds)  # first: importing it is every command's entry prologue
 
 import os
 import time
@@ -159,7 +159,7 @@ def _add_compare_command(sub):
     c.add_argument("--growth-from", type=integer(1), metavar="T0",
                    help="also each folder's m50 over the first folder's at every T > T0, divided "
                         "by the same at T0, with a paired CI: does the gap grow with T?")
-    c.set_defaults(run=report.compare_command, parser=c, protocols=run_options.PROTOCOLS)
+    c.set_defaults(run=compare.compare_command, parser=c, protocols=run_options.PROTOCOLS)
 
 
 def _add_width_command(sub):
@@ -174,7 +174,7 @@ def _add_width_command(sub):
     c.add_argument("--fit-below", dest="fit_below", type=number(0, strict=True), default=100,
                    help="the small-T log law is fitted over T <= this (default %(default)s)")
     c.add_argument("--plot", help="also draw the curves into this image (needs matplotlib)")
-    c.set_defaults(run=report.width_command, parser=c)
+    c.set_defaults(run=compare.width_command, parser=c)
 
 
 def _add_families_command(sub):
@@ -228,7 +228,7 @@ def _add_headline_command(sub):
     c.add_argument("--readme", default="README.md", help="default %(default)s")
     c.add_argument("--plot", help="also draw m* per width, the paper's points and the limit into "
                                   "this image (needs matplotlib), e.g. results/headline.png")
-    c.set_defaults(run=report.headline_command, parser=c)
+    c.set_defaults(run=compare.headline_command, parser=c)
 
 
 def _add_pages_command(sub):
@@ -529,7 +529,7 @@ def _run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id="
     jobs = [j for k, j in enumerate(jobs) if k % shard[1] == shard[0]]
     out = RowWriter(csv_path, arithmetic_of=getattr(a, "arithmetic_of", None))
     ball = RowWriter(os.path.join(os.path.dirname(out.path), "ball-of-" + os.path.basename(
-        out.path)), kind=folder.BALL_ROWS) if run_options.ball_radii(base) else None
+        out.path)), kind=row_kinds.BALL_ROWS) if run_options.ball_radii(base) else None
     per_search = (len(next(iter(grids.values()))) if a.search == "grid"
                   else int(np.ceil(np.log2(max(len(g) for g in grids.values()) + 1))))
     searches = _Searches(jobs, grids, a.search, done)

@@ -25,7 +25,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.symmetries")   # (run as a file)
 
-from studies.lib import cli   # first: importing it is every command's entry prologue
+from studies.lib import (cli, intervals, row_kinds)  # first: importing it is every command's entry prologue
 
 import math
 import os
@@ -39,11 +39,11 @@ from studies.lib.checks import INTS, check_number
 from studies.lib.cli import OneLineParser, int_list
 from theory import covering_constant, generalization_gap, norm_measures
 
-from studies.lib import folder, harness, stats
+from studies.lib import folder, harness
 from studies.lib.folder import folder_rows
 from studies.lib.stats import critical_sizes
 from studies.lib.measures import measure_mechanism
-from studies.lib.stats import fisher_exact, sign_test
+from studies.lib.intervals import fisher_exact, sign_test
 from studies.lib.study import (EDGE_NOTE, fmt, growth_table, load_runs, seed_weights, separation,
                                word)
 
@@ -199,7 +199,7 @@ def measures_command(out, plan=STUDY_PLAN, log=print):
 # ======== 2. THE ARM x T INTERACTION ============================================================
 # In each (T, d) cell of a paired CSV, 20 seeds: the arm's success minus the study's, seed by
 # seed. The interaction is the paired effect at the largest T minus its mean over the small T.
-# Each (T, d) stratum's seeds are resampled on their own (stats.resample_counts with the width as
+# Each (T, d) stratum's seeds are resampled on their own (intervals.resample_counts with the width as
 # the bootstrap seed: different T share no data, and the widths are kept apart here); where the
 # two arms are pooled, their pairs of one seed are drawn together (they share the baseline run).
 # Beside it, exact tests on the discordant pairs: per group a two-sided sign test (lost against
@@ -210,8 +210,8 @@ SMALL_T, LARGE_T = (100, 300), (3000,)
 N_BOOT = 20_000
 
 
-def _read_pairs(path):  # -> the rows of a paired CSV, each checked (folder.PAIR_ROWS)
-    return folder.read_whole(path, folder.PAIR_ROWS)
+def _read_pairs(path):  # -> the rows of a paired CSV, each checked (row_kinds.PAIR_ROWS)
+    return row_kinds.read_whole(path, row_kinds.PAIR_ROWS)
 
 
 def _interaction_row(rows, arms, d, n_boot=N_BOOT):
@@ -226,7 +226,7 @@ def _interaction_row(rows, arms, d, n_boot=N_BOOT):
         per_T = []
         for T, rs in cells(Ts).items():
             seeds = sorted({r["seed"] for r in rs})
-            W = np.vstack([np.ones(len(seeds)), stats.resample_counts(
+            W = np.vstack([np.ones(len(seeds)), intervals.resample_counts(
                 len(seeds), T, n_boot, seed=0 if d == "all" else d)])    # [1 + B, n_seeds]
             idx = {s: i for i, s in enumerate(seeds)}
             cols = [idx[r["seed"]] for r in rs]
@@ -234,7 +234,7 @@ def _interaction_row(rows, arms, d, n_boot=N_BOOT):
             per_T.append(W[:, cols] @ diff / W[:, cols].sum(1))
         rep[name] = np.mean(per_T, axis=0)
     rep["difference"] = rep["large"] - rep["small"]
-    out = {k: (float(v[0]), *stats.percentile_ci(v[1:])) for k, v in rep.items()}
+    out = {k: (float(v[0]), *intervals.percentile_ci(v[1:])) for k, v in rep.items()}
     counts = {}
     for name, Ts in (("small", SMALL_T), ("large", LARGE_T)):
         rs = [r for v in cells(Ts).values() for r in v]
@@ -307,9 +307,9 @@ def _cells_table(rows, seeds=None, n_boot=N_BOOT):
         rs = sorted((r for r in rows if (r["intervention"], r["d"], r["T"]) == (arm, d, T)),
                     key=lambda r: r["seed"])
         diff = np.array([r["int_success"] - r["base_success"] for r in rs], float)
-        W = np.vstack([np.ones(len(rs)), stats.resample_counts(len(rs), T, n_boot, seed=d)])
+        W = np.vstack([np.ones(len(rs)), intervals.resample_counts(len(rs), T, n_boot, seed=d)])
         rep = W @ diff / W.sum(1)
-        lo, hi = stats.percentile_ci(rep[1:])
+        lo, hi = intervals.percentile_ci(rep[1:])
         lost, gained = int((diff < 0).sum()), int((diff > 0).sum())
         p = sign_test(lost, gained)
         lines.append(f"| {arm} | {d} | {T} | {len(rs)} | {lost} | {gained} | "
@@ -344,7 +344,7 @@ def cells_command(pairs, out, seeds=None, n_boot=N_BOOT, log=print):
 
 # ======== 3. THE STUDY ON MEASURES OF THE FUNCTION =============================================
 # The study's runs trained again, seed for seed, with the canonical measures as columns
-# (studies.mechanism arm ... baseline-rerun; folder.MECHANISM_CANONICAL): its borderline cells
+# (studies.mechanism arm ... baseline-rerun; row_kinds.MECHANISM_CANONICAL): its borderline cells
 # for the separations, its fixed-m cells for the growth in T, each measure raw beside canonical.
 
 PAIRED_MEASURES = (("covering_constant", "canon_C", "C"),

@@ -27,7 +27,7 @@ import time
 import numpy as np
 import pytest
 
-from studies.lib import arithmetic
+from studies.lib import arithmetic, compare, intervals, row_kinds
 import attn
 from studies.lib import cli
 import data
@@ -327,7 +327,7 @@ def _copy(folder, dest):
 
 
 def _rows(path):
-    rows = folder.read_rows([path])
+    rows = row_kinds.read_rows([path])
     return sorted((r["model"], r["T"], r["seed"], r["m"], r["test_acc"]) for r in rows)
 
 
@@ -342,15 +342,15 @@ def _refused(folder_path, capsys, *extra):
 
 @pytest.fixture(scope="session", autouse=True)
 def fewer_resamples():
-    """Reports in the tests draw 2,000 bootstrap resamples, not stats.N_BOOT (100,000): the tests
+    """Reports in the tests draw 2,000 bootstrap resamples, not intervals.N_BOOT (100,000): the tests
     check what a report computes and prints, which does not depend on how many resamples it
     draws, and 100,000 per T would make the suite 2.5 times slower. The tests of the Monte Carlo
-    rule (stats.mc_decimals) pass their own numbers of resamples."""
-    shipped, stats.N_BOOT = stats.N_BOOT, 2000
+    rule (intervals.mc_decimals) pass their own numbers of resamples."""
+    shipped, intervals.N_BOOT = intervals.N_BOOT, 2000
     yield shipped
-    stats.N_BOOT = shipped
+    intervals.N_BOOT = shipped
 
-# what stats.surely_above and surely_below take as it is: any bound and any threshold
+# what intervals.surely_above and surely_below take as it is: any bound and any threshold
 SURELY_BOUND_LEGAL = {"nan": "an undefined bound excludes nothing", "inf": "a bound",
                       "-inf": "a bound", "-1": "a bound", "0": "a bound", "10**12": "a bound"}
 
@@ -359,12 +359,12 @@ def _estimate(T=10):
     return stats.success_estimates(_stats_rows(T), n_boot=50)
 
 
-BOUND = lambda: stats.Bound(5.0, (4.0, 6.0), "hi")
+BOUND = lambda: intervals.Bound(5.0, (4.0, 6.0), "hi")
 
 STATS_WALK = {
-    "stats.sign_test": Walk(lambda f: dict(lost=4, gained=0), legal=dict(
+    "intervals.sign_test": Walk(lambda f: dict(lost=4, gained=0), legal=dict(
         lost={"0": "none lost"}, gained={"0": "none gained"})),
-    "stats.fisher_exact": Walk(lambda f: dict(a=1, b=9, c=11, d=3), legal={
+    "intervals.fisher_exact": Walk(lambda f: dict(a=1, b=9, c=11, d=3), legal={
         k: {"0": "an empty cell"} for k in "abcd"}),
     # stats.py: the m grid and the searches
     "stats.m_grid": Walk(lambda f: dict(lo=8, hi=100, ratio=1.05),
@@ -423,67 +423,67 @@ STATS_WALK = {
                                              "wrong shape": "any shape a and b share"},
                                           b={"list": ARRAY_LIKE, "0-d": "broadcast to a",
                                              "None": "undetermined: inf"})),
-    "stats.Bound": Walk(lambda f: dict(value=5.0, band=(4.0, 6.0), side="hi"),
+    "intervals.Bound": Walk(lambda f: dict(value=5.0, band=(4.0, 6.0), side="hi"),
                         legal=dict(value={"inf": "a bound above every resample", "-inf":
                                           "a bound below every resample", "-1": "a bound",
                                           "0": "a bound", "10**12": "a bound"},
                                    band={"list": "a pair"}),
                         extra=dict(band={"reversed": (6.0, 4.0), "nan": (NAN, 6.0),
                                          "outside": (6.0, 7.0)})),
-    "stats.percentile_ci": Walk(lambda f: dict(samples=f["z"], lo=2.5, hi=97.5),
+    "intervals.percentile_ci": Walk(lambda f: dict(samples=f["z"], lo=2.5, hi=97.5),
                                 legal=dict(samples={"list": ARRAY_LIKE, "0-d": "one sample",
                                                     "wrong shape": ANY_SHAPE},
                                            lo={"0": "the smallest sample"})),
-    "stats.mc_decimals": Walk(lambda f: dict(x=BOUND(), decimals=2),
+    "intervals.mc_decimals": Walk(lambda f: dict(x=BOUND(), decimals=2),
                               legal=dict(x={"nan": "a plain float: its decimals", "inf": "an "
                                             "infinite bound: its decimals", "-inf": "likewise",
                                             "-1": "a plain float", "0": "a plain float",
                                             "10**12": "a plain float"},
                                          decimals={"-1": "tens", "0": "units"})),
-    "stats.bound_text": Walk(lambda f: dict(x=BOUND(), decimals=2),
+    "intervals.bound_text": Walk(lambda f: dict(x=BOUND(), decimals=2),
                              legal=dict(x={"nan": "printed nan", "inf": "printed inf",
                                            "-inf": "printed -inf", "-1": "a number",
                                            "0": "a number", "10**12": "a number"},
                                         decimals={"-1": "tens", "0": "units"})),
-    "stats.surely_above": Walk(lambda f: dict(lo=BOUND(), value=1.0),
+    "intervals.surely_above": Walk(lambda f: dict(lo=BOUND(), value=1.0),
                                legal=dict(lo=SURELY_BOUND_LEGAL, value=SURELY_VALUE_LEGAL)),
-    "stats.surely_below": Walk(lambda f: dict(hi=BOUND(), value=1.0),
+    "intervals.surely_below": Walk(lambda f: dict(hi=BOUND(), value=1.0),
                                legal=dict(hi=SURELY_BOUND_LEGAL, value=SURELY_VALUE_LEGAL)),
-    "stats.median_bootstrap": Walk(lambda f: dict(values=np.array([3.0, 1, 4, 1, 5, np.inf])),
+    "intervals.median_bootstrap": Walk(lambda f: dict(values=np.array([3.0, 1, 4, 1, 5, np.inf])),
                                    legal=dict(values={"list": ARRAY_LIKE, "0-d": "one value",
                                                       "wrong shape": ANY_SHAPE})),
-    "stats.order_statistic_bootstrap": Walk(lambda f: dict(values=np.array([3.0, 1, 4, 1, 5]),
+    "intervals.order_statistic_bootstrap": Walk(lambda f: dict(values=np.array([3.0, 1, 4, 1, 5]),
                                                            k=3),
                                             legal=dict(values={"list": ARRAY_LIKE, "0-d": "one "
                                                                "value (k = 1 refused by k)",
                                                                "wrong shape": ANY_SHAPE})),
-    "stats.distribution_ci": Walk(lambda f: dict(support=np.array([1.0, 2, 3]),
+    "intervals.distribution_ci": Walk(lambda f: dict(support=np.array([1.0, 2, 3]),
                                                  p=np.array([0.2, 0.5, 0.3]), lo=2.5, hi=97.5),
                                   legal=dict(support={"list": ARRAY_LIKE}, p={"list": ARRAY_LIKE},
                                              lo={"0": "the smallest value"}),
                                   extra=dict(support={"unsorted": np.array([3.0, 2, 1])},
                                              p={"-1": np.array([-0.2, 0.9, 0.3]),
                                                 "nan": np.array([NAN, 0.5, 0.5])})),
-    "stats.median_ci": Walk(lambda f: dict(values=np.array([3.0, 1, 4, 1, 5, 9]), lo=2.5,
+    "intervals.median_ci": Walk(lambda f: dict(values=np.array([3.0, 1, 4, 1, 5, 9]), lo=2.5,
                                            hi=97.5),
                             legal=dict(values={"list": ARRAY_LIKE, "0-d": "one value",
                                                "wrong shape": ANY_SHAPE},
                                        lo={"0": "the smallest value"})),
-    "stats.exact_resamples": Walk(lambda f: dict(n_seeds=5),
+    "intervals.exact_resamples": Walk(lambda f: dict(n_seeds=5),
                                   legal=dict(n_seeds={"10**12": "False: too many to list",
                                                       "10**400": "False: too many to list"})),
-    "stats.seed_resamples": Walk(lambda f: dict(n_seeds=4, n_boot=100, rng=None, exact=True),
+    "intervals.seed_resamples": Walk(lambda f: dict(n_seeds=4, n_boot=100, rng=None, exact=True),
                                  legal=dict(rng={"None": "the default generator"},
                                             n_boot={"None": "N_BOOT"}),
                                  extra=dict(rng=RNGS)),
-    "stats.resample_medians": Walk(lambda f: dict(values=np.array([3.0, 1, 4]),
+    "intervals.resample_medians": Walk(lambda f: dict(values=np.array([3.0, 1, 4]),
                                                   C=np.array([[1.0, 1, 1], [3, 0, 0]])),
                                    legal=dict(values={"list": ARRAY_LIKE},
                                               C={"list": ARRAY_LIKE}),
                                    extra=dict(C={"-1": np.array([[-1.0, 2, 2], [3, 0, 0]]),
                                                  "unequal rows": np.array([[1.0, 1, 1],
                                                                            [1, 0, 0]])})),
-    "stats.weighted_percentile_ci": Walk(lambda f: dict(samples=np.array([1.0, 2, 3]),
+    "intervals.weighted_percentile_ci": Walk(lambda f: dict(samples=np.array([1.0, 2, 3]),
                                                         weights=np.array([0.2, 0.5, 0.3]),
                                                         lo=2.5, hi=97.5),
                                          legal=dict(samples={"list": ARRAY_LIKE},
@@ -491,13 +491,13 @@ STATS_WALK = {
                                                     lo={"0": "the smallest sample"}),
                                          names=dict(samples=r"\bsamples\b"),
                                          extra=dict(weights={"nan": np.array([NAN, 0.5, 0.5])})),
-    "stats.stratum_rng": Walk(lambda f: dict(T=10, seed=0),
+    "intervals.stratum_rng": Walk(lambda f: dict(T=10, seed=0),
                               legal=dict(T={"10**12": "a context length", "2.5": "T is read as a "
                                             "float (parse_rows)"}, seed=SEEDS)),
-    "stats.resample_counts": Walk(lambda f: dict(n_seeds=4, T=10, n_boot=100, seed=0),
+    "intervals.resample_counts": Walk(lambda f: dict(n_seeds=4, T=10, n_boot=100, seed=0),
                                   legal=dict(T={"10**12": "a context length", "2.5": "a float T"},
                                              n_boot={"None": "N_BOOT"}, seed=SEEDS)),
-    "stats.seed_counts": Walk(lambda f: dict(rng=f["rng"], n_seeds=4, n_boot=100),
+    "intervals.seed_counts": Walk(lambda f: dict(rng=f["rng"], n_seeds=4, n_boot=100),
                               extra=dict(rng=RNGS)),
     "stats.bootstrap_over_seeds": Walk(lambda f: dict(rows=_stats_rows(), stat=stats.default_stat,
                                                       n_boot=50, rng=None),
@@ -546,12 +546,15 @@ LAWS_WALK = {
                                       for k in ("e", "ref")}),
 }
 STATS_WALK.update({
-    "stats.check_real": Walk(lambda f: dict(name="v", v=0.5, nan=False),
+    "intervals.check_count": Walk(lambda f: dict(name="v", v=3, most=10),
+                              legal=_literals("name", "most")),
+    "intervals.check_generator": Walk(lambda f: dict(rng=np.random.default_rng(0))),
+    "intervals.check_real": Walk(lambda f: dict(name="v", v=0.5, nan=False),
                              legal=dict(name=_literals("name")["name"],
                                         nan=_literals("nan")["nan"],
                                         v=dict.fromkeys(("inf", "-inf", "-1", "0", "10**12"),
                                                         "a real number: the caller bounds it"))),
-    "stats.check_reals": Walk(lambda f: dict(name="v", v=np.array([0.5, 1.0]), bools=False),
+    "intervals.check_reals": Walk(lambda f: dict(name="v", v=np.array([0.5, 1.0]), bools=False),
                               legal=dict(name=_literals("name")["name"],
                                          bools=_literals("bools")["bools"],
                                          v={"list": ARRAY_LIKE, "0-d": "a number is a 0-d array",
@@ -567,9 +570,10 @@ def test_every_public_function_of_laws_refuses_hostile_values_naming_the_argumen
 
 
 def test_every_public_function_of_stats_refuses_hostile_values_naming_the_argument():
-    """The walker of test_all.py (issue 39) over studies/lib/stats.py: every public function has a
-    STATS_WALK entry and refuses each hostile value in one line naming the argument."""
-    public = _public(stats)
+    """The walker of test_all.py (issue 39) over studies/lib/stats.py and intervals.py: every
+    public function has a STATS_WALK entry and refuses each hostile value in one line naming the
+    argument."""
+    public = dict(_public(stats), **_public(intervals))
     assert not set(public) - set(STATS_WALK), sorted(set(public) - set(STATS_WALK))
     assert not set(STATS_WALK) - set(public), sorted(set(STATS_WALK) - set(public))
     assert_walked(public, STATS_WALK, least=500)
@@ -742,15 +746,15 @@ def test_majority_mstar_interval_resamples_the_seeds():
     st = stats.critical_sizes(rows, {"transformer": grid}, "bisect")[("transformer", 100)]
     crit = np.array(st["per_seed"])
     assert st["m_star"] == np.sort(crit)[7]                           # ceil(15 / 2) = 8th
-    C = stats.resample_counts(15, 100, stats.N_BOOT)                   # the design's, at T = 100
-    some = np.arange(0, stats.N_BOOT, 97)                              # 1,031 of the resamples
+    C = intervals.resample_counts(15, 100, intervals.N_BOOT)                   # the design's, at T = 100
+    some = np.arange(0, intervals.N_BOOT, 97)                              # 1,031 of the resamples
     boot = [np.sort(np.repeat(crit, C[i].astype(int)))[7] for i in some]
-    assert len(st["m_star_boot"]) == stats.N_BOOT
+    assert len(st["m_star_boot"]) == intervals.N_BOOT
     np.testing.assert_array_equal(st["m_star_boot"][some], boot)
     # the interval itself is exact: the bootstrap of the 8th smallest (order_statistic_bootstrap),
     # here (56, 208) where the first 2,000 drawn resamples give (82, 122): P(m* <= 56) is 0.0255
-    assert (st["m_star_lo"], st["m_star_hi"]) == stats.distribution_ci(
-        *stats.order_statistic_bootstrap(crit, 8)) == (56.0, 208.0)
+    assert (st["m_star_lo"], st["m_star_hi"]) == intervals.distribution_ci(
+        *intervals.order_statistic_bootstrap(crit, 8)) == (56.0, 208.0)
     assert st["m_star_lo"] < st["m_star"] < st["m_star_hi"] < 600
     # every seed alike: no spread; walking the grid counts successes at m, resampled the same way
     st = stats.critical_sizes(bisected([50] * 6), {"transformer": grid}, "bisect")[
@@ -759,7 +763,7 @@ def test_majority_mstar_interval_resamples_the_seeds():
     walk = [dict(model="transformer", T=5, seed=s, m=m, success=m >= th)
             for s, th in enumerate([20, 30, 40, 99]) for m in (10, 20, 30, 40)]
     st = stats.critical_sizes(walk, {"transformer": [10, 20, 30, 40]}, "grid")[("transformer", 5)]
-    C = stats.resample_counts(4, 5, 2000)                 # T = 5's own resamples
+    C = intervals.resample_counts(4, 5, 2000)                 # T = 5's own resamples
     wins = np.array([[m >= th for m in (10, 20, 30, 40)] for th in (20, 30, 40, 99)], float)
     first = [next((m for m, w in zip((10, 20, 30, 40), C[i] @ wins) if w >= 2), np.inf)
              for i in range(2000)]
@@ -837,14 +841,14 @@ def test_point_fit_recovers_parameters_and_is_a_stationary_point():
 def test_vectorised_bootstrap_matches_refitting_each_resample():
     rows = synth_rows(np.random.default_rng(3), n_seeds=12)
     ci, samples = stats.bootstrap_over_seeds(rows, n_boot=20, rng=np.random.default_rng(7))
-    C = stats.seed_counts(np.random.default_rng(7), 12, 20)     # the same draws
+    C = intervals.seed_counts(np.random.default_rng(7), 12, 20)     # the same draws
     for i in range(20):
         res = [r for r in rows for _ in range(int(C[i, r[1]]))]
         a, b = stats.fit_success_curve([r[2] for r in res], [r[3] for r in res])
         # equal up to the ridge's centring (full-data mean ln m vs the resample's): ~1e-5
         assert math.isclose(stats.m_at(0.5, a, b), samples["m50"][i], rel_tol=1e-3)
         assert math.isclose(stats.m_at(0.9, a, b), samples["m90"][i], rel_tol=1e-3)
-    assert ci["m50"] == stats.percentile_ci(samples["m50"])
+    assert ci["m50"] == intervals.percentile_ci(samples["m50"])
 
 
 def test_the_bootstrap_does_not_depend_on_the_order_of_the_rows():
@@ -914,9 +918,9 @@ def test_resamples_that_lose_all_successes_give_an_inf_upper_bound():
 
 def test_percentile_ci_inf_rule():
     v = np.r_[np.arange(975.0), np.full(25, np.inf)]          # exactly 2.5% inf
-    assert stats.percentile_ci(v) == (24.0, 974.0)
+    assert intervals.percentile_ci(v) == (24.0, 974.0)
     v = np.r_[np.arange(974.0), np.full(26, np.inf)]          # more than 2.5% inf
-    assert stats.percentile_ci(v) == (24.0, math.inf)
+    assert intervals.percentile_ci(v) == (24.0, math.inf)
 
 
 def test_m_at_scalar_and_vector():
@@ -1047,8 +1051,8 @@ def test_seeds_pair_cells_at_one_T_and_nothing_across_T():
     c = run(T=24, m=40, d=8)        # another T: the same coin flips cut into rows of another
     assert (c[1][0][:20].reshape(40, 12) == a[1][0]).all()        # length, S drawn anew, so
     assert 0.25 < (c[1][1][:40] == a[1][1]).mean() < 0.75          # labels that agree by chance
-    A, B = stats.resample_counts(20, 100, 4000), stats.resample_counts(20, 300, 4000)
-    assert (A == stats.resample_counts(20, 100, 4000)).all()      # one T: the same resamples
+    A, B = intervals.resample_counts(20, 100, 4000), intervals.resample_counts(20, 300, 4000)
+    assert (A == intervals.resample_counts(20, 100, 4000)).all()      # one T: the same resamples
     assert abs(np.corrcoef(A.ravel(), B.ravel())[0, 1]) < 0.03   # two T: independent ones
     # so the same runs read at T = 100 and at T = 300 have independent bootstrap replicates, and
     # a fit across T does not see a pairing the runs do not have
@@ -1104,14 +1108,14 @@ def test_paired_growth_cancels_a_constant_offset_and_sees_a_growing_gap():
     # issue 39's hostile values: each names its argument in one line (no numpy message, no
     # MemoryError)
     (lambda: stats.success_estimates([(10, 0, 5, 1), (10, 1, 5, 0)], seed=-1), "^seed must be"),
-    (lambda: stats.seed_resamples(0), "^n_seeds must be an integer from 1, got 0"),
-    (lambda: stats.seed_resamples(3, n_boot=True, exact=False), "^n_boot must be"),
-    (lambda: stats.percentile_ci([1.0, 2.0], lo=120), "^lo must be a percent"),
-    (lambda: stats.median_ci([1.0, 2.0], lo=5, hi=5), "^lo must be below hi"),
+    (lambda: intervals.seed_resamples(0), "^n_seeds must be an integer from 1, got 0"),
+    (lambda: intervals.seed_resamples(3, n_boot=True, exact=False), "^n_boot must be"),
+    (lambda: intervals.percentile_ci([1.0, 2.0], lo=120), "^lo must be a percent"),
+    (lambda: intervals.median_ci([1.0, 2.0], lo=5, hi=5), "^lo must be below hi"),
     (lambda: stats.success_estimates([(10, 0, 5, 1), (10, 1, 5, 0)], n_boot=10 ** 12),
      "^n_boot must be an integer from 1 to 10,000,000, got 1000000000000"),
-    (lambda: stats.seed_resamples(20, n_boot=10 ** 12), "^n_boot must be"),
-    (lambda: stats.resample_counts(3, float("nan")), "^T must be a positive"),
+    (lambda: intervals.seed_resamples(20, n_boot=10 ** 12), "^n_boot must be"),
+    (lambda: intervals.resample_counts(3, float("nan")), "^T must be a positive"),
 ])
 def test_value_errors(call, match):
     with pytest.raises(ValueError, match=match):
@@ -1207,7 +1211,7 @@ def test_old_headers_are_continued_aside_and_mixed_rows_refused(tmp_path, capsys
     with open(path, "a") as f:                                       # a longer row under it
         f.write(lines[5])
     with pytest.raises(ValueError, match="more fields than the header"):
-        folder.read_rows([str(path)])
+        row_kinds.read_rows([str(path)])
     empty = tmp_path / "e"
     empty.mkdir()
     (empty / "runs.csv").write_text("model,ta")                      # a header torn mid-write
@@ -1381,13 +1385,13 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
     assert "| ours (a) | 8 |" in table and "| steps-500 (b) | 16 |" in table   # and --steps 100
     assert "memorised" in table and "| ours |" not in table and "| steps-500 |" not in table
     smoke = dict(steps=150, n_test=500)      # a protocol that is the smoke preset: named alone
-    md, _ = report._compare_table([str(tmp_path / "a"), str(tmp_path / "b")], log=lambda *_: None,
+    md, _ = compare._compare_table([str(tmp_path / "a"), str(tmp_path / "b")], log=lambda *_: None,
                                  protocols={"ours": smoke, "steps-500": dict(smoke, steps=100)})
     assert "| ours | 8 |" in md and "| steps-500 | 16 |" in md
     assert sweep.main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--out", out]) == 0
     assert table.count("| ours (a) |") * 2 == open(out).read().count("| ours (a) |")
     assert open(out).read().count("1.00 [1.00, 1.00]") == 2 * table.count("| ours (a) |")  # paired
-    md, _ = report._compare_table([str(tmp_path / "a")] * 2, log=lambda *_: None,
+    md, _ = compare._compare_table([str(tmp_path / "a")] * 2, log=lambda *_: None,
                                  protocols={"ours": smoke})
     assert "| ours |" not in md and md.count("| ours (a) |") == 2 * table.count("| ours (a) |")
     assert sweep.main(["compare", str(tmp_path / "a"), "--seeds", "1", "--Ts", "16", "--out",
@@ -1414,7 +1418,7 @@ def test_compare_puts_protocols_side_by_side(tmp_path, capsys, smoke_ref):
 def test_compare_places_the_papers_mstar_only_for_the_papers_task(smoke_ref, tmp_path,
                                                                   monkeypatch):
     monkeypatch.setattr(report, "PAPER_MSTAR", {8: 1.0, 16: 1e6})   # the smoke sweep's T
-    md, _ = report._compare_table([str(smoke_ref)], log=lambda *_: None)
+    md, _ = compare._compare_table([str(smoke_ref)], log=lambda *_: None)
     assert "majority m* interval (95%): below at T = 8; above at T = 16" in md
     assert "| 8 | " in md and " | 1.0 | " in md                      # the paper's m* column
     other = _copy(smoke_ref, tmp_path / "or")                          # the same runs, called OR
@@ -1424,7 +1428,7 @@ def test_compare_places_the_papers_mstar_only_for_the_papers_task(smoke_ref, tmp
     (other / "sweep.json").write_text(json.dumps(meta))              # rows relabelled to match
     (other / "runs.csv").write_text((other / "runs.csv").read_text().replace(old, meta["sweep_id"])
                                     .replace("transformer,and,", "transformer,or,"))
-    md, _ = report._compare_table([str(other)], log=lambda *_: None)
+    md, _ = compare._compare_table([str(other)], log=lambda *_: None)
     assert "paper's m*" not in md and " | 1.0 | " not in md
 
 
@@ -1432,14 +1436,14 @@ def test_paper_position_places_the_papers_mstar_against_each_interval():
     st = lambda lo, hi: dict(m_star_lo=lo, m_star_hi=hi, n_seeds=5)  # paper: 50 at 100, 69.2 at 300
     stats = {("transformer", 100): st(51, 68), ("transformer", 300): st(60, 69),
              ("transformer", 500): st(70, 90), ("transformer", 8): st(1, 2)}   # 8: not in it
-    assert report._paper_position("p", stats) == (
+    assert compare._paper_position("p", stats) == (
         "p: the paper's m* against this folder's majority m* interval (95%): inside at T = 500; "
         "below at T = 100; above at T = 300")
-    assert report._paper_position("p", {("transformer", 100): st(50, 50)}).endswith(
+    assert compare._paper_position("p", {("transformer", 100): st(50, 50)}).endswith(
         "inside at T = 100 (every paper T held)")
-    assert report._paper_position("p", {("transformer", 100): dict(
+    assert compare._paper_position("p", {("transformer", 100): dict(
         st(math.inf, math.inf), n_seeds=0)}).endswith("without a finished seed at T = 100")                         # the bounds count as inside
-    assert report._paper_position("p", {("transformer", 8): st(1, 2)}) is None
+    assert compare._paper_position("p", {("transformer", 8): st(1, 2)}) is None
 
 
 def test_families_plot_series_hold_mstar_against_T_and_s(smoke_ref):
@@ -1531,7 +1535,7 @@ def test_families_fit_m50_across_s_and_name_the_s_left_out():
 def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, tmp_path,
                                                                      capsys):
     readme = tmp_path / "README.md"
-    readme.write_text("# x\nbefore\n" + report.BEGIN + "\nold\n" + report.END + "\nafter\n")
+    readme.write_text("# x\nbefore\n" + compare.BEGIN + "\nold\n" + compare.END + "\nafter\n")
     out, wide = tmp_path / "headline.md", tmp_path / "d-128"
     assert _sweep(wide, "--d", "128", "--seeds", "1") == 0           # --d128 must be at d = 128
     args = ["headline", "--d64", str(smoke_ref), "--d128", str(wide), "--out", str(out),
@@ -1539,7 +1543,7 @@ def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, 
     assert sweep.main(args) == 0
     table = out.read_text()
     assert table.startswith("| T | the paper's m* (its figure's error bar) |") and "| 8 | - | " in table
-    assert readme.read_text() == ("# x\nbefore\n" + report.BEGIN + "\n" + table + report.END
+    assert readme.read_text() == ("# x\nbefore\n" + compare.BEGIN + "\n" + table + compare.END
                                   + "\nafter\n")
     assert sweep.main(args) == 0 and readme.read_text().count("| 16 | - |") == 1   # idempotent
     readme.write_text("no markers\n")                                  # nowhere to paste: refused
@@ -1579,11 +1583,11 @@ def test_results_pages_show_their_tables_as_the_files_the_commands_wrote(tmp_pat
 def test_a_width_screened_at_large_T_only_has_no_law_and_is_said_so(smoke_ref, tmp_path):
     """A screen of a new width runs at large T only: the table shows it, naming the missing law,
     instead of failing on the small-T fit it cannot make."""
-    table, curves = report._width_table([str(smoke_ref)], log=lambda line: None, fit_below=4)
+    table, curves = compare._width_table([str(smoke_ref)], log=lambda line: None, fit_below=4)
     assert [c["dep"]["ratios"] for c in curves] == [{}]
     assert table.count("(no small-T law)") == 2 and "| no small-T law |" in table
     assert "no small-T law (fewer than 2 T <= 4 run)" in table
-    table, curves = report._width_table([str(smoke_ref)], log=lambda line: None, fit_below=16)
+    table, curves = compare._width_table([str(smoke_ref)], log=lambda line: None, fit_below=16)
     assert "(fit range)" in table and "no small-T law" not in table
 
 
@@ -1632,7 +1636,7 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
     curves = [curve(64, {300: True, 1000: True, 3000: False}),
               curve(80, {300: False, 1000: True, 3000: False}),
               curve(128, {300: False, 1000: True})]
-    edges = {e["T"]: e for e in report._width_edges(curves, fit_below=100)}
+    edges = {e["T"]: e for e in compare._width_edges(curves, fit_below=100)}
     assert edges[10]["edge"] is None and edges[10]["states"] == ["fit range"] * 3
     assert edges[300]["edge"] == (64, 80) and edges[300]["states"][:2] == ["above it",
                                                                             "consistent with it"]
@@ -1642,11 +1646,11 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
     assert edges[300]["d_p"] == theory.construction_width(300, 3) == 274
     odd = [curve(64, {300: False, 1000: True}), curve(80, {300: True, 1000: False}),
            dict(curve(96, {}), est={10: {}, 30: {}, 300: {}}, dep=dict(ratios={}))]
-    edges = {e["T"]: e for e in report._width_edges(odd, fit_below=100)}
+    edges = {e["T"]: e for e in compare._width_edges(odd, fit_below=100)}
     assert edges[300]["edge"] == (None, 64)          # a wider width above it does not bound it
     assert edges[300]["states"][2] == "no small-T law" and edges[1000]["edge"] == (64, 80)
     late = [curve(64, {300: True, 1000: False})]     # the first judged T keeps no width
-    edges = report._width_edges(late, fit_below=100)
+    edges = compare._width_edges(late, fit_below=100)
     assert [e["ln_T"] for e in edges] == [None, None, None, 64]
 
     base = _seed_rows(4)                             # paired: 80 loses ground, 96 keeps its offset
@@ -1657,7 +1661,7 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
         return dict(d=d, s=3, est={T: stats.success_estimates(r) for T, r in rows.items()},
                     runs=rows, dep=dict(ratios={3000: (0.9, 0.7, 1.1)}))
     curves = [paired(80, 1.5, 3.0), paired(96, 1.5, 1.5), paired(128, 1.0, 1.0)]
-    e = report._width_edges(curves, fit_below=100)[-1]
+    e = compare._width_edges(curves, fit_below=100)[-1]
     assert e["states"] == ["consistent with it; loses ground to d = 128", "consistent with it",
                            "consistent with it"]
     assert e["edge"] == (None, 80) and e["paired"] == (80, 96)
@@ -1679,7 +1683,7 @@ def test_width_edges_find_the_narrowest_width_that_keeps_its_law():
             def __getattr__(self, name):
                 return self
     ax = Axes()
-    report._edge_panel(ax, late, edges)
+    compare._edge_panel(ax, late, edges)
     scaled = [ln for ln in ax.lines if ln[2] and "scaled like ln T (from T = 1000)" in ln[2]]
     assert len(scaled) == 1 and scaled[0][1][0] == pytest.approx(64)   # starts at T = 1000's 64
     assert [ln[1] for ln in ax.lines if ln[0] == [1000] and not ln[2]] == [[64]]   # filled marker
@@ -2008,7 +2012,7 @@ def test_steps_with_one_seed_or_a_check_past_the_budget_writes_its_table(tmp_pat
                               "--out", str(tmp_path / "late")]) == 0
     table = (tmp_path / "late" / "table.md").read_text()
     assert "| 4 | 2 | 2 | inf [inf, inf]" in table and "no fit" in table
-    C, w = stats.seed_resamples(1)
+    C, w = intervals.seed_resamples(1)
     assert C.tolist() == [[1.0]] and w.tolist() == [1.0]
 
 
@@ -2060,16 +2064,16 @@ def test_the_bootstrap_of_a_median_is_exact():
         for idx in itertools.product(range(n), repeat=n):
             m = float(np.median(v[list(idx)]))
             seen[m] = seen.get(m, 0) + 1                 # counted, then divided: exact
-        support, p = stats.median_bootstrap(v)
+        support, p = intervals.median_bootstrap(v)
         assert sorted(seen) == list(support)
         assert np.allclose([seen[x] / n ** n for x in support], p, rtol=0, atol=1e-14)
-        C, w = stats.seed_resamples(n)                   # the listed resamples agree with both
-        medians = stats.resample_medians(v, C)
+        C, w = intervals.seed_resamples(n)                   # the listed resamples agree with both
+        medians = intervals.resample_medians(v, C)
         assert np.allclose([w[medians == x].sum() for x in support], p, rtol=0, atol=1e-14)
     x = np.random.default_rng(3).normal(size=999)       # equal weights: percentile_ci's rule
-    assert stats.weighted_percentile_ci(x, np.ones_like(x)) == stats.percentile_ci(x)
-    assert not stats.exact_resamples(20)                 # too many to list: drawn, equal weights
-    C, w = stats.seed_resamples(20, n_boot=50)
+    assert intervals.weighted_percentile_ci(x, np.ones_like(x)) == intervals.percentile_ci(x)
+    assert not intervals.exact_resamples(20)                 # too many to list: drawn, equal weights
+    C, w = intervals.seed_resamples(20, n_boot=50)
     assert C.shape == (50, 20) and (C.sum(1) == 20).all() and np.allclose(w, 1 / 50)
 
 
@@ -2080,9 +2084,9 @@ def test_parity_median_steps_at_T200_is_exact_not_a_cut_off_of_2000_resamples():
     rows = list(csv.DictReader(open(os.path.join(HERE, "results/parity/s-2/steps.csv"))))
     v = [np.inf if r["censored"] == "1" else float(r["steps_to_bar"]) for r in rows
          if r["T"] == "200"]
-    support, p = stats.median_bootstrap(v)
+    support, p = intervals.median_bootstrap(v)
     assert abs(p[support > 1750].sum() - 0.0328) < 0.0005
-    assert stats.median_ci(v) == (475.0, 2850.0)
+    assert intervals.median_ci(v) == (475.0, 2850.0)
     table = open(os.path.join(HERE, "results/parity/s-2/table.md")).read()
     row = next(ln for ln in table.splitlines() if ln.startswith("| 200 |"))
     assert "1360 [475, 2850]" in row and "1750" not in row
@@ -2091,47 +2095,47 @@ def test_parity_median_steps_at_T200_is_exact_not_a_cut_off_of_2000_resamples():
 def test_a_drawn_bound_carries_its_monte_carlo_error():
     # over 300 independent draws of 2,000 resamples the 97.5% bound of a normal sample spreads
     # by its standard error, about 0.060; the band percentile_ci gives each bound is two of them
-    # either side (stats.MC_Z), and holds about 95% of the other draws' bounds
+    # either side (intervals.MC_Z), and holds about 95% of the other draws' bounds
     rng = np.random.default_rng(5)
-    bounds = [stats.percentile_ci(rng.standard_normal(2000))[1] for _ in range(300)]
+    bounds = [intervals.percentile_ci(rng.standard_normal(2000))[1] for _ in range(300)]
     spread = np.std([float(b) for b in bounds])
     half = np.mean([(b.band[1] - b.band[0]) / 2 for b in bounds])
-    assert 0.8 < half / (stats.MC_Z * spread) < 1.25 and abs(spread - 0.060) < 0.01
+    assert 0.8 < half / (intervals.MC_Z * spread) < 1.25 and abs(spread - 0.060) < 0.01
     truth = np.median([float(b) for b in bounds])
     assert 0.9 < np.mean([b.band[0] <= truth <= b.band[1] for b in bounds]) < 0.99
     assert all(b.side == "hi" and b.band[0] <= b <= b.band[1] for b in bounds)
     import pickle
     again = pickle.loads(pickle.dumps(bounds[0]))
     assert again == bounds[0] and again.band == bounds[0].band and again.side == "hi"
-    exact = stats.median_ci([3.0, 1.0, 2.0, 5.0])              # exact bounds are plain floats
-    assert not any(isinstance(b, stats.Bound) for b in exact)
+    exact = intervals.median_ci([3.0, 1.0, 2.0, 5.0])              # exact bounds are plain floats
+    assert not any(isinstance(b, intervals.Bound) for b in exact)
 
 
 def test_a_bound_keeps_no_digit_its_monte_carlo_error_moves():
-    B = lambda v, a, b, side="hi": stats.Bound(v, (a, b), side)
-    assert stats.bound_text(B(206.3, 206.1, 206.6), 0) == "206"      # error 0.25: all digits
-    assert stats.bound_text(B(206.3, 204.0, 208.0), 0) == "210"      # error 2: not the units
-    assert stats.bound_text(B(1.4123, 1.40, 1.42), 2) == "1.5"       # band 0.02: one decimal
-    assert stats.bound_text(B(1.4123, 1.38, 1.45), 2) == "2"         # band 0.07: none
-    assert stats.bound_text(B(3.06e7, 3.03e7, 3.08e7, "lo"), 0) == "3.0e+07"
+    B = lambda v, a, b, side="hi": intervals.Bound(v, (a, b), side)
+    assert intervals.bound_text(B(206.3, 206.1, 206.6), 0) == "206"      # error 0.25: all digits
+    assert intervals.bound_text(B(206.3, 204.0, 208.0), 0) == "210"      # error 2: not the units
+    assert intervals.bound_text(B(1.4123, 1.40, 1.42), 2) == "1.5"       # band 0.02: one decimal
+    assert intervals.bound_text(B(1.4123, 1.38, 1.45), 2) == "2"         # band 0.07: none
+    assert intervals.bound_text(B(3.06e7, 3.03e7, 3.08e7, "lo"), 0) == "3.0e+07"
     # not one figure left: widened to the band's outer end and marked ~ (a reader tells "~500",
     # at most about that far, from a measured 500), or what is known where that end is inf or
     # twice the inner end (a heavy tail): the power of ten inside the inner end
-    assert stats.bound_text(B(9.5e6, 8e6, 1.5e7), 0) == "~2e+07"
-    assert stats.bound_text(B(9.5e6, 6.8e6, 1.5e7), 0) == "> 1e+06"
-    assert stats.bound_text(B(548.0, 503.0, 607.0, "lo"), 0) == "~500"
-    assert stats.bound_text(B(-0.019, -0.0925, 0.0397), 1) == "~0.5"   # holds 0: not excluded
-    assert stats.bound_text(B(420.0, 380.0, np.inf), 0) == "> 100"
-    assert stats.bound_text(B(9e4, 2e3, 5e7), 0) == "> 1000"
-    assert stats.bound_text(B(-3.0, -np.inf, -2.2, "lo"), 1) == "< -1"
-    assert stats.bound_text(206.3, 0) == "206" and stats.bound_text(np.inf, 1) == "inf"
-    assert stats.mc_decimals(B(1.4123, 1.40, 1.42), 2) == 1 and stats.mc_decimals(0.5, 3) == 3
+    assert intervals.bound_text(B(9.5e6, 8e6, 1.5e7), 0) == "~2e+07"
+    assert intervals.bound_text(B(9.5e6, 6.8e6, 1.5e7), 0) == "> 1e+06"
+    assert intervals.bound_text(B(548.0, 503.0, 607.0, "lo"), 0) == "~500"
+    assert intervals.bound_text(B(-0.019, -0.0925, 0.0397), 1) == "~0.5"   # holds 0: not excluded
+    assert intervals.bound_text(B(420.0, 380.0, np.inf), 0) == "> 100"
+    assert intervals.bound_text(B(9e4, 2e3, 5e7), 0) == "> 1000"
+    assert intervals.bound_text(B(-3.0, -np.inf, -2.2, "lo"), 1) == "< -1"
+    assert intervals.bound_text(206.3, 0) == "206" and intervals.bound_text(np.inf, 1) == "inf"
+    assert intervals.mc_decimals(B(1.4123, 1.40, 1.42), 2) == 1 and intervals.mc_decimals(0.5, 3) == 3
     # a word rests on the whole band: a lower bound of 1.004 whose error reaches 0.998 is not
     # "above 1", and the mechanism page's word for such an interval is "not detected"
-    assert not stats.surely_above(B(1.004, 0.998, 1.01, "lo"), 1.0)
-    assert stats.surely_above(B(1.004, 1.002, 1.006, "lo"), 1.0) and stats.surely_above(1.004, 1)
-    assert stats.surely_below(B(0.97, 0.96, 0.99), 1.0)
-    assert not stats.surely_below(B(0.97, 0.9, 1.02), 1.0)
+    assert not intervals.surely_above(B(1.004, 0.998, 1.01, "lo"), 1.0)
+    assert intervals.surely_above(B(1.004, 1.002, 1.006, "lo"), 1.0) and intervals.surely_above(1.004, 1)
+    assert intervals.surely_below(B(0.97, 0.96, 0.99), 1.0)
+    assert not intervals.surely_below(B(0.97, 0.9, 1.02), 1.0)
     assert study.word(B(0.52, 0.49, 0.55, "lo"), B(0.8, 0.79, 0.81), 0.5) == "not detected"
     assert study.word(B(0.52, 0.51, 0.53, "lo"), B(0.8, 0.79, 0.81), 0.5) == "established"
 
@@ -2140,9 +2144,9 @@ def test_a_bound_that_loses_digits_is_rounded_outwards():
     # rounded to the nearest, an upper bound of 1.42 printed "1" and a lower bound of 2.57 "3":
     # the printed interval was narrower than the one measured. A bound that loses digits to its
     # band is rounded down when it is a lower bound and up when it is an upper bound
-    B = lambda v, a, b, side: stats.Bound(v, (a, b), side)
-    text = lambda v, a, b, d=2: (stats.bound_text(B(v, a, b, "lo"), d),
-                                 stats.bound_text(B(v, a, b, "hi"), d))
+    B = lambda v, a, b, side: intervals.Bound(v, (a, b), side)
+    text = lambda v, a, b, d=2: (intervals.bound_text(B(v, a, b, "lo"), d),
+                                 intervals.bound_text(B(v, a, b, "hi"), d))
     assert text(1.42, 1.38, 1.45) == ("1", "2") and text(2.57, 2.50, 2.62) == ("2", "3")
     assert text(1.4123, 1.40, 1.42) == ("1.4", "1.5")                  # one decimal kept
     assert text(206.3, 204.0, 208.0, 0) == ("200", "210")              # tens (d < 0)
@@ -2164,14 +2168,14 @@ def test_a_bound_that_loses_digits_is_rounded_outwards():
     # a bound that keeps every digit asked for, a point estimate and an exact bound: the nearest
     assert text(206.3, 206.1, 206.6, 0) == ("206", "206")
     assert text(2.57, 2.569, 2.571) == ("2.57", "2.57")
-    assert stats.bound_text(2.57, 0) == "3" and stats.bound_text(1.42, 0) == "1"
+    assert intervals.bound_text(2.57, 0) == "3" and intervals.bound_text(1.42, 0) == "1"
     # every such bound prints within one unit of its kept digit outside the bound, never inside
     rng = np.random.default_rng(3)
     for _ in range(2000):
         v, w, dec = rng.uniform(-50, 50), 10.0 ** rng.uniform(-3, 1), int(rng.integers(0, 4))
         for side in ("lo", "hi"):
             b = B(v, v - w * rng.uniform(), v + w * rng.uniform(), side)
-            d, out = stats.mc_decimals(b, dec), stats.bound_text(b, dec)
+            d, out = intervals.mc_decimals(b, dec), intervals.bound_text(b, dec)
             if d is None or d == dec:
                 continue
             gap = (float(out) - v) * (1 if side == "hi" else -1)
@@ -2184,7 +2188,7 @@ def _rerun_change_rate(B, rng):
     changed = total = 0
     for scale in (0.03, 0.1, 0.3, 1, 3, 10, 30, 100):
         for offset in np.arange(10) / 10:
-            texts = [stats.bound_text(stats.percentile_ci(
+            texts = [intervals.bound_text(intervals.percentile_ci(
                 scale * (offset + rng.standard_normal(B)))[1], 2) for _ in range(20)]
             changed, total = changed + sum(t != texts[0] for t in texts[1:]), total + 19
     return changed / total
@@ -2197,14 +2201,14 @@ def test_a_printed_bound_keeps_its_text_in_about_nineteen_reruns_of_twenty(monke
     # changed it in 20% (both with bounds that lose digits rounded outwards; to the nearest, as
     # they were, 2.8% and 36%)
     assert _rerun_change_rate(20000, np.random.default_rng(11)) <= 0.05
-    monkeypatch.setattr(stats, "MC_Z", 1)
-    monkeypatch.setattr(stats, "MC_SPAN", 1.0)
+    monkeypatch.setattr(intervals, "MC_Z", 1)
+    monkeypatch.setattr(intervals, "MC_SPAN", 1.0)
     assert _rerun_change_rate(20000, np.random.default_rng(11)) > 0.15
 
 
 def test_headline_refuses_a_folder_at_another_width_in_one_line(smoke_ref, tmp_path, capsys):
     out = tmp_path / "headline.md"                            # the smoke sweep runs at d = 64
-    (tmp_path / "R.md").write_text(report.BEGIN + "\n" + report.END + "\n")
+    (tmp_path / "R.md").write_text(compare.BEGIN + "\n" + compare.END + "\n")
     code, _, err = run_cli(capsys, "sweep", "headline", "--d64", str(smoke_ref), "--d128",
                            str(smoke_ref), "--out", str(out), "--readme", str(tmp_path / "R.md"))
     assert code == 2 and len(err.strip().splitlines()) == 1 and not out.exists()
@@ -2266,9 +2270,9 @@ def test_majority_mstar_after_bisection_has_an_exact_interval():
     # binomial tails, against every resample listed (n = 5, 6), ties and seeds above the grid
     for crit in ([np.inf, 30.0, 10.0, 30.0, 70.0], [np.inf, 30.0, 10.0, 30.0, 70.0, np.inf]):
         n, k = len(crit), math.ceil(len(crit) / 2)
-        C, w = stats.seed_resamples(n)
+        C, w = intervals.seed_resamples(n)
         kth = np.array([np.sort(np.repeat(crit, c.astype(int)))[k - 1] for c in C])
-        support, p = stats.order_statistic_bootstrap(crit, k)
+        support, p = intervals.order_statistic_bootstrap(crit, k)
         assert np.allclose([w[kth == x].sum() for x in support], p, rtol=0, atol=1e-12)
     grid = stats.m_grid(8, 600)
     rng = np.random.default_rng(4)
@@ -2276,8 +2280,8 @@ def test_majority_mstar_after_bisection_has_an_exact_interval():
             for sd, th in enumerate(rng.choice(grid[:40], 15).tolist() + [10_000] * 3)
             for m in grid]                                   # every m run: bisection replays it
     st = stats.critical_sizes(rows, {"transformer": grid}, "bisect")[("transformer", 100)]
-    support, p = stats.order_statistic_bootstrap(st["per_seed"], 9)
-    assert (st["m_star_lo"], st["m_star_hi"]) == stats.distribution_ci(support, p)
+    support, p = intervals.order_statistic_bootstrap(st["per_seed"], 9)
+    assert (st["m_star_lo"], st["m_star_hi"]) == intervals.distribution_ci(support, p)
     assert st["m_star_above"] == pytest.approx(p[np.isinf(support)].sum(), abs=1e-15)
     # the one committed interval the drawn resamples had wrong: 50 seeds at T = 1100
     table = open(os.path.join(HERE, "results/paper-range-ours/table.md")).read()
@@ -2487,15 +2491,15 @@ def test_headline_reads_its_readme_as_pages_do(smoke_ref, tmp_path, capsys):
             "--readme", str(readme)]
     for text, msg in [(b"\xff\xfe\x00binary", "not a text file"),
                       (b"\x89PNG\r\n\x1a\n", "not UTF-8 text"),
-                      ((report.BEGIN + "\nold\n<!-- end results/headline.m -->\n").encode(),
+                      ((compare.BEGIN + "\nold\n<!-- end results/headline.m -->\n").encode(),
                        "without its begin marker"),
-                      ((report.BEGIN + "\nold\n").encode(), "has no end marker"),
-                      ((report.END + "\nold\n" + report.BEGIN + "\n").encode(),
+                      ((compare.BEGIN + "\nold\n").encode(), "has no end marker"),
+                      ((compare.END + "\nold\n" + compare.BEGIN + "\n").encode(),
                        "without its begin marker"),
                       (b"# notes\n", "has no lines"), (b"", "has no lines"),     # no block
                       (("<!-- BEGIN results/headline.md -->\nold\n<!-- END results/headline.md"
                         " -->\n").encode(), "looks like a marker"),
-                      (("  " + report.BEGIN + "\nold\n" + report.END + "\n").encode(),
+                      (("  " + compare.BEGIN + "\nold\n" + compare.END + "\n").encode(),
                        "looks like a marker")]:
         readme.write_bytes(text)
         code, _, err = run_cli(capsys, "sweep", *args)
@@ -2503,11 +2507,11 @@ def test_headline_reads_its_readme_as_pages_do(smoke_ref, tmp_path, capsys):
         assert readme.read_bytes() == text and not out.exists()
     code, _, err = run_cli(capsys, "sweep", *args[:-1], str(tmp_path / "missing.md"))
     _one_line(code, err, "missing.md: cannot read it")
-    readme.write_text(report.BEGIN + "\nold\n" + report.END + "\n")
+    readme.write_text(compare.BEGIN + "\nold\n" + compare.END + "\n")
     os.symlink(readme, tmp_path / "elsewhere.md")
     code, _, err = run_cli(capsys, "sweep", *args[:-1], str(tmp_path / "elsewhere.md"))
     _one_line(code, err, "elsewhere.md is a symbolic link to", "outside the repository")
-    crlf = (report.BEGIN + "\r\nOLD TABLE\r\n" + report.END + "\r\n").encode()
+    crlf = (compare.BEGIN + "\r\nOLD TABLE\r\n" + compare.END + "\r\n").encode()
     real = tmp_path / "real.md"
     real.write_bytes(crlf)
     os.symlink(real, tmp_path / "link.md")
@@ -2766,7 +2770,7 @@ def test_the_studies_use_theorys_measures_not_a_copy():
     for name in ("norm_measures", "covering_constant"):
         assert getattr(measures, name) is getattr(theory, name), name
     assert mechanism.paper_score_gap is theory.paper_score_gap
-    assert report.construction_width is theory.construction_width
+    assert compare.construction_width is theory.construction_width
 
 
 def test_mechanism_attention_agrees_with_attn_reference():
@@ -2837,8 +2841,8 @@ def test_mechanism_study_writes_its_columns_and_resumes(tmp_path):
     quiet = lambda *a, **k: None
     assert mechanism._run_plan(out, log=quiet) == 2
     path = os.path.join(out, "runs.csv")
-    assert folder._csv_header(path) == list(mechanism.FIELDS)
-    rows = folder.read_rows([path])
+    assert row_kinds.csv_header(path) == list(mechanism.FIELDS)
+    rows = row_kinds.read_rows([path])
     assert [(r["d"], r["T"], r["m"], r["seed"]) for r in rows] == [("8", "8", "16", "0"),
                                                                   ("8", "8", "16", "1")]
     for r in rows:
@@ -2851,7 +2855,7 @@ def test_mechanism_study_writes_its_columns_and_resumes(tmp_path):
     with open(path, "w") as f:                         # seed 1 lost, a torn row in its place
         f.write(text[:text.rstrip("\n").rfind("\n") + 1] + "fixed,8,8,16,1,1,0.5")
     assert mechanism._run_plan(out, log=quiet) == 1                  # only seed 1 again
-    again = folder.read_rows([path])
+    again = row_kinds.read_rows([path])
     assert len(again) == 2 and again[1]["test_acc"] == rows[1]["test_acc"]   # the same run
     with open(path) as f:
         assert "0.5fixed" not in f.read() and len(f.read().splitlines()) == 0
@@ -2862,10 +2866,10 @@ def test_mechanism_trace_ends_where_the_unmonitored_run_ends(tmp_path):
     _tiny_plan(out, every=5)
     assert mechanism._run_plan(out, log=quiet) == 2                     # runs.csv: no trace
     assert mechanism._run_plan(out, log=quiet, what="trace") == 2
-    base = {r["seed"]: r for r in folder.read_rows([os.path.join(out, "runs.csv")],
-                                                   kind=folder.MECHANISM_ROWS)}
-    trace = folder.read_rows([os.path.join(out, "trajectories.csv")],
-                             kind=folder.TRAJECTORY_ROWS)
+    base = {r["seed"]: r for r in row_kinds.read_rows([os.path.join(out, "runs.csv")],
+                                                   kind=row_kinds.MECHANISM_ROWS)}
+    trace = row_kinds.read_rows([os.path.join(out, "trajectories.csv")],
+                             kind=row_kinds.TRAJECTORY_ROWS)
     for seed, b in base.items():
         mine = [r for r in trace if r["seed"] == seed]
         assert [int(r["step"]) for r in mine] == [1, 5, 10, 15, 20]
@@ -2892,7 +2896,7 @@ def test_trajectory_rows_are_checked_against_their_plan_and_run(tmp_path):
                score_gap="0.1", mass_on_S="0.4", top_head="1", train_loss="0.6",
                test_acc="0.9", success="0", final_test_acc="0.95", steps="20",
                cpu_seconds="0.1")
-    check = lambda rows: folder.check_rows(rows, plan["bar"], plan, kind=folder.TRAJECTORY_ROWS)
+    check = lambda rows: folder.check_rows(rows, plan["bar"], plan, kind=row_kinds.TRAJECTORY_ROWS)
     assert len(check([dict(row), dict(row, step="1")])) == 2
     for bad, words in ((dict(row, step="7"), "not a logged step"),
                        (dict(row, success="1"), "contradicts its final test accuracy"),
@@ -2902,19 +2906,19 @@ def test_trajectory_rows_are_checked_against_their_plan_and_run(tmp_path):
             check([bad])
     with pytest.raises(ValueError, match="one run has one end"):
         check([dict(row), dict(row, step="10", final_test_acc="0.96")])
-    with pytest.raises(folder.BadRow):
-        folder.TRAJECTORY_ROWS["parse"](dict(row, step="21"))       # past the run's steps
+    with pytest.raises(row_kinds.BadRow):
+        row_kinds.TRAJECTORY_ROWS["parse"](dict(row, step="21"))       # past the run's steps
     # where B_X comes from: all given and consistent, or all absent (a file from before them)
     src = dict(ln1_gain_rms="0.9", ln1_shift_norm="0.1", B_X_token="bit1", B_X_position="7",
                B_X_in_S="1")
-    assert folder.TRAJECTORY_ROWS["parse"](dict(row))["B_X_token"] == ""
-    assert folder.TRAJECTORY_ROWS["parse"](dict(row, **src))["B_X_position"] == "7"
+    assert row_kinds.TRAJECTORY_ROWS["parse"](dict(row))["B_X_token"] == ""
+    assert row_kinds.TRAJECTORY_ROWS["parse"](dict(row, **src))["B_X_position"] == "7"
     for bad in (dict(B_X_position="8"), dict(B_X_token="cls"), dict(B_X_token="bit2"),
                 dict(B_X_in_S="2"), dict(ln1_gain_rms="-1"), dict(ln1_shift_norm=""),
                 dict(B_X_token="cls", B_X_position="-1")):            # [CLS] is never in S
-        with pytest.raises(folder.BadRow):
-            folder.TRAJECTORY_ROWS["parse"](dict(row, **dict(src, **bad)))
-    assert folder.TRAJECTORY_ROWS["parse"](dict(row, **dict(src, B_X_token="cls",
+        with pytest.raises(row_kinds.BadRow):
+            row_kinds.TRAJECTORY_ROWS["parse"](dict(row, **dict(src, **bad)))
+    assert row_kinds.TRAJECTORY_ROWS["parse"](dict(row, **dict(src, B_X_token="cls",
                                                             B_X_position="-1", B_X_in_S="0")))
     with pytest.raises(ValueError, match="every"):
         folder.check_plan(dict(plan, every=3))                     # 20 steps: 20 not logged
@@ -2927,7 +2931,7 @@ def _synthetic_trace(out, seeds=8, source=False):
     norm 0.1 in every run, B_X's token a bit 1 at position 2 (in S, {0, 1, 2}) in every
     failure, [CLS] in every success; without, the columns are left empty (an older file)."""
     _tiny_plan(out, seeds=seeds, steps=200, every=50)
-    w = folder_write.RowWriter(os.path.join(out, "trajectories.csv"), folder.TRAJECTORY_ROWS)
+    w = folder_write.RowWriter(os.path.join(out, "trajectories.csv"), row_kinds.TRAJECTORY_ROWS)
     for seed in range(seeds):
         ok = seed < seeds // 2
         for step in (1, 50, 100, 150, 200):
@@ -3043,7 +3047,7 @@ def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, c
         mechanism._arm_plan("results/mechanism", "freeze-ln1", "borderline", [100, 200], 20)
     with pytest.raises(ValueError, match="arm must be baseline-rerun or one of"):
         mechanism._arm_plan("results/mechanism", "freeze-ln2", "borderline", [100], 20)
-    assert set(folder.INTERVENTIONS) <= set(run_options.PROTOCOLS)
+    assert set(row_kinds.INTERVENTIONS) <= set(run_options.PROTOCOLS)
     S = "results/mechanism-interventions/screen"
     arms = [f"{S}/{a}" for a in ("baseline-rerun", "freeze-ln1", "decay-except-ln", "freeze-lnf")]
     failures.paired_report("results/mechanism", arms, str(tmp_path / "p.md"),
@@ -3270,7 +3274,7 @@ def test_numbers_are_read_as_written_never_as_int_reads_them(smoke_ref, tmp_path
     pairs.write_text("".join(rows[:5] + [rows[5].replace("freeze-ln1,", "freeze-lnl,", 1)]
                              + rows[6:]))
     with pytest.raises(ValueError, match="pairs.csv line 6: not a valid pair row"):
-        folder.read_whole(str(pairs), folder.PAIR_ROWS)
+        row_kinds.read_whole(str(pairs), row_kinds.PAIR_ROWS)
 
 
 def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
@@ -3283,7 +3287,7 @@ def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
     p["w"][0] = 3.0
     X = (np.random.default_rng(1).random((50, T)) < 0.5).astype(np.uint8)
     m = measures.measure_mechanism(p, cfg, S, X)
-    assert set(folder.MECHANISM_FACTORS) <= set(m) <= set(m) | set(workers.MEASURED)
+    assert set(row_kinds.MECHANISM_FACTORS) <= set(m) <= set(m) | set(workers.MEASURED)
     C = theory.covering_from_parts(m["B_X"], m["readout_norm"] * m["mlp_factor"],
                                    *(m[k] for k in theory.COVERING_SUMS))
     assert abs(C / m["covering_constant"] - 1) < 1e-12 and m["readout_norm"] == 3.0
@@ -3291,18 +3295,18 @@ def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
     _synthetic_study(out)                       # rows without the factor columns: written ""
     plan, cells = study.load_study(out)
     r = cells[("borderline", 64, 10, 20)][0]
-    assert all(math.isnan(r[k]) for k in folder.MECHANISM_FACTORS)
-    older = [k for k in mechanism.FIELDS if k not in folder.MECHANISM_FACTORS
-             + folder.MECHANISM_CANONICAL]                 # the first header: neither group
+    assert all(math.isnan(r[k]) for k in row_kinds.MECHANISM_FACTORS)
+    older = [k for k in mechanism.FIELDS if k not in row_kinds.MECHANISM_FACTORS
+             + row_kinds.MECHANISM_CANONICAL]                 # the first header: neither group
     import csv
     rows = list(csv.DictReader(open(os.path.join(out, "runs.csv"))))
     with open(os.path.join(out, "runs.csv"), "w", newline="") as f:     # the older header
         w = csv.DictWriter(f, fieldnames=older, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows[:-1])
-    writer = folder_write.RowWriter(os.path.join(out, "runs.csv"), folder.MECHANISM_ROWS)
+    writer = folder_write.RowWriter(os.path.join(out, "runs.csv"), row_kinds.MECHANISM_ROWS)
     assert writer.path.endswith("runs-part2.csv")
-    last = dict(rows[-1], **{k: 1.0 for k in folder.MECHANISM_FACTORS})
+    last = dict(rows[-1], **{k: 1.0 for k in row_kinds.MECHANISM_FACTORS})
     writer.write(last)
     writer.close()
     import shutil
@@ -3310,8 +3314,8 @@ def test_mechanism_rows_carry_Cs_factors_and_older_files_still_read(tmp_path):
     got = study.study_rows(out, plan)          # not a continuation: runs-partial.csv unread
     assert len(got) == len(rows) and got[-1]["qk_fro"] == "1.0"
     for bad in (dict(last, qk_fro=""), dict(last, v_21="-1")):
-        with pytest.raises(folder.BadRow):
-            folder.MECHANISM_ROWS["parse"](bad)
+        with pytest.raises(row_kinds.BadRow):
+            row_kinds.MECHANISM_ROWS["parse"](bad)
 
 
 def test_mechanism_cells_of_some_widths():
@@ -3750,8 +3754,8 @@ def test_kernels_counts_the_runs_that_change_outcome_and_the_verdicts_that_move(
     (b / "runs.csv").write_text("".join(lines))
     text = kernels.kernels_table(str(a), str(b))
     assert f"1 of 3 runs change outcome ({int(was)} lost, {int(not was)} gained" in text
-    assert stats.sign_test(0, 0) == 1.0 and stats.sign_test(4, 0) == 0.125
-    assert stats.sign_test(5, 0) == 0.0625
+    assert intervals.sign_test(0, 0) == 1.0 and intervals.sign_test(4, 0) == 0.125
+    assert intervals.sign_test(5, 0) == 0.0625
     code, out, err = run_cli_main(capsys, kernels.main, [str(a), str(a) + "/", "--out",
                                                          str(tmp_path / "k.md")])
     assert code == 2 and "are one folder" in err
@@ -4075,32 +4079,46 @@ STUDY_WALK = {
                             legal=dict(path={"'bogus'": "a folder with no steps CSV: no runs"})),
     "folder.read_steps_meta": Walk(lambda f: dict(out="results/parity/s-2"),
                                   names=dict(out=r"\bout\b|holds no readable steps.json")),
+    "row_kinds.check_kind": Walk(lambda f: dict(kind=row_kinds.SWEEP_ROWS)),
+    "row_kinds.check_row_list": Walk(lambda f: dict(rows=[])),
+    "row_kinds.check_bar": Walk(lambda f: dict(bar=0.99), legal=dict(bar={"None": "no bar"})),
+    "row_kinds.csv_header": Walk(lambda f: dict(path="results/extended/runs.csv"),
+                                 legal=dict(path={"'bogus'": "no file: no header yet"})),
+    "row_kinds.header_state": Walk(lambda f: dict(path="results/extended/runs.csv",
+                                                  fields=row_kinds.ROW_FIELDS),
+                                   legal=dict(path={"'bogus'": "a missing file: fresh"},
+                                              fields={"list": "column names in a list",
+                                                      "short": "another header: other"})),
+    "report.asks_papers_question": Walk(lambda f: dict(task="and", s=3, bar=0.99),
+                                        legal={k: {"*": "any value: asks or not"}
+                                               for k in ("task", "s", "bar")}),
+    "report.paper_bar_text": Walk(lambda f: dict(T=100), legal=dict(T={"*": "off the figure: ''"})),
     "folder.read_curves": Walk(lambda f: dict(out="results/parity/s-2"),
                                legal=dict(out={"'bogus'": "a folder with no curves: none"})),
     "steps.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     "bench.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     "theory_report.main": Walk(lambda f: dict(argv=["--help"]), run=False, legal=dict(argv=ARGV)),
     # folder.py
-    "folder.read_rows": Walk(lambda f: dict(paths=[_w("study", "runs.csv")], warn=None,
-                                            kind=folder.MECHANISM_ROWS)),
-    "folder.read_whole": Walk(lambda f: dict(
-        path="results/mechanism-interventions/full/pairs.csv", kind=folder.PAIR_ROWS)),
+    "row_kinds.read_rows": Walk(lambda f: dict(paths=[_w("study", "runs.csv")], warn=None,
+                                            kind=row_kinds.MECHANISM_ROWS)),
+    "row_kinds.read_whole": Walk(lambda f: dict(
+        path="results/mechanism-interventions/full/pairs.csv", kind=row_kinds.PAIR_ROWS)),
     "folder.check_rows": Walk(lambda f: dict(
-        rows=folder.read_rows([_w("study", "runs.csv")], kind=folder.MECHANISM_ROWS), bar=0.99,
-        meta=folder.read_plan(_w("study")), kind=folder.MECHANISM_ROWS),
+        rows=row_kinds.read_rows([_w("study", "runs.csv")], kind=row_kinds.MECHANISM_ROWS), bar=0.99,
+        meta=folder.read_plan(_w("study")), kind=row_kinds.MECHANISM_ROWS),
         legal=dict(bar={"None": "no bar: rows checked alone"},
                    meta={"None": "no plan: rows checked alone"})),
     "folder.study_csvs": Walk(lambda f: dict(path=_w("study", "runs.csv"),
-                                             kind=folder.MECHANISM_ROWS, what="runs"),
+                                             kind=row_kinds.MECHANISM_ROWS, what="runs"),
                               legal=dict(what={"*": LITERAL})),
-    "folder_write.RowWriter": Walk(lambda f: dict(path=_w("rows.csv"), kind=folder.SWEEP_ROWS),
+    "folder_write.RowWriter": Walk(lambda f: dict(path=_w("rows.csv"), kind=row_kinds.SWEEP_ROWS),
                              legal=dict(path=NEW_FILE)),
     "folder_write.RowWriter.write": Walk(lambda f: dict(
-        self=folder_write.RowWriter(_w("rows.csv"), folder.STEPS_ROWS),
+        self=folder_write.RowWriter(_w("rows.csv"), row_kinds.STEPS_ROWS),
         row=dict(task="parity", s=2, T=6, m=100, seed=0, steps_to_bar=10, censored=0, budget=60,
                  every=10, final_test_acc=1.0, seconds=0.1))),
     "folder_write.RowWriter.close": Walk(lambda f: dict(self=folder_write.RowWriter(_w("rows.csv"),
-                                                                        folder.STEPS_ROWS))),
+                                                                        row_kinds.STEPS_ROWS))),
     "folder.full_options": Walk(lambda f: dict(options=dict(d=8, T=10)),
                                 legal=dict(options={"missing key": "any options: the rest "
                                                                    "defaults"})),
@@ -4116,7 +4134,7 @@ STUDY_WALK = {
                              legal=dict(folder={"'bogus'": "a folder not made yet: {}"})),
     "folder.check_folder_kind": Walk(lambda f: dict(out="results/extended", own="sweep.json"),
                                      legal=dict(out={"'bogus'": "a folder not made yet"})),
-    "folder.own_file": Walk(lambda f: dict(path="results/extended/runs.csv"),
+    "row_kinds.own_file": Walk(lambda f: dict(path="results/extended/runs.csv"),
                             legal=dict(path={"'bogus'": "a path that is no link: its own"})),
     "folder.read_json": Walk(lambda f: dict(path="results/extended/sweep.json", what="a sweep",
                                             advice="restore it"),
@@ -4155,12 +4173,12 @@ STUDY_WALK = {
                                  ),
     "report.ci_text": Walk(lambda f: dict(e=dict(m=5.0, m_lo=4.0, m_hi=6.0), key="m",
                                           decimals=0),
-                           legal=dict(decimals={"-1": "to tens (stats.bound_text)",
+                           legal=dict(decimals={"-1": "to tens (intervals.bound_text)",
                                                 "0": "whole numbers"})),
     "report.rerun_texts": Walk(lambda f: dict(folder="results/check-grid-T100", seeds=[0, 1],
                                               n_boot=50), run=False,
                                legal=dict(seeds={"[5]": "a bootstrap seed"},
-                                          n_boot={"None": "stats.N_BOOT, as the tables"})),
+                                          n_boot={"None": "intervals.N_BOOT, as the tables"})),
     "report.rerun_changes": Walk(lambda f: dict(texts={"a": ["1", "2"], "b": ["3", "3"]}),
                                  legal=dict(texts={"missing key": "fewer bounds"})),
     "report.rounding_note": Walk(lambda f: dict()),
@@ -4176,8 +4194,8 @@ STUDY_WALK = {
         a={"*": COMMAND}, fail={"*": COMMAND}, also={"list": "a list", "short": "nothing more"})),
     **{f"{m}.{c}_command": Walk(lambda f: dict(a=None, fail=None), run=False,
                                 legal=dict(a={"*": COMMAND}, fail={"*": COMMAND}))
-       for m, c in (("limits", "limit"), ("report", "compare"), ("report", "width"),
-                    ("report", "headline"))},
+       for m, c in (("limits", "limit"), ("compare", "compare"), ("compare", "width"),
+                    ("compare", "headline"))},
     # study.py
     "study.read_plan": Walk(lambda f: dict(out=_w("study")), names=dict(out=r"\bout\b|bogus")),
     "study.same_folder": Walk(lambda f: dict(a=_w("study"), b=_w("study") + "/"),
@@ -4204,7 +4222,7 @@ STUDY_WALK = {
                             names=dict(out=r"\bout\b|bogus")),
     "study.load_study": Walk(lambda f: dict(out=_w("study")), names=dict(out=r"\bout\b|bogus")),
     "study.seed_weights": Walk(lambda f: dict(n_seeds=4, Ts=[10, 100], n_boot=20, seed=0),
-                               legal=dict(seed=SEEDS, n_boot={"None": "stats.N_BOOT"},
+                               legal=dict(seed=SEEDS, n_boot={"None": "intervals.N_BOOT"},
                                           Ts={"[5]": "a T"})),
     "study.weights_at": Walk(lambda f: dict(W=study.seed_weights(4, [10], 20),
                                             rows=[dict(T=10, seed=0)])),
@@ -4298,7 +4316,7 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
     import test_all
     modules = (mechanism, failures, families, sweep, steps, theory_report, folder, report, study,
                harness, limits, provenance, replay, kernels, symmetries, classball, folder_write,
-               measures, workers, bench)
+               measures, workers, bench, row_kinds, compare)
     monkeypatch.setattr(test_all, "HUGE_WALKED", tuple(m.__name__.split(".")[-1]
                                                        for m in modules))
     public = {k: v for m in modules for k, v in _public(m).items()}
@@ -4313,14 +4331,14 @@ def test_every_public_function_of_the_studies_refuses_hostile_values_naming_the_
 
 def test_the_exact_tests_on_discordant_pairs_give_the_textbook_values():
     # sign test: 5 lost, 0 gained -> 2 / 2^5; 4 / 0 -> 0.125 (the issue's 20-pair cell)
-    assert stats.sign_test(5, 0) == 0.0625 and stats.sign_test(4, 0) == 0.125
-    assert stats.sign_test(3, 3) == 1.0 and stats.sign_test(0, 0) == 1.0
+    assert intervals.sign_test(5, 0) == 0.0625 and intervals.sign_test(4, 0) == 0.125
+    assert intervals.sign_test(3, 3) == 1.0 and intervals.sign_test(0, 0) == 1.0
     # Fisher: [[1, 9], [11, 3]] has two-sided p 0.002759 (R: fisher.test); a table at its
     # margins' most likely value has p 1
-    assert abs(stats.fisher_exact(1, 9, 11, 3) - 0.0027594) < 1e-6
-    assert stats.fisher_exact(2, 2, 2, 2) == 1.0
+    assert abs(intervals.fisher_exact(1, 9, 11, 3) - 0.0027594) < 1e-6
+    assert intervals.fisher_exact(2, 2, 2, 2) == 1.0
     p = sum(math.comb(7, x) * math.comb(7, 7 - x) for x in (0, 7)) / math.comb(14, 7)
-    assert stats.fisher_exact(7, 0, 0, 7) == pytest.approx(p)
+    assert intervals.fisher_exact(7, 0, 0, 7) == pytest.approx(p)
 
 
 def _pairs(effect_small, effect_large, n=20):  # rows of a paired CSV, one arm, one width
@@ -4417,7 +4435,7 @@ def test_trace_report_finds_its_study_from_another_folder(tmp_path, monkeypatch)
 
 
 def test_a_study_row_carries_measures_of_the_function_that_no_symmetry_moves():
-    """Issue 47: measure_mechanism's canonical columns (folder.MECHANISM_CANONICAL) are equal
+    """Issue 47: measure_mechanism's canonical columns (row_kinds.MECHANISM_CANONICAL) are equal
     (1e-9 relative) after LN1's, LNf's and per-head Q/K and V/O scales, while the raw C and score
     scale move under them, so the check can fail; and a row of them is read back as written."""
     r = training.study_run(dict(T=12, m=80, steps=40, n_test=100, seed=5, d=16, heads=4, mlp=8,
@@ -4425,24 +4443,24 @@ def test_a_study_row_carries_measures_of_the_function_that_no_symmetry_moves():
     p, cfg = r["params"], r["cfg"]
     X = np.random.default_rng(0).integers(0, 2, (50, 12)).astype(float)
     ref = measures.measure_mechanism(p, cfg, r["S"], X)
-    assert set(folder.MECHANISM_CANONICAL) <= set(ref) <= set(workers.MEASURED) | {
+    assert set(row_kinds.MECHANISM_CANONICAL) <= set(ref) <= set(workers.MEASURED) | {
         "per_head", "ln1_gain_rms", "ln1_shift_norm", "B_X_token", "B_X_position", "B_X_in_S"}
     for q in (symmetry.scale_ln(p, cfg, "ln1", 2.0), symmetry.scale_ln(p, cfg, "lnf", 0.3),
               symmetry.mix_qk(p, cfg, [3.0, 0.2, -1.5, 7.0]), symmetry.mix_vo(p, cfg, 5.0)):
         got = measures.measure_mechanism(q, cfg, r["S"], X)
-        for k in folder.MECHANISM_CANONICAL:
+        for k in row_kinds.MECHANISM_CANONICAL:
             assert got[k] == pytest.approx(ref[k], rel=1e-9), k
     moved = measures.measure_mechanism(symmetry.scale_ln(p, cfg, "ln1", 2.0), cfg, r["S"], X)
     assert abs(moved["covering_constant"] / ref["covering_constant"] - 1) > 1e-3
     assert abs(moved["score_scale"] / ref["score_scale"] - 1) > 1e-3
-    row = {k: "1" for k in folder.MECHANISM_FIELDS}
+    row = {k: "1" for k in row_kinds.MECHANISM_FIELDS}
     row.update(design="borderline", model="transformer", task="and", success="1", test_acc="1",
                best_test_acc="1", train_acc="1")
-    assert folder._mechanism_row(row)["canon_C"] == "1"
-    assert folder._mechanism_row({k: v for k, v in row.items()
-                                  if k not in folder.MECHANISM_CANONICAL})["canon_C"] == ""
-    with pytest.raises(folder.BadRow, match="canonical"):
-        folder._mechanism_row(dict(row, canon_C=""))          # a group half filled
+    assert row_kinds._mechanism_row(row)["canon_C"] == "1"
+    assert row_kinds._mechanism_row({k: v for k, v in row.items()
+                                  if k not in row_kinds.MECHANISM_CANONICAL})["canon_C"] == ""
+    with pytest.raises(row_kinds.BadRow, match="canonical"):
+        row_kinds._mechanism_row(dict(row, canon_C=""))          # a group half filled
 
 
 def _rerun_of(study_dir, out, design, canon_C, edit=None):
@@ -4450,8 +4468,8 @@ def _rerun_of(study_dir, out, design, canon_C, edit=None):
     factor 1, each canonical measure 1 but canon_C (a function of the row), `edit` applied."""
     import csv
     plan = json.load(open(os.path.join(study_dir, "plan.json")))
-    rows = [dict(r, design="baseline-rerun", **dict.fromkeys(folder.MECHANISM_FACTORS, 1.0),
-                 **dict.fromkeys(folder.MECHANISM_CANONICAL, 1.0))
+    rows = [dict(r, design="baseline-rerun", **dict.fromkeys(row_kinds.MECHANISM_FACTORS, 1.0),
+                 **dict.fromkeys(row_kinds.MECHANISM_CANONICAL, 1.0))
             for r in csv.DictReader(open(os.path.join(study_dir, "runs.csv")))
             if r["design"] == design]
     for r in rows:
@@ -5692,12 +5710,12 @@ def test_training_inside_the_class_ball_never_leaves_it_and_a_ball_too_large_cha
 
 def test_a_sweep_inside_the_class_ball_writes_its_record_beside_its_runs(tmp_path):
     """A sweep whose options hold a norm writes ball-of-runs.csv: one row per run of runs.csv,
-    read back through folder.read_rows (BALL_ROWS), each held norm's final within its radius;
+    read back through row_kinds.read_rows (BALL_ROWS), each held norm's final within its radius;
     a row claiming a final outside its radius is refused naming the file and line."""
     out = tmp_path / "ball"
     assert _sweep(out, "--ball-qk", "0.05", "--ball-w", "0.5") == 0
-    runs = folder.read_rows([str(out / "runs.csv")])
-    rec = folder.read_rows([str(out / "ball-of-runs.csv")], kind=folder.BALL_ROWS)
+    runs = row_kinds.read_rows([str(out / "runs.csv")])
+    rec = row_kinds.read_rows([str(out / "ball-of-runs.csv")], kind=row_kinds.BALL_ROWS)
     assert sorted((r["T"], r["seed"], r["m"]) for r in rec) == sorted(
         (int(r["T"]), int(r["seed"]), int(r["m"])) for r in runs)
     assert all(r["qk_final"] <= 0.05 * (1 + 1e-5) and r["vo_radius"] == 0 for r in rec)
@@ -5707,7 +5725,7 @@ def test_a_sweep_inside_the_class_ball_writes_its_record_beside_its_runs(tmp_pat
     row[cols.index("qk_final")] = "0.06"
     (out / "ball-of-runs.csv").write_text("\n".join([text[0], ",".join(row)]) + "\n")
     with pytest.raises(ValueError, match="ball-of-runs.csv line 2"):
-        folder.read_rows([str(out / "ball-of-runs.csv")], kind=folder.BALL_ROWS)
+        row_kinds.read_rows([str(out / "ball-of-runs.csv")], kind=row_kinds.BALL_ROWS)
 
 
 def test_the_low_gain_run_with_its_step_restored_is_the_gain_1_run_bit_for_bit():
@@ -5815,7 +5833,7 @@ def test_checked_run_options_are_read_only_through_every_operator():
 
 
 # ---------------- the damage suite: every file kind a study reads, every command that reads it --
-# Declared, not remembered: DAMAGE_KINDS holds every kind of folder.KINDS (a test holds the two
+# Declared, not remembered: DAMAGE_KINDS holds every kind of row_kinds.KINDS (a test holds the two
 # equal), each with a way to make a valid input and the commands that read it; every standard
 # damage is applied to every (kind, command), and each must end in one line naming the file,
 # with nothing written. A damage a kind tolerates by design is listed with its reason.
@@ -6136,7 +6154,7 @@ def _read_only(monkeypatch, where):
 
 
 def test_the_damage_suite_declares_every_file_kind_a_study_reads():
-    assert set(DAMAGE_KINDS) == set(folder.KINDS)
+    assert set(DAMAGE_KINDS) == set(row_kinds.KINDS)
     assert all(DAMAGE_KINDS[k] for k in DAMAGE_KINDS), [k for k, v in DAMAGE_KINDS.items() if not v]
 
 

@@ -14,10 +14,10 @@ import os
 
 import numpy as np
 
-from studies.lib import cli
+from studies.lib import cli, intervals, row_kinds
 from theory import COVERING_SUMS, covering_from_parts
 
-from studies.lib import folder, harness, stats
+from studies.lib import folder, harness
 from studies.lib.study import (EDGE_NOTE, fmt, is_final, load_runs, load_study, read_plan,
                            recorded_folder, same_folder, separation, study_files, study_rows,
                            weighted_median, word)
@@ -36,7 +36,7 @@ CELL_RNG = 38           # their generator's seed: a table comes out the same at 
 
 # C's factors (theory.covering_parts): C = L_after^2 (B_X^2 S_scores + B_X^(2/3) (S_values +
 # S_readout))^3, L_after = the readout's ||w|| times the MLP's factor, the head sums over every
-# head's norms. A study's runs (folder.MECHANISM_FACTORS) hold each factor and the sums, so C with
+# head's norms. A study's runs (row_kinds.MECHANISM_FACTORS) hold each factor and the sums, so C with
 # one factor changed is computed again exactly, not through an exponent: held at its cell median,
 # B_X enters as itself, the largest head's norms as a common scale a of every head's matrix
 # (S_scores by a^(2/3) for W_QK, every sum for W_V and W_O), a head sum as itself, the readout and
@@ -59,9 +59,9 @@ HELD = tuple((k, name.split(" (")[0].split(",")[0].split(":")[0], args)
 
 def _cell_resamples(n_seeds, rng, n_boot=CELL_BOOT):  # -> [1 + n_boot, n_seeds]
     """How often each seed label of ONE cell is drawn: row 0 the data itself (all 1), then n_boot
-    resamples with replacement (stats.seed_counts), drawn for this cell alone. The one place the
+    resamples with replacement (intervals.seed_counts), drawn for this cell alone. The one place the
     tables of this section resample."""
-    return np.vstack([np.ones(n_seeds), stats.seed_counts(rng, n_seeds, n_boot)])
+    return np.vstack([np.ones(n_seeds), intervals.seed_counts(rng, n_seeds, n_boot)])
 
 
 def _scaled(r, B=1.0, qk=1.0, v=1.0, o=1.0, L=1.0, scores=1.0, values=1.0, readout=1.0):
@@ -97,8 +97,8 @@ def _check_factors(cells, path):
     """ValueError unless every run of `cells` carries C's factors and they give its C again (to
     1e-9); -> the largest relative difference."""
     rows = [r for rs in cells.values() for r in rs if np.isfinite(r["covering_constant"])]
-    if not rows or any(not np.isfinite(r[k]) for r in rows for k in folder.MECHANISM_FACTORS):
-        raise ValueError(f"{path}'s runs do not carry C's factors ({', '.join(folder.MECHANISM_FACTORS)}"
+    if not rows or any(not np.isfinite(r[k]) for r in rows for k in row_kinds.MECHANISM_FACTORS):
+        raise ValueError(f"{path}'s runs do not carry C's factors ({', '.join(row_kinds.MECHANISM_FACTORS)}"
                          f"; runs.csv written before them): train them again with `python -m "
                          f"studies.mechanism arm OUT baseline-rerun --from {path} ...` and "
                          f"`python -m studies.mechanism run OUT`, then give --factors OUT")
@@ -166,7 +166,7 @@ def _bound_table(cells, design):
         b = np.sqrt(np.array([r["covering_constant"] for r in rows]) * math.log(2 * d * m * T)
                     / m)
         b = b[np.isfinite(b)]
-        lo, hi = stats.median_ci(b)
+        lo, hi = intervals.median_ci(b)
         lines.append(f"| {d} | {T} | {m} | {len(b)} | {fmt(float(np.median(b)), lo, hi)} | "
                      f"{fmt(b.min())}, {fmt(b.max())} |")
     return lines
@@ -232,7 +232,7 @@ def factors_report(study, out, factors=None):
         head += [_reproduction_line(cells, mine, factors, study), ""]
     lines = head + lines + ["", f"{n} intervals against 1/2. C from the factors equals the runs' "
                             f"C to {worst:.1g} (relative) or better. " + _factor_notes(mine), ""]
-    for g in folder.DESIGNS:
+    for g in row_kinds.DESIGNS:
         if any(k[0] == g for k in cells):
             lines += _bound_table(cells, g) + [""]
     return _write_markdown(out, lines)
@@ -245,7 +245,7 @@ def _write_markdown(out, lines):
     return path
 
 
-PAIR_FIELDS = folder.PAIR_FIELDS        # the CSV's columns: its one reader is folder.read_whole
+PAIR_FIELDS = row_kinds.PAIR_FIELDS        # the CSV's columns: its one reader is row_kinds.read_whole
 
 
 def _arm_pairs(study_cells, arm_cells, shared=False):
@@ -282,7 +282,7 @@ def _paired_rows(arm, pairs, rng, n_seeds):
         num = sum(W[k][:, [r["seed"] for _, r in pairs[k]]] @ diff[k] for k in keys)
         den = sum(W[k][:, [r["seed"] for _, r in pairs[k]]].sum(1) for k in keys)
         rep = num / den
-        return (float(rep[0]), *stats.percentile_ci(rep[1:]))
+        return (float(rep[0]), *intervals.percentile_ci(rep[1:]))
 
     cell_lines, pooled = [], []
     rng_of = lambda rs: "-".join(f"{f(x['B_X'] for x in rs):.2f}" for f in (min, max))
@@ -458,8 +458,8 @@ def _split(runs, step, key, sign, W):
            np.full(W.shape[0], np.nan) for g in (ok, ~ok)]
     diff = sign * (med[1] - med[0]) + 0.0                  # + 0.0: no -0 on the page
     rep = diff[1:]
-    lo = stats.percentile_ci(np.where(np.isnan(rep), -np.inf, rep))[0]
-    hi = stats.percentile_ci(np.where(np.isnan(rep), np.inf, rep))[1]
+    lo = intervals.percentile_ci(np.where(np.isnan(rep), -np.inf, rep))[0]
+    hi = intervals.percentile_ci(np.where(np.isnan(rep), np.inf, rep))[1]
     return float(med[0][0]), float(med[1][0]), float(diff[0]), lo, hi
 
 
@@ -479,8 +479,8 @@ def _share_split(runs, step, token, W):
         share = [(w[:, g] * hit[g]).sum(1) / w[:, g].sum(1) for g in (ok, ~ok)]
     diff = share[1] - share[0] + 0.0
     rep = diff[1:]
-    lo = stats.percentile_ci(np.where(np.isnan(rep), -np.inf, rep))[0]
-    hi = stats.percentile_ci(np.where(np.isnan(rep), np.inf, rep))[1]
+    lo = intervals.percentile_ci(np.where(np.isnan(rep), -np.inf, rep))[0]
+    hi = intervals.percentile_ci(np.where(np.isnan(rep), np.inf, rep))[1]
     return int(hit[ok].sum()), int(hit[~ok].sum()), float(diff[0]), lo, hi
 
 

@@ -1,8 +1,8 @@
-"""folder.py (studies): a results folder on disk, a sweep's, steps.py's or mechanism.py's: its
-CSV rows and its description (sweep.json, steps.json, plan.json), read and checked. Every
-command that writes runs into a folder stands on it: a new study defines its kind of rows here
-(SWEEP_ROWS, STEPS_ROWS, MECHANISM_ROWS) and reads and checks them with the functions below;
-folder_write.py writes them (RowWriter) and holds the folder's lock.
+"""folder.py (studies/lib): a results folder on disk, a sweep's, steps.py's or mechanism.py's: its
+description (sweep.json, steps.json, plan.json, curves.json) read and checked, its rows checked
+against it and against each other (check_rows), and the one reader of every file kind (READERS).
+Every command that writes runs into a folder stands on it; the kinds of rows and the reading of
+one row are rows.py's, the writing (RowWriter) and the folder's lock folder_write.py's.
 
 A folder holds one experiment: every run is one row of OUT/runs*.csv (written and flushed as it
 finishes, so an interrupted sweep loses nothing), and OUT/sweep.json records the options, the m
@@ -12,179 +12,58 @@ the arithmetic it ran: arithmetic.py's record), with a fingerprint of what defin
 reports read them all. steps.py's folder is the same kind: OUT/steps.csv (STEPS_ROWS) read,
 written and checked by the same functions.
 
-The file reads top to bottom: the rows (fields, reading, the one validator), the fingerprint
-and the checks that rows belong to one sweep, sweep.json, a study's plan.json; the machine and
-the arithmetic a folder's rows were made by (arithmetic.json) are provenance.py's.
+The file reads top to bottom: the readers, the rows against their folder, the fingerprint and the
+checks that rows belong to one sweep, sweep.json, a study's plan.json, the steps study's files;
+the machine and the arithmetic a folder's rows were made by (arithmetic.json) are provenance.py's.
 """
-import csv
 import glob
 import hashlib
 import json
-import math
 import os
 import re
-import sys
 
 from studies.lib import cli
 from studies.lib import run_options
 
-from studies.lib.checks import INTS, REALS, check_number
-from studies.lib.harness import check_callable, check_path, shown
+from studies.lib.checks import INTS, check_number
+from studies.lib.harness import check_path, shown
+from studies.lib.row_kinds import (DESIGNS, MAX_SEARCHES, MECHANISM_ROWS, MODELS, STEPS_ROWS, SWEEP_ROWS,
+                              TRAJECTORY_ROWS, check_bar, check_kind, check_row_list,
+                              header_state, own_file, read_rows)
 from studies.lib.stats import SEARCHES, seed_outcome
 
-ROW_FIELDS = ("model", "task", "s", "T", "m", "seed", "test_acc", "train_acc", "success",
-              "attn_on_S", "steps", "seconds", "best_step", "pos_overlap", "sweep_id")
-OPTIONAL_FIELDS = ("best_step", "pos_overlap", "sweep_id")   # older rows lack them
-# pos_overlap: training.position_overlap of the trained model (the width study's measurement)
-# sweep_id: a fingerprint of the sweep's options, bar and search (see sweep_fingerprint), in every
-# row, so that CSVs merged from shards or machines are checked to be one experiment.
-ROW_TYPES = dict(T=int, m=int, seed=int, s=int, steps=int, test_acc=float, train_acc=float,
-                 attn_on_S=float, seconds=float)
-# steps.py's rows (OUT/steps.csv): one run each, the first checked step at which its test accuracy
-# reached the bar, or censored (steps_to_bar blank) when it did not within its budget.
-STEPS_FIELDS = ("task", "s", "T", "m", "seed", "steps_to_bar", "censored", "budget", "every",
-                "final_test_acc", "seconds")
+
+# Every file a study writes and another reads, and its one reader. Every command reads these files
+# through them, and no other code parses one (cli.parse_json, csv.reader, np.load): a test scans
+# every module of studies/ and holds the parsing to READERS and PARSE_HELPERS. A new file kind
+# joins by its line here, and the damage suite (studies/test_studies.py) applies every standard
+# damage to every kind listed.
+READERS = {
+    "runs*.csv of a sweep, steps.csv, runs.csv of a study, trajectories.csv, ball-of-runs.csv":
+        "row_kinds.read_rows",                    # one schema per kind (KINDS), written a row at a time
+    "pairs.csv": "row_kinds.read_whole",          # PAIR_ROWS, written whole
+    "sweep.json": "folder.read_meta",
+    "plan.json": "folder.read_plan",
+    "arithmetic.json": "provenance.read_finding",
+    "steps.json": "folder.read_steps_meta",
+    "curves.json": "folder.read_curves",
+    "limits.json": "limits.statistical_limits",   # a cache: a damaged one is set aside with a
+                                                  # warning, its limits computed again
+    "a checkpoint (.npz)": "checkpoint.load_checkpoint",
+    "a results page, and the tables its markers name": "harness._page_files",
+}   # table.md, critical.json, the plots: written for readers, read by no command
+PARSE_HELPERS = {   # parsing that is not a reader of its own: what the readers above stand on
+    "folder.read_json": "the JSON text of a file, for the readers of JSON kinds",
+    "cli.parse_json": "JSON text, a key twice or nesting too deep refused (every JSON reader)",
+    "row_kinds.csv_header": "a CSV's header line, for RowWriter's check of a file it appends to",
+    "cli._json_file": "claim_output's recognition of a file the project wrote (never an input)",
+}
 
 
-class BadRow(ValueError):
-    """A complete row that is wrong inside, or contradicts its folder; the message says how."""
-
-
-def _sweep_row(r):
-    """A sweep row, typed as reports read it (success a bool; optional fields defaulted)."""
-    try:
-        for k, kind in ROW_TYPES.items():
-            kind(r[k])
-        ok = (r["model"] in MODELS and r["success"] in ("0", "1") and int(r["T"]) >= 1
-              and int(r["m"]) >= 1 and 0 <= int(r["seed"]) < MAX_SEARCHES and int(r["s"]) >= 1
-              and all(0 <= float(r[k]) <= 1 for k in ("test_acc", "train_acc", "attn_on_S")
-                      if r[k].strip().lower() != "nan")
-              and not float(r["seconds"]) < 0
-              and not abs(float(r.get("pos_overlap", "nan"))) > 1 + 1e-6        # a cosine
-              and 0 <= int(r.get("best_step", r["steps"])) <= int(r["steps"]))
-    except (ValueError, TypeError):
-        ok = False
-    if not ok:
-        bad = {k: r[k] for k in ("model", "T", "m", "seed", "test_acc", "success")}
-        raise BadRow(f"not a valid run row {bad}")
-    r["success"] = r["success"] == "1"
-    r.setdefault("sweep_id", "")
-    r.setdefault("best_step", r["steps"])
-    r.setdefault("pos_overlap", "nan")
-    return r
-
-
-def _steps_row(r):
-    """A steps.py row, typed (ints, steps_to_bar None when censored), and checked against its own
-    numbers: censored 1 exactly when steps_to_bar is blank, and a first hit is a checked step
-    (a multiple of every) within the budget."""
-    try:
-        t = {k: int(r[k]) for k in ("s", "T", "m", "seed", "censored", "budget", "every")}
-        hit = int(r["steps_to_bar"]) if r["steps_to_bar"].strip() else None
-        acc, seconds = float(r["final_test_acc"]), float(r["seconds"])
-        ok = (r["task"] and min(t["s"], t["T"], t["m"], t["budget"], t["every"]) >= 1
-              and t["seed"] >= 0 and t["censored"] in (0, 1) and seconds >= 0
-              and (acc != acc or 0 <= acc <= 1))
-    except (ValueError, TypeError, AttributeError):
-        ok = False
-    if not ok:
-        raise BadRow(f"not a valid steps row {dict((k, r.get(k)) for k in STEPS_FIELDS)}")
-    if t["censored"] != (hit is None):
-        raise BadRow(f"censored {t['censored']} contradicts its steps_to_bar "
-                     f"{r['steps_to_bar'] or '(blank)'} (censored 1 exactly when no step reached "
-                     f"the bar)")
-    if hit is not None and not (t["every"] <= hit <= t["budget"] and hit % t["every"] == 0):
-        raise BadRow(f"steps_to_bar {hit} is not a checked step (a multiple of every = "
-                     f"{t['every']} up to the budget {t['budget']})")
-    return dict(r, **t, steps_to_bar=hit)
-
-
-# What each kind of results CSV holds: its columns (those older files may lack), the columns a
-# finished row always fills (blank: torn), how a row is typed and checked alone (raises BadRow),
-# which run it records (two rows of one run must agree) and its outcome.
-SWEEP_ROWS = dict(fields=ROW_FIELDS, optional=OPTIONAL_FIELDS, filled=("seconds", "success"),
-                  parse=_sweep_row, what="a sweep CSV",
-                  run=lambda r: (r["model"], int(r["T"]), int(r["seed"]), int(r["m"])),
-                  outcome=lambda r: bool(r["success"]),
-                  name=lambda k: f"{k[0]} T={k[1]} seed={k[2]} m={k[3]}",
-                  show=lambda v: f"success {int(v)}")
-STEPS_ROWS = dict(fields=STEPS_FIELDS, optional=(), filled=("seconds", "censored"),
-                  parse=_steps_row, what="a steps.py CSV",
-                  run=lambda r: (int(r["T"]), int(r["seed"])),
-                  outcome=lambda r: r["steps_to_bar"],
-                  name=lambda k: f"T={k[0]} seed={k[1]}",
-                  show=lambda v: "censored" if v is None else f"{v} steps")
-
-
-# mechanism.py's rows (OUT/runs.csv): one trained run of a planned cell each, its outcome (the
-# final test accuracy against the plan's bar), what the monitor saw, the loss and the mechanism's
-# measurements (nan where the run diverged).
-# C's other factors (issue 38; theory.norm_measures, theory.COVERING_SUMS): files written before
-# these columns are still read, their rows with the columns empty.
-MECHANISM_FACTORS = ("readout_norm", "mlp_factor", "qk_fro", "v_21", "heads_scores",
-                     "heads_values", "heads_readout")
-# The same norms on the model's canonical form (issue 47; symmetry.canonical): measures of the
-# learned function, which no exact symmetry of the model moves. Files written before these
-# columns are read with them empty, as for the factors.
-MECHANISM_CANONICAL = ("canon_C", "canon_score_scale", "canon_top_score_scale", "canon_norm_V",
-                       "canon_norm_O", "canon_qk_fro", "canon_v_21", "canon_readout_norm",
-                       "canon_mlp_factor")
-_MECHANISM_GROUPS = (MECHANISM_FACTORS, MECHANISM_CANONICAL)   # each all empty or all numbers
-MECHANISM_FIELDS = ("design", "d", "T", "m", "seed", "success", "test_acc", "best_test_acc",
-                    "best_step", "train_acc", "final_loss", "min_loss", "loss_jump",
-                    "covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "top_head",
-                    "mass_on_S", "score_gap", "heads_on_S", "top_score_scale", "top_norm_V",
-                    "top_norm_O", "attn_on_S", "model", "task", "s", "steps", "seconds",
-                    "cpu_seconds") + MECHANISM_FACTORS + MECHANISM_CANONICAL
-# A cell's design: its m the folder's m* (borderline) or a factor times one width's (fixed); or an
-# arm of issue 38's interventions, planned from a study's cells (studies.mechanism arm --from): the
-# baseline trained again (baseline-rerun), or one of the INTERVENTIONS, sweep.py's protocols of
-# the same names, each changing one option.
-INTERVENTIONS = ("freeze-ln1", "decay-except-ln", "freeze-lnf", "freeze-ln1-low",
-                 "freeze-ln1-low-restored", "freeze-ln1-low-init", "freeze-ln1-low-step")
-DESIGNS = ("borderline", "fixed", "baseline-rerun") + INTERVENTIONS
-_MECHANISM_INTS = ("d", "T", "m", "seed", "s", "steps", "best_step")
-_MECHANISM_SIGNED = ("score_gap", "loss_jump")   # every other measure is a norm, share or time >= 0
-_MECHANISM_TEXT = ("design", "model", "task", "success")
-
-
-def _mechanism_row(r):
-    """A mechanism row, checked alone (the strings kept, as the report converts them): integers
-    in range (best_step <= steps), a design and model we write, success 0 or 1, accuracies and
-    attn_on_S in [0, 1] or nan (test and training accuracy nan together: a diverged
-    run, whose seconds may be nan too), every other field a finite number or nan, >= 0 but for
-    the score gap and the loss's jump; C's other factors (MECHANISM_FACTORS) and the canonical
-    measures (MECHANISM_CANONICAL) each either all empty (a file written before them: filled in as
-    "") or all numbers >= 0 or nan."""
-    optional = MECHANISM_FACTORS + MECHANISM_CANONICAL
-    r = dict(r, **{k: r.get(k, "") for k in optional})
-    try:
-        t = {k: int(r[k]) for k in _MECHANISM_INTS}
-        f = {k: float(r[k]) for k in MECHANISM_FIELDS
-             if k not in _MECHANISM_INTS + _MECHANISM_TEXT + optional}
-        groups_ok = all(not any(r[k] != "" for k in group) or all(
-            r[k] != "" and not float(r[k]) < 0 for k in group) for group in _MECHANISM_GROUPS)
-        ok = (groups_ok and r["design"] in DESIGNS and r["model"] == "transformer" and r["task"]
-              and r["success"] in ("0", "1") and t["seed"] >= 0 and t["best_step"] >= 0
-              and min(t[k] for k in ("d", "T", "m", "s", "steps")) >= 1
-              and all(f[k] != f[k] or 0 <= f[k] <= 1 for k in ("test_acc", "best_test_acc",
-                                                               "train_acc"))
-              and math.isnan(f["test_acc"]) == math.isnan(f["train_acc"])    # diverged: both
-              and (f["seconds"] >= 0 or math.isnan(f["seconds"]) and math.isnan(f["test_acc"]))
-              and f["cpu_seconds"] >= 0 and t["best_step"] <= t["steps"]
-              and not any(math.isinf(float(r[k])) for k in optional if r[k] != "")
-              and not any(math.isinf(v) for v in f.values())
-              and not any(v < 0 for k, v in f.items() if k not in _MECHANISM_SIGNED)
-              and not f["attn_on_S"] > 1)
-    except (ValueError, TypeError, AttributeError):
-        ok = False
-    if not ok:
-        bad = {k: r.get(k) for k in ("design", "d", "T", "m", "seed", "test_acc", "success")
-               + tuple(k for g in _MECHANISM_GROUPS if any(r.get(k) for k in g) for k in g)}
-        raise BadRow(f"not a valid mechanism row {bad} (C's factors, the canonical measures: "
-                     f"each all empty, or all numbers >= 0 or nan)")
-    return r
-
+# ---------------------------------------------------------------- rows against their folder ----
+# check_rows' two checks beyond a row alone (rows.py reads and checks each row by itself): a row
+# against its folder's description (sweep.json, steps.json or plan.json), and the rows of one
+# folder against each other.
 
 def _mechanism_row_in(r, plan, bar):
     """What makes a mechanism row contradict its folder's plan (None when nothing does): success
@@ -215,67 +94,6 @@ def _plan_problem(r, plan, options):
             return (f"{k} {r[k]} is not its cell's {k} {cell['options'][k]} (plan.json); the row "
                     f"was edited or belongs to another study")
     return None
-
-
-MECHANISM_ROWS = dict(fields=MECHANISM_FIELDS, optional=MECHANISM_FACTORS + MECHANISM_CANONICAL,
-                      older=[tuple(k for k in MECHANISM_FIELDS if k not in MECHANISM_CANONICAL)],
-                      filled=("seconds", "success"),
-                      parse=_mechanism_row, what="a mechanism.py CSV",
-                      run=lambda r: (int(r["d"]), int(r["T"]), int(r["m"]), int(r["seed"])),
-                      outcome=lambda r: r["success"] == "1",
-                      name=lambda k: f"d={k[0]} T={k[1]} m={k[2]} seed={k[3]}",
-                      show=lambda v: f"success {int(v)}",
-                      agrees=_mechanism_row_in, together=lambda rows, plan: None)
-
-
-# mechanism.py trace's rows (OUT/trajectories.csv): one trained run of a planned cell at one logged
-# step (step 1 and every `every` steps of plan.json) each: what the monitor measured then, and
-# the run's final test accuracy and success (the same in every row of the run).
-# Where B_X comes from (theory.norm_measures, issue 38): LN1's gain RMS and shift norm, and the
-# token of largest norm (its kind, position and whether that is in S); files written before these
-# columns are still read, their rows with the columns empty.
-TRAJECTORY_SOURCE = ("ln1_gain_rms", "ln1_shift_norm", "B_X_token", "B_X_position", "B_X_in_S")
-TRAJECTORY_FIELDS = ("design", "d", "T", "m", "seed", "step", "B_X", "score_gap", "mass_on_S",
-                     "top_head") + TRAJECTORY_SOURCE + (
-                     "train_loss", "test_acc", "success", "final_test_acc", "steps", "cpu_seconds")
-_TRAJECTORY_INTS = ("d", "T", "m", "seed", "step", "top_head", "steps")
-B_X_TOKENS = ("cls", "bit0", "bit1", "none")       # "none": a diverged run, nothing measured
-
-
-def _trajectory_row(r):
-    """A trajectory row, checked alone (strings kept): integers in range (top_head -1 for a
-    diverged run), a design we write, success 0 or 1, accuracies in [0, 1] or nan, the step
-    within the run, every other field a number, CPU time >= 0; where B_X comes from either all
-    empty (a file written before those columns: filled in as "") or all given: the gain RMS and
-    shift norm >= 0 or nan, the token one of B_X_TOKENS at a position in -1..T-1 (-1 exactly for
-    [CLS] and "none"), B_X_in_S 0 or 1 (0 for [CLS] and "none")."""
-    r = dict(r, **{k: r.get(k, "") for k in TRAJECTORY_SOURCE})
-    try:
-        t = {k: int(r[k]) for k in _TRAJECTORY_INTS}
-        f = {k: float(r[k]) for k in TRAJECTORY_FIELDS
-             if k not in _TRAJECTORY_INTS + TRAJECTORY_SOURCE + ("design", "success")}
-        given = [r[k] != "" for k in TRAJECTORY_SOURCE]
-        if any(given):
-            g, b, pos = float(r["ln1_gain_rms"]), float(r["ln1_shift_norm"]), int(r["B_X_position"])
-            on = (r["B_X_token"] in ("bit0", "bit1"))
-            source_ok = (all(given) and not g < 0 and not b < 0 and r["B_X_token"] in B_X_TOKENS
-                         and r["B_X_in_S"] in ("0", "1")
-                         and (0 <= pos < t["T"] if on else pos == -1)
-                         and (on or r["B_X_in_S"] == "0"))
-        else:
-            source_ok = True
-        ok = (r["design"] in DESIGNS and r["success"] in ("0", "1") and t["seed"] >= 0
-              and t["top_head"] >= -1 and min(t[k] for k in ("d", "T", "m", "steps")) >= 1
-              and 1 <= t["step"] <= t["steps"] and f["cpu_seconds"] >= 0
-              and all(f[k] != f[k] or 0 <= f[k] <= 1 for k in ("test_acc", "final_test_acc"))
-              and source_ok)
-    except (ValueError, TypeError, AttributeError):
-        ok = False
-    if not ok:
-        bad = {k: r.get(k) for k in ("design", "d", "T", "m", "seed", "step", "success")
-               + TRAJECTORY_SOURCE}
-        raise BadRow(f"not a valid trajectory row {bad}")
-    return r
 
 
 def _trajectory_row_in(r, plan, bar):
@@ -309,254 +127,6 @@ def _trajectories_together(rows, plan):
                        f"m={key[2]} seed={key[3]} differs from {first['final_test_acc']} in "
                        f"{first.get('line', 'another row')}; one run has one end")
     return None
-
-
-TRAJECTORY_ROWS = dict(fields=TRAJECTORY_FIELDS, optional=TRAJECTORY_SOURCE,
-                       filled=("cpu_seconds", "success"),
-                       parse=_trajectory_row, what="a mechanism.py trace CSV",
-                       run=lambda r: (int(r["d"]), int(r["T"]), int(r["m"]), int(r["seed"]),
-                                      int(r["step"])),
-                       outcome=lambda r: r["success"] == "1",
-                       name=lambda k: f"d={k[0]} T={k[1]} m={k[2]} seed={k[3]} step={k[4]}",
-                       show=lambda v: f"success {int(v)}",
-                       agrees=_trajectory_row_in, together=_trajectories_together)
-
-# A sweep inside the capacity bound's class (run options ball_*) writes beside runs.csv
-# ball-of-runs.csv: one row per run, training.ball_record's columns. A held norm's final value is
-# within its radius (to float32 rounding), its projection count within the run's steps.
-BALL_NORMS = ("qk", "vo", "w", "mlp")            # symmetry.CLASS_NORMS
-BALL_FIELDS = ("model", "T", "m", "seed") + tuple(
-    f"{k}_{x}" for k in BALL_NORMS for x in ("radius", "active", "worst", "final"))
-
-
-def _ball_row(r):
-    """A ball-of-runs row, typed, checked alone: radii >= 0, counts >= 0, a held norm's final
-    value within its radius (relative 1e-5: the norm is taken in float64 of float32 numbers) and
-    its worst ratio a number; a norm not held has count 0 and worst blank or nan."""
-    try:
-        t = dict(model=r["model"], T=int(r["T"]), m=int(r["m"]), seed=int(r["seed"]))
-        ok = t["model"] == "transformer" and min(t["T"], t["m"]) >= 1 and t["seed"] >= 0
-        for k in BALL_NORMS:
-            radius, active = float(r[f"{k}_radius"]), int(r[f"{k}_active"])
-            worst, final = float(r[f"{k}_worst"] or "nan"), float(r[f"{k}_final"])
-            held = radius > 0
-            ok = ok and radius >= 0 and active >= 0 and final >= 0 and math.isfinite(radius) and (
-                (final <= radius * (1 + 1e-5) and worst >= 0) if held else
-                (active == 0 and worst != worst))
-            t.update({f"{k}_radius": radius, f"{k}_active": active, f"{k}_worst": worst,
-                      f"{k}_final": final})
-    except (ValueError, TypeError, KeyError):
-        ok = False
-    if not ok:
-        raise BadRow(f"not a valid ball row {dict((k, r.get(k)) for k in BALL_FIELDS[:8])}...")
-    return t
-
-
-BALL_ROWS = dict(fields=BALL_FIELDS, optional=(), filled=("mlp_final",), parse=_ball_row,
-                 what="a ball-of-runs CSV",
-                 run=lambda r: (r["model"], int(r["T"]), int(r["seed"]), int(r["m"])),
-                 outcome=lambda r: int(r["qk_active"]),
-                 name=lambda k: f"{k[0]} T={k[1]} seed={k[2]} m={k[3]}",
-                 show=lambda v: f"{v} projections")
-
-# failures.py paired's CSV (--pairs): one (study run, arm run) pair of one seed per row, written
-# whole (never appended to): a torn row, a duplicated pair or a file without pairs is damage.
-PAIR_FIELDS = ("intervention", "d", "T", "m", "seed", "base_success", "int_success",
-               "base_test_acc", "int_test_acc", "base_B_X", "int_B_X", "base_C", "int_C")
-
-
-def _pair_row(r):
-    """A pairs row, typed and checked alone: an intervention of DESIGNS, sizes >= 1, seed >= 0,
-    successes 0 or 1, accuracies in [0, 1] (nan: diverged), B_X and C numbers >= 0 or nan."""
-    try:
-        t = {k: int(r[k]) for k in ("d", "T", "m", "seed", "base_success", "int_success")}
-        f = {k: float(r[k]) for k in PAIR_FIELDS[7:]}
-        ok = (r["intervention"] in DESIGNS and min(t["d"], t["T"], t["m"]) >= 1
-              and t["seed"] >= 0 and t["base_success"] in (0, 1) and t["int_success"] in (0, 1)
-              and all(v != v or 0 <= v <= 1 for k, v in f.items() if k.endswith("test_acc"))
-              and all(v != v or 0 <= v < math.inf for v in f.values()))
-    except (ValueError, TypeError, AttributeError):
-        ok = False
-    if not ok:
-        raise BadRow(f"not a valid pair row {dict((k, r.get(k)) for k in PAIR_FIELDS[:7])} (an "
-                     f"intervention of {', '.join(INTERVENTIONS)}; sizes >= 1, seed >= 0, "
-                     f"successes 0 or 1, accuracies in [0, 1])")
-    return dict(r, **t, **f)
-
-
-PAIR_ROWS = dict(fields=PAIR_FIELDS, optional=(), filled=PAIR_FIELDS, parse=_pair_row,
-                 what="a paired CSV (failures.py paired --pairs)", whole=True,
-                 run=lambda r: (r["intervention"], int(r["d"]), int(r["T"]), int(r["m"]),
-                                int(r["seed"])),
-                 outcome=lambda r: (int(r["base_success"]), int(r["int_success"])),
-                 name=lambda k: f"{k[0]} d={k[1]} T={k[2]} m={k[3]} seed={k[4]}",
-                 show=lambda v: f"successes {v}")
-
-KINDS = dict(SWEEP_ROWS="a sweep's runs", STEPS_ROWS="steps.py's runs",
-             MECHANISM_ROWS="a study's runs", TRAJECTORY_ROWS="a study's trajectories",
-             BALL_ROWS="a class ball's record", PAIR_ROWS="a paired CSV")
-
-
-# Every file a study writes and another reads, and its one reader. Every command reads these files
-# through them, and no other code parses one (cli.parse_json, csv.reader, np.load): a test scans
-# every module of studies/ and holds the parsing to READERS and PARSE_HELPERS. A new file kind
-# joins by its line here, and the damage suite (studies/test_studies.py) applies every standard
-# damage to every kind listed.
-READERS = {
-    "runs*.csv of a sweep, steps.csv, runs.csv of a study, trajectories.csv, ball-of-runs.csv":
-        "folder.read_rows",                    # one schema per kind (KINDS), written a row at a time
-    "pairs.csv": "folder.read_whole",          # PAIR_ROWS, written whole
-    "sweep.json": "folder.read_meta",
-    "plan.json": "folder.read_plan",
-    "arithmetic.json": "provenance.read_finding",
-    "steps.json": "folder.read_steps_meta",
-    "curves.json": "folder.read_curves",
-    "limits.json": "limits.statistical_limits",   # a cache: a damaged one is set aside with a
-                                                  # warning, its limits computed again
-    "a checkpoint (.npz)": "checkpoint.load_checkpoint",
-    "a results page, and the tables its markers name": "harness._page_files",
-}   # table.md, critical.json, the plots: written for readers, read by no command
-PARSE_HELPERS = {   # parsing that is not a reader of its own: what the readers above stand on
-    "folder.read_json": "the JSON text of a file, for the readers of JSON kinds",
-    "cli.parse_json": "JSON text, a key twice or nesting too deep refused (every JSON reader)",
-    "folder._csv_header": "a CSV's header line, for RowWriter's check of a file it appends to",
-    "cli._json_file": "claim_output's recognition of a file the project wrote (never an input)",
-}
-
-
-def _check_kind(kind):
-    """kind one of this module's kinds of rows (SWEEP_ROWS, ...), the very dict."""
-    if not any(kind is globals()[k] for k in KINDS):
-        raise ValueError(f"kind must be one of folder.{', folder.'.join(KINDS)}, got "
-                         f"{shown(kind)}")
-    return kind
-
-
-def _check_row_list(rows):
-    if not (isinstance(rows, list) and all(isinstance(r, dict) for r in rows)):
-        raise TypeError(f"rows must be a list of rows (dicts, as read_rows reads them), got "
-                        f"{shown(rows)}")
-    return rows
-
-
-def _check_bar(bar):
-    if bar is not None:
-        check_number("bar", bar, REALS, 0, 1 + 1e-12, "a number in (0, 1]")
-        if not bar > 0:
-            raise ValueError(f"bar must be a number in (0, 1], got {bar!r}")
-    return bar
-
-
-def read_rows(paths, warn=None, kind=SWEEP_ROWS):
-    """The finished runs in CSV files of one kind (SWEEP_ROWS: runs*.csv, STEPS_ROWS: steps.csv),
-    each row with "line" ("FILE line N") added. A row that is complete but wrong inside (a number
-    that is not one, an accuracy outside [0, 1], a model or flag we never write, numbers that
-    contradict each other) is a ValueError naming the file and line: a damaged results file must
-    not turn into a quietly different table. A torn row (too few fields, or NUL bytes, as a
-    crash leaves) is skipped with a warning naming the file and line (`warn`, a function of one
-    line; default: print to stderr): as the file's last line, the trace of a run killed
-    mid-write, which a resumed run makes again; anywhere else, something else damaged the file."""
-    if not (isinstance(paths, (list, tuple)) and all(isinstance(p, (str, os.PathLike)) and not
-                                                     isinstance(p, bytes) for p in paths)):
-        raise TypeError(f"paths must be a list of CSV paths, got {shown(paths)}")
-    _check_kind(kind)
-    warn = check_callable("warn", warn) if warn is not None else (
-        lambda text: print(text, file=sys.stderr, flush=True))
-    rows = []
-    for path in paths:
-        own_file(path)
-        with open(path, newline="", errors="replace") as f:
-            text = f.read()
-        lines = text[:text.rfind("\n") + 1].splitlines()
-        if not lines:                         # empty, or a header torn mid-write: no runs yet
-            continue
-        last = len(lines) if text.endswith("\n") else None    # else a torn tail follows
-        if kind.get("whole") and text and not text.endswith("\n"):
-            raise ValueError(f"{path} line {len(lines) + 1}: the file ends mid-row; {kind['what']} "
-                             f"is written whole, so it was cut or damaged: write it again")
-        header = next(csv.reader([lines[0]]), [])
-        odd = [k for k in header if not k.strip() or header.count(k) > 1]
-        if odd:
-            what = "an empty column" if not odd[0].strip() else f"the column {odd[0]!r} twice"
-            raise ValueError(f"{path} line 1: the header has {what}; not {kind['what']} as "
-                             f"written (damaged?)")
-        missing = [k for k in kind["fields"] if k not in kind["optional"] and k not in header]
-        if missing:
-            raise ValueError(f"{path}: not {kind['what']} (no column {', '.join(missing)})")
-        for line, text_line in enumerate(lines[1:], start=2):
-            torn = "NUL bytes" if "\x00" in text_line else None
-            if not torn:
-                fields = next(csv.reader([text_line]), [])
-                if not fields:                                 # a blank line: never written
-                    warn(f"warning: {path} line {line}: a blank line, skipped; the file was "
-                         f"edited or damaged there")
-                    continue
-                if len(fields) > len(header):
-                    raise ValueError(f"{path} line {line}: {len(fields) - len(header)} more "
-                                     f"fields than the header has columns (rows appended under "
-                                     f"another header?)")
-                r = dict(zip(header, fields))
-                odd = next((v for v in fields if v != v.strip() or "_" in v or not v.isascii()),
-                           None)            # int() takes ' 8 ', '2_8' and '٣'; we write none
-                if odd is not None:
-                    raise ValueError(f"{path} line {line}: the value {odd!r} is not one this "
-                                     f"project writes (spaces, '_' or a non-ASCII character)")
-                if len(fields) < len(header) or "" in (r.get(k) for k in kind["filled"]):
-                    torn = f"{len(fields)} of {len(header)} fields"
-            if torn and kind.get("whole"):
-                raise ValueError(f"{path} line {line}: a torn row ({torn}); {kind['what']} is "
-                                 f"written whole, so it was damaged: write it again")
-            if torn:
-                warn(f"warning: {path} line {line}: a torn row ({torn}), skipped; "
-                     + (KILLED if line == last else "the file was damaged there"))
-                continue
-            try:
-                r = kind["parse"](r)
-            except BadRow as e:
-                raise ValueError(f"{path} line {line}: {e}") from None
-            r["line"] = f"{path} line {line}"
-            rows.append(r)
-        if text[text.rfind("\n") + 1:]:                   # the tail after the last line end
-            warn(f"warning: {path} line {len(lines) + 1}: the last row is cut mid-line, "
-                 f"skipped; {KILLED}")
-    return rows
-
-
-KILLED = "a run killed while writing it leaves this, and resuming runs it again"
-
-
-def own_file(path):
-    """path, when it is a file of its own folder: a symbolic link to a file elsewhere is a
-    ValueError naming both (a study's files are its own; the file behind a link can change, or
-    be appended to, under another name)."""
-    path = check_path("path", path, "a file's path")
-    if os.path.islink(path):
-        target = os.path.realpath(path)
-        if os.path.dirname(target) != os.path.realpath(os.path.dirname(os.path.abspath(path))):
-            raise ValueError(f"{path} is a link to {target}, outside its folder; a study's files "
-                             f"are its own: copy the file in instead")
-    return path
-
-
-def read_whole(path, kind):
-    """The rows of one file of a kind written whole (kind["whole"]: PAIR_ROWS), every one checked
-    (read_rows): ValueError, one line naming the file (and line), when it holds no row, a torn
-    or wrong row, or one run twice."""
-    path = check_path("path", path, f"{kind['what'] if isinstance(kind, dict) else 'a'} file")
-    _check_kind(kind)
-    if not os.path.isfile(path):
-        raise ValueError(f"path {path} is not a file ({kind['what']} expected)")
-    rows = read_rows([path], kind=kind)
-    if not rows:
-        raise ValueError(f"{path} holds no rows ({kind['what']}: a header and at least one row)")
-    seen = {}
-    for r in rows:
-        k = kind["run"](r)
-        if k in seen:
-            raise ValueError(f"{r['line']}: {kind['name'](k)} again (first at {seen[k]}); each "
-                             f"is written once")
-        seen[k] = r["line"].rsplit(" ", 1)[-1]
-    return rows
 
 
 def _sweep_row_in(r, meta, bar):
@@ -651,10 +221,6 @@ def _sweep_rows_searched(rows, meta):
     return None
 
 
-SWEEP_ROWS["agrees"], STEPS_ROWS["agrees"] = _sweep_row_in, _steps_row_in
-SWEEP_ROWS["together"], STEPS_ROWS["together"] = _sweep_rows_searched, lambda rows, meta: None
-
-
 def check_rows(rows, bar=None, meta=None, kind=SWEEP_ROWS):
     """The one row validator, used by resume, merge and report of sweeps (folder_runs) and of
     steps.py: rows must agree with themselves, with their folder and with each other, or
@@ -667,22 +233,23 @@ def check_rows(rows, bar=None, meta=None, kind=SWEEP_ROWS):
       - The runs of one seed must be the sizes its search runs (kind["together"]: a sweep's
         bisection replayed over its grid).
     -> the rows, each run once."""
-    _check_row_list(rows)
-    _check_bar(bar)
-    _check_kind(kind)
+    check_row_list(rows)
+    check_bar(bar)
+    check_kind(kind)
     if meta is not None and not isinstance(meta, dict):
         raise TypeError(f"meta must be the folder's description (a dict) or None, got "
                         f"{shown(meta)}")
     if meta and kind in (MECHANISM_ROWS, TRAJECTORY_ROWS):
         meta = check_plan(meta, "meta (the study's plan)")
+    agrees, together = _agreement(kind)
     kept, seen = [], {}
     for r in rows:
         where = r.get("line", "a row")
         missing = [k for k in kind["fields"] if k not in kind["optional"] and k not in r]
         if missing:
             raise ValueError(f"{where}: not {kind['what']}'s row (no {', '.join(missing)}); rows "
-                             f"are read by folder.read_rows")
-        problem = kind["agrees"](r, meta, bar)
+                             f"are read by row_kinds.read_rows")
+        problem = agrees(r, meta, bar)
         if problem:
             raise ValueError(f"{where}: {problem}")
         key = kind["run"](r)
@@ -696,34 +263,10 @@ def check_rows(rows, bar=None, meta=None, kind=SWEEP_ROWS):
             continue
         seen[key] = r
         kept.append(r)
-    stray = kind["together"](kept, meta)
+    stray = together(kept, meta)
     if stray:
         raise ValueError(f"{stray[0].get('line', 'a row')}: {stray[1]}")
     return kept
-
-
-def _csv_header(path):
-    """The column names of a CSV's first complete line, or None when it has none yet."""
-    with open(path, newline="", errors="replace") as f:
-        first = f.readline()
-    return next(csv.reader([first])) if first.endswith("\n") else None
-
-
-def _header_state(path, fields):
-    """Whose CSV `path` is, read before a byte of it is changed: "fresh" (missing, empty, or the
-    start of the header this project writes, torn mid-write), "ours" (its header is `fields`),
-    or "other" (another header, or bytes that are no CSV header at all: never cut, never
-    overwritten)."""
-    if not os.path.lexists(path):
-        return "fresh"
-    if not os.path.isfile(path):
-        return "other"
-    header = _csv_header(path)
-    if header is not None:
-        return "ours" if header == list(fields) else "other"
-    with open(path, "rb") as f:
-        head = f.read(len(",".join(fields)) + 3)
-    return "fresh" if (",".join(fields) + "\r\n").encode().startswith(head) else "other"
 
 
 def study_csvs(path, kind, what):
@@ -735,7 +278,7 @@ def study_csvs(path, kind, what):
     path = check_path("path", path, "a CSV's path (NAME.csv)")
     if not path.endswith(".csv"):
         raise ValueError(f"path must name a CSV (NAME.csv), got {path!r}")
-    _check_kind(kind)
+    check_kind(kind)
     stem = path[:-len(".csv")]
     part = re.compile(re.escape(stem) + r"-part(\d+)\.csv$")
     parts = [path] + sorted((p for p in glob.glob(glob.escape(stem) + "-part*.csv")
@@ -743,10 +286,22 @@ def study_csvs(path, kind, what):
     headers = [kind["fields"], [k for k in kind["fields"] if k not in kind["optional"]]] + [
         list(h) for h in kind.get("older", ())]
     for p in parts:
-        if all(_header_state(p, h) == "other" for h in headers):
+        if all(header_state(p, h) == "other" for h in headers):
             raise ValueError(f"{p} is not {what} (another header, or no CSV at all); move it "
                              f"away or use another folder")
     return [p for p in parts if os.path.exists(p)]
+
+
+def _agreement(kind):
+    """(agrees, together) of check_rows for a kind of rows: a row against the folder's description
+    (-> the problem in words, or None), and the kept rows against each other (-> (row, problem)
+    or None)."""
+    none = lambda rows, meta: None
+    return {SWEEP_ROWS["what"]: (_sweep_row_in, _sweep_rows_searched),
+            STEPS_ROWS["what"]: (_steps_row_in, none),
+            MECHANISM_ROWS["what"]: (_mechanism_row_in, none),
+            TRAJECTORY_ROWS["what"]: (_trajectory_row_in, _trajectories_together),
+            }.get(kind["what"], (none, none))
 
 
 # ---------------------------------------------------------------- one sweep per folder
@@ -809,7 +364,6 @@ def _check_one_sweep(rows, sweep_ids, out):
                             f"--steps/--bar/--protocol options? Keep one sweep per folder"))
 
 
-MAX_SEARCHES = 10 ** 6   # (model, T, seed) searches one folder may plan: far beyond any study,
                          # far below what a list of them costs in memory
 
 
@@ -830,7 +384,7 @@ def check_plan_size(n_models, n_Ts, n_seeds):
 def missing_searches(rows, models, Ts, n_seeds, grids, search):
     """The (model, T, seed) searches asked for that are not finished in `rows`: absent (a
     missing shard) or stopped half way (an interrupted run)."""
-    _check_row_list(rows)
+    check_row_list(rows)
     for name, v in (("models", models), ("Ts", Ts)):
         if not isinstance(v, (list, tuple)):
             raise TypeError(f"{name} must be a list, got {shown(v)}")
@@ -940,9 +494,6 @@ def _check_meta(meta, path="sweep.json"):
         raise bad("sweep_id", f"is {meta['sweep_id']!r}, but its options, bar and search make "
                               f"sweep {sweep_fingerprint(meta)}")
     return meta
-
-
-MODELS = ("transformer", "mlp")
 
 
 def _option_problem(k, v):

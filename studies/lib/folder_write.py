@@ -7,17 +7,17 @@ import csv
 import os
 import re
 
-from studies.lib import folder
+from studies.lib import row_kinds
 from studies.lib.harness import check_path, shown
 
 
-def _open_csv(path, fields=folder.ROW_FIELDS):
+def _open_csv(path, fields=row_kinds.ROW_FIELDS):
     """(file, writer, fresh): `path` opened for appending rows, a header written first when the
     file is missing or has no complete header line yet (header_state "fresh"); a file of another
     header or of bytes that are no CSV is refused (ValueError naming it), never overwritten. A
     header that cannot be written (a full disk) leaves no file behind, and the OSError names the
     file."""
-    state = folder._header_state(path, fields)
+    state = row_kinds.header_state(path, fields)
     if state == "other":
         raise ValueError(f"{path} is not a CSV of runs this command writes (another header, or "
                          f"no CSV at all); refusing to write into it: move it away or use "
@@ -60,13 +60,13 @@ class RowWriter:
     deleted file), the file is reopened and this session's rows it no longer holds are written
     back. Every OSError (a full disk) names the file."""
 
-    def __init__(self, path, kind=folder.SWEEP_ROWS, arithmetic_of=None):
+    def __init__(self, path, kind=row_kinds.SWEEP_ROWS, arithmetic_of=None):
         path = check_path("path", path, "a CSV's path")
-        self.kind, self.sidecar = folder._check_kind(kind), None
+        self.kind, self.sidecar = row_kinds.check_kind(kind), None
         if arithmetic_of is not None:  # the session's arithmetic differs from the folder's
             name = os.path.basename(re.sub(r"(-part\d+)?(-shard-\d+-of-\d+)?\.csv$", "", path))
             side = os.path.join(os.path.dirname(path), f"arithmetic-of-{name}.csv")
-            if os.path.lexists(side) and (os.path.islink(side) or folder._header_state(
+            if os.path.lexists(side) and (os.path.islink(side) or row_kinds.header_state(
                     side, ("run", "arithmetic")) == "other"):
                 raise ValueError(f"{side} is not a record of runs' arithmetic this command wrote "
                                  f"(another header, no CSV, or a link); refusing to write into "
@@ -76,10 +76,10 @@ class RowWriter:
             raise ValueError(f"{path} is a link; refusing to write rows through it (to a file "
                              f"that may lie outside the folder): move it away")
         k = 1
-        while folder._header_state(path, kind["fields"]) == "other":
+        while row_kinds.header_state(path, kind["fields"]) == "other":
             k += 1                 # written by an older version: never touched, continued aside
             path = re.sub(r"(-part\d+)?\.csv$", f"-part{k}.csv", path)
-        if folder._header_state(path, kind["fields"]) == "ours":
+        if row_kinds.header_state(path, kind["fields"]) == "ours":
             _drop_torn_tail(path)   # only a file of ours is ever cut
         self.path, self.rows = path, []
         self.fh, self.writer, _ = _open_csv(path, kind["fields"])
@@ -121,11 +121,11 @@ class RowWriter:
         except OSError:                            # removed
             pass
         self.close()
-        if folder._header_state(self.path, self.kind["fields"]) == "ours":
+        if row_kinds.header_state(self.path, self.kind["fields"]) == "ours":
             _drop_torn_tail(self.path)
         self.fh, self.writer, fresh = _open_csv(self.path, self.kind["fields"])
         key = self.kind["run"]
-        on_disk = {key(r) for r in ([] if fresh else folder.read_rows([self.path], kind=self.kind))}
+        on_disk = {key(r) for r in ([] if fresh else row_kinds.read_rows([self.path], kind=self.kind))}
         back = [r for r in self.rows if key(r) not in on_disk]
         self.writer.writerows(back)
         print(f"warning: {self.path} was replaced or removed while this command wrote to it; "

@@ -14,7 +14,7 @@ import numpy as np
 
 from studies.lib.checks import describe
 
-from studies.lib.stats import check_real, check_reals, percentile_ci, surely_above
+from studies.lib.intervals import check_real, check_reals, percentile_ci, surely_above
 
 
 

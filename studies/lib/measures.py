@@ -98,7 +98,7 @@ def measure_mechanism(p, cfg, S, X, canonical=True):
     top_score_scale, top_norm_V, top_norm_O; heads_on_S: how many heads put a mean mass >= ON_S
     on S; where B_X comes from (norm_measures): ln1_gain_rms, ln1_shift_norm, B_X_token ("cls",
     "bit0", "bit1"), B_X_position (-1 for [CLS]) and B_X_in_S (1 when that position is in S);
-    C's other factors (issue 38, folder.MECHANISM_FACTORS): readout_norm and mlp_factor (L_after
+    C's other factors (issue 38, row_kinds.MECHANISM_FACTORS): readout_norm and mlp_factor (L_after
     is their product), qk_fro and v_21 (the largest head's ||W_QK||_F and ||W_V||_{2,1}) and the
     head sums theory.COVERING_SUMS, from which theory.covering_from_parts gives C again;
     per_head: each of score_scale, norm_V, norm_O, mass_on_S, score_gap per head."""
@@ -130,7 +130,7 @@ def measure_mechanism(p, cfg, S, X, canonical=True):
 
 def _canonical_measures(p, cfg, top):
     """The same norms on symmetry.canonical's form of p (issue 47: measures of the function, which
-    no exact symmetry of the model moves; folder.MECHANISM_CANONICAL): its C, the score scale of
+    no exact symmetry of the model moves; row_kinds.MECHANISM_CANONICAL): its C, the score scale of
     the largest head and of the head `top`, the largest ||W_V||_2, ||W_O||_2, ||W_QK||_F and
     ||W_V||_{2,1}, the readout's norm and the MLP's factor. Canonical B_X is sqrt(d + 1) (every
     LayerNorm's gain folded into what reads it), so the score scale is ||W_QK||_2 (d + 1)."""

@@ -7,7 +7,7 @@ neither imports the other. Top to bottom: the plan read back and its cells, the 
 resampling weights, medians and separations with their intervals, the page's wording; then the
 plan made from committed sweep folders (plan_cells), and the growth of the mechanism's
 quantities with T (growth_table), which the symmetries study reads too.
-Every interval is a 95% percentile interval over stats.N_BOOT resamples of the SEED labels (a
+Every interval is a 95% percentile interval over intervals.N_BOOT resamples of the SEED labels (a
 drawn seed brings its run in every cell of its T), by stats.py's design: the cells at one T share
 a seed's S, data and (at one width) init, and draw the same resamples; each T draws its own.
 Medians, not means: C is a cube of sums and has a long tail. A separation P(failure's X >
@@ -21,7 +21,7 @@ import os
 import numpy as np
 
 from studies.lib.checks import INTS, REALS, check_number
-from studies.lib import folder, harness, laws, run_options, stats, training
+from studies.lib import folder, harness, intervals, laws, row_kinds, run_options, stats, training
 from studies.lib.harness import check_path, shown
 
 
@@ -76,8 +76,8 @@ def study_cells(source, design, Ts, widths=None):
     (default every width), each naming the plan it comes from); ValueError naming the T or width
     the study has no such cell at."""
     check_path("source", source, "a study's folder", folder=True)
-    if design not in folder.DESIGNS:
-        raise ValueError(f"design must be one of {', '.join(folder.DESIGNS)}, got {shown(design)}")
+    if design not in row_kinds.DESIGNS:
+        raise ValueError(f"design must be one of {', '.join(row_kinds.DESIGNS)}, got {shown(design)}")
     for name, v in (("Ts", Ts), ("widths", widths)):
         if v is not None and not (isinstance(v, (list, tuple)) and v and all(
                 isinstance(x, int) and not isinstance(x, bool) for x in v)):
@@ -96,13 +96,13 @@ def study_cells(source, design, Ts, widths=None):
     return study, [c for c in cells if widths is None or c["d"] in widths]
 
 
-STUDY_CSVS = dict(runs=("runs.csv", folder.MECHANISM_ROWS, "test_acc"),
-                  trace=("trajectories.csv", folder.TRAJECTORY_ROWS, "final_test_acc"))
+STUDY_CSVS = dict(runs=("runs.csv", row_kinds.MECHANISM_ROWS, "test_acc"),
+                  trace=("trajectories.csv", row_kinds.TRAJECTORY_ROWS, "final_test_acc"))
 
 
 def study_rows(out, plan, what="runs"):
     """The finished rows in OUT/runs.csv (what="runs") or OUT/trajectories.csv ("trace"), each
-    read and checked by folder.py (folder.read_rows, folder.check_rows with the kind of rows of
+    read and checked by folder.py (row_kinds.read_rows, folder.check_rows with the kind of rows of
     STUDY_CSVS) against the plan: a row that contradicts itself, the plan (its cell, seed, task,
     s, steps, its success under the bar) or another row of the same run is a one-line ValueError
     naming the file and line; a torn last row is skipped. The files are folder.study_csvs's: a
@@ -117,7 +117,7 @@ def study_rows(out, plan, what="runs"):
                               f"the CSV of {what} mechanism.py writes")
     if not parts:
         return []
-    return folder.check_rows(folder.read_rows(parts, kind=kind), plan["bar"], plan, kind=kind)
+    return folder.check_rows(row_kinds.read_rows(parts, kind=kind), plan["bar"], plan, kind=kind)
 
 
 def study_files(out):
@@ -153,7 +153,7 @@ def load_study(out):
     for r in rows:
         r = dict(r, **{k: float(r[k]) for k in NUMBERS},
                  **{k: float(r.get(k) or "nan")                                  # "": not taken
-                    for k in folder.MECHANISM_FACTORS + folder.MECHANISM_CANONICAL},
+                    for k in row_kinds.MECHANISM_FACTORS + row_kinds.MECHANISM_CANONICAL},
                  d=int(r["d"]), T=int(r["T"]), m=int(r["m"]), seed=int(r["seed"]),
                  success=int(r["success"]))
         by.setdefault((r["d"], r["T"], r["m"]), {})[r["seed"]] = r      # a run once
@@ -183,14 +183,14 @@ def load_runs(out, role="the study"):
 
 def seed_weights(n_seeds, Ts, n_boot=None, seed=0):  # -> {T: [1 + n_boot, n_seeds]}
     """How often each seed label 0..n_seeds-1 is drawn at each T: row 0 the data itself (all 1),
-    then n_boot (default stats.N_BOOT) resamples (stats.resample_counts: the same at one T,
+    then n_boot (default intervals.N_BOOT) resamples (intervals.resample_counts: the same at one T,
     independent across T)."""
     check_number("n_seeds", n_seeds, INTS, 1, 10 ** 6 + 1)
     if not (isinstance(Ts, (list, tuple, set)) and Ts):
         raise TypeError(f"Ts must be a non-empty list of T, got {shown(Ts)}")
     for T in Ts:
         check_number("Ts", T, INTS, 1)
-    return {T: np.vstack([np.ones(n_seeds), stats.resample_counts(n_seeds, T, n_boot, seed)])
+    return {T: np.vstack([np.ones(n_seeds), intervals.resample_counts(n_seeds, T, n_boot, seed)])
             for T in sorted(set(Ts))}
 
 
@@ -225,7 +225,7 @@ def _check_rows(rows, keys):
 
 def _check_real(name, v):
     """v a real number (nan and inf too), not a bool, within a float's range -> v as it is (a
-    stats.Bound keeps its Monte Carlo band)."""
+    intervals.Bound keeps its Monte Carlo band)."""
     if not (isinstance(v, REALS) and not isinstance(v, (bool, np.bool_)) and
             (not isinstance(v, int) or abs(v) <= 2 ** 1023)):
         raise TypeError(f"{name} must be a real number, got {shown(v)}")
@@ -257,7 +257,7 @@ def median_ci(rows, key, W):
         return math.nan, math.nan, math.nan, np.full(W.shape[0] - 1, np.nan)
     v, s = map(np.array, zip(*pairs))
     med = weighted_median(v.astype(np.float64), W[:, s])
-    lo, hi = stats.percentile_ci(med[1:][np.isfinite(med[1:])]) if np.isfinite(
+    lo, hi = intervals.percentile_ci(med[1:][np.isfinite(med[1:])]) if np.isfinite(
         med[1:]).any() else (math.nan, math.nan)
     return float(med[0]), lo, hi, med[1:]
 
@@ -298,14 +298,14 @@ def separation(cells_rows, key, W):
     with np.errstate(invalid="ignore", divide="ignore"):
         p = num / den
     rep, bad = p[1:], ~(den[1:] > 0)
-    lo = stats.percentile_ci(np.where(bad, 0.0, rep))[0]
-    hi = stats.percentile_ci(np.where(bad, 1.0, rep))[1]
+    lo = intervals.percentile_ci(np.where(bad, 0.0, rep))[0]
+    hi = intervals.percentile_ci(np.where(bad, 1.0, rep))[1]
     return float(p[0]), lo, hi
 
 
 EDGE_NOTE = ("A bound printed as the null itself beside 'established' lies beyond it by less "
              "than its last printed digit: the word is read from the bound's Monte Carlo band "
-             "(stats.surely_above, surely_below), the text rounded outwards.")
+             "(intervals.surely_above, surely_below), the text rounded outwards.")
 
 
 def word(lo, hi, null):
@@ -313,13 +313,13 @@ def word(lo, hi, null):
     lo, hi, null = _check_real("lo", lo), _check_real("hi", hi), _check_real("null", null)
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return "n/a"
-    clear = stats.surely_above(lo, null) or stats.surely_below(hi, null)   # beyond its MC error
+    clear = intervals.surely_above(lo, null) or intervals.surely_below(hi, null)   # beyond its MC error
     return "established" if clear else "not detected"
 
 
 def fmt(v, lo=None, hi=None, digits=3):
     """v [lo, hi] to `digits` significant figures, a bound to fewer where its Monte Carlo error
-    moves the last one (stats.bound_text)."""
+    moves the last one (intervals.bound_text)."""
     check_number("digits", digits, INTS, 1, 18)
     if v is not None:
         v = _check_real("v", v)
@@ -332,8 +332,8 @@ def fmt(v, lo=None, hi=None, digits=3):
 
     def f(x):
         dec = digits - 1 - math.floor(math.log10(abs(x))) if x and np.isfinite(x) else digits
-        if stats.mc_decimals(x, dec) != dec:
-            return stats.bound_text(x, dec)
+        if intervals.mc_decimals(x, dec) != dec:
+            return intervals.bound_text(x, dec)
         return f"{x:.{digits}g}" if abs(x) < 1e5 else f"{x:.2e}"
     return f(v) if lo is None else f"{f(v)} [{f(lo)}, {f(hi)}]"
 
@@ -381,7 +381,7 @@ def _check_plan_arguments(folders, Ts, extra, n_seeds, fixed_from, factor):
             isinstance(p, (list, tuple)) and len(p) == 2 for p in extra)):
         raise TypeError(f"extra must be a list of (d, T) pairs, got {harness.shown(extra)}")
     extra = [tuple(check_number("extra", v, INTS, 1) for v in p) for p in extra]
-    check_number("n_seeds", n_seeds, INTS, 1, folder.MAX_SEARCHES + 1)
+    check_number("n_seeds", n_seeds, INTS, 1, row_kinds.MAX_SEARCHES + 1)
     if fixed_from is not None:
         check_number("fixed_from", fixed_from, INTS, 1)
     positive = "a finite number > 0 (fixed m = factor x m*)"

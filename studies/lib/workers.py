@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from studies.lib import cli, folder, harness, run_options, training
+from studies.lib import cli, harness, row_kinds, run_options, training
 from studies.lib.measures import N_MEASURE, measure_mechanism
 from studies.lib.checks import INTS, check_number
 
@@ -50,7 +50,7 @@ def sweep_worker(runs):
                 results.append(training.diverged_result(run_options.validate_options(o)))
     results = iter(results)
     results = [failed[i] if i in failed else next(results) for i in range(len(runs))]
-    return [dict({k: r[k] for k in folder.ROW_FIELDS if k not in ("success", "sweep_id")},
+    return [dict({k: r[k] for k in row_kinds.ROW_FIELDS if k not in ("success", "sweep_id")},
                  **({"ball": r.get("ball")} if run_options.ball_radii(o) else {}))
             for r, o in zip(results, runs)]
 
@@ -72,7 +72,7 @@ def stack_size(T, most, d=64, heads=16, itemsize=4):
 
 MEASURED = ("covering_constant", "B_X", "score_scale", "norm_V", "norm_O", "top_head",
             "mass_on_S", "score_gap", "heads_on_S", "top_score_scale", "top_norm_V", "top_norm_O"
-            ) + folder.MECHANISM_FACTORS + folder.MECHANISM_CANONICAL
+            ) + row_kinds.MECHANISM_FACTORS + row_kinds.MECHANISM_CANONICAL
 
 
 LOG_EVERY = 100     # the monitor's steps (gcd with the run's steps, so the last is one of them)
