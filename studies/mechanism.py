@@ -138,6 +138,24 @@ def _note_machine(out, plan, allow=False):
             and arithmetic.differences(was, here) else None)
 
 
+def _open_study(out, plan, what, n_seeds, other_arithmetic):
+    """The study's folder taken for `what` ("runs" or "trace"): its lock, the runs already
+    finished, the stacks still to run, and the writer of its CSV (under this session's
+    arithmetic, note_machine). -> (lock, done, stacks, writer); the lock is let go on failure."""
+    name, kind, _ = STUDY_CSVS[what]
+    lock = folder_write.lock_folder(out, holder=f"studies.mechanism {what}, pid {os.getpid()}")
+    try:
+        key = row_kinds.MECHANISM_ROWS["run"]
+        done = {key(r) for r in study_rows(out, plan, what) if is_final(r)}
+        stacks = _stacks_to_run(plan, done, n_seeds)
+        mixed = _note_machine(out, plan, other_arithmetic)
+        return lock, done, stacks, folder_write.RowWriter(os.path.join(out, name), kind, mixed)
+    except BaseException:
+        if lock:
+            lock.close()
+        raise
+
+
 def _run_plan(out, workers=1, n_seeds=None, log=print, what="runs", other_arithmetic=False):
     """Train every run of OUT/plan.json (seeds 0..n_seeds-1; default all) not yet finished in the
     study's CSV (what: "runs", train_cell's rows in OUT/runs.csv; "trace", train_trace's in
@@ -149,20 +167,10 @@ def _run_plan(out, workers=1, n_seeds=None, log=print, what="runs", other_arithm
     if n_seeds is not None and n_seeds > plan["seeds"]:
         raise ValueError(f"--seeds {n_seeds}: the plan of {out} has seeds 0..{plan['seeds'] - 1}; "
                          f"give at most {plan['seeds']} (a screen of its first seeds)")
-    name, kind, final = STUDY_CSVS[what]
+    final = STUDY_CSVS[what][2]
     train_fn = train_cell if what == "runs" else functools.partial(train_trace,
                                                                   every=plan["every"])
-    lock = folder_write.lock_folder(out, holder=f"studies.mechanism {what}, pid {os.getpid()}")
-    try:
-        key = row_kinds.MECHANISM_ROWS["run"]
-        done = {key(r) for r in study_rows(out, plan, what) if is_final(r)}
-        stacks = _stacks_to_run(plan, done, n_seeds)
-        mixed = _note_machine(out, plan, other_arithmetic)
-        writer = folder_write.RowWriter(os.path.join(out, name), kind, mixed)
-    except BaseException:
-        if lock:
-            lock.close()
-        raise
+    lock, done, stacks, writer = _open_study(out, plan, what, n_seeds, other_arithmetic)
     total = sum(map(len, stacks))
     log(f"mechanism: {len(done)} runs already in {out}; {total} to run in {len(stacks)} "
         f"stacks on {workers} worker(s)", flush=True)

@@ -43,6 +43,24 @@ def _compare_line(name, T, runs, e, seeds, ref, papers):
             f"{_split_medians(runs, 'pos_overlap')} | {cpu_minutes(runs):.1f} |")
 
 
+COMPARE_HEAD = ("| protocol | T | m50 [95% CI] | m50 / first [paired 95% CI] | m90 [95% CI] | "
+                "seeds | m* (paper) | failures that memorised | attention on S: successes / "
+                "failures (median) | positional overlap of S: successes / failures (median) | "
+                "CPU min |", "|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def _protocol_name(names, i, folder, meta, protocols):
+    """The name folder i goes by in a comparison: its protocol, with its folder added where two
+    folders share the protocol or its options are not the protocol's (`protocols`: name ->
+    options it changes from train.py's), e.g. ours at another width."""
+    own = dict(run_options.DEFAULTS, **(protocols or {}).get(names[i], {}))
+    opts = full_options(meta.get("options", {}))
+    changed = protocols is not None and "protocol" in meta and (
+        names[i] not in protocols or any(own[k] != v for k, v in opts.items() if k in own))
+    return names[i] if names.count(names[i]) == 1 and not changed else \
+        f"{names[i]} ({os.path.basename(folder.rstrip('/'))})"
+
+
 def _compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, growth_from=None):
     """One table over sweep folders (one protocol each): per folder and T, m50 and m90 with 95%
     CIs, m50 over the first folder's with a paired CI (paired_ratio; only where both hold the same
@@ -58,26 +76,18 @@ def _compare_table(folders, log=print, n_seeds=None, Ts=None, protocols=None, gr
     paper's statistic: a claim on one quotes the other).
     Last, for folders of the paper's task (3-sparse AND, bar 0.99), where the paper's m* falls
     against the folder's majority m* interval at the paper's T (paper_position)."""
-    lines = ["| protocol | T | m50 [95% CI] | m50 / first [paired 95% CI] | m90 [95% CI] | "
-             "seeds | m* (paper) | failures that memorised | attention on S: successes / "
-             "failures (median) | positional overlap of S: successes / failures (median) | "
-             "CPU min |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = list(COMPARE_HEAD)
     fits, entries, first, growth, paper, first_star = [], [], {}, [], [], {}
     metas = [folder_rows(folder, n_seeds, Ts) for folder in folders]
-    if growth_from is not None and not any(int(r["T"]) == growth_from for _, rows in metas
-                                           for r in rows):
+    held = sorted({int(r["T"]) for _, rows in metas for r in rows})
+    if growth_from is not None and growth_from not in held:
         raise ValueError(f"--growth-from {growth_from}: no folder holds T = {growth_from}; T here: "
-                         f"{sorted({int(r['T']) for _, rows in metas for r in rows})}")
+                         f"{held}")
     names = [meta.get("protocol", os.path.basename(f.rstrip("/"))) for f, (meta, _) in
              zip(folders, metas)]
     for i, (folder, (meta, rows)) in enumerate(zip(folders, metas)):
-        own = dict(run_options.DEFAULTS, **(protocols or {}).get(names[i], {}))
+        name = _protocol_name(names, i, folder, meta, protocols)
         opts = full_options(meta.get("options", {}))
-        changed = protocols is not None and "protocol" in meta and (
-            names[i] not in protocols or any(own[k] != v for k, v in opts.items() if k in own))
-        name = names[i] if names.count(names[i]) == 1 and not changed else \
-            f"{names[i]} ({os.path.basename(folder.rstrip('/'))})"   # e.g. ours at another d
         est, scaling = success_table(rows, ["transformer"])
         papers = asks_papers_question(opts["task"], opts["s"], meta.get("bar", 0.99))
         own = {}

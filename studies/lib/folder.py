@@ -56,6 +56,8 @@ PARSE_HELPERS = {   # parsing that is not a reader of its own: what the readers 
     "folder.read_json": "the JSON text of a file, for the readers of JSON kinds",
     "cli.parse_json": "JSON text, a key twice or nesting too deep refused (every JSON reader)",
     "row_kinds.csv_header": "a CSV's header line, for RowWriter's check of a file it appends to",
+    "row_kinds._header_of": "a CSV's header line, for read_rows",
+    "row_kinds._row_of": "one line of a CSV as a row, for read_rows",
     "cli._json_file": "claim_output's recognition of a file the project wrote (never an input)",
 }
 

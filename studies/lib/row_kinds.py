@@ -398,56 +398,70 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
         lines = text[:text.rfind("\n") + 1].splitlines()
         if not lines:                         # empty, or a header torn mid-write: no runs yet
             continue
-        last = len(lines) if text.endswith("\n") else None    # else a torn tail follows
         if kind.get("whole") and text and not text.endswith("\n"):
             raise ValueError(f"{path} line {len(lines) + 1}: the file ends mid-row; {kind['what']} "
                              f"is written whole, so it was cut or damaged: write it again")
-        header = next(csv.reader([lines[0]]), [])
-        odd = [k for k in header if not k.strip() or header.count(k) > 1]
-        if odd:
-            what = "an empty column" if not odd[0].strip() else f"the column {odd[0]!r} twice"
-            raise ValueError(f"{path} line 1: the header has {what}; not {kind['what']} as "
-                             f"written (damaged?)")
-        missing = [k for k in kind["fields"] if k not in kind["optional"] and k not in header]
-        if missing:
-            raise ValueError(f"{path}: not {kind['what']} (no column {', '.join(missing)})")
+        header = _header_of(path, lines[0], kind)
+        last = len(lines) if text.endswith("\n") else None    # else a torn tail follows
         for line, text_line in enumerate(lines[1:], start=2):
-            torn = "NUL bytes" if "\x00" in text_line else None
-            if not torn:
-                fields = next(csv.reader([text_line]), [])
-                if not fields:                                 # a blank line: never written
-                    warn(f"warning: {path} line {line}: a blank line, skipped; the file was "
-                         f"edited or damaged there")
-                    continue
-                if len(fields) > len(header):
-                    raise ValueError(f"{path} line {line}: {len(fields) - len(header)} more "
-                                     f"fields than the header has columns (rows appended under "
-                                     f"another header?)")
-                r = dict(zip(header, fields))
-                odd = next((v for v in fields if v != v.strip() or "_" in v or not v.isascii()),
-                           None)            # int() takes ' 8 ', '2_8' and '٣'; we write none
-                if odd is not None:
-                    raise ValueError(f"{path} line {line}: the value {odd!r} is not one this "
-                                     f"project writes (spaces, '_' or a non-ASCII character)")
-                if len(fields) < len(header) or "" in (r.get(k) for k in kind["filled"]):
-                    torn = f"{len(fields)} of {len(header)} fields"
-            if torn and kind.get("whole"):
-                raise ValueError(f"{path} line {line}: a torn row ({torn}); {kind['what']} is "
-                                 f"written whole, so it was damaged: write it again")
-            if torn:
-                warn(f"warning: {path} line {line}: a torn row ({torn}), skipped; "
-                     + (KILLED if line == last else "the file was damaged there"))
-                continue
-            try:
-                r = kind["parse"](r)
-            except BadRow as e:
-                raise ValueError(f"{path} line {line}: {e}") from None
-            r["line"] = f"{path} line {line}"
-            rows.append(r)
+            r = _row_of(f"{path} line {line}", text_line, header, kind, warn,
+                        KILLED if line == last else "the file was damaged there")
+            if r is not None:
+                rows.append(r)
         if text[text.rfind("\n") + 1:]:                   # the tail after the last line end
             warn(f"warning: {path} line {len(lines) + 1}: the last row is cut mid-line, "
                  f"skipped; {KILLED}")
     return rows
+
+
+def _header_of(path, first, kind):
+    """The columns of a CSV's first line, checked: no column empty or twice, every column of
+    `kind` there but those older files lack."""
+    header = next(csv.reader([first]), [])
+    odd = [k for k in header if not k.strip() or header.count(k) > 1]
+    if odd:
+        what = "an empty column" if not odd[0].strip() else f"the column {odd[0]!r} twice"
+        raise ValueError(f"{path} line 1: the header has {what}; not {kind['what']} as "
+                         f"written (damaged?)")
+    missing = [k for k in kind["fields"] if k not in kind["optional"] and k not in header]
+    if missing:
+        raise ValueError(f"{path}: not {kind['what']} (no column {', '.join(missing)})")
+    return header
+
+
+def _row_of(where, text_line, header, kind, warn, torn_because):
+    """One line of a CSV under `header` as a row of `kind` (parsed and checked alone, "line"
+    added), or None for a blank or torn line, skipped with a warning (a torn line of a file
+    written whole is an error). where: "FILE line N"."""
+    torn = "NUL bytes" if "\x00" in text_line else None
+    if not torn:
+        fields = next(csv.reader([text_line]), [])
+        if not fields:                                 # a blank line: never written
+            warn(f"warning: {where}: a blank line, skipped; the file was edited or damaged there")
+            return None
+        if len(fields) > len(header):
+            raise ValueError(f"{where}: {len(fields) - len(header)} more fields than the header "
+                             f"has columns (rows appended under another header?)")
+        r = dict(zip(header, fields))
+        odd = next((v for v in fields if v != v.strip() or "_" in v or not v.isascii()),
+                   None)            # int() takes ' 8 ', '2_8' and '٣'; we write none
+        if odd is not None:
+            raise ValueError(f"{where}: the value {odd!r} is not one this project writes "
+                             f"(spaces, '_' or a non-ASCII character)")
+        if len(fields) < len(header) or "" in (r.get(k) for k in kind["filled"]):
+            torn = f"{len(fields)} of {len(header)} fields"
+    if torn and kind.get("whole"):
+        raise ValueError(f"{where}: a torn row ({torn}); {kind['what']} is written whole, so it "
+                         f"was damaged: write it again")
+    if torn:
+        warn(f"warning: {where}: a torn row ({torn}), skipped; {torn_because}")
+        return None
+    try:
+        r = kind["parse"](r)
+    except BadRow as e:
+        raise ValueError(f"{where}: {e}") from None
+    r["line"] = where
+    return r
 
 
 KILLED = "a run killed while writing it leaves this, and resuming runs it again"

@@ -163,6 +163,12 @@ def cross_option_problem(o, flag=py_flag):
         return f"dropout must be below 1, got {f('dropout')}"
     if o.get("freeze", "none") != "none" and o.get("model") == "mlp":
         return f"freeze acts on the Transformer's LayerNorms only, got {f('freeze')} with model mlp"
+    return _factor_problem(o, f)
+
+
+def _factor_problem(o, f):
+    """cross_option_problem's second half: the factors (LN1's gain, W_Q, W_K and W_V at c times
+    their scale) and the balls, each against the model and the dtype. f names an option."""
     most = (float(np.finfo(o.get("dtype", "float32")).max) / o["d"]) ** 0.5
     if o.get("ln1_gain", 1.0) >= most:
         return (f"{f('ln1_gain')} is too large for {o.get('dtype', 'float32')}: the attention "
