@@ -5,9 +5,9 @@ The sections follow the root's files, in this order: attn.py, data.py, optim.py,
 train.py, theory.py; then the root's hostile-value walk (its WALK table sits with the walker's
 machinery in attn.py's section, where the walked entry points are), and the house and the front
 page. Each test sits in the section of the file whose behaviour it specifies. Helpers that several
-sections use (small run options, run_cli) come first. studies/test_studies.py holds the studies'
-tests (the studies' trainer, checkpoints, the modules in studies/) and imports the helpers it
-shares from here; the WALK table still holds the moved modules' entries, which test_studies walks.
+sections use (small run options, run_cli) come first. It imports nothing of studies/: the studies'
+tests sit beside their modules (studies/test_*.py, studies/lib/test_*.py) and import the
+walker's machinery and a few helpers from here.
 
 Gradient checks (attn.py's section): float64 central differences (theory.numerical_jacobian) of
 sum(out * dout) with a random upstream gradient dout, inputs off-centre, LayerNorm gain != 1 and
@@ -39,15 +39,8 @@ import fast
 import optim
 import theory
 import train
-# the WALK table below also holds the entries of the modules that moved into studies/ (walked by
-# test_studies); their fixtures need these
-from studies.lib import (arithmetic, baseline, checkpoint, cli, hypotheses, run_options, symmetry)  # noqa: E402
-from studies import trainer
-from studies.lib import training
 
 
-# optim.py and stats.py: the optimiser, and the statistics behind every table
-NAN = float("nan")
 
 
 _NUMBER = r"~?-?(?:\d[\d,]*(?:\.\d+)?(?:e\+\d+)?|inf)"   # ~: widened (intervals.bound_text)
@@ -82,7 +75,7 @@ TINY = ["--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4", "--n
 
 
 def run_cli(capsys, *argv):
-    """(exit code, stdout, stderr) of train.main(argv) (the study commands' own: test_studies)."""
+    """(exit code, stdout, stderr) of train.main(argv) (the study commands' own: studies/conftest.py)."""
     capsys.readouterr()
     try:
         code = train.main(list(argv))
@@ -91,7 +84,7 @@ def run_cli(capsys, *argv):
     out, err = capsys.readouterr()
     return code, out, err
 
-def _python(*args, **kw):
+def run_python(*args, **kw):
     return subprocess.Popen([sys.executable, *args], cwd=HERE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)
 
@@ -352,7 +345,7 @@ def test_config_errors():
                      (dict(T=10**400), "T must be an integer >= 1"),
                      (dict(depth=2), r"cfg must be a dict of default_config\(\.\.\.\)'s keys, "
                                      r"missing or unknown: \['depth'\]")]:
-        _refused_in_one_line(msg, lambda: attn.default_config(**bad))
+        refused_in_one_line(msg, lambda: attn.default_config(**bad))
     cfg = attn.default_config(T=5, d=4, heads=1)
     p = attn.init_params(cfg, np.random.default_rng(0))
     for path in PATHS:
@@ -360,7 +353,7 @@ def test_config_errors():
             forward(p, cfg, np.zeros((2, 6), np.uint8), path)
 
 
-def _refused_in_one_line(msg, *calls, kind=ValueError):
+def refused_in_one_line(msg, *calls, kind=ValueError):
     """Each call raises `kind` matching msg, in one line (issue 23: never numpy's traceback)."""
     for f in calls:
         with pytest.raises(kind, match=msg) as e:
@@ -368,7 +361,7 @@ def _refused_in_one_line(msg, *calls, kind=ValueError):
         assert "\n" not in str(e.value), str(e.value)
 
 
-def _api_case():
+def api_case():
     cfg = attn.default_config(T=4, d=4, heads=1, mlp=3)
     p = attn.init_params(cfg, np.random.default_rng(0))
     X = np.array([[0, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 1]], np.uint8)
@@ -379,12 +372,12 @@ def test_hand_made_config_names_missing_and_unknown_keys():
     """Issue 23: a cfg dict built by hand without a key (pos_init and dropout came later) or with a
     key the model does not know is refused by every entry point, naming the keys; values of the
     wrong type are named, never hashed or compared as arrays."""
-    cfg, p, X, y = _api_case()
+    cfg, p, X, y = api_case()
     for keys, bad in [(["pos_init"], {k: v for k, v in cfg.items() if k != "pos_init"}),
                       (["dropout", "pos_init"], {k: v for k, v in cfg.items()
                                                  if k not in ("dropout", "pos_init")}),
                       (["depth"], dict(cfg, depth=2)), ([3, "T2"], {**cfg, 3: 1, "T2": 3})]:
-        _refused_in_one_line(rf"cfg must be a dict of default_config\(\.\.\.\)'s keys, missing or "
+        refused_in_one_line(rf"cfg must be a dict of default_config\(\.\.\.\)'s keys, missing or "
                              rf"unknown: {re.escape(str(keys))}$",
                              lambda: attn.check_config(bad),
                              lambda: attn.init_params(bad, np.random.default_rng(0)),
@@ -395,7 +388,7 @@ def test_hand_made_config_names_missing_and_unknown_keys():
                              lambda: attn.cls_attention(p, bad, X),
                              lambda: fast.cls_attention_mean(p, bad, X))
     for bad in (None, [("T", 4)], "cfg"):
-        _refused_in_one_line(r"cfg must be a dict of default_config\(\.\.\.\)'s keys, got",
+        refused_in_one_line(r"cfg must be a dict of default_config\(\.\.\.\)'s keys, got",
                              lambda: attn.check_config(bad),
                              lambda: attn.init_params(bad, np.random.default_rng(0)),
                              lambda: attn.model_forward(p, bad, X))
@@ -405,7 +398,7 @@ def test_hand_made_config_names_missing_and_unknown_keys():
                             ("pos_init", None, "pos_init must be 'normal' or 'zero', got None"),
                             ("mlp", 3.0, r"mlp must be an integer >= 0, got 3\.0"),
                             ("dropout", float("nan"), "dropout must be a probability")]:
-        _refused_in_one_line(msg, lambda: attn.check_config(dict(cfg, **{key: value})),
+        refused_in_one_line(msg, lambda: attn.check_config(dict(cfg, **{key: value})),
                              lambda: attn.model_forward(p, dict(cfg, **{key: value}), X))
     assert attn.check_config(dict(cfg)) == cfg            # a complete hand-made cfg is fine
 
@@ -416,22 +409,22 @@ def test_loss_refuses_bad_weights_labels_and_logits():
     loss's doors (attn.loss_and_grads, fast.loss_and_grads) refuse them by name, on one run and
     on a stack; the losses themselves (attn.logistic_forward, fast.logistic_forward) are
     textbook ops."""
-    cfg, p, X, y = _api_case()
+    cfg, p, X, y = api_case()
     for bad in (np.array([0.3, np.nan, 0.3]), np.array([0.5, -0.5, 0.5]),
                 np.array([np.inf, 0.0, 0.0]), np.array([1, -1, 1]), np.ones(2), np.ones((1, 3)),
                 np.ones(()), [1 / 3] * 3, 0.5, np.array(["1", "1", "1"])):
-        _refused_in_one_line(r"weights must be None or finite numbers >= 0 of shape \(3,\), got",
+        refused_in_one_line(r"weights must be None or finite numbers >= 0 of shape \(3,\), got",
                              lambda: fast.loss_and_grads(p, cfg, X, y, weights=bad))
     P = {k: np.stack([v, v]) for k, v in p.items()}
     w = np.full((2, 3), 1 / 3)
     w[1, 2] = np.nan
-    _refused_in_one_line(r"weights must be None or finite numbers >= 0 of shape \(2, 3\)",
+    refused_in_one_line(r"weights must be None or finite numbers >= 0 of shape \(2, 3\)",
                          lambda: fast.loss_and_grads(P, cfg, np.stack([X, X]), np.stack([y, y]),
                                                      weights=w))
     for bad in (np.array([0, 2, 1]), np.array([0.5, 1, 0]), np.array([np.nan, 0, 1]),
                 np.array([-1, 0, 1]), np.array([0, 1]), np.array([[0, 1, 1]]), np.array(1),
                 [0, 1, 1], (0, 1, 1), np.array(["0", "1", "1"]), None):
-        _refused_in_one_line(r"y must be a numpy array of shape \(3,\) \(labels\) of 0s and 1s",
+        refused_in_one_line(r"y must be a numpy array of shape \(3,\) \(labels\) of 0s and 1s",
                              lambda: attn.loss_and_grads(p, cfg, X, bad),
                              lambda: fast.loss_and_grads(p, cfg, X, bad))
     loss, *_ = fast.loss_and_grads(p, cfg, X, y.astype(bool), weights=np.array([1, 0, 2]))
@@ -442,33 +435,33 @@ def test_backward_and_kept_versions_name_mismatched_shapes():
     """Issue 23: a dz of the wrong shape reached numpy's matmul ('core dimension') or broadcast
     silently; kept versions given as a list, or in the other dtype (a silent upcast), were not
     named either."""
-    cfg, p, X, y = _api_case()
+    cfg, p, X, y = api_case()
     for path in PATHS:
         z, cache = forward(p, cfg, X, path)
         mod = fast if path == "fast" else attn
         for bad in (np.ones(2), np.ones((3, 1)), np.ones(()), [1.0, 1.0, 1.0]):
-            _refused_in_one_line(r"model_backward needs the cache (fast\.)?model_forward returned "
+            refused_in_one_line(r"model_backward needs the cache (fast\.)?model_forward returned "
                                  r"and dz, numbers of its logits' shape, got cache .*, dz",
                                  lambda: backward(bad, p, cfg, cache))
-        _refused_in_one_line(r"model_backward needs the cache (fast\.)?model_forward returned",
+        refused_in_one_line(r"model_backward needs the cache (fast\.)?model_forward returned",
                              lambda: mod.model_backward(np.ones(3), p, cfg, {}),
                              lambda: mod.model_backward(np.ones(3), p, cfg, z))
-        _refused_in_one_line(r"param W_Q must be an array of shape \(4, 4\)",
+        refused_in_one_line(r"param W_Q must be an array of shape \(4, 4\)",
                              lambda: mod.model_backward(z, dict(p, W_Q=p["W_Q"][:2]), cfg, cache))
     Xf = X.astype(np.float32)
     for bad in (fast.two_versions(Xf, np.float32).tolist(), 1.0):
-        _refused_in_one_line(r"versions must be None or two_versions\(X, dtype\)",
+        refused_in_one_line(r"versions must be None or two_versions\(X, dtype\)",
                              lambda: fast.loss_and_grads(p, cfg, Xf, y, versions=bad))
-    _refused_in_one_line(r"versions must be .* dtype float32, got .* dtype float64",
+    refused_in_one_line(r"versions must be .* dtype float32, got .* dtype float64",
                          lambda: fast.loss_and_grads(p, cfg, Xf, y,
                                                      versions=fast.two_versions(Xf, np.float64)))
     for bad in (np.int32, "float16", None, np.dtype("float16")):
-        _refused_in_one_line("dtype must be 'float32' or 'float64'",
+        refused_in_one_line("dtype must be 'float32' or 'float64'",
                              lambda: fast.two_versions(Xf, bad))
 
 
 # ---------------- the walker: every public function refuses hostile values by name (issue 39) ---
-# One valid call per public function (and public method) of each module of WALKED, and for each
+# One valid call per public function (and public method) of each module of ROOT_WALKED, and for each
 # argument the hostile values of its kind (_hostile): each substitute must raise a one-line
 # ValueError or TypeError naming the argument, unless the entry says that value is legal and why.
 # An argument's hostile values follow its valid value's type: NaN, inf, -1, 0, booleans, 1j, 10**12
@@ -476,13 +469,13 @@ def test_backward_and_kept_versions_name_mismatched_shapes():
 # array; None, a list of items and a missing key for a dict. The values inside float arrays are
 # not walked (an op computes on any floats: NaN in, NaN out, as in numpy); arrays whose values are
 # constrained (bits, labels, weights) get theirs as extra hostile values. To cover a module, add
-# it to WALKED and one Walk per public function to WALK, keyed "module.function".
+# it to ROOT_WALKED and one Walk per public function to WALK, keyed "module.function" (the
+# studies walk their modules with this machinery, each table beside its module's tests).
 
-WALKED = (attn, baseline, data, fast, symmetry)
 
 
 class Walk:
-    """A valid call and what its walk allows. args: a function of _walk_fixtures() returning
+    """A valid call and what its walk allows. args: a function of walk_fixtures() returning
     {argument: valid value} (built afresh for each call); legal: {argument: {label: reason}}
     (the label "*": every value, e.g. describe's); extra: {argument: {label: value}} walked too;
     names: {argument: regex} where the message names it otherwise (params, cache); run=False
@@ -502,50 +495,15 @@ KEYS_MLP, RNGS = ("W_1", "b_1", "W_2", "b_2"), {"5": 5, "RandomState": np.random
 P_NAMES = dict(p=r"params?", P=r"params?", c="cache")   # the messages' words for p and c
 
 
-def _literals(*names):  # legal for every value: the arguments a check helper's caller writes
+def any_literal(*names):  # legal for every value: the arguments a check helper's caller writes
     return {n: {"*": LITERAL} for n in names}
 
 
-def _bits(X):  # extra hostile values of a bits array
+def bit_damages(X):  # extra hostile values of a bits array
     return {"2": X * 2, "-1": -X.astype(np.int64), "0.5": X * 0.5}
 
 
-ANY_FACTOR = {"-1": "a negative factor is a symmetry too", "10**12": "any finite nonzero factor"}
 WALK = {
-    # symmetry.py (issue 47): each symmetry, the canonical form, the ball
-    "symmetry.scale_ln": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], ln="ln1", c=2.0),
-                              names=dict(P_NAMES, c=r"\bc\b"), legal=dict(c=ANY_FACTOR)),
-    "symmetry.shift_ln_null": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], ln="ln2",
-                                                  u={"W_1": np.ones(3)}), names=P_NAMES,
-                                   legal=dict(u={"missing key": "a matrix not named shifts by 0"})),
-    "symmetry.mix_qk": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], M=np.stack([np.eye(2)] * 2)),
-                            names=P_NAMES),
-    "symmetry.mix_vo": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], M=np.stack([np.eye(2)] * 2)),
-                            names=P_NAMES),
-    "symmetry.shift_key_bias": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], v=np.ones(4)),
-                                    names=P_NAMES),
-    "symmetry.shift_embeddings": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], v=np.ones(4),
-                                                     a_tok=np.ones(2), a_pos=np.ones(4)),
-                                      names=P_NAMES, legal=dict(a_tok={"None": "no mean shift"},
-                                                                a_pos={"None": "no mean shift"})),
-    "symmetry.permute_heads": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], order=[1, 0]),
-                                   names=P_NAMES),
-    "symmetry.scale_mlp_units": Walk(lambda f: dict(p=f["p"], cfg=dict(f["cfg"], act="relu"),
-                                                    c=2.0), names=dict(P_NAMES, c=r"\bc\b"),
-                                     legal=dict(c={"10**12": "any positive factor"})),
-    "symmetry.canonical": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]), names=P_NAMES),
-    "symmetry.qk_norms": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]), legal=dict(p={
-        "missing key": "only W_Q, b_Q, W_K and LN1's are read (a stack's too)"})),
-    "symmetry.project_qk_ball": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], radius=0.01),
-                                     legal=dict(p={"missing key": "as qk_norms"}, radius={
-                                         "10**12": "a ball too large to act"})),
-    "symmetry.class_norms": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]), legal=dict(p={
-        "missing key": "only the norms' parameters are read (a stack's too)"})),
-    "symmetry.project_class_ball": Walk(
-        lambda f: dict(p=f["p"], cfg=f["cfg"], radii=dict(qk=0.01, vo=0.01, w=0.1, mlp=0.01)),
-        legal=dict(p={"missing key": "as class_norms"}, radii={
-            "empty": "no norm held: nothing to do", "{}": "no norm held: nothing to do",
-            "missing key": "a norm left out is not held"})),
     # attn.py: the configuration and parameters
     "attn.default_config": Walk(lambda f: dict(T=4, d=4, heads=2, mlp=3),
                                 legal=dict(T={"10**12": NO_ALLOC}, d={"10**12": NO_ALLOC},
@@ -556,30 +514,30 @@ WALK = {
                                              "10**12": "any finite std is an init"})),
     # attn.py: the model's doors (head_forward and head_backward are its steps: WALK_EXEMPT)
     "attn.model_forward": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"], rng=f["rng"]),
-                               extra=dict(X=_bits(WX)), names=P_NAMES,
+                               extra=dict(X=bit_damages(WX)), names=P_NAMES,
                                legal=dict(rng={"None": NO_DROPOUT})),
     "attn.full_model_forward": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"]),
-                                    extra=dict(X=_bits(WX)), names=P_NAMES),
+                                    extra=dict(X=bit_damages(WX)), names=P_NAMES),
     "attn.model_backward": Walk(lambda f: dict(dz=f["z"], p=f["p"], cfg=f["cfg"],
                                                c=attn.model_forward(f["p"], f["cfg"], f["X"])[1]),
                                 names=P_NAMES),
     "attn.cls_attention": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"]),
-                               extra=dict(X=_bits(WX)), names=P_NAMES),
+                               extra=dict(X=bit_damages(WX)), names=P_NAMES),
     "attn.loss_and_grads": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"], y=f["y"],
                                                rng=f["rng"]),
-                                extra=dict(X=_bits(WX), y=_bits(WY)),
+                                extra=dict(X=bit_damages(WX), y=bit_damages(WY)),
                                 names=P_NAMES, legal=dict(rng={"None": NO_DROPOUT})),
     # attn.py: the door checks (their arguments other than the value checked are the caller's
     # literals)
     "attn.describe": Walk(lambda f: dict(v=f["X"]), legal=dict(v={"*": "describes any value"})),
     "attn.check_binary": Walk(lambda f: dict(name="v", v=f["X"], ok=lambda s: len(s) == 2,
                                              form="[batch, T]", values=True),
-                              legal=_literals("name", "ok", "form", "values"),
-                              extra=dict(v=_bits(WX))),
+                              legal=any_literal("name", "ok", "form", "values"),
+                              extra=dict(v=bit_damages(WX))),
     "attn.check_config": Walk(lambda f: dict(cfg=f["cfg"])),
     "attn.check_params": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]), names=P_NAMES),
     "attn.check_call": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"], rng=None),
-                            extra=dict(X=_bits(WX), rng=RNGS), names=P_NAMES),
+                            extra=dict(X=bit_damages(WX), rng=RNGS), names=P_NAMES),
     # attn.py: the self-check
     "attn.rel_error": Walk(lambda f: dict(a=f["z"], b=f["z"] + 1),
                            legal=dict(a={"list": "array-likes are read by np.asarray"},
@@ -587,10 +545,10 @@ WALK = {
 }
 WALK.update({
     # fast.py: the model on a stack (its tuned ops are textbook ops: WALK_EXEMPT)
-    "fast.two_versions": Walk(lambda f: dict(X=f["XX"], dtype="float64"), extra=dict(X=_bits(WX))),
+    "fast.two_versions": Walk(lambda f: dict(X=f["XX"], dtype="float64"), extra=dict(X=bit_damages(WX))),
     "fast.model_forward": Walk(lambda f: dict(p=f["P"], cfg=f["cfg"], X=f["XX"],
                                               versions=fast.two_versions(f["XX"], "float64")),
-                               extra=dict(X=_bits(np.stack([WX, WX]))), names=P_NAMES,
+                               extra=dict(X=bit_damages(np.stack([WX, WX]))), names=P_NAMES,
                                legal=dict(versions={"None": "None: built from X"}, X=dict.fromkeys(
                                    ("2", "-1", "0.5"), "kept versions: the bits were read when "
                                    "two_versions built them, only X's shape is checked"))),
@@ -599,15 +557,15 @@ WALK.update({
                                 names=P_NAMES),
     "fast.loss_and_grads": Walk(lambda f: dict(p=f["P"], cfg=f["cfg"], X=f["XX"], y=f["yy"],
                                                weights=None, versions=None),
-                                extra=dict(X=_bits(np.stack([WX, WX])),
-                                           y=_bits(np.stack([WY, WY])),
+                                extra=dict(X=bit_damages(np.stack([WX, WX])),
+                                           y=bit_damages(np.stack([WY, WY])),
                                            weights={"nan": np.full((2, 3), np.nan), "list":
                                                     [[1.0] * 3] * 2, "1.0": 1.0,
                                                     "-1": -np.ones((2, 3))},
                                            versions={"list": [[1.0] * 8] * 3}),
                                 names=P_NAMES),
     "fast.cls_attention_mean": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"]),
-                                    extra=dict(X=_bits(WX)), names=P_NAMES),
+                                    extra=dict(X=bit_damages(WX)), names=P_NAMES),
     # data.py: its four doors (bit_probability is an internal: WALK_EXEMPT)
     "data.make_task": Walk(lambda f: dict(name="and", T=4, s=2, rng=f["rng"]),
                            names=dict(name="task"), legal=dict(T={"10**12": "the support is "
@@ -619,22 +577,11 @@ WALK.update({
                             extra=dict(S={"repeated": np.array([2, 2]), "unsorted":
                                           np.array([2, 0]), "out of range": np.array([0, 4])})),
     "data.SparseTask.label": Walk(lambda f: dict(self=f["task"], X=f["X"]), legal=dict(
-        X={"list": "array-likes (np.asarray)"}), extra=dict(X=_bits(WX))),
+        X={"list": "array-likes (np.asarray)"}), extra=dict(X=bit_damages(WX))),
     "data.SparseTask.sample": Walk(lambda f: dict(self=f["task"], m=3, rng=f["rng"]),
                                   legal=dict(m={"10**12": "numpy's MemoryError: the reference "
                                                 "checks no memory (the studies do)"}),
                                   extra=dict(m={"10**400": 10**400})),
-    # baseline.py
-    "baseline.param_shapes": Walk(lambda f: dict(T=4, hidden=3),
-                                  legal=dict(T={"10**12": NO_ALLOC},
-                                             hidden={"10**12": NO_ALLOC})),
-    "baseline.init": Walk(lambda f: dict(T=4, hidden=3, rng=f["rng"], dtype="float64", std=0.5),
-                          legal=dict(std={"0": "all weights 0 is an init",
-                                          "10**12": "any finite std is an init"})),
-    "baseline.forward": Walk(lambda f: dict(p=f["pb"], X=f["X"], act="relu"),
-                             extra=dict(X=_bits(WX)), names=P_NAMES),
-    "baseline.backward": Walk(lambda f: dict(dz=f["z"],
-                                             cache=baseline.forward(f["pb"], f["X"])[1])),
 })
 ANY_LR = "any finite value >= 0 is one torch takes"
 
@@ -642,7 +589,6 @@ ANY_LR = "any finite value >= 0 is one torch takes"
 def _state(p, **kw):
     return optim.adam_init(p, **kw)
 ARRAY_LIKE = "array-likes are read by np.asarray"
-WALKED += (optim,)
 WALK.update({
     # optim.py
     "optim.adam_init": Walk(lambda f: dict(params=f["p"], decay="all", frozen=("ln1_g",)),
@@ -662,73 +608,15 @@ WALK.update({
                             extra=dict(state={"other params": {"t": 0}})),
 })
 
-# hypotheses.py: the counts of compatible hypotheses and GF(2). Besides the values of its kind,
-# every argument gets every value of HYP_HOSTILE (it used to be an AttributeError, an
-# OverflowError, a hang in count_enumerate(r=10**400) or ambiguity_probability(n_sets=10**400),
-# or a wrong answer such as count_hitting(limit=-1) returning -1). Only a limit may be math.inf or
-# any integer >= 1 (a cap, not a size).
-HYP_HOSTILE = {"nan": NAN, "inf": float("inf"), "-inf": -float("inf"), "-1": -1, "True": True,
-               "1j": 1j, "10**400": 10 ** 400, "2.5": 2.5, "None": None, "'x'": "x",
-               "NaN array": np.array([[1.0, np.nan]]), "3-D": np.zeros((2, 2, 2)),
-               "empty": np.zeros(0), "ragged": [[1, 2], [3]]}
-CAP = {"inf": "a cap, not a size", "10**12": "a cap, not a size",
-       "10**400": "a cap, not a size"}
 
 
-R_LEGAL = dict(r={"0": "the empty subset", "10**12": "more than the columns: none"})
-LIST_XY = dict(X={"list": ARRAY_LIKE}, y={"list": ARRAY_LIKE}, N={"list": ARRAY_LIKE})
 
 
-def _hyp():  # the task, a training set and a hitting-set matrix N of the hypotheses walk
-    rng = np.random.default_rng(0)
-    task = data.make_task("and", 10, 3, rng)
-    X, y = task.sample(20, rng)
-    return dict(task=task, X=X, y=y, N=np.random.default_rng(1).random((5, 12)) < 0.6)
 
 
-def _hyp_walk(args, legal=None):
-    """A Walk of a hypotheses function: every argument also gets HYP_HOSTILE."""
-    return Walk(lambda f: args(_hyp()), legal=legal, extra=dict.fromkeys(args(_hyp()),
-                                                                          HYP_HOSTILE))
 
 
-WALKED += (hypotheses,)
 WALK.update({
-    "hypotheses.count_enumerate": _hyp_walk(lambda h: dict(N=h["N"], r=2, limit=10),
-                                            legal=dict(limit=CAP, **R_LEGAL, N=LIST_XY["N"])),
-    "hypotheses.count_inclusion_exclusion": _hyp_walk(lambda h: dict(N=h["N"], r=2),
-                                                      legal=dict(R_LEGAL, N=LIST_XY["N"])),
-    "hypotheses.count_hitting": _hyp_walk(lambda h: dict(N=h["N"], r=2, limit=10,
-                                                         work=hypotheses.Work("t")),
-                                          legal=dict(limit=CAP, **R_LEGAL, N=LIST_XY["N"])),
-    "hypotheses.gf2_solve": _hyp_walk(lambda h: dict(X=h["X"], y=h["y"]), legal=LIST_XY),
-    "hypotheses.gf2_first_full_rank": _hyp_walk(lambda h: dict(X=h["X"]), legal=LIST_XY),
-    "hypotheses.learn_sparse_parity": _hyp_walk(lambda h: dict(X=h["X"], y=h["y"]),
-                                                legal=LIST_XY),
-    "hypotheses.gf2_sample_need": _hyp_walk(lambda h: dict(T=10, s=3,
-                                                           rng=np.random.default_rng(0))),
-    "hypotheses.log2_binomial": _hyp_walk(lambda h: dict(T=10, s=3), legal=dict(
-        T={"10**12": "a number, computed in logs"}, s={"0": "C(T, 0) = 1"})),
-    "hypotheses.count_compatible": _hyp_walk(lambda h: dict(name="and", s=3, X=h["X"], y=h["y"],
-                                                            limit=5),
-                                             legal=dict(limit={**CAP, "None": "no cap"},
-                                                        **LIST_XY)),
-    "hypotheses.sample_unambiguous": _hyp_walk(lambda h: dict(task=h["task"], m=30,
-                                                              rng=np.random.default_rng(0),
-                                                              max_tries=50)),
-    "hypotheses.first_identifying_m": _hyp_walk(lambda h: dict(task=h["task"],
-                                                               rng=np.random.default_rng(0),
-                                                               m_max=200),
-                                               legal=dict(m_max={"10**12": "a cap: the search "
-                                                                 "stops where S is identified"})),
-    "hypotheses.ambiguity_probability": _hyp_walk(lambda h: dict(task=h["task"], m=20,
-                                                                 rng=np.random.default_rng(0),
-                                                                 n_sets=3)),
-    "hypotheses.Work": _hyp_walk(lambda h: dict(what="t"), legal=dict(
-        what=dict.fromkeys(("'x'", "'bogus'"), "a name"))),
-    "hypotheses.Work.spend": Walk(lambda f: dict(self=hypotheses.Work("t"), cost=10),
-                                  legal=dict(cost={"0": "nothing spent", "10**12": "over the "
-                                                   "budget: the count says so"})),
 })
 
 
@@ -741,26 +629,10 @@ OP_EXEMPT = "a textbook op of the reference: numpy's own errors; the model's ent
 # the reference's other modules (issue 45): train, checkpoint, run_options, arithmetic
 ROWS = "any array's rows are drawn: the sampling reads no value"
 ANY_DICT = "a missing option takes its default"
-WALKED += (train, checkpoint, run_options, arithmetic)
 
 
-def _walk_checkpoint():
-    """A checkpoint of a two-step run on disk: (path, its checkpoint dict, the run's options)."""
-    import tempfile
-    path = os.path.join(tempfile.mkdtemp(), "c.npz")
-    o = dict(SMALL, steps=4)
-    try:
-        training.study_run(o, log=None, save=path, stop_after=2)
-    except checkpoint.Interrupted:
-        pass
-    return path, checkpoint.load_checkpoint(path), run_options.validate_options(o)
 
 
-def _walk_state():
-    ck, o = _walk_checkpoint()[1:]
-    params = {k: v.copy() for k, v in ck["params"].items()}
-    state = optim.adam_init(params)
-    return dict(ckpt=ck, o=o, params=params, state=state, rng_order=np.random.default_rng(0))
 
 
 WALK.update({       # train.py: its doors check (the options, the runs, the command line)
@@ -785,92 +657,6 @@ TRAIN_INSIDE = {k: LOOP for k in (
     "train.Transformer.loss_and_grads", "train.Transformer.logits", "train.OneLineParser",
     "train.OneLineParser.error")}
 WALK.update({
-    "training.study_run": Walk(lambda f: dict(opts=dict(SMALL, steps=2), log=None, save=None,
-                                           save_every=0, resume=None, stop_after=None,
-                                           curve=False),
-                            legal=dict(opts={"missing key": ANY_DICT},
-                                       save_every={"0": "only at the end", "10**12": "never "
-                                                   "before the end"})),
-    "training.study_stack": Walk(lambda f: dict(runs=[dict(SMALL, steps=2)], monitor=None)),
-    "training.qk_ball_radius": Walk(lambda f: dict(o=dict(SMALL, qk_ball=1.0)),
-                                 legal=dict(o={"missing key": ANY_DICT})),
-    "training.divergence_culprit": Walk(lambda f: dict(o=run_options.validate_options({})),
-                                     legal=dict(o={"missing key": ANY_DICT})),
-    "training.study_streams": Walk(lambda f: dict(seed=0), legal=dict(seed={
-        "10**12": "a seed: numpy's SeedSequence takes any int >= 0", "0": "seed 0"})),
-    "training.draw_study_data": Walk(lambda f: dict(o=dict(SMALL)), legal=dict(o={"missing key": ANY_DICT})),
-    "training.build_study_model": Walk(lambda f: dict(o=dict(SMALL), rng=f["rng"]),
-                              legal=dict(o={"missing key": ANY_DICT})),
-    "training.position_overlap": Walk(lambda f: dict(E_pos=f["W"], S=np.array([0, 2])),
-                                   legal=dict(S={"list": ARRAY_LIKE})),
-    "training.diverged_result": Walk(lambda f: dict(o=dict(SMALL)),
-                                  legal=dict(o={"missing key": ANY_DICT})),
-    "training.check_run_memory": Walk(lambda f: dict(o=dict(SMALL), flag=run_options.py_flag),
-                                   legal=dict(o={"missing key": ANY_DICT})),
-    "run_options.add_options": Walk(lambda f: dict(ap=cli.OneLineParser(prog="x"), names=["lr"],
-                                             defaults=None), legal=dict(names={"[v]": LITERAL})),
-    "trainer.train_parser": Walk(lambda f: dict()),
-    "trainer.main": Walk(lambda f: dict(argv=["--help"]), run=False,
-                       legal=dict(argv={"None": "the process's own arguments"})),
-    # checkpoint.py
-    "checkpoint.save_checkpoint": Walk(lambda f: dict(
-        path=_walk_checkpoint()[0], **{k: v for k, v in _walk_state().items() if k in (
-            "params", "state", "rng_order")}, opts=dict(SMALL, steps=4), step=3),
-        legal=dict(opts={"missing key": ANY_DICT}, step={"10**12": "a step number"},
-                   params={"missing key": "any parameters: a file of them"},
-                   path={"'bogus'": "a new file name"})),
-    "checkpoint.load_checkpoint": Walk(lambda f: dict(path=_walk_checkpoint()[0], opts=None)),
-    "checkpoint.check_checkpoint": Walk(lambda f: dict(ck=_walk_checkpoint()[1], where="resume"),
-                                        legal=dict(where=_literals("where")["where"]),
-                                        names=dict(ck="resume")),       # as `where` names it
-    "checkpoint.same_path": Walk(lambda f: dict(a="x.npz", b="y.npz"), legal=dict(
-        a={"'bogus'": "a path", "None": "no path"}, b={"'bogus'": "a path", "None": "no path"})),
-    "checkpoint.checkpoint_owner": Walk(lambda f: dict(resume_path="x.npz", cli_style=True),
-                                        legal=dict(resume_path={"'bogus'": "a path", "None":
-                                                                "no resume: none is ours"})),
-    "checkpoint.restore": Walk(lambda f: _walk_state(), legal=dict(
-        o={"missing key": ANY_DICT}, params={"missing key": "refused: not the checkpoint's"})),
-    "checkpoint.StopRequests": Walk(lambda f: dict(enabled=True, stop_after=None)),
-    "checkpoint.StopRequests.after": Walk(lambda f: dict(self=checkpoint.StopRequests(), step=1),
-                                          legal=dict(step={"10**12": "a step number"})),
-    # run_options.py
-    "run_options.py_flag": Walk(lambda f: dict(name="s", value=5),
-                                legal=dict(name={"'bogus'": "a name", "[v]": "refused"},
-                                           value={"*": "any value is shown"})),
-    "run_options.cli_flag": Walk(lambda f: dict(name="s", value=5),
-                                 legal=dict(name={"'bogus'": "a name"},
-                                            value={"*": "any value is shown"})),
-    "run_options.cross_option_problem": Walk(lambda f: dict(o=dict(run_options.DEFAULTS),
-                                                     flag=run_options.py_flag),
-                                      legal=dict(o={"missing key": "refused"})),
-    "run_options.Options": Walk(lambda f: dict(opts=dict(SMALL), flag=run_options.py_flag),
-                                legal=dict(opts={"missing key": ANY_DICT})),
-    "run_options.validate_options": Walk(lambda f: dict(opts=dict(SMALL),
-                                                        flag=run_options.py_flag),
-                                         legal=dict(opts={"missing key": ANY_DICT})),
-    "run_options.ball_radii": Walk(lambda f: dict(o=dict(SMALL, ball_qk=0.1)),
-                                   legal=dict(o={"missing key": ANY_DICT})),
-    "run_options.attention_config": Walk(lambda f: dict(o=dict(SMALL)),
-                                     legal=dict(o={"missing key": ANY_DICT})),
-    "run_options.run_shapes": Walk(lambda f: dict(o=dict(SMALL)),
-                                   legal=dict(o={"missing key": ANY_DICT})),
-    **{f"run_options.Options.{m}": Walk(lambda f: dict(self=run_options.validate_options({})),
-                                        run=False)       # read-only: every call is a TypeError
-       for m in ("update", "pop", "popitem", "clear", "setdefault")},
-    # arithmetic.py
-    "arithmetic.blas_path": Walk(lambda f: dict()),
-    "arithmetic.blas_library": Walk(lambda f: dict()),
-    "arithmetic.cpu_model": Walk(lambda f: dict()),
-    "arithmetic.cpu_flags": Walk(lambda f: dict()),
-    "arithmetic.numpy_simd": Walk(lambda f: dict()),
-    "arithmetic.kernels_here": Walk(lambda f: dict()),
-    "arithmetic.record": Walk(lambda f: dict(dtype="float32")),
-    "arithmetic.differences": Walk(lambda f: dict(a=arithmetic.record("float32"),
-                                                  b=arithmetic.record("float64")),
-                                   legal=dict(a={"missing key": "a field it lacks differs"},
-                                              b={"missing key": "a field it lacks differs"})),
-    "arithmetic.words": Walk(lambda f: dict(rec=arithmetic.record("float32")),
-                             legal=dict(rec={"missing key": "a field it lacks: 'not read'"})),
 })
 
 
@@ -883,7 +669,6 @@ def _theory_head():  # -> params, cfg, task of a hand-built 3-sparse AND head at
 
 FIXED = "a literal of the report's code"
 POSITIVE = {"10**12": "a large positive number"}
-WALKED += (theory,)
 # theory.py's and data.py's internals (what their doors and the report call) take what numpy
 # takes: exempt, and the exemption fails if one of them checks its arguments after all
 THEORY_INTERNAL = "an internal of theory.py: the report and the doors call it; numpy's own errors"
@@ -945,80 +730,21 @@ WALK.update({
 })
 
 
-def _walk_tmp(name="x.json"):
-    """A fresh file path in a folder of its own, for the walks of functions that write files."""
-    import tempfile
-    return os.path.join(tempfile.mkdtemp(), name)
 
 
-ANY_TEXT = "any text: the caller's words"
-WALKED += (cli,)
 WALK.update({
-    "cli.quiet_interrupts": Walk(lambda f: dict(prog="x"), run=False,
-                                 legal=dict(prog={"'bogus'": ANY_TEXT})),
-    "cli.set_blas_threads": Walk(lambda f: dict(n=None), legal=dict(n={"10**12": "refused"})),
-    "cli.threads_from_argv": Walk(lambda f: dict(argv=["--threads", "1"]),
-                                  legal=dict(argv={"'--x'": "refused", "[5]": "refused"})),
-    "cli.keep_freed_memory": Walk(lambda f: dict()),
-    "cli.is_integer": Walk(lambda f: dict(v=3), legal=dict(v={"*": "it answers for any value"})),
-    "cli.integer": Walk(lambda f: dict(lo=1, hi=None), legal=_literals("lo", "hi")),
-    "cli.number": Walk(lambda f: dict(lo=0, strict=False, hi=None, hi_strict=False),
-                       legal=_literals("lo", "strict", "hi", "hi_strict")),
-    "cli.choice": Walk(lambda f: dict()),
-    "cli.int_list": Walk(lambda f: dict(text="100,300"), names=dict(text="integers"),
-                         legal=dict(text={"'bogus'": "refused"})),
-    "cli.OneLineParser": Walk(lambda f: dict(prog="x"),
-                              legal=dict(prog={"*": "argparse's own argument"})),
-    "cli.OneLineParser.error": Walk(lambda f: dict(self=cli.OneLineParser(prog="x"),
-                                                   message="m"), run=False,
-                                    legal=dict(message={"*": "it exits, by design"})),
-    "cli.explicit_options": Walk(lambda f: dict(ap=cli.OneLineParser(prog="x"), argv=[]),
-                                 legal=dict(argv={"'--x'": "refused", "[5]": "refused"})),
-    "cli.sigterm_raises": Walk(lambda f: dict()),
-    "cli.one_line_errors": Walk(lambda f: dict(prog="x", main=lambda argv: 0, argv=[]),
-                                legal=dict(prog={"'bogus'": ANY_TEXT},
-                                           argv={"'--x'": "refused", "[5]": "refused",
-                                                 "None": "the process's own arguments"})),
-    "cli.replace_atomically": Walk(lambda f: dict(path=_walk_tmp(), write=lambda tmp: open(
-        tmp, "w").close()), legal=dict(path={"'bogus'": "a new file name"})),
-    "cli.write_json": Walk(lambda f: dict(path=_walk_tmp(), obj={"a": 1}), legal=dict(
-        path={"'bogus'": "a new file name"}, obj={"None": "JSON null", "items": "a JSON list",
-                                                  "missing key": "any JSON object"})),
-    "cli.write_text": Walk(lambda f: dict(path=_walk_tmp(), text="t", newline=None),
-                           legal=dict(path={"'bogus'": "a new file name"},
-                                      text={"'bogus'": ANY_TEXT})),
-    "cli.read_text_file": Walk(lambda f: dict(path=__file__, what="w", root=None,
-                                              most=1 << 24, keep_line_ends=False),
-                               names=dict(path=r"\bpath\b|bogus"),   # or names the file
-                               legal=dict(what={"'bogus'": ANY_TEXT},
-                                          most={"10**12": "a cap", "10**400": "refused"})),
-    "cli.parse_json": Walk(lambda f: dict(text='{"a": 1}'),
-                           legal=dict(text={"'bogus'": "refused: not JSON"})),
-    "cli.check_writable": Walk(lambda f: dict(path=_walk_tmp(), what="w"),
-                               legal=dict(path={"'bogus'": "a new file name"},
-                                          what={"'bogus'": ANY_TEXT})),
-    "cli.same_file": Walk(lambda f: dict(a="x", b="y"),
-                          legal=dict(a={"'bogus'": "a path"}, b={"'bogus'": "a path"})),
-    "cli.claim_output": Walk(lambda f: dict(path=_walk_tmp(), kind="summary", what=None,
-                                            ours=None),
-                             legal=dict(path={"'bogus'": "a new file name"})),
-    "cli.claim_outputs": Walk(lambda f: dict(claims=[(_walk_tmp(), "summary", "--json")])),
-    "cli.pyplot_or_hint": Walk(lambda f: dict(then="x"), legal=dict(then={"'bogus'": ANY_TEXT})),
-    "cli.save_figure": Walk(lambda f: dict(plt=None, fig=None, path="x.png"), run=False,
-                            legal=dict(path={"*": "plt, first, is refused: no matplotlib here"})),
 })
 
 
-def _walk_fixtures():
+def walk_fixtures():
     """The small model, data and caches the valid calls use (float64, fresh for each walk)."""
     rng = np.random.default_rng(0)
     cfg = attn.default_config(T=4, d=4, heads=2, mlp=3, dtype="float64")
     p = attn.init_params(cfg, rng, std=0.5)
     X, y, xs = WX.copy(), WY.copy(), rng.standard_normal((3, 5, 4))
     P, XX, yy = {k: np.stack([v, v]) for k, v in p.items()}, np.stack([X, X]), np.stack([y, y])
-    pb = baseline.init(4, 3, rng, "float64")
     task = data.make_task("and", 4, 2, rng)
-    return dict(rng=rng, cfg=cfg, p=p, X=X, y=y, xs=xs, P=P, XX=XX, yy=yy, pb=pb, task=task,
+    return dict(rng=rng, cfg=cfg, p=p, X=X, y=y, xs=xs, P=P, XX=XX, yy=yy, task=task,
                 R=rng.standard_normal((2, 5, 4)), g=rng.standard_normal(4) + 1,
                 z=np.array([0.5, -1.0, 2.0]), W=rng.standard_normal((4, 3)))
 WALK_EXEMPT = {f"attn.{op}_{way}": OP_EXEMPT for way in ("forward", "backward") for op in (
@@ -1035,13 +761,12 @@ WALK_EXEMPT.update({
                      "attn.definition_checks", "attn.self_check"), "the self-check's own steps, "
                     "called with its literals"),
     "attn.main": "the command line: sys.argv's strings, each unknown one named in one line"})
-HUGE_WALKED = ("attn", "baseline", "data", "fast", "optim", "hypotheses", "stats", "train",
-               "checkpoint", "run_options", "arithmetic", "cli", "symmetry", "theory")   # all
+HUGE_WALKED = ("attn", "data", "fast", "optim", "train", "theory")   # the root's: all
 
 WALK_EXEMPT.update(INTERNALS_EXEMPT)                       # theory's and data's internals
 
 
-def _public(module):
+def public_functions(module):
     """{"module.name": the function, class or method} of every public one defined in module (not
     imported; named tuples and exceptions are data, not calls)."""
     out, short = {}, module.__name__.rsplit(".", 1)[-1]      # studies.stats: "stats.name"
@@ -1082,7 +807,7 @@ def _hostile(v, huge=False):
                 "missing key": {k: v[k] for k in list(v)[1:]}}
     if isinstance(v, np.random.Generator):
         return {"None": None, "5": 5, "RandomState": np.random.RandomState(0)}
-    if isinstance(v, (data.SparseTask, hypotheses.Work)):
+    if isinstance(v, data.SparseTask) or type(v).__module__.startswith("studies."):  # a task, a budget
         return {"None": None, "5": 5, "'and'": "and"}
     if inspect.isgenerator(v):                      # a search (stats.bisect_search)
         return {"None": None, "5": 5, "list": [8]}
@@ -1097,9 +822,13 @@ def _hostile(v, huge=False):
     raise AssertionError(f"no hostile values for {type(v).__name__}: extend _hostile")
 
 
-def _walk(key, fn, walk):
-    """-> (number of hostile calls, [failure descriptions]) of one WALK entry."""
-    args = walk.args(_walk_fixtures())
+def _walk(key, fn, walk, fixtures=None, huge=None):
+    """-> (number of hostile calls, [failure descriptions]) of one WALK entry. fixtures: the
+    maker of what the valid calls use (default walk_fixtures); huge: whether numbers also get
+    10**400 (default: for the modules of HUGE_WALKED)."""
+    fixtures = fixtures or walk_fixtures
+    huge = key.split(".")[0] in HUGE_WALKED if huge is None else huge
+    args = walk.args(fixtures())
     failures, n = [], 0
     if walk.run:
         fn(**args)                                  # the valid call itself runs
@@ -1109,12 +838,12 @@ def _walk(key, fn, walk):
         legal = walk.legal.get(arg, {})
         if "*" in legal:
             continue
-        for label, bad in {**_hostile(valid, key.split(".")[0] in HUGE_WALKED),
+        for label, bad in {**_hostile(valid, huge),
                            **walk.extra.get(arg, {})}.items():
             if label in legal:
                 continue
             n += 1
-            call = {**walk.args(_walk_fixtures()), arg: bad}   # fresh: a call may use them up
+            call = {**walk.args(fixtures()), arg: bad}   # fresh: a call may use them up
             name = walk.names.get(arg, rf"\b{re.escape(arg)}\b")
             try:
                 fn(**call)
@@ -1128,7 +857,7 @@ def _walk(key, fn, walk):
     return n, failures
 
 
-ROOT_WALKED = (attn, data, fast, optim, train, theory)   # the reference: the studies' in test_studies
+ROOT_WALKED = (attn, data, fast, optim, train, theory)   # the reference (the studies walk theirs)
 
 
 def walk_table(modules):
@@ -1137,11 +866,11 @@ def walk_table(modules):
     return {k: w for k, w in WALK.items() if k.split(".")[0] in names}
 
 
-def assert_walked(public, table, least):
+def assert_walked(public, table, least, fixtures=None, huge=None):
     """Every entry of a walk table walked (_walk): more than `least` hostile calls, none failed."""
     n, failures = 0, []
     for key in sorted(table):
-        k, f = _walk(key, public[key], table[key])
+        k, f = _walk(key, public[key], table[key], fixtures, huge)
         n, failures = n + k, failures + f
     assert n > least and not failures, f"{len(failures)} of {n} hostile calls:\n" + "\n".join(
         failures)
@@ -1907,7 +1636,7 @@ def test_accuracy_is_computed_in_chunks(monkeypatch):
 
 
 def test_progress_reaches_a_pipe_while_the_run_goes_on():
-    p = _python("train.py", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
+    p = run_python("train.py", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
                 "--steps", "1000000", "--log-every", "10")
     try:
         lines = [p.stdout.readline() for _ in range(2)]
@@ -1941,7 +1670,7 @@ ROOT_ENTRY_POINTS = {   # every root file a user runs, and the files it reads an
 
 def test_every_root_entry_point_is_declared_with_what_it_reads():
     """By construction: a new root command joins the list above (and, if it reads a file, the
-    damage suite of studies/test_studies.py) by being written."""
+    damage suite of studies/test_damage.py) by being written."""
     mains = {os.path.basename(p) for p in glob.glob(os.path.join(HERE, "*.py"))
              if re.search(r'^if __name__ == "__main__":', open(p).read(), re.M)}
     assert mains == set(ROOT_ENTRY_POINTS), mains ^ set(ROOT_ENTRY_POINTS)
@@ -2224,8 +1953,6 @@ def test_infonce_gradient_is_attention_readout():
     (lambda: theory.check_construction(*_theory_head(), np.random.default_rng(0), path="slow"),
      "path must be 'fast', 'cls' or 'full', got 'slow'"),
     (lambda: theory.main("--help"), "argv must be a list of strings, got '--help'"),
-    (lambda: hypotheses.gf2_solve(np.full((2, 2), 2), [0, 0]), "bits"),
-    (lambda: hypotheses.log2_binomial(3, 5), "s=5"),
 ])
 def test_bad_arguments_raise_one_line_value_error(call, match):
     with pytest.raises(ValueError, match=match) as e:
@@ -2309,7 +2036,7 @@ def test_every_public_function_refuses_hostile_values_naming_the_argument():
     cannot escape the walk. attn.py's ops are exempt in one place (WALK_EXEMPT, issue 40:
     textbook bodies), and an exempt op that checks its arguments fails; train.py's inside is
     exempt behind its doors (TRAIN_INSIDE, issue 51)."""
-    public = {k: v for m in ROOT_WALKED for k, v in _public(m).items()}
+    public = {k: v for m in ROOT_WALKED for k, v in public_functions(m).items()}
     table, exempt = walk_table(ROOT_WALKED), {**WALK_EXEMPT, **TRAIN_INSIDE}
     assert not set(table) & set(exempt)
     assert not set(public) - set(table) - set(exempt), f"public functions without a WALK " \
@@ -2392,9 +2119,11 @@ def test_the_reference_files_put_their_maths_first_and_their_checks_last():
 def test_the_house_points_down_with_no_cycle_and_no_unused_import():
     """Issue 44: the reference at the root imports no study; theory.py imports only attn, data
     and fast (it can be copied beside them); attn.py and data.py import no project file; no
-    cycle among the modules; no module imports a name it never uses. Issue 51: train.py's whole
-    import closure is attn, data, fast and optim (the five files run the demo alone). Each check
-    can fail: the studies do reach the root (mechanism -> theory, trainer -> train)."""
+    cycle among the root's modules; none imports a name it never uses. Issue 51: train.py's whole
+    import closure is attn, data, fast and optim (the five files run the demo alone). The check
+    that the root imports no study can fail: the scan reads the studies' imports too, and they do
+    reach the root (mechanism -> theory, trainer -> train). The studies' own structure is
+    studies/test_layout.py's."""
     graph, unused = project_graph()
     root = {m for m in graph if not m.startswith("studies.")}
     assert {"attn", "data", "fast", "train", "theory"} <= root and "studies.sweep" in graph
@@ -2409,6 +2138,14 @@ def test_the_house_points_down_with_no_cycle_and_no_unused_import():
             closure.add(n)
             todo.append(n)
     assert closure == {"attn", "data", "fast", "optim"}, sorted(closure)
+    cycle = find_cycles({m: graph[m] & root for m in root})
+    assert not cycle, cycle
+    assert not {m: u for m, u in unused.items() if u and m in root}, {
+        m: sorted(u) for m, u in unused.items() if u and m in root}
+
+
+def find_cycles(graph):
+    """[the path of each cycle found] in {module: the modules it imports} (depth first)."""
     state, cycle = {}, []
 
     def visit(m, path):
@@ -2422,9 +2159,7 @@ def test_the_house_points_down_with_no_cycle_and_no_unused_import():
     for m in sorted(graph):
         if m not in state:
             visit(m, [m])
-    assert not cycle, cycle
-    assert not {m: u for m, u in unused.items() if u}, {m: sorted(u) for m, u in unused.items()
-                                                        if u}
+    return cycle
 
 
 def test_theory_defines_no_name_another_module_defines():
