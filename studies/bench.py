@@ -24,6 +24,7 @@ import numpy as np
 import attn
 import fast
 import optim
+
 from studies.lib import harness, run_options, training
 from studies.lib.cli import OneLineParser, int_list, integer
 from studies.lib.workers import stack_size

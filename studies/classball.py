@@ -1,5 +1,5 @@
-"""classball.py (studies): m*(T) for heads trained inside one fixed bound on every norm the capacity
-bound counts (issue 52), against the unconstrained study on the same seeds.
+"""classball.py (studies, a command): m*(T) for heads trained inside one fixed bound on every norm the
+capacity bound counts (issue 52), against the unconstrained study on the same seeds.
 
     python -m studies.classball STUDY FOLDER... --out OUT.md [--plot OUT.png]
 
@@ -24,7 +24,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.classball")   # (run as a file)
 
-from studies.lib import cli, row_kinds  # first: importing it is every command's entry prologue
+from studies.lib import cli   # first: importing it is every command's entry prologue
 
 import math
 import os
@@ -32,11 +32,12 @@ import os
 import numpy as np
 
 import theory
-from studies.lib import folder, harness, laws, limits, run_options, stats
+
+from studies.lib import folder, harness, laws, limits, row_kinds, run_options, stats
 from studies.lib.checks import INTS, check_number
 from studies.lib.cli import OneLineParser
-from studies.lib.study import fmt
 from studies.lib.intervals import sign_test
+from studies.lib.study import fmt
 
 NORMS = row_kinds.BALL_NORMS
 GAP = 0.1               # the generalization gap the bound is asked for (theory.samples_for_gap)

@@ -1,4 +1,4 @@
-"""kernels.py (studies): how much the arithmetic moves the science (issue 46).
+"""kernels.py (studies, a command): how much the arithmetic moves the science (issue 46).
 
     python -m studies.kernels STUDY RERUN --out FILE    one study's runs against the same runs
                                                         trained again under another BLAS kernel
@@ -24,12 +24,10 @@ import os
 
 import numpy as np
 
-from studies.lib.cli import OneLineParser
-
 from studies.lib import harness, provenance
+from studies.lib.cli import OneLineParser
 from studies.lib.intervals import sign_test
-from studies.lib.study import (EDGE_NOTE, SEPARATED, fmt, load_study, seed_weights, separation,
-                               word)
+from studies.lib.study import EDGE_NOTE, SEPARATED, fmt, load_study, seed_weights, separation, word
 
 
 def _by_cell(cells):

@@ -1,5 +1,5 @@
-"""mechanism.py (studies): what training finds, measured against the theory of Edelman et al.
-(ICML 2022). Run from the repository's root:
+"""mechanism.py (studies, a command): what training finds, measured against the theory of Edelman et
+al. (ICML 2022). Run from the repository's root:
 
     python -m studies.mechanism plan OUT FOLDER FOLDER ... --Ts 10,100   the cells: per width and
                       T a borderline m (the folder's m*) and a fixed m, in OUT/plan.json
@@ -30,7 +30,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.mechanism")   # (run as a file)
 
-from studies.lib import (cli, intervals, row_kinds)  # first: importing it is every command's entry prologue
+from studies.lib import cli   # first: importing it is every command's entry prologue
 
 import functools
 import json
@@ -42,11 +42,13 @@ from concurrent.futures import FIRST_COMPLETED, wait
 import numpy as np
 
 from theory import paper_score_gap
-from studies.lib import arithmetic, failures, folder, folder_write, harness, provenance, run_options
+
+from studies.lib import (arithmetic, failures, folder, folder_write, harness, intervals, provenance,
+                         row_kinds, run_options)
 from studies.lib.cli import OneLineParser, int_list, integer, number
 from studies.lib.measures import N_MEASURE, ON_S
-from studies.lib.study import (EDGE_NOTE, SEPARATED, STUDY_CSVS, fmt, growth_table,
-                               is_final, load_runs, median_ci, plan_cells, read_plan, seed_weights,
+from studies.lib.study import (EDGE_NOTE, SEPARATED, STUDY_CSVS, fmt, growth_table, is_final,
+                               load_runs, median_ci, plan_cells, read_plan, seed_weights,
                                separation, study_cells, study_files, study_rows, weights_at, word)
 from studies.lib.workers import LOG_EVERY, stack_size, train_cell, train_trace
 

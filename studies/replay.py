@@ -1,4 +1,5 @@
-"""replay.py (studies): train a folder's rows again and say whether they replay bit for bit.
+"""replay.py (studies, a command): train a folder's rows again and say whether they replay bit for
+bit.
 
     python -m studies.replay FOLDER [--rows 5] [--seed 0]       a few rows, spread over the cells
     python -m studies.replay FOLDER --kernel Haswell           ... under another OpenBLAS kernel
@@ -23,19 +24,16 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.replay")   # (run as a file)
 
-from studies.lib import cli  # first: importing it is every command's entry prologue
+from studies.lib import cli   # first: importing it is every command's entry prologue
 
 import math
 import os
 
 import numpy as np
 
-from studies.lib import arithmetic
+from studies.lib import arithmetic, folder, harness, provenance, study, workers
 from studies.lib.checks import INTS, check_number
 from studies.lib.cli import OneLineParser, integer
-
-from studies.lib import folder, harness, provenance, study
-from studies.lib import workers
 from studies.lib.provenance import read_finding  # arithmetic.json's one reader
 
 _TIMING = ("seconds", "cpu_seconds")      # columns no replay reproduces

@@ -1,5 +1,5 @@
-"""steps.py (studies): the computational side of sparse learning: training steps until success
-against T. Run from the repository's root:
+"""steps.py (studies, a command): the computational side of sparse learning: training steps until
+success against T. Run from the repository's root:
 
     python -m studies.steps --task parity --s 2 --out results/parity/s-2  steps to 0.99, T = 10..100
     python -m studies.steps --out DIR --report                             the table and plot again
@@ -31,27 +31,22 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.steps")   # (run as a file)
 
-from studies.lib import (cli, intervals, row_kinds)  # first: importing it is every command's entry prologue
+from studies.lib import cli   # first: importing it is every command's entry prologue
 
 import os
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 
-from studies.lib.cli import OneLineParser, int_list, integer
-
 import numpy as np
 
-from studies.lib import arithmetic
-from studies.lib import hypotheses
-from studies.lib import run_options
-from studies.lib import training
-from studies.lib.workers import STEPS_BAR, run_stack
 from theory import fit_line
 
-from studies.lib import folder, harness, limits, provenance
-from studies.lib import folder_write
+from studies.lib import (arithmetic, folder, folder_write, harness, hypotheses, intervals, limits,
+                         provenance, row_kinds, run_options, training)
+from studies.lib.cli import OneLineParser, int_list, integer
 from studies.lib.intervals import (bound_text, median_ci, resample_medians, seed_resamples,
                                    weighted_percentile_ci)
+from studies.lib.workers import STEPS_BAR, run_stack
 
 FIELDS = row_kinds.STEPS_FIELDS       # one CSV row per run (folder.py reads, checks and writes it)
 

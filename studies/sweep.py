@@ -1,5 +1,5 @@
-"""sweep.py (studies): the paper's experiment, the critical sample size m*(T) (Edelman et al. 2022,
-Section 5). Run from the repository's root:
+"""sweep.py (studies, a command): the paper's experiment, the critical sample size m*(T) (Edelman et
+al. 2022, Section 5). Run from the repository's root:
 
     python -m studies.sweep --preset paper        T = 100..1100: the paper's figure
     python -m studies.sweep --preset extended     T = 10..10^4, 30 seeds (hours: shard it)
@@ -24,23 +24,19 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.sweep")   # (run as a file)
 
-from studies.lib import (cli, compare, row_kinds)  # first: importing it is every command's entry prologue
+from studies.lib import cli   # first: importing it is every command's entry prologue
 
 import os
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 
-from studies.lib.cli import OneLineParser, int_list, integer, number
-
 import numpy as np
 
-from studies.lib import arithmetic
 import data
-from studies.lib import run_options
-from studies.lib import training
 
-from studies.lib import families, folder, harness, limits, provenance, report, workers
-from studies.lib import folder_write
+from studies.lib import (arithmetic, compare, families, folder, folder_write, harness, limits,
+                         provenance, report, row_kinds, run_options, training, workers)
+from studies.lib.cli import OneLineParser, int_list, integer, number
 from studies.lib.stats import SEARCHES, m_grid, replay
 
 # ---------------------------------------------------------------- presets and protocols --------
@@ -540,7 +536,6 @@ def _run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id="
     progress = _SweepProgress(expected, len(jobs))
     pool = None
     if a.workers > 1:
-        cli.set_blas_threads()          # one BLAS thread per worker: the pool is the parallelism
         pool = harness.worker_pool(a.workers)
 
     def finish(probes, rows):

@@ -1,4 +1,5 @@
-"""symmetries.py: which of the studies' measures are measures of the function (issue 47).
+"""symmetries.py (studies, a command): which of the studies' measures are measures of the function
+(issue 47).
 
     python -m studies.symmetries measures OUT.md     train two study models (d = 64 and 128,
                      T = 100, the study's borderline options, seed 0: about 10 s), apply every
@@ -25,7 +26,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
     sys.exit(f"{__file__} is a command of the package studies: run it from the "
              "repository's root as python -m studies.symmetries")   # (run as a file)
 
-from studies.lib import (cli, intervals, row_kinds)  # first: importing it is every command's entry prologue
+from studies.lib import cli   # first: importing it is every command's entry prologue
 
 import math
 import os
@@ -33,17 +34,15 @@ import os
 import numpy as np
 
 import attn
-from studies.lib import symmetry
-from studies.lib import training
-from studies.lib.checks import INTS, check_number
-from studies.lib.cli import OneLineParser, int_list
 from theory import covering_constant, generalization_gap, norm_measures
 
-from studies.lib import folder, harness
+from studies.lib import folder, harness, intervals, row_kinds, symmetry, training
+from studies.lib.checks import INTS, check_number
+from studies.lib.cli import OneLineParser, int_list
 from studies.lib.folder import folder_rows
-from studies.lib.stats import critical_sizes
-from studies.lib.measures import measure_mechanism
 from studies.lib.intervals import fisher_exact, sign_test
+from studies.lib.measures import measure_mechanism
+from studies.lib.stats import critical_sizes
 from studies.lib.study import (EDGE_NOTE, fmt, growth_table, load_runs, seed_weights, separation,
                                word)
 

@@ -1,14 +1,152 @@
-"""test_layout.py: The house: commands over one library, imports that point down (the root never
-imports the studies, the library never a command), the map in studies/README.md against the tree,
-every claim's named function, the size limits, regenerate.sh.
+"""test_layout.py: the house: commands over one library, imports that point down (the library never
+imports a command, no command another, the root never the studies), the map in studies/README.md
+and the front page against the tree, a test file beside each module, the size limits, names that
+mean one thing, one entry prologue, and regenerate.sh writing every table.
 
 Run from the repository's root: python -m pytest -q
 """
+import ast
 import glob
 import os
+import re
+
+from test_all import HERE, find_cycles, project_graph
+
+STUDIES = os.path.join(HERE, "studies")
+# modules that share one test file (a small group with one job), module -> its test file's module
+TESTED_WITH = {"row_kinds": "folder", "folder_write": "folder", "provenance": "arithmetic"}
 
 
-from test_all import HERE
+def wing(folder):
+    """The modules of studies/ (folder "") or studies/lib/ ("lib"), tests and conftest left out."""
+    return sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(STUDIES, folder, "*.py"))
+                  if not os.path.basename(p).startswith("test_")
+                  and os.path.basename(p) not in ("__init__.py", "conftest.py"))
+
+
+def test_the_two_wings_point_down_and_never_back():
+    """Commands import the library and the root; the library imports the root and itself, never
+    a command; no command imports another; nothing of studies/ sits in a circle. Each can fail:
+    the scan sees every import (the library does import the root, the commands the library)."""
+    graph, unused = project_graph()
+    commands = {f"studies.{m}" for m in wing("")}
+    library = {f"studies.lib.{m}" for m in wing("lib")}
+    assert commands and library and "studies.sweep" in commands and "studies.lib.stats" in library
+    assert any(i in library for m in commands for i in graph[m])          # the scan sees them
+    assert "train" in graph["studies.lib.training"]
+    up = {m: sorted(i for i in graph[m] if i in commands) for m in library}
+    assert not any(up.values()), f"library modules importing a command: {up}"
+    across = {m: sorted(i for i in graph[m] if i in commands) for m in commands}
+    assert not any(across.values()), f"commands importing a command: {across}"
+    ours = commands | library
+    cycle = find_cycles({m: graph[m] & ours for m in ours})
+    assert not cycle, cycle
+    assert not {m: u for m, u in unused.items() if u and m in ours}, {
+        m: sorted(u) for m, u in unused.items() if u and m in ours}
+
+
+def _named(text):
+    """The modules a map's items name: each line "- `name.py`: its job"."""
+    return set(re.findall(r"^- `(\w+)\.py`", text, re.M))
+
+
+def test_the_map_names_every_module_in_its_wing():
+    """studies/README.md lists every command under "The commands" and every library module under
+    "The library", each once, and nothing that is not there."""
+    text = open(os.path.join(STUDIES, "README.md")).read()
+    commands = text[text.index("## The commands"):text.index("## The library")]
+    library = text[text.index("## The library"):text.index("## The tests")]
+    assert _named(commands) == set(wing("")), _named(commands) ^ set(wing(""))
+    assert _named(library) == set(wing("lib")), _named(library) ^ set(wing("lib"))
+    for name in wing("") + wing("lib"):
+        line = next(ln for ln in text.splitlines() if ln.startswith(f"- `{name}.py`:"))
+        assert len(line.split(":", 1)[1].split()) >= 5, line                  # its one job
+
+
+def test_the_front_page_lists_the_studies_as_the_map_groups_them():
+    """README.md's file list names every command and every library module, in its wing."""
+    text = open(os.path.join(HERE, "README.md")).read()
+    files = text[text.index("## The files"):text.index("## The answer")]
+    commands = files[files.index("- The commands"):files.index("- The library")]
+    library = files[files.index("- The library"):files.index("- Their tests")]
+    named = lambda part: set(re.findall(r"`(\w+)\.py`", part))
+    assert named(commands) == set(wing("")), named(commands) ^ set(wing(""))
+    assert named(library) == set(wing("lib")), named(library) ^ set(wing("lib"))
+
+
+def test_every_module_has_its_test_file_beside_it():
+    """studies/test_X.py beside each command, studies/lib/test_X.py beside each library module
+    (or the test file of its group, TESTED_WITH); no test file without its module."""
+    for folder in ("", "lib"):
+        for name in wing(folder):
+            own = TESTED_WITH.get(name, name)
+            assert os.path.exists(os.path.join(STUDIES, folder, f"test_{own}.py")), (folder, name)
+    shared = {"commands", "damage", "layout"}
+    for path in glob.glob(os.path.join(STUDIES, "**", "test_*.py"), recursive=True):
+        folder = "lib" if os.sep + "lib" + os.sep in path else ""
+        tested = os.path.basename(path)[5:-3]
+        assert tested in wing(folder) or folder == "" and tested in shared, path
+
+
+def _lines(path):
+    return open(path).read().count("\n")
+
+
+def test_no_module_past_its_size_and_no_function_past_sixty_lines():
+    """No module of studies/ over 800 lines, no function over 60, no test file over 1,500."""
+    big, long_functions = [], []
+    for path in glob.glob(os.path.join(STUDIES, "**", "*.py"), recursive=True):
+        test = os.path.basename(path).startswith("test_")
+        if _lines(path) > (1500 if test else 800):
+            big.append((os.path.relpath(path, HERE), _lines(path)))
+        if test:
+            continue
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 > 60:
+                long_functions.append(f"{os.path.relpath(path, HERE)}:{node.name}")
+    assert not big, big
+    assert not long_functions, long_functions
+
+
+def _defined(path):
+    tree = ast.parse(open(path).read())
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+
+
+def test_no_function_of_the_studies_reuses_a_name_of_train_py():
+    """A reader who knows train.py reads the studies right: no module of studies/ defines a
+    function or class under a name train.py uses for another (main and parser aside: every
+    command has its own). Can fail: train.py's names include train_run and train_stack."""
+    ours = _defined(os.path.join(HERE, "train.py")) - {"main", "parser", "OneLineParser"}
+    assert {"train_run", "train_stack", "draw_run", "build_model", "seeds_for"} <= ours
+    clashes = [f"{os.path.relpath(p, HERE)}:{n}" for p in glob.glob(
+        os.path.join(STUDIES, "**", "*.py"), recursive=True)
+        if not os.path.basename(p).startswith("test_") for n in _defined(p) & ours]
+    assert not clashes, clashes
+
+
+GUARD = re.compile(r'\nimport sys\nif not __package__ and __import__\("importlib.util"\)\.util\.'
+                   r'find_spec\("studies"\) is None:\n    sys\.exit\(f"\{__file__\} is a command of '
+                   r"the package studies: run it from the \"\n +\"repository's root as python -m "
+                   r'studies\.(\w+)"\)   # \(run as a file\)\n\nfrom studies\.lib import cli   # '
+                   r"first: importing it is every command's entry prologue\n")
+
+
+def test_every_command_starts_with_the_one_prologue():
+    """Each command begins with its docstring, the three-line guard for a run as a file, and the
+    import of cli (whose import runs the entry prologue, cli._start_command); no other code of
+    studies/ installs the start-up's Ctrl-C handler or reads --threads. Can fail: a command's own name is read
+    from its guard."""
+    for name in wing(""):
+        text = open(os.path.join(STUDIES, name + ".py")).read()
+        m = GUARD.search(text)
+        assert m and m.group(1) == name, name
+        assert text[:m.start()].count('"""') == 2, name                    # only the docstring
+    for path in glob.glob(os.path.join(STUDIES, "**", "*.py"), recursive=True):
+        if os.path.basename(path).startswith("test_") or path.endswith(os.sep + "cli.py"):
+            continue
+        calls = re.findall(r"\b(quiet_interrupts|threads_from_argv)\(", open(path).read())
+        assert not calls, (path, calls)
 
 
 def test_regenerate_sh_writes_every_table_under_results():

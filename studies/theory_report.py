@@ -1,4 +1,4 @@
-"""theory_report.py (studies): the paper's quantities measured on trained models.
+"""theory_report.py (studies, a command): the paper's quantities measured on trained models.
 
     python -m studies.theory_report     prints the report (about 15 s on 2 cores); -h: usage
 
@@ -24,16 +24,12 @@ import time
 
 import numpy as np
 
-from studies.lib import checks
-
 import attn
 import data
-from studies.lib import hypotheses
-from studies.lib import training
-from theory import (MEAS, THM, construction_cache, covering_constant, generalization_gap,
-                    heading, norm_measures, pairwise_ratios, require, say, spectral_norm)
+from theory import (MEAS, THM, construction_cache, covering_constant, generalization_gap, heading,
+                    norm_measures, pairwise_ratios, require, say, spectral_norm)
 
-from studies.lib import harness
+from studies.lib import checks, harness, hypotheses, training
 
 
 def measure_trained_block(p, cfg, X):

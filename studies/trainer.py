@@ -20,12 +20,12 @@ from studies.lib import cli   # first: importing it is every command's entry pro
 import numpy as np
 
 import train
-from studies.lib import arithmetic, checks
+
+from studies.lib import arithmetic, checks, training
 from studies.lib.checkpoint import Interrupted, checkpoint_owner, load_checkpoint
 from studies.lib.cli import integer
 from studies.lib.run_options import (DEFAULTS, OPTIONS, RUN_KEYS, add_options, cli_flag,
                                      validate_options)
-from studies.lib import training
 from studies.lib.training import Diverged, check_run_memory
 
 

@@ -1,4 +1,5 @@
-"""arithmetic.py: what arithmetic made a number: the BLAS library, its kernel, threads, CPU, dtype.
+"""arithmetic.py (studies/lib): what arithmetic made a number: the BLAS library, its kernel, threads,
+CPU, dtype.
 
 A float32 training run is bit for bit the same only where the same arithmetic runs it. numpy's
 matrix products go to the BLAS library numpy loaded; OpenBLAS, the one numpy's wheels carry,

@@ -1,4 +1,5 @@
-"""baseline.py: the baseline without attention, an MLP on the raw bits (Section 5's comparison).
+"""baseline.py (studies/lib): the baseline without attention, an MLP on the raw bits (Section 5's
+comparison).
 
     logit = act(x W_1 + b_1) W_2 + b_2        x [T] bits, W_1 [T, hidden], W_2 [hidden, 1]
 
@@ -13,11 +14,11 @@ Shapes: B batch, T bits, k = hidden units.
 """
 import numpy as np
 
-from studies.lib import checks
-
 import attn
 import fast
-from studies.lib.checks import WrongType, check_array, check_choice, check_01, describe
+
+from studies.lib import checks
+from studies.lib.checks import WrongType, check_01, check_array, check_choice, describe
 
 KEYS = ("W_1", "b_1", "W_2", "b_2")
 

@@ -1,4 +1,4 @@
-"""checkpoint.py (the studies' side): a run's checkpoint files, and the Ctrl-C that saves one.
+"""checkpoint.py (studies/lib): a run's checkpoint files, and the Ctrl-C that saves one.
 
     python -m studies.trainer --save run.npz ...  a checkpoint every --save-every steps, at the end,
                                              and on Ctrl-C or SIGTERM
@@ -18,10 +18,7 @@ import signal
 
 import numpy as np
 
-from studies.lib import checks
-
-from studies.lib import arithmetic
-from studies.lib import cli
+from studies.lib import arithmetic, checks, cli
 from studies.lib.run_options import DEFAULTS, RUN_KEYS, run_shapes, validate_options
 
 # ---------------------------------------------------------------- the file ---------------------

@@ -1,4 +1,4 @@
-"""studies/lib/checks.py (the studies' side): one vocabulary of argument checks for the studies.
+"""checks.py (studies/lib): one vocabulary of argument checks for the studies.
 
 The reference at the root checks only at its doors, in a line each; everything built on it here
 (the studies' trainer, its options, checkpoints, the hypotheses count, the symmetries, the

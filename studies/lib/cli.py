@@ -1,4 +1,5 @@
-"""cli.py: what the project's commands share: BLAS threads, option values, one-line errors, files.
+"""cli.py (studies/lib): what the project's commands share: BLAS threads, option values, one-line
+errors, files.
 
 train.py and the study commands (python -m studies.sweep, ...) promise the same things to the
 person typing them, and this file is where those promises are kept once:

@@ -15,14 +15,14 @@ import os
 import numpy as np
 
 from theory import construction_width
-from studies.lib import harness, run_options
+
+from studies.lib import harness, report, run_options
 from studies.lib.cli import pyplot_or_hint, read_text_file, save_figure, write_text
 from studies.lib.folder import folder_rows, full_options
 from studies.lib.harness import check_markers, marked_files, page_target, paste_tables
 from studies.lib.intervals import bound_text, surely_above, surely_below
 from studies.lib.laws import log_departure, paired_growth, paired_ratio
 from studies.lib.limits import LIMIT_SEEDS, statistical_limits
-from studies.lib import report
 from studies.lib.report import (asks_papers_question, ci_text, cpu_minutes, over_folders,
                                 paper_bar_text, rounding_note, success_table)
 from studies.lib.stats import critical_sizes, seed_outcome, split_by_T

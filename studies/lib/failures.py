@@ -1,4 +1,4 @@
-"""failures.py (studies): why runs fail (issue 38), from the mechanism study's runs and its arms.
+"""failures.py (studies/lib): why runs fail (issue 38), from the mechanism study's runs and its arms.
 
 Three reports on folders that mechanism.py writes (its commands `factors`, `paired` and
 `trace-report` call them): C of Edelman et al.'s reconstructed bound split into the factors it
@@ -14,13 +14,12 @@ import os
 
 import numpy as np
 
-from studies.lib import cli, intervals, row_kinds
 from theory import COVERING_SUMS, covering_from_parts
 
-from studies.lib import folder, harness
+from studies.lib import cli, folder, harness, intervals, row_kinds
 from studies.lib.study import (EDGE_NOTE, fmt, is_final, load_runs, load_study, read_plan,
-                           recorded_folder, same_folder, separation, study_files, study_rows,
-                           weighted_median, word)
+                               recorded_folder, same_folder, separation, study_files, study_rows,
+                               weighted_median, word)
 
 
 # From a study's runs, no new training: C split into the factors it multiplies, each factor's

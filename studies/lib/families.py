@@ -1,4 +1,4 @@
-"""families.py (studies): other Boolean families beside 3-sparse AND (studies.sweep families).
+"""families.py (studies/lib): other Boolean families beside 3-sparse AND (studies.sweep families).
 
 One table over sweep folders of different tasks or sparsities s: m50 and the majority m* per
 (task, s, T) with their 95% intervals, the statistical limit, P(label = 1) measured on draws and
@@ -11,14 +11,14 @@ import os
 import numpy as np
 
 import data
+
 from studies.lib import training
 from studies.lib.cli import pyplot_or_hint, save_figure
-
 from studies.lib.folder import folder_rows, full_options
-from studies.lib.limits import STRUCTURED, limit_text
-from studies.lib.report import (ci_text, cpu_minutes, fits_line, over_folders,
-                    rounding_note, statistical_limits, success_table)
 from studies.lib.laws import growth_in_s, scaling_fits
+from studies.lib.limits import STRUCTURED, limit_text
+from studies.lib.report import (ci_text, cpu_minutes, fits_line, over_folders, rounding_note,
+                                statistical_limits, success_table)
 from studies.lib.stats import critical_sizes, split_by_T
 
 

@@ -1,8 +1,8 @@
 """folder.py (studies/lib): a results folder on disk, a sweep's, steps.py's or mechanism.py's: its
 description (sweep.json, steps.json, plan.json, curves.json) read and checked, its rows checked
 against it and against each other (check_rows), and the one reader of every file kind (READERS).
-Every command that writes runs into a folder stands on it; the kinds of rows and the reading of
-one row are rows.py's, the writing (RowWriter) and the folder's lock folder_write.py's.
+Every command that writes runs into a folder stands on it; the kinds of rows and the reading of one
+row are rows.py's, the writing (RowWriter) and the folder's lock folder_write.py's.
 
 A folder holds one experiment: every run is one row of OUT/runs*.csv (written and flushed as it
 finishes, so an interrupted sweep loses nothing), and OUT/sweep.json records the options, the m
@@ -22,14 +22,12 @@ import json
 import os
 import re
 
-from studies.lib import cli
-from studies.lib import run_options
-
+from studies.lib import cli, run_options
 from studies.lib.checks import INTS, check_number
 from studies.lib.harness import check_path, shown
-from studies.lib.row_kinds import (DESIGNS, MAX_SEARCHES, MECHANISM_ROWS, MODELS, STEPS_ROWS, SWEEP_ROWS,
-                              TRAJECTORY_ROWS, check_bar, check_kind, check_row_list,
-                              header_state, own_file, read_rows)
+from studies.lib.row_kinds import (DESIGNS, MAX_SEARCHES, MECHANISM_ROWS, MODELS, STEPS_ROWS,
+                                   SWEEP_ROWS, TRAJECTORY_ROWS, check_bar, check_kind,
+                                   check_row_list, header_state, own_file, read_rows)
 from studies.lib.stats import SEARCHES, seed_outcome
 
 

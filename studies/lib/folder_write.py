@@ -1,8 +1,7 @@
-"""folder_write.py (studies): a results folder's writing side, split from folder.py, which reads: a
-session's CSV of runs written row by row (RowWriter: flushed and synced as each run finishes,
-a torn tail cut away first, a file of an older header continued aside) and the folder's lock
-(lock_folder: one command at a time per folder). What a row must be is folder.py's (its kinds).
-"""
+"""folder_write.py (studies/lib): a results folder's writing side, split from folder.py, which reads:
+a session's CSV of runs written row by row (RowWriter: flushed and synced as each run finishes, a
+torn tail cut away first, a file of an older header continued aside) and the folder's lock
+(lock_folder: one command at a time per folder). What a row must be is row_kinds.py's."""
 import csv
 import os
 import re

@@ -1,4 +1,4 @@
-"""harness.py (studies): what the study commands share beyond cli.py's promises: the pool of
+"""harness.py (studies/lib): what the study commands share beyond cli.py's promises: the pool of
 worker processes every sweep runs on, the checks at the door of every public function, the one
 claim before a command writes, and the pages that copy tables.
 
@@ -66,8 +66,8 @@ MAX_WORKERS = 512      # worker processes in one pool at most: each is an interp
 
 def worker_pool(workers):
     """The one pool of worker processes of every command (sweeps, steps.py, the bench): `workers`
-    fresh interpreters (spawn: no copy of the parent's state) that start with Ctrl-C held
-    (_SigintHeld) and then ignore it (worker_start), and that exit within a second of their
+    fresh interpreters (spawn: no copy of the parent's state), one BLAS thread each, that start
+    with Ctrl-C held (_SigintHeld) and then ignore it (worker_start), and exit within a second of their
     parent's death, however it died (SIGKILL, SIGTERM, a crash). pool.stop() terminates the
     workers still running and returns at once (Ctrl-C, SIGTERM or a failed run: nothing is left
     running for nobody)."""
@@ -76,6 +76,8 @@ def worker_pool(workers):
         raise ValueError(f"workers must be an integer in [1, {MAX_WORKERS}], got {shown(workers)}")
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
+    cli.set_blas_threads()       # one BLAS thread per worker (unless the environment says): the
+                                 # pool is the parallelism
 
     class WorkerPool(ProcessPoolExecutor):
         def submit(self, fn, /, *args, **kwargs):      # workers start here, on demand

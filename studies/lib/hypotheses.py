@@ -1,4 +1,5 @@
-"""hypotheses.py: the hypotheses a training set leaves, exactly (Edelman et al., Section 5).
+"""hypotheses.py (studies/lib): the hypotheses a training set leaves, exactly (Edelman et al., Section
+5).
 
 The paper's data protocol: "m samples were drawn from this distribution to form a training set
 (rejecting training sets which were compatible with multiple hypotheses), and 10^4 samples were
@@ -16,7 +17,7 @@ import math
 
 import numpy as np
 
-from data import JUNTA_MAX_S, TASKS, SparseTask, make_task
+from data import JUNTA_MAX_S, SparseTask, TASKS, make_task
 
 from studies.lib.checks import INTS, check_bits, check_number, check_rng, check_sample_size
 

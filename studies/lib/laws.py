@@ -1,4 +1,4 @@
-"""laws.py (studies): laws across T and s, fitted to the estimates stats.py makes.
+"""laws.py (studies/lib): laws across T and s, fitted to the estimates stats.py makes.
 
 m50(T) against ln T, T and T^k with paired bootstrap intervals and AIC (scaling_fits); m50(s) as
 a power law or an exponential (growth_in_s); where a curve leaves the log law it follows at small
@@ -13,7 +13,6 @@ import numbers
 import numpy as np
 
 from studies.lib.checks import describe
-
 from studies.lib.intervals import check_real, check_reals, percentile_ci, surely_above
 
 

@@ -1,4 +1,4 @@
-"""limits.py (studies): the statistical limit, the fewest samples that leave one hypothesis.
+"""limits.py (studies/lib): the statistical limit, the fewest samples that leave one hypothesis.
 
     python -m studies.sweep limit      the limit per T (no training): table.md and limit.json
 
@@ -14,16 +14,11 @@ import time
 
 import numpy as np
 
-from studies.lib import checks
-
 import data
-from studies.lib import hypotheses
-from studies.lib import training
-from studies.lib.checks import INTS, check_number
-from studies.lib import cli
-from studies.lib.cli import claim_outputs, read_text_file, write_json, write_text
 
-from studies.lib import harness
+from studies.lib import checks, cli, harness, hypotheses, training
+from studies.lib.checks import INTS, check_number
+from studies.lib.cli import claim_outputs, read_text_file, write_json, write_text
 from studies.lib.harness import need
 
 

@@ -12,8 +12,9 @@ study (studies.mechanism), its trajectories and the symmetries study measure thr
 import numpy as np
 
 import attn
-from studies.lib import checks, harness, symmetry
 from theory import covering_constant, covering_parts, norm_measures
+
+from studies.lib import checks, harness, symmetry
 
 
 ON_S = 0.5          # a head "attends S" when its mean [CLS] attention mass on S is >= this

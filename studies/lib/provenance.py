@@ -1,4 +1,4 @@
-"""provenance.py (studies): where and with what arithmetic a folder's runs were made (issue 46).
+"""provenance.py (studies/lib): where and with what arithmetic a folder's runs were made (issue 46).
 
 A float32 run replays bit for bit only under the BLAS kernel that made it (arithmetic.py). Every
 session that adds runs to a folder records its machine in the folder's description (sweep.json,
@@ -11,9 +11,7 @@ arithmetic_id). Folders made before these records: what studies.replay --find fo
 import argparse
 import os
 
-from studies.lib import arithmetic
-from studies.lib import folder
-
+from studies.lib import arithmetic, folder
 from studies.lib.harness import check_path, shown
 
 

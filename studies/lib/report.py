@@ -14,6 +14,7 @@ import sys
 import numpy as np
 
 from theory import fit_line
+
 from studies.lib import harness, intervals
 from studies.lib.checks import INTS, check_number
 from studies.lib.cli import pyplot_or_hint, save_figure, write_json, write_text

@@ -1,4 +1,4 @@
-"""run_options.py (the studies' side): a study run's options, one table: defaults, checks, --help.
+"""run_options.py (studies/lib): a study run's options, one table: defaults, checks, --help.
 
 Each row of OPTIONS is (name, default, parser, help): train.py's rows (the paper's Section 5
 options, taken from train.OPTIONS with their defaults and help) and the studies' own. The
@@ -11,9 +11,10 @@ import argparse
 import numpy as np
 
 import attn
-import train
-from studies.lib import baseline, checks
 import data
+import train
+
+from studies.lib import baseline, checks
 from studies.lib.cli import BadValue, choice, integer, number
 
 def _ref(name, more=""):

@@ -1,4 +1,5 @@
-"""stats.py (studies/lib): the experiment's statistics, from which m grid to run to m* and its interval.
+"""stats.py (studies/lib): the experiment's statistics, from which m grid to run to m* and its
+interval.
 
 Numpy only; every function checks its input and raises a one-line ValueError that names the bad
 value. It reads top to bottom:
@@ -43,12 +44,11 @@ import numbers
 
 import numpy as np
 
-from studies.lib.checks import describe
 from studies.lib import intervals
-from studies.lib.intervals import (MAX_BOOT, MAX_FLOAT, check_count, check_generator,
-                                   check_real, check_reals, distribution_ci,
-                                   order_statistic_bootstrap, percentile_ci, resample_counts,
-                                   seed_counts, stratum_rng)
+from studies.lib.checks import describe
+from studies.lib.intervals import (MAX_BOOT, MAX_FLOAT, check_count, check_generator, check_real,
+                                   check_reals, distribution_ci, order_statistic_bootstrap,
+                                   percentile_ci, resample_counts, seed_counts, stratum_rng)
 
 RIDGE = 1e-3      # ridge strength on (centred intercept, slope); see the module docstring
 MAX_ITER = 100    # Newton iterations cap (typical fits converge in 5-30)

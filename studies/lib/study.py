@@ -1,5 +1,5 @@
-"""study.py (studies/lib): the mechanism study (studies.mechanism): its plan made and read back,
-its rows, and the statistics its reports share.
+"""study.py (studies/lib): the mechanism study (studies.mechanism): its plan made and read back, its
+rows, and the statistics its reports share.
 
 mechanism.py writes a study (plan.json, runs.csv, trajectories.csv) and failures.py reports on a
 study and its arms; both make and read the folder and draw their intervals through this file, so
@@ -20,8 +20,8 @@ import os
 
 import numpy as np
 
-from studies.lib.checks import INTS, REALS, check_number
 from studies.lib import folder, harness, intervals, laws, row_kinds, run_options, stats, training
+from studies.lib.checks import INTS, REALS, check_number
 from studies.lib.harness import check_path, shown
 
 

@@ -1,4 +1,4 @@
-"""symmetry.py: the model's exact symmetries, and a canonical form that folds them out.
+"""symmetry.py (studies/lib): the model's exact symmetries, and a canonical form that folds them out.
 
 The reference's side (the root); it imports attn.py and numpy only. A trained network is one
 point of many that compute the same function: each function below moves a parameter dict
@@ -44,9 +44,9 @@ import math
 
 import numpy as np
 
-from studies.lib import checks
-
 import attn
+
+from studies.lib import checks
 from studies.lib.checks import REALS, check_number, refuse
 
 LN_READERS = dict(ln1=(("W_Q", "b_Q"), ("W_K", "b_K"), ("W_V", "b_V")),  # what reads each LN

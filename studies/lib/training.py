@@ -26,6 +26,7 @@ import fast
 import optim
 import theory
 import train
+
 from studies.lib import arithmetic, baseline, checkpoint, checks, cli, hypotheses, symmetry
 from studies.lib.checkpoint import (Interrupted, StopRequests, check_checkpoint, checkpoint_owner,
                                     restore, same_path)

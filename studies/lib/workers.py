@@ -13,8 +13,8 @@ import time
 import numpy as np
 
 from studies.lib import cli, harness, row_kinds, run_options, training
-from studies.lib.measures import N_MEASURE, measure_mechanism
 from studies.lib.checks import INTS, check_number
+from studies.lib.measures import N_MEASURE, measure_mechanism
 
 
 # ---------------------------------------------------------------- a sweep's runs --------------
