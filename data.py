@@ -20,7 +20,7 @@ training set and a test set drawn one after the other from the same Generator ar
 draws from the same distribution. This file needs numpy alone; copy it anywhere.
 
 The exact count of the hypotheses a training set leaves, and the paper's data protocol built on
-it, are in hypotheses.py; this file is the tasks alone.
+it, are the studies' (studies/lib/hypotheses.py); this file is the tasks alone.
 
 The file reads top to bottom: the task (make_task, SparseTask), then the checks of its doors
 (make_task, SparseTask, task.sample, task.label): each refusal a one-line ValueError naming the

@@ -22,7 +22,7 @@ Names, said once:
 The shortcut (_attention_forward): before LN1 each position holds one of only two vectors and the
 [CLS] query is the same for every sample, so each head's output is a ratio of two linear functions
 of the bit vector: a batch costs one (B, 2T) @ (2T, H + d) matrix product, not O(B T d^2).
-baseline.py's MLP runs on this file's linear and MLP ops.
+The studies' MLP baseline (studies/lib/baseline.py) runs on this file's linear and MLP ops.
 Shape letters as in attn.py: B batch, T bits, d width, H heads, e = d/H, k hidden, R runs.
 """
 import collections
@@ -82,7 +82,7 @@ def _ln_backward(grads, cfg, name, dy, cache):  # stores grads[name_g], grads[na
 def linear_forward(x, W, b):
     """y = x @ W + b, leading axes reshaped away so that each run is one BLAS product.
     A stack of R runs: x [R, ..., n], W [R, n, k], b [R, k]. One run: x [..., n], W [n, k], b [k]
-    (baseline.py's MLP)."""
+    (the studies' MLP baseline)."""
     if W.ndim == 3:
         y = x.reshape(W.shape[0], -1, x.shape[-1]) @ W
         y += b[:, None, :]

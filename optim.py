@@ -86,7 +86,7 @@ def adam_step(params, grads, state, lr, wd, b1=0.9, b2=0.999, eps=1e-8, decouple
     are, whatever their gradient. lr >= 0, wd >= 0, 0 <= b1, b2 < 1, eps >= 0, as torch asks. Each
     product is written in the order the flat buffer's step computes it (p wd lr, step_size m),
     so the two give the same bits."""
-    _check_step(params, grads, state, lr, wd, b1, b2, eps)
+    _check_step(params, grads, state, lr, wd, b1, b2, eps, decoupled)
     state["t"] += 1
     t = state["t"]
     if state["flat"] is not None:
@@ -116,6 +116,8 @@ def clip_gradients(grads, max_norm, runs=None):
     """Scale the gradients in place so that their global L2 norm is at most max_norm (as
     torch.nn.utils.clip_grad_norm_: factor max_norm / (norm + 1e-6) when below 1). For a stack of
     `runs` runs (a leading run axis on every array), each run's own norm. -> the norms."""
+    _check_rules(("grads", grads, isinstance(grads, dict), "a dict of gradient arrays"),
+                 ("max_norm", max_norm, _real(max_norm), "a finite number >= 0"))
     lead = (runs, -1) if runs else (1, -1)
     sq = sum((g.reshape(lead).astype(np.float64) ** 2).sum(1) for g in grads.values())
     norm = np.sqrt(sq)
@@ -199,6 +201,13 @@ def _flat_buffer(params):
     return flat
 
 
+BIG = float(np.finfo(np.float64).max)   # 10**400 is an int no float holds: refused
+
+
+def _real(v, hi=math.inf):  # a real number (no bool) in [0, hi), within a float's range
+    return isinstance(v, numbers.Real) and type(v) is not bool and 0 <= v < hi and v <= BIG
+
+
 # ---------------------------------------------------------------- argument checks --------------
 # adam_init's and adam_step's arguments, once a call, a few comparisons (no array is read): the
 # first wrong one refused in one line that names it and says what is allowed
@@ -210,24 +219,25 @@ def _check_rules(*rules):  # each rule (name, value, ok, what is allowed): Value
 
 def _check_init(params, decay, frozen, scales):  # adam_init's
     names = params.keys() if isinstance(params, dict) else {}.keys()
-    _check_rules(("params", params, names, "a non-empty dict of arrays (attn.init_params)"),
-                ("decay", decay, decay in DECAYS, f"one of {DECAYS}"),
-                ("frozen", frozen, isinstance(frozen, (tuple, list, set, frozenset))
-                 and names >= set(frozen), "a collection of names of params"),
-                ("scales", scales, scales is None or isinstance(scales, dict) and scales.keys() <=
-                 names and all(0 < c < 1e308 for c in scales.values()), "None or {param: c > 0}"))
+    kinds = {str(getattr(v, "dtype", "")) for v in params.values()} if names else set()
+    _check_rules(("params", params, kinds in ({"float32"}, {"float64"}), "a non-empty dict of "
+                  "float32 or float64 arrays of one dtype (attn.init_params)"),
+                 ("decay", decay, decay in DECAYS, f"one of {DECAYS}"),
+                 ("frozen", frozen, isinstance(frozen, (tuple, list, set, frozenset))
+                  and names >= set(frozen), "a collection of names of params"),
+                 ("scales", scales, scales is None or isinstance(scales, dict) and scales.keys()
+                  <= names and all(_real(c) and c > 0 for c in scales.values()), "{name: c > 0}"))
 
 
-BIG = float(np.finfo(np.float64).max)   # 10**400 is an int no float holds: refused
-
-
-def _check_step(params, grads, state, lr, wd, b1, b2, eps):  # adam_step's
-    _check_rules(("state", state, isinstance(state, dict) and STATE <= state.keys(), "adam_init's"))
-    same = lambda d: isinstance(d, dict) and state["shapes"] == {k: np.shape(d[k]) for k in d}
-    _check_rules(("params", params, same(params) and (state["flat"] is None or all(
-        params[k] is state["views"][k] for k in params)), "adam_init's, updated in place"),
-                ("grads", grads, same(grads), "arrays of the parameters' names and shapes"),
-                ("lr, wd, b1, b2, eps", (lr, wd, b1, b2, eps), all(
-                    isinstance(v, numbers.Real) and type(v) is not bool and 0 <= v < hi and v <= BIG
-                    for v, hi in zip((lr, wd, b1, b2, eps), (math.inf, math.inf, 1, 1, math.inf))),
-                 "finite numbers >= 0, b1 and b2 < 1"))
+def _check_step(params, grads, state, lr, wd, b1, b2, eps, decoupled):  # adam_step's
+    ok = isinstance(state, dict) and STATE <= state.keys() and type(state["t"]) is int
+    same = lambda d: ok and isinstance(d, dict) and state["shapes"] == {
+        k: np.shape(d[k]) for k in d}
+    _check_rules(("state", state, ok and state["t"] >= 0, "adam_init's"),
+                 ("params", params, same(params) and (state["flat"] is None or all(
+                     params[k] is state["views"][k] for k in params)), "adam_init's, in place"),
+                 ("grads", grads, same(grads), "arrays of the parameters' names and shapes"),
+                 ("lr, wd, b1, b2, eps", (lr, wd, b1, b2, eps), all(_real(v, hi) for v, hi in zip(
+                     (lr, wd, b1, b2, eps), (math.inf,) * 2 + (1, 1, math.inf))),
+                  "finite numbers >= 0, b1 and b2 < 1"),
+                 ("decoupled", decoupled, type(decoupled) is bool, "True or False"))

@@ -591,6 +591,12 @@ def _state(p, **kw):
 ARRAY_LIKE = "array-likes are read by np.asarray"
 WALK.update({
     # optim.py
+    "optim.clip_gradients": Walk(lambda f: dict(grads={k: np.ones_like(v) for k, v in
+                                                    f["p"].items()}, max_norm=1.0, runs=None),
+                                 legal=dict(max_norm={"0": "zeroes every gradient (torch's too)",
+                                                      "10**12": "a cap that never acts"},
+                                            grads={"missing key": "any dict of gradients"},
+                                            runs={"*": "the caller's stack size (train.py)"})),
     "optim.adam_init": Walk(lambda f: dict(params=f["p"], decay="all", frozen=("ln1_g",)),
                             legal=dict(params={"missing key": "any dict of parameters"},
                                        frozen={"list": "a list of names", "short": "no name"}),
@@ -755,8 +761,7 @@ WALK_EXEMPT.update({f"fast.{op}_{way}": OP_EXEMPT for way in ("forward", "backwa
 WALK_EXEMPT.update({
     "fast.logistic_forward": OP_EXEMPT, "fast.activation_bytes": "a formula of sizes: numpy's "
     "own errors (train.py checks the options it reads)", "optim.one_buffer": "a copy into one "
-    "buffer: numpy's own errors; adam_init checks what it is given", "optim.clip_gradients":
-    "torch's formula: numpy's own errors (train.py checks the options it reads)",
+    "buffer: numpy's own errors; adam_init checks what it is given",
     **dict.fromkeys(("attn.numerical_gradient", "attn.check_model", "attn.gradient_checks",
                      "attn.definition_checks", "attn.self_check"), "the self-check's own steps, "
                     "called with its literals"),

@@ -786,7 +786,7 @@ def _report_exactness(ctx, rng):
     construct = ctx["construct"]
     say("", "attn.py's model, heads=1, ln=False, ReLU MLP, float64; W_QK = e_CLS u^T, u.p_i = R "
         "on S (R + (s-1-j) ln 2 for a junta),")
-    say("", "d_p = ceil(16 s ln T) random +-1/sqrt(d_p) codes. Checked through attn.model_forward "
+    say("", "d_p = ceil(16 s ln T) random +-1/sqrt(d_p) codes. Checked through fast.model_forward "
         "(path 'fast') on all 2^s patterns")
     say("", "of the relevant bits, each with the other T-s bits all 0, all 1, and 2 random fills.")
     say(THM, "every input classified correctly; cell = min over inputs of the signed logit")

@@ -77,6 +77,16 @@ def draw_run(o):
                 init=streams.init, order=streams.order)
 
 
+def _run_bytes(o):
+    """About the most memory a run holds at once, in bytes: its samples (each T float64 uniforms,
+    T bits and their copy in the run's dtype), its parameters (drawn in float64; with their
+    gradient and Adam's two moments) and one step's activations (fast.activation_bytes)."""
+    cfg, item = model_config(o), np.dtype(o["dtype"]).itemsize
+    weights = sum(math.prod(shape) for shape in attn.param_shapes(cfg).values())
+    return ((o["m"] + o["n_test"]) * o["T"] * (9 + item) + weights * (8 + 4 * item)
+            + fast.activation_bytes(cfg, o["batch"] or o["m"]))
+
+
 # ---------------------------------------------------------------- the model -------------------
 
 def model_config(o):
@@ -420,6 +430,11 @@ def check_options(opts, name="opts"):
                      (o["batch"] > o["m"], f"batch={o['batch']} must be at most m={o['m']}")):
         if bad:
             raise ValueError(why)
+    need, have = _run_bytes(o), os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have / 2:
+        raise ValueError(f"T={o['T']}, m={o['m']}, n_test={o['n_test']}, d={o['d']} and mlp="
+                         f"{o['mlp']} need about {need / 2**30:.1f} GiB, over half this "
+                         f"machine's {have / 2**30:.1f} GiB")
     return o
 
 
@@ -547,12 +562,8 @@ def main(argv=None):
           f"mlp={o['mlp']}  {o['dtype']}  seed={o['seed']}", flush=True)
     try:
         r = train_run(o, log=lambda line: print(line, flush=True))
-    except (Diverged, ValueError) as e:
+    except (Diverged, ValueError, MemoryError) as e:      # MemoryError: numpy's own words
         print(f"train.py: {e}", file=sys.stderr)
-        return 1
-    except MemoryError:
-        print(f"train.py: out of memory: make T={o['T']}, m={o['m']} or n_test={o['n_test']} "
-              f"smaller", file=sys.stderr)
         return 1
     print_summary(r, o)
     if out_json:

@@ -163,3 +163,37 @@ def test_regenerate_sh_writes_every_table_under_results():
         if os.path.basename(rel) != "README.md" and not own:
             assert rel in named, f"{rel}: not written by results/regenerate.sh"
     assert "results/protocols/mingpt-summed-batch.md (the old minGPT table" in script
+
+
+def _module_of(file):
+    """The module a claim's `file.py` names: a command, a library module or a root file."""
+    import importlib
+    for where in ("studies.", "studies.lib.", ""):
+        name = where + file
+        if importlib.util.find_spec(name.split(".")[0]) and os.path.exists(
+                os.path.join(HERE, *name.split(".")) + ".py"):
+            return importlib.import_module(name)
+    raise AssertionError(f"{file}.py: no such module of the project")
+
+
+def test_every_claim_names_its_command_and_the_functions_that_compute_it():
+    """Each verdict bullet of the front page has its row in the table under it (the command, the
+    functions), each numbered claim and each study of results/README.md its "Made by ...;
+    computed by ..." line; every `file.py:function` named on the two pages exists. Can fail: a
+    name that is not there is refused (the scan reads them)."""
+    front = open(os.path.join(HERE, "README.md")).read()
+    verdict = front[front.index("## Verdict"):front.index("## The demo")]
+    bullets = re.findall(r"^- \*\*(.+?)\*\*", verdict, re.M)
+    rows = re.findall(r"^\| ([a-z][^|]+?) \| `python", verdict, re.M)
+    assert len(bullets) == len(rows) >= 5, (bullets, rows)
+    page = open(os.path.join(HERE, "results", "README.md")).read()
+    claims = page[page.index("1. **"):page.index("## Runs you can trust")]
+    items = re.split(r"\n(?=\d\. \*\*|- \[)", claims)
+    on_page = ("#not-run-yet", "#where-each", "#runs-you-can", "#bisection")
+    for item in items:
+        if not any(k in item.split("\n")[0] for k in on_page):
+            assert "*Made by* `python -m studies." in item and "*computed by* `" in item, item[:80]
+    named = set(re.findall(r"`(\w+)\.py:(\w+)`", front + page))
+    assert len(named) >= 20
+    missing = [f"{f}.py:{n}" for f, n in sorted(named) if not hasattr(_module_of(f), n)]
+    assert not missing, missing
