@@ -33,11 +33,12 @@ import numpy as np
 
 import theory
 
-from studies.lib import folder, harness, laws, limits, row_kinds, run_options, stats
+from studies.lib import (folder, harness, laws, limits, row_kinds, run_options, seed_laws, stats,
+                         training)
 from studies.lib.checks import INTS, check_number
 from studies.lib.cli import OneLineParser
-from studies.lib.intervals import sign_test
-from studies.lib.study import fmt
+from studies.lib.intervals import percentile_ci, resample_counts, sign_test
+from studies.lib.study import fmt, weighted_median
 
 NORMS = row_kinds.BALL_NORMS
 GAP = 0.1               # the generalization gap the bound is asked for (theory.samples_for_gap)
@@ -184,8 +185,8 @@ def class_page(study, folders, out, plot=None, log=print):
                           folders=[study, *folders])
     harness.need(callable(log), "log", log, "a function of one line")
     got = _class_folders(study, folders)
-    lines = (_cells_section(study, folders, got) + _laws_section(study, got)
-             + _record_section(got) + _bound_section(got))
+    lines = (_cells_section(study, folders, got) + _growth_section(study, got)
+             + _laws_section(study, got) + _record_section(got) + _bound_section(got))
     cli.write_text(out, "\n".join(lines) + "\n")
     log(f"wrote {out}")
     if plot:
@@ -223,6 +224,27 @@ def _cells_section(study, folders, got):
              "|---|---|---|---|---|---|---|---|---|---|"]
     for f, (_, cells, _) in got.items():
         lines += _cell_lines(_name(f), cells)
+    return lines
+
+
+def _growth_section(study, got):
+    """The cost on the ratio scale, paired by seed: G(T) = (m* / the study's m*, same seeds, at
+    T) over the same at the folder's first T, with its interval (laws.paired_growth: the same
+    resamples in both folders at one T, independent ones at the two T)."""
+    lines = ["", "### Does the cost grow with T?", "",
+             f"G(T): the folder's m* over {_name(study)}'s on the same seeds at T, divided by the "
+             "same ratio at the folder's first T; 95% interval from the seed bootstrap (paired at "
+             "each T, each T's seeds resampled on their own). A constant cost factor gives "
+             "G = 1 at every T; an interval above 1 says the cost grows.", "",
+             "| folder | T | G(T) [95% CI] |", "|---|---|---|"]
+    for f, (_, cells, _) in got.items():
+        est = {T: ({"m50": c["crit"]["m_star"], "m50_boot": c["crit"]["m_star_boot"]},
+                   {"m50": c["base"]["m_star"], "m50_boot": c["base"]["m_star_boot"]})
+               for T, c in cells.items() if c["base"]}
+        Ts = sorted(est)
+        for T in Ts[1:]:
+            g, lo, hi = laws.paired_growth(est[T][0], est[T][1], est[Ts[0]][0], est[Ts[0]][1])
+            lines.append(f"| {_name(f)} | {T} (from {Ts[0]}) | {_ci(g, lo, hi)} |")
     return lines
 
 
@@ -338,12 +360,150 @@ def _plot(study, got, path, log):
     log(f"wrote {path}")
 
 
+# ---------------------------------------------------------------- the slack, separated from T --
+# Folders each at one T, every norm held as in class-tight but W_QK's radius set to c times the
+# ideal need at that T (the least norm with which any head opens the construction's score gap at
+# leak QK_BALL_EPS under ideal token geometry, training.qk_ball_radius at qk_ball = 1). The cost
+# per seed: its critical m over the study's, same seed; per cell its median; across cells
+# ln(median cost) = a + b ln c + g ln T, fitted to the cells' medians. Intervals: each T's seeds
+# resampled on their own, the same resamples in every cell at one T (paired), N_SLACK_BOOT.
+
+N_SLACK_BOOT = 20000
+
+
+def slack_of(meta, T):
+    """(c, radius, need) of a slack folder at T: its ball_qk over the ideal need at T."""
+    harness.need(isinstance(meta, dict) and isinstance(meta.get("options"), dict), "meta", meta,
+                 "a sweep.json's dict (with options)")
+    o = run_options.validate_options(dict(meta["options"], T=T))
+    need = float(theory.paper_score_gap(T, o["s"], training.QK_BALL_EPS)) / (2.0 * (o["d"] + 1))
+    return o["ball_qk"] / need, o["ball_qk"], need
+
+
+def _log_costs(mine, theirs):
+    """ln(critical m / the study's) per seed: +inf above the grid alone, -inf the study's alone,
+    0 where both are above it (no order between them)."""
+    out = []
+    for a, b in zip(mine, theirs):
+        out.append(0.0 if math.isinf(a) and math.isinf(b) else math.log(a / b) if
+                   math.isfinite(a) and math.isfinite(b) else math.inf if math.isinf(a) else -math.inf)
+    return np.array(out)
+
+
+def _slack_cells(study, folders):
+    """[dict(name, T, c, radius, need, n, cost [n], crit, base)] of the slack folders, each at
+    its one T against the study's same seeds."""
+    _, srows = folder.folder_rows(study)
+    smeta = folder.read_meta(study)
+    cells = []
+    for f in folders:
+        meta, rows = folder.folder_rows(f)
+        grid = meta["grids"]["transformer"]
+        harness.need(grid == smeta["grids"]["transformer"], "folders", f,
+                     "a sweep on the study's grid", ValueError)
+        values = seed_laws.seed_values(rows, grid, meta["search"])
+        harness.need(len(values) == 1, "folders", f, "a sweep at one T (a slack cell)",
+                     ValueError)
+        (T, mine), = values.items()
+        theirs = seed_laws.seed_values([r for r in srows if int(r["T"]) == T], grid,
+                                       smeta["search"]).get(T, {})
+        seeds = sorted(mine)
+        harness.need(set(seeds) <= set(theirs), "folders", f, f"seeds the study holds at T = {T}",
+                     ValueError)
+        c, radius, need = slack_of(meta, T)
+        cells.append(dict(name=os.path.basename(f.rstrip("/")), T=T, c=c, radius=radius,
+                          need=need, n=len(seeds), mine=[mine[s] for s in seeds],
+                          theirs=[theirs[s] for s in seeds],
+                          cost=_log_costs([mine[s] for s in seeds], [theirs[s] for s in seeds]),
+                          crit=stats.critical_sizes(rows, {"transformer": grid}, meta["search"])[
+                              ("transformer", T)]))
+    return cells
+
+
+def _slack_fit(cells):
+    """The cells' median ln cost, point and N_SLACK_BOOT replicates (each T's seeds resampled on
+    their own, the same counts in every cell of that T), and the least-squares fit of
+    a + b ln c + g ln T to them -> (medians [1 + B, k], coefficients [1 + B, 3])."""
+    med = []
+    for c in cells:
+        W = np.vstack([np.ones((1, c["n"])), resample_counts(c["n"], c["T"], N_SLACK_BOOT)])
+        med.append(weighted_median(c["cost"], W))
+    med = np.stack(med, 1)
+    X = np.array([[1.0, math.log(c["c"]), math.log(c["T"])] for c in cells])
+    ok = np.all(np.isfinite(med), 1)
+    coef = np.full((len(med), 3), np.nan)
+    coef[ok] = med[ok] @ np.linalg.pinv(X).T
+    return med, coef
+
+
+def _slack_word(lo, hi):
+    return "established" if lo > 0 or hi < 0 else "not detected"
+
+
+def slack_page(study, folders, out, log=print):
+    """The slack design's page into `out`: per cell its slack, m*, the study's m* on the same
+    seeds, the median cost with its interval and the sign test; then b (ln c) and g (ln T)."""
+    harness.check_path("out", out, "the table's file")
+    harness.check_path("study", study, "a sweep folder", folder=True)
+    harness.need(isinstance(folders, (list, tuple)) and folders, "folders", folders,
+                 "a list of sweep folders", ValueError)
+    folders = [harness.check_path("folders", f, "a sweep folder", folder=True) for f in folders]
+    harness.claim_outputs([(out, "table", "the table")], folders=[study, *folders])
+    harness.need(callable(log), "log", log, "a function of one line")
+    cells = sorted(_slack_cells(study, folders), key=lambda c: (c["T"], c["c"]))
+    med, coef = _slack_fit(cells)
+    lines = _slack_head(study, folders) + [_slack_line(c, med[:, i]) for i, c in enumerate(cells)]
+    lines += _slack_verdict(cells, coef)
+    cli.write_text(out, "\n".join(lines) + "\n")
+    log(f"wrote {out}")
+
+
+def _slack_head(study, folders):
+    return ["## The slack, separated from T", "",
+            f"Written by `python -m studies.classball {study} {' '.join(folders)} --slack`. Each "
+            "folder one T, every norm held as in class-tight but W_QK's radius c times the ideal "
+            "need at that T (ln((T - s) / (0.1 s)) / (2 (d + 1)): the least query-key norm with "
+            "which any head opens the construction's score gap at leak 0.1 under ideal token "
+            "geometry). Per cell: m* by the majority rule [exact 95% CI]; the study's m* on the "
+            "same seeds; each seed's cost, its critical m over the study's (above the grid: "
+            "larger; both above it: equal), their median [95% CI, "
+            f"{N_SLACK_BOOT} resamples of the seeds]; the exact sign test.", "",
+            "| cell | T | c | radius | seeds | m* [95% CI] | the study's m* | median cost "
+            "[95% CI] | more / fewer / same | sign test p |", "|---|---|---|---|---|---|---|---|---|---|"]
+
+
+def _slack_line(c, med):
+    lo, hi = percentile_ci(np.exp(med[1:]))
+    more = int(np.sum(c["cost"] > 0))
+    fewer = int(np.sum(c["cost"] < 0))
+    a, base = c["crit"], sorted(c["theirs"])[math.ceil(c["n"] / 2) - 1]
+    return (f"| {c['name']} | {c['T']} | {c['c']:.2f} | {c['radius']:.4g} | {c['n']} | "
+            f"{_n(a['m_star'])} [{_n(a['m_star_lo'])}, {_n(a['m_star_hi'])}] | {_n(base)} | "
+            f"{_ci(float(np.exp(med[0])), lo, hi)} | {more} / {fewer} / {c['n'] - more - fewer} "
+            f"| {sign_test(more, fewer):.3g} |")
+
+
+def _slack_verdict(cells, coef):
+    names = ("a", "b: ln c (the slack)", "g: ln T")
+    kept = coef[1:][np.all(np.isfinite(coef[1:]), 1)]
+    lines = ["", f"ln(median cost) = a + b ln c + g ln T, least squares over the {len(cells)} "
+             f"cells (3 parameters), each coefficient with its 95% interval over the resamples "
+             f"({len(kept)} of {N_SLACK_BOOT} with every cell's median finite):", ""]
+    for j in (1, 2):
+        lo, hi = percentile_ci(kept[:, j]) if len(kept) else (math.nan, math.nan)
+        lines.append(f"- {names[j]}: {_ci(float(coef[0, j]), lo, hi)}, {_slack_word(lo, hi)} "
+                     f"(against 0)")
+    return lines
+
+
 def _parser():
     ap = OneLineParser(prog="studies.classball", description=__doc__.split("\n\n")[0])
     ap.add_argument("study", help="the unconstrained sweep folder (results/extended)")
     ap.add_argument("folders", nargs="+", help="sweep folders run inside the class ball")
     ap.add_argument("--out", required=True, help="the markdown page to write")
     ap.add_argument("--plot", help="also draw m*(T) into this image (needs matplotlib)")
+    ap.add_argument("--slack", action="store_true", help="the folders are slack cells (one T "
+                    "each, W_QK's radius c times the need at T): the slack against T instead")
     return ap
 
 
@@ -351,7 +511,10 @@ def main(argv=None):
     ap = _parser()
     a = ap.parse_args(harness.check_argv(argv))
     try:
-        class_page(a.study, a.folders, a.out, a.plot)
+        if a.slack:
+            slack_page(a.study, a.folders, a.out)
+        else:
+            class_page(a.study, a.folders, a.out, a.plot)
     except ValueError as e:
         ap.error(str(e))
     return 0

@@ -35,7 +35,8 @@ import numpy as np
 import data
 
 from studies.lib import (arithmetic, compare, families, folder, folder_write, harness, limits,
-                         provenance, report, row_kinds, run_options, training, workers)
+                         provenance, report, row_kinds, run_options, seed_laws, training,
+                         workers)
 from studies.lib.cli import OneLineParser, int_list, integer, number
 from studies.lib.stats import SEARCHES, m_grid, replay
 
@@ -69,7 +70,7 @@ def _shard_spec(text):
     return i, n
 
 
-COMMANDS = ("compare", "width", "families", "limit", "headline", "pages")
+COMMANDS = ("compare", "width", "families", "laws", "limit", "headline", "pages")
 
 
 def _sweep_parser(commands=True):
@@ -129,6 +130,7 @@ def _sweep_parser(commands=True):
     _add_width_command(sub)
     _add_families_command(sub)
     _add_limit_command(sub)
+    _add_laws_command(sub)
     _add_headline_command(sub)
     _add_pages_command(sub)
     return ap
@@ -205,6 +207,18 @@ def _add_limit_command(sub):
     c.add_argument("--s", type=integer(1), default=3, help="sparsity (default 3)")
     c.add_argument("--out", help="also write the table (markdown) and JSON to this folder")
     c.set_defaults(run=limits.limit_command, parser=c)
+
+
+def _add_laws_command(sub):
+    c = sub.add_parser("laws", help="four laws fitted to every seed's critical m",
+                       description=(
+        "Per sweep folder, the laws a + b ln T, a + b T, a + b (ln T)^2 and a T^k fitted to "
+        "every seed's critical m by maximum likelihood (lognormal seed noise; a seed above the "
+        "grid censored at its top), compared by AIC, with intervals from resampling each T's "
+        "seeds; from the second folder on, its exponent k minus the first's, paired seed by seed "
+        "where the two hold the same T and seeds."))
+    _folder_args(c, "sweep output folders (the first is the reference)", "only seeds 0..N-1")
+    c.set_defaults(run=seed_laws.laws_command, parser=c)
 
 
 def _add_headline_command(sub):
