@@ -126,13 +126,9 @@ def _sweep_parser(commands=True):
     sub = ap.add_subparsers(dest="command", parser_class=OneLineParser,
                             title="other commands (python -m studies.sweep COMMAND --help)",
                             metavar="{" + ",".join(COMMANDS) + "}")
-    _add_compare_command(sub)
-    _add_width_command(sub)
-    _add_families_command(sub)
-    _add_limit_command(sub)
-    _add_laws_command(sub)
-    _add_headline_command(sub)
-    _add_pages_command(sub)
+    for add in (_add_compare_command, _add_width_command, _add_families_command,
+                _add_laws_command, _add_limit_command, _add_headline_command, _add_pages_command):
+        add(sub)
     return ap
 
 
