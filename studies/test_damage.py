@@ -253,6 +253,7 @@ DAMAGE_KINDS = {  # kind -> (a valid input, [(module, argv)], {damage: why it is
                                                             "header only": RESUMES}),
                                   (sweep, ["width", "{DIR}", "--out", "{OUT}"]),
                                   (sweep, ["families", "{DIR}", "--out", "{OUT}"]),
+                                  (sweep, ["laws", "{DIR}", "--out", "{OUT}"]),
                                   (sweep, ["headline", "--d64", "{DIR}", "--out", "{OUT}",
                                            "--readme", "{README}"]),
                                   (mechanism, ["plan", "{NEW}", "{DIR}", "--Ts", "8"]),

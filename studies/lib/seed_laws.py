@@ -250,6 +250,10 @@ def laws_table(folders, n_seeds=None, Ts=None, n_boot=N_FIT_BOOT, log=print):
         grid = meta["grids"]["transformer"]
         curves.append((seed_values(rows, grid, meta["search"]), max(grid)))
     for i, (f, (values, top)) in enumerate(zip(folders, curves)):
+        if len(values) < 3:
+            lines.append(f"| {os.path.basename(f.rstrip('/'))} | {', '.join(map(str, values))} "
+                         f"| {sum(map(len, values.values()))} | fewer than 3 T: no law | | | | |")
+            continue
         fit, ref = fit_curve(values, top, n_boot), None
         first = curves[0][0]
         if i and all(set(seeds) <= set(first.get(T, {})) for T, seeds in values.items()):
