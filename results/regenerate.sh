@@ -111,6 +111,17 @@ $PY -m studies.classball results/extended results/class-ball/tight results/class
     --out results/class-ball/table.md > /dev/null
 $PY -m studies.symmetries ball results/extended results/class-ball/ours-skylakex --seeds 20 \
     --Ts 100,300 --out results/class-ball/noise-floor.md > /dev/null
+# issue 60: the W_QK ball's slack separated from T (six cells, one T each), the class's cells side
+# by side with the study (memorised failures, m50), and the four laws fitted to every seed (the
+# class's arms beside the study at d = 64; the study at d = 64 and 128 over their whole range)
+$PY -m studies.classball results/extended results/class-ball/slack/c-* --slack \
+    --out results/class-ball/slack.md > /dev/null
+$PY -m studies.sweep compare results/extended results/class-ball/tight results/class-ball/loose \
+    --seeds 20 --Ts 100,300,1100,3000 --out results/class-ball/compare.md > /dev/null
+$PY -m studies.sweep laws results/extended results/class-ball/tight results/class-ball/loose \
+    --seeds 20 --Ts 100,300,1100,3000,10000 --out results/class-ball/seed-laws.md > /dev/null
+$PY -m studies.sweep laws results/extended results/width/d-128 --seeds 20 \
+    --out results/extended/seed-laws.md > /dev/null
 # issue 47's study on measures of the function: its runs trained again with canonical columns
 $PY -m studies.symmetries canonical results/symmetries/canonical-borderline \
     results/symmetries/canonical-fixed results/symmetries/canonical.md > /dev/null

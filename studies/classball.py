@@ -103,9 +103,10 @@ def _ci(v, lo, hi):  # "v [lo, hi]", a bound rounded outwards by its Monte Carlo
     return fmt(v, lo, hi) if math.isfinite(v) else f"inf [{_n(lo)}, {_n(hi)}]"
 
 
-def _cell_lines(name, cells):
+def _cell_lines(name, cells, meta):
     lines = []
     for T, c in cells.items():
+        slack = f"{slack_of(meta, T)[0]:.2f}" if meta["options"].get("ball_qk") else "-"
         a, b, e = c["crit"], c["base"], c["est"]
         if b:
             more = sum(x > y for x, y in zip(a["per_seed"], b["per_seed"]))
@@ -115,7 +116,7 @@ def _cell_lines(name, cells):
         else:
             vs = "- | - | -"
         cpu = sum(float(r["seconds"]) for r in c["rows"] if r["seconds"] == r["seconds"]) / 60
-        lines.append(f"| {name} | {T} | {c['n']} | {_n(a['m_star'])} [{_n(a['m_star_lo'])}, "
+        lines.append(f"| {name} | {T} | {slack} | {c['n']} | {_n(a['m_star'])} [{_n(a['m_star_lo'])}, "
                      f"{_n(a['m_star_hi'])}] | {_ci(e['m50'], e['m50_lo'], e['m50_hi'])} | "
                      f"{a['censored']} | {vs} | {cpu:.1f} |")
     return lines
@@ -217,13 +218,14 @@ def _cells_section(study, folders, got):
              "and T, its finished seeds 0..n-1 beside the study's same seeds: m* by the majority "
              "rule with its exact 95% interval, m50 with its seed-bootstrap interval, and each "
              "seed's critical m against the study's (above the grid counts as larger; exact "
-             "two-sided sign test on the seeds that differ). CPU minutes: the cell's runs' "
-             "seconds summed (wall time of one-thread runs).", "",
-             "| folder | T | seeds | m* [95% CI] | m50 [95% CI] | above the grid | the study's "
-             "m*, same seeds | more / fewer / same | sign test p | CPU min |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for f, (_, cells, _) in got.items():
-        lines += _cell_lines(_name(f), cells)
+             "two-sided sign test on the seeds that differ). W_QK's slack: its radius over the "
+             "ideal need at T (slack_of). CPU minutes: the cell's runs' seconds summed (wall "
+             "time of one-thread runs).", "",
+             "| folder | T | W_QK's slack | seeds | m* [95% CI] | m50 [95% CI] | above the grid | "
+             "the study's m*, same seeds | more / fewer / same | sign test p | CPU min |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for f, (meta, cells, _) in got.items():
+        lines += _cell_lines(_name(f), cells, meta)
     return lines
 
 
