@@ -37,7 +37,7 @@ from studies.lib import (folder, harness, laws, limits, row_kinds, run_options, 
                          training)
 from studies.lib.checks import INTS, check_number
 from studies.lib.cli import OneLineParser
-from studies.lib.intervals import percentile_ci, resample_counts, sign_test
+from studies.lib.intervals import holm, percentile_ci, resample_counts, sign_test
 from studies.lib.study import fmt, weighted_median
 
 NORMS = row_kinds.BALL_NORMS
@@ -104,17 +104,23 @@ def _ci(v, lo, hi):  # "v [lo, hi]", a bound rounded outwards by its Monte Carlo
 
 
 def _cell_lines(name, cells, meta):
-    lines = []
+    """One row per T; the sign tests' p Holm-adjusted over the folder's T (one family)."""
+    rows, ps = [], []
     for T, c in cells.items():
+        a, b = c["crit"], c["base"]
+        more = sum(x > y for x, y in zip(a["per_seed"], b["per_seed"])) if b else 0
+        fewer = sum(x < y for x, y in zip(a["per_seed"], b["per_seed"])) if b else 0
+        rows.append((T, c, more, fewer))
+        if b:
+            ps.append(sign_test(more, fewer))
+    adjusted = iter(holm(ps))
+    lines = []
+    for T, c, more, fewer in rows:
         slack = f"{slack_of(meta, T)[0]:.2f}" if meta["options"].get("ball_qk") else "-"
         a, b, e = c["crit"], c["base"], c["est"]
-        if b:
-            more = sum(x > y for x, y in zip(a["per_seed"], b["per_seed"]))
-            fewer = sum(x < y for x, y in zip(a["per_seed"], b["per_seed"]))
-            vs = (f"{_n(b['m_star'])} [{_n(b['m_star_lo'])}, {_n(b['m_star_hi'])}] | {more} / "
-                  f"{fewer} / {c['n'] - more - fewer} | {sign_test(more, fewer):.3g}")
-        else:
-            vs = "- | - | -"
+        vs = (f"{_n(b['m_star'])} [{_n(b['m_star_lo'])}, {_n(b['m_star_hi'])}] | {more} / "
+              f"{fewer} / {c['n'] - more - fewer} | {sign_test(more, fewer):.3g} | "
+              f"{next(adjusted):.2g}") if b else "- | - | - | -"
         cpu = sum(float(r["seconds"]) for r in c["rows"] if r["seconds"] == r["seconds"]) / 60
         lines.append(f"| {name} | {T} | {slack} | {c['n']} | {_n(a['m_star'])} [{_n(a['m_star_lo'])}, "
                      f"{_n(a['m_star_hi'])}] | {_ci(e['m50'], e['m50_lo'], e['m50_hi'])} | "
@@ -218,15 +224,28 @@ def _cells_section(study, folders, got):
              "and T, its finished seeds 0..n-1 beside the study's same seeds: m* by the majority "
              "rule with its exact 95% interval, m50 with its seed-bootstrap interval, and each "
              "seed's critical m against the study's (above the grid counts as larger; exact "
-             "two-sided sign test on the seeds that differ). W_QK's slack: its radius over the "
+             "two-sided sign test on the seeds that differ, and its p Holm-adjusted over the "
+             "folder's T). W_QK's slack: its radius over the "
              "ideal need at T (slack_of). CPU minutes: the cell's runs' seconds summed (wall "
              "time of one-thread runs).", "",
+             _not_the_construction(folder.read_meta(study)["options"],
+                                   sorted({T for _, cells, _ in got.values() for T in cells})), "",
              "| folder | T | W_QK's slack | seeds | m* [95% CI] | m50 [95% CI] | above the grid | "
-             "the study's m*, same seeds | more / fewer / same | sign test p | CPU min |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "the study's m*, same seeds | more / fewer / same | sign test p | Holm over T | "
+             "CPU min |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f, (meta, cells, _) in got.items():
         lines += _cell_lines(_name(f), cells, meta)
     return lines
+
+
+def _not_the_construction(options, Ts):
+    """One sentence: the ideal need is not the hand-built construction's norm, whose codes need a
+    width (theory.construction_width) beyond the model's d at these T."""
+    widths = ", ".join(f"{theory.construction_width(T, options['s'])} at T = {T}" for T in Ts)
+    return ("The ideal need is the least norm any head could open the gap with, not the norm of "
+            "the hand-built construction "
+            "(theory.build_sparse_head): its positional codes need width 16 s ln T "
+            f"(theory.construction_width: {widths}) against this model's d = {options['d']}.")
 
 
 def _growth_section(study, got):
@@ -454,13 +473,13 @@ def slack_page(study, folders, out, log=print):
     harness.need(callable(log), "log", log, "a function of one line")
     cells = sorted(_slack_cells(study, folders), key=lambda c: (c["T"], c["c"]))
     med, coef = _slack_fit(cells)
-    lines = _slack_head(study, folders) + [_slack_line(c, med[:, i]) for i, c in enumerate(cells)]
+    lines = _slack_head(study, folders, cells) + [_slack_line(c, med[:, i]) for i, c in enumerate(cells)]
     lines += _slack_verdict(cells, coef)
     cli.write_text(out, "\n".join(lines) + "\n")
     log(f"wrote {out}")
 
 
-def _slack_head(study, folders):
+def _slack_head(study, folders, cells):
     return ["## The slack, separated from T", "",
             f"Written by `python -m studies.classball {study} {' '.join(folders)} --slack`. Each "
             "folder one T, every norm held as in class-tight but W_QK's radius c times the ideal "
@@ -470,7 +489,8 @@ def _slack_head(study, folders):
             "same seeds; each seed's cost, its critical m over the study's (above the grid: "
             "larger; both above it: equal), their median [95% CI, "
             f"{N_SLACK_BOOT} resamples of the seeds]; the exact sign test.", "",
-            "| cell | T | c | radius | seeds | m* [95% CI] | the study's m* | median cost "
+            _not_the_construction(folder.read_meta(study)["options"], sorted({c["T"] for c in cells})),
+            "", "| cell | T | c | radius | seeds | m* [95% CI] | the study's m* | median cost "
             "[95% CI] | more / fewer / same | sign test p |", "|---|---|---|---|---|---|---|---|---|---|"]
 
 

@@ -79,3 +79,9 @@ def test_every_public_function_refuses_hostile_values_naming_the_argument(walk_t
     """The walker of test_all.py over classball.py: every public function has a
     WALK entry and refuses each hostile value in one line naming the argument."""
     walk_modules((classball,), WALK)
+
+
+def test_the_pages_say_the_ideal_need_is_not_the_construction_with_its_computed_widths():
+    line = classball._not_the_construction({"s": 3, "d": 64}, [100, 10000])
+    assert f"{theory.construction_width(10000, 3)} at T = 10000" in line and "d = 64" in line
+    assert theory.construction_width(10000, 3) == 443 > 64     # too wide for this model

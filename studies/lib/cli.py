@@ -557,7 +557,8 @@ TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| tas
                "## The studies' measures under", "## The arm x T interaction",
                "## Paired cells with an exact test", "## The study's measures, raw and",
                "## Runs of two folders compared", "## The norm ball against",  # symmetries
-               "## m*(T) inside the capacity bound")                          # classball
+               "## m*(T) inside the capacity bound", "## The slack, separated",   # classball
+               "## The laws fitted to every seed")                        # sweep laws
 SUMMARY_KEYS = {"model", "task", "T", "s", "m", "seed", "train_acc", "test_acc", "steps"}
 
 

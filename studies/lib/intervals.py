@@ -489,6 +489,19 @@ def sign_test(lost, gained):
     return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
 
 
+def holm(ps):
+    """Holm's step-down adjustment of the p-values `ps` (a family's tests, in any order): the
+    k-th smallest times (n - k + 1), made non-decreasing, capped at 1; [n] -> [n], in ps' order."""
+    ps = check_reals("ps", ps).ravel().tolist()
+    if not all(0.0 <= p <= 1.0 for p in ps):
+        raise ValueError(f"ps must be p-values in [0, 1], got {describe(ps)}")
+    out, run = [0.0] * len(ps), 0.0
+    for k, i in enumerate(sorted(range(len(ps)), key=ps.__getitem__)):
+        run = max(run, min(1.0, (len(ps) - k) * ps[i]))
+        out[i] = run
+    return out
+
+
 def fisher_exact(a, b, c, d):
     """Two-sided Fisher exact test of the 2x2 table [[a, b], [c, d]]: the probability, given the
     margins, of a table no more likely than this one (integer arithmetic: ties are exact)."""

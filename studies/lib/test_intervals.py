@@ -238,6 +238,10 @@ def test_the_exact_tests_on_discordant_pairs_give_the_textbook_values():
     # margins' most likely value has p 1
     assert abs(intervals.fisher_exact(1, 9, 11, 3) - 0.0027594) < 1e-6
     assert intervals.fisher_exact(2, 2, 2, 2) == 1.0
+    # Holm: 0.01, 0.04, 0.03, 0.005 -> sorted times 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04, made
+    # non-decreasing (R: p.adjust(c(.01, .04, .03, .005), "holm") = 0.03 0.06 0.06 0.02)
+    assert intervals.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert intervals.holm([0.9, 0.8]) == [1.0, 1.0] and intervals.holm([]) == []
     p = sum(math.comb(7, x) * math.comb(7, 7 - x) for x in (0, 7)) / math.comb(14, 7)
     assert intervals.fisher_exact(7, 0, 0, 7) == pytest.approx(p)
 
@@ -245,6 +249,7 @@ def test_the_exact_tests_on_discordant_pairs_give_the_textbook_values():
 # ---------------- the walk: every public function refuses hostile values by name ------------------
 
 WALK = {
+    "intervals.holm": Walk(lambda f: dict(ps=[0.01, 0.5])),
     "intervals.sign_test": Walk(lambda f: dict(lost=4, gained=0), legal=dict(
         lost={"0": "none lost"}, gained={"0": "none gained"})),
     "intervals.fisher_exact": Walk(lambda f: dict(a=1, b=9, c=11, d=3), legal={
