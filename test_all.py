@@ -566,16 +566,15 @@ WALK.update({
                                 names=P_NAMES),
     "fast.cls_attention_mean": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"]),
                                     extra=dict(X=bit_damages(WX)), names=P_NAMES),
-    # data.py: its four doors (bit_probability is an internal: WALK_EXEMPT)
+    # data.py: its doors (make_task is SparseTask's other name)
     "data.make_task": Walk(lambda f: dict(name="and", T=4, s=2, rng=f["rng"]),
                            names=dict(name="task"), legal=dict(T={"10**12": "the support is "
                                                                   "drawn without a T-array"})),
-    "data.SparseTask": Walk(lambda f: dict(name="and", T=4, s=2, S=np.array([0, 2]), table=None),
-                            names=dict(name="task"),
-                            legal=dict(S={"list": "array-likes (np.asarray)"}, T={
-                                "10**12": "a task keeps S only"}),
-                            extra=dict(S={"repeated": np.array([2, 2]), "unsorted":
-                                          np.array([2, 0]), "out of range": np.array([0, 4])})),
+    "data.SparseTask": Walk(lambda f: dict(name="junta", T=4, s=3, rng=f["rng"]),
+                            names=dict(name="task"), legal=dict(T={"10**12": "a task keeps S "
+                                                                   "only"})),
+    "data.bit_probability": Walk(lambda f: dict(name="or", s=3), names=dict(name="task"),
+                                 legal=dict(s={"10**12": "any s of the task: a number"})),
     "data.SparseTask.label": Walk(lambda f: dict(self=f["task"], X=f["X"]), legal=dict(
         X={"list": "array-likes (np.asarray)"}), extra=dict(X=bit_damages(WX))),
     "data.SparseTask.sample": Walk(lambda f: dict(self=f["task"], m=3, rng=f["rng"]),
@@ -684,8 +683,6 @@ INTERNALS_EXEMPT = {f"theory.{n}": THEORY_INTERNAL for n in (
     "lse_grad", "lse_hessian", "head_as_lse_gradient", "tied_residual_step", "layernorm_plain",
     "layernorm_jacobian_norm", "infonce_loss", "infonce_grad", "pairwise_ratios", "demo_untied",
     "demo_energy", "demo_post_ln_collapse", "say", "heading", "construction_cache")}
-INTERNALS_EXEMPT["data.bit_probability"] = "an internal of data.py: make_task and SparseTask " \
-                                           "check the task"
 WALK.update({
     # the theorem checks (and require) run on the report's own values: every value walks through
     **{f"theory.{name}": Walk(lambda f, kw=kw: dict(rng=f["rng"], **kw), legal={
@@ -1097,17 +1094,19 @@ def test_data_deterministic_and_independent():
 
 
 def test_data_errors():
-    """The four doors (make_task, SparseTask, sample, label) refuse in one line naming the value;
-    their checks come after the maths in data.py."""
+    """The doors (make_task or SparseTask, sample, label, bit_probability) refuse in one line
+    naming the value; their checks come after the maths in data.py. bit_probability of a task
+    that is not one was 0.5; a junta's short truth table, an IndexError at the first label: the
+    table is drawn with the task now, never given."""
     rng = np.random.default_rng(0)
-    for args, msg in [(("and", 10, 0), "s must be an integer from 1 to T = 10 .*, got 0"),
-                      (("and", 10, 11), "s must be an integer from 1 to T = 10 .*, got 11"),
+    for args, msg in [(("and", 10, 0), "s must be an integer from 1 to T, .*, got 0"),
+                      (("and", 10, 11), "s must be an integer from 1 to T, .*, got 11"),
                       (("xor", 10, 2), "task must be one of and, or, parity, majority, junta, "
                                        "got 'xor'"),
                       (("and", 10.0, 2), "T must be an integer .*, got 10.0"),
                       (("and", True, 1), "T must be an integer .*, got True"),
-                      (("majority", 10, 2), r"s must be .*\(odd for majority.*, got 2"),
-                      (("junta", 30, 25), r"s must be .*<= 24 for a junta\), got 25")]:
+                      (("majority", 10, 2), r"s must be .*odd for majority.*, got 2"),
+                      (("junta", 30, 25), r"s must be .*<= 24 for a junta, got 25")]:
         with pytest.raises(ValueError, match=msg) as e:
             data.make_task(*args, rng)
         assert "\n" not in str(e.value)
@@ -1119,13 +1118,16 @@ def test_data_errors():
             task.sample(m, rng)
     with pytest.raises(ValueError, match="rng must be a numpy Generator, got 123"):
         task.sample(5, 123)
-    for S in ([2, 2], [5, 1], [0, 10], [1], [1.0, 2.0]):
-        with pytest.raises(ValueError, match=re.escape(f"S must be 2 increasing positions < 10, "
-                                                       f"got {S}")):
-            data.SparseTask("and", 10, 2, np.array(S))
-    with pytest.raises(ValueError, match="task must be one of"):
-        data.SparseTask("xor", 10, 2, [1, 5])
-    assert data.SparseTask("and", 10, 2, [1, 5]).S.tolist() == [1, 5]
+    with pytest.raises(ValueError, match="task must be one of .*, got 'bogus'"):
+        data.bit_probability("bogus", 3)
+    with pytest.raises(ValueError, match="s must be an integer from 1 to T, .*, got 0"):
+        data.bit_probability("and", 0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'table'"):
+        data.SparseTask("junta", 5, 3, rng, table=np.array([0, 1]))
+    a, b = data.SparseTask("junta", 9, 3, np.random.default_rng(4)), data.make_task(
+        "junta", 9, 3, np.random.default_rng(4))
+    assert a.S.tolist() == b.S.tolist() and a.table.tolist() == b.table.tolist()
+    assert a.table.sum() == 4 and a.p == 0.5 and data.bit_probability("and", 3) == 2 ** (-1 / 3)
     src = inspect.getsource(data)
     assert src.index("def _check_arg(") > src.index("def make_task(") > src.index("def _label(")
 
