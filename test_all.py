@@ -673,6 +673,12 @@ def _theory_head():  # -> params, cfg, task of a hand-built 3-sparse AND head at
 
 
 FIXED = "a literal of the report's code"
+_NM = dict(qk_fro=[1.0, 2.0], v_21=[1.0, 1.0], v_spec=[1.0, 1.0], o_spec=[1.0, 1.0], B_X=2.0,
+           L_after=1.5)
+NM_DAMAGES = {"nan norms (nan weights)": dict(_NM, qk_fro=[np.nan, 1.0]),       # were nan
+              "nan B_X": dict(_NM, B_X=np.nan), "negative": dict(_NM, v_21=[-1.0, 1.0]),
+              "lists of two lengths": dict(_NM, o_spec=[1.0]),                   # were zipped
+              "a number for a list": dict(_NM, v_spec=1.0)}
 POSITIVE = {"10**12": "a large positive number"}
 # theory.py's and data.py's internals (what their doors and the report call) take what numpy
 # takes: exempt, and the exemption fails if one of them checks its arguments after all
@@ -702,8 +708,10 @@ WALK.update({
     "theory.fit_line": Walk(lambda f: dict(x=np.array([1.0, 2, 3]), y=np.array([2.0, 4, 7])),
                             legal=dict(x={"list": ARRAY_LIKE}, y={"list": ARRAY_LIKE})),
     "theory.norm_measures": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]), names=P_NAMES),
-    "theory.covering_constant": Walk(lambda f: dict(nm=theory.norm_measures(f["p"], f["cfg"]))),
-    "theory.covering_parts": Walk(lambda f: dict(nm=theory.norm_measures(f["p"], f["cfg"]))),
+    "theory.covering_constant": Walk(lambda f: dict(nm=theory.norm_measures(f["p"], f["cfg"])),
+                                     extra=dict(nm=NM_DAMAGES)),
+    "theory.covering_parts": Walk(lambda f: dict(nm=theory.norm_measures(f["p"], f["cfg"])),
+                                  extra=dict(nm=NM_DAMAGES)),
     "theory.covering_from_parts": Walk(lambda f: dict(B_X=2.0, L_after=1.5, heads_scores=0.3,
                                                       heads_values=4.0, heads_readout=1.9),
                                        legal={k: dict(POSITIVE, **{"0": "a sum of none (C = 0)"})
@@ -720,8 +728,8 @@ WALK.update({
     "theory.linear_class_samples": Walk(lambda f: dict(T=100, gap=0.1),
                                         legal=dict(T=POSITIVE, gap=POSITIVE)),
     "theory.construction_width": Walk(lambda f: dict(T=100, s=3, code_factor=16.0),
-                                      legal=dict(T=dict(POSITIVE, **{"2.5": "a number of T"}),
-                                                 s=POSITIVE)),
+                                      legal=dict(T=dict(POSITIVE, **{"2.5": "a number of T"})),
+                                      extra=dict(s={"T + 1": 101})),
     "theory.paper_score_gap": Walk(lambda f: dict(T=100, s=3, eps=0.1),
                                    legal=dict(T=POSITIVE, eps=POSITIVE)),
     "theory.build_sparse_head": Walk(lambda f: dict(task=_theory_head()[2], rng=f["rng"],
@@ -1952,6 +1960,11 @@ def test_infonce_gradient_is_attention_readout():
                                                                "number > 0 and < 1000000, got 0"),
     (lambda: theory.paper_score_gap([10, 3], 3, 0.1), r"T must be integers > s = 3, got \[10, 3\]"),
     (lambda: theory.covering_constant({"B_X": 1.0}), "nm must be the dict returned by norm_"),
+    (lambda: theory.construction_width(T=3, s=5), "s must be an integer >= 1 and < 4, got 5"),
+    (lambda: theory.covering_constant(NM_DAMAGES["nan norms (nan weights)"]), re.escape(
+        "nm['qk_fro'] must be a 1-D array of finite real numbers >= 0.0, got [nan, 1.0]")),
+    (lambda: theory.covering_parts(NM_DAMAGES["lists of two lengths"]), re.escape(
+        "nm's per-head lists must have one length, got [2, 2, 2, 1]")),
     (lambda: theory.covering_from_parts(2.0, -1.0, 0.3, 4.0, 1.9), "L_after must be a number or "
                                                                    "an array of finite real "
                                                                    "numbers >= 0.0, got -1.0"),

@@ -356,7 +356,8 @@ def construction_width(T, s, code_factor=16.0):
     random +-1/sqrt(d_p) codes stay nearly orthogonal over T positions at about 16 s ln T (about
     8 ln T was seen to fail). build_sparse_head builds its heads with it; studies/lib/report.py's
     width table sets it beside the widths trained."""
-    T, s = _check_number("T", T, real=True, lo=1), _check_number("s", s)   # T: a plot's axis too
+    T = _check_number("T", T, real=True, lo=1)                 # T: a plot's axis too
+    s = _check_number("s", s, hi=math.floor(T) + 1)            # s <= T
     code_factor = _check_number("code_factor", code_factor, real=True, hi=10**6)
     return max(8, int(math.ceil(code_factor * s * math.log(max(T, 2)))))
 
@@ -999,9 +1000,13 @@ def _check_reals(name, a, ndim=None, lo=-math.inf):  # -> a as a float64 array o
 
 
 def _check_nm(nm):  # covering_constant's and covering_parts': the dict of norm_measures
-    keys = {"qk_fro", "v_21", "v_spec", "o_spec", "B_X", "L_after"}
-    _check_arg(isinstance(nm, dict) and keys <= set(nm), f"nm must be the dict returned by "
+    keys = ("qk_fro", "v_21", "v_spec", "o_spec", "B_X", "L_after")
+    _check_arg(isinstance(nm, dict) and set(keys) <= set(nm), f"nm must be the dict returned by "
                f"norm_measures, got {_shown(nm)}")
+    for i, k in enumerate(keys):        # finite norms >= 0 (nan weights give nan): one per head
+        _check_reals(f"nm[{k!r}]", nm[k], 1 if i < 4 else 0, lo=0.0)
+    _check_arg(len({len(nm[k]) for k in keys[:4]}) == 1, f"nm's per-head lists must have one "
+               f"length, got {[len(nm[k]) for k in keys[:4]]}")
 
 
 def _shown(v):  # a value in a few words, on one line: an array's shape and dtype, else its repr
