@@ -83,11 +83,12 @@ def init_params(cfg, rng, std=0.02):
     """Section 5 init: weights and embeddings N(0, std^2), biases 0, LayerNorm gain 1, shift 0.
     With pos_init "zero", E_pos is drawn and then set to 0, so every other parameter is the one
     the same rng gives with "normal" (paired comparisons)."""
-    if not (isinstance(rng, np.random.Generator) and isinstance(std, (int, float, np.integer,
-            np.floating)) and not isinstance(std, bool) and 0 <= std <= FLOAT_MAX):
-        raise ValueError(f"init_params needs rng a numpy Generator and std a finite number >= 0,"
-                         f" got rng={describe(rng)}, std={describe(std)}")
     shapes, dt = param_shapes(cfg), np.dtype(cfg["dtype"])
+    std, top = std.item() if isinstance(std, np.generic) else std, float(np.finfo(dt).max) / 10
+    if not (isinstance(rng, np.random.Generator) and isinstance(std, (int, float))
+            and not isinstance(std, bool) and 0 <= std <= top):     # 10 std stays finite in dt
+        raise ValueError(f"init_params needs rng a numpy Generator and std a finite number >= 0,"
+                         f" got rng={describe(rng)}, std={describe(std)} (std <= {top:.3g})")
     p = {}
     for name, shape in shapes.items():                # biases (b...) and shifts (..._b) 0, gains 1
         if name.startswith("b") or name.endswith(("_g", "_b")):
@@ -613,9 +614,10 @@ def check_config(cfg):  # -> cfg: exactly CONFIG_DEFAULTS' keys, each with a val
             if isinstance(cfg, dict) else f"got {describe(cfg)}"))
     whole = lambda k, lo=1: (isinstance(cfg[k], (int, np.integer)) and not isinstance(cfg[k], bool)
                              and lo <= cfg[k] < 2 ** 63)
-    rules = dict(T=(whole("T"), "an integer >= 1"), heads=(whole("heads"), "an integer >= 1"),
-                 mlp=(whole("mlp", 0), "an integer >= 0"), d=(whole("d") and whole("heads") and cfg[
-                     "d"] % cfg["heads"] == 0, f"a multiple of heads={cfg['heads']}"),
+    rules = dict(T=(whole("T"), "an integer from 1 to 2**63-1"), heads=(whole("heads"), "an "
+                 "integer from 1 to 2**63-1"), mlp=(whole("mlp", 0), "an integer from 0 to 2**63-1"),
+                 d=(whole("d") and whole("heads") and cfg["d"] % cfg["heads"] == 0,
+                    f"a multiple of heads={cfg['heads']} below 2**63"),
                  ln=(isinstance(cfg["ln"], (bool, np.bool_)), "True or False"),
                  dropout=(isinstance(cfg["dropout"], (int, float, np.integer, np.floating))
                           and 0 <= cfg["dropout"] < 1, "a probability in [0, 1)"),

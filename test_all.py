@@ -335,14 +335,15 @@ def test_dtype_preserved(dtype):
 # ---------------- the checks: at the model's doors, once, one line naming the value -----------
 
 def test_config_errors():
-    for bad, msg in [(dict(d=10, heads=3), "d must be a multiple of heads=3, got 10"),
-                     (dict(T=0), "T must be an integer >= 1, got 0"),
+    for bad, msg in [(dict(d=10, heads=3), r"d must be a multiple of heads=3 below 2\*\*63, got 10"),
+                     (dict(T=0), r"T must be an integer from 1 to 2\*\*63-1, got 0"),
                      (dict(act="tanh"), "act must be 'gelu' or 'relu', got 'tanh'"),
                      (dict(dtype="float16"), "dtype must be 'float32' or 'float64'"),
-                     (dict(heads=2.0), r"heads must be an integer >= 1, got 2\.0"),
-                     (dict(mlp=False), "mlp must be an integer >= 0, got False"),
+                     (dict(heads=2.0), r"heads must be an integer from 1 to .*, got 2\.0"),
+                     (dict(mlp=False), "mlp must be an integer from 0 to .*, got False"),
                      (dict(ln="True"), "ln must be True or False, got 'True'"),
-                     (dict(T=10**400), "T must be an integer >= 1"),
+                     (dict(T=10**400), r"T must be an integer from 1 to 2\*\*63-1, got 1000"),
+                     (dict(d=2**64, heads=1), r"d must be a multiple of heads=1 below 2\*\*63"),
                      (dict(depth=2), r"cfg must be a dict of default_config\(\.\.\.\)'s keys, "
                                      r"missing or unknown: \['depth'\]")]:
         refused_in_one_line(msg, lambda: attn.default_config(**bad))
@@ -396,7 +397,7 @@ def test_hand_made_config_names_missing_and_unknown_keys():
                             ("pos_init", np.array(["zero", "normal"]),
                              "pos_init must be 'normal' or 'zero', got an array of shape"),
                             ("pos_init", None, "pos_init must be 'normal' or 'zero', got None"),
-                            ("mlp", 3.0, r"mlp must be an integer >= 0, got 3\.0"),
+                            ("mlp", 3.0, r"mlp must be an integer from 0 to .*, got 3\.0"),
                             ("dropout", float("nan"), "dropout must be a probability")]:
         refused_in_one_line(msg, lambda: attn.check_config(dict(cfg, **{key: value})),
                              lambda: attn.model_forward(p, dict(cfg, **{key: value}), X))
@@ -511,7 +512,9 @@ WALK = {
     "attn.param_shapes": Walk(lambda f: dict(cfg=f["cfg"])),
     "attn.init_params": Walk(lambda f: dict(cfg=f["cfg"], rng=f["rng"], std=0.5),
                              legal=dict(std={"0": "all weights 0 is an init",
-                                             "10**12": "any finite std is an init"})),
+                                             "10**12": "an std whose draws stay finite"}),
+                             extra=dict(std={"float32 inf": np.float32("inf"),
+                                             "1e308": 1e308})),
     # attn.py: the model's doors (head_forward and head_backward are its steps: WALK_EXEMPT)
     "attn.model_forward": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"], X=f["X"], rng=f["rng"]),
                                extra=dict(X=bit_damages(WX)), names=P_NAMES,
