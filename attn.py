@@ -587,11 +587,20 @@ def main(argv):  # `python attn.py`: one line on stdout; exit 0 when every check
     line, ok = self_check()
     try:
         print(line, flush=True)
-    except OSError as e:                          # stdout full (> /dev/full) or closed (| head -0)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # nothing left to flush
-        sys.stderr.write(f"attn.py: cannot write its result to stdout: {e.strerror or e}\n")
-        return 1
+    except OSError as e:
+        return stdout_lost("attn.py", e)
     return 0 if ok else 1
+
+
+def stdout_lost(prog, e):  # -> the exit code of command `prog` whose stdout failed (OSError e)
+    """The one way the root's commands (attn.py, train.py, theory.py) end when stdout fails: a
+    closed pipe (`| head -c 1`) quietly, with 141 as a Unix tool that SIGPIPE ends; anything else
+    (`> /dev/full`) in one line on stderr, with 1. stdout is pointed at /dev/null first, so that
+    nothing is left to flush at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if not isinstance(e, BrokenPipeError):
+        sys.stderr.write(f"{prog}: cannot write to stdout: {e.strerror or e}\n")
+    return 141 if isinstance(e, BrokenPipeError) else 1
 
 
 def _interrupted(signum, frame):  # `python attn.py` has nothing to save: one line, exit 130 now

@@ -941,24 +941,23 @@ def _print_report():
 def main(argv):  # `python theory.py`: the report on stdout; exit 0 when every check passes
     _check_arg(isinstance(argv, list) and all(isinstance(v, str) for v in argv),
                f"argv must be a list of strings, got {_shown(argv)}")
-    if argv and argv[0] in ("-h", "--help"):
-        sys.stdout.write(USAGE)
-        return 0
-    if argv:
+    if argv and argv[0] not in ("-h", "--help"):
         sys.stderr.write(f"theory.py: error: unrecognized arguments: {' '.join(argv)} (it takes "
                          f"none but -h)\n")
         return 2
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)     # every line shows at once under `> log`
     try:
-        _print_report()
+        if argv:
+            sys.stdout.write(USAGE)
+        else:
+            _print_report()
+        sys.stdout.flush()
     except AssertionError as e:
         sys.stderr.write(f"theory.py: {e}\n")
         return 1
-    except OSError as e:                          # stdout full (> /dev/full) or closed (| head -0)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # nothing left to flush
-        sys.stderr.write(f"theory.py: cannot write its report to stdout: {e.strerror or e}\n")
-        return 1
+    except OSError as e:                # stdout closed (| head -c 1) or full (> /dev/full)
+        return attn.stdout_lost("theory.py", e)
     return 0
 
 
