@@ -1651,11 +1651,33 @@ def test_progress_reaches_a_pipe_while_the_run_goes_on():
         p.communicate()
 
 
-@pytest.mark.parametrize("argv", [["sweep", "--model", "mlp"], ["sweep", "--seed", "3"],
-                                  ["--ste", "5"], ["bench", "--T", "100"]])
+@pytest.mark.parametrize("argv", [["sweep", "--mode", "mlp"], ["sweep", "--seed", "3"],
+                                  ["--ste", "5"], ["bench", "--T", "100"], ["--sav", "x.npz"]])
 def test_no_option_is_taken_by_its_prefix(argv, capsys):
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and "unrecognized arguments" in err and not out
+
+
+def test_the_studies_options_are_refused_naming_the_command_where_they_live(capsys):
+    """`train.py --save x.npz` said "unrecognized arguments": 23 options moved to the studies'
+    trainer. train.STUDY_OPTIONS (plain data: train.py imports no study) is held to what
+    `python -m studies.trainer --help` lists beyond train.py's own options, read as text; each
+    is refused in one line naming `python -m studies.trainer` with the option as typed."""
+    helps = subprocess.run([sys.executable, "-m", "studies.trainer", "--help"], cwd=HERE,
+                           capture_output=True, text=True, timeout=60)
+    assert helps.returncode == 0, helps.stderr
+    theirs = set(re.findall(r"^  (--[\w-]+)", helps.stdout, re.M))
+    ours = set(re.findall(r"^  (--[\w-]+)", train.parser().format_help(), re.M))
+    moved = {"--" + name.replace("_", "-") for name in train.STUDY_OPTIONS}
+    assert len(theirs) > 30 and "--save" in theirs and "--T" in ours and "--save" not in ours
+    assert moved == theirs - ours and not moved & ours, (moved ^ (theirs - ours))
+    for option in sorted(moved):
+        code, out, err = run_cli(capsys, *TINY, option, "v")
+        assert code == 2 and not out and err == (f"train.py: error: {option} is an option of the "
+                                                 f"studies' trainer: python -m studies.trainer "
+                                                 f"{option} v\n"), err
+    assert "python -m studies.trainer --clip 1.0" in run_cli(capsys, "--clip=1.0")[2]
+    assert "python -m studies.trainer --resume\n" in run_cli(capsys, "--resume")[2]
 
 
 def test_json_output_is_strict_json(tmp_path, capsys):

@@ -48,6 +48,11 @@ OPTIONS = (  # name, default, type, allowed (the lowest value, or the choices), 
     ("log_every", 100, int, 0, "progress line every this many steps (0 = quiet)"),
 )
 DEFAULTS = {name: default for name, default, *_ in OPTIONS}
+# The options of the studies' trainer alone (python -m studies.trainer --help lists them with
+# these): train.py refuses each in one line that names the command where it lives.
+STUDY_OPTIONS = ("model", "data", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "qk_ball",
+                 "ball_qk", "ball_vo", "ball_w", "ball_mlp", "qkv_init", "qkv_step", "clip",
+                 "dropout", "val", "val_every", "pos_init", "plot", "save", "save_every", "resume")
 
 
 # ---------------------------------------------------------------- what one seed fixes ----------
@@ -459,6 +464,12 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+class _StudyOption(argparse.Action):  # an option of STUDY_OPTIONS: where it lives, in one line
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} is an option of the studies' trainer: python -m "
+                     f"studies.trainer {' '.join([option_string, *values])}")
+
+
 def parser():
     ap = OneLineParser(prog="train.py", allow_abbrev=False, description=(
         "Train the one-block Transformer of Edelman et al. (2022) on an s-sparse Boolean task. "
@@ -471,6 +482,9 @@ def parser():
                         **dict(choices=allowed) if isinstance(allowed, tuple) else {})
     ap.add_argument("--json", metavar="PATH", help="also write the summary as JSON to PATH")
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
+    for name in STUDY_OPTIONS:
+        ap.add_argument("--" + name.replace("_", "-"), nargs="*", action=_StudyOption,
+                        default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return ap
 
 
