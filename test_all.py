@@ -645,8 +645,10 @@ ANY_DICT = "a missing option takes its default"
 
 WALK.update({       # train.py: its doors check (the options, the runs, the command line)
     "train.train_run": Walk(lambda f: dict(opts=dict(SMALL, steps=2), log=None, hooks=None),
-                            legal=dict(opts={"missing key": ANY_DICT})),
-    "train.train_stack": Walk(lambda f: dict(runs=[dict(SMALL, steps=2)], hooks=None)),
+                            legal=dict(opts={"missing key": ANY_DICT}),
+                            extra=dict(hooks={"5": 5, "'x'": "x"}, log={"5": 5, "'x'": "x"})),
+    "train.train_stack": Walk(lambda f: dict(runs=[dict(SMALL, steps=2)], hooks=None),
+                              extra=dict(hooks={"5": 5, "Hooks class": train.Hooks})),
     "train.check_options": Walk(lambda f: dict(opts=dict(SMALL), name="opts"),
                                 legal=dict(opts={"missing key": ANY_DICT}, name={"*": LITERAL})),
     "train.main": Walk(lambda f: dict(argv=["--help"]), run=False,
@@ -1678,6 +1680,31 @@ def test_the_studies_options_are_refused_naming_the_command_where_they_live(caps
                                                  f"{option} v\n"), err
     assert "python -m studies.trainer --clip 1.0" in run_cli(capsys, "--clip=1.0")[2]
     assert "python -m studies.trainer --resume\n" in run_cli(capsys, "--resume")[2]
+
+
+@pytest.mark.parametrize("argv,named", [
+    (["--n-test", "101010101010101010101010101010"], "n_test=101010101010101010101010101010 is "
+                                                     "too large"),
+    (["--d", "100000", "--heads", "1"], "d=100000 is too large"),
+    (["--m", "10000000000000"], "m=10000000000000 is too large"),
+    (["--wd", "1e308"], "wd=1e+308 must be below 1.84e+19 in float32"),
+    (["--wd", "1e200", "--dtype", "float64"], "wd=1e+200 must be below 1.34e+154 in float64"),
+    (["--T", "10000000000000000000000"], "T must be an integer from 1 to 2**63-1")])
+def test_every_refusal_names_the_value_that_caused_it(argv, named, capsys):
+    """Issue "trust at the edges": a test set no machine holds was "m must be an integer", a
+    weight decay that overflows Adam's second moment "try a smaller --lr". Each is refused
+    before any training, in one line naming its value."""
+    code, out, err = run_cli(capsys, *TINY, *argv)
+    assert code == 2 and not out and err.count("\n") == 1 and named in err, err
+
+
+def test_hooks_and_log_that_are_not_are_refused_by_name():
+    with pytest.raises(TypeError, match="^hooks must be None or a train.Hooks, got 5$"):
+        train.train_run(dict(SMALL, steps=1), hooks=5)
+    with pytest.raises(TypeError, match="^hooks must be None or a train.Hooks, got 'x'$"):
+        train.train_stack([dict(SMALL, steps=1)], hooks="x")
+    with pytest.raises(TypeError, match="^log must be None or a function of one line, got 5$"):
+        train.train_run(dict(SMALL, steps=1), log=5)
 
 
 def test_json_output_is_strict_json(tmp_path, capsys):

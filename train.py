@@ -82,7 +82,7 @@ def draw_run(o):
                 init=streams.init, order=streams.order)
 
 
-def _run_bytes(o):
+def _memory_need(o):
     """About the most memory a run holds at once, in bytes: its samples (each T float64 uniforms,
     T bits and their copy in the run's dtype), its parameters (drawn in float64; with their
     gradient and Adam's two moments) and one step's activations (fast.activation_bytes)."""
@@ -90,6 +90,14 @@ def _run_bytes(o):
     weights = sum(math.prod(shape) for shape in attn.param_shapes(cfg).values())
     return ((o["m"] + o["n_test"]) * o["T"] * (9 + item) + weights * (8 + 4 * item)
             + fast.activation_bytes(cfg, o["batch"] or o["m"]))
+
+
+def _heaviest(o):
+    """"k=value" of the option of T, m, n_test, d (with heads) and mlp whose default would shrink
+    the run's memory most: the one a refusal for memory names."""
+    k = min(("T", "m", "n_test", "d", "mlp"), key=lambda k: _memory_need(dict(
+        o, **{k: DEFAULTS[k]}, heads=DEFAULTS["heads"] if k == "d" else o["heads"])))
+    return f"{k}={o[k]}"
 
 
 # ---------------------------------------------------------------- the model -------------------
@@ -256,7 +264,7 @@ def train_run(opts, log=print, hooks=None):
     """Train one model with options `opts` (keys of DEFAULTS; the rest take their defaults) and
     return the result dict (summarise). log: a function of one line, or None. A non-finite loss
     raises Diverged."""
-    o, hooks = check_options(opts), hooks or Hooks()
+    o, hooks = check_options(opts), _check_hooks(hooks, log)
     run = set_up_run(o, log, hooks)
     train_loop(run, o, hooks)
     return finish_run(o, run)
@@ -297,11 +305,10 @@ def train_stack(runs, hooks=None):
     A run whose loss stops being finite is reported as diverged (test_acc nan)."""
     if not (isinstance(runs, list) and runs):
         raise TypeError(f"runs must be a non-empty list of option dicts, got {runs!r:.60}")
-    opts, hooks = [check_options(o, f"runs[{i}]") for i, o in enumerate(runs)], hooks or Hooks()
+    opts, hooks = [check_options(o, f"runs[{i}]") for i, o in enumerate(runs)], _check_hooks(hooks)
     differ = [k for k in DEFAULTS if k not in PER_RUN and any(o[k] != opts[0][k] for o in opts)]
     if differ:
-        raise ValueError(f"the runs of a stack may differ in {PER_RUN} only; these differ in "
-                         f"{differ}")
+        raise ValueError(f"the runs of a stack may differ in {PER_RUN} only, not in {differ}")
     run = set_up_stack(opts, hooks)
     ran = train_loop(run, opts[0], hooks)
     return stack_results(opts, run, ran, (time.perf_counter() - run.t0) / run.R)
@@ -430,17 +437,26 @@ def check_options(opts, name="opts"):
     o = dict(DEFAULTS, **opts)
     for key, _, kind, allowed, _ in OPTIONS:
         o[key] = _check_value(key, o[key], kind, allowed)
+    top = float(np.finfo(o["dtype"]).max) ** 0.5       # Adam squares the decayed gradient wd p
     for bad, why in ((o["s"] > o["T"], f"s={o['s']} must be at most T={o['T']}"),
                      (o["d"] % o["heads"], f"heads={o['heads']} must divide d={o['d']}"),
-                     (o["batch"] > o["m"], f"batch={o['batch']} must be at most m={o['m']}")):
+                     (o["batch"] > o["m"], f"batch={o['batch']} must be at most m={o['m']}"),
+                     (o["wd"] >= top, f"wd={o['wd']} must be below {top:.3g} in {o['dtype']}")):
         if bad:
             raise ValueError(why)
-    need, have = _run_bytes(o), os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    need, have = _memory_need(o), os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > have / 2:
-        raise ValueError(f"T={o['T']}, m={o['m']}, n_test={o['n_test']}, d={o['d']} and mlp="
-                         f"{o['mlp']} need about {need / 2**30:.1f} GiB, over half this "
-                         f"machine's {have / 2**30:.1f} GiB")
+        raise ValueError(f"{_heaviest(o)} is too large: the run would need about "
+                         f"{need / 2**30:.1f} GiB, over half this machine's {have / 2**30:.1f} GiB")
     return o
+
+
+def _check_hooks(hooks, log=None):  # -> hooks, or the reference's own Hooks() for None
+    if not isinstance(hooks, (Hooks, type(None))):
+        raise TypeError(f"hooks must be None or a train.Hooks, got {hooks!r:.60}")
+    if not (log is None or callable(log)):
+        raise TypeError(f"log must be None or a function of one line, got {log!r:.60}")
+    return hooks or Hooks()
 
 
 def _check_value(name, v, kind, allowed):  # -> v as `kind`, when of that kind and allowed
