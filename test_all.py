@@ -18,6 +18,7 @@ a gradient check refuses a numerical gradient of ~0 and a backward pass that ret
 gradients than it has inputs; a loop over results checks that there were results.
 """
 import argparse
+import errno
 import glob
 import inspect
 import json
@@ -665,7 +666,7 @@ TRAIN_INSIDE = {k: LOOP for k in (
     "train.Hooks.after_step", "train.LossHistory", "train.LossHistory.put", "train.Progress",
     "train.Progress.printed", "train.Transformer", "train.Transformer.keep",
     "train.Transformer.loss_and_grads", "train.Transformer.logits", "train.OneLineParser",
-    "train.OneLineParser.error")}
+    "train.OneLineParser.error", "train.OneLineParser.print_help")}
 WALK.update({
 })
 
@@ -1689,11 +1690,12 @@ def test_the_studies_options_are_refused_naming_the_command_where_they_live(caps
     (["--m", "10000000000000"], "m=10000000000000 is too large"),
     (["--wd", "1e308"], "wd=1e+308 must be below 1.84e+19 in float32"),
     (["--wd", "1e200", "--dtype", "float64"], "wd=1e+200 must be below 1.34e+154 in float64"),
-    (["--T", "10000000000000000000000"], "T must be an integer from 1 to 2**63-1")])
+    (["--T", "10000000000000000000000"], "T must be an integer from 1 to 2**63-1"),
+    (["--json", ""], "--json '': it is neither a new file nor a summary train.py wrote")])
 def test_every_refusal_names_the_value_that_caused_it(argv, named, capsys):
     """Issue "trust at the edges": a test set no machine holds was "m must be an integer", a
-    weight decay that overflows Adam's second moment "try a smaller --lr". Each is refused
-    before any training, in one line naming its value."""
+    weight decay that overflows Adam's second moment "try a smaller --lr", `--json ''` was taken
+    and nothing written. Each is refused before any training, in one line naming its value."""
     code, out, err = run_cli(capsys, *TINY, *argv)
     assert code == 2 and not out and err.count("\n") == 1 and named in err, err
 
@@ -1718,8 +1720,46 @@ def test_json_output_is_strict_json(tmp_path, capsys):
 ROOT_ENTRY_POINTS = {   # every root file a user runs, and the files it reads and writes
     "attn.py": "reads and writes nothing: checks itself",
     "theory.py": "reads and writes nothing: the theory's checks",
-    "train.py": "reads nothing; writes --json, checked before training (the test below)",
+    "train.py": "reads nothing; writes --json, checked before training (the tests below), through "
+                "a file it creates new under a name no user chose",
 }
+QUICK_RUNS = {   # each root entry point, run so that it writes to stdout at once
+    "attn.py": [["-c", "import sys, attn; attn.self_check = lambda: ('attn.py: a line', True); "
+                       "sys.exit(attn.main([]))"]],   # main's printing, not the 2 s check
+    "theory.py": [["-c", "import sys, theory; theory._print_report = lambda: print('a line'); "
+                         "sys.exit(theory.main([]))"], ["theory.py", "--help"]],
+    "train.py": [["train.py", *TINY], ["train.py", *TINY, "--log-every", "1"],
+                 ["train.py", "--help"]],
+}
+
+
+def run_into(stdout, args):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    return subprocess.run([sys.executable, *args], cwd=HERE, stdout=stdout, env=env,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("name", sorted(QUICK_RUNS))
+def test_every_root_entry_point_ends_quietly_on_a_closed_pipe_and_in_one_line_on_a_full_disk(name):
+    """`python train.py | head -c 1`, `python train.py > /dev/full` and `python theory.py >
+    /dev/full` were BrokenPipeError and OSError tracebacks. Every root command now ends as
+    attn.stdout_lost says: a closed pipe quietly, exit 141 (as a Unix tool that SIGPIPE ends);
+    a full disk in one line on stderr, exit 1. The pipe's reading end is closed before the
+    command starts, so its first write fails."""
+    assert set(QUICK_RUNS) == set(ROOT_ENTRY_POINTS)
+    for args in QUICK_RUNS[name]:
+        read, write = os.pipe()
+        os.close(read)                                    # `| head -c 0`
+        try:
+            r = run_into(write, args)
+        finally:
+            os.close(write)
+        assert r.returncode == 141 and r.stderr == "", (args, r.returncode, r.stderr)
+        if os.path.exists("/dev/full"):
+            with open("/dev/full", "w") as full:
+                r = run_into(full, args)
+            assert r.returncode == 1 and r.stderr == (f"{name}: cannot write to stdout: No space "
+                                                      f"left on device\n"), (args, r.stderr)
 
 
 def test_every_root_entry_point_is_declared_with_what_it_reads():
@@ -1728,6 +1768,64 @@ def test_every_root_entry_point_is_declared_with_what_it_reads():
     mains = {os.path.basename(p) for p in glob.glob(os.path.join(HERE, "*.py"))
              if re.search(r'^if __name__ == "__main__":', open(p).read(), re.M)}
     assert mains == set(ROOT_ENTRY_POINTS), mains ^ set(ROOT_ENTRY_POINTS)
+
+
+def test_json_output_never_touches_a_file_or_link_at_a_name_it_did_not_choose(tmp_path, capsys):
+    """`--json out.json` wrote out.json.tmp and renamed it: a user's file of that name was lost,
+    and a link of that name had its target cut, even outside the folder. The summary is now
+    written to a file created new and exclusively under a random name (".train-*.tmp"), then
+    renamed: the file and the link at the old name, and the link's target, are as they were, and
+    no temporary file is left."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "target").write_text("someone's data\n")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "a.json.tmp").write_text("notes\n")
+    (run_dir / "b.json.tmp").symlink_to(outside / "target")
+    for name in ("a.json", "b.json"):
+        assert run_cli(capsys, *TINY, "--json", str(run_dir / name))[0] == 0
+        assert json.loads((run_dir / name).read_text())["T"] == 12
+    assert (run_dir / "a.json.tmp").read_text() == "notes\n"
+    assert os.readlink(run_dir / "b.json.tmp") == str(outside / "target")
+    assert (outside / "target").read_text() == "someone's data\n"
+    assert sorted(p.name for p in run_dir.iterdir()) == ["a.json", "a.json.tmp", "b.json",
+                                                         "b.json.tmp"]
+    assert (run_dir / "a.json").stat().st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_json_with_no_room_is_refused_before_training_and_a_failed_write_is_one_line(
+        tmp_path, capsys, monkeypatch):
+    """--json onto a full disk was a traceback after the training. Its folder must now take a new
+    file with the summary's room reserved (os.posix_fallocate) before any training: no room is a
+    one-line refusal naming --json, exit 2, nothing trained. A write that still fails at the end
+    is one line naming --json, exit 1, the path as it was and no temporary file left."""
+    calls = []
+
+    def full_after(n):
+        def fallocate(fd, offset, size):
+            calls.append(size)
+            if len(calls) > n:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return fallocate
+    path = tmp_path / "s.json"
+    monkeypatch.setattr(os, "posix_fallocate", full_after(0), raising=False)
+    code, out, err = run_cli(capsys, *TINY, "--json", str(path))
+    assert code == 2 and not out and err == (f"train.py: error: --json '{path}': No space left "
+                                             f"on device\n"), err
+    assert calls and calls[0] >= 4096 and not list(tmp_path.iterdir())
+    calls.clear()
+    monkeypatch.setattr(os, "posix_fallocate", full_after(1), raising=False)
+    code, out, err = run_cli(capsys, *TINY, "--json", str(path))
+    assert code == 1 and "test accuracy" in out and err == (f"train.py: --json '{path}': No space "
+                                                            f"left on device\n"), err
+    assert len(calls) == 2 and not list(tmp_path.iterdir())
 
 
 def test_json_output_never_replaces_what_train_py_did_not_write(tmp_path, capsys, monkeypatch):
@@ -1756,7 +1854,8 @@ def test_json_output_never_replaces_what_train_py_did_not_write(tmp_path, capsys
             tmp_path.rglob("*.tmp")), name
     real = open
     monkeypatch.setattr("builtins.open", lambda f, mode="r", *a, **k: (_ for _ in ()).throw(
-        OSError(30, "Read-only file system")) if "w" in mode else real(f, mode, *a, **k))
+        OSError(30, "Read-only file system")) if "w" in mode or "x" in mode else real(
+        f, mode, *a, **k))
     code, out, err = run_cli(capsys, *TINY, "--json", str(tmp_path / "new.json"))
     assert code == 2 and "Read-only file system" in err and str(tmp_path / "new.json") in err
     monkeypatch.undo()

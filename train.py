@@ -474,10 +474,15 @@ def _check_value(name, v, kind, allowed):  # -> v as `kind`, when of that kind a
 # ---------------------------------------------------------------- the command line ------------
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, with its errors in one line (the usage is in --help)."""
+    """argparse, with its errors in one line (the usage is in --help), and its help's failed write
+    raised (argparse drops it): main ends a closed or full stdout as attn.stdout_lost says."""
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def print_help(self, file=None):
+        (file or sys.stdout).write(self.format_help())
+        (file or sys.stdout).flush()
 
 
 class _StudyOption(argparse.Action):  # an option of STUDY_OPTIONS: where it lives, in one line
@@ -551,9 +556,11 @@ def blas(threads=None):
     return "not OpenBLAS", None
 
 
-def _summary_path(path):
-    """--json's PATH, checked before any training: a new file in a folder that takes one, or a
-    summary train.py wrote before (never someone's file, a link, a folder or a pipe)."""
+def _summary_path(path, size, text=None):
+    """--json's PATH, checked before any training (text None: a probe) and again when the summary
+    `text` is written (_write_new: whole, or not at all): a new file, or a summary train.py wrote
+    before (never someone's file, a link, a folder or a pipe), in a folder that takes a new file
+    of `size` bytes (its room reserved, where the system can)."""
     def ours():
         if not os.path.isfile(path) or os.path.islink(path) or os.path.getsize(path) > 1e8:
             return False
@@ -564,24 +571,57 @@ def _summary_path(path):
                 return False
         return isinstance(old, dict) and {"task", "T", "m", "test_acc"} <= set(old)
     try:
-        if os.path.lexists(path) and not ours():
-            raise ValueError("it exists and is not a summary train.py wrote; give another path")
-        open(path + ".tmp", "w").close()                    # can the folder take the file?
-        os.remove(path + ".tmp")
+        if not path or os.path.lexists(path) and not ours():
+            raise ValueError("it is neither a new file nor a summary train.py wrote; give another")
+        _write_new(path, text, size)
     except (OSError, ValueError) as e:
-        raise ValueError(f"--json {path}: {getattr(e, 'strerror', None) or e}") from None
+        raise ValueError(f"--json {path!r}: {getattr(e, 'strerror', None) or e}") from None
     return path
 
 
+def _write_new(path, text, size):
+    """`text` into a file created new and exclusively beside `path`, under a random name no user
+    chose (so no one's file or link is ever opened), with room for `size` bytes reserved first,
+    then renamed over `path`; text None: the file is removed (a probe: can the folder take it?).
+    On an OSError no file is left behind and `path` is as it was."""
+    tmp = os.path.join(os.path.dirname(path) or ".", f".train-{os.urandom(8).hex()}.tmp")
+    f, done = open(tmp, "x"), False                 # "x": created new, or an OSError
+    try:
+        with f:
+            if hasattr(os, "posix_fallocate"):      # a full disk or quota: ENOSPC or EDQUOT now
+                os.posix_fallocate(f.fileno(), 0, size)
+            f.write(text or "")
+        if text is not None:
+            os.replace(tmp, path)
+            done = True
+    finally:
+        if not done:
+            os.remove(tmp)
+
+
+def _summary_bytes(o):  # at most what the summary of a run with options o takes, in bytes
+    return min(4096 + 96 * o["s"] + 256 * o["steps"], 2**62)
+
+
 def main(argv=None):
+    """The command line (argv: None, the process's own): -> the exit code. A closed or full stdout
+    ends as attn.stdout_lost says; every other failure is one line on stderr."""
     if not (argv is None or isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
         raise TypeError(f"argv must be None or a list of strings (the command line), got {argv!r}")
+    try:
+        return _command(argv)
+    except OSError as e:                # stdout's alone: --json's are one line in _command
+        return attn.stdout_lost("train.py", e)
+
+
+def _command(argv):
     ap = parser()
     a = vars(ap.parse_args(argv))
     out_json, threads = a.pop("json"), a.pop("threads")
     try:
         o = check_options(a)
-        out_json = out_json and _summary_path(out_json)
+        if out_json is not None:
+            _summary_path(out_json, _summary_bytes(o))
     except ValueError as e:
         ap.error(str(e))
     if not 1 <= threads <= 1024:
@@ -592,24 +632,28 @@ def main(argv=None):
           f"mlp={o['mlp']}  {o['dtype']}  seed={o['seed']}", flush=True)
     try:
         r = train_run(o, log=lambda line: print(line, flush=True))
+        print_summary(r, o)
+        if out_json is not None:        # whole, or not at all: one line if it cannot be written
+            text = json.dumps(_summary_of(r, o), indent=1)
+            _summary_path(out_json, len(text), text)
     except (Diverged, ValueError, MemoryError) as e:      # MemoryError: numpy's own words
         print(f"train.py: {e}", file=sys.stderr)
         return 1
-    print_summary(r, o)
-    if out_json:
-        summary = {k: (None if isinstance(v, float) and math.isnan(v) else v)
-                   for k, v in r.items() if k not in ("params", "cfg", "cls_attention")}
-        summary["arithmetic"] = dict(zip(("dtype", "kernel", "threads"), (o["dtype"], *blas())))
-        with open(out_json + ".tmp", "w") as f:                # whole, or not at all
-            json.dump(summary, f, indent=1)
-        os.replace(out_json + ".tmp", out_json)
     return 0
+
+
+def _summary_of(r, o):
+    """The JSON summary --json writes of result r of a run with options o: the result less the
+    arrays, nan as null, and the arithmetic that made its bits (dtype, OpenBLAS kernel, threads)."""
+    summary = {k: (None if isinstance(v, float) and math.isnan(v) else v)
+               for k, v in r.items() if k not in ("params", "cfg", "cls_attention")}
+    return dict(summary, arithmetic=dict(zip(("dtype", "kernel", "threads"), (o["dtype"],
+                                                                                *blas()))))
 
 
 if __name__ == "__main__":
     try:
         sys.exit(main())
     except KeyboardInterrupt:
-        print("\ntrain.py: interrupted; nothing was saved (python -m studies.trainer --save "
-              "PATH keeps a checkpoint)", file=sys.stderr)
+        print("\ntrain.py: interrupted; nothing was saved", file=sys.stderr)
         sys.exit(130)
