@@ -50,7 +50,7 @@ class SparseTask:
 
     def __init__(self, name, T, s, rng):
         self.T, self.s = _check_task(name, T, s)
-        _check_arg(isinstance(rng, np.random.Generator), "rng", "a numpy Generator", rng)
+        _check_arg(isinstance(rng, np.random.Generator), "rng", "a numpy Generator", repr(rng))
         self.name, self.p = name, bit_probability(name, self.s)
         self.S = np.sort(rng.choice(self.T, size=self.s, replace=False)).astype(np.intp)
         self.table = (rng.permutation(np.arange(2 ** self.s) % 2).astype(np.uint8)
@@ -59,8 +59,9 @@ class SparseTask:
     def label(self, X):
         """X [m, T] bits (0/1 numbers or bools) -> [m] labels in {0, 1} (uint8)."""
         X = np.asarray(X)
-        _check_arg(X.dtype.kind in "biuf" and X.shape[1:] == (self.T,) and np.all(
-            (X == 0) | (X == 1)), "X", f"bits 0/1 (or bools) of shape [m, {self.T}]", X)
+        ok = X.dtype.kind in "biuf" and X.shape[1:] == (self.T,) and np.all((X == 0) | (X == 1))
+        _check_arg(ok, "X", f"bits 0/1 (or bools) of shape [m, {self.T}]", ok or f"shape "
+                   f"{X.shape}, dtype {X.dtype}, non-bits {X[(X != 0) & (X != 1)][:3]}")
         return self._label(X)
 
     def _label(self, X):  # X [m, T], known to hold bits
@@ -84,8 +85,8 @@ class SparseTask:
         Row i uses the generator's next T uniforms, so the first m rows of sample(m', rng) for
         m' >= m equal sample(m, rng) from the same generator state: one seed is one stream. A
         sample larger than memory is numpy's MemoryError."""
-        _check_arg(_check_int(m, 2**62), "m", "an integer from 1 to 2**62", m)
-        _check_arg(isinstance(rng, np.random.Generator), "rng", "a numpy Generator", rng)
+        _check_arg(_check_int(m, 2**62), "m", "an integer from 1 to 2**62", repr(m))
+        _check_arg(isinstance(rng, np.random.Generator), "rng", "a numpy Generator", repr(rng))
         X = (rng.random((m, self.T)) < self.p).astype(np.uint8)
         return X, self._label(X)
 
@@ -102,10 +103,9 @@ def make_task(name, T, s, rng):
 # ---------------------------------------------------------------- the doors' checks ------------
 # One ValueError in one line, naming the value and what is allowed; nothing inside checks again.
 
-def _check_arg(ok, name, allowed, v):  # v, the caller's value (an array: shape, dtype, non-bits)
+def _check_arg(ok, name, allowed, got):  # got: the caller's value, as the message shows it
     if not ok:
-        raise ValueError(f"{name} must be {allowed}, got " + (f"{v!r:.80}" if not isinstance(
-            v, np.ndarray) else f"shape {v.shape}, dtype {v.dtype}, non-bits {v[(v != 0) & (v != 1)][:3]}"))
+        raise ValueError(f"{name} must be {allowed}, got {' '.join(got.split()):.80}")
 
 
 def _check_int(v, hi):  # is v an integer (not a bool) from 1 to hi?
@@ -113,9 +113,9 @@ def _check_int(v, hi):  # is v an integer (not a bool) from 1 to hi?
 
 
 def _check_task(name, T, s):  # -> (T, s) as Python ints
-    _check_arg(name in TASKS, "task", f"one of {', '.join(TASKS)}", name)
-    _check_arg(_check_int(T, 2**62), "T", "an integer from 1 to 2**62", T)
+    _check_arg(name in TASKS, "task", f"one of {', '.join(TASKS)}", repr(name))
+    _check_arg(_check_int(T, 2**62), "T", "an integer from 1 to 2**62", repr(T))
     _check_arg(_check_int(s, min(T, JUNTA_MAX_S if name == "junta" else T)) and (
         name != "majority" or s % 2), "s", "an integer from 1 to T, odd for majority, <= "
-        f"{JUNTA_MAX_S} for a junta", s)
+        f"{JUNTA_MAX_S} for a junta", repr(s))
     return int(T), int(s)

@@ -573,7 +573,8 @@ WALK.update({
     # data.py: its doors (make_task is SparseTask's other name)
     "data.make_task": Walk(lambda f: dict(name="and", T=4, s=2, rng=f["rng"]),
                            names=dict(name="task"), legal=dict(T={"10**12": "the support is "
-                                                                  "drawn without a T-array"})),
+                                                                  "drawn without a T-array"}),
+                           extra=dict(rng={"an array (a repr of lines)": np.arange(100)})),
     "data.SparseTask": Walk(lambda f: dict(name="junta", T=4, s=3, rng=f["rng"]),
                             names=dict(name="task"), legal=dict(T={"10**12": "a task keeps S "
                                                                    "only"})),
