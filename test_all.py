@@ -680,6 +680,7 @@ def _theory_head():  # -> params, cfg, task of a hand-built 3-sparse AND head at
 
 
 FIXED = "a literal of the report's code"
+WALK_CFG = attn.default_config(T=4, d=4, heads=2, mlp=3, dtype="float64")   # walk_fixtures'
 _NM = dict(qk_fro=[1.0, 2.0], v_21=[1.0, 1.0], v_spec=[1.0, 1.0], o_spec=[1.0, 1.0], B_X=2.0,
            L_after=1.5)
 NM_DAMAGES = {"nan norms (nan weights)": dict(_NM, qk_fro=[np.nan, 1.0]),       # were nan
@@ -714,7 +715,10 @@ WALK.update({
                                                     "wrong shape": "any shape"})),
     "theory.fit_line": Walk(lambda f: dict(x=np.array([1.0, 2, 3]), y=np.array([2.0, 4, 7])),
                             legal=dict(x={"list": ARRAY_LIKE}, y={"list": ARRAY_LIKE})),
-    "theory.norm_measures": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]), names=P_NAMES),
+    "theory.norm_measures": Walk(lambda f: dict(p=f["p"], cfg=f["cfg"]), names=P_NAMES,
+                                 extra=dict(p={"nan weights (a diverged run's)": {
+                                     k: np.full(shape, np.nan) for k, shape in attn.param_shapes(
+                                         WALK_CFG).items()}})),
     "theory.covering_constant": Walk(lambda f: dict(nm=theory.norm_measures(f["p"], f["cfg"])),
                                      extra=dict(nm=NM_DAMAGES)),
     "theory.covering_parts": Walk(lambda f: dict(nm=theory.norm_measures(f["p"], f["cfg"])),
@@ -757,7 +761,7 @@ WALK.update({
 def walk_fixtures():
     """The small model, data and caches the valid calls use (float64, fresh for each walk)."""
     rng = np.random.default_rng(0)
-    cfg = attn.default_config(T=4, d=4, heads=2, mlp=3, dtype="float64")
+    cfg = dict(WALK_CFG)
     p = attn.init_params(cfg, rng, std=0.5)
     X, y, xs = WX.copy(), WY.copy(), rng.standard_normal((3, 5, 4))
     P, XX, yy = {k: np.stack([v, v]) for k, v in p.items()}, np.stack([X, X]), np.stack([y, y])

@@ -197,6 +197,8 @@ def norm_measures(p, cfg):
     symmetry.canonical(p, cfg) they are measures of the function.
     """
     attn.check_params(p, cfg)
+    bad = [k for k, v in p.items() if not np.isfinite(v).all()]   # a diverged run's weights
+    _check_arg(not bad, f"params must be finite numbers, got nan or inf in {bad}")
     d, H = cfg["d"], cfg["heads"]
     e = d // H
     f64 = {k: np.asarray(p[k], np.float64) for k in attn.ATTN_KEYS}
