@@ -83,11 +83,12 @@ def init_params(cfg, rng, std=0.02):
     """Section 5 init: weights and embeddings N(0, std^2), biases 0, LayerNorm gain 1, shift 0.
     With pos_init "zero", E_pos is drawn and then set to 0, so every other parameter is the one
     the same rng gives with "normal" (paired comparisons)."""
-    if not (isinstance(rng, np.random.Generator) and isinstance(std, (int, float, np.integer,
-            np.floating)) and not isinstance(std, bool) and 0 <= std <= FLOAT_MAX):
-        raise ValueError(f"init_params needs rng a numpy Generator and std a finite number >= 0,"
-                         f" got rng={describe(rng)}, std={describe(std)}")
     shapes, dt = param_shapes(cfg), np.dtype(cfg["dtype"])
+    std, top = std.item() if isinstance(std, np.generic) else std, float(np.finfo(dt).max) / 10
+    if not (isinstance(rng, np.random.Generator) and isinstance(std, (int, float))
+            and not isinstance(std, bool) and 0 <= std <= top):     # 10 std stays finite in dt
+        raise ValueError(f"init_params needs rng a numpy Generator and std a finite number >= 0,"
+                         f" got rng={describe(rng)}, std={describe(std)} (std <= {top:.3g})")
     p = {}
     for name, shape in shapes.items():                # biases (b...) and shifts (..._b) 0, gains 1
         if name.startswith("b") or name.endswith(("_g", "_b")):
@@ -586,11 +587,20 @@ def main(argv):  # `python attn.py`: one line on stdout; exit 0 when every check
     line, ok = self_check()
     try:
         print(line, flush=True)
-    except OSError as e:                          # stdout full (> /dev/full) or closed (| head -0)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # nothing left to flush
-        sys.stderr.write(f"attn.py: cannot write its result to stdout: {e.strerror or e}\n")
-        return 1
+    except OSError as e:
+        return stdout_lost("attn.py", e)
     return 0 if ok else 1
+
+
+def stdout_lost(prog, e):  # -> the exit code of command `prog` whose stdout failed (OSError e)
+    """The one way the root's commands (attn.py, train.py, theory.py) end when stdout fails: a
+    closed pipe (`| head -c 1`) quietly, with 141 as a Unix tool that SIGPIPE ends; anything else
+    (`> /dev/full`) in one line on stderr, with 1. stdout is pointed at /dev/null first, so that
+    nothing is left to flush at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if not isinstance(e, BrokenPipeError):
+        sys.stderr.write(f"{prog}: cannot write to stdout: {e.strerror or e}\n")
+    return 141 if isinstance(e, BrokenPipeError) else 1
 
 
 def _interrupted(signum, frame):  # `python attn.py` has nothing to save: one line, exit 130 now
@@ -613,9 +623,10 @@ def check_config(cfg):  # -> cfg: exactly CONFIG_DEFAULTS' keys, each with a val
             if isinstance(cfg, dict) else f"got {describe(cfg)}"))
     whole = lambda k, lo=1: (isinstance(cfg[k], (int, np.integer)) and not isinstance(cfg[k], bool)
                              and lo <= cfg[k] < 2 ** 63)
-    rules = dict(T=(whole("T"), "an integer >= 1"), heads=(whole("heads"), "an integer >= 1"),
-                 mlp=(whole("mlp", 0), "an integer >= 0"), d=(whole("d") and whole("heads") and cfg[
-                     "d"] % cfg["heads"] == 0, f"a multiple of heads={cfg['heads']}"),
+    rules = dict(T=(whole("T"), "an integer from 1 to 2**63-1"), heads=(whole("heads"), "an "
+                 "integer from 1 to 2**63-1"), mlp=(whole("mlp", 0), "an integer from 0 to 2**63-1"),
+                 d=(whole("d") and whole("heads") and cfg["d"] % cfg["heads"] == 0,
+                    f"a multiple of heads={cfg['heads']} below 2**63"),
                  ln=(isinstance(cfg["ln"], (bool, np.bool_)), "True or False"),
                  dropout=(isinstance(cfg["dropout"], (int, float, np.integer, np.floating))
                           and 0 <= cfg["dropout"] < 1, "a probability in [0, 1)"),

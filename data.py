@@ -22,9 +22,9 @@ draws from the same distribution. This file needs numpy alone; copy it anywhere.
 The exact count of the hypotheses a training set leaves, and the paper's data protocol built on
 it, are the studies' (studies/lib/hypotheses.py); this file is the tasks alone.
 
-The file reads top to bottom: the task (make_task, SparseTask), then the checks of its doors
-(make_task, SparseTask, task.sample, task.label): each refusal a one-line ValueError naming the
-value and what is allowed; nothing inside checks again.
+The file reads top to bottom: the task (SparseTask, made by make_task), then the checks of its
+doors (make_task or SparseTask, task.sample, task.label, bit_probability): each refusal a one-line
+ValueError naming the value and what is allowed; nothing inside checks again.
 """
 import numpy as np
 
@@ -34,6 +34,7 @@ JUNTA_MAX_S = 24  # the junta's truth table has 2^s entries
 
 def bit_probability(name, s):
     """P(bit = 1) that makes P(label = 1) = 1/2 for task `name` (of TASKS) with sparsity s >= 1."""
+    _check_task(name, 2**62, s)                         # s of any T
     if name == "and":
         return 2.0 ** (-1.0 / s)
     if name == "or":
@@ -42,26 +43,25 @@ def bit_probability(name, s):
 
 
 class SparseTask:
-    """An s-sparse Boolean function of T bits: support S [s] (sorted), bit probability p.
+    """An s-sparse Boolean function of T bits, drawn by rng: the support S [s] (sorted, uniformly s
+    of the T positions) and, for "junta", the truth table [2^s] (0/1, half of them 1; else None);
+    p, the bits' probability of 1. Draw data with `task.sample(m, rng)`; label any X with
+    `task.label(X)`. make_task(name, T, s, rng) is the same call."""
 
-    make it with `make_task`; draw data with `task.sample(m, rng)`; label any X with `task.label`.
-    """
-
-    def __init__(self, name, T, s, S, table=None):
+    def __init__(self, name, T, s, rng):
         self.T, self.s = _check_task(name, T, s)
-        S = np.asarray(S)
-        _check_arg(S.dtype.kind in "iu" and S.shape == (s,) and S.min() >= 0 and S.max() < T
-                   and np.all(S[:-1] < S[1:]), "S", S.tolist(), f"{s} increasing positions < {T}")
-        self.name, self.S, self.table = name, S.astype(np.intp), table
-        self.p = bit_probability(name, self.s)
+        _check_arg(isinstance(rng, np.random.Generator), "rng", "a numpy Generator", repr(rng))
+        self.name, self.p = name, bit_probability(name, self.s)
+        self.S = np.sort(rng.choice(self.T, size=self.s, replace=False)).astype(np.intp)
+        self.table = (rng.permutation(np.arange(2 ** self.s) % 2).astype(np.uint8)
+                      if name == "junta" else None)
 
     def label(self, X):
         """X [m, T] bits (0/1 numbers or bools) -> [m] labels in {0, 1} (uint8)."""
         X = np.asarray(X)
-        if not (X.ndim == 2 and X.shape[1] == self.T and X.dtype.kind in "biuf"
-                and ((X == 0) | (X == 1)).all()):
-            raise ValueError(f"X must be bits 0/1 (or bools) of shape [m, {self.T}], got shape "
-                             f"{X.shape}, dtype {X.dtype}, non-bits {X[(X != 0) & (X != 1)][:3]}")
+        ok = X.dtype.kind in "biuf" and X.shape[1:] == (self.T,) and np.all((X == 0) | (X == 1))
+        _check_arg(ok, "X", f"bits 0/1 (or bools) of shape [m, {self.T}]", ok or f"shape "
+                   f"{X.shape}, dtype {X.dtype}, non-bits {X[(X != 0) & (X != 1)][:3]}")
         return self._label(X)
 
     def _label(self, X):  # X [m, T], known to hold bits
@@ -85,8 +85,8 @@ class SparseTask:
         Row i uses the generator's next T uniforms, so the first m rows of sample(m', rng) for
         m' >= m equal sample(m, rng) from the same generator state: one seed is one stream. A
         sample larger than memory is numpy's MemoryError."""
-        _check_arg(_check_int(m, 1, 2**62), "m", m, "an integer from 1 to 2**62")
-        _check_arg(isinstance(rng, np.random.Generator), "rng", rng, "a numpy Generator")
+        _check_arg(_check_int(m, 2**62), "m", "an integer from 1 to 2**62", repr(m))
+        _check_arg(isinstance(rng, np.random.Generator), "rng", "a numpy Generator", repr(rng))
         X = (rng.random((m, self.T)) < self.p).astype(np.uint8)
         return X, self._label(X)
 
@@ -95,35 +95,27 @@ class SparseTask:
 
 
 def make_task(name, T, s, rng):
-    """Draw the support S (uniformly, s of T positions) and, for "junta", the truth table."""
-    T, s = _check_task(name, T, s)
-    _check_arg(isinstance(rng, np.random.Generator), "rng", rng, "a numpy Generator")
-    S = np.sort(rng.choice(T, size=s, replace=False))
-    table = None
-    if name == "junta":
-        table = rng.permutation(np.arange(2 ** s) % 2).astype(np.uint8)
-    return SparseTask(name, T, s, S, table)
+    """The task `name` (of TASKS) on T bits with sparsity s, its support S (and a junta's truth
+    table) drawn by rng: SparseTask(name, T, s, rng)."""
+    return SparseTask(name, T, s, rng)
 
 
 # ---------------------------------------------------------------- the doors' checks ------------
-# make_task and SparseTask check the task (and S), sample m and rng, label the bits (inline): each
-# refusal a one-line ValueError naming the value and what is allowed. Nothing inside checks again.
+# One ValueError in one line, naming the value and what is allowed; nothing inside checks again.
 
-def _check_arg(ok, name, v, allowed):  # a door's check
+def _check_arg(ok, name, allowed, got):  # got: the caller's value, as the message shows it
     if not ok:
-        raise ValueError(f"{name} must be {allowed}, got {v!r:.60}")
+        raise ValueError(f"{name} must be {allowed}, got {' '.join(got.split()):.80}")
 
 
-def _check_int(v, lo, hi):  # is v an integer (not a bool) from lo to hi?
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and (
-        lo <= v <= hi)
+def _check_int(v, hi):  # is v an integer (not a bool) from 1 to hi?
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 1 <= v <= hi
 
 
 def _check_task(name, T, s):  # -> (T, s) as Python ints
-    _check_arg(name in TASKS, "task", name, f"one of {', '.join(TASKS)}")
-    _check_arg(_check_int(T, 1, 2**62), "T", T, "an integer from 1 to 2**62")
-    _check_arg(_check_int(s, 1, min(T, JUNTA_MAX_S if name == "junta" else T)) and (
-        name != "majority" or s % 2), "s", s, f"an integer from 1 to T = {T} (odd for majority, "
-           f"<= {JUNTA_MAX_S} for a junta)")
+    _check_arg(name in TASKS, "task", f"one of {', '.join(TASKS)}", repr(name))
+    _check_arg(_check_int(T, 2**62), "T", "an integer from 1 to 2**62", repr(T))
+    _check_arg(_check_int(s, min(T, JUNTA_MAX_S if name == "junta" else T)) and (
+        name != "majority" or s % 2), "s", "an integer from 1 to T, odd for majority, <= "
+        f"{JUNTA_MAX_S} for a junta", repr(s))
     return int(T), int(s)
-

@@ -197,6 +197,8 @@ def norm_measures(p, cfg):
     symmetry.canonical(p, cfg) they are measures of the function.
     """
     attn.check_params(p, cfg)
+    bad = [k for k, v in p.items() if not np.isfinite(v).all()]   # a diverged run's weights
+    _check_arg(not bad, f"params must be finite numbers, got nan or inf in {bad}")
     d, H = cfg["d"], cfg["heads"]
     e = d // H
     f64 = {k: np.asarray(p[k], np.float64) for k in attn.ATTN_KEYS}
@@ -356,7 +358,8 @@ def construction_width(T, s, code_factor=16.0):
     random +-1/sqrt(d_p) codes stay nearly orthogonal over T positions at about 16 s ln T (about
     8 ln T was seen to fail). build_sparse_head builds its heads with it; studies/lib/report.py's
     width table sets it beside the widths trained."""
-    T, s = _check_number("T", T, real=True, lo=1), _check_number("s", s)   # T: a plot's axis too
+    T = _check_number("T", T, real=True, lo=1)                 # T: a plot's axis too
+    s = _check_number("s", s, hi=math.floor(T) + 1)            # s <= T
     code_factor = _check_number("code_factor", code_factor, real=True, hi=10**6)
     return max(8, int(math.ceil(code_factor * s * math.log(max(T, 2)))))
 
@@ -940,24 +943,23 @@ def _print_report():
 def main(argv):  # `python theory.py`: the report on stdout; exit 0 when every check passes
     _check_arg(isinstance(argv, list) and all(isinstance(v, str) for v in argv),
                f"argv must be a list of strings, got {_shown(argv)}")
-    if argv and argv[0] in ("-h", "--help"):
-        sys.stdout.write(USAGE)
-        return 0
-    if argv:
+    if argv and argv[0] not in ("-h", "--help"):
         sys.stderr.write(f"theory.py: error: unrecognized arguments: {' '.join(argv)} (it takes "
                          f"none but -h)\n")
         return 2
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)     # every line shows at once under `> log`
     try:
-        _print_report()
+        if argv:
+            sys.stdout.write(USAGE)
+        else:
+            _print_report()
+        sys.stdout.flush()
     except AssertionError as e:
         sys.stderr.write(f"theory.py: {e}\n")
         return 1
-    except OSError as e:                          # stdout full (> /dev/full) or closed (| head -0)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # nothing left to flush
-        sys.stderr.write(f"theory.py: cannot write its report to stdout: {e.strerror or e}\n")
-        return 1
+    except OSError as e:                # stdout closed (| head -c 1) or full (> /dev/full)
+        return attn.stdout_lost("theory.py", e)
     return 0
 
 
@@ -999,9 +1001,13 @@ def _check_reals(name, a, ndim=None, lo=-math.inf):  # -> a as a float64 array o
 
 
 def _check_nm(nm):  # covering_constant's and covering_parts': the dict of norm_measures
-    keys = {"qk_fro", "v_21", "v_spec", "o_spec", "B_X", "L_after"}
-    _check_arg(isinstance(nm, dict) and keys <= set(nm), f"nm must be the dict returned by "
+    keys = ("qk_fro", "v_21", "v_spec", "o_spec", "B_X", "L_after")
+    _check_arg(isinstance(nm, dict) and set(keys) <= set(nm), f"nm must be the dict returned by "
                f"norm_measures, got {_shown(nm)}")
+    for i, k in enumerate(keys):        # finite norms >= 0 (nan weights give nan): one per head
+        _check_reals(f"nm[{k!r}]", nm[k], 1 if i < 4 else 0, lo=0.0)
+    _check_arg(len({len(nm[k]) for k in keys[:4]}) == 1, f"nm's per-head lists must have one "
+               f"length, got {[len(nm[k]) for k in keys[:4]]}")
 
 
 def _shown(v):  # a value in a few words, on one line: an array's shape and dtype, else its repr

@@ -48,6 +48,11 @@ OPTIONS = (  # name, default, type, allowed (the lowest value, or the choices), 
     ("log_every", 100, int, 0, "progress line every this many steps (0 = quiet)"),
 )
 DEFAULTS = {name: default for name, default, *_ in OPTIONS}
+# The options of the studies' trainer alone (python -m studies.trainer --help lists them with
+# these): train.py refuses each in one line that names the command where it lives.
+STUDY_OPTIONS = ("model", "data", "optimizer", "beta2", "decay", "freeze", "ln1_gain", "qk_ball",
+                 "ball_qk", "ball_vo", "ball_w", "ball_mlp", "qkv_init", "qkv_step", "clip",
+                 "dropout", "val", "val_every", "pos_init", "plot", "save", "save_every", "resume")
 
 
 # ---------------------------------------------------------------- what one seed fixes ----------
@@ -77,7 +82,7 @@ def draw_run(o):
                 init=streams.init, order=streams.order)
 
 
-def _run_bytes(o):
+def _memory_need(o):
     """About the most memory a run holds at once, in bytes: its samples (each T float64 uniforms,
     T bits and their copy in the run's dtype), its parameters (drawn in float64; with their
     gradient and Adam's two moments) and one step's activations (fast.activation_bytes)."""
@@ -85,6 +90,14 @@ def _run_bytes(o):
     weights = sum(math.prod(shape) for shape in attn.param_shapes(cfg).values())
     return ((o["m"] + o["n_test"]) * o["T"] * (9 + item) + weights * (8 + 4 * item)
             + fast.activation_bytes(cfg, o["batch"] or o["m"]))
+
+
+def _heaviest(o):
+    """"k=value" of the option of T, m, n_test, d (with heads) and mlp whose default would shrink
+    the run's memory most: the one a refusal for memory names."""
+    k = min(("T", "m", "n_test", "d", "mlp"), key=lambda k: _memory_need(dict(
+        o, **{k: DEFAULTS[k]}, heads=DEFAULTS["heads"] if k == "d" else o["heads"])))
+    return f"{k}={o[k]}"
 
 
 # ---------------------------------------------------------------- the model -------------------
@@ -251,7 +264,7 @@ def train_run(opts, log=print, hooks=None):
     """Train one model with options `opts` (keys of DEFAULTS; the rest take their defaults) and
     return the result dict (summarise). log: a function of one line, or None. A non-finite loss
     raises Diverged."""
-    o, hooks = check_options(opts), hooks or Hooks()
+    o, hooks = check_options(opts), _check_hooks(hooks, log)
     run = set_up_run(o, log, hooks)
     train_loop(run, o, hooks)
     return finish_run(o, run)
@@ -292,11 +305,10 @@ def train_stack(runs, hooks=None):
     A run whose loss stops being finite is reported as diverged (test_acc nan)."""
     if not (isinstance(runs, list) and runs):
         raise TypeError(f"runs must be a non-empty list of option dicts, got {runs!r:.60}")
-    opts, hooks = [check_options(o, f"runs[{i}]") for i, o in enumerate(runs)], hooks or Hooks()
+    opts, hooks = [check_options(o, f"runs[{i}]") for i, o in enumerate(runs)], _check_hooks(hooks)
     differ = [k for k in DEFAULTS if k not in PER_RUN and any(o[k] != opts[0][k] for o in opts)]
     if differ:
-        raise ValueError(f"the runs of a stack may differ in {PER_RUN} only; these differ in "
-                         f"{differ}")
+        raise ValueError(f"the runs of a stack may differ in {PER_RUN} only, not in {differ}")
     run = set_up_stack(opts, hooks)
     ran = train_loop(run, opts[0], hooks)
     return stack_results(opts, run, ran, (time.perf_counter() - run.t0) / run.R)
@@ -425,17 +437,26 @@ def check_options(opts, name="opts"):
     o = dict(DEFAULTS, **opts)
     for key, _, kind, allowed, _ in OPTIONS:
         o[key] = _check_value(key, o[key], kind, allowed)
+    top = float(np.finfo(o["dtype"]).max) ** 0.5       # Adam squares the decayed gradient wd p
     for bad, why in ((o["s"] > o["T"], f"s={o['s']} must be at most T={o['T']}"),
                      (o["d"] % o["heads"], f"heads={o['heads']} must divide d={o['d']}"),
-                     (o["batch"] > o["m"], f"batch={o['batch']} must be at most m={o['m']}")):
+                     (o["batch"] > o["m"], f"batch={o['batch']} must be at most m={o['m']}"),
+                     (o["wd"] >= top, f"wd={o['wd']} must be below {top:.3g} in {o['dtype']}")):
         if bad:
             raise ValueError(why)
-    need, have = _run_bytes(o), os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    need, have = _memory_need(o), os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > have / 2:
-        raise ValueError(f"T={o['T']}, m={o['m']}, n_test={o['n_test']}, d={o['d']} and mlp="
-                         f"{o['mlp']} need about {need / 2**30:.1f} GiB, over half this "
-                         f"machine's {have / 2**30:.1f} GiB")
+        raise ValueError(f"{_heaviest(o)} is too large: the run would need about "
+                         f"{need / 2**30:.1f} GiB, over half this machine's {have / 2**30:.1f} GiB")
     return o
+
+
+def _check_hooks(hooks, log=None):  # -> hooks, or the reference's own Hooks() for None
+    if not isinstance(hooks, (Hooks, type(None))):
+        raise TypeError(f"hooks must be None or a train.Hooks, got {hooks!r:.60}")
+    if not (log is None or callable(log)):
+        raise TypeError(f"log must be None or a function of one line, got {log!r:.60}")
+    return hooks or Hooks()
 
 
 def _check_value(name, v, kind, allowed):  # -> v as `kind`, when of that kind and allowed
@@ -453,10 +474,21 @@ def _check_value(name, v, kind, allowed):  # -> v as `kind`, when of that kind a
 # ---------------------------------------------------------------- the command line ------------
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, with its errors in one line (the usage is in --help)."""
+    """argparse, with its errors in one line (the usage is in --help), and its help's failed write
+    raised (argparse drops it): main ends a closed or full stdout as attn.stdout_lost says."""
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def print_help(self, file=None):
+        (file or sys.stdout).write(self.format_help())
+        (file or sys.stdout).flush()
+
+
+class _StudyOption(argparse.Action):  # an option of STUDY_OPTIONS: where it lives, in one line
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} is an option of the studies' trainer: python -m "
+                     f"studies.trainer {' '.join([option_string, *values])}")
 
 
 def parser():
@@ -471,6 +503,9 @@ def parser():
                         **dict(choices=allowed) if isinstance(allowed, tuple) else {})
     ap.add_argument("--json", metavar="PATH", help="also write the summary as JSON to PATH")
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
+    for name in STUDY_OPTIONS:
+        ap.add_argument("--" + name.replace("_", "-"), nargs="*", action=_StudyOption,
+                        default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return ap
 
 
@@ -521,9 +556,11 @@ def blas(threads=None):
     return "not OpenBLAS", None
 
 
-def _summary_path(path):
-    """--json's PATH, checked before any training: a new file in a folder that takes one, or a
-    summary train.py wrote before (never someone's file, a link, a folder or a pipe)."""
+def _summary_path(path, size, text=None):
+    """--json's PATH, checked before any training (text None: a probe) and again when the summary
+    `text` is written (_write_new: whole, or not at all): a new file, or a summary train.py wrote
+    before (never someone's file, a link, a folder or a pipe), in a folder that takes a new file
+    of `size` bytes (its room reserved, where the system can)."""
     def ours():
         if not os.path.isfile(path) or os.path.islink(path) or os.path.getsize(path) > 1e8:
             return False
@@ -534,24 +571,57 @@ def _summary_path(path):
                 return False
         return isinstance(old, dict) and {"task", "T", "m", "test_acc"} <= set(old)
     try:
-        if os.path.lexists(path) and not ours():
-            raise ValueError("it exists and is not a summary train.py wrote; give another path")
-        open(path + ".tmp", "w").close()                    # can the folder take the file?
-        os.remove(path + ".tmp")
+        if not path or os.path.lexists(path) and not ours():
+            raise ValueError("it is neither a new file nor a summary train.py wrote; give another")
+        _write_new(path, text, size)
     except (OSError, ValueError) as e:
-        raise ValueError(f"--json {path}: {getattr(e, 'strerror', None) or e}") from None
+        raise ValueError(f"--json {path!r}: {getattr(e, 'strerror', None) or e}") from None
     return path
 
 
+def _write_new(path, text, size):
+    """`text` into a file created new and exclusively beside `path`, under a random name no user
+    chose (so no one's file or link is ever opened), with room for `size` bytes reserved first,
+    then renamed over `path`; text None: the file is removed (a probe: can the folder take it?).
+    On an OSError no file is left behind and `path` is as it was."""
+    tmp = os.path.join(os.path.dirname(path) or ".", f".train-{os.urandom(8).hex()}.tmp")
+    f, done = open(tmp, "x"), False                 # "x": created new, or an OSError
+    try:
+        with f:
+            if hasattr(os, "posix_fallocate"):      # a full disk or quota: ENOSPC or EDQUOT now
+                os.posix_fallocate(f.fileno(), 0, size)
+            f.write(text or "")
+        if text is not None:
+            os.replace(tmp, path)
+            done = True
+    finally:
+        if not done:
+            os.remove(tmp)
+
+
+def _summary_bytes(o):  # at most what the summary of a run with options o takes, in bytes
+    return min(4096 + 96 * o["s"] + 256 * o["steps"], 2**62)
+
+
 def main(argv=None):
+    """The command line (argv: None, the process's own): -> the exit code. A closed or full stdout
+    ends as attn.stdout_lost says; every other failure is one line on stderr."""
     if not (argv is None or isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
         raise TypeError(f"argv must be None or a list of strings (the command line), got {argv!r}")
+    try:
+        return _command(argv)
+    except OSError as e:                # stdout's alone: --json's are one line in _command
+        return attn.stdout_lost("train.py", e)
+
+
+def _command(argv):
     ap = parser()
     a = vars(ap.parse_args(argv))
     out_json, threads = a.pop("json"), a.pop("threads")
     try:
         o = check_options(a)
-        out_json = out_json and _summary_path(out_json)
+        if out_json is not None:
+            _summary_path(out_json, _summary_bytes(o))
     except ValueError as e:
         ap.error(str(e))
     if not 1 <= threads <= 1024:
@@ -562,24 +632,28 @@ def main(argv=None):
           f"mlp={o['mlp']}  {o['dtype']}  seed={o['seed']}", flush=True)
     try:
         r = train_run(o, log=lambda line: print(line, flush=True))
+        print_summary(r, o)
+        if out_json is not None:        # whole, or not at all: one line if it cannot be written
+            text = json.dumps(_summary_of(r, o), indent=1)
+            _summary_path(out_json, len(text), text)
     except (Diverged, ValueError, MemoryError) as e:      # MemoryError: numpy's own words
         print(f"train.py: {e}", file=sys.stderr)
         return 1
-    print_summary(r, o)
-    if out_json:
-        summary = {k: (None if isinstance(v, float) and math.isnan(v) else v)
-                   for k, v in r.items() if k not in ("params", "cfg", "cls_attention")}
-        summary["arithmetic"] = dict(zip(("dtype", "kernel", "threads"), (o["dtype"], *blas())))
-        with open(out_json + ".tmp", "w") as f:                # whole, or not at all
-            json.dump(summary, f, indent=1)
-        os.replace(out_json + ".tmp", out_json)
     return 0
+
+
+def _summary_of(r, o):
+    """The JSON summary --json writes of result r of a run with options o: the result less the
+    arrays, nan as null, and the arithmetic that made its bits (dtype, OpenBLAS kernel, threads)."""
+    summary = {k: (None if isinstance(v, float) and math.isnan(v) else v)
+               for k, v in r.items() if k not in ("params", "cfg", "cls_attention")}
+    return dict(summary, arithmetic=dict(zip(("dtype", "kernel", "threads"), (o["dtype"],
+                                                                                *blas()))))
 
 
 if __name__ == "__main__":
     try:
         sys.exit(main())
     except KeyboardInterrupt:
-        print("\ntrain.py: interrupted; nothing was saved (python -m studies.trainer --save "
-              "PATH keeps a checkpoint)", file=sys.stderr)
+        print("\ntrain.py: interrupted; nothing was saved", file=sys.stderr)
         sys.exit(130)
