@@ -106,11 +106,13 @@ $PY -m studies.symmetries ball results/extended results/protocols/qk-ball-{0.5,1
 $PY -m studies.symmetries ball results/width/d-128 results/protocols/qk-ball-1-d-128 --seeds 10 \
     --Ts 100,300,1100 --out results/symmetries/qk-ball-d-128.md > /dev/null
 # issue 52: training inside the capacity bound's class, beside the study on the same seeds and
-# kernel; and the kernel's noise floor (the study's seeds again under SkylakeX)
+# kernel; and the kernel's noise floor (the study's seeds again under SkylakeX; issue 60 added
+# T = 1100 and 3000)
 $PY -m studies.classball results/extended results/class-ball/tight results/class-ball/loose \
     --out results/class-ball/table.md > /dev/null
-$PY -m studies.symmetries ball results/extended results/class-ball/ours-skylakex --seeds 20 \
-    --Ts 100,300 --out results/class-ball/noise-floor.md > /dev/null
+$PY -m studies.symmetries ball results/extended results/class-ball/ours-skylakex \
+    results/class-ball/ours-skylakex-large-T --seeds 20 --Ts 100,300,1100,3000 \
+    --out results/class-ball/noise-floor.md > /dev/null
 # issue 60: the W_QK ball's slack separated from T (six cells, one T each), the class's cells side
 # by side with the study (memorised failures, m50), and the four laws fitted to every seed (the
 # class's arms beside the study at d = 64; the study at d = 64 and 128 over their whole range)

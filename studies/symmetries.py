@@ -40,7 +40,7 @@ from studies.lib import folder, harness, intervals, row_kinds, symmetry, trainin
 from studies.lib.checks import INTS, check_number
 from studies.lib.cli import OneLineParser, int_list
 from studies.lib.folder import folder_rows
-from studies.lib.intervals import fisher_exact, sign_test
+from studies.lib.intervals import exact_rate, fisher_exact, sign_test
 from studies.lib.measures import measure_mechanism
 from studies.lib.stats import critical_sizes
 from studies.lib.study import (EDGE_NOTE, fmt, growth_table, load_runs, seed_weights, separation,
@@ -494,6 +494,12 @@ def _factors(mine, theirs):  # "x1.4 [0.7, 2.1]": each differing seed's critical
     return text + (f" (+{above} above the grid)" if above else "")
 
 
+def _share(k, n):         # "4 of 20, 20% [5.7%, 43.7%]": exact_rate's interval, rounded outwards
+    lo, hi = exact_rate(k, n)
+    return (f"{k} of {n}, {100 * k / n:.0f}% [{math.floor(1000 * lo) / 10:g}%, "
+            f"{math.ceil(1000 * hi) / 10:g}%]")
+
+
 def ball_command(study, folders, n_seeds, Ts, out, log=print):
     """Per folder and T: m* over seeds 0..n_seeds-1 with its exact interval, the study's m* on the
     same seeds, and how many seeds need more or fewer samples than in the study, with the exact
@@ -518,12 +524,13 @@ def ball_command(study, folders, n_seeds, Ts, out, log=print):
              f"0-{n_seeds - 1} with its exact 95% interval (the bisection's order statistic); "
              "per seed, its critical m (the smallest grid m that succeeded; above the grid "
              "counts as larger) under the protocol against the study's, the exact two-sided "
-             "sign test on the seeds that differ, and by what factor they differ (the seed's "
+             "sign test on the seeds that differ, the share that differ with its exact "
+             "(Clopper-Pearson) 95% interval, and by what factor they differ (the seed's "
              "critical m over the study's).", "",
              "| protocol | T | m* [95% CI] | the study's m* [95% CI], same seeds | seeds above "
-             "the grid | more / fewer / same than the study | sign test p | the seeds that "
-             "differ: factor, median [range] |",
-             "|---|---|---|---|---|---|---|---|"]
+             "the grid | more / fewer / same than the study | sign test p | seeds that differ "
+             "[95% CI] | the seeds that differ: factor, median [range] |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for f in folders:
         got = _critical(f, n_seeds, Ts)
         for T in sorted(set(got) & set(base)):
@@ -535,6 +542,7 @@ def ball_command(study, folders, n_seeds, Ts, out, log=print):
                          f"[{n(a['m_star_lo'])}, {n(a['m_star_hi'])}] | {n(b['m_star'])} "
                          f"[{n(b['m_star_lo'])}, {n(b['m_star_hi'])}] | {a['censored']} | "
                          f"{more} / {fewer} / {n_seeds - more - fewer} | {p:.3g} | "
+                         f"{_share(more + fewer, n_seeds)} | "
                          f"{_factors(a['per_seed'], b['per_seed'])} |")
     path = out                               # claimed at the start (harness.claim_outputs)
     cli.write_text(path, "\n".join(lines) + "\n")

@@ -489,6 +489,33 @@ def sign_test(lost, gained):
     return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
 
 
+def exact_rate(k, n, level=0.95):
+    """Clopper-Pearson's exact interval (lo, hi) for a rate seen k times in n trials: the p at
+    which P(X >= k) and P(X <= k) under Binomial(n, p) are (1 - level) / 2, found by bisection on
+    the binomial's distribution function summed in log space (lo = 0 at k = 0, hi = 1 at k = n)."""
+    n = check_number("n", n, INTS, 1, 10**6 + 1, "an integer from 1 to 10**6")
+    k = check_number("k", k, INTS, 0, n + 1, f"an integer from 0 to n = {n}")
+    level = check_number("level", level, (float,), 0.5, 1.0, "a number in [0.5, 1)")
+    tail = (1.0 - level) / 2
+
+    def cdf(j, p):                            # P(X <= j), X ~ Binomial(n, p), 0 < p < 1
+        logs = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+                + i * math.log(p) + (n - i) * math.log1p(-p) for i in range(j + 1)]
+        top = max(logs)
+        return math.exp(top) * sum(math.exp(v - top) for v in logs)
+
+    def root(f):                              # f rises from < 0 to > 0 on (0, 1)
+        a, b = 0.0, 1.0
+        for _ in range(200):
+            mid = (a + b) / 2
+            a, b = (mid, b) if f(mid) < 0 else (a, mid)
+        return (a + b) / 2
+
+    lo = 0.0 if k == 0 else root(lambda p: (1.0 - cdf(k - 1, p)) - tail)
+    hi = 1.0 if k == n else root(lambda p: tail - cdf(k, p))
+    return lo, hi
+
+
 def holm(ps):
     """Holm's step-down adjustment of the p-values `ps` (a family's tests, in any order): the
     k-th smallest times (n - k + 1), made non-decreasing, capped at 1; [n] -> [n], in ps' order."""

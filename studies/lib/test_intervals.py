@@ -242,6 +242,11 @@ def test_the_exact_tests_on_discordant_pairs_give_the_textbook_values():
     # non-decreasing (R: p.adjust(c(.01, .04, .03, .005), "holm") = 0.03 0.06 0.06 0.02)
     assert intervals.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert intervals.holm([0.9, 0.8]) == [1.0, 1.0] and intervals.holm([]) == []
+    # Clopper-Pearson (R: binom.test(13, 40)$conf.int = 0.1857290 0.4912949; 0 of 10: 0 and
+    # 1 - 0.025^(1/10) = 0.3084971)
+    assert intervals.exact_rate(13, 40) == pytest.approx((0.1857290, 0.4912949), abs=1e-7)
+    assert intervals.exact_rate(0, 10) == pytest.approx((0.0, 1 - 0.025 ** 0.1), abs=1e-12)
+    assert intervals.exact_rate(10, 10) == pytest.approx((0.025 ** 0.1, 1.0), abs=1e-12)
     p = sum(math.comb(7, x) * math.comb(7, 7 - x) for x in (0, 7)) / math.comb(14, 7)
     assert intervals.fisher_exact(7, 0, 0, 7) == pytest.approx(p)
 
@@ -250,6 +255,7 @@ def test_the_exact_tests_on_discordant_pairs_give_the_textbook_values():
 
 WALK = {
     "intervals.holm": Walk(lambda f: dict(ps=[0.01, 0.5])),
+    "intervals.exact_rate": Walk(lambda f: dict(k=4, n=20), legal=dict(k={"0": "none seen"})),
     "intervals.sign_test": Walk(lambda f: dict(lost=4, gained=0), legal=dict(
         lost={"0": "none lost"}, gained={"0": "none gained"})),
     "intervals.fisher_exact": Walk(lambda f: dict(a=1, b=9, c=11, d=3), legal={
