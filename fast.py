@@ -26,6 +26,7 @@ The studies' MLP baseline (studies/lib/baseline.py) runs on this file's linear a
 Shape letters as in attn.py: B batch, T bits, d width, H heads, e = d/H, k hidden, R runs.
 """
 import collections
+import functools
 
 import numpy as np
 
@@ -37,10 +38,17 @@ SAFE_EXP = {np.dtype("float32"): 60.0, np.dtype("float64"): 600.0}   # exp(x) fa
 # ---------------------------------------------------------------------------------------------
 # tuned ops: LayerNorm, affine map and MLP for a stack of runs
 
+@functools.lru_cache(maxsize=64)
+def _ones(n, dtype):  # -> [n] ones, read-only: the vector of _row_sum and of the biases' sums
+    ones = np.ones(n, dtype)
+    ones.flags.writeable = False
+    return ones
+
+
 def _row_sum(a):  # [..., n] -> [...]
     """Sum over the last axis as a matrix-vector product: numpy's own reduction over a short last
     axis (LayerNorm's d, a head's width) is much slower than BLAS on the same numbers."""
-    return a @ np.ones(a.shape[-1], a.dtype)
+    return a @ _ones(a.shape[-1], a.dtype)
 
 
 def layernorm_forward(x, g, b):  # [R, n, d], [R, d], [R, d] -> [R, n, d]
@@ -99,10 +107,10 @@ def linear_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW
         R = W.shape[0]
         x3, dy3 = x.reshape(R, -1, x.shape[-1]), dy.reshape(R, -1, dy.shape[-1])
         dx = (dy3 @ W.transpose(0, 2, 1)).reshape(x.shape) if need_dx else None
-        return dx, x3.transpose(0, 2, 1) @ dy3, (np.ones(dy3.shape[1], dy3.dtype) @ dy3)
+        return dx, x3.transpose(0, 2, 1) @ dy3, _ones(dy3.shape[1], dy3.dtype) @ dy3
     x2, dy2 = x.reshape(-1, x.shape[-1]), dy.reshape(-1, dy.shape[-1])
     dx = (dy2 @ W.T).reshape(x.shape) if need_dx else None
-    return dx, x2.T @ dy2, np.ones(dy2.shape[0], dy2.dtype) @ dy2
+    return dx, x2.T @ dy2, _ones(dy2.shape[0], dy2.dtype) @ dy2
 
 
 def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # attn.mlp_forward on linear_forward
@@ -123,12 +131,15 @@ def mlp_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW_1,
 # ---------------------------------------------------------------------------------------------
 # the exact shortcut: two versions per position, a head output is a ratio of linear functions
 
-def _head_spread(H, e, dtype):  # -> [H, H e]
+@functools.lru_cache(maxsize=16)
+def _head_spread(H, e, dtype):  # -> [H, H e], read-only (a constant: made once)
     """Row h is 1 on head h's e columns, 0 elsewhere. A [..., H] @ _head_spread gives each head's
     value on its e columns in one BLAS call, exactly (each entry is one product by 1, the rest are
     products by 0), where broadcasting along a length-e axis (e = 4 in the experiment) runs
     numpy's inner loop 4 elements at a time."""
-    return np.repeat(np.eye(H, dtype=dtype), e, axis=1)
+    spread = np.repeat(np.eye(H, dtype=dtype), e, axis=1)
+    spread.flags.writeable = False
+    return spread
 
 
 def two_versions(X, dtype):  # [R, B, T] (or [B, T]) bits -> [R, B, 2T]: [1 - X, X]
