@@ -192,13 +192,57 @@ def _linear_backward(dy, cache, ws, role, need_dx=True):  # linear_backward, a s
     return dx, x3.transpose(0, 2, 1) @ dy3, _ones(dy3.shape[1], dy3.dtype) @ dy3
 
 
+def _gelu_forward(x, ws, role):  # attn.gelu_forward, operation for operation, into ws arrays
+    u, t = ws.empty(role + " u", x.shape, x.dtype), ws.empty(role + " tanh", x.shape, x.dtype)
+    c = np.multiply(x, x, out=t)
+    c *= 0.044715
+    c += 1.0                                            # 1 + 0.044715 x^2
+    u = np.multiply(attn.GELU_C, x, out=u)
+    u *= c                                              # u = C x (1 + 0.044715 x^2)
+    t = np.tanh(u, out=t)
+    y = np.add(1.0, t, out=ws.empty(role + " y", x.shape, x.dtype))
+    y *= np.multiply(0.5, x, out=u)                     # y = 0.5 x (1 + tanh(u))
+    return y, (x, t)
+
+
+def _gelu_backward(dy, cache, ws, role):  # attn.gelu_backward, operation for operation
+    x, t = cache                  # forward: y = 0.5 x (1 + tanh(u)),  u = C (x + 0.044715 x^3)
+    slope, a, b = (ws.empty(role + name, x.shape, x.dtype) for name in (" slope", " u", " t^2"))
+    slope = np.add(1.0, t, out=slope)
+    slope *= 0.5                                        # 0.5 (1 + t)
+    a = np.multiply(0.5, x, out=a)
+    a *= np.subtract(1.0, np.multiply(t, t, out=b), out=b)
+    a *= attn.GELU_C                                    # 0.5 x (1 - t^2) C
+    b = np.multiply(3 * 0.044715, x, out=b)
+    b *= x
+    b += 1.0                                            # 1 + 3 0.044715 x^2
+    a *= b
+    slope += a
+    return np.multiply(dy, slope, out=ws.empty(role + " dx", dy.shape, np.promote_types(
+        dy.dtype, slope.dtype)))
+
+
+def _relu_forward(x, ws, role):  # attn.relu_forward into a ws array
+    return np.maximum(x, 0, out=ws.empty(role + " y", x.shape, x.dtype)), x
+
+
+def _relu_backward(dy, x, ws, role):  # attn.relu_backward into ws arrays
+    return np.multiply(dy, np.greater(x, 0, out=ws.empty(role + " x > 0", x.shape, bool)),
+                       out=ws.empty(role + " dx", dy.shape, dy.dtype))
+
+
+# attn.ACTIVATIONS, the same arithmetic with its arrays from a workspace (the [R, B, k] arrays of
+# attn's, new at every call, cost a large batch or stack page faults every step)
+_ACTIVATIONS = {"gelu": (_gelu_forward, _gelu_backward), "relu": (_relu_forward, _relu_backward)}
+
+
 def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # attn.mlp_forward on linear_forward
     return _mlp_forward(x, W_1, b_1, W_2, b_2, act, FRESH)
 
 
 def _mlp_forward(x, W_1, b_1, W_2, b_2, act, ws):  # mlp_forward, its arrays from ws
     h, c1 = _linear_forward(x, W_1, b_1, ws, "W_1")
-    a, ca = attn.ACTIVATIONS[act][0](h)
+    a, ca = _ACTIVATIONS[act][0](h, ws, act)
     y, c2 = _linear_forward(a, W_2, b_2, ws, "W_2")
     return y, (c1, ca, c2, act)
 
@@ -210,7 +254,7 @@ def mlp_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW_1,
 def _mlp_backward(dy, cache, ws, need_dx=True):  # mlp_backward, its arrays from ws
     c1, ca, c2, act = cache
     da, dW_2, db_2 = _linear_backward(dy, c2, ws, "W_2")             # forward: y = a W_2 + b_2
-    dh = attn.ACTIVATIONS[act][1](da, ca)                             # forward: a = act(h)
+    dh = _ACTIVATIONS[act][1](da, ca, ws, act)                        # forward: a = act(h)
     dx, dW_1, db_1 = _linear_backward(dh, c1, ws, "W_1", need_dx)     # forward: h = x W_1 + b_1
     return dx, dW_1, db_1, dW_2, db_2
 

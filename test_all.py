@@ -1594,6 +1594,31 @@ def test_kept_two_versions_give_the_same_step_and_are_checked():
         fast.loss_and_grads(p, cfg, X, y, versions=np.zeros((6, 9), np.float32))
 
 
+def test_fast_activations_are_attn_s_bit_for_bit():
+    """fast.py computes GELU and ReLU into its workspace's arrays, operation for operation as
+    attn.py does: fast.mlp_forward and mlp_backward (one run and a stack of one) give attn's
+    logits, dx and weight gradients bit for bit, also for a float64 dy on float32 weights."""
+    rng = np.random.default_rng(0)
+    checked = 0
+    for dt in ("float32", "float64"):
+        x = rng.standard_normal((37, 8)).astype(dt)
+        ws = [rng.standard_normal(s).astype(dt) for s in ((8, 5), (5,), (5, 8), (8,))]
+        for act, dy_dt in (("gelu", dt), ("relu", dt), ("gelu", "float64"), ("relu", "float64")):
+            dy = rng.standard_normal((37, 8)).astype(dy_dt)
+            y, c = attn.mlp_forward(x, *ws, act=act)
+            dx, dW_1, _, dW_2, _ = attn.mlp_backward(dy, c)
+            for stack in (False, True):
+                lift = (lambda a: a[None]) if stack else (lambda a: a)
+                y_f, c_f = fast.mlp_forward(lift(x), *map(lift, ws), act=act)
+                dx_f, dW_1f, _, dW_2f, _ = fast.mlp_backward(lift(dy), c_f)
+                got = [a[0] if stack else a for a in (y_f, dx_f, dW_1f, dW_2f)]
+                for want, have in zip((y, dx, dW_1, dW_2), got):
+                    assert have.dtype == want.dtype and np.array_equal(have, want), (dt, act)
+                    checked += 1
+    assert checked == 64
+
+
+
 # ===============================================================================================
 # train.py: runs and stacks, the options' door, the command line
 # ===============================================================================================
