@@ -20,7 +20,7 @@ Names, said once:
   - Caches are named tuples; an attention cache's `kind` says which of the four made it.
   - ws, a workspace: where an op takes the arrays it writes (_Workspace). loss_and_grads keeps
     them from one step to the next; every other door, whose caches and results are the caller's,
-    takes new ones (FRESH). Either way the same operations run on the same numbers.
+    takes new ones (_FRESH). Either way the same operations run on the same numbers.
 
 The shortcut (_attention_forward): before LN1 each position holds one of only two vectors and the
 [CLS] query is the same for every sample, so each head's output is a ratio of two linear functions
@@ -44,12 +44,14 @@ SAFE_EXP = {np.dtype("float32"): 60.0, np.dtype("float64"): 600.0}   # exp(x) fa
 
 class _Workspace:
     """The arrays a training step writes, kept for the next step. A step at T = 1000 writes
-    dozens of arrays of 0.5 MB and more; given back to the allocator, each comes back from
-    the kernel as fresh pages next step (a page fault for every 4 kB, hundreds a step), and a
-    step's time depends on what the process allocated before. Each array has a role, the name
-    it is taken by (one per purpose, said where it is taken), and is made again only when its
-    shape or dtype changes (another T, batch or stack: the new one replaces it). No array of a
-    workspace leaves loss_and_grads: the loss, gradients and logits it returns are new arrays."""
+    dozens of arrays of half a megabyte and more. Given back to the allocator, such an array
+    goes back to the kernel (past glibc's mmap threshold) and returns as fresh pages the next
+    step: a page fault every 4 kB, hundreds a step, more or fewer as what the process allocated
+    before has moved glibc's threshold. Each array has a role, the name it is taken by (one per
+    purpose, said where it is taken), and is made again only when its shape or dtype changes
+    (another T, batch or stack: the new one replaces it, so the workspace holds one step's
+    arrays, about fast.activation_bytes). No array of a workspace leaves loss_and_grads: the
+    loss, gradients and logits it returns are new arrays."""
 
     def __init__(self):
         self.arrays = {}
@@ -70,7 +72,7 @@ class _Fresh:
         return np.empty(shape, dtype)
 
 
-FRESH = _Fresh()
+_FRESH = _Fresh()
 _STEPS = threading.local()      # each thread's loss_and_grads workspace (two threads: two)
 
 
@@ -100,7 +102,7 @@ def _row_sum(a, out=None):  # [..., n] -> [...]
 def layernorm_forward(x, g, b):  # [R, n, d], [R, d], [R, d] -> [R, n, d]
     """attn.layernorm_forward per run; means by _row_sum, xhat written over x - mu (one buffer
     less)."""
-    return _layernorm_forward(x, g, b, FRESH, "ln")
+    return _layernorm_forward(x, g, b, _FRESH, "ln")
 
 
 def _layernorm_forward(x, g, b, ws, role):  # layernorm_forward, its arrays from ws
@@ -121,7 +123,7 @@ def _layernorm_forward(x, g, b, ws, role):  # layernorm_forward, its arrays from
 
 
 def layernorm_backward(dy, cache):  # [R, n, d] -> dx [R, n, d], dg [R, d], db [R, d]
-    return _layernorm_backward(dy, cache, FRESH, "ln")
+    return _layernorm_backward(dy, cache, _FRESH, "ln")
 
 
 def _layernorm_backward(dy, cache, ws, role):  # layernorm_backward, its arrays from ws
@@ -159,7 +161,7 @@ def linear_forward(x, W, b):
     """y = x @ W + b, leading axes reshaped away so that each run is one BLAS product.
     A stack of R runs: x [R, ..., n], W [R, n, k], b [R, k]. One run: x [..., n], W [n, k], b [k]
     (the studies' MLP baseline)."""
-    return _linear_forward(x, W, b, FRESH, "linear")
+    return _linear_forward(x, W, b, _FRESH, "linear")
 
 
 def _linear_forward(x, W, b, ws, role):  # linear_forward, a stack's y from ws (one run's new)
@@ -176,7 +178,7 @@ def _linear_forward(x, W, b, ws, role):  # linear_forward, a stack's y from ws (
 
 def linear_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW, db
     """db by ones @ dy: numpy's column sum over many short rows is slower than BLAS."""
-    return _linear_backward(dy, cache, FRESH, "linear", need_dx)
+    return _linear_backward(dy, cache, _FRESH, "linear", need_dx)
 
 
 def _linear_backward(dy, cache, ws, role, need_dx=True):  # linear_backward, a stack's dx from ws
@@ -237,7 +239,7 @@ _ACTIVATIONS = {"gelu": (_gelu_forward, _gelu_backward), "relu": (_relu_forward,
 
 
 def mlp_forward(x, W_1, b_1, W_2, b_2, act="gelu"):  # attn.mlp_forward on linear_forward
-    return _mlp_forward(x, W_1, b_1, W_2, b_2, act, FRESH)
+    return _mlp_forward(x, W_1, b_1, W_2, b_2, act, _FRESH)
 
 
 def _mlp_forward(x, W_1, b_1, W_2, b_2, act, ws):  # mlp_forward, its arrays from ws
@@ -248,7 +250,7 @@ def _mlp_forward(x, W_1, b_1, W_2, b_2, act, ws):  # mlp_forward, its arrays fro
 
 
 def mlp_backward(dy, cache, need_dx=True):  # -> dx (None unless need_dx), dW_1, db_1, dW_2, db_2
-    return _mlp_backward(dy, cache, FRESH, need_dx)
+    return _mlp_backward(dy, cache, _FRESH, need_dx)
 
 
 def _mlp_backward(dy, cache, ws, need_dx=True):  # mlp_backward, its arrays from ws
@@ -281,7 +283,7 @@ def two_versions(X, dtype):  # [R, B, T] (or [B, T]) bits -> [R, B, 2T]: [1 - X,
     return _two_versions(X, np.dtype(dtype))
 
 
-def _two_versions(X, dtype, ws=FRESH):  # two_versions on checked bits (a minibatch's, every step)
+def _two_versions(X, dtype, ws=_FRESH):  # two_versions on checked bits (a minibatch's, every step)
     T = X.shape[-1]
     Xb = ws.empty("Xb", X.shape[:-1] + (2 * T,), dtype)
     np.subtract(1, X, out=Xb[..., :T], dtype=dtype)
@@ -293,7 +295,7 @@ AttentionCache = collections.namedtuple(
     "AttentionCache", "kind Xb ln1 c_q rn u c_v c_o qh V E Ed Z Zd mix scale spread")
 
 
-def _attention_forward(p, cfg, X, versions=None, ws=FRESH):
+def _attention_forward(p, cfg, X, versions=None, ws=_FRESH):
     """Attn(LN1(X))[CLS] for a stack of R runs, in O(B T (H + d)) instead of O(B T d^2).
     p: every parameter with a leading run axis; X [R, B, T] -> [R, B, d], and the cache.
 
@@ -355,7 +357,7 @@ def _mix(Xb, E_EV, spread, ws):  # -> Z [R, B, H], Zd [R, B, d], mix [R, B, d]
     return Z, Zd, np.divide(Z_N[..., H:], Zd, out=ws.empty("mix", Zd.shape, Zd.dtype))
 
 
-def _shortcut_backward(dy, p, cfg, c, ws=FRESH):  # the backward of _attention_forward's shortcut
+def _shortcut_backward(dy, p, cfg, c, ws=_FRESH):  # the backward of _attention_forward's shortcut
     R, B, twoT = c.Xb.shape
     T, d, H = twoT // 2, cfg["d"], cfg["heads"]
     e, dt = d // H, dy.dtype
@@ -453,7 +455,7 @@ def _attention_forward_by_reference(p, cfg, X):
     return np.stack(outs), ByReferenceCache("reference", caches)
 
 
-def _attention_backward(dy, p, cfg, c, ws=FRESH):
+def _attention_backward(dy, p, cfg, c, ws=_FRESH):
     """Backward of _attention_forward, on whichever path its forward took: {E_tok, E_pos, cls,
     ln1_g, ln1_b, W_Q, ..., b_O}, each with the leading run axis (the fallbacks' arrays new)."""
     if c.kind == "fast":
@@ -497,7 +499,7 @@ def model_forward(p, cfg, X, versions=None):
     return _model_forward(p, cfg, X, versions)
 
 
-def _model_forward(p, cfg, X, versions, ws=FRESH):  # one run as a stack of one, or a stack
+def _model_forward(p, cfg, X, versions, ws=_FRESH):  # one run as a stack of one, or a stack
     if X.ndim == 2:
         z, c = _forward({k: v[None] for k, v in p.items()}, cfg, X[None],
                         None if versions is None else versions[None], ws)
@@ -524,7 +526,7 @@ def model_backward(dz, p, cfg, c):  # dz [R, B] (or [B] for one run) -> gradient
     return _model_backward(dz, p, cfg, c)
 
 
-def _model_backward(dz, p, cfg, c, ws=FRESH):
+def _model_backward(dz, p, cfg, c, ws=_FRESH):
     if c.single:
         g = _backward(dz[None], {k: v[None] for k, v in p.items()}, cfg, c, ws)
         return {k: v[0] for k, v in g.items()}
