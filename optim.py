@@ -141,7 +141,7 @@ def _flat_adam_step(grads, state, lr, wd, b1, b2, eps, decoupled):
     scale = state.get("per_scale")        # parameters held at c x (adam_init's scales), or None
     c1, c2 = 1.0 - b1 ** state["t"], 1.0 - b2 ** state["t"]
     g, a = state["work"]
-    np.concatenate([grads[k].ravel() for k in state["shapes"]], out=g)
+    np.concatenate([grads[k] for k in state["shapes"]], axis=None, out=g)   # each raveled
     if held is not None:
         g[state["held_at"]] = 0                                      # frozen: no gradient
     if wd:
@@ -232,12 +232,14 @@ def _check_init(params, decay, frozen, scales):  # adam_init's
 def _check_step(params, grads, state, lr, wd, b1, b2, eps, decoupled):  # adam_step's
     ok = isinstance(state, dict) and STATE <= state.keys() and type(state["t"]) is int
     same = lambda d: ok and isinstance(d, dict) and state["shapes"] == {
-        k: np.shape(d[k]) for k in d}
+        k: getattr(d[k], "shape", None) for k in d}
+    views = lambda d: isinstance(d, dict) and d.keys() == state["views"].keys() and all(
+        d[k] is state["views"][k] for k in d)     # one_buffer's own views: shapes and all
     _check_rules(("state", state, ok and state["t"] >= 0, "adam_init's"),
-                 ("params", params, same(params) and (state["flat"] is None or all(
-                     params[k] is state["views"][k] for k in params)), "adam_init's, in place"),
+                 ("params", params, ok and (same(params) if state["flat"] is None else
+                                            views(params)), "adam_init's, in place"),
                  ("grads", grads, same(grads), "arrays of the parameters' names and shapes"),
-                 ("lr, wd, b1, b2, eps", (lr, wd, b1, b2, eps), all(_real(v, hi) for v, hi in zip(
-                     (lr, wd, b1, b2, eps), (math.inf,) * 2 + (1, 1, math.inf))),
+                 ("lr, wd, b1, b2, eps", (lr, wd, b1, b2, eps), _real(lr) and _real(wd)
+                  and _real(b1, 1) and _real(b2, 1) and _real(eps),
                   "finite numbers >= 0, b1 and b2 < 1"),
                  ("decoupled", decoupled, type(decoupled) is bool, "True or False"))
