@@ -541,7 +541,7 @@ def diverged_result(o):
 MEMORY_BUDGET = 0.5   # refuse runs that would take more than this share of physical memory
 
 
-def _run_bytes(o):
+def _study_run_bytes(o):
     """Rough peak bytes of one run: its data (bits, floats and labels), the parameters with their
     gradient and Adam's two moments, and the activations of one batch or evaluation chunk."""
     item = np.dtype(o["dtype"]).itemsize
@@ -562,7 +562,7 @@ def check_run_memory(o, flag=py_flag):
         raise checks.refuse("flag", flag, "a function (name, value) -> text such as "
                           "run_options.py_flag or cli_flag", False)
     o = validate_options(o, flag, "o")
-    need, limit = _run_bytes(o), MEMORY_BUDGET * (checks.physical_memory() or math.inf)
+    need, limit = _study_run_bytes(o), MEMORY_BUDGET * (checks.physical_memory() or math.inf)
     if need > limit:
         sizes = ", ".join(flag(k, o[k]) for k in ("T", "m", "n_test", "val", "d", "mlp")
                           if k != "val" or o["val"])
