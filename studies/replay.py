@@ -31,7 +31,7 @@ import os
 
 import numpy as np
 
-from studies.lib import arithmetic, folder, harness, provenance, study, workers
+from studies.lib import arithmetic, folder, harness, provenance, study, training, workers
 from studies.lib.checks import INTS, check_number
 from studies.lib.cli import OneLineParser, integer
 from studies.lib.provenance import read_finding  # arithmetic.json's one reader
@@ -229,7 +229,7 @@ def _kernel_advice(wanted, here):
 
 def _replay_row(kind, meta, options):
     """A worker's task: one row trained again -> (its rows, the arithmetic that made them)."""
-    cli.keep_freed_memory()
+    training.keep_freed_memory()
     return _train_again(kind, meta, options)
 
 

@@ -244,7 +244,7 @@ def _add_pages_command(sub):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else harness.check_argv(argv)
-    cli.keep_freed_memory()
+    training.keep_freed_memory()
     named = bool(argv) and argv[0] in COMMANDS
     ap = _sweep_parser(commands=named or "-h" in argv or "--help" in argv)
     a = ap.parse_args(argv)

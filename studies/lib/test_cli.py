@@ -27,7 +27,6 @@ WALK = {
     "cli.set_blas_threads": Walk(lambda f: dict(n=None), legal=dict(n={"10**12": "refused"})),
     "cli.threads_from_argv": Walk(lambda f: dict(argv=["--threads", "1"]),
                                   legal=dict(argv={"'--x'": "refused", "[5]": "refused"})),
-    "cli.keep_freed_memory": Walk(lambda f: dict()),
     "cli.is_integer": Walk(lambda f: dict(v=3), legal=dict(v={"*": "it answers for any value"})),
     "cli.integer": Walk(lambda f: dict(lo=1, hi=None), legal=any_literal("lo", "hi")),
     "cli.number": Walk(lambda f: dict(lo=0, strict=False, hi=None, hi_strict=False),
