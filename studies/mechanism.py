@@ -451,7 +451,7 @@ def _plot_study(out, plan, cells, W, s, log=print):
     fig.tight_layout()
     path = cli.claim_output(os.path.join(out, "mechanism.png"), "plot", "the plot")
     try:
-        cli.replace_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110))
+        cli.replace_atomically(path, lambda f: fig.savefig(f, dpi=110, format="png"))
     finally:
         plt.close(fig)
     log(f"wrote {path}")

@@ -395,15 +395,30 @@ def _link_outside(path, tmp):
 
 def _read_only(monkeypatch, where):
     """Make the folder `where` behave as on a read-only file system (EROFS) for every file opened
-    for writing inside it: chmod cannot, since the tests may run as root."""
-    where, real = os.path.abspath(where), builtins.open
+    for writing inside it (open's modes, os.open's flags: a temporary of tempfile.mkstemp too):
+    chmod cannot, since the tests may run as root."""
+    where, real, real_os_open, real_mkdir = os.path.abspath(where), builtins.open, os.open, \
+        os.mkdir
+    inside = lambda file: isinstance(file, (str, os.PathLike)) and os.path.abspath(
+        os.fspath(file)).startswith(where + os.sep)
 
     def fake(file, mode="r", *args, **kwargs):
-        if (isinstance(file, (str, os.PathLike)) and set(str(mode)) & set("wax+")
-                and os.path.abspath(os.fspath(file)).startswith(where + os.sep)):
+        if set(str(mode)) & set("wax+") and inside(file):
             raise OSError(errno.EROFS, "Read-only file system", os.fspath(file))
         return real(file, mode, *args, **kwargs)
+
+    def fake_os_open(file, flags, *args, **kwargs):
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT) and inside(file):
+            raise OSError(errno.EROFS, "Read-only file system", os.fspath(file))
+        return real_os_open(file, flags, *args, **kwargs)
+
+    def fake_mkdir(path, *args, **kwargs):
+        if inside(path):
+            raise OSError(errno.EROFS, "Read-only file system", os.fspath(path))
+        return real_mkdir(path, *args, **kwargs)
     monkeypatch.setattr(builtins, "open", fake)
+    monkeypatch.setattr(os, "open", fake_os_open)
+    monkeypatch.setattr(os, "mkdir", fake_mkdir)
 
 
 def test_the_damage_suite_declares_every_file_kind_a_study_reads():

@@ -29,9 +29,10 @@ CKPT_FORMAT = "sparse-attention-checkpoint-v1"
 
 
 def save_checkpoint(path, params, state, rng_order, opts, step):
-    """Write atomically (a temporary file, then rename): a crash never leaves half a file, and no
-    failure leaves the temporary behind. Skipped when a parameter is not finite, so the file on
-    disk stays the last finite state. -> whether it was written."""
+    """Write atomically (cli.replace_atomically: a temporary of its own, then rename): a crash
+    never leaves half a file, and no failure leaves the temporary behind. Skipped when a
+    parameter is not finite, so the file on disk stays the last finite state. -> whether it was
+    written."""
     _check_path("path", path)
     opts, step = validate_options(opts), checks.check_number("step", step, checks.INTS, 1)
     _check_state(params, state, rng_order)
@@ -46,16 +47,11 @@ def save_checkpoint(path, params, state, rng_order, opts, step):
     for k in params:
         arrays["param/" + k] = params[k]
         arrays["adam_m/" + k], arrays["adam_v/" + k] = state["m"][k], state["v"][k]
-    tmp = path + ".tmp.npz"
-    try:
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
+    try:                            # a temporary no one else's, renamed over path
+        cli.replace_atomically(path, lambda f: np.savez(f, **arrays))
     except OSError as e:            # a full disk, a folder gone read-only: say so, keep the old
         raise ValueError(f"cannot write the checkpoint {path} ({e.strerror or e}); the previous "
                          f"checkpoint, if any, is unchanged") from None
-    finally:
-        if os.path.isfile(tmp):
-            os.remove(tmp)
     return True
 
 

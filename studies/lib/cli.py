@@ -157,6 +157,7 @@ import math  # noqa: E402
 import numbers  # noqa: E402
 import re  # noqa: E402
 import stat  # noqa: E402
+import tempfile  # noqa: E402
 
 # ---------------------------------------------------------------- option values ----------------
 
@@ -382,26 +383,46 @@ def _json_safe(x):
     return x
 
 
+_UMASK = os.umask(0o022)   # the process's umask, read while the command starts (no thread runs)
+os.umask(_UMASK)
+
+
 def replace_atomically(path, write):
-    """Write `path` whole or not at all: write(tmp) fills a temporary file beside it (with the
-    same extension, so a plotting library picks the format from it), which is then renamed over
-    path. Any failure (a full disk, Ctrl-C) removes the temporary and leaves path as it was; an
-    OSError names `path`, not the temporary."""
+    """Write `path` whole or not at all: the one way a study command writes a whole file. The
+    temporary is no one else's: tempfile.mkstemp creates it new and exclusively in path's folder
+    under a random hidden name (".NAME.XXXXXXXX.tmp") that no user chose and no earlier run
+    left; write(f) fills it (f: that file, open for writing bytes); it is synced, given path's
+    permissions (a new file: the umask's) and renamed over path. No other name is opened,
+    followed or removed: a link or a stranger's file beside path stays as it is. Any failure (a
+    full disk, Ctrl-C) removes the temporary and leaves path as it was; an OSError names path,
+    not the temporary."""
     _need("path", path, _is_path(path), "a file path (a non-empty str)")
-    _need("write", write, callable(write), "a function of the temporary path")
-    root, ext = os.path.splitext(path)
-    tmp = f"{root}.{os.getpid()}.tmp{ext}"             # shards may write at the same time
+    _need("write", write, callable(write), "a function of the temporary file (open for bytes)")
+    folder, name = os.path.split(os.path.abspath(os.fspath(path)))
     try:
-        write(tmp)
+        st = os.lstat(path)
+        mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o666 & ~_UMASK
+    except OSError:
+        mode = 0o666 & ~_UMASK
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name[:100]}.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+            if hasattr(os, "fchmod"):
+                os.fchmod(f.fileno(), mode)
         os.replace(tmp, path)
+        tmp = None
     except OSError as e:
-        raise OSError(e.errno, e.strerror or str(e), path) from None
+        raise OSError(e.errno, e.strerror or str(e), os.fspath(path)) from None
     finally:
-        try:
-            if os.path.lexists(tmp):
+        if tmp is not None:
+            try:
                 os.remove(tmp)
-        except OSError:
-            pass
+            except OSError:
+                pass
 
 
 def write_json(path, obj):
@@ -412,22 +433,18 @@ def write_json(path, obj):
     except (TypeError, ValueError) as e:
         raise TypeError(f"obj must be JSON data (dicts, lists, numbers, text), got "
                         f"{type(obj).__name__}: {e}") from None
-
-    def write(tmp):
-        with open(tmp, "w") as f:
-            f.write(text)
-    replace_atomically(path, write)
+    replace_atomically(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def write_text(path, text, newline=None):
-    """A text file written whole or not at all (replace_atomically), so a full disk never leaves
-    an empty or half table behind. newline="" writes text's line ends as they are (a page)."""
+    """A text file in UTF-8, written whole or not at all (replace_atomically), so a full disk
+    never leaves an empty or half table behind. Line ends as text mode writes them: newline=None
+    the system's, '' text's own as they are (a page), '\\n' or '\\r\\n' that end."""
     _need("text", text, isinstance(text, str), "a str")
     _need("newline", newline, newline in (None, "", "\n", "\r\n"), "None, '', '\\n' or '\\r\\n'")
-    def write(tmp):
-        with open(tmp, "w", newline=newline) as f:
-            f.write(text)
-    replace_atomically(path, write)
+    end = os.linesep if newline is None else newline
+    data = text if end in ("", "\n") else text.replace("\n", end)
+    replace_atomically(path, lambda f: f.write(data.encode("utf-8")))
 
 
 def check_writable(path, what):
@@ -443,9 +460,10 @@ def check_writable(path, what):
     return path
 
 
-def _check_writable(path, what, temporaries=()):
-    """One line if `path` cannot be written (its folder is missing or read-only, it is a folder,
-    or one of the `temporaries` written beside it is a folder in the way), else None."""
+def _check_writable(path, what):
+    """One line if `path` cannot be written (its folder is missing or takes no new file, it is a
+    folder, or it is a file made read-only), else None. The test is the write's own first step,
+    now: a temporary made in the folder (and removed); the path itself is never opened."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         return f"{what} {path}: folder {folder} does not exist"
@@ -453,19 +471,14 @@ def _check_writable(path, what, temporaries=()):
         return f"{what} {path}: folder {folder} is not writable"
     if os.path.isdir(path):
         return f"{what} {path} is a folder; give a file name"
-    if what == "--save" and not temporaries:
-        temporaries = (path + ".tmp.npz",)
-    for target in (path,) + tuple(temporaries):
-        if os.path.isdir(target):       # e.g. a leftover temporary that is now a folder
-            return f"{what} {path}: {target} is a folder in the way; remove it"
-        existed = os.path.exists(target)
-        try:                            # the only reliable test: open it for writing, now
-            with open(target, "ab"):
-                pass
-        except OSError as e:
-            return f"{what} {path}: cannot write {target} ({e.strerror})"
-        if not existed:
-            os.remove(target)
+    if os.path.isfile(path) and not os.path.islink(path) and not os.access(path, os.W_OK):
+        return f"{what} {path}: cannot write {path} (it is read-only)"
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".write-test.", suffix=".tmp", dir=folder)
+    except OSError as e:
+        return f"{what} {path}: cannot write in {folder} ({e.strerror})"
+    os.close(fd)
+    os.remove(tmp)
     return None
 
 
@@ -679,7 +692,7 @@ def claim_output(path, kind, what=None, ours=None):
     if kind == "plot" and ext not in PLOT_FORMATS:
         raise ValueError(f"{what} {path}: the image's extension must be one of "
                          f"{', '.join(PLOT_FORMATS)}, got {ext or 'none'!r}")
-    problem = _check_writable(path, what, (path + ".tmp.npz",) if kind == "checkpoint" else ())
+    problem = _check_writable(path, what)
     if problem:
         raise ValueError(problem)
     return path
@@ -718,6 +731,11 @@ def pyplot_or_hint(then):
     return plt
 
 
+def _image_format(path):
+    """savefig's format for a file name (its extension; PLOT_FORMATS), png without one."""
+    return os.path.splitext(os.fspath(path))[1].lstrip(".").lower() or "png"
+
+
 def save_figure(plt, fig, path):
     """The figure into `path`, whole or not at all (cli.replace_atomically)."""
     _need("plt", plt, hasattr(plt, "close"), "matplotlib.pyplot (pyplot_or_hint's)")
@@ -725,7 +743,7 @@ def save_figure(plt, fig, path):
     _need("path", path, _is_path(path), "a file path (a non-empty str)")
     fig.tight_layout()
     try:
-        replace_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120))
+        replace_atomically(path, lambda f: fig.savefig(f, dpi=120, format=_image_format(path)))
     finally:
         plt.close(fig)
     return path

@@ -46,8 +46,8 @@ WALK = {
                                 legal=dict(prog={"'bogus'": ANY_TEXT},
                                            argv={"'--x'": "refused", "[5]": "refused",
                                                  "None": "the process's own arguments"})),
-    "cli.replace_atomically": Walk(lambda f: dict(path=_walk_tmp(), write=lambda tmp: open(
-        tmp, "w").close()), legal=dict(path={"'bogus'": "a new file name"})),
+    "cli.replace_atomically": Walk(lambda f: dict(path=_walk_tmp(), write=lambda f: f.write(
+        b"")), legal=dict(path={"'bogus'": "a new file name"})),
     "cli.write_json": Walk(lambda f: dict(path=_walk_tmp(), obj={"a": 1}), legal=dict(
         path={"'bogus'": "a new file name"}, obj={"None": "JSON null", "items": "a JSON list",
                                                   "missing key": "any JSON object"})),
