@@ -632,15 +632,21 @@ def _save_plan(out, make):
     free()
     plan = make()
     folder.check_plan(plan, path)                      # before the folder is made
+    made = not os.path.isdir(out)
     os.makedirs(out, exist_ok=True)
-    lock = folder_write.lock_folder(out, holder=f"studies.mechanism plan, pid {os.getpid()}")
     try:
-        free()
-        folder.check_plan(plan, path)
-        cli.write_json(path, plan)
-    finally:
-        if lock:
-            lock.close()
+        lock = folder_write.lock_folder(out, holder=f"studies.mechanism plan, pid {os.getpid()}")
+        try:
+            free()
+            folder.check_plan(plan, path)
+            cli.write_json(path, plan)
+        finally:
+            if lock:
+                lock.close()
+    except BaseException:
+        if made and not os.listdir(out):               # a refusal leaves no folder behind
+            os.rmdir(out)
+        raise
     for c in plan["cells"]:
         src = c.get("source", {})          # where m came from, or not recorded (check_plan)
         times = f"{src['factor']:g} x " if "factor" in src else ""

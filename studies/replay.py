@@ -375,7 +375,7 @@ def _finding_row(out):
     """One line of the table of findings: the folder, the kernel that replays its rows (or that
     none does, with the first difference), and what it was tried on."""
     path = os.path.join(out, "arithmetic.json")
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):                 # a FIFO there: read_finding refuses it
         return f"| {out} | not looked for | - | - |"
     f = read_finding(path)
     tries = "; ".join(f"{t['kernel']}: {t['replayed']} of {t['of']}" for t in f["tried"])

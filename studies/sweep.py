@@ -272,6 +272,9 @@ def _main_sweep(ap, a, argv):
             ap.error(f"--report: no folder {out}")
         try:
             meta_old = folder.read_meta(out)
+            if not meta_old and not folder.csv_paths(out):
+                raise ValueError(f"--report: {out} holds no sweep (no sweep.json, no runs*.csv); "
+                                 f"give the folder a sweep wrote")
             found = folder.folder_runs(out, meta_old.get("bar"),        # read again below:
                                        warn=lambda line: None)            # warned once, there
         except ValueError as e:

@@ -579,7 +579,9 @@ def _parser():
 def _check_command(out, source, log, n_boot=1, name="pairs"):
     harness.check_path("out", out, "the table's file")
     harness.check_path(name, source, "an input file")
-    harness.need(os.path.isfile(source), name, source, "an existing file", ValueError)
+    if not os.path.isfile(source):         # a FIFO or a device: refused, never opened
+        raise ValueError(f"{name} {source} is not a regular file (missing, a folder, a device or "
+                         f"a pipe); refusing to read it")
     harness.claim_outputs([(out, "table", "the table")], [source])
     harness.need(callable(log), "log", log, "a function of one line")
     check_number("n_boot", n_boot, INTS, 1, 10**6 + 1, "an integer from 1 to 10**6")

@@ -18,7 +18,7 @@ import signal
 
 import numpy as np
 
-from studies.lib import arithmetic, checks, cli
+from studies.lib import arithmetic, checks, cli, folder
 from studies.lib.run_options import DEFAULTS, RUN_KEYS, run_shapes, validate_options
 
 # ---------------------------------------------------------------- the file ---------------------
@@ -68,10 +68,11 @@ def load_checkpoint(path, opts=None):
     if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
         raise TypeError(f"path must be a file path (str), got {type(path).__name__}")
     path = os.fspath(path)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise ValueError(f"path {path!r}: no checkpoint there")
+    f = cli.open_regular(path, "checkpoint")     # a folder, a FIFO or a device: never opened
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with f, np.load(f, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except Exception as e:
         raise ValueError(f"{path!r} is not a readable checkpoint (truncated or another kind of "
@@ -96,7 +97,7 @@ def load_checkpoint(path, opts=None):
     def from_json(k):
         text = scalar(k, "U")
         try:
-            return cli.parse_json(text)
+            return folder.parse_json(text)
         except ValueError:
             raise _damaged(where, k, "is not JSON") from None
     group = lambda pre: {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}

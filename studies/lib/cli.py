@@ -511,18 +511,11 @@ def read_text_file(path, what, root=None, most=TEXT_MOST, keep_line_ends=False):
         if os.path.commonpath([os.path.realpath(full), top]) != top:
             raise ValueError(f"{what} {path}: outside the repository ({top}); only files "
                              f"inside it may be read")
-    try:
-        st = os.stat(full)
-    except OSError as e:
-        raise ValueError(f"{what} {path}: cannot read it ({e.strerror})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise ValueError(f"{what} {path} is not a regular file (a folder, device or pipe); "
-                         f"refusing to read it")
-    try:
-        with open(full, "rb") as f:
+    with open_regular(full, what, shown=path) as f:
+        try:
             data = f.read(most + 1)
-    except OSError as e:
-        raise ValueError(f"{what} {path}: cannot read it ({e.strerror})") from None
+        except OSError as e:
+            raise ValueError(f"{what} {path}: cannot read it ({e.strerror})") from None
     if len(data) > most:
         raise ValueError(f"{what} {path} is larger than {most} bytes; not a text file this "
                          f"project reads")
@@ -554,96 +547,76 @@ TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| tas
 SUMMARY_KEYS = {"model", "task", "T", "s", "m", "seed", "train_acc", "test_acc", "steps"}
 
 
-def parse_json(text):
-    """The JSON value of `text`, as every reader of the project's JSON files parses it: a key
-    given twice in one object, or nesting too deep for Python's parser, is a ValueError (json
-    itself keeps the last of two keys, and dies of RecursionError), never a value believed."""
-    _need("text", text, isinstance(text, str), "a str")
-
-    def one_each(pairs):                  # linear: a count per key would be quadratic
-        d = dict(pairs)
-        if len(d) < len(pairs):
-            seen = set()
-            twice = next(k for k, _ in pairs if k in seen or seen.add(k))
-            raise ValueError(f"the key {twice!r} twice in one object")
-        return d
+def open_regular(path, what, shown=None):
+    """`path` opened for reading bytes when it is a regular file (a link to one is followed);
+    a folder, a pipe (a FIFO never ends, or never starts), a device or a socket is refused
+    before it is opened, and again if one took the file's place meanwhile (opened without
+    blocking, checked on the open file). ValueError, one line naming `what` and the path
+    (`shown`, default path), otherwise. The one way the studies open a file to read it."""
+    _need("path", path, _is_path(path), "a file path (a non-empty str)")
+    _need("what", what, isinstance(what, str), "a few words naming the file (a str)")
+    _need("shown", shown, shown is None or _is_path(shown), "None or the path as given")
+    shown = os.fspath(path if shown is None else shown)
+    refuse = ValueError(f"{what} {shown} is not a regular file (a folder, device or pipe); "
+                        f"refusing to read it")
     try:
-        return json.loads(text, object_pairs_hook=one_each)
-    except RecursionError:
-        raise ValueError("nested too deeply to be a file of this project") from None
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise refuse
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        raise ValueError(f"{what} {shown}: cannot read it ({e.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise refuse
+    return os.fdopen(fd, "rb")
+
+
+def _head(path, n):
+    """The first n bytes of a regular file (b"" when it cannot be read)."""
+    try:
+        with open_regular(path, "a file") as f:
+            return f.read(n)
+    except (OSError, ValueError):
+        return b""
 
 
 def _json_file(path, most=64 << 20):
     """The JSON value in the file, or None when it is too large or not JSON."""
+    data = _head(path, most + 1)
     try:
-        if os.path.getsize(path) > most:
-            return None
-        with open(path) as f:
-            return parse_json(f.read())
-    except (OSError, ValueError):          # UnicodeDecodeError is a ValueError
+        return None if len(data) > most else json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):   # UnicodeDecodeError is a ValueError
         return None
 
 
-def _head(path, n):
-    try:
-        with open(path, "rb") as f:
-            return f.read(n)
-    except OSError:
-        return b""
+def _json_is(test):          # a recogniser of a JSON output: its value passes `test`
+    return lambda path: test(_json_file(path))
 
 
-def _is_summary(path):
-    j = _json_file(path)
-    return isinstance(j, dict) and SUMMARY_KEYS <= set(j)
-
-
-def _is_table(path):
-    return _head(path, 64).decode("utf-8", "replace").startswith(TABLE_HEADS)
+def _starts(head):           # a recogniser of a text output: its first line starts with `head`
+    return lambda path: _head(path, 64).decode("utf-8", "replace").startswith(head)
 
 
 PAIRS_HEAD = "intervention,d,T,m,seed,"          # studies.mechanism paired --pairs
-
-
-def _is_pairs(path):
-    return _head(path, 64).decode("utf-8", "replace").startswith(PAIRS_HEAD)
-
-
-def _is_plot(path):                  # matplotlib names itself in every PNG, PDF and SVG it writes
-    return os.path.getsize(path) <= 256 << 20 and b"matplotlib" in _head(path, 256 << 20).lower()
-
-
-def _is_critical(path):
-    j = _json_file(path)
-    return isinstance(j, list) and all(isinstance(e, dict) and "n_seeds" in e for e in j)
-
-
-def _is_limit(path):
-    j = _json_file(path)
-    return isinstance(j, dict) and {"task", "s", "rows"} <= set(j)
-
-
-def _is_replay(path):
-    j = _json_file(path)
-    return isinstance(j, dict) and {"found", "tried", "rows"} <= set(j)
-
-
-def _is_limits_cache(path):
-    j = _json_file(path)
-    return isinstance(j, dict) and all(isinstance(v, dict) for v in j.values())
-
-
 PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")  # savefig's
 
 OUTPUT_KINDS = {   # kind: (what a file must be to be replaced, how to tell)
-    "summary": ("a JSON summary of a run (train.py --json)", _is_summary),
-    "table": ("a table this project wrote (a markdown table)", _is_table),
-    "plot": ("a plot (an image matplotlib drew)", _is_plot),
-    "pairs": ("a paired CSV of studies.mechanism paired --pairs", _is_pairs),
-    "critical": ("a sweep report's critical.json", _is_critical),
-    "limit": ("a limit.json of studies.sweep limit", _is_limit),
-    "limits": ("a cache of statistical limits (limits.json)", _is_limits_cache),
+    "summary": ("a JSON summary of a run (train.py --json)",
+                _json_is(lambda j: isinstance(j, dict) and SUMMARY_KEYS <= set(j))),
+    "table": ("a table this project wrote (a markdown table)", _starts(TABLE_HEADS)),
+    "plot": ("a plot (an image matplotlib drew)",    # matplotlib names itself in every image
+             lambda path: os.path.getsize(path) <= 256 << 20 and b"matplotlib" in _head(
+                 path, 256 << 20).lower()),
+    "pairs": ("a paired CSV of studies.mechanism paired --pairs", _starts(PAIRS_HEAD)),
+    "critical": ("a sweep report's critical.json", _json_is(lambda j: isinstance(j, list) and all(
+        isinstance(e, dict) and "n_seeds" in e for e in j))),
+    "limit": ("a limit.json of studies.sweep limit",
+              _json_is(lambda j: isinstance(j, dict) and {"task", "s", "rows"} <= set(j))),
+    "limits": ("a cache of statistical limits (limits.json)", _json_is(
+        lambda j: isinstance(j, dict) and all(isinstance(v, dict) for v in j.values()))),
     "checkpoint": ("a checkpoint of this run", None),
-    "replay": ("a replay's finding (arithmetic.json of studies.replay --find)", _is_replay),
+    "replay": ("a replay's finding (arithmetic.json of studies.replay --find)",
+               _json_is(lambda j: isinstance(j, dict) and {"found", "tried", "rows"} <= set(j))),
 }
 
 

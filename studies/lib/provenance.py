@@ -48,8 +48,8 @@ def recorded_arithmetic(out, meta):
     if named:
         return named[-1]
     path = os.path.join(out, "arithmetic.json")
-    if os.path.isfile(path):
-        found = read_finding(path)["found"]   # its one reader: damage is one line
+    if os.path.lexists(path):
+        found = read_finding(path)["found"]   # its one reader: damage (a FIFO too) is one line
         if found is not None:
             return found
     return None
@@ -63,7 +63,8 @@ def read_finding(path):
     ValueError, one line naming the file and the key, otherwise."""
     check_path("path", path, "an arithmetic.json's path")
     if not os.path.isfile(path):
-        raise ValueError(f"path {path} is not a file (a folder's arithmetic.json expected)")
+        raise ValueError(f"path {path} is not a regular file (missing, a folder, a device or a "
+                         f"pipe; a folder's arithmetic.json expected)")
     f = folder.read_json(path, "a replay's finding (arithmetic.json)", "write it again with --find")
     if not isinstance(f, dict):
         raise ValueError(f"{path} is not a replay's finding (a JSON {type(f).__name__}, not an "

@@ -59,8 +59,10 @@ WALK = {
                                names=dict(path=r"\bpath\b|bogus"),   # or names the file
                                legal=dict(what={"'bogus'": ANY_TEXT},
                                           most={"10**12": "a cap", "10**400": "refused"})),
-    "cli.parse_json": Walk(lambda f: dict(text='{"a": 1}'),
-                           legal=dict(text={"'bogus'": "refused: not JSON"})),
+    "cli.open_regular": Walk(lambda f: dict(path=__file__, what="w", shown=None),
+                             names=dict(path=r"\bpath\b|bogus"),   # or names the file
+                             legal=dict(what={"'bogus'": ANY_TEXT},
+                                        shown={"'bogus'": "how the path is shown"})),
     "cli.check_writable": Walk(lambda f: dict(path=_walk_tmp(), what="w"),
                                legal=dict(path={"'bogus'": "a new file name"},
                                           what={"'bogus'": ANY_TEXT})),

@@ -44,9 +44,11 @@ def test_report_reads_the_folders_own_protocol_and_grid(tmp_path, capsys):
 def test_a_report_never_writes_a_fingerprint_it_did_not_run(tmp_path, capsys):
     """Family 7: --report writes no sweep.json; a folder without one (copied shard CSVs) is
     reported with the options given, checked against the rows' own fingerprints."""
-    empty = tmp_path / "empty"
+    empty = tmp_path / "empty"               # no sweep at all: refused, nothing left behind
     empty.mkdir()
-    assert smoke_sweep(empty, "--report") == 0 and not (empty / "sweep.json").exists()
+    assert "holds no sweep (no sweep.json, no runs*.csv)" in sweep_refused(empty, capsys,
+                                                                           "--report")
+    assert not list(empty.iterdir())
     a = tmp_path / "a"
     for shard in ("0/2", "1/2"):
         assert smoke_sweep(a, "--steps", "140", "--shard", shard) == 0
