@@ -602,9 +602,10 @@ def main(argv=None):
             canonical_command(a.borderline, a.fixed, a.study, a.out)
         else:
             interaction_command(a.pairs, a.out)
-    except (ValueError, OSError) as e:
+    except ValueError as e:               # an OSError: one_line_errors says it
         sys.exit(f"python -m studies.symmetries: {e}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli.one_line_errors("studies.symmetries", main))

@@ -209,6 +209,7 @@ _WRITES = {("os", f) for f in ("replace", "rename", "renames", "mkfifo", "mknod"
 WRITES_OWN = {   # where a file is written other than through cli.replace_atomically, and why
     "cli.replace_atomically": "the one helper: a temporary of its own, renamed over its target",
     "cli._check_writable": "the write's first step tried (a temporary made and removed)",
+    "cli._stdout_gone": "standard output pointed at /dev/null",
     "folder_write._open_csv": "a CSV of runs, appended to row by row as runs finish",
     "folder_write._drop_torn_tail": "a torn last row of a CSV of ours cut away",
     "folder_write.RowWriter._record_arithmetic": "the record of each new row's arithmetic, "

@@ -152,6 +152,7 @@ if _main and _command_name(_main):          # a command of this project is start
     _start_command(_command_name(_main), sys.argv[1:])
 
 import argparse  # noqa: E402  (after the guard: Ctrl-C while these load is one line too)
+import errno  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import numbers  # noqa: E402
@@ -320,31 +321,104 @@ def _raise_on_signal(prog, exc, what, code, pressed):
     return handler
 
 
-def one_line_errors(prog, main, argv=None):
-    """Run a command's main; a file that cannot be written or read (OSError: read-only folder,
-    full disk, ...) or memory that runs out becomes one line naming what failed, exit code 1;
-    Ctrl-C that main does not handle itself is one line, exit code 130, and SIGTERM (raised as
-    Terminated from the first line of main to its last) one line, exit code 143. Whatever was
-    saved before stays saved (rows and checkpoints are written as they finish)."""
-    _need("prog", prog, isinstance(prog, str) and prog, "a command's name (a str)")
-    _need("main", main, callable(main), "a function of argv")
-    _need("argv", argv, argv is None or _strings(argv), "None or a list of strings")
-    pressed, old = {}, {}      # the first signal's code and line; the handlers replaced
-    stops = {signal.SIGINT: (KeyboardInterrupt, "interrupted", 130),
-             signal.SIGTERM: (Terminated, "terminated (SIGTERM)", 143)}
+class _Watched:
+    """sys.stdout while a command's main runs (one_line_errors): the same stream, which notes its
+    own failure (an OSError of standard output names no file, nor does a worker pool's pipe; and
+    once met, the stream drops what it held, so a later flush cannot tell)."""
+
+    def __init__(self, stream):
+        self.stream, self.failed = stream, None
+
+    def __getattr__(self, name):
+        if self.stream is None:                  # no standard output at all (pythonw)
+            return lambda *args: None
+        attr = getattr(self.stream, name)
+        if name not in ("write", "flush"):
+            return attr
+
+        def watched(*args):
+            try:
+                return attr(*args)
+            except OSError as e:
+                self.failed = e
+                raise
+        return watched
+
+
+def _stdout_gone(prog, e):
+    """A command's end when its standard output failed with e: a closed pipe (`| head`) ends
+    it quietly with exit status 141 (128 + SIGPIPE, as a Unix tool stopped by it); anything
+    else (`> /dev/full`) is one line, exit status 1. Standard output is pointed at /dev/null
+    first, so that the interpreter's own last flush finds nothing more to complain of."""
     try:
-        for sig, (exc, what, code) in stops.items():
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):   # no descriptor of its own (a test's capture)
+        pass
+    if e.errno == errno.EPIPE:
+        return 141
+    print(f"{prog}: cannot write its standard output: {e.strerror or e}", file=sys.stderr)
+    return 1
+
+
+_STOPS = {signal.SIGINT: (KeyboardInterrupt, "interrupted", 130),
+          signal.SIGTERM: (Terminated, "terminated (SIGTERM)", 143)}
+
+
+def _raise_signals(prog, pressed):
+    """one_line_errors' handlers of Ctrl-C and SIGTERM installed (not where a signal is ignored,
+    nor Ctrl-C where it is left at its default) -> the handlers they replaced."""
+    old = {}
+    try:
+        for sig, (exc, what, code) in _STOPS.items():
             if signal.getsignal(sig) not in (signal.SIG_IGN, None) and not (
                     sig == signal.SIGINT and signal.getsignal(sig) is signal.SIG_DFL):
                 old[sig] = signal.signal(sig, _raise_on_signal(prog, exc, what, code, pressed))
     except ValueError:                       # not the main thread: leave signals alone
         pass
+    return old
+
+
+def _run_watched(main, argv, out):
+    """main(argv), with what it printed sent out after it in every case (out: the watched
+    standard output, which notes a failure)."""
     try:
-        code = main(argv)
+        return main(argv)
+    finally:
+        if out.failed is None:
+            try:
+                out.flush()
+            except (OSError, ValueError):
+                pass
+
+
+def one_line_errors(prog, main, argv=None):
+    """Run a command's main; a file that cannot be written or read (OSError: read-only folder,
+    full disk, ...) or memory that runs out becomes one line naming what failed, exit code 1;
+    Ctrl-C that main does not handle itself is one line, exit code 130, and SIGTERM (raised as
+    Terminated from the first line of main to its last) one line, exit code 143. A standard
+    output that fails ends it as it ends a Unix tool: a closed pipe quietly (exit code 141), a
+    full disk in one line (_stdout_gone). Whatever was saved before stays saved (rows and
+    checkpoints are written as they finish)."""
+    _need("prog", prog, isinstance(prog, str) and prog, "a command's name (a str)")
+    _need("main", main, callable(main), "a function of argv")
+    _need("argv", argv, argv is None or _strings(argv), "None or a list of strings")
+    pressed = {}               # the first signal's code and line
+    old = _raise_signals(prog, pressed)
+    out = sys.stdout = _Watched(sys.stdout)
+    try:
+        code = _run_watched(main, argv, out)
+        if out.failed is not None:
+            return _stdout_gone(prog, out.failed)
         if pressed and code not in (130, 143):   # swallowed where it landed, and main ran on
             print(f"\n{prog}: {pressed['what']}", file=sys.stderr)
             return pressed["code"]
         return code
+    except SystemExit:                # argparse's --help and errors: their text went out first
+        if out.failed is not None:
+            return _stdout_gone(prog, out.failed)
+        raise
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted", file=sys.stderr)
         return 130
@@ -352,6 +426,8 @@ def one_line_errors(prog, main, argv=None):
         print(f"\n{prog}: terminated (SIGTERM)", file=sys.stderr)
         return 143
     except OSError as e:
+        if out.failed is e:           # standard output's: a closed pipe, a full disk
+            return _stdout_gone(prog, e)
         where = f" {e.filename}" if e.filename else ""
         print(f"{prog}: cannot access{where}: {e.strerror or e}", file=sys.stderr)
     except MemoryError as e:
@@ -359,10 +435,12 @@ def one_line_errors(prog, main, argv=None):
         print(f"{prog}: out of memory{what}; use smaller sizes (T, m, n_test, d, mlp, --seeds) "
               f"or fewer workers", file=sys.stderr)
     finally:
+        if sys.stdout is out:
+            sys.stdout = out.stream
         if "timer" in pressed:
             pressed["timer"].cancel()
         for sig, handler in old.items():   # the caller's handler again; for a command, whose
-            _, what, code = stops[sig]     # handler said "while starting", one line to its exit
+            _, what, code = _STOPS[sig]    # handler said "while starting", one line to its exit
             signal.signal(sig, _stop_at_once(prog, what, code)
                           if getattr(handler, "while_starting", False) else handler)
     return 1

@@ -4,6 +4,7 @@ Run from the repository's root: python -m pytest -q
 """
 import os
 
+import pytest
 
 from studies.lib import cli
 from studies.conftest import walk_modules
@@ -82,3 +83,49 @@ def test_every_public_function_refuses_hostile_values_naming_the_argument(walk_t
     """The walker of test_all.py over cli.py: every public function has a
     WALK entry and refuses each hostile value in one line naming the argument."""
     walk_modules((cli,), WALK)
+
+
+# ---------------- a standard output that closes: as a Unix tool ends ------------------------------
+
+def _printing(n):
+    def main(argv):
+        for i in range(n):
+            print(f"line {i} of a long table")
+        return 0
+    return main
+
+
+def test_a_closed_pipe_on_standard_output_ends_a_command_quietly(monkeypatch, capsys):
+    """`python -m studies.sweep limit | head -c 1`: the pipe's reader is gone; the command ends
+    quietly with exit status 141 (128 + SIGPIPE), as a Unix tool does: nothing on stderr. A
+    command that printed less than a buffer meets it when one_line_errors flushes, after main."""
+    import io
+    for n in (100000, 3):
+        r, w = os.pipe()
+        os.close(r)                                          # the reader has gone
+        out = io.TextIOWrapper(io.FileIO(w, "w"), line_buffering=False)
+        monkeypatch.setattr("sys.stdout", out)
+        code = cli.one_line_errors("studies.x", _printing(n), [])
+        monkeypatch.undo()
+        assert code == 141 and capsys.readouterr().err == "", n
+        out.flush()                                          # stdout now goes nowhere, quietly
+        out.close()
+
+
+def test_a_full_disk_on_standard_output_is_one_line(monkeypatch, capsys):
+    """`... > /dev/full`: one line naming standard output and the error, exit status 1, for text
+    met inside main and for text still buffered when it returns; argparse's --help too."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    for main in (_printing(100000), _printing(3),
+                 lambda argv: cli.OneLineParser(prog="x").parse_args(["--help"])):
+        out = open("/dev/full", "w")
+        monkeypatch.setattr("sys.stdout", out)
+        code = cli.one_line_errors("studies.x", main, [])
+        monkeypatch.undo()
+        err = capsys.readouterr().err
+        assert code == 1 and err == ("studies.x: cannot write its standard output: No space "
+                                     "left on device\n"), err
+        out.close()                                          # flushed to /dev/null: no error
+    assert cli.one_line_errors("studies.x", _printing(3), []) == 0     # capsys: a stdout that works
+    assert capsys.readouterr().out.count("\n") == 3
