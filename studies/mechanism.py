@@ -124,20 +124,25 @@ def _raise_stop(signum, frame):
     raise Stop()
 
 
-def _note_machine(out, plan, allow=False):
+def _note_machine(out, plan, allow=False, name="runs.csv"):
     """This session's machine added to OUT/plan.json's machines (the arithmetic it runs), after
     provenance.check_arithmetic: a study continued under another arithmetic is refused unless
-    `allow` (--other-arithmetic). -> the arithmetic each new row records beside it (RowWriter's
-    arithmetic_of), or None when it is the folder's own."""
+    `allow` (--other-arithmetic), and then the record of its rows' arithmetic beside OUT/`name`
+    must be free or ours (folder_write.arithmetic_record), before plan.json changes. -> the
+    arithmetic each new row records beside it (RowWriter's arithmetic_of), or None when it is
+    the folder's own."""
     here = provenance.machine(plan["cells"][0]["options"]["dtype"])
     provenance.check_arithmetic(out, plan, here, allow)
     was = provenance.recorded_arithmetic(out, plan)
+    mixed = (provenance.arithmetic_id(here) if was is not None
+             and arithmetic.differences(was, here) else None)
+    if mixed:
+        folder_write.arithmetic_record(os.path.join(out, name))
     path = os.path.join(out, "plan.json")
     raw = folder.read_json(path, "a plan", "restore it, or use another folder")
     if here not in raw.get("machines", []):
         cli.write_json(path, dict(raw, machines=raw.get("machines", []) + [here]))
-    return (provenance.arithmetic_id(here) if was is not None
-            and arithmetic.differences(was, here) else None)
+    return mixed
 
 
 def _open_study(out, plan, what, n_seeds, other_arithmetic):
@@ -150,7 +155,7 @@ def _open_study(out, plan, what, n_seeds, other_arithmetic):
         key = row_kinds.MECHANISM_ROWS["run"]
         done = {key(r) for r in study_rows(out, plan, what) if is_final(r)}
         stacks = _stacks_to_run(plan, done, n_seeds)
-        mixed = _note_machine(out, plan, other_arithmetic)
+        mixed = _note_machine(out, plan, other_arithmetic, name)
         return lock, done, stacks, folder_write.RowWriter(os.path.join(out, name), kind, mixed)
     except BaseException:
         if lock:

@@ -52,6 +52,23 @@ def _drop_torn_tail(path):
         if text and not text.endswith(b"\n"):
             f.truncate(text.rfind(b"\n") + 1)
 
+def arithmetic_record(path):
+    """The record of each run's arithmetic beside the CSV of runs `path` (OUT/arithmetic-of-
+    NAME.csv, for rows a session adds under another arithmetic than its folder's), when it is
+    free or a record this project wrote; a link, a folder, a device or a file of another header
+    is a ValueError, one line naming it, never written into. Commands check it before they
+    write anything (their folder's description): a refusal changes nothing."""
+    path = check_path("path", path, "a CSV's path")
+    name = os.path.basename(re.sub(r"(-part\d+)?(-shard-\d+-of-\d+)?\.csv$", "", path))
+    side = os.path.join(os.path.dirname(path), f"arithmetic-of-{name}.csv")
+    if os.path.lexists(side) and (os.path.islink(side) or row_kinds.header_state(
+            side, ("run", "arithmetic")) == "other"):
+        raise ValueError(f"{side} is not a record of runs' arithmetic this command wrote "
+                         f"(another header, no CSV, a folder or a link); refusing to write into "
+                         f"it: move it away")
+    return side
+
+
 class RowWriter:
     """This session's CSV of runs of one kind (SWEEP_ROWS, STEPS_ROWS): each row written, flushed
     and synced as it finishes, after a torn last line (a crash mid-write) is cut away, never
@@ -65,14 +82,7 @@ class RowWriter:
         path = check_path("path", path, "a CSV's path")
         self.kind, self.sidecar = row_kinds.check_kind(kind), None
         if arithmetic_of is not None:  # the session's arithmetic differs from the folder's
-            name = os.path.basename(re.sub(r"(-part\d+)?(-shard-\d+-of-\d+)?\.csv$", "", path))
-            side = os.path.join(os.path.dirname(path), f"arithmetic-of-{name}.csv")
-            if os.path.lexists(side) and (os.path.islink(side) or row_kinds.header_state(
-                    side, ("run", "arithmetic")) == "other"):
-                raise ValueError(f"{side} is not a record of runs' arithmetic this command wrote "
-                                 f"(another header, no CSV, or a link); refusing to write into "
-                                 f"it: move it away")
-            self.sidecar = (side, arithmetic_of)
+            self.sidecar = (arithmetic_record(path), arithmetic_of)
         if os.path.islink(path):
             raise ValueError(f"{path} is a link; refusing to write rows through it (to a file "
                              f"that may lie outside the folder): move it away")

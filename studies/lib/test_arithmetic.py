@@ -46,6 +46,41 @@ def test_a_folder_of_another_arithmetic_is_not_continued_unless_asked(tmp_path, 
         arithmetic.record("float32")["kernel"]
 
 
+def test_a_record_of_arithmetic_not_ours_is_one_line_before_anything_changes(tmp_path, capsys,
+                                                                            smoke_ref, steps_ref):
+    """--other-arithmetic beside an arithmetic-of-runs.csv that is a folder or another file
+    (another header): one line naming it, from the sweep, steps.py and the study alike, before
+    the folder's description changes (it once was a traceback, after sweep.json was written)."""
+    from studies import steps
+    from studies.conftest import STEPS_TINY, run_cli_main, synthetic_study
+    f = copy_folder(smoke_ref, tmp_path / "f")
+    _other_kernel(f / "sweep.json", "Imaginary")
+    (f / "runs.csv").write_text("".join((smoke_ref / "runs.csv").read_text().splitlines(
+        keepends=True)[:4]))
+    g = copy_folder(steps_ref, tmp_path / "g")
+    _other_kernel(g / "steps.json", "Imaginary")
+    h = tmp_path / "h"
+    synthetic_study(str(h), small=True)
+    plan = json.loads((h / "plan.json").read_text())
+    cli.write_json(h / "plan.json", dict(plan, machines=[dict(provenance.machine(),
+                                                              kernel="Imaginary")]))
+    runs = [(f, "runs.csv", lambda: sweep_refused(f, capsys, "--other-arithmetic")),
+            (g, "steps.csv", lambda: run_cli_main(capsys, steps.main, STEPS_TINY + [
+                "--out", str(g), "--other-arithmetic"])[2]),
+            (h, "runs.csv", lambda: run_cli_main(capsys, mechanism.main, [
+                "run", str(h), "--other-arithmetic"])[2])]
+    for where, name, refused in runs:
+        side = where / f"arithmetic-of-{name}"
+        for make in (lambda p: p.mkdir(), lambda p: p.write_text("a,b\n")):
+            make(side)
+            before = {p.name: p.read_bytes() for p in where.iterdir() if p.is_file()}
+            err = refused()
+            assert "is not a record of runs' arithmetic" in err and str(side) in err, err
+            assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+            assert {p.name: p.read_bytes() for p in where.iterdir() if p.is_file()} == before
+            side.rmdir() if side.is_dir() else side.unlink()
+
+
 def test_a_study_of_another_arithmetic_is_not_continued_unless_asked(tmp_path):
     """The same for the mechanism study: plan.json records each machine that ran it; a run
     under another recorded kernel is refused naming both, unless other_arithmetic."""
