@@ -664,6 +664,14 @@ def _save_plan(out, make):
     return plan
 
 
+def _kernels_note(folders):
+    """The line saying the folders set side by side were made under different BLAS kernels
+    (provenance.kernels_differ), on standard output; nothing when they were not."""
+    note = provenance.kernels_differ(folders)
+    if note:
+        print(note)
+
+
 def main(argv=None):
     a = _parser().parse_args(harness.check_argv(argv))
     if hasattr(sys.stdout, "reconfigure"):
@@ -675,8 +683,10 @@ def main(argv=None):
             _write_arm(a)
         elif a.command == "factors":
             failures.factors_report(a.study, a.out, a.factors)
+            _kernels_note([a.study] + ([a.factors] if a.factors else []))
         elif a.command == "paired":
             failures.paired_report(a.study, a.arms, a.out, a.pairs)
+            _kernels_note([a.study] + a.arms)
         elif a.command == "run":
             _run_plan(a.out, a.workers, a.seeds, other_arithmetic=a.other_arithmetic)
         elif a.command == "trace":

@@ -133,3 +133,48 @@ def check_arithmetic(out, meta, here, allow=False, flag="--other-arithmetic"):
                      f"runs {arithmetic.words(dict(here, threads=1))}: continuing would mix two "
                      f"arithmetics in one table. Continue it with {how}, or give {flag} to "
                      f"continue here, each new row recording its own")
+
+
+# ---------------------------------------------------------------- folders side by side ---------
+# A table that sets folders side by side (sweep compare, width, families, headline; mechanism
+# paired and factors; symmetries ball and same; kernels; classball) compares their runs, and a
+# borderline run may succeed under one BLAS kernel and fail under another: the command says so
+# when their kernels differ (kernels_differ).
+
+def _description(out):
+    """The folder's description (sweep.json, steps.json or plan.json), read and checked by its
+    one reader; {} for a folder that holds none."""
+    if os.path.lexists(os.path.join(out, "steps.json")):
+        return folder.read_steps_meta(out)
+    if os.path.lexists(os.path.join(out, "plan.json")):
+        return folder.read_plan(out)
+    return folder.read_meta(out)
+
+
+def folder_arithmetics(out):
+    """The arithmetics (arithmetic_id: library, version, kernel) the folder `out` records for
+    its runs, each once, in order: every machine of its description that names a kernel, else
+    its replay finding's (recorded_arithmetic); [] when it records none."""
+    out = check_path("out", out, "a study folder", folder=True)
+    desc = _description(out)
+    ids = [arithmetic_id(m) for m in desc.get("machines", []) if isinstance(m, dict)
+           and "kernel" in m]
+    if not ids:
+        rec = recorded_arithmetic(out, desc)
+        ids = [arithmetic_id(rec)] if rec else []
+    return list(dict.fromkeys(ids))
+
+
+def kernels_differ(folders):
+    """None when the folders set side by side record one arithmetic between them (or none that
+    differ); else one line naming each folder and the arithmetic (BLAS kernel) it records ("not
+    recorded" for a folder that records none), for a command to print beside its table."""
+    if not (isinstance(folders, (list, tuple)) and folders and all(
+            isinstance(f, (str, os.PathLike)) and not isinstance(f, bytes) for f in folders)):
+        raise TypeError(f"folders must be a non-empty list of study folders, got {shown(folders)}")
+    ids = {os.fspath(f): folder_arithmetics(f) for f in folders}
+    if len({i for v in ids.values() for i in v}) < 2:
+        return None
+    return ("note: these folders' runs were made under different arithmetics (BLAS kernels); a "
+            "borderline run can succeed under one and fail under another (studies.kernels): "
+            + "; ".join(f"{f}: {' and '.join(v) or 'not recorded'}" for f, v in ids.items()))
