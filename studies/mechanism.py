@@ -370,6 +370,18 @@ def _reproduction_lines(plan, cells):
             f"and seed); {same} of them gave the same final test accuracy"]
 
 
+def _check_a_study(out, plan):
+    """ValueError, one line, unless the plan holds a study's borderline and fixed cells: an arm
+    (its cells of one intervention, a baseline rerun) is reported beside its study."""
+    designs = sorted({c["design"] for c in plan["cells"]})
+    missing = [d for d in ("borderline", "fixed") if d not in designs]
+    if missing:
+        raise ValueError(f"{out} holds no {' or '.join(missing)} cells (its cells: "
+                         f"{', '.join(designs)}): `report` tables a study's borderline and fixed "
+                         f"cells; an arm is reported beside its study: python -m "
+                         f"studies.mechanism paired STUDY {out}")
+
+
 def _report(out, log=print):
     """OUT/table.md (the four tables, the counts of intervals and the costs) and, with
     matplotlib, OUT/mechanism.png, both claimed before either is written
@@ -378,6 +390,7 @@ def _report(out, log=print):
                            (os.path.join(out, "mechanism.png"), "plot", "the plot")],
                           study_files(out), own=[out])
     plan, cells = load_runs(out, "OUT")
+    _check_a_study(out, plan)
     W = seed_weights(plan["seeds"], [T for (_, _, T, _) in cells])
     sep, n_sep, pooled = _separation_table(plan, cells, W)
     grow, n_grow, fits = growth_table(plan, cells, W)
