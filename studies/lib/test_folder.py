@@ -475,7 +475,7 @@ WALK = {
                                           Ts={"None": "every T"}),
                                names=dict(Ts=r"\bTs\b|--Ts")),
     "folder.parse_json": Walk(lambda f: dict(text='{"a": 1}'),
-                           legal=dict(text={"'bogus'": "refused: not JSON"})),
+                              legal=dict(text={"'bogus'": "refused: not JSON"})),
     "folder_write.arithmetic_record": Walk(lambda f: dict(path=walk_path("new", "runs.csv")),
                                            legal=dict(path={"'bogus'": "a CSV's name"})),
     "folder_write.lock_folder": Walk(lambda f: dict(out=WALK_TMP[0], shard=(0, 1), holder=None),
