@@ -52,6 +52,7 @@ def _drop_torn_tail(path):
         if text and not text.endswith(b"\n"):
             f.truncate(text.rfind(b"\n") + 1)
 
+
 def arithmetic_record(path):
     """The record of each run's arithmetic beside the CSV of runs `path` (OUT/arithmetic-of-
     NAME.csv, for rows a session adds under another arithmetic than its folder's), when it is
