@@ -101,7 +101,7 @@ def _parser():
 
 def _throughput_worker(args):
     T, R, steps, seed, d = args
-    cli.keep_freed_memory()
+    training.keep_freed_memory()
     base = dict(T=T, m=100, steps=steps, n_test=100, log_every=0, d=d)
     t = time.perf_counter()
     training.study_stack([dict(base, seed=seed + r) for r in range(R)])
@@ -198,7 +198,7 @@ def _bench_throughput(a, H):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else harness.check_argv(argv)
-    cli.keep_freed_memory()
+    training.keep_freed_memory()
     ap = _parser()
     return _main_bench(ap.parse_args(argv), ap.error)
 

@@ -165,8 +165,10 @@ def copy_folder(folder, dest):
 
 
 def snapshot(*folders):
-    return {str(p): p.read_bytes() for f in folders for p in sorted(f.rglob("*"))
-            if p.is_file() and p.name != ".lock"}
+    """Every file's bytes and every folder (None) below `folders`, a lock file (.lock) too: a
+    command that refused leaves nothing behind, not even its lock."""
+    return {str(p): p.read_bytes() if p.is_file() else None for f in folders
+            for p in sorted(f.rglob("*")) if p.is_file() or p.is_dir()}
 
 
 def edit_row(line, header, **fields):

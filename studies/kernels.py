@@ -134,6 +134,9 @@ def main(argv=None):
         ap.error(str(e))
     cli.write_text(path, text)
     print(text.splitlines()[-4] if len(text.splitlines()) > 4 else text)
+    note = provenance.kernels_differ([a.study, a.rerun])     # the point: two kernels
+    print(note or f"note: {a.study} and {a.rerun} record one BLAS kernel, or none: the "
+                  f"difference this table shows is not the kernel's alone")
     print(f"table: {a.out}")
     return 0
 

@@ -124,20 +124,25 @@ def _raise_stop(signum, frame):
     raise Stop()
 
 
-def _note_machine(out, plan, allow=False):
+def _note_machine(out, plan, allow=False, name="runs.csv"):
     """This session's machine added to OUT/plan.json's machines (the arithmetic it runs), after
     provenance.check_arithmetic: a study continued under another arithmetic is refused unless
-    `allow` (--other-arithmetic). -> the arithmetic each new row records beside it (RowWriter's
-    arithmetic_of), or None when it is the folder's own."""
+    `allow` (--other-arithmetic), and then the record of its rows' arithmetic beside OUT/`name`
+    must be free or ours (folder_write.arithmetic_record), before plan.json changes. -> the
+    arithmetic each new row records beside it (RowWriter's arithmetic_of), or None when it is
+    the folder's own."""
     here = provenance.machine(plan["cells"][0]["options"]["dtype"])
     provenance.check_arithmetic(out, plan, here, allow)
     was = provenance.recorded_arithmetic(out, plan)
+    mixed = (provenance.arithmetic_id(here) if was is not None
+             and arithmetic.differences(was, here) else None)
+    if mixed:
+        folder_write.arithmetic_record(os.path.join(out, name))
     path = os.path.join(out, "plan.json")
     raw = folder.read_json(path, "a plan", "restore it, or use another folder")
     if here not in raw.get("machines", []):
         cli.write_json(path, dict(raw, machines=raw.get("machines", []) + [here]))
-    return (provenance.arithmetic_id(here) if was is not None
-            and arithmetic.differences(was, here) else None)
+    return mixed
 
 
 def _open_study(out, plan, what, n_seeds, other_arithmetic):
@@ -150,7 +155,7 @@ def _open_study(out, plan, what, n_seeds, other_arithmetic):
         key = row_kinds.MECHANISM_ROWS["run"]
         done = {key(r) for r in study_rows(out, plan, what) if is_final(r)}
         stacks = _stacks_to_run(plan, done, n_seeds)
-        mixed = _note_machine(out, plan, other_arithmetic)
+        mixed = _note_machine(out, plan, other_arithmetic, name)
         return lock, done, stacks, folder_write.RowWriter(os.path.join(out, name), kind, mixed)
     except BaseException:
         if lock:
@@ -365,6 +370,18 @@ def _reproduction_lines(plan, cells):
             f"and seed); {same} of them gave the same final test accuracy"]
 
 
+def _check_a_study(out, plan):
+    """ValueError, one line, unless the plan holds a study's borderline and fixed cells: an arm
+    (its cells of one intervention, a baseline rerun) is reported beside its study."""
+    designs = sorted({c["design"] for c in plan["cells"]})
+    missing = [d for d in ("borderline", "fixed") if d not in designs]
+    if missing:
+        raise ValueError(f"{out} holds no {' or '.join(missing)} cells (its cells: "
+                         f"{', '.join(designs)}): `report` tables a study's borderline and fixed "
+                         f"cells; an arm is reported beside its study: python -m "
+                         f"studies.mechanism paired STUDY {out}")
+
+
 def _report(out, log=print):
     """OUT/table.md (the four tables, the counts of intervals and the costs) and, with
     matplotlib, OUT/mechanism.png, both claimed before either is written
@@ -373,6 +390,7 @@ def _report(out, log=print):
                            (os.path.join(out, "mechanism.png"), "plot", "the plot")],
                           study_files(out), own=[out])
     plan, cells = load_runs(out, "OUT")
+    _check_a_study(out, plan)
     W = seed_weights(plan["seeds"], [T for (_, _, T, _) in cells])
     sep, n_sep, pooled = _separation_table(plan, cells, W)
     grow, n_grow, fits = growth_table(plan, cells, W)
@@ -451,7 +469,7 @@ def _plot_study(out, plan, cells, W, s, log=print):
     fig.tight_layout()
     path = cli.claim_output(os.path.join(out, "mechanism.png"), "plot", "the plot")
     try:
-        cli.replace_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110))
+        cli.replace_atomically(path, lambda f: fig.savefig(f, dpi=110, format="png"))
     finally:
         plt.close(fig)
     log(f"wrote {path}")
@@ -632,15 +650,21 @@ def _save_plan(out, make):
     free()
     plan = make()
     folder.check_plan(plan, path)                      # before the folder is made
+    made = not os.path.isdir(out)
     os.makedirs(out, exist_ok=True)
-    lock = folder_write.lock_folder(out, holder=f"studies.mechanism plan, pid {os.getpid()}")
     try:
-        free()
-        folder.check_plan(plan, path)
-        cli.write_json(path, plan)
-    finally:
-        if lock:
-            lock.close()
+        lock = folder_write.lock_folder(out, holder=f"studies.mechanism plan, pid {os.getpid()}")
+        try:
+            free()
+            folder.check_plan(plan, path)
+            cli.write_json(path, plan)
+        finally:
+            if lock:
+                lock.close()
+    except BaseException:
+        if made and not os.listdir(out):               # a refusal leaves no folder behind
+            os.rmdir(out)
+        raise
     for c in plan["cells"]:
         src = c.get("source", {})          # where m came from, or not recorded (check_plan)
         times = f"{src['factor']:g} x " if "factor" in src else ""
@@ -651,6 +675,14 @@ def _save_plan(out, make):
             else " (where m came from: not recorded)"))
     print(f"wrote {path}: {len(plan['cells'])} cells x {plan['seeds']} seeds")
     return plan
+
+
+def _kernels_note(folders):
+    """The line saying the folders set side by side were made under different BLAS kernels
+    (provenance.kernels_differ), on standard output; nothing when they were not."""
+    note = provenance.kernels_differ(folders)
+    if note:
+        print(note)
 
 
 def main(argv=None):
@@ -664,8 +696,10 @@ def main(argv=None):
             _write_arm(a)
         elif a.command == "factors":
             failures.factors_report(a.study, a.out, a.factors)
+            _kernels_note([a.study] + ([a.factors] if a.factors else []))
         elif a.command == "paired":
             failures.paired_report(a.study, a.arms, a.out, a.pairs)
+            _kernels_note([a.study] + a.arms)
         elif a.command == "run":
             _run_plan(a.out, a.workers, a.seeds, other_arithmetic=a.other_arithmetic)
         elif a.command == "trace":

@@ -1,7 +1,8 @@
 """replay.py (studies, a command): train a folder's rows again and say whether they replay bit for
 bit.
 
-    python -m studies.replay FOLDER [--rows 5] [--seed 0]       a few rows, spread over the cells
+    python -m studies.replay FOLDER [--rows 5] [--seed 0]       a few rows, spread over the cells,
+                                                               under the folder's own kernel
     python -m studies.replay FOLDER --kernel Haswell           ... under another OpenBLAS kernel
     python -m studies.replay FOLDER ... --find --out FILE      each kernel this CPU runs, in turn,
                                                                until one replays every row drawn
@@ -31,7 +32,7 @@ import os
 
 import numpy as np
 
-from studies.lib import arithmetic, folder, harness, provenance, study, workers
+from studies.lib import arithmetic, folder, harness, provenance, study, training, workers
 from studies.lib.checks import INTS, check_number
 from studies.lib.cli import OneLineParser, integer
 from studies.lib.provenance import read_finding  # arithmetic.json's one reader
@@ -132,7 +133,10 @@ def _train_again(kind, meta, options):
 def _same(recorded, value):
     """(whether a recorded cell equals a value trained again, exactly; the difference, or None).
     A cell written with fewer digits (a log imported into a folder) agrees when the value
-    rounds to it; text cells _compare as text."""
+    rounds to it; text cells _compare as text. A cell read typed (a steps row's: an int, or None
+    for a censored run's blank steps_to_bar) is compared as the text it was written as."""
+    if not isinstance(recorded, str):
+        recorded = "" if recorded is None else str(recorded)
     if isinstance(value, bool):
         value = int(value)
     if isinstance(value, (int, float, np.integer, np.floating)) and recorded not in ("",):
@@ -229,7 +233,7 @@ def _kernel_advice(wanted, here):
 
 def _replay_row(kind, meta, options):
     """A worker's task: one row trained again -> (its rows, the arithmetic that made them)."""
-    cli.keep_freed_memory()
+    training.keep_freed_memory()
     return _train_again(kind, meta, options)
 
 
@@ -271,19 +275,35 @@ def _log_line(line):
     print(line, flush=True)
 
 
+OWN = "own"        # replay's kernel: this machine's own, as the environment leaves it
+
+
+def folder_kernel(out, meta):
+    """The OpenBLAS kernel to replay the folder `out` (its description `meta`) under: the one it
+    records (provenance.recorded_arithmetic) when this processor can run it, else None (this
+    machine's own, and the summary says what the folder needs)."""
+    rec = provenance.recorded_arithmetic(out, meta)
+    k = rec.get("kernel") if rec and rec.get("blas") == "OpenBLAS" else None
+    return k if k in arithmetic.kernels_here() else None
+
+
 def replay(out, n_rows=5, seed=0, kernel=None, workers=1, cheap=False, log=_log_line):
-    """Train n_rows of the folder `out` again (_draw_rows) under `kernel` (None: this machine's
-    own) -> dict(kind, rows: [(row, difference or None)], arithmetic: the record the runs got,
-    recorded: the folder's record or None)."""
+    """Train n_rows of the folder `out` again (_draw_rows) under `kernel`: None, the kernel the
+    folder records when this processor can run it (folder_kernel), else this machine's own;
+    OWN, this machine's own; or a kernel this processor runs -> dict(kind, rows: [(row,
+    difference or None)], arithmetic: the record the runs got, recorded: the folder's record or
+    None)."""
     out = harness.check_path("out", out, "a study folder", folder=True)
     n_rows, seed = _count("n_rows", n_rows, 1, 10**6), _count("seed", seed, 0, 2**63)
     workers = _count("workers", workers, 1, harness.MAX_WORKERS)
-    harness.need(kernel is None or kernel in arithmetic.kernels_here(), "kernel", kernel,
-                    f"None or a kernel this processor can run ({', '.join(arithmetic.kernels_here())})")
+    harness.need(kernel in (None, OWN) or kernel in arithmetic.kernels_here(), "kernel", kernel,
+                 f"None, {OWN!r} or a kernel this processor can run "
+                 f"({', '.join(arithmetic.kernels_here())})")
     harness.need(isinstance(cheap, bool), "cheap", cheap, "True or False")
     harness.need(log is None or callable(log), "log", log, "None or a function of one line")
     kind = folder_kind(out)
     meta, rows, cell_of = _folder_runs(out, kind)
+    kernel = folder_kernel(out, meta) if kernel is None else None if kernel == OWN else kernel
     pick = [r for r in rows if study.is_final(r)] if kind == "trace" else rows
     drawn = _draw_rows(pick, cell_of, n_rows, seed, _CELL_T[kind] if cheap else None)
     if not drawn:
@@ -342,7 +362,7 @@ def find(out, n_rows=2, seed=0, workers=1, log=_log_line):
         served = _served_kernel(k) if k is not None else None
         if served in seen:
             continue
-        res = replay(out, n_rows, seed, k, workers, cheap=True, log=log)
+        res = replay(out, n_rows, seed, OWN if k is None else k, workers, cheap=True, log=log)
         seen.add(res["arithmetic"]["kernel"])
         ok = sum(d is None for _, d, _ in res["rows"])
         first = next((f"{r['line']}: {_difference_text(d)}" for r, d, _ in res["rows"] if d), None)
@@ -375,7 +395,7 @@ def _finding_row(out):
     """One line of the table of findings: the folder, the kernel that replays its rows (or that
     none does, with the first difference), and what it was tried on."""
     path = os.path.join(out, "arithmetic.json")
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):                 # a FIFO there: read_finding refuses it
         return f"| {out} | not looked for | - | - |"
     f = read_finding(path)
     tries = "; ".join(f"{t['kernel']}: {t['replayed']} of {t['of']}" for t in f["tried"])

@@ -74,12 +74,25 @@ def _check_folder(out, meta, other_arithmetic=False):
         was = provenance.recorded_arithmetic(out, old)
         mixed = (provenance.arithmetic_id(here) if was is not None
                  and arithmetic.differences(was, here) else None)
+        if mixed:                     # its record beside the rows: free or ours, checked now
+            folder_write.arithmetic_record(os.path.join(out, "steps.csv"))
         meta["Ts"] = sorted(set(old["Ts"]) | set(meta["Ts"]))
         meta["seeds"] = max(old["seeds"], meta["seeds"])
         meta["machines"] = old.get("machines", []) + [
             m for m in meta["machines"] if m not in old.get("machines", [])]
     cli.write_json(os.path.join(out, "steps.json"), meta)
     return mixed
+
+
+def _stacks(a, base, todo):
+    """The (T, seed) runs `todo` as stacks over seeds of one T, at most --stack runs each."""
+    stacks = []
+    for T in a.Ts:
+        seeds = [sd for TT, sd in todo if TT == T]
+        R = max(1, min(a.stack, len(seeds)))
+        stacks += [[dict(base, T=T, seed=sd) for sd in seeds[i:i + R]]
+                   for i in range(0, len(seeds), R)]
+    return stacks
 
 
 def _run_all(a, out, base, done=None, curves=None):
@@ -92,13 +105,13 @@ def _run_all(a, out, base, done=None, curves=None):
     done = folder.read_done(path) if done is None else done
     curves = folder.read_curves(out) if curves is None else curves
     todo = [(T, seed) for T in a.Ts for seed in range(a.seeds) if (T, seed) not in done]
-    stacks = []
-    for T in a.Ts:
-        seeds = [sd for TT, sd in todo if TT == T]
-        R = max(1, min(a.stack, len(seeds)))
-        stacks += [[dict(base, T=T, seed=sd) for sd in seeds[i:i + R]]
-                   for i in range(0, len(seeds), R)]
-    writer = folder_write.RowWriter(path, row_kinds.STEPS_ROWS, getattr(a, "arithmetic_of", None))
+    stacks = _stacks(a, base, todo)
+    try:                     # a CSV that is a link, or of another header's: one line
+        writer = folder_write.RowWriter(path, row_kinds.STEPS_ROWS,
+                                        getattr(a, "arithmetic_of", None))
+    except ValueError as e:
+        print(f"studies.steps: error: {e}", file=sys.stderr)
+        return 2
     print(f"steps: {len(todo)} runs to do in {len(stacks)} stacks, {len(done)} saved; writing "
           f"{writer.path}", flush=True)
     curves_path = os.path.join(out, "curves.json")

@@ -254,7 +254,7 @@ def _add_pages_command(sub):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else harness.check_argv(argv)
-    cli.keep_freed_memory()
+    training.keep_freed_memory()
     named = bool(argv) and argv[0] in COMMANDS
     ap = _sweep_parser(commands=named or "-h" in argv or "--help" in argv)
     a = ap.parse_args(argv)
@@ -282,6 +282,9 @@ def _main_sweep(ap, a, argv):
             ap.error(f"--report: no folder {out}")
         try:
             meta_old = folder.read_meta(out)
+            if not meta_old and not folder.csv_paths(out):
+                raise ValueError(f"--report: {out} holds no sweep (no sweep.json, no runs*.csv); "
+                                 f"give the folder a sweep wrote")
             found = folder.folder_runs(out, meta_old.get("bar"),        # read again below:
                                        warn=lambda line: None)            # warned once, there
         except ValueError as e:
@@ -411,6 +414,10 @@ def _folder_meta(ap, a, out, base, grids, Ts, n_seeds, old=None):
             was = provenance.recorded_arithmetic(out, old)
             if was is not None and arithmetic.differences(was, here):
                 a.arithmetic_of = provenance.arithmetic_id(here)   # each new row records its own
+                try:                      # beside the rows: free or ours, before sweep.json changes
+                    folder_write.arithmetic_record(os.path.join(out, "runs.csv"))
+                except ValueError as e:
+                    ap.error(str(e))
         old_grids = dict(old.get("grids", {}))
         old["options"] = folder.full_options(old["options"])
         for key in ("options", "bar", "search"):
@@ -527,15 +534,27 @@ class _Searches:
             self.finished.add(job)
 
 
+def _writers(csv_path, a, base):
+    """The shard's CSV of runs and, inside a class ball, the ball-of-runs CSV beside it (each a
+    RowWriter) -> (runs, ball or None); ValueError, one line, for a CSV that is a link or of
+    another header's."""
+    out = RowWriter(csv_path, arithmetic_of=getattr(a, "arithmetic_of", None))
+    ball = RowWriter(os.path.join(os.path.dirname(out.path), "ball-of-" + os.path.basename(
+        out.path)), kind=row_kinds.BALL_ROWS) if run_options.ball_radii(base) else None
+    return out, ball
+
+
 def _run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id=""):
     """Drive every (model, T, seed) search of this shard; run probes on a process pool, write
     each finished run as a CSV row at once (so an interrupted sweep loses nothing finished).
     Returns the exit code: 0, 130 (Ctrl-C), 143 (SIGTERM) or 1 (a run failed)."""
     jobs = [(model, T, seed) for model in a.models for T in Ts for seed in range(n_seeds)]
     jobs = [j for k, j in enumerate(jobs) if k % shard[1] == shard[0]]
-    out = RowWriter(csv_path, arithmetic_of=getattr(a, "arithmetic_of", None))
-    ball = RowWriter(os.path.join(os.path.dirname(out.path), "ball-of-" + os.path.basename(
-        out.path)), kind=row_kinds.BALL_ROWS) if run_options.ball_radii(base) else None
+    try:                     # a CSV that is a link, or of another header's: one line
+        out, ball = _writers(csv_path, a, base)
+    except ValueError as e:
+        print(f"studies.sweep: error: {e}", file=sys.stderr)
+        return 2
     per_search = (len(next(iter(grids.values()))) if a.search == "grid"
                   else int(np.ceil(np.log2(max(len(g) for g in grids.values()) + 1))))
     searches = _Searches(jobs, grids, a.search, done)
@@ -544,9 +563,7 @@ def _run_searches(a, Ts, n_seeds, grids, base, csv_path, done, shard, sweep_id="
           f"each; {len(done)} runs already saved; about {expected} to run; writing {out.path}",
           flush=True)
     progress = _SweepProgress(expected, len(jobs))
-    pool = None
-    if a.workers > 1:
-        pool = harness.worker_pool(a.workers)
+    pool = harness.worker_pool(a.workers) if a.workers > 1 else None
 
     def finish(probes, rows):
         """Record a stack's rows and queue each search's next probe."""

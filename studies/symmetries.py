@@ -36,7 +36,7 @@ import numpy as np
 import attn
 from theory import covering_constant, generalization_gap, norm_measures
 
-from studies.lib import folder, harness, intervals, row_kinds, symmetry, training
+from studies.lib import folder, harness, intervals, provenance, row_kinds, symmetry, training
 from studies.lib.checks import INTS, check_number
 from studies.lib.cli import OneLineParser, int_list
 from studies.lib.folder import folder_rows
@@ -587,7 +587,9 @@ def _parser():
 def _check_command(out, source, log, n_boot=1, name="pairs"):
     harness.check_path("out", out, "the table's file")
     harness.check_path(name, source, "an input file")
-    harness.need(os.path.isfile(source), name, source, "an existing file", ValueError)
+    if not os.path.isfile(source):         # a FIFO or a device: refused, never opened
+        raise ValueError(f"{name} {source} is not a regular file (missing, a folder, a device or "
+                         f"a pipe); refusing to read it")
     harness.claim_outputs([(out, "table", "the table")], [source])
     harness.need(callable(log), "log", log, "a function of one line")
     check_number("n_boot", n_boot, INTS, 1, 10**6 + 1, "an integer from 1 to 10**6")
@@ -602,15 +604,27 @@ def main(argv=None):
             cells_command(a.pairs, a.out, a.seeds)
         elif a.command == "ball":
             ball_command(a.study, a.folders, a.seeds, a.Ts, a.out)
+            _kernels_note([a.study] + a.folders)
         elif a.command == "same":
             same_command(a.first, a.second, a.out)
+            _kernels_note([a.first, a.second])
         elif a.command == "canonical":
             canonical_command(a.borderline, a.fixed, a.study, a.out)
+            _kernels_note([a.borderline, a.fixed, a.study])
         else:
             interaction_command(a.pairs, a.out)
-    except (ValueError, OSError) as e:
+    except ValueError as e:               # an OSError: one_line_errors says it
         sys.exit(f"python -m studies.symmetries: {e}")
+    return 0
+
+
+def _kernels_note(folders):
+    """The line saying the folders set side by side were made under different BLAS kernels
+    (provenance.kernels_differ), on standard output; nothing when they were not."""
+    note = provenance.kernels_differ(folders)
+    if note:
+        print(note)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli.one_line_errors("studies.symmetries", main))

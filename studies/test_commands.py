@@ -262,6 +262,34 @@ def test_every_study_command_run_another_way_says_in_one_line_how_to_run_it(tmp_
             assert f"python -m studies.{name}" in lines[0], (name, lines)
 
 
+@pytest.mark.parametrize("name", study_commands())
+def test_every_study_command_ends_as_a_unix_tool_when_its_standard_output_fails(name):
+    """`python -m studies.X ... | head -c 1` once the pipe's reader is gone: the command ends
+    quietly with exit status 141 (128 + SIGPIPE), nothing on stderr; `> /dev/full`: one line
+    naming standard output, exit status 1, never a traceback or "Exception ignored". Every
+    command's --help goes out through its main and cli.one_line_errors, the common way out
+    (and `sweep limit`, the issue's case, prints its own table)."""
+    argvs = [["--help"]] + ([["limit", "--Ts", "10", "--seeds", "2", "--sets", "2"]]
+                           if name == "sweep" else [])
+    for argv in argvs:
+        r, w = os.pipe()
+        os.close(r)                                   # the reader has gone
+        try:
+            p = subprocess.run([sys.executable, "-m", f"studies.{name}", *argv], cwd=HERE,
+                               stdout=w, stderr=subprocess.PIPE, text=True, timeout=60)
+        finally:
+            os.close(w)
+        assert (p.returncode, p.stderr) == (141, ""), (name, argv, p.stderr)
+        if not os.path.exists("/dev/full"):
+            continue
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([sys.executable, "-m", f"studies.{name}", *argv], cwd=HERE,
+                               stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert p.returncode == 1 and p.stderr.splitlines() == [
+            f"studies.{name}: cannot write its standard output: No space left on device"], (
+            name, argv, p.stderr)
+
+
 def _plot_cases(request, tmp):
     """(module, argv, the image it must write) for every plot a command offers; each argv's
     inputs are the session's small folders."""

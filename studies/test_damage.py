@@ -10,14 +10,16 @@ import json
 import os
 import re
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from studies import classball, kernels, mechanism, replay, steps, sweep, symmetries
-from studies.lib import folder, provenance, row_kinds
+from studies import classball, kernels, mechanism, replay, steps, sweep, symmetries, trainer
+from studies.lib import cli, folder, provenance, row_kinds
 from studies.conftest import (STEPS_TINY, copy_folder, edit_plan, edit_row, snapshot, smoke_sweep,
                               synthetic_study, synthetic_trace, run_cli, run_cli_main,
                               study_commands)
@@ -27,17 +29,16 @@ from test_all import HERE, TINY
 def _damaged(f, cases, argvs, main):
     """Each case (a function that damages the folder f, words the refusal must hold) under each
     command line: a non-zero exit, one line on stderr naming the problem, and not a byte of any
-    file changed (the lock file aside)."""
+    file changed, no file left behind (not even the folder's lock)."""
     for damage, words in cases:
         undo = {p: p.read_bytes() for p in f.iterdir() if p.is_file()}
         damage(f)
-        before = {p: p.read_bytes() for p in f.iterdir() if p.is_file() and p.name != ".lock"}
+        before = {p: p.read_bytes() for p in f.iterdir() if p.is_file()}
         for argv in argvs:
             code, _, err = main(argv)
             assert code not in (0, None) and len(err.strip().splitlines()) == 1, (words, err)
             assert "Traceback" not in err and all(w in err for w in words), (words, err)
-            assert {p: p.read_bytes() for p in f.iterdir()
-                    if p.is_file() and p.name != ".lock"} == before
+            assert {p: p.read_bytes() for p in f.iterdir() if p.is_file()} == before  # no lock
         for p in f.iterdir():
             if p.is_file() and p not in undo:
                 p.unlink()
@@ -371,12 +372,50 @@ def _damage(path, how, tmp):
         path.write_text(text + lines[1] + "\n")
     elif how == "header damaged":                  # an empty column: every row looks torn
         path.write_text("\n".join([lines[0] + ","] + lines[1:]) + "\n")
-    else:
+    elif how == "a field past the csv limit":       # csv.field_size_limit: 131,072 characters
+        path.write_text(set_seed("7" * 200000))
+    elif not _not_a_file(path, how):
         raise AssertionError(how)
 
 
+def _not_a_file(path, how):
+    """The file at path replaced by a FIFO (whose reader waits for a writer that never comes) or
+    a character device (/dev/zero's: it never ends); False for another damage."""
+    if how not in ("a fifo", "a device"):
+        return False
+    path.unlink()
+    if how == "a fifo":
+        os.mkfifo(path)
+        return True
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 5))
+    except (PermissionError, AttributeError):
+        pytest.skip("this system lets no test make a device node")
+    return True
+
+
+class _never_hangs:
+    """Context: a test that would wait for ever (a FIFO opened for reading) fails instead, after
+    `seconds` (SIGALRM, main thread)."""
+
+    def __init__(self, seconds=60):
+        self.seconds = seconds
+
+    def __enter__(self):
+        def alarm(signum, frame):
+            raise AssertionError(f"hung for {self.seconds} s: a FIFO or device opened to read?")
+        self.old = signal.signal(signal.SIGALRM, alarm)
+        signal.alarm(self.seconds)
+
+    def __exit__(self, *exc):
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, self.old)
+        return False
+
+
 DAMAGES = ("empty", "binary", "header only", "last row cut", "column renamed", "column dropped",
-           "value nan", "out of range", "wrong type", "duplicated row", "header damaged")
+           "value nan", "out of range", "wrong type", "duplicated row", "header damaged",
+           "a field past the csv limit", "a fifo", "a device")
 
 
 def _damage_cases():
@@ -396,15 +435,30 @@ def _link_outside(path, tmp):
 
 def _read_only(monkeypatch, where):
     """Make the folder `where` behave as on a read-only file system (EROFS) for every file opened
-    for writing inside it: chmod cannot, since the tests may run as root."""
-    where, real = os.path.abspath(where), builtins.open
+    for writing inside it (open's modes, os.open's flags: a temporary of tempfile.mkstemp too):
+    chmod cannot, since the tests may run as root."""
+    where, real, real_os_open, real_mkdir = os.path.abspath(where), builtins.open, os.open, \
+        os.mkdir
+    inside = lambda file: isinstance(file, (str, os.PathLike)) and os.path.abspath(
+        os.fspath(file)).startswith(where + os.sep)
 
     def fake(file, mode="r", *args, **kwargs):
-        if (isinstance(file, (str, os.PathLike)) and set(str(mode)) & set("wax+")
-                and os.path.abspath(os.fspath(file)).startswith(where + os.sep)):
+        if set(str(mode)) & set("wax+") and inside(file):
             raise OSError(errno.EROFS, "Read-only file system", os.fspath(file))
         return real(file, mode, *args, **kwargs)
+
+    def fake_os_open(file, flags, *args, **kwargs):
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT) and inside(file):
+            raise OSError(errno.EROFS, "Read-only file system", os.fspath(file))
+        return real_os_open(file, flags, *args, **kwargs)
+
+    def fake_mkdir(path, *args, **kwargs):
+        if inside(path):
+            raise OSError(errno.EROFS, "Read-only file system", os.fspath(path))
+        return real_mkdir(path, *args, **kwargs)
     monkeypatch.setattr(builtins, "open", fake)
+    monkeypatch.setattr(os, "open", fake_os_open)
+    monkeypatch.setattr(os, "mkdir", fake_mkdir)
 
 
 def test_the_damage_suite_declares_every_file_kind_a_study_reads():
@@ -443,7 +497,8 @@ def test_every_command_refuses_every_damage_of_every_file_it_reads(kind, i, how,
     if how == "read-only folder":
         _read_only(monkeypatch, tmp_path)                 # wherever the command would write
     before = snapshot(tmp_path)
-    code, _, err = run_cli_main(capsys, module.main, args)
+    with _never_hangs():
+        code, _, err = run_cli_main(capsys, module.main, args)
     if isinstance(code, str):                 # sys.exit(message): Python prints it on stderr
         code, err = 1, err + code + "\n"
     lines = err.strip().splitlines()
@@ -534,12 +589,14 @@ JSON_KINDS = {   # file -> (a valid input, [(module, argv)], the key the key dam
 
 
 JSON_DAMAGES = ("empty", "binary", "cut mid-way", "a list", "key dropped", "key of wrong type",
-                "input a link outside", "a key twice", "nested too deep")
+                "input a link outside", "a key twice", "nested too deep", "a fifo", "a device")
 
 
 def _damage_json(path, how, key):
     if how == "input a link outside":
         return _link_outside(path, path.parent.parent)
+    if _not_a_file(path, how):
+        return None
     text = path.read_text()
     obj = json.loads(text)
     if how == "empty":
@@ -579,7 +636,8 @@ def test_every_command_refuses_every_damage_of_every_json_file_it_reads(name, ho
         _damage_json(path, how, key)
         args = _fill(argv, path, where, out, base, request)
         before = snapshot(base)
-        code, _, err = run_cli_main(capsys, module.main, args)
+        with _never_hangs():
+            code, _, err = run_cli_main(capsys, module.main, args)
         if isinstance(code, str):
             code, err = 1, err + code + "\n"
         lines = err.strip().splitlines()
@@ -651,3 +709,161 @@ def test_every_study_command_is_in_the_damage_suite_or_says_why_not():
                                                     key=str)),
         "in the suite but not a command: " + repr(sorted((covered | set(
             COMMANDS_WITHOUT_STUDY_FILES)) - modes, key=str)))
+
+
+# ---------------- temporary files that are never someone's ----------------------------------------
+# Every file a command writes whole goes through cli.replace_atomically (test_layout holds it):
+# a temporary made new and exclusively under a random name. The names writers used before (a
+# fixed FILE.PID.tmp.EXT, a checkpoint's FILE.tmp.npz) are a stranger's now: a file or a link
+# there is never opened, followed, moved or removed.
+
+def _pages_input(tmp, request):
+    """A page of a repository (the test's working folder) with a marked block, and the table the
+    block copies, changed since: `sweep pages` writes the page again."""
+    (tmp / "repo").mkdir()
+    (tmp / "repo" / "t.md").write_text("| T |\n|---|\n| 8 |\n")
+    (tmp / "repo" / "page.md").write_text("# p\n\n<!-- begin t.md -->\n| old |\n"
+                                          "<!-- end t.md -->\n")
+    return tmp / "repo" / "page.md", tmp / "repo"
+
+
+def _empty_input(tmp, request):
+    (tmp / "out").mkdir()
+    return tmp / "out" / "nothing", tmp / "out"
+
+
+WRITERS_BEYOND_THE_SUITE = [   # the writers COMMANDS_WITHOUT_STUDY_FILES lists: (module, argv,
+                               # input maker, the working folder is the input's folder)
+    (trainer, [*TINY, "--save", "{DIR}/ck.npz", "--json", "{DIR}/run.json"], _empty_input, False),
+    (sweep, ["limit", "--Ts", "10", "--seeds", "2", "--sets", "2", "--out", "{DIR}"],
+     _empty_input, False),
+    (sweep, ["pages", "page.md"], _pages_input, True),
+]
+
+
+READS_ONLY = {   # (module, command line) of a suite's command that writes no file -> why
+    ("studies.replay", ("{DIR}", "--rows", "1")): "trains rows again and compares them; --find "
+                                                  "and --table write (--table is a writer too)",
+}
+
+
+WRITES_NOTHING = {   # (module, first word) -> why it is not among the writers
+    ("bench", None): "times training steps and prints; writes no file",
+    ("theory_report", None): "trains small models and prints; writes no file",
+}
+
+
+def _writers():
+    """Every command of the damage suites on its valid input (each command line once), and the
+    writers beyond them: (module, argv, input maker, chdir)."""
+    seen, out = set(), []
+    for spec in list(DAMAGE_KINDS.values()) + list(JSON_KINDS.values()):
+        for entry in spec[1]:
+            module, argv, make, _ = _entry(entry, spec[0])
+            key = (module.__name__, tuple(argv))
+            if key not in seen and (module.__name__.split(".")[-1], argv[0]) not in \
+                    SLOW_VALID_RUNS:
+                seen.add(key)
+                out.append((module, argv, make, False))
+    return out + WRITERS_BEYOND_THE_SUITE
+
+
+OUTPUT_NAMES = ("table.md", "critical.json", "limits.json", "limit.json", "arithmetic.json",
+                "curves.json", "sweep.json", "steps.json", "plan.json", "mstar.png", "steps.png",
+                "mechanism.png", "trajectories.png", "against.md",   # a folder's own outputs
+                "ck.npz", "run.json")                                 # the trainer's, above
+
+
+def _old_temporaries(path):
+    """The names the writers of before wrote `path` through: FILE.PID.tmp.EXT (cli's, this
+    process's pid) and FILE.tmp.npz (a checkpoint's)."""
+    root, ext = os.path.splitext(str(path))
+    return [f"{root}.{os.getpid()}.tmp{ext}", str(path) + ".tmp.npz"]
+
+
+ROW_BY_ROW_CSV = re.compile(r"(runs|steps|trajectories|ball-of-runs|arithmetic-of-runs).*\.csv")
+
+
+def _lay_traps(base, paths, how):
+    """A stranger's file, or a link to one outside `base`, at every old temporary name of
+    `paths` -> {trap: what it must still be}. Not beside a CSV written row by row (never
+    written whole): its old name would be a CSV of runs itself (runs.PID.tmp.csv)."""
+    traps = {}
+    for i, p in enumerate(paths):
+        if ROW_BY_ROW_CSV.fullmatch(os.path.basename(p)):
+            continue
+        for t in _old_temporaries(p):
+            if os.path.lexists(t) or not os.path.isdir(os.path.dirname(t)):
+                continue
+            if how == "a file":
+                open(t, "w").write(f"someone's notes {i}\n")
+                traps[t] = ("file", f"someone's notes {i}\n")
+            else:
+                target = base.parent / f"elsewhere-{base.name}-{len(traps)}.txt"
+                target.write_text("someone else's file\n")
+                os.symlink(target, t)
+                traps[t] = ("link", str(target))
+    return traps
+
+
+def _trapped(traps):
+    """The traps that are no longer what they were (a file changed or gone, a link gone,
+    retargeted, or its target changed)."""
+    bad = []
+    for t, (kind, v) in traps.items():
+        if kind == "file" and (os.path.islink(t) or not os.path.isfile(t) or open(t).read() != v):
+            bad.append(t)
+        if kind == "link" and (not os.path.islink(t) or os.readlink(t) != v
+                               or open(v).read() != "someone else's file\n"):
+            bad.append(t)
+    return bad
+
+
+@pytest.mark.parametrize("i,how", [(i, h) for i in range(len(_writers()))
+                                   for h in ("a file", "a link")])
+def test_a_file_or_a_link_at_the_old_temporary_names_is_never_touched(i, how, tmp_path, capsys,
+                                                                      request, monkeypatch):
+    """Each writer on its valid input, with a stranger's file (or a link to one elsewhere) at the
+    old temporary names of every file it may write (its inputs, its outputs, a folder's own
+    outputs): it writes what it writes, every trap is left as it was (a link still a link to the
+    same, unchanged file), every file it wrote is a regular file, and no temporary is left."""
+    module, argv, make, chdir = _writers()[i]
+    base = tmp_path / "w"
+    (base / "in").mkdir(parents=True)
+    path, where = make(base / "in", request)
+    out = base / "table.md"
+    (base / "new").mkdir()                      # {NEW}: made now, to lay its traps in
+    args = _fill(argv, path, where, out, base, request)
+    if chdir:
+        monkeypatch.chdir(where)
+    written, real = [], cli.replace_atomically
+    monkeypatch.setattr(cli, "replace_atomically",
+                        lambda p, write: (written.append(os.path.abspath(p)), real(p, write))[1])
+    candidates = {str(p) for p in base.rglob("*") if p.is_file()} | {str(out)} | {
+        str(d / n) for d in [base, *base.rglob("*")] if d.is_dir() for n in OUTPUT_NAMES}
+    traps = _lay_traps(base, sorted(candidates), how)
+    assert traps
+    with _never_hangs():
+        code, _, err = run_cli_main(capsys, module.main, args)
+    assert code in (0, None), (args, err)
+    assert bool(written) != ((module.__name__, tuple(argv)) in READS_ONLY), (
+        f"{module.__name__} {argv} wrote nothing: list it in READS_ONLY", written)
+    assert set(written) <= candidates, (f"outputs without traps (add their names to "
+                                        f"OUTPUT_NAMES): {set(written) - candidates}")
+    assert not _trapped(traps), _trapped(traps)
+    assert all(os.path.isfile(p) and not os.path.islink(p) for p in written), written
+    left = [p for p in base.rglob("*") if ".tmp" in p.name and str(p) not in traps]
+    assert not left, left
+
+
+def test_every_command_that_writes_is_among_the_writers():
+    """Every way to run a study command is a writer above (the damage suites' commands, and
+    those beyond them), or listed in WRITES_NOTHING with why."""
+    modes = set().union(*(_command_modes(name) for name in study_commands()))
+    covered = set()
+    for module, argv, *_ in _writers():
+        name = module.__name__.split(".")[-1]
+        covered.add((name, argv[0] if (name, argv[0]) in modes else None))
+    slow = {(m, w) for m, w in SLOW_VALID_RUNS}
+    assert modes == covered | set(WRITES_NOTHING) | slow, sorted(
+        modes ^ (covered | set(WRITES_NOTHING) | slow), key=str)

@@ -11,8 +11,8 @@ import pytest
 
 from studies import mechanism
 from studies.lib import failures, folder, harness, measures, row_kinds, run_options, training
-from studies.conftest import (ARGV, snapshot, synthetic_study, tiny_plan, run_cli_main,
-                              walk_modules)
+from studies.conftest import (ARGV, copy_folder, snapshot, study_refused, synthetic_study,
+                              tiny_plan, run_cli_main, walk_modules)
 from test_all import HERE, Walk
 
 
@@ -141,6 +141,35 @@ def test_mechanism_report_on_a_synthetic_folder(tmp_path):
     lost = line("| 64 | fixed | 36 |")
     assert lost.split("|")[6].strip().startswith("1 (0.028")          # 1 run of 36
     assert mechanism._plot_study.__doc__                                 # plots: matplotlib only
+
+
+def test_a_study_older_than_the_factor_columns_resumes_and_reports(tmp_path, capsys):
+    """A study whose runs.csv predates C's factors and the canonical measures (results/mechanism
+    is one): `run` trains what is missing into runs-part2.csv (the older file never touched),
+    and `report` reads both; `report` of an arm (results/mechanism-interventions/*/*, older
+    too) is one line saying how it is reported: beside its study, with `paired`."""
+    import csv
+    out = tmp_path / "study"
+    synthetic_study(str(out), small=True)
+    rows = list(csv.DictReader(open(out / "runs.csv")))
+    older = [k for k in mechanism.FIELDS if k not in row_kinds.MECHANISM_FACTORS
+             + row_kinds.MECHANISM_CANONICAL]
+    with open(out / "runs.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=older, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(r for r in rows if not (r["T"] == "10" and int(r["seed"]) >= 10))
+    before = (out / "runs.csv").read_bytes()
+    code, _, err = run_cli_main(capsys, mechanism.main, ["run", str(out), "--workers", "1"])
+    assert code == 0 and (out / "runs.csv").read_bytes() == before, err
+    new = list(csv.DictReader(open(out / "runs-part2.csv")))
+    assert len(new) == 4 and all(r["readout_norm"] != "" for r in new)
+    code, out_text, err = run_cli_main(capsys, mechanism.main, ["report", str(out)])
+    assert code == 0 and (out / "table.md").exists() and not err, err
+    arm = copy_folder("results/mechanism-interventions/full/freeze-ln1", tmp_path / "arm")
+    before = snapshot(arm)
+    code, _, err = run_cli_main(capsys, mechanism.main, ["report", str(arm)])
+    study_refused(code, err, "holds no borderline or fixed cells", "paired STUDY")
+    assert snapshot(arm) == before                                  # no table, no lock
 
 
 def test_mechanism_command_line_help_and_one_line_errors(tmp_path):

@@ -4,6 +4,7 @@ Run from the repository's root: python -m pytest -q
 """
 import json
 
+import pytest
 
 from studies import replay
 from studies.lib import arithmetic, provenance
@@ -43,6 +44,32 @@ def test_a_new_folder_records_its_arithmetic_and_replays_bit_for_bit(tmp_path, s
         replay.summary(str(f), bad)
 
 
+def test_a_folder_replays_under_the_kernel_it_records(tmp_path, smoke_ref):
+    """A folder made under another kernel this processor can run (its sweep.json's machine says
+    so) is trained again under that kernel, without --kernel; OWN keeps this machine's own."""
+    here = arithmetic.record("float32")["kernel"]
+    other = next((k for k in ("Haswell", "Sandybridge", "Nehalem") if k != here
+                  and k in arithmetic.kernels_here()), None)
+    if other is None:
+        pytest.skip("this processor runs no second OpenBLAS kernel")
+    f = copy_folder(smoke_ref, tmp_path / "f")
+    meta = json.loads((f / "sweep.json").read_text())
+    meta["machines"][-1]["kernel"] = other
+    (f / "sweep.json").write_text(json.dumps(meta))
+    assert replay.folder_kernel(str(f), meta) == other
+    res = replay.replay(str(f), n_rows=1, log=None)
+    assert res["arithmetic"]["kernel"] == other and res["recorded"]["kernel"] == other
+    assert replay.replay(str(f), n_rows=1, kernel=replay.OWN, log=None)["arithmetic"][
+        "kernel"] == here
+
+
+def test_a_steps_folder_with_censored_runs_replays(steps_ref):
+    """steps.csv's censored rows (steps_to_bar blank, read as None) replay as the hits do."""
+    res = replay.replay(str(steps_ref), n_rows=6, log=None)
+    assert any(r["steps_to_bar"] is None for r, _, _ in res["rows"])          # one is censored
+    assert all(d is None for _, d, _ in res["rows"]), res["rows"]
+
+
 def test_replay_refuses_what_it_cannot_do_in_one_line(tmp_path, capsys):
     """Not a study folder, or a kernel this processor cannot run (it would crash it): one line,
     exit 2, nothing trained."""
@@ -60,6 +87,9 @@ def test_replay_refuses_what_it_cannot_do_in_one_line(tmp_path, capsys):
 WALK = {
     "replay.folder_kind": Walk(lambda f: dict(out="results/extended"),
                                legal=dict(out={"'bogus'": "refused: no folder"})),
+    "replay.folder_kernel": Walk(lambda f: dict(out="results/extended", meta={}),
+                                 legal=dict(out={"'bogus'": "a folder recording nothing: None"},
+                                            meta={"missing key": "no machines: none recorded"})),
     "replay.replay": Walk(lambda f: dict(out="results/extended", n_rows=1, seed=0, kernel=None,
                                          workers=1, cheap=True, log=None), run=False,
                           legal=dict(n_rows={"10**12": "refused"}, seed={"10**12": "a seed", "0": "seed 0"},

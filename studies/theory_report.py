@@ -203,7 +203,7 @@ TRAINED = dict(
 
 
 def main(argv=None):
-    cli.keep_freed_memory()
+    training.keep_freed_memory()
     cli.OneLineParser(
         prog="studies.theory_report", allow_abbrev=False,
         description="Print one report: the quantities of Edelman et al. (ICML 2022) that theory.py "

@@ -56,7 +56,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not (isinstance(argv, list) and all(isinstance(v, str) for v in argv)):
         raise checks.refuse("argv", argv, "None or a list of strings (the command line)", False)
-    cli.keep_freed_memory()
+    training.keep_freed_memory()
     ap = train_parser()
     a = ap.parse_args(argv)
     opts = vars(a).copy()

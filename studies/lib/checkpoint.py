@@ -18,7 +18,7 @@ import signal
 
 import numpy as np
 
-from studies.lib import arithmetic, checks, cli
+from studies.lib import arithmetic, checks, cli, folder
 from studies.lib.run_options import DEFAULTS, RUN_KEYS, run_shapes, validate_options
 
 # ---------------------------------------------------------------- the file ---------------------
@@ -29,9 +29,10 @@ CKPT_FORMAT = "sparse-attention-checkpoint-v1"
 
 
 def save_checkpoint(path, params, state, rng_order, opts, step):
-    """Write atomically (a temporary file, then rename): a crash never leaves half a file, and no
-    failure leaves the temporary behind. Skipped when a parameter is not finite, so the file on
-    disk stays the last finite state. -> whether it was written."""
+    """Write atomically (cli.replace_atomically: a temporary of its own, then rename): a crash
+    never leaves half a file, and no failure leaves the temporary behind. Skipped when a
+    parameter is not finite, so the file on disk stays the last finite state. -> whether it was
+    written."""
     _check_path("path", path)
     opts, step = validate_options(opts), checks.check_number("step", step, checks.INTS, 1)
     _check_state(params, state, rng_order)
@@ -46,16 +47,11 @@ def save_checkpoint(path, params, state, rng_order, opts, step):
     for k in params:
         arrays["param/" + k] = params[k]
         arrays["adam_m/" + k], arrays["adam_v/" + k] = state["m"][k], state["v"][k]
-    tmp = path + ".tmp.npz"
-    try:
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
+    try:                            # a temporary no one else's, renamed over path
+        cli.replace_atomically(path, lambda f: np.savez(f, **arrays))
     except OSError as e:            # a full disk, a folder gone read-only: say so, keep the old
         raise ValueError(f"cannot write the checkpoint {path} ({e.strerror or e}); the previous "
                          f"checkpoint, if any, is unchanged") from None
-    finally:
-        if os.path.isfile(tmp):
-            os.remove(tmp)
     return True
 
 
@@ -72,10 +68,11 @@ def load_checkpoint(path, opts=None):
     if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
         raise TypeError(f"path must be a file path (str), got {type(path).__name__}")
     path = os.fspath(path)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise ValueError(f"path {path!r}: no checkpoint there")
+    f = cli.open_regular(path, "checkpoint")     # a folder, a FIFO or a device: never opened
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with f, np.load(f, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except Exception as e:
         raise ValueError(f"{path!r} is not a readable checkpoint (truncated or another kind of "
@@ -100,7 +97,7 @@ def load_checkpoint(path, opts=None):
     def from_json(k):
         text = scalar(k, "U")
         try:
-            return cli.parse_json(text)
+            return folder.parse_json(text)
         except ValueError:
             raise _damaged(where, k, "is not JSON") from None
     group = lambda pre: {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}

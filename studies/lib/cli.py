@@ -152,31 +152,13 @@ if _main and _command_name(_main):          # a command of this project is start
     _start_command(_command_name(_main), sys.argv[1:])
 
 import argparse  # noqa: E402  (after the guard: Ctrl-C while these load is one line too)
+import errno  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import numbers  # noqa: E402
 import re  # noqa: E402
 import stat  # noqa: E402
-
-# ---------------------------------------------------------------- memory ----------------------
-
-def keep_freed_memory():
-    """Ask glibc's malloc to keep freed memory for reuse instead of returning it to the system.
-
-    A training step allocates the same large arrays every time; by default glibc serves each with
-    fresh pages from the kernel (mmap) and hands them back when freed, so every step pays for
-    zero-filling and page faults. Raising the mmap threshold to its maximum (32 MiB) and the trim
-    threshold makes the heap reuse them. Returns whether it applied: on other C libraries (macOS,
-    musl) nothing happens and training is only slower. The numbers computed are the same."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6")
-        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)
-                    and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
-    except (OSError, AttributeError):
-        return False
-
+import tempfile  # noqa: E402
 
 # ---------------------------------------------------------------- option values ----------------
 
@@ -339,31 +321,104 @@ def _raise_on_signal(prog, exc, what, code, pressed):
     return handler
 
 
-def one_line_errors(prog, main, argv=None):
-    """Run a command's main; a file that cannot be written or read (OSError: read-only folder,
-    full disk, ...) or memory that runs out becomes one line naming what failed, exit code 1;
-    Ctrl-C that main does not handle itself is one line, exit code 130, and SIGTERM (raised as
-    Terminated from the first line of main to its last) one line, exit code 143. Whatever was
-    saved before stays saved (rows and checkpoints are written as they finish)."""
-    _need("prog", prog, isinstance(prog, str) and prog, "a command's name (a str)")
-    _need("main", main, callable(main), "a function of argv")
-    _need("argv", argv, argv is None or _strings(argv), "None or a list of strings")
-    pressed, old = {}, {}      # the first signal's code and line; the handlers replaced
-    stops = {signal.SIGINT: (KeyboardInterrupt, "interrupted", 130),
-             signal.SIGTERM: (Terminated, "terminated (SIGTERM)", 143)}
+class _Watched:
+    """sys.stdout while a command's main runs (one_line_errors): the same stream, which notes its
+    own failure (an OSError of standard output names no file, nor does a worker pool's pipe; and
+    once met, the stream drops what it held, so a later flush cannot tell)."""
+
+    def __init__(self, stream):
+        self.stream, self.failed = stream, None
+
+    def __getattr__(self, name):
+        if self.stream is None:                  # no standard output at all (pythonw)
+            return lambda *args: None
+        attr = getattr(self.stream, name)
+        if name not in ("write", "flush"):
+            return attr
+
+        def watched(*args):
+            try:
+                return attr(*args)
+            except OSError as e:
+                self.failed = e
+                raise
+        return watched
+
+
+def _stdout_gone(prog, e):
+    """A command's end when its standard output failed with e: a closed pipe (`| head`) ends
+    it quietly with exit status 141 (128 + SIGPIPE, as a Unix tool stopped by it); anything
+    else (`> /dev/full`) is one line, exit status 1. Standard output is pointed at /dev/null
+    first, so that the interpreter's own last flush finds nothing more to complain of."""
     try:
-        for sig, (exc, what, code) in stops.items():
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):   # no descriptor of its own (a test's capture)
+        pass
+    if e.errno == errno.EPIPE:
+        return 141
+    print(f"{prog}: cannot write its standard output: {e.strerror or e}", file=sys.stderr)
+    return 1
+
+
+_STOPS = {signal.SIGINT: (KeyboardInterrupt, "interrupted", 130),
+          signal.SIGTERM: (Terminated, "terminated (SIGTERM)", 143)}
+
+
+def _raise_signals(prog, pressed):
+    """one_line_errors' handlers of Ctrl-C and SIGTERM installed (not where a signal is ignored,
+    nor Ctrl-C where it is left at its default) -> the handlers they replaced."""
+    old = {}
+    try:
+        for sig, (exc, what, code) in _STOPS.items():
             if signal.getsignal(sig) not in (signal.SIG_IGN, None) and not (
                     sig == signal.SIGINT and signal.getsignal(sig) is signal.SIG_DFL):
                 old[sig] = signal.signal(sig, _raise_on_signal(prog, exc, what, code, pressed))
     except ValueError:                       # not the main thread: leave signals alone
         pass
+    return old
+
+
+def _run_watched(main, argv, out):
+    """main(argv), with what it printed sent out after it in every case (out: the watched
+    standard output, which notes a failure)."""
     try:
-        code = main(argv)
+        return main(argv)
+    finally:
+        if out.failed is None:
+            try:
+                out.flush()
+            except (OSError, ValueError):
+                pass
+
+
+def one_line_errors(prog, main, argv=None):
+    """Run a command's main; a file that cannot be written or read (OSError: read-only folder,
+    full disk, ...) or memory that runs out becomes one line naming what failed, exit code 1;
+    Ctrl-C that main does not handle itself is one line, exit code 130, and SIGTERM (raised as
+    Terminated from the first line of main to its last) one line, exit code 143. A standard
+    output that fails ends it as it ends a Unix tool: a closed pipe quietly (exit code 141), a
+    full disk in one line (_stdout_gone). Whatever was saved before stays saved (rows and
+    checkpoints are written as they finish)."""
+    _need("prog", prog, isinstance(prog, str) and prog, "a command's name (a str)")
+    _need("main", main, callable(main), "a function of argv")
+    _need("argv", argv, argv is None or _strings(argv), "None or a list of strings")
+    pressed = {}               # the first signal's code and line
+    old = _raise_signals(prog, pressed)
+    out = sys.stdout = _Watched(sys.stdout)
+    try:
+        code = _run_watched(main, argv, out)
+        if out.failed is not None:
+            return _stdout_gone(prog, out.failed)
         if pressed and code not in (130, 143):   # swallowed where it landed, and main ran on
             print(f"\n{prog}: {pressed['what']}", file=sys.stderr)
             return pressed["code"]
         return code
+    except SystemExit:                # argparse's --help and errors: their text went out first
+        if out.failed is not None:
+            return _stdout_gone(prog, out.failed)
+        raise
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted", file=sys.stderr)
         return 130
@@ -371,6 +426,8 @@ def one_line_errors(prog, main, argv=None):
         print(f"\n{prog}: terminated (SIGTERM)", file=sys.stderr)
         return 143
     except OSError as e:
+        if out.failed is e:           # standard output's: a closed pipe, a full disk
+            return _stdout_gone(prog, e)
         where = f" {e.filename}" if e.filename else ""
         print(f"{prog}: cannot access{where}: {e.strerror or e}", file=sys.stderr)
     except MemoryError as e:
@@ -378,10 +435,12 @@ def one_line_errors(prog, main, argv=None):
         print(f"{prog}: out of memory{what}; use smaller sizes (T, m, n_test, d, mlp, --seeds) "
               f"or fewer workers", file=sys.stderr)
     finally:
+        if sys.stdout is out:
+            sys.stdout = out.stream
         if "timer" in pressed:
             pressed["timer"].cancel()
         for sig, handler in old.items():   # the caller's handler again; for a command, whose
-            _, what, code = stops[sig]     # handler said "while starting", one line to its exit
+            _, what, code = _STOPS[sig]    # handler said "while starting", one line to its exit
             signal.signal(sig, _stop_at_once(prog, what, code)
                           if getattr(handler, "while_starting", False) else handler)
     return 1
@@ -402,26 +461,46 @@ def _json_safe(x):
     return x
 
 
+_UMASK = os.umask(0o022)   # the process's umask, read while the command starts (no thread runs)
+os.umask(_UMASK)
+
+
 def replace_atomically(path, write):
-    """Write `path` whole or not at all: write(tmp) fills a temporary file beside it (with the
-    same extension, so a plotting library picks the format from it), which is then renamed over
-    path. Any failure (a full disk, Ctrl-C) removes the temporary and leaves path as it was; an
-    OSError names `path`, not the temporary."""
+    """Write `path` whole or not at all: the one way a study command writes a whole file. The
+    temporary is no one else's: tempfile.mkstemp creates it new and exclusively in path's folder
+    under a random hidden name (".NAME.XXXXXXXX.tmp") that no user chose and no earlier run
+    left; write(f) fills it (f: that file, open for writing bytes); it is synced, given path's
+    permissions (a new file: the umask's) and renamed over path. No other name is opened,
+    followed or removed: a link or a stranger's file beside path stays as it is. Any failure (a
+    full disk, Ctrl-C) removes the temporary and leaves path as it was; an OSError names path,
+    not the temporary."""
     _need("path", path, _is_path(path), "a file path (a non-empty str)")
-    _need("write", write, callable(write), "a function of the temporary path")
-    root, ext = os.path.splitext(path)
-    tmp = f"{root}.{os.getpid()}.tmp{ext}"             # shards may write at the same time
+    _need("write", write, callable(write), "a function of the temporary file (open for bytes)")
+    folder, name = os.path.split(os.path.abspath(os.fspath(path)))
     try:
-        write(tmp)
+        st = os.lstat(path)
+        mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o666 & ~_UMASK
+    except OSError:
+        mode = 0o666 & ~_UMASK
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name[:100]}.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+            if hasattr(os, "fchmod"):
+                os.fchmod(f.fileno(), mode)
         os.replace(tmp, path)
+        tmp = None
     except OSError as e:
-        raise OSError(e.errno, e.strerror or str(e), path) from None
+        raise OSError(e.errno, e.strerror or str(e), os.fspath(path)) from None
     finally:
-        try:
-            if os.path.lexists(tmp):
+        if tmp is not None:
+            try:
                 os.remove(tmp)
-        except OSError:
-            pass
+            except OSError:
+                pass
 
 
 def write_json(path, obj):
@@ -432,22 +511,18 @@ def write_json(path, obj):
     except (TypeError, ValueError) as e:
         raise TypeError(f"obj must be JSON data (dicts, lists, numbers, text), got "
                         f"{type(obj).__name__}: {e}") from None
-
-    def write(tmp):
-        with open(tmp, "w") as f:
-            f.write(text)
-    replace_atomically(path, write)
+    replace_atomically(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def write_text(path, text, newline=None):
-    """A text file written whole or not at all (replace_atomically), so a full disk never leaves
-    an empty or half table behind. newline="" writes text's line ends as they are (a page)."""
+    """A text file in UTF-8, written whole or not at all (replace_atomically), so a full disk
+    never leaves an empty or half table behind. Line ends as text mode writes them: newline=None
+    the system's, '' text's own as they are (a page), '\\n' or '\\r\\n' that end."""
     _need("text", text, isinstance(text, str), "a str")
     _need("newline", newline, newline in (None, "", "\n", "\r\n"), "None, '', '\\n' or '\\r\\n'")
-    def write(tmp):
-        with open(tmp, "w", newline=newline) as f:
-            f.write(text)
-    replace_atomically(path, write)
+    end = os.linesep if newline is None else newline
+    data = text if end in ("", "\n") else text.replace("\n", end)
+    replace_atomically(path, lambda f: f.write(data.encode("utf-8")))
 
 
 def check_writable(path, what):
@@ -463,9 +538,10 @@ def check_writable(path, what):
     return path
 
 
-def _check_writable(path, what, temporaries=()):
-    """One line if `path` cannot be written (its folder is missing or read-only, it is a folder,
-    or one of the `temporaries` written beside it is a folder in the way), else None."""
+def _check_writable(path, what):
+    """One line if `path` cannot be written (its folder is missing or takes no new file, it is a
+    folder, or it is a file made read-only), else None. The test is the write's own first step,
+    now: a temporary made in the folder (and removed); the path itself is never opened."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         return f"{what} {path}: folder {folder} does not exist"
@@ -473,19 +549,14 @@ def _check_writable(path, what, temporaries=()):
         return f"{what} {path}: folder {folder} is not writable"
     if os.path.isdir(path):
         return f"{what} {path} is a folder; give a file name"
-    if what == "--save" and not temporaries:
-        temporaries = (path + ".tmp.npz",)
-    for target in (path,) + tuple(temporaries):
-        if os.path.isdir(target):       # e.g. a leftover temporary that is now a folder
-            return f"{what} {path}: {target} is a folder in the way; remove it"
-        existed = os.path.exists(target)
-        try:                            # the only reliable test: open it for writing, now
-            with open(target, "ab"):
-                pass
-        except OSError as e:
-            return f"{what} {path}: cannot write {target} ({e.strerror})"
-        if not existed:
-            os.remove(target)
+    if os.path.isfile(path) and not os.path.islink(path) and not os.access(path, os.W_OK):
+        return f"{what} {path}: cannot write {path} (it is read-only)"
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".write-test.", suffix=".tmp", dir=folder)
+    except OSError as e:
+        return f"{what} {path}: cannot write in {folder} ({e.strerror})"
+    os.close(fd)
+    os.remove(tmp)
     return None
 
 
@@ -518,18 +589,11 @@ def read_text_file(path, what, root=None, most=TEXT_MOST, keep_line_ends=False):
         if os.path.commonpath([os.path.realpath(full), top]) != top:
             raise ValueError(f"{what} {path}: outside the repository ({top}); only files "
                              f"inside it may be read")
-    try:
-        st = os.stat(full)
-    except OSError as e:
-        raise ValueError(f"{what} {path}: cannot read it ({e.strerror})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise ValueError(f"{what} {path} is not a regular file (a folder, device or pipe); "
-                         f"refusing to read it")
-    try:
-        with open(full, "rb") as f:
+    with open_regular(full, what, shown=path) as f:
+        try:
             data = f.read(most + 1)
-    except OSError as e:
-        raise ValueError(f"{what} {path}: cannot read it ({e.strerror})") from None
+        except OSError as e:
+            raise ValueError(f"{what} {path}: cannot read it ({e.strerror})") from None
     if len(data) > most:
         raise ValueError(f"{what} {path} is larger than {most} bytes; not a text file this "
                          f"project reads")
@@ -562,96 +626,76 @@ TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| tas
 SUMMARY_KEYS = {"model", "task", "T", "s", "m", "seed", "train_acc", "test_acc", "steps"}
 
 
-def parse_json(text):
-    """The JSON value of `text`, as every reader of the project's JSON files parses it: a key
-    given twice in one object, or nesting too deep for Python's parser, is a ValueError (json
-    itself keeps the last of two keys, and dies of RecursionError), never a value believed."""
-    _need("text", text, isinstance(text, str), "a str")
-
-    def one_each(pairs):                  # linear: a count per key would be quadratic
-        d = dict(pairs)
-        if len(d) < len(pairs):
-            seen = set()
-            twice = next(k for k, _ in pairs if k in seen or seen.add(k))
-            raise ValueError(f"the key {twice!r} twice in one object")
-        return d
+def open_regular(path, what, shown=None):
+    """`path` opened for reading bytes when it is a regular file (a link to one is followed);
+    a folder, a pipe (a FIFO never ends, or never starts), a device or a socket is refused
+    before it is opened, and again if one took the file's place meanwhile (opened without
+    blocking, checked on the open file). ValueError, one line naming `what` and the path
+    (`shown`, default path), otherwise. The one way the studies open a file to read it."""
+    _need("path", path, _is_path(path), "a file path (a non-empty str)")
+    _need("what", what, isinstance(what, str), "a few words naming the file (a str)")
+    _need("shown", shown, shown is None or _is_path(shown), "None or the path as given")
+    shown = os.fspath(path if shown is None else shown)
+    refuse = ValueError(f"{what} {shown} is not a regular file (a folder, device or pipe); "
+                        f"refusing to read it")
     try:
-        return json.loads(text, object_pairs_hook=one_each)
-    except RecursionError:
-        raise ValueError("nested too deeply to be a file of this project") from None
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise refuse
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        raise ValueError(f"{what} {shown}: cannot read it ({e.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise refuse
+    return os.fdopen(fd, "rb")
+
+
+def _head(path, n):
+    """The first n bytes of a regular file (b"" when it cannot be read)."""
+    try:
+        with open_regular(path, "a file") as f:
+            return f.read(n)
+    except (OSError, ValueError):
+        return b""
 
 
 def _json_file(path, most=64 << 20):
     """The JSON value in the file, or None when it is too large or not JSON."""
+    data = _head(path, most + 1)
     try:
-        if os.path.getsize(path) > most:
-            return None
-        with open(path) as f:
-            return parse_json(f.read())
-    except (OSError, ValueError):          # UnicodeDecodeError is a ValueError
+        return None if len(data) > most else json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):   # UnicodeDecodeError is a ValueError
         return None
 
 
-def _head(path, n):
-    try:
-        with open(path, "rb") as f:
-            return f.read(n)
-    except OSError:
-        return b""
+def _json_is(test):          # a recogniser of a JSON output: its value passes `test`
+    return lambda path: test(_json_file(path))
 
 
-def _is_summary(path):
-    j = _json_file(path)
-    return isinstance(j, dict) and SUMMARY_KEYS <= set(j)
-
-
-def _is_table(path):
-    return _head(path, 64).decode("utf-8", "replace").startswith(TABLE_HEADS)
+def _starts(head):           # a recogniser of a text output: its first line starts with `head`
+    return lambda path: _head(path, 64).decode("utf-8", "replace").startswith(head)
 
 
 PAIRS_HEAD = "intervention,d,T,m,seed,"          # studies.mechanism paired --pairs
-
-
-def _is_pairs(path):
-    return _head(path, 64).decode("utf-8", "replace").startswith(PAIRS_HEAD)
-
-
-def _is_plot(path):                  # matplotlib names itself in every PNG, PDF and SVG it writes
-    return os.path.getsize(path) <= 256 << 20 and b"matplotlib" in _head(path, 256 << 20).lower()
-
-
-def _is_critical(path):
-    j = _json_file(path)
-    return isinstance(j, list) and all(isinstance(e, dict) and "n_seeds" in e for e in j)
-
-
-def _is_limit(path):
-    j = _json_file(path)
-    return isinstance(j, dict) and {"task", "s", "rows"} <= set(j)
-
-
-def _is_replay(path):
-    j = _json_file(path)
-    return isinstance(j, dict) and {"found", "tried", "rows"} <= set(j)
-
-
-def _is_limits_cache(path):
-    j = _json_file(path)
-    return isinstance(j, dict) and all(isinstance(v, dict) for v in j.values())
-
-
 PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")  # savefig's
 
 OUTPUT_KINDS = {   # kind: (what a file must be to be replaced, how to tell)
-    "summary": ("a JSON summary of a run (train.py --json)", _is_summary),
-    "table": ("a table this project wrote (a markdown table)", _is_table),
-    "plot": ("a plot (an image matplotlib drew)", _is_plot),
-    "pairs": ("a paired CSV of studies.mechanism paired --pairs", _is_pairs),
-    "critical": ("a sweep report's critical.json", _is_critical),
-    "limit": ("a limit.json of studies.sweep limit", _is_limit),
-    "limits": ("a cache of statistical limits (limits.json)", _is_limits_cache),
+    "summary": ("a JSON summary of a run (train.py --json)",
+                _json_is(lambda j: isinstance(j, dict) and SUMMARY_KEYS <= set(j))),
+    "table": ("a table this project wrote (a markdown table)", _starts(TABLE_HEADS)),
+    "plot": ("a plot (an image matplotlib drew)",    # matplotlib names itself in every image
+             lambda path: os.path.getsize(path) <= 256 << 20 and b"matplotlib" in _head(
+                 path, 256 << 20).lower()),
+    "pairs": ("a paired CSV of studies.mechanism paired --pairs", _starts(PAIRS_HEAD)),
+    "critical": ("a sweep report's critical.json", _json_is(lambda j: isinstance(j, list) and all(
+        isinstance(e, dict) and "n_seeds" in e for e in j))),
+    "limit": ("a limit.json of studies.sweep limit",
+              _json_is(lambda j: isinstance(j, dict) and {"task", "s", "rows"} <= set(j))),
+    "limits": ("a cache of statistical limits (limits.json)", _json_is(
+        lambda j: isinstance(j, dict) and all(isinstance(v, dict) for v in j.values()))),
     "checkpoint": ("a checkpoint of this run", None),
-    "replay": ("a replay's finding (arithmetic.json of studies.replay --find)", _is_replay),
+    "replay": ("a replay's finding (arithmetic.json of studies.replay --find)",
+               _json_is(lambda j: isinstance(j, dict) and {"found", "tried", "rows"} <= set(j))),
 }
 
 
@@ -700,7 +744,7 @@ def claim_output(path, kind, what=None, ours=None):
     if kind == "plot" and ext not in PLOT_FORMATS:
         raise ValueError(f"{what} {path}: the image's extension must be one of "
                          f"{', '.join(PLOT_FORMATS)}, got {ext or 'none'!r}")
-    problem = _check_writable(path, what, (path + ".tmp.npz",) if kind == "checkpoint" else ())
+    problem = _check_writable(path, what)
     if problem:
         raise ValueError(problem)
     return path
@@ -739,6 +783,11 @@ def pyplot_or_hint(then):
     return plt
 
 
+def _image_format(path):
+    """savefig's format for a file name (its extension; PLOT_FORMATS), png without one."""
+    return os.path.splitext(os.fspath(path))[1].lstrip(".").lower() or "png"
+
+
 def save_figure(plt, fig, path):
     """The figure into `path`, whole or not at all (cli.replace_atomically)."""
     _need("plt", plt, hasattr(plt, "close"), "matplotlib.pyplot (pyplot_or_hint's)")
@@ -746,7 +795,7 @@ def save_figure(plt, fig, path):
     _need("path", path, _is_path(path), "a file path (a non-empty str)")
     fig.tight_layout()
     try:
-        replace_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120))
+        replace_atomically(path, lambda f: fig.savefig(f, dpi=120, format=_image_format(path)))
     finally:
         plt.close(fig)
     return path

@@ -16,7 +16,7 @@ import numpy as np
 
 from theory import construction_width
 
-from studies.lib import harness, report, run_options
+from studies.lib import harness, provenance, report, run_options
 from studies.lib.cli import pyplot_or_hint, read_text_file, save_figure, write_text
 from studies.lib.folder import folder_rows, full_options
 from studies.lib.harness import check_markers, marked_files, page_target, paste_tables
@@ -627,7 +627,7 @@ def _headline_plot(widths, limits, path):
 
 def headline_command(a, fail):
     """`python -m studies.sweep headline`: headline_table into --out, and between the markers of
-    --readme."""
+    --readme; a line when its folders' BLAS kernels differ (provenance.kernels_differ)."""
     for f in [a.d64] + a.d128:
         if not os.path.isdir(f):
             fail(f"no folder {f}")
@@ -640,10 +640,13 @@ def headline_command(a, fail):
                              f"the table between; add them, or give another --readme")
         target = page_target(a.readme, os.getcwd(), "--readme")
         table = _headline_table([a.d64], a.d128, a.plot)
+        note = provenance.kernels_differ([a.d64] + a.d128)
     except ValueError as e:
         fail(str(e))
     write_text(a.out, table)
     print(table, end="")
+    if note:
+        print(note)
     new = paste_tables(text, {"results/headline.md": table})
     if new != text:
         write_text(target, new, newline="")

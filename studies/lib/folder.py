@@ -32,7 +32,7 @@ from studies.lib.stats import SEARCHES, seed_outcome
 
 
 # Every file a study writes and another reads, and its one reader. Every command reads these files
-# through them, and no other code parses one (cli.parse_json, csv.reader, np.load): a test scans
+# through them, and no other code parses one (folder.parse_json, csv.reader, np.load): a test scans
 # every module of studies/ and holds the parsing to READERS and PARSE_HELPERS. A new file kind
 # joins by its line here, and the damage suite (studies/test_studies.py) applies every standard
 # damage to every kind listed.
@@ -52,10 +52,11 @@ READERS = {
 }   # table.md, critical.json, the plots: written for readers, read by no command
 PARSE_HELPERS = {   # parsing that is not a reader of its own: what the readers above stand on
     "folder.read_json": "the JSON text of a file, for the readers of JSON kinds",
-    "cli.parse_json": "JSON text, a key twice or nesting too deep refused (every JSON reader)",
+    "folder.parse_json": "JSON text, a key twice or nesting too deep refused (every JSON reader)",
     "row_kinds.csv_header": "a CSV's header line, for RowWriter's check of a file it appends to",
     "row_kinds._header_of": "a CSV's header line, for read_rows",
     "row_kinds._row_of": "one line of a CSV as a row, for read_rows",
+    "row_kinds._fields": "one CSV line's fields (a field past the csv module's limit refused)",
     "cli._json_file": "claim_output's recognition of a file the project wrote (never an input)",
 }
 
@@ -286,6 +287,9 @@ def study_csvs(path, kind, what):
     headers = [kind["fields"], [k for k in kind["fields"] if k not in kind["optional"]]] + [
         list(h) for h in kind.get("older", ())]
     for p in parts:
+        if os.path.lexists(p) and not os.path.isfile(p):       # never opened: a FIFO never ends
+            raise ValueError(f"{p} is not a regular file (a folder, device or pipe); refusing "
+                             f"to read it")
         if all(header_state(p, h) == "other" for h in headers):
             raise ValueError(f"{p} is not {what} (another header, or no CSV at all); move it "
                              f"away or use another folder")
@@ -436,13 +440,33 @@ def read_meta(folder):
     return _check_meta(meta, path)
 
 
+def parse_json(text):
+    """The JSON value of `text`, as every reader of the project's JSON files parses it: a key
+    given twice in one object, or nesting too deep for Python's parser, is a ValueError (json
+    itself keeps the last of two keys, and dies of RecursionError), never a value believed."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {shown(text)}")
+
+    def one_each(pairs):                  # linear: a count per key would be quadratic
+        d = dict(pairs)
+        if len(d) < len(pairs):
+            seen = set()
+            twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+            raise ValueError(f"the key {twice!r} twice in one object")
+        return d
+    try:
+        return json.loads(text, object_pairs_hook=one_each)
+    except RecursionError:
+        raise ValueError("nested too deeply to be a file of this project") from None
+
+
 def read_json(path, what, advice):
     """The JSON a folder file holds, read as cli.read_text_file reads (a FIFO, a device or a huge
     file is refused, not read); a one-line ValueError naming the file, `what` it should be and
     the `advice` when it is not JSON."""
     own_file(check_path("path", path, "a JSON file's path"))
     try:
-        return cli.parse_json(cli.read_text_file(path, os.path.basename(path)))
+        return parse_json(cli.read_text_file(path, os.path.basename(path)))
     except ValueError as e:
         raise ValueError(f"{path} is not {what} ({type(e).__name__}: damaged?); {advice}") from None
 
@@ -676,9 +700,8 @@ def read_done(path, meta=None):
     if meta is not None and not isinstance(meta, dict):
         raise TypeError(f"meta must be a steps.json's dict or None, got {shown(meta)}")
     out = os.path.dirname(path) or "."
-    paths = [p for p in csv_paths(out, "steps") if os.path.isfile(p)]
-    rows = check_rows(read_rows(paths, kind=STEPS_ROWS), meta=meta,
-                             kind=STEPS_ROWS)
+    rows = check_rows(read_rows(csv_paths(out, "steps"), kind=STEPS_ROWS), meta=meta,
+                      kind=STEPS_ROWS)        # a steps.csv that is no regular file: refused
     return {(r["T"], r["seed"]): r for r in rows}
 
 
@@ -691,7 +714,7 @@ def read_steps_meta(out):
     if os.path.islink(path):
         own_file(path)                  # a link to a file elsewhere: said as such
     try:
-        meta = cli.parse_json(cli.read_text_file(path, "steps.json"))
+        meta = parse_json(cli.read_text_file(path, "steps.json"))
     except ValueError:
         meta = None
     if not (isinstance(meta, dict) and isinstance(meta.get("options"), dict)):
@@ -736,7 +759,7 @@ def read_curves(out):
         return {}
     own_file(path)
     try:
-        curves = cli.parse_json(cli.read_text_file(path, "curves.json", most=256 << 20))
+        curves = parse_json(cli.read_text_file(path, "curves.json", most=256 << 20))
         real = lambda v, hi: v is None or (isinstance(v, (int, float)) and not isinstance(
             v, bool) and 0 <= v <= hi)                 # None: a nan, as strict JSON writes it
         ok = isinstance(curves, dict) and all(

@@ -3,8 +3,10 @@ a session's CSV of runs written row by row (RowWriter: flushed and synced as eac
 torn tail cut away first, a file of an older header continued aside) and the folder's lock
 (lock_folder: one command at a time per folder). What a row must be is row_kinds.py's."""
 import csv
+import errno
 import os
 import re
+import stat
 
 from studies.lib import row_kinds
 from studies.lib.harness import check_path, shown
@@ -50,6 +52,24 @@ def _drop_torn_tail(path):
         if text and not text.endswith(b"\n"):
             f.truncate(text.rfind(b"\n") + 1)
 
+
+def arithmetic_record(path):
+    """The record of each run's arithmetic beside the CSV of runs `path` (OUT/arithmetic-of-
+    NAME.csv, for rows a session adds under another arithmetic than its folder's), when it is
+    free or a record this project wrote; a link, a folder, a device or a file of another header
+    is a ValueError, one line naming it, never written into. Commands check it before they
+    write anything (their folder's description): a refusal changes nothing."""
+    path = check_path("path", path, "a CSV's path")
+    name = os.path.basename(re.sub(r"(-part\d+)?(-shard-\d+-of-\d+)?\.csv$", "", path))
+    side = os.path.join(os.path.dirname(path), f"arithmetic-of-{name}.csv")
+    if os.path.lexists(side) and (os.path.islink(side) or row_kinds.header_state(
+            side, ("run", "arithmetic")) == "other"):
+        raise ValueError(f"{side} is not a record of runs' arithmetic this command wrote "
+                         f"(another header, no CSV, a folder or a link); refusing to write into "
+                         f"it: move it away")
+    return side
+
+
 class RowWriter:
     """This session's CSV of runs of one kind (SWEEP_ROWS, STEPS_ROWS): each row written, flushed
     and synced as it finishes, after a torn last line (a crash mid-write) is cut away, never
@@ -63,14 +83,7 @@ class RowWriter:
         path = check_path("path", path, "a CSV's path")
         self.kind, self.sidecar = row_kinds.check_kind(kind), None
         if arithmetic_of is not None:  # the session's arithmetic differs from the folder's
-            name = os.path.basename(re.sub(r"(-part\d+)?(-shard-\d+-of-\d+)?\.csv$", "", path))
-            side = os.path.join(os.path.dirname(path), f"arithmetic-of-{name}.csv")
-            if os.path.lexists(side) and (os.path.islink(side) or row_kinds.header_state(
-                    side, ("run", "arithmetic")) == "other"):
-                raise ValueError(f"{side} is not a record of runs' arithmetic this command wrote "
-                                 f"(another header, no CSV, or a link); refusing to write into "
-                                 f"it: move it away")
-            self.sidecar = (side, arithmetic_of)
+            self.sidecar = (arithmetic_record(path), arithmetic_of)
         if os.path.islink(path):
             raise ValueError(f"{path} is a link; refusing to write rows through it (to a file "
                              f"that may lie outside the folder): move it away")
@@ -147,8 +160,9 @@ def lock_folder(out, shard=(0, 1), holder=None):
     and its final report. A busy folder is a ValueError naming the process that holds it
     (`holder`, default: this pid and shard). The lock is the kernel's (flock), so a killed sweep
     never leaves a stale one. Where fcntl does not exist (Windows) there is no lock; None is
-    returned. Shards that run at the same time write to folders of their own; copy their
-    runs-shard-*.csv into one folder and report it."""
+    returned. The lock file is removed when the lock is let go (close()). Shards that run at
+    the same time write to folders of their own; copy their runs-shard-*.csv into one folder and
+    report it."""
     check_path("out", out, "a folder")
     if not (isinstance(shard, (tuple, list)) and len(shard) == 2 and all(
             isinstance(v, int) and not isinstance(v, bool) for v in shard)
@@ -161,29 +175,86 @@ def lock_folder(out, shard=(0, 1), holder=None):
     except ImportError:
         return None
     path = os.path.join(out, ".lock")
-    try:
-        fh = open(path, "a+")
-    except OSError as e:
-        raise ValueError(f"{out}: cannot lock the folder ({path}: {e.strerror}); a command "
-                         f"that writes into a folder needs it writable") from None
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fh.seek(0)
-        held = fh.read().strip() or "another process"
-        fh.close()
-        raise ValueError(f"{out} is in use by another sweep, steps.py run or report ({held}); "
-                         f"one command writes into a folder at a time: wait for it, or use "
-                         f"another --out") from None
+    for _ in range(10):
+        fh = _open_lock(out, path)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            held = fh.read().strip() or "another process"
+            fh.close()
+            raise ValueError(f"{out} is in use by another sweep, steps.py run or report ({held}); "
+                             f"one command writes into a folder at a time: wait for it, or use "
+                             f"another --out") from None
+        if _same_file(path, fh):
+            break
+        fh.close()           # its holder let it go and removed it meanwhile: take the new one
+    else:
+        raise ValueError(f"{out}: its lock file {path} keeps being replaced; is another command "
+                         f"starting and stopping in it? Try again")
     try:
         fh.seek(0)
         fh.truncate()
         fh.write(holder or f"pid {os.getpid()}, shard {shard[0]}/{shard[1]}")
         fh.flush()
     except OSError as e:                  # a full disk: one line naming the lock file
-        try:
-            fh.close()
-        except OSError:
-            pass
+        _FolderLock(fh, path).close()
         raise OSError(e.errno, e.strerror or str(e), path) from None
+    return _FolderLock(fh, path)
+
+
+def _no_follow(path, flags):
+    """open()'s opener for a lock file: never through a link (O_NOFOLLOW), never waiting on a
+    FIFO (O_NONBLOCK)."""
+    return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0),
+                   0o666)
+
+
+def _open_lock(out, path):
+    """OUT/.lock opened (made when missing), when it is a regular file of its own: a link, a
+    folder, a FIFO or a device at that name is refused, one line, and never opened."""
+    def refuse():
+        return ValueError(f"{path} is not a lock file (a link, a folder, a device or a pipe); a "
+                          f"folder's lock is a regular file of its own: move it away")
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        raise refuse()
+    try:
+        fh = open(path, "a+", opener=_no_follow)
+    except OSError as e:
+        if e.errno == errno.ELOOP:                       # a link put there meanwhile
+            raise refuse() from None
+        raise ValueError(f"{out}: cannot lock the folder ({path}: {e.strerror}); a command "
+                         f"that writes into a folder needs it writable") from None
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fh.close()
+        raise refuse()
     return fh
+
+
+def _same_file(path, fh):
+    """Whether `path` still names the file open as fh."""
+    try:
+        a, b = os.lstat(path), os.fstat(fh.fileno())
+    except OSError:
+        return False
+    return (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
+
+
+class _FolderLock:
+    """A folder's lock, held (lock_folder's). close() lets it go, and first removes OUT/.lock
+    when it is still the file held: a folder holds a lock file only while a command runs in it,
+    and a command that refused leaves none behind. One that opened the old file meanwhile sees
+    it gone once it holds it (_same_file), and takes the new one."""
+
+    def __init__(self, fh, path):
+        self.fh, self.path = fh, path
+
+    def close(self):
+        if self.fh.closed:
+            return
+        if _same_file(self.path, self.fh):
+            try:
+                os.remove(self.path)
+            except OSError:
+                pass
+        self.fh.close()

@@ -16,7 +16,7 @@ import numpy as np
 
 import data
 
-from studies.lib import checks, cli, harness, hypotheses, training
+from studies.lib import checks, folder, harness, hypotheses, training
 from studies.lib.checks import INTS, check_number
 from studies.lib.cli import claim_outputs, read_text_file, write_json, write_text
 from studies.lib.harness import need
@@ -62,7 +62,7 @@ def statistical_limits(task, s, Ts, n_seeds=LIMIT_SEEDS, cache=None, compute=Tru
         try:
             claim_outputs([(cache, "limits", "the cache")])
             if os.path.exists(cache):
-                known = cli.parse_json(read_text_file(cache, "the cache"))
+                known = folder.parse_json(read_text_file(cache, "the cache"))
                 if not isinstance(known, dict):
                     raise ValueError(f"the cache {cache} is not a cache of limits")
         except (OSError, ValueError) as e:

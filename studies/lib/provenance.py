@@ -48,8 +48,8 @@ def recorded_arithmetic(out, meta):
     if named:
         return named[-1]
     path = os.path.join(out, "arithmetic.json")
-    if os.path.isfile(path):
-        found = read_finding(path)["found"]   # its one reader: damage is one line
+    if os.path.lexists(path):
+        found = read_finding(path)["found"]   # its one reader: damage (a FIFO too) is one line
         if found is not None:
             return found
     return None
@@ -63,7 +63,8 @@ def read_finding(path):
     ValueError, one line naming the file and the key, otherwise."""
     check_path("path", path, "an arithmetic.json's path")
     if not os.path.isfile(path):
-        raise ValueError(f"path {path} is not a file (a folder's arithmetic.json expected)")
+        raise ValueError(f"path {path} is not a regular file (missing, a folder, a device or a "
+                         f"pipe; a folder's arithmetic.json expected)")
     f = folder.read_json(path, "a replay's finding (arithmetic.json)", "write it again with --find")
     if not isinstance(f, dict):
         raise ValueError(f"{path} is not a replay's finding (a JSON {type(f).__name__}, not an "
@@ -132,3 +133,48 @@ def check_arithmetic(out, meta, here, allow=False, flag="--other-arithmetic"):
                      f"runs {arithmetic.words(dict(here, threads=1))}: continuing would mix two "
                      f"arithmetics in one table. Continue it with {how}, or give {flag} to "
                      f"continue here, each new row recording its own")
+
+
+# ---------------------------------------------------------------- folders side by side ---------
+# A table that sets folders side by side (sweep compare, width, families, headline; mechanism
+# paired and factors; symmetries ball and same; kernels; classball) compares their runs, and a
+# borderline run may succeed under one BLAS kernel and fail under another: the command says so
+# when their kernels differ (kernels_differ).
+
+def _description(out):
+    """The folder's description (sweep.json, steps.json or plan.json), read and checked by its
+    one reader; {} for a folder that holds none."""
+    if os.path.lexists(os.path.join(out, "steps.json")):
+        return folder.read_steps_meta(out)
+    if os.path.lexists(os.path.join(out, "plan.json")):
+        return folder.read_plan(out)
+    return folder.read_meta(out)
+
+
+def folder_arithmetics(out):
+    """The arithmetics (arithmetic_id: library, version, kernel) the folder `out` records for
+    its runs, each once, in order: every machine of its description that names a kernel, else
+    its replay finding's (recorded_arithmetic); [] when it records none."""
+    out = check_path("out", out, "a study folder", folder=True)
+    desc = _description(out)
+    ids = [arithmetic_id(m) for m in desc.get("machines", []) if isinstance(m, dict)
+           and "kernel" in m]
+    if not ids:
+        rec = recorded_arithmetic(out, desc)
+        ids = [arithmetic_id(rec)] if rec else []
+    return list(dict.fromkeys(ids))
+
+
+def kernels_differ(folders):
+    """None when the folders set side by side record one arithmetic between them (or none that
+    differ); else one line naming each folder and the arithmetic (BLAS kernel) it records ("not
+    recorded" for a folder that records none), for a command to print beside its table."""
+    if not (isinstance(folders, (list, tuple)) and folders and all(
+            isinstance(f, (str, os.PathLike)) and not isinstance(f, bytes) for f in folders)):
+        raise TypeError(f"folders must be a non-empty list of study folders, got {shown(folders)}")
+    ids = {os.fspath(f): folder_arithmetics(f) for f in folders}
+    if len({i for v in ids.values() for i in v}) < 2:
+        return None
+    return ("note: these folders' runs were made under different arithmetics (BLAS kernels); a "
+            "borderline run can succeed under one and fail under another (studies.kernels): "
+            + "; ".join(f"{f}: {' and '.join(v) or 'not recorded'}" for f, v in ids.items()))

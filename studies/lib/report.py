@@ -15,7 +15,7 @@ import numpy as np
 
 from theory import fit_line
 
-from studies.lib import harness, intervals
+from studies.lib import harness, intervals, provenance
 from studies.lib.checks import INTS, check_number
 from studies.lib.cli import pyplot_or_hint, save_figure, write_json, write_text
 from studies.lib.folder import folder_rows
@@ -318,7 +318,8 @@ def over_folders(a, fail, make, also=()):
     --out (a table), --plot (an image) and `also` ((path, kind, what) of other files the
     command writes) must be free or already outputs of their kind (cli.claim_output), before
     anything is computed; make() -> (table, extra), its ValueError one line through fail(); the
-    table also goes to --out."""
+    table also goes to --out, and a line when the folders' runs were made under different BLAS
+    kernels (provenance.kernels_differ) to standard output."""
     harness.check_callable("make", make)
     need(isinstance(also, (list, tuple)), "also", also, "a list of (path, kind, what)")
     for folder in a.folders:
@@ -331,10 +332,13 @@ def over_folders(a, fail, make, also=()):
         fail(str(e))
     try:
         table, extra = make()
+        note = provenance.kernels_differ(a.folders)     # runs of two BLAS kernels side by side
     except ValueError as e:
         fail(str(e))
     if a.out:
         write_text(a.out, table)
+    if note:
+        print(note)
     return table, extra
 
 

@@ -14,6 +14,7 @@ import math
 import os
 import sys
 
+from studies.lib import cli
 from studies.lib.checks import REALS, check_number
 from studies.lib.harness import check_callable, check_path, shown
 
@@ -393,8 +394,8 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
     rows = []
     for path in paths:
         own_file(path)
-        with open(path, newline="", errors="replace") as f:
-            text = f.read()
+        with cli.open_regular(path, "the CSV") as f:      # a FIFO or a device: never opened
+            text = f.read().decode("utf-8", "replace")
         lines = text[:text.rfind("\n") + 1].splitlines()
         if not lines:                         # empty, or a header torn mid-write: no runs yet
             continue
@@ -417,7 +418,7 @@ def read_rows(paths, warn=None, kind=SWEEP_ROWS):
 def _header_of(path, first, kind):
     """The columns of a CSV's first line, checked: no column empty or twice, every column of
     `kind` there but those older files lack."""
-    header = next(csv.reader([first]), [])
+    header = _fields(f"{path} line 1", first, kind)
     odd = [k for k in header if not k.strip() or header.count(k) > 1]
     if odd:
         what = "an empty column" if not odd[0].strip() else f"the column {odd[0]!r} twice"
@@ -429,13 +430,22 @@ def _header_of(path, first, kind):
     return header
 
 
+def _fields(where, line, kind):
+    """The fields of one CSV line; a line the csv module cannot read (a field past its limit,
+    csv.field_size_limit) is a ValueError naming `where` ("FILE line N")."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error as e:
+        raise ValueError(f"{where}: not {kind['what']} as written ({e}; damaged?)") from None
+
+
 def _row_of(where, text_line, header, kind, warn, torn_because):
     """One line of a CSV under `header` as a row of `kind` (parsed and checked alone, "line"
     added), or None for a blank or torn line, skipped with a warning (a torn line of a file
     written whole is an error). where: "FILE line N"."""
     torn = "NUL bytes" if "\x00" in text_line else None
     if not torn:
-        fields = next(csv.reader([text_line]), [])
+        fields = _fields(where, text_line, kind)
         if not fields:                                 # a blank line: never written
             warn(f"warning: {where}: a blank line, skipped; the file was edited or damaged there")
             return None
@@ -503,12 +513,15 @@ def read_whole(path, kind):
 
 def csv_header(path):
     """The column names of a CSV's first complete line, or None when it has none yet (or is no
-    file)."""
+    regular file); a first line the csv module cannot read is a ValueError naming the file."""
     if not os.path.isfile(check_path("path", path, "a CSV file's path")):
         return None
-    with open(path, newline="", errors="replace") as f:
-        first = f.readline()
-    return next(csv.reader([first])) if first.endswith("\n") else None
+    with cli.open_regular(path, "the CSV") as f:
+        first = f.readline().decode("utf-8", "replace")
+    try:
+        return next(csv.reader([first])) if first.endswith("\n") else None
+    except csv.Error as e:                     # a field past the csv module's limit
+        raise ValueError(f"{path} line 1: not a CSV header ({e})") from None
 
 
 def header_state(path, fields):
@@ -523,10 +536,13 @@ def header_state(path, fields):
         return "fresh"
     if not os.path.isfile(path):
         return "other"
-    header = csv_header(path)
+    try:
+        header = csv_header(path)
+    except ValueError:                         # no CSV header at all
+        return "other"
     if header is not None:
         return "ours" if header == list(fields) else "other"
-    with open(path, "rb") as f:
+    with cli.open_regular(path, "the CSV") as f:
         head = f.read(len(",".join(fields)) + 3)
     return "fresh" if (",".join(fields) + "\r\n").encode().startswith(head) else "other"
 

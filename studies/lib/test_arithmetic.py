@@ -46,6 +46,79 @@ def test_a_folder_of_another_arithmetic_is_not_continued_unless_asked(tmp_path, 
         arithmetic.record("float32")["kernel"]
 
 
+def test_a_record_of_arithmetic_not_ours_is_one_line_before_anything_changes(tmp_path, capsys,
+                                                                            smoke_ref, steps_ref):
+    """--other-arithmetic beside an arithmetic-of-runs.csv that is a folder or another file
+    (another header): one line naming it, from the sweep, steps.py and the study alike, before
+    the folder's description changes (it once was a traceback, after sweep.json was written)."""
+    from studies import steps
+    from studies.conftest import STEPS_TINY, run_cli_main, synthetic_study
+    f = copy_folder(smoke_ref, tmp_path / "f")
+    _other_kernel(f / "sweep.json", "Imaginary")
+    (f / "runs.csv").write_text("".join((smoke_ref / "runs.csv").read_text().splitlines(
+        keepends=True)[:4]))
+    g = copy_folder(steps_ref, tmp_path / "g")
+    _other_kernel(g / "steps.json", "Imaginary")
+    h = tmp_path / "h"
+    synthetic_study(str(h), small=True)
+    plan = json.loads((h / "plan.json").read_text())
+    cli.write_json(h / "plan.json", dict(plan, machines=[dict(provenance.machine(),
+                                                              kernel="Imaginary")]))
+    runs = [(f, "runs.csv", lambda: sweep_refused(f, capsys, "--other-arithmetic")),
+            (g, "steps.csv", lambda: run_cli_main(capsys, steps.main, STEPS_TINY + [
+                "--out", str(g), "--other-arithmetic"])[2]),
+            (h, "runs.csv", lambda: run_cli_main(capsys, mechanism.main, [
+                "run", str(h), "--other-arithmetic"])[2])]
+    for where, name, refused in runs:
+        side = where / f"arithmetic-of-{name}"
+        for make in (lambda p: p.mkdir(), lambda p: p.write_text("a,b\n")):
+            make(side)
+            before = {p.name: p.read_bytes() for p in where.iterdir() if p.is_file()}
+            err = refused()
+            assert "is not a record of runs' arithmetic" in err and str(side) in err, err
+            assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+            assert {p.name: p.read_bytes() for p in where.iterdir() if p.is_file()} == before
+            side.rmdir() if side.is_dir() else side.unlink()
+
+
+def test_folders_side_by_side_say_when_their_kernels_differ(tmp_path, capsys, smoke_ref):
+    """provenance.kernels_differ: one line naming each folder and its kernel when two differ
+    (a folder recording none: "not recorded"), None when they agree; sweep compare prints it."""
+    g = copy_folder(smoke_ref, tmp_path / "g")
+    _other_kernel(g / "sweep.json", "Imaginary")
+    same = copy_folder(smoke_ref, tmp_path / "same")
+    here = provenance.arithmetic_id(arithmetic.record("float32"))
+    assert provenance.folder_arithmetics(str(g)) == [here.rsplit(" ", 1)[0] + " Imaginary"]
+    assert provenance.kernels_differ([str(smoke_ref), str(same)]) is None
+    note = provenance.kernels_differ([str(smoke_ref), str(g)])
+    assert f"{smoke_ref}: {here}" in note and f"{g}: " in note and "Imaginary" in note
+    bare = copy_folder(smoke_ref, tmp_path / "bare")
+    _other_kernel(bare / "sweep.json", "x")
+    meta = json.loads((bare / "sweep.json").read_text())
+    cli.write_json(bare / "sweep.json", dict(meta, machines=[]))
+    assert f"{bare}: not recorded" in provenance.kernels_differ([str(g), str(bare),
+                                                                 str(smoke_ref)])
+    code, out, err = run_cli(capsys, "sweep", "compare", str(smoke_ref), str(g), "--out",
+                             str(tmp_path / "c.md"))
+    assert code == 0 and note in out.splitlines(), out
+    code, out, err = run_cli(capsys, "sweep", "compare", str(smoke_ref), str(same), "--out",
+                             str(tmp_path / "c.md"))
+    assert code == 0 and "BLAS kernels" not in out
+    from studies import kernels, symmetries
+    from studies.conftest import run_cli_main, synthetic_study
+    a, b = tmp_path / "a", tmp_path / "b"                    # two studies' folders
+    for f, kernel in ((a, "Haswell"), (b, "SkylakeX")):
+        synthetic_study(str(f))
+        plan = json.loads((f / "plan.json").read_text())
+        cli.write_json(f / "plan.json", dict(plan, machines=[dict(provenance.machine(),
+                                                                  kernel=kernel)]))
+    for main, argv in ((symmetries.main, ["same", str(a), str(b), str(tmp_path / "s.md")]),
+                       (kernels.main, [str(a), str(b), "--out", str(tmp_path / "k.md")])):
+        code, out, err = run_cli_main(capsys, main, argv)
+        line = provenance.kernels_differ([str(a), str(b)])
+        assert code in (0, None) and line in out.splitlines() and "Haswell" in line, (out, err)
+
+
 def test_a_study_of_another_arithmetic_is_not_continued_unless_asked(tmp_path):
     """The same for the mechanism study: plan.json records each machine that ran it; a run
     under another recorded kernel is refused naming both, unless other_arithmetic."""
@@ -136,6 +209,9 @@ WALK = {
                                                here={"missing key": "allowed: nothing compared"},
                                                flag={"'bogus'": "an option's name"})),
     "provenance.machine": Walk(lambda f: dict()),
+    "provenance.folder_arithmetics": Walk(lambda f: dict(out="results/extended")),
+    "provenance.kernels_differ": Walk(lambda f: dict(folders=["results/extended",
+                                                            "results/width/d-128"])),
     # arithmetic.py
     "arithmetic.blas_path": Walk(lambda f: dict()),
     "arithmetic.blas_library": Walk(lambda f: dict()),

@@ -125,9 +125,8 @@ def test_paired_claims_every_output_before_it_writes_and_names_a_full_disk(tmp_p
     real = cli.replace_atomically
 
     def full_disk(path, write):
-        def half(tmp):
-            with open(tmp, "w") as f:
-                f.write("intervention,d,T")
+        def half(f):
+            f.write(b"intervention,d,T")
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real(path, half)
     monkeypatch.setattr(cli, "replace_atomically", full_disk)

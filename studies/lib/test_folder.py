@@ -315,8 +315,8 @@ def test_a_full_disk_while_locking_a_folder_names_the_lock_file(tmp_path, monkey
     """Issue 45: `trace-report` and `arm` on a full disk named no file: the lock's holder line
     failed to write. Now the OSError names OUT/.lock (one line through cli.one_line_errors)."""
     class Full:
-        def __init__(self, path, mode):
-            self.f = open(path, mode)
+        def __init__(self, path, mode, **kw):
+            self.f = open(path, mode, **kw)
 
         def write(self, text):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -357,7 +357,7 @@ def test_no_command_adds_runs_or_reports_into_another_commands_folder(smoke_ref,
 
 
 PARSERS = {("json", "load"), ("json", "loads"), ("csv", "reader"), ("csv", "DictReader"),
-           ("np", "load"), ("numpy", "load"), ("cli", "parse_json")}
+           ("np", "load"), ("numpy", "load"), ("folder", "parse_json")}
 
 
 def _parsing_sites():
@@ -474,6 +474,10 @@ WALK = {
                                legal=dict(n_seeds={"None": "every seed", "10**12": "every seed"},
                                           Ts={"None": "every T"}),
                                names=dict(Ts=r"\bTs\b|--Ts")),
+    "folder.parse_json": Walk(lambda f: dict(text='{"a": 1}'),
+                              legal=dict(text={"'bogus'": "refused: not JSON"})),
+    "folder_write.arithmetic_record": Walk(lambda f: dict(path=walk_path("new", "runs.csv")),
+                                           legal=dict(path={"'bogus'": "a CSV's name"})),
     "folder_write.lock_folder": Walk(lambda f: dict(out=WALK_TMP[0], shard=(0, 1), holder=None),
                                legal=dict(shard={"list": "a pair as a list"}),
                                names=dict(out=r"\bout\b|bogus")),

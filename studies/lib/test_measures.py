@@ -87,6 +87,31 @@ def test_mechanism_attention_agrees_with_attn_reference():
     assert np.ptp(mass) > 0.01                         # the heads really differ
 
 
+def test_the_mass_on_S_of_peaked_scores_is_attn_references_not_a_cancellation():
+    """A head whose largest score (40, on S at bit 0) is a bit the input does not hold: for the
+    inputs with every bit of S at 1, the normaliser is about 1e-15 of that score's exp, and the
+    fast form (E0's total plus X @ (E1 - E0)) cancels (a committed row measured a mass of 6.6).
+    The mass equals attn.cls_attention's, to rounding; the fast form alone is off by 8% here
+    (so the test can fail), and the mass stays in [0, 1]."""
+    T, S = 400, [3, 100, 250]
+    p, cfg = two_head_model(40.0, T, S)
+    p["W_K"][2, 0] = -35.0 * math.sqrt(2) / 2.0          # bit 1 lowers a score by 35
+    X = (np.random.default_rng(5).random((64, T)) < 0.5).astype(np.uint8)
+    assert X[:, S].all(1).sum() >= 3                      # inputs the fast form cancels on
+    mass, _ = measures._head_attention_on_S(p, cfg, np.array(S), X)
+    ref = attn.cls_attention(p, cfg, X)[:, :, S].sum(-1).mean(0)
+    assert np.allclose(mass, ref, rtol=1e-12, atol=0) and np.all((0 <= mass) & (mass <= 1))
+    sc, s_cls = measures._cls_scores(p, cfg)
+    top = np.maximum(sc.max((0, 1)), s_cls)
+    E, e_cls = np.exp(sc - top), np.exp(s_cls - top)
+    XS = X[:, S, None].astype(np.float64)
+    fast = ((E[0][S] * (1 - XS) + E[1][S] * XS).sum(1)
+            / (E[0].sum(0) + X.astype(np.float64) @ (E[1] - E[0]) + e_cls)).mean(0)
+    assert abs(fast[0] - ref[0]) > 0.01 * ref[0]          # what the mass was before
+    m = measures.measure_mechanism(p, cfg, S, X, canonical=False)
+    assert m["top_head"] == 0 and abs(m["mass_on_S"] - ref[0]) < 1e-12
+
+
 def test_mechanism_on_the_hand_built_sparse_head():
     task = data.make_task("and", 30, 3, np.random.default_rng([30, 3, 0]))
     p, cfg, info = theory.build_sparse_head(task, np.random.default_rng([30, 3, 0, 1]))

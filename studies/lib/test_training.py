@@ -406,6 +406,7 @@ def test_the_low_gain_run_with_its_step_restored_is_the_gain_1_run_bit_for_bit()
 # ---------------- the walk: every public function refuses hostile values by name ------------------
 
 WALK = {
+    "training.keep_freed_memory": Walk(lambda f: dict()),
     "training.study_run": Walk(lambda f: dict(opts=dict(SMALL, steps=2), log=None, save=None,
                                            save_every=0, resume=None, stop_after=None,
                                            curve=False),

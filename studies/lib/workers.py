@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from studies.lib import cli, harness, row_kinds, run_options, training
+from studies.lib import harness, row_kinds, run_options, training
 from studies.lib.checks import INTS, check_number
 from studies.lib.measures import N_MEASURE, measure_mechanism
 
@@ -26,7 +26,7 @@ def sweep_worker(runs):
     diverged run is a failed run (test_acc nan), not the end of the sweep; so is a run of the
     paper's data protocol whose m is too small to draw a training set that identifies S."""
     harness.check_runs(runs, ("m", "model"))
-    cli.keep_freed_memory()
+    training.keep_freed_memory()
     runs = [dict(o, log_every=0, batch=0 if o.get("batch", 0) >= o["m"] else o["batch"])
             for o in runs]                      # a minibatch as large as the set: full batch
     failed = {}
@@ -142,7 +142,7 @@ def train_cell(runs):
     them together (training.study_stack, whose stacked runs equal the runs alone), measure each ->
     the CSV rows. A diverged run is a failure whose measurements are nan."""
     harness.check_runs(runs, ("design", "steps"))
-    cli.keep_freed_memory()
+    training.keep_freed_memory()
     design = runs[0]["design"]
     runs = [{k: v for k, v in o.items() if k != "design"} for o in runs]
     cpu0, monitor = time.process_time(), _BestSeen(math.gcd(LOG_EVERY, runs[0]["steps"]))
@@ -180,7 +180,7 @@ def train_trace(runs, every):
     if steps % every:
         raise ValueError(f"every = {every} must divide the runs' steps ({steps}): the last step "
                          f"is logged")
-    cli.keep_freed_memory()
+    training.keep_freed_memory()
     design = runs[0]["design"]
     runs = [{k: v for k, v in o.items() if k != "design"} for o in runs]
     draws = [training.draw_study_data(o) for o in runs]
@@ -224,7 +224,7 @@ def run_stack(runs, every):
     per run, and the curves of the runs with seed < CURVE_SEEDS."""
     harness.check_runs(runs, ("steps",))
     check_number("every", every, INTS, 1)
-    cli.keep_freed_memory()
+    training.keep_freed_memory()
     watch = _FirstHit(every, len(runs))
     results = training.study_stack(runs, monitor=watch)
     rows, curves = [], {}
