@@ -614,8 +614,7 @@ def read_text_file(path, what, root=None, most=TEXT_MOST, keep_line_ends=False):
 # caller says which file that is (`ours`).
 TABLE_HEADS = ("| model | T |", "| protocol | T |", "| d | T |", "| T |", "| task | s |",
                "INCOMPLETE:", "## What C's separation is made of",     # studies.mechanism factors,
-               "## Interventions paired by seed",                             # paired
-               "## When a run becomes a success or a failure",                 # trace-report
+               "## Interventions paired by seed", "## When a run becomes a success or a failure",
                "| folder | the arithmetic that replays",                  # studies.replay --table
                "## The same runs under two arithmetics",                     # studies.kernels
                "## The studies' measures under", "## The arm x T interaction",
