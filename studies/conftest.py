@@ -18,8 +18,8 @@ import pytest
 
 import attn
 import test_all
-from studies import bench, mechanism, steps, sweep, trainer
-from studies.lib import baseline, cli, folder, folder_write, intervals, row_kinds
+from studies import bench, mechanism, steps, sweep, symmetries, trainer
+from studies.lib import baseline, cli, failures, folder, folder_write, intervals, row_kinds
 
 
 # ---------------- the fixtures: folders made once per session ------------------------------------
@@ -69,15 +69,35 @@ def walk_path(*parts):
     return os.path.join(WALK_TMP[0], *parts)
 
 
+FEWER = 2000           # the resamples a report draws in the tests (fewer_resamples)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def fewer_resamples():
-    """Reports in the tests draw 2,000 bootstrap resamples, not intervals.N_BOOT (100,000): the tests
-    check what a report computes and prints, which does not depend on how many resamples it
-    draws, and 100,000 per T would make the suite 2.5 times slower. The tests of the Monte Carlo
-    rule (intervals.mc_decimals) pass their own numbers of resamples."""
-    shipped, intervals.N_BOOT = intervals.N_BOOT, 2000
+    """Reports in the tests draw 2,000 bootstrap resamples, not intervals.N_BOOT (100,000), nor
+    the 20,000 of failures.CELL_BOOT (mechanism's factors, paired, trace-report) and of
+    symmetries.N_BOOT: the tests check what a report computes and prints, which does not depend
+    on how many resamples it draws, and the shipped numbers would make the suite 2.5 times
+    slower. The tests of the Monte Carlo rule (intervals.mc_decimals) pass their own numbers of
+    resamples; a test that compares a report with a committed table takes shipped_resamples.
+    -> {(module, name): the shipped number}."""
+    shipped = {(m, name): getattr(m, name) for m, name in RESAMPLES}
+    for m, name in RESAMPLES:
+        setattr(m, name, FEWER)
     yield shipped
-    intervals.N_BOOT = shipped
+    for (m, name), v in shipped.items():
+        setattr(m, name, v)
+
+
+RESAMPLES = ((intervals, "N_BOOT"), (failures, "CELL_BOOT"), (symmetries, "N_BOOT"))
+
+
+@pytest.fixture
+def shipped_resamples(fewer_resamples, monkeypatch):
+    """The shipped numbers of resamples for one test: a report it compares, to the byte, with a
+    table committed under results/ draws what the command draws."""
+    for (m, name), v in fewer_resamples.items():
+        monkeypatch.setattr(m, name, v)
 
 
 # ---------------- a command run in this process, and its refusals --------------------------------

@@ -206,7 +206,7 @@ def measures_command(out, plan=STUDY_PLAN, log=print):
 
 HIGH_ARMS = ("freeze-ln1", "decay-except-ln")    # the arms that hold the token norm high
 SMALL_T, LARGE_T = (100, 300), (3000,)
-N_BOOT = 20_000
+N_BOOT = 20_000     # main passes it as read when called: the tests' fewer_resamples lowers it
 
 
 def _read_pairs(path):  # -> the rows of a paired CSV, each checked (row_kinds.PAIR_ROWS)
@@ -601,7 +601,7 @@ def main(argv=None):
         if a.command == "measures":
             measures_command(a.out, a.plan)
         elif a.command == "cells":
-            cells_command(a.pairs, a.out, a.seeds)
+            cells_command(a.pairs, a.out, a.seeds, N_BOOT)
         elif a.command == "ball":
             ball_command(a.study, a.folders, a.seeds, a.Ts, a.out)
             _kernels_note([a.study] + a.folders)
@@ -609,10 +609,10 @@ def main(argv=None):
             same_command(a.first, a.second, a.out)
             _kernels_note([a.first, a.second])
         elif a.command == "canonical":
-            canonical_command(a.borderline, a.fixed, a.study, a.out)
+            canonical_command(a.borderline, a.fixed, a.study, a.out, N_BOOT)
             _kernels_note([a.borderline, a.fixed, a.study])
         else:
-            interaction_command(a.pairs, a.out)
+            interaction_command(a.pairs, a.out, N_BOOT)
     except ValueError as e:               # an OSError: one_line_errors says it
         sys.exit(f"python -m studies.symmetries: {e}")
     return 0

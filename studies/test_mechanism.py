@@ -93,7 +93,8 @@ def test_mechanism_trace_ends_where_the_unmonitored_run_ends(tmp_path):
     assert mechanism._run_plan(out, log=quiet, what="trace") == 0       # resumed: nothing left
 
 
-def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, capsys):
+def test_mechanism_arms_pair_with_the_study_and_reproduce_the_screen(tmp_path, capsys,
+                                                                       shipped_resamples):
     """Issue 38: `studies.mechanism arm` plans an arm as the study's cells with one option changed
     (the sweep protocol of its name), under a design name check_plan accepts; an unknown arm or a
     T the study lacks is one line. `paired` on the committed screen writes its committed table

@@ -39,7 +39,8 @@ def test_the_interaction_is_established_where_the_effect_flips_and_not_where_it_
         "difference"][2]
 
 
-def test_the_committed_interaction_table_is_what_the_command_writes(tmp_path, capsys):
+def test_the_committed_interaction_table_is_what_the_command_writes(tmp_path, capsys,
+                                                                       shipped_resamples):
     out = tmp_path / "interaction.md"
     symmetries.main(["interaction", os.path.join(HERE, "results/mechanism-interventions/full/"
                                                  "pairs.csv"), str(out)])

@@ -56,10 +56,11 @@ HELD = tuple((k, name.split(" (")[0].split(",")[0].split(":")[0], args)
              for k, name, args in FACTORS if args)
 
 
-def _cell_resamples(n_seeds, rng, n_boot=CELL_BOOT):  # -> [1 + n_boot, n_seeds]
+def _cell_resamples(n_seeds, rng, n_boot=None):  # -> [1 + n_boot, n_seeds]
     """How often each seed label of ONE cell is drawn: row 0 the data itself (all 1), then n_boot
-    resamples with replacement (intervals.seed_counts), drawn for this cell alone. The one place the
-    tables of this section resample."""
+    (default CELL_BOOT, read when called) resamples with replacement (intervals.seed_counts), drawn
+    for this cell alone. The one place the tables of this section resample."""
+    n_boot = CELL_BOOT if n_boot is None else n_boot
     return np.vstack([np.ones(n_seeds), intervals.seed_counts(rng, n_seeds, n_boot)])
 
 

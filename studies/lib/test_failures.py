@@ -138,7 +138,8 @@ def test_paired_claims_every_output_before_it_writes_and_names_a_full_disk(tmp_p
 
 
 @pytest.mark.parametrize("where", ["slash", "dot", "absolute", "from results/"])
-def test_factors_takes_the_study_in_any_spelling(tmp_path, capsys, monkeypatch, where):
+def test_factors_takes_the_study_in_any_spelling(tmp_path, capsys, monkeypatch, where,
+                                                  shipped_resamples):
     """Issue 45: `factors STUDY --factors RERUN` compares the rerun's recorded study with STUDY as
     folders, not as text: a trailing slash, ./, an absolute path or a run from results/ (the
     plan recorded results/mechanism from the root) are the same study; another study is not."""
