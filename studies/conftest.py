@@ -6,7 +6,15 @@ one-line refusals, folders, models and rows made by hand with known answers, and
 a studies module (walk_modules, on test_all.py's machinery). Each module's own tests sit beside it
 (studies/test_<command>.py, studies/lib/test_<module>.py); the damage suite is test_damage.py.
 """
-import glob
+# First, before numpy is imported: the suite's BLAS on one thread, as every command's (unless the
+# environment says otherwise). The training steps' matrices are small, and while another process
+# kept the other core busy numpy's default two threads made a test's run up to 25 times slower
+# (test_learns_sparse_and_small_T: 0.3 s alone, 7.4 s so). pytest loads this file before
+# test_all.py, so the root's tests run on one thread too.
+from studies.lib import cli
+cli.set_blas_threads()
+
+import glob  # noqa: E402  (after the threads, as in cli.py)
 import json
 import math
 import os
@@ -19,7 +27,7 @@ import pytest
 import attn
 import test_all
 from studies import bench, mechanism, steps, sweep, symmetries, trainer
-from studies.lib import baseline, cli, failures, folder, folder_write, intervals, row_kinds
+from studies.lib import baseline, failures, folder, folder_write, intervals, row_kinds
 
 
 # ---------------- the fixtures: folders made once per session ------------------------------------
