@@ -294,7 +294,7 @@ def _plot_cases(request, tmp):
     """(module, argv, the image it must write) for every plot a command offers; each argv's
     inputs are the session's small folders."""
     smoke, steps_dir = request.getfixturevalue("smoke_ref"), request.getfixturevalue("steps_ref")
-    ball = request.getfixturevalue("ball_ref")
+    ball, wide = request.getfixturevalue("ball_ref"), request.getfixturevalue("wide_ref")
     synthetic_study(str(tmp / "study"))
     synthetic_trace(str(tmp / "trace"))
     copy_folder(steps_dir, tmp / "steps")
@@ -314,8 +314,9 @@ def _plot_cases(request, tmp):
          p("width")),
         (sweep, ["families", str(smoke), "--out", str(tmp / "f.md"), "--plot", p("families")],
          p("families")),
-        (sweep, ["headline", "--d64", str(smoke), "--out", str(tmp / "h.md"), "--readme",
-                 str(readme), "--plot", p("headline")], p("headline")),
+        (sweep, ["headline", "--d64", str(smoke), "--d128", str(wide), "--out",
+                 str(tmp / "h.md"), "--readme", str(readme), "--plot", p("headline")],
+         p("headline")),
         (steps, ["--report", "--out", str(tmp / "steps")] + STEPS_TINY,
          str(tmp / "steps" / "steps.png")),
         (mechanism, ["report", str(tmp / "study")], str(tmp / "study" / "mechanism.png")),

@@ -255,8 +255,8 @@ DAMAGE_KINDS = {  # kind -> (a valid input, [(module, argv)], {damage: why it is
                                   (sweep, ["width", "{DIR}", "--out", "{OUT}"]),
                                   (sweep, ["families", "{DIR}", "--out", "{OUT}"]),
                                   (sweep, ["laws", "{DIR}", "--out", "{OUT}"]),
-                                  (sweep, ["headline", "--d64", "{DIR}", "--out", "{OUT}",
-                                           "--readme", "{README}"]),
+                                  (sweep, ["headline", "--d64", "{DIR}", "--d128", "{WIDE}",
+                                           "--out", "{OUT}", "--readme", "{README}"]),
                                   (mechanism, ["plan", "{NEW}", "{DIR}", "--Ts", "8"]),
                                   (symmetries, ["ball", "{STUDY}", "{DIR}", "--Ts", "8",
                                                 "--seeds", "2", "--out", "{OUT}"]),
@@ -315,13 +315,14 @@ def _entry(entry, make):
 def _fill(argv, path, where, out, tmp, request):
     """A command's argv with its placeholders filled: {IN} the damaged file, {DIR} its folder,
     {OUT} the output file, {NEW} a folder not made yet (a command that writes one), {STUDY} the
-    smoke sweep (undamaged), {RERUN} the undamaged copy beside a study's or a steps folder,
-    {README} a copy of the front page (headline writes its table into one)."""
+    smoke sweep (undamaged), {WIDE} the smoke sweep at d = 128 (headline's --d128, undamaged),
+    {RERUN} the undamaged copy beside a study's or a steps folder, {README} a copy of the front
+    page (headline writes its table into one)."""
     fill = {"{IN}": path, "{DIR}": where, "{OUT}": out, "{NEW}": tmp / "new",
             "{RERUN}": where.parent / "rerun", "{README}": tmp / "README.md"}
     if any("{README}" in a for a in argv) and not (tmp / "README.md").exists():
         shutil.copy(os.path.join(HERE, "README.md"), tmp / "README.md")   # never the repo's own
-    lazy = {"{STUDY}": "smoke_ref"}
+    lazy = {"{STUDY}": "smoke_ref", "{WIDE}": "wide_ref"}
     args = []
     for a in argv:
         for k, v in fill.items():

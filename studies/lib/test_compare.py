@@ -87,12 +87,11 @@ def test_paper_position_places_the_papers_mstar_against_each_interval():
     assert compare._paper_position("p", {("transformer", 8): st(1, 2)}) is None
 
 
-def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, tmp_path,
-                                                                     capsys):
+def test_headline_writes_its_table_and_pastes_it_between_the_markers(smoke_ref, wide_ref,
+                                                                     tmp_path, capsys):
     readme = tmp_path / "README.md"
     readme.write_text("# x\nbefore\n" + compare.BEGIN + "\nold\n" + compare.END + "\nafter\n")
-    out, wide = tmp_path / "headline.md", tmp_path / "d-128"
-    assert smoke_sweep(wide, "--d", "128", "--seeds", "1") == 0           # --d128 must be at d = 128
+    out, wide = tmp_path / "headline.md", wide_ref            # --d128 must be at d = 128
     args = ["headline", "--d64", str(smoke_ref), "--d128", str(wide), "--out", str(out),
             "--readme", str(readme)]
     assert sweep.main(args) == 0
@@ -231,13 +230,12 @@ def test_headline_refuses_a_folder_at_another_width_in_one_line(smoke_ref, tmp_p
     assert code == 2 and f"{narrow} holds runs at d = 32, not 64" in err and "--d64" in err
 
 
-def test_headline_reads_its_readme_as_pages_do(smoke_ref, tmp_path, capsys):
+def test_headline_reads_its_readme_as_pages_do(smoke_ref, wide_ref, tmp_path, capsys):
     """A binary --readme, a missing one, one without the headline block, one whose headline
     markers do not pair up (a broken, missing or crossed end marker) or are near misses, or a
     link to a page outside the repository, is one line, and neither the README nor --out is
     written; a link inside it updates the page it links to, whose CRLF line ends are kept."""
-    out, readme, wide = tmp_path / "headline.md", tmp_path / "README.md", tmp_path / "wide"
-    assert smoke_sweep(wide, "--d", "128", "--seeds", "1") == 0           # --d128 must be at d = 128
+    out, readme, wide = tmp_path / "headline.md", tmp_path / "README.md", wide_ref  # d = 128
     args = ["headline", "--d64", str(smoke_ref), "--d128", str(wide), "--out", str(out),
             "--readme", str(readme)]
     for text, msg in [(b"\xff\xfe\x00binary", "not a text file"),
