@@ -6,6 +6,7 @@ Run from the repository's root: python -m pytest -q
 """
 import builtins
 import errno
+import functools
 import json
 import os
 import re
@@ -547,6 +548,14 @@ def _plan_input(tmp, request):
     return where / "plan.json", where
 
 
+def _small_plan_input(tmp, request):
+    """_plan_input's plan.json, of the study whose cells train d = 8 for 20 steps
+    (_small_study_input): `mechanism trace` on the valid input trains a run in a moment, not d = 64
+    for 1,000 steps (--every 10 divides its 20); its reader and its refusals are the same."""
+    path, where = _small_study_input(tmp, request)
+    return where / "plan.json", where
+
+
 def _study_plan_input(tmp, request):
     """The mechanism study's committed plan.json (symmetries measures trains two of its cells)."""
     (tmp / "study").mkdir()
@@ -580,7 +589,7 @@ JSON_KINDS = {   # file -> (a valid input, [(module, argv)], the key the key dam
                                 if not make or make[0] is None] + [
         (mechanism, ["arm", "{NEW}", "baseline-rerun", "--from", "{DIR}", "--Ts", "10"]),
         (mechanism, ["trace", "{NEW}", "--from", "{DIR}", "--Ts", "10", "--seeds", "1",
-                     "--workers", "1"]),
+                     "--every", "10", "--workers", "1"], _small_plan_input),
         (symmetries, ["measures", "--plan", "{IN}", "{OUT}"], _study_plan_input)], "cells"),
     "steps.json": (_steps_meta_input, [(m, a) for m, a, *_ in DAMAGE_KINDS["STEPS_ROWS"][1]],
                    "Ts"),
@@ -684,14 +693,34 @@ MAIN_MODE = {"sweep"}      # modules whose own options run without a subcommand,
 def _command_modes(name):
     """(name, mode) for every way to run python -m studies.NAME, read from its --help: each
     subcommand it lists, and None for a command without subcommands (or in MAIN_MODE)."""
-    code = subprocess.run([sys.executable, "-m", f"studies.{name}", "--help"], cwd=HERE,
-                          capture_output=True, text=True, timeout=60)
-    assert code.returncode == 0, (name, code.stderr)
+    code, out, err = _helps()[name]
+    assert code == 0, (name, err)
     listed = re.search(r"(?:positional arguments|other commands)[^\n]*:\n\s+\{([\w,-]+)\}",
-                       code.stdout)
+                       out)
     subs = listed.group(1).split(",") if listed else []
     return {(name, sub) for sub in subs} | ({(name, None)} if not subs or name in MAIN_MODE
                                            else set())
+
+
+@functools.lru_cache(maxsize=None)
+def _helps():
+    """{name: (exit status, stdout, stderr)} of python -m studies.NAME --help for every study
+    command, the processes run side by side, once for the session: the two tests below read the
+    same texts (a command's --help does not change while the suite runs)."""
+    procs = {name: subprocess.Popen([sys.executable, "-m", f"studies.{name}", "--help"],
+                                    cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True) for name in study_commands()}
+    try:
+        helps = {}
+        for name, p in procs.items():
+            out, err = p.communicate(timeout=60)
+            helps[name] = (p.returncode, out, err)
+        return helps
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
 
 
 def test_every_study_command_is_in_the_damage_suite_or_says_why_not():
