@@ -202,8 +202,9 @@ def test_a_sweep_inside_the_class_ball_writes_its_record_beside_its_runs(tmp_pat
     """A sweep whose options hold a norm writes ball-of-runs.csv: one row per run of runs.csv,
     read back through row_kinds.read_rows (BALL_ROWS), each held norm's final within its radius;
     a row claiming a final outside its radius is refused naming the file and line."""
-    out = tmp_path / "ball"
-    assert smoke_sweep(out, "--ball-qk", "0.05", "--ball-w", "0.5") == 0
+    out = tmp_path / "ball"       # one search (T = 8, one seed): each check below is run by run
+    assert smoke_sweep(out, "--ball-qk", "0.05", "--ball-w", "0.5", "--Ts", "8", "--seeds",
+                       "1") == 0
     runs = row_kinds.read_rows([str(out / "runs.csv")])
     rec = row_kinds.read_rows([str(out / "ball-of-runs.csv")], kind=row_kinds.BALL_ROWS)
     assert sorted((r["T"], r["seed"], r["m"]) for r in rec) == sorted(
