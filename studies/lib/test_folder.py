@@ -106,8 +106,8 @@ def test_old_headers_are_continued_aside_and_mixed_rows_refused(tmp_path, capsys
     path = tmp_path / "runs.csv"
     lines = path.read_text().splitlines(keepends=True)
     old_cols = lines[0].rstrip("\n").split(",")[:12]                # an older, shorter header
-    path.write_text(",".join(old_cols) + "\n" + "".join(
-        ",".join(ln.rstrip("\n").split(",")[:12]) + "\n" for ln in lines[1:5]))
+    path.write_text(",".join(old_cols) + "\n" + "".join(          # all but the last 4 runs:
+        ",".join(ln.rstrip("\n").split(",")[:12]) + "\n" for ln in lines[1:-4]))   # a few to do
     old = path.read_text()
     assert smoke_sweep(tmp_path) == 0                                     # resumes into a new file
     assert (tmp_path / "runs-part2.csv").exists()
@@ -119,7 +119,7 @@ def test_old_headers_are_continued_aside_and_mixed_rows_refused(tmp_path, capsys
     empty = tmp_path / "e"
     empty.mkdir()
     (empty / "runs.csv").write_text("model,ta")                      # a header torn mid-write
-    assert smoke_sweep(empty) == 0
+    assert smoke_sweep(empty, "--Ts", "8", "--seeds", "1") == 0      # one search shows it runs
 
 
 def test_a_second_sweep_into_a_busy_folder_stops_at_once(tmp_path, capsys):
@@ -131,7 +131,7 @@ def test_a_second_sweep_into_a_busy_folder_stops_at_once(tmp_path, capsys):
         assert not (tmp_path / "runs.csv").exists()
     finally:
         held.close()
-    assert smoke_sweep(tmp_path) == 0                         # released: the folder works again
+    assert smoke_sweep(tmp_path, "--Ts", "8", "--seeds", "1") == 0   # released: the folder works
 
 
 def test_one_folder_runs_one_sweep_whatever_the_shard(tmp_path, capsys):
