@@ -32,7 +32,7 @@ def test_a_folder_of_another_arithmetic_is_not_continued_unless_asked(tmp_path, 
     f = copy_folder(smoke_ref, tmp_path / "f")
     _other_kernel(f / "sweep.json", "Imaginary")
     (f / "runs.csv").write_text("".join((smoke_ref / "runs.csv").read_text().splitlines(
-        keepends=True)[:4]))                                    # most runs still to do
+        keepends=True)[:-4]))                                   # its last four runs to do
     err = sweep_refused(f, capsys)
     assert "Imaginary" in err and "--other-arithmetic" in err and "mix two arithmetics" in err
     assert smoke_sweep(f, "--report") == 0
