@@ -17,12 +17,13 @@ from test_all import LITERAL, Walk
 
 
 def test_report_keeps_every_model_and_never_rewrites_sweep_json(tmp_path, capsys):
-    assert smoke_sweep(tmp_path, "--models", "transformer,mlp") == 0
+    one = ["--Ts", "8", "--seeds", "1"]                   # a search per model shows it
+    assert smoke_sweep(tmp_path, "--models", "transformer,mlp", *one) == 0
     table = (tmp_path / "table.md").read_text()
     meta = (tmp_path / "sweep.json").read_text()
-    assert "| mlp |" in table
+    assert "| mlp |" in table and "| transformer |" in table
     os.remove(tmp_path / "table.md")                      # so that the report must write it
-    assert smoke_sweep(tmp_path, "--report") == 0              # no --models: all of the folder's
+    assert smoke_sweep(tmp_path, "--report", *one) == 0        # no --models: all of the folder's
     assert (tmp_path / "table.md").read_text() == table
     assert (tmp_path / "sweep.json").read_text() == meta
     assert smoke_sweep(tmp_path, "--report", "--Ts", "999") == 0   # nothing there: nothing written
@@ -30,7 +31,8 @@ def test_report_keeps_every_model_and_never_rewrites_sweep_json(tmp_path, capsys
 
 
 def test_report_reads_the_folders_own_protocol_and_grid(tmp_path, capsys):
-    assert smoke_sweep(tmp_path, "--protocol", "steps-500", "--steps", "120", "--grid-max", "40") == 0
+    assert smoke_sweep(tmp_path, "--protocol", "steps-500", "--steps", "120", "--grid-max", "40",
+                       "--Ts", "8", "--seeds", "1") == 0          # one search: the folder's own
     table = (tmp_path / "table.md").read_text()
     os.remove(tmp_path / "table.md")                       # so that the report must write it
     assert sweep.main(["--out", str(tmp_path), "--report"]) == 0     # nothing retyped
@@ -49,25 +51,25 @@ def test_a_report_never_writes_a_fingerprint_it_did_not_run(tmp_path, capsys):
     assert "holds no sweep (no sweep.json, no runs*.csv)" in sweep_refused(empty, capsys,
                                                                            "--report")
     assert not list(empty.iterdir())
-    a = tmp_path / "a"
+    a, t8 = tmp_path / "a", ["--Ts", "8"]         # T = 8 alone: a search of each seed per shard
     for shard in ("0/2", "1/2"):
-        assert smoke_sweep(a, "--steps", "140", "--shard", shard) == 0
-    assert smoke_sweep(a, "--report") == 0
+        assert smoke_sweep(a, "--steps", "140", "--shard", shard, *t8) == 0
+    assert smoke_sweep(a, "--report", *t8) == 0
     table = (a / "table.md").read_text()
     copied = tmp_path / "copied"
     copied.mkdir()
     for name in ("runs-shard-0-of-2.csv", "runs-shard-1-of-2.csv"):
         shutil.copy(a / name, copied)
     for extra in ([], ["--steps", "150"], ["--bar", "0.9"]):        # not the options of the runs
-        err = sweep_refused(copied, capsys, "--report", *extra)
+        err = sweep_refused(copied, capsys, "--report", *extra, *t8)
         assert "holds runs of another sweep" in err and "no sweep.json" in err
         assert not (copied / "sweep.json").exists()
-    assert smoke_sweep(copied, "--report", "--steps", "140") == 0
+    assert smoke_sweep(copied, "--report", "--steps", "140", *t8) == 0
     assert (copied / "table.md").read_text() == table and not (copied / "sweep.json").exists()
     old = copied / "runs-shard-1-of-2.csv"                          # rows with no fingerprint
     old.write_text("".join(ln.rsplit(",", 1)[0] + ",\r\n" if i else ln
                            for i, ln in enumerate(old.read_text().splitlines(keepends=True))))
-    err = sweep_refused(copied, capsys, "--report", "--steps", "140")
+    err = sweep_refused(copied, capsys, "--report", "--steps", "140", *t8)
     assert "runs-shard-1-of-2.csv line 2: a row without a fingerprint" in err
     assert smoke_sweep(empty, "--steps", "140", "--Ts", "8", "--seeds", "1") == 0   # not stuck
 
