@@ -33,6 +33,7 @@ if not __package__ and __import__("importlib.util").util.find_spec("studies") is
 
 from studies.lib import cli   # first: importing it is every command's entry prologue
 
+import functools
 import os
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
@@ -235,9 +236,11 @@ def _against_table(out, ref):
     print(f"saved {path}")
 
 
+@functools.lru_cache(maxsize=None)
 def _gf2_samples(task, s, T, n_seeds=20):
     """Median over n_seeds draws of the samples the GF(2) learner needs (hypotheses.gf2_sample_need);
-    None for a task that is not parity."""
+    None for a task that is not parity. Its draws are seeded (0..n_seeds-1): the answer depends on
+    the arguments alone, kept for the life of the process (a report's later T, a second report)."""
     if task != "parity":
         return None
     return float(np.median([hypotheses.gf2_sample_need(T, s, np.random.default_rng(seed))[0]
