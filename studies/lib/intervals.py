@@ -121,16 +121,22 @@ def percentile_ci(samples, lo=2.5, hi=97.5):
     carries the order statistics MC_Z * s places either side as its band, and bound_text prints
     no digit that band moves. lo and hi: percents with 0 <= lo < hi <= 100."""
     _check_percents(lo, hi)
-    v = np.sort(check_reals("samples", samples).ravel())
-    if v.size == 0 or np.isnan(v).any():
-        raise ValueError(f"samples must be non-empty and NaN-free, got {v.size} values "
-                         f"with {int(np.isnan(v).sum())} NaN")
-    n, out = v.size, []
-    for q, side in ((lo, "lo"), (hi, "hi")):
+    x = check_reals("samples", samples).ravel()
+    if x.size == 0 or np.isnan(x).any():
+        raise ValueError(f"samples must be non-empty and NaN-free, got {x.size} values "
+                         f"with {int(np.isnan(x).sum())} NaN")
+    n, at = x.size, []
+    for q in (lo, hi):
         k = min(max(math.ceil(q * n / 100.0 - 1e-9) - 1, 0), n - 1)
         s = math.ceil(MC_Z * math.sqrt(n * (q / 100.0) * (1.0 - q / 100.0)))
-        out.append(Bound(v[k], (v[max(k - s, 0)], v[min(k + s, n - 1)]), side))
-    return out[0], out[1]
+        at.append((k, max(k - s, 0), min(k + s, n - 1)))
+    # the six order statistics alone (a partition, not a sort: a fifth of the time at 20,000
+    # resamples); equal floats are the same bits but for 0 and -0, so where one is 0 the sort
+    # picks it, as it always did
+    v = np.partition(x, sorted({i for ks in at for i in ks}))
+    if any(v[i] == 0 for ks in at for i in ks):
+        v = np.sort(x)
+    return tuple(Bound(v[k], (v[a], v[b]), side) for (k, a, b), side in zip(at, ("lo", "hi")))
 
 
 def mc_decimals(x, decimals):
