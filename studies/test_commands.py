@@ -271,23 +271,35 @@ def test_every_study_command_ends_as_a_unix_tool_when_its_standard_output_fails(
     (and `sweep limit`, the issue's case, prints its own table)."""
     argvs = [["--help"]] + ([["limit", "--Ts", "10", "--seeds", "2", "--sets", "2"]]
                            if name == "sweep" else [])
-    for argv in argvs:
-        r, w = os.pipe()
-        os.close(r)                                   # the reader has gone
-        try:
-            p = subprocess.run([sys.executable, "-m", f"studies.{name}", *argv], cwd=HERE,
-                               stdout=w, stderr=subprocess.PIPE, text=True, timeout=60)
-        finally:
-            os.close(w)
-        assert (p.returncode, p.stderr) == (141, ""), (name, argv, p.stderr)
-        if not os.path.exists("/dev/full"):
-            continue
-        with open("/dev/full", "w") as full:
-            p = subprocess.run([sys.executable, "-m", f"studies.{name}", *argv], cwd=HERE,
-                               stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
-        assert p.returncode == 1 and p.stderr.splitlines() == [
-            f"studies.{name}: cannot write its standard output: No space left on device"], (
-            name, argv, p.stderr)
+    start = lambda argv, out: subprocess.Popen([sys.executable, "-m", f"studies.{name}", *argv],
+                                               cwd=HERE, stdout=out, stderr=subprocess.PIPE,
+                                               text=True)
+    runs = []                   # every run started first, then each awaited: side by side
+    try:
+        for argv in argvs:
+            r, w = os.pipe()
+            os.close(r)                                   # the reader has gone
+            try:
+                runs.append((argv, "pipe", start(argv, w)))
+            finally:
+                os.close(w)
+            if os.path.exists("/dev/full"):
+                with open("/dev/full", "w") as full:
+                    runs.append((argv, "full", start(argv, full)))
+        assert len(runs) >= len(argvs)
+        for argv, where, p in runs:
+            _, err = p.communicate(timeout=60)
+            if where == "pipe":
+                assert (p.returncode, err) == (141, ""), (name, argv, err)
+            else:
+                assert p.returncode == 1 and err.splitlines() == [
+                    f"studies.{name}: cannot write its standard output: No space left on "
+                    f"device"], (name, argv, err)
+    finally:
+        for _, _, p in runs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
 
 
 def _plot_cases(request, tmp):
