@@ -1798,10 +1798,10 @@ QUICK_RUNS = {   # each root entry point, run so that it writes to stdout at onc
 }
 
 
-def run_into(stdout, args):
+def start_into(stdout, args):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    return subprocess.run([sys.executable, *args], cwd=HERE, stdout=stdout, env=env,
-                          stderr=subprocess.PIPE, text=True, timeout=120)
+    return subprocess.Popen([sys.executable, *args], cwd=HERE, stdout=stdout, env=env,
+                            stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.parametrize("name", sorted(QUICK_RUNS))
@@ -1812,19 +1812,31 @@ def test_every_root_entry_point_ends_quietly_on_a_closed_pipe_and_in_one_line_on
     a full disk in one line on stderr, exit 1. The pipe's reading end is closed before the
     command starts, so its first write fails."""
     assert set(QUICK_RUNS) == set(ROOT_ENTRY_POINTS)
-    for args in QUICK_RUNS[name]:
-        read, write = os.pipe()
-        os.close(read)                                    # `| head -c 0`
-        try:
-            r = run_into(write, args)
-        finally:
-            os.close(write)
-        assert r.returncode == 141 and r.stderr == "", (args, r.returncode, r.stderr)
-        if os.path.exists("/dev/full"):
-            with open("/dev/full", "w") as full:
-                r = run_into(full, args)
-            assert r.returncode == 1 and r.stderr == (f"{name}: cannot write to stdout: No space "
-                                                      f"left on device\n"), (args, r.stderr)
+    runs = []                   # every run started first, then each awaited: side by side
+    try:
+        for args in QUICK_RUNS[name]:
+            read, write = os.pipe()
+            os.close(read)                                    # `| head -c 0`
+            try:
+                runs.append((args, "pipe", start_into(write, args)))
+            finally:
+                os.close(write)
+            if os.path.exists("/dev/full"):
+                with open("/dev/full", "w") as full:
+                    runs.append((args, "full", start_into(full, args)))
+        assert len(runs) >= len(QUICK_RUNS[name])
+        for args, where, r in runs:
+            _, err = r.communicate(timeout=120)
+            if where == "pipe":
+                assert r.returncode == 141 and err == "", (args, r.returncode, err)
+            else:
+                assert r.returncode == 1 and err == (f"{name}: cannot write to stdout: No space "
+                                                     f"left on device\n"), (args, err)
+    finally:
+        for _, _, r in runs:
+            if r.poll() is None:
+                r.kill()
+                r.communicate()
 
 
 def test_every_root_entry_point_is_declared_with_what_it_reads():
