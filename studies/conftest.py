@@ -21,6 +21,8 @@ import math
 import os
 import re
 import shutil
+import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -340,6 +342,40 @@ def seed_rows(rng_seed, T=100):
 
 
 # ---------------- processes ----------------------------------------------------------------------
+
+SIDE_BY_SIDE = 4        # processes of one test in flight at once (run_side_by_side)
+
+
+def run_side_by_side(runs, timeout=60):
+    """subprocess.run(args, capture_output=True, text=True, **kw) for each (args, kw) of `runs`,
+    up to SIDE_BY_SIDE of them running at once: a test's independent runs on the machine's cores
+    instead of one after the other. -> [(CompletedProcess, seconds from its start until it was
+    collected)], in the order given; the seconds are at least the run's own. A run still going
+    when one fails or times out is killed."""
+    out, going = [], []
+
+    def collect():
+        args, p, t = going[0]
+        stdout, stderr = p.communicate(timeout=timeout)
+        going.pop(0)
+        out.append((subprocess.CompletedProcess(args, p.returncode, stdout, stderr),
+                    time.time() - t))
+    try:
+        for args, kw in runs:
+            if len(going) == SIDE_BY_SIDE:
+                collect()
+            going.append((args, subprocess.Popen(args, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.PIPE, text=True, **kw),
+                          time.time()))
+        while going:
+            collect()
+    finally:
+        for _, p, _ in going:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+    return out
+
 
 def parent_pid(pid):
     try:

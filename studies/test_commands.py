@@ -9,14 +9,14 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 
 from studies import bench, classball, mechanism, steps, sweep, trainer
 from studies.lib import cli, folder_write
-from studies.conftest import (STEPS_TINY, STUDIES, command_name, copy_folder, synthetic_study,
-                              synthetic_trace, tiny_plan, run_cli, run_cli_main, study_commands)
+from studies.conftest import (STEPS_TINY, STUDIES, command_name, copy_folder, run_side_by_side,
+                              synthetic_study, synthetic_trace, tiny_plan, run_cli, run_cli_main,
+                              study_commands)
 from test_all import HERE, run_python
 
 
@@ -156,11 +156,11 @@ def test_ctrl_c_at_start_up_is_one_line_and_never_swallowed():
                 ["studies/trainer.py", "--steps", "5"], ["studies/sweep.py", "limit"],
                 ["studies/sweep.py", "headline", "--out", "nowhere-32.md"]]
     points = [("argparse", "raise"), ("numpy", "swallow"), ("attn", "raise"), ("attn", "swallow")]
-    for argv, (at, mode) in itertools.product(commands, points):
-        if (at, mode) == ("attn", "raise") and argv[0] != "studies/theory_report.py":
-            continue                                  # once after numpy is enough
-        r = subprocess.run([sys.executable, "-c", _HOOK, at, mode, *argv], cwd=HERE,
-                           capture_output=True, text=True, timeout=60)
+    cases = [(argv, at, mode) for argv, (at, mode) in itertools.product(commands, points)
+             if (at, mode) != ("attn", "raise") or argv[0] == "studies/theory_report.py"]
+    done = run_side_by_side([([sys.executable, "-c", _HOOK, at, mode, *argv], dict(cwd=HERE))
+                             for argv, at, mode in cases])   # after numpy, attn raise once
+    for (argv, at, mode), (r, _) in zip(cases, done, strict=True):
         assert r.returncode == 130, (argv, at, mode, r.returncode, r.stderr[-500:])
         assert r.stderr.strip().splitlines() == [f"{command_name(argv[0])}: interrupted while "
                                                  f"starting; nothing was run"], (argv, at, mode)
@@ -230,14 +230,14 @@ def test_ctrl_c_or_sigterm_in_main_is_one_line_even_where_it_is_swallowed():
     where the code it lands in swallows it (numpy importing numpy.random on first use did, and the
     command ran to its end and exited 0), the command still stops: at once when main returns,
     else cli.STOP_GRACE seconds later."""
-    for sig, code, line in [("SIGINT", 130, "x.py: interrupted"),
-                            ("SIGTERM", 143, "x.py: terminated (SIGTERM)")]:
-        for run_on in (0, 60):
-            t = time.time()
-            r = subprocess.run([sys.executable, "-c", _SWALLOWED, sig, str(run_on)], cwd=HERE,
-                               capture_output=True, text=True, timeout=60)
-            assert r.returncode == code and r.stderr.strip().splitlines() == [line], (sig, r)
-            assert time.time() - t < 30 and ("ran to its end" in r.stdout) == (run_on == 0)
+    cases = [(sig, code, line, run_on) for sig, code, line in [
+        ("SIGINT", 130, "x.py: interrupted"), ("SIGTERM", 143, "x.py: terminated (SIGTERM)")]
+        for run_on in (0, 60)]
+    done = run_side_by_side([([sys.executable, "-c", _SWALLOWED, sig, str(run_on)],
+                              dict(cwd=HERE)) for sig, _, _, run_on in cases])
+    for (sig, code, line, run_on), (r, seconds) in zip(cases, done, strict=True):
+        assert r.returncode == code and r.stderr.strip().splitlines() == [line], (sig, r)
+        assert seconds < 30 and ("ran to its end" in r.stdout) == (run_on == 0)
     p = run_python("-m", "studies.trainer", "--T", "12", "--m", "40", "--d", "8", "--heads", "2", "--mlp", "4",
                 "--steps", "1000000", "--log-every", "0")
     assert p.stdout.readline().startswith("transformer on task and")       # the banner
@@ -252,14 +252,15 @@ def test_every_study_command_run_another_way_says_in_one_line_how_to_run_it(tmp_
     names = study_commands()
     assert {"sweep", "trainer", "mechanism", "symmetries", "replay"} <= set(names)
     env = dict(os.environ, PYTHONPATH="")
-    for name in names:
-        for argv, cwd in (([os.path.join(STUDIES, name + ".py"), "--help"], str(tmp_path)),
-                          (["-m", name, "--help"], STUDIES)):
-            p = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True,
-                               text=True, timeout=60)
-            lines = p.stderr.strip().splitlines()
-            assert p.returncode != 0 and len(lines) == 1 and not p.stdout, (name, argv, p.stderr)
-            assert f"python -m studies.{name}" in lines[0], (name, lines)
+    cases = [(name, argv, cwd) for name in names
+             for argv, cwd in (([os.path.join(STUDIES, name + ".py"), "--help"], str(tmp_path)),
+                               (["-m", name, "--help"], STUDIES))]
+    done = run_side_by_side([([sys.executable, *argv], dict(cwd=cwd, env=env))
+                             for _, argv, cwd in cases])
+    for (name, argv, _), (p, _) in zip(cases, done, strict=True):
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode != 0 and len(lines) == 1 and not p.stdout, (name, argv, p.stderr)
+        assert f"python -m studies.{name}" in lines[0], (name, lines)
 
 
 @pytest.mark.parametrize("name", study_commands())
