@@ -53,18 +53,19 @@ def test_sweep_resumes_and_shards_merge(tmp_path, capsys, smoke_ref):
 
 def test_merge_refuses_another_protocol_and_reports_missing_shards(tmp_path, capsys):
     a, b, merged = tmp_path / "a", tmp_path / "b", tmp_path / "merged"
-    assert smoke_sweep(a, "--shard", "0/2") == 0
-    assert smoke_sweep(b, "--shard", "1/2", "--steps", "140") == 0     # a mistyped shard
+    t8 = ["--Ts", "8"]                               # two searches (two seeds), one per shard
+    assert smoke_sweep(a, "--shard", "0/2", *t8) == 0
+    assert smoke_sweep(b, "--shard", "1/2", "--steps", "140", *t8) == 0     # a mistyped shard
     merged.mkdir()
     shutil.copy(a / "runs-shard-0-of-2.csv", merged)
     capsys.readouterr()
-    assert smoke_sweep(merged, "--report", "--seeds", "2") == 0        # one shard only: said so
+    assert smoke_sweep(merged, "--report", "--seeds", "2", *t8) == 0   # one shard only: said so
     out = capsys.readouterr().out
-    assert "2 of 4 searches are missing or unfinished" in out
-    assert (merged / "table.md").read_text().startswith("INCOMPLETE: 2 searches")
+    assert "1 of 2 searches are missing or unfinished" in out
+    assert (merged / "table.md").read_text().startswith("INCOMPLETE: 1 searches")
     shutil.copy(b / "runs-shard-1-of-2.csv", merged)
     with pytest.raises(SystemExit, match="^2$"):
-        smoke_sweep(merged, "--report", "--seeds", "2")
+        smoke_sweep(merged, "--report", "--seeds", "2", *t8)
     err = capsys.readouterr().err
     assert "holds runs of another sweep" in err
 
