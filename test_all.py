@@ -19,6 +19,7 @@ gradients than it has inputs; a loop over results checks that there were results
 """
 import argparse
 import errno
+import functools
 import glob
 import inspect
 import json
@@ -1189,11 +1190,25 @@ def test_plain_stream_is_prefix_stable():
 
 # the house's helpers (its tests are in the last section)
 
+def source_tree(path):
+    """The syntax tree of the Python file at `path`, parsed once per version of the file (its
+    path, size and modification time): the house's tests, here and in studies/, read the same
+    sources again and again. Shared: read it, never change it."""
+    st = os.stat(path)
+    return _source_tree(os.path.abspath(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=None)
+def _source_tree(path, mtime_ns, size):
+    import ast
+    return ast.parse(open(path, encoding="utf-8").read())
+
+
 def module_imports(path):
     """-> (the project modules the file at `path` imports, anywhere in it, lazy imports too, as
     dotted names: 'attn', 'studies.stats'; the top-level names it imports and never uses)."""
     import ast
-    tree = ast.parse(open(path, encoding="utf-8").read())
+    tree = source_tree(path)
     root_mods = {os.path.basename(f)[:-3] for f in glob.glob(os.path.join(HERE, "*.py"))}
     mods, bound = set(), {}
     for n in ast.walk(tree):
@@ -2335,7 +2350,7 @@ def test_attn_py_is_the_reference_alone_and_no_module_uses_anothers_private_name
     import ast
     import inspect
     project = {os.path.basename(f)[:-3] for f in glob.glob(os.path.join(HERE, "*.py"))}
-    tree = ast.parse(open(os.path.join(HERE, "attn.py"), encoding="utf-8").read())
+    tree = source_tree(os.path.join(HERE, "attn.py"))
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
                 for a in n.names} | {n.module.split(".")[0] for n in ast.walk(tree)
                                      if isinstance(n, ast.ImportFrom)}
@@ -2347,7 +2362,7 @@ def test_attn_py_is_the_reference_alone_and_no_module_uses_anothers_private_name
     offences = []
     for path in sorted(glob.glob(os.path.join(HERE, "*.py"))):
         name = os.path.basename(path)[:-3]
-        for n in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        for n in ast.walk(source_tree(path)):
             if isinstance(n, ast.ImportFrom) and n.module in project - {name}:
                 offences += [f"{name}: from {n.module} import {a.name}" for a in n.names
                              if a.name.startswith("_")]
@@ -2428,7 +2443,7 @@ def test_theory_defines_no_name_another_module_defines():
     import ast
 
     def defined(path):
-        tree = ast.parse(open(path, encoding="utf-8").read())
+        tree = source_tree(path)
         return ({n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
                 | {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
                    if isinstance(t, ast.Name)})

@@ -10,7 +10,7 @@ import glob
 import os
 import re
 
-from test_all import HERE, find_cycles, project_graph
+from test_all import HERE, find_cycles, project_graph, source_tree
 
 STUDIES = os.path.join(HERE, "studies")
 # modules that share one test file (a small group with one job), module -> its test file's module
@@ -101,7 +101,7 @@ def test_no_module_past_its_size_and_no_function_past_sixty_lines():
             big.append((os.path.relpath(path, HERE), _lines(path)))
         if test:
             continue
-        for node in ast.walk(ast.parse(open(path).read())):
+        for node in ast.walk(source_tree(path)):
             if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 > 60:
                 long_functions.append(f"{os.path.relpath(path, HERE)}:{node.name}")
     assert not big, big
@@ -109,7 +109,7 @@ def test_no_module_past_its_size_and_no_function_past_sixty_lines():
 
 
 def _defined(path):
-    tree = ast.parse(open(path).read())
+    tree = source_tree(path)
     return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
 
 
@@ -264,7 +264,7 @@ def _write_sites():
                 if call and not here and _write_call(child):
                     sites.append((inner, child.lineno))
                 visit(child, inner, here)
-        visit(ast.parse(open(path).read()), name, False)
+        visit(source_tree(path), name, False)
     return sites
 
 

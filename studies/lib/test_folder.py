@@ -23,7 +23,7 @@ from studies.conftest import (NEW_FILE, STEPS_TINY, STUDIES, WALK_TMP, copy_fold
                               one_line_refusal, sweep_refused, snapshot, smoke_sweep,
                               synthetic_study, tiny_plan, two_head_model, walk_path, run_cli,
                               run_cli_main, walk_modules)
-from test_all import LITERAL, Walk
+from test_all import LITERAL, Walk, source_tree
 
 
 def test_rows_must_agree_with_themselves_each_other_and_their_sweep_json(tmp_path, capsys,
@@ -370,7 +370,7 @@ def _parsing_sites():
         name = os.path.basename(path)[:-3]
         if name.startswith("test_"):
             continue
-        tree = ast.parse(open(path).read())
+        tree = source_tree(path)
         for top in tree.body:
             for node in ast.walk(top):
                 f = getattr(node, "func", None)
