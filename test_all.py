@@ -2333,15 +2333,27 @@ def test_readme_snippets_run_with_only_their_files(tmp_path):
     snippets = readme_snippets()
     assert {f for files, _ in snippets for f in files} == {"attn.py", "data.py", "fast.py",
                                                            "optim.py", "train.py"}
-    for i, (files, code) in enumerate(snippets):
-        where = tmp_path / str(i)
-        where.mkdir()
-        r = run_alone(files, ["-c", code], where)
-        assert r.returncode == 0 and r.stdout.strip(), (files, r.stderr)
-    files, code = next(s for s in snippets if s[0] == ["attn.py", "fast.py"])
-    (tmp_path / "short").mkdir()
-    r = run_alone(["attn.py"], ["-c", code], tmp_path / "short")     # without fast.py: it fails
-    assert r.returncode == 1 and "No module named 'fast'" in r.stderr
+    runs = []                   # every snippet started first, then each awaited: side by side
+    try:
+        for i, (files, code) in enumerate(snippets):
+            where = tmp_path / str(i)
+            where.mkdir()
+            runs.append((files, start_alone(files, ["-c", code], where)))
+        files, code = next(s for s in snippets if s[0] == ["attn.py", "fast.py"])
+        (tmp_path / "short").mkdir()
+        short = start_alone(["attn.py"], ["-c", code], tmp_path / "short")   # without fast.py
+        runs.append((None, short))
+        for files, p in runs:
+            out, err = p.communicate(timeout=120)
+            if p is short:                                                     # it fails
+                assert p.returncode == 1 and "No module named 'fast'" in err, err
+            else:
+                assert p.returncode == 0 and out.strip(), (files, err)
+    finally:
+        for _, p in runs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
 
 
 def test_attn_py_is_the_reference_alone_and_no_module_uses_anothers_private_names():
