@@ -27,28 +27,32 @@ def test_sweep_resumes_and_shards_merge(tmp_path, capsys, smoke_ref):
     ref_rows, ref_table = _rows(full / "runs.csv"), (full / "table.md").read_text()
     assert len(ref_rows) > 8
 
-    # interrupted: keep the header and 5 finished rows, and a row torn mid-write
-    part = tmp_path / "part"
+    # interrupted: keep the header and all finished rows but the last four, and a row torn
+    # mid-write
+    part, done = tmp_path / "part", len(ref_rows) - 4
     part.mkdir()
     lines = (full / "runs.csv").read_text().splitlines(keepends=True)
-    (part / "runs.csv").write_text("".join(lines[:6]) + lines[6][:12])
+    (part / "runs.csv").write_text("".join(lines[:done + 1]) + lines[done + 1][:12])
     (part / "sweep.json").write_text((full / "sweep.json").read_text())
     capsys.readouterr()
     assert smoke_sweep(part) == 0
     out = capsys.readouterr().out
-    assert "5 runs already saved" in out
-    assert f"sweep: {len(ref_rows) - 5} runs in" in out           # nothing finished is redone
+    assert f"{done} runs already saved" in out
+    assert f"sweep: {len(ref_rows) - done} runs in" in out        # nothing finished is redone
     assert _rows(part / "runs.csv") == ref_rows
     assert (part / "table.md").read_text() == ref_table
 
-    # two shards, as on two machines, merged by --report
+    # two shards, as on two machines, merged by --report: at T = 8 (a search of each seed per
+    # shard), against the whole sweep's rows at T = 8 and its report at T = 8
+    t8, ref8 = ["--Ts", "8"], copy_folder(full, tmp_path / "ref8")
+    assert smoke_sweep(ref8, "--report", *t8) == 0
     shards = tmp_path / "shards"
-    assert smoke_sweep(shards, "--shard", "0/2") == 0
-    assert smoke_sweep(shards, "--shard", "1/2") == 0
-    assert smoke_sweep(shards, "--report") == 0
+    assert smoke_sweep(shards, "--shard", "0/2", *t8) == 0
+    assert smoke_sweep(shards, "--shard", "1/2", *t8) == 0
+    assert smoke_sweep(shards, "--report", *t8) == 0
     merged = sorted(_rows(shards / "runs-shard-0-of-2.csv") + _rows(shards / "runs-shard-1-of-2.csv"))
-    assert merged == ref_rows
-    assert (shards / "table.md").read_text() == ref_table
+    assert merged == [r for r in ref_rows if r[1] == "8"] and {r[2] for r in merged} == {"0", "1"}
+    assert (shards / "table.md").read_text() == (ref8 / "table.md").read_text()
 
 
 def test_merge_refuses_another_protocol_and_reports_missing_shards(tmp_path, capsys):
@@ -106,9 +110,9 @@ def test_a_csv_replaced_under_a_running_sweep_loses_no_row(tmp_path, monkeypatch
             os.replace(tmp_path / "old.csv", path)
         return real(runs)
     monkeypatch.setattr(workers, "sweep_worker", worker)
-    assert smoke_sweep(tmp_path) == 0
+    assert smoke_sweep(tmp_path, "--Ts", "8") == 0                  # T = 8: two searches
     assert calls[0] > 3                             # replaced mid-sweep, with stacks still to run
-    assert _rows(path) == _rows(smoke_ref / "runs.csv")
+    assert _rows(path) == [r for r in _rows(smoke_ref / "runs.csv") if r[1] == "8"]
 
 
 def test_a_failing_run_is_the_same_one_line_under_workers_1(tmp_path, capsys, monkeypatch):
