@@ -234,6 +234,8 @@ def _looks_like_marker(line):
     full-width '＜' is '<'), with invisible format characters dropped (a zero-width space), every
     dash a hyphen and any spacing or dashes after '<!' allowed ('<! --', '<!—'), it starts with '<!-- begin' or
     '<!-- end' in any case. An invisible character is read as nothing and as a space."""
+    if line.isascii():         # NFKC, the dashes and the format characters leave it as it is
+        return bool(NEAR_MARKER.match(line))
     line = "".join("-" if unicodedata.category(c) == "Pd" else c
                    for c in unicodedata.normalize("NFKC", line))
     return any(NEAR_MARKER.match("".join(gap if unicodedata.category(c) == "Cf" else c
