@@ -3,7 +3,6 @@
 Run from the repository's root: python -m pytest -q
 """
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -11,8 +10,8 @@ import pytest
 
 from studies import mechanism
 from studies.lib import failures, folder, harness, measures, row_kinds, run_options, training
-from studies.conftest import (ARGV, copy_folder, snapshot, study_refused, synthetic_study,
-                              tiny_plan, run_cli_main, walk_modules)
+from studies.conftest import (ARGV, copy_folder, run_side_by_side, snapshot, study_refused,
+                              synthetic_study, tiny_plan, run_cli_main, walk_modules)
 from test_all import HERE, Walk
 
 
@@ -174,15 +173,14 @@ def test_a_study_older_than_the_factor_columns_resumes_and_reports(tmp_path, cap
 
 
 def test_mechanism_command_line_help_and_one_line_errors(tmp_path):
-    run = lambda *a: subprocess.run([sys.executable, "-m", "studies.mechanism", *a], cwd=HERE,
-                                    capture_output=True, text=True, timeout=60,
-                                    env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
-    r = run("--help")
-    assert r.returncode == 0 and all(w in r.stdout for w in ("plan", "run", "report", "trace"))
-    r = run("run", str(tmp_path))                                    # no plan.json yet
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    (h, _), (r, _), (p, _) = run_side_by_side([
+        ([sys.executable, "-m", "studies.mechanism", *a], dict(cwd=HERE, env=env)) for a in (
+            ["--help"], ["run", str(tmp_path)],                        # run: no plan.json yet
+            ["plan", str(tmp_path), "results/extended", "--Ts", "10", "--extra", "64-100"])])
+    assert h.returncode == 0 and all(w in h.stdout for w in ("plan", "run", "report", "trace"))
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "plan.json is missing" in r.stderr
-    r = run("plan", str(tmp_path), "results/extended", "--Ts", "10", "--extra", "64-100")
-    assert r.returncode == 2 and "d:T pairs" in r.stderr and r.stderr.count("\n") == 1
+    assert p.returncode == 2 and "d:T pairs" in p.stderr and p.stderr.count("\n") == 1
 
 
 def test_a_screen_of_more_seeds_than_the_plan_is_refused(tmp_path, capsys):

@@ -83,7 +83,7 @@ def test_sweep_refuses_other_options_in_same_folder(tmp_path, capsys, smoke_ref)
 
 
 def test_sweep_folder_keeps_one_protocol(tmp_path, capsys):
-    assert smoke_sweep(tmp_path, "--steps", "40") == 0
+    assert smoke_sweep(tmp_path, "--steps", "40", "--Ts", "8", "--seeds", "1") == 0  # a search
     meta = (tmp_path / "sweep.json").read_text()
     assert '"steps": 40' in meta                           # an explicit option beats the preset
     for extra, msg in [(["--steps", "41"], "other options"), (["--search", "grid"], "other search"),
