@@ -38,6 +38,7 @@ from studies.lib.cli import OneLineParser, int_list, integer
 from studies.lib.workers import stack_size
 
 Terminated = cli.Terminated        # SIGTERM arrived (cli.sigterm_raises): stop like Ctrl-C
+STUDY_STACK = 16                   # the most runs a sweep stacks (its --stack default)
 
 
 # ---------------------------------------------------------------- the step's flops and its GEMM --
@@ -272,8 +273,9 @@ def _parser():
     c.add_argument("--m", type=integer(1), default=100, help="samples, full batch (default 100)")
     c.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="the runs' dtype (default float32, the experiment's)")
-    c.add_argument("--stack", type=integer(1), default=4,
-                   help="runs in the stack timed beside one run (default 4)")
+    c.add_argument("--stack", type=integer(0), default=0,
+                   help="runs in the stack timed beside one run (default 0: as many as the "
+                        "studies stack at that T, workers.stack_size; 1: none)")
     c.add_argument("--rounds", type=integer(1), default=7,
                    help="rounds of run, GEMM and stack, each time the median (default 7)")
     c.add_argument("--ref-reps", dest="ref_reps", type=integer(0), default=2,
@@ -292,30 +294,32 @@ def _parser():
 def _step_row(T, a):
     """The step table's row at T: one run's and a stack's step, the GEMM, in rounds."""
     run, o, hooks = _set_up(T, a.m, a.dtype, 1)
-    stack, so, shooks = _set_up(T, a.m, a.dtype, a.stack)
+    R = a.stack or stack_size(T, STUDY_STACK, o["d"], o["heads"], np.dtype(a.dtype).itemsize)
+    stack, so, shooks = _set_up(T, a.m, a.dtype, R) if R > 1 else (None, None, None)
     flops = _step_flops(T, a.m, o["d"], o["heads"], o["mlp"])
     A, Bm, C = _square_gemm(flops, a.dtype)
     n = max(3, min(100, int(3e4 / T)))                  # steps per block: about 0.1-0.3 s
     _gemm(A, Bm, C, n)
     times = np.array([(_steps(run, o, hooks, n), _gemm(A, Bm, C, n),
-                       _steps(stack, so, shooks, max(1, n // a.stack)) / a.stack)
+                       _steps(stack, so, shooks, max(1, n // R)) / R if R > 1 else np.nan)
                       for _ in range(a.rounds)])
     step, gemm, per_run = np.median(times, 0)
     parts = _breakdown(run, o, hooks, n)
-    return dict(T=T, step=step, gemm=gemm, n=A.shape[0], flops=flops, per_run=per_run,
+    return dict(T=T, step=step, gemm=gemm, n=A.shape[0], flops=flops, R=R, per_run=per_run,
                 parts=parts)
 
 
 def _print_tables(rows, a, refs):
     print(f"{'T':>6} {'step ms':>8} {'GEMM ms (n)':>13} {'share':>6} {'GFLOP/s':>8} "
-          f"{f'stack of {a.stack}, per run':>20} {'reference ms':>13} {'PyTorch ms':>11}")
+          f"{'a stack: runs, ms per run':>26} {'reference ms':>13} {'PyTorch ms':>11}")
     for r in rows:
         ref, port = refs.get(r["T"], (None, None))
         cell = lambda t: "-" if t is None else f"{1e3 * t:.0f} (x{t / r['step']:.0f})"
+        stack = (f"{r['R']:3d}, {1e3 * r['per_run']:.2f} ({r['per_run'] / r['step']:.2f})"
+                 if r["R"] > 1 else "  1 (none: alone)")
         print(f"{r['T']:6d} {1e3 * r['step']:8.2f} {1e3 * r['gemm']:8.2f} ({r['n']:d})"
               f"{r['gemm'] / r['step']:6.0%} {r['flops'] / r['step'] / 1e9:8.1f} "
-              f"{1e3 * r['per_run']:13.2f} ms ({r['per_run'] / r['step']:.2f}) "
-              f"{cell(ref):>13} {cell(port):>11}")
+              f"{stack:>26} {cell(ref):>13} {cell(port):>11}")
     print("\nwhere a step's time goes (share of the step; timers on the functions of fast.py "
           "and optim.py):")
     print(f"{'T':>6} " + " ".join(f"{k:>14}" for k in list(PARTS) + ["rest"])
@@ -330,7 +334,7 @@ def _main_bench(a, fail):
     """`python -m studies.bench`: the step table, its breakdown, the peak memory, the throughput.
     Every size is checked to fit in memory before any time is spent."""
     peak = (a.peak_T, a.peak_m) if a.peak_T else None
-    for T, m in [(T, a.m * max(1, a.stack)) for T in a.Ts] + ([tuple(peak)] if peak else []):
+    for T, m in [(T, a.m * max(1, a.stack or STUDY_STACK)) for T in a.Ts] + ([tuple(peak)] if peak else []):
         try:
             training.check_run_memory(dict(run_options.DEFAULTS, T=T, m=m, n_test=1,
                                            dtype=a.dtype), lambda name, v: f"--{name} {v}")
@@ -396,7 +400,7 @@ def _bench_throughput(a):
           f"per minute (median of 3 timings of 100 steps):")
     print(f"{'T':>6} {'stack':>6} {'one at a time':>14} {'stacked':>8} {'ratio':>6}")
     for T in a.throughput:
-        R = stack_size(T, 16)
+        R = stack_size(T, STUDY_STACK)
         alone = _sweep_throughput(T, 1, 100, workers)
         now = _sweep_throughput(T, R, 100, workers) if R > 1 else alone
         print(f"{T:6d} {R:6d} {alone:14.1f} {now:8.1f} {now / alone:5.1f}x", flush=True)
