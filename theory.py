@@ -1,6 +1,6 @@
 """theory.py: the paper's theory as checks that run on the project's own model.
 
-    python theory.py        prints the report of parts 1-3 (about 15 s on 2 cores); -h: usage
+    python theory.py        prints the report of parts 1-3 (about 20-30 s on 2 cores); -h: usage
 
 [E] Edelman, Goel, Kakade, Zhang, Inductive Biases and Variable Creation in Self-Attention
 Mechanisms, ICML 2022 (arXiv:2110.10090), Sections 3 (capacity) and 4 (sparse variables).
@@ -906,7 +906,8 @@ def _report_probabilistic(ctx):
         + " ".join(f"{c:.3f}" for c in demo_post_ln_collapse(rng)))
 
 
-# One screen of the report's settings (about 15 s in total on 2 cores).
+# One screen of the report's settings (18 s with one BLAS thread, about 30 s with numpy's default
+# threads while the other core is busy: measured on a 2-core AMD EPYC).
 REPORT = dict(
     grid_T=(10, 100, 1000, 10000),    # part 2: every (T, s) construction is checked for exactness
     grid_s=(1, 2, 3, 4, 5),
@@ -917,7 +918,7 @@ REPORT = dict(
 USAGE = """usage: theory.py [-h]
 
 Print one report: the theory of Edelman et al. (ICML 2022) and the probabilistic reading of
-attention, as checks on attn.py's model with hand-built and random weights (about 15 s on 2
+attention, as checks on attn.py's model with hand-built and random weights (about 20-30 s on 2
 cores). Tags: [theorem check] asserted, [measurement] no claim, [demonstration of a limit]
 reported, not asserted. The same quantities measured on trained models: python -m
 studies.theory_report

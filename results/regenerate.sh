@@ -1,6 +1,6 @@
 #!/bin/bash
 # Every table, text file and page under results/ (and the front page's table) written again from
-# the committed runs, in place: no training, about 5 minutes on 2 cores. Run it from the repo root
+# the committed runs, in place: no training, about 10 minutes on 2 cores. Run it from the repo root
 # of a clean checkout, then `git diff --stat` lists what the code of this checkout changes (with
 # matplotlib installed, folders committed without a plot gain one, as untracked files).
 # Left out: results/limit/table.md (`python -m studies.sweep limit`, 2.4 min, no runs behind it) and

@@ -6,8 +6,12 @@ import os
 import signal
 import time
 
+import numpy as np
 import pytest
 
+import attn
+import fast
+import optim
 from studies import bench
 from studies.conftest import ARGV, parent_pid, is_zombie, walk_modules
 from test_all import Walk, run_python
@@ -17,8 +21,8 @@ from test_all import Walk, run_python
 def test_bench_leaves_no_worker_behind(how):
     """SIGTERM or SIGKILL during `studies.bench`'s throughput part: its workers are gone within
     seconds (they watch their parent); SIGTERM is one line and exit status 143."""
-    p = run_python("-m", "studies.bench", "--Ts", "8", "--d", "16", "--m", "8", "--steps", "100000",
-                "--tp-steps", "100000", "--throughput", "100", "--stack", "2")
+    p = run_python("-m", "studies.bench", "--Ts", "8", "--m", "8", "--rounds", "1", "--ref-reps",
+                   "0", "--peak-T", "0", "--throughput", "100000")
     try:
         for line in p.stdout:
             if line.startswith("sweep throughput"):
@@ -52,8 +56,8 @@ def test_sigterm_during_the_bench_step_table_is_one_line():
     exit status 143, as in its throughput part (it used to end with -15 and no word)."""
     p = run_python("-m", "studies.bench", "--Ts", "3000", "--m", "100", "--throughput", "100")
     try:
-        assert p.stdout.readline().startswith("model heads=")              # the banner
-        p.stdout.readline(), p.stdout.readline()                          # float32: matmul
+        assert p.stdout.readline().startswith("studies.bench: m = 100")     # the banner
+        time.sleep(0.5)
         p.terminate()
         out, err = p.communicate(timeout=60)
     finally:
@@ -63,6 +67,52 @@ def test_sigterm_during_the_bench_step_table_is_one_line():
     assert p.returncode == 143 and err.strip().splitlines() == [
         "studies.bench: terminated (SIGTERM) during its step table"], err
     assert "sweep throughput" not in out
+
+
+def test_the_bench_prints_its_tables_and_leaves_the_step_as_it_was(capsys):
+    """A small bench: a row per T, the parts of a step and its rest summing to the whole, the peak
+    memory; afterwards fast's and optim's functions are their own again (the timers are gone)."""
+    before = (fast._mix, fast._linear_forward, fast._ACTIVATIONS, optim.adam_step)
+    assert bench.main(["--Ts", "8,16", "--rounds", "1", "--ref-reps", "1", "--peak-T", "16",
+                       "--peak-m", "30"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("studies.bench: m = 100, full batch, float32") and "kernel" in out[0]
+    rows = [ln.split() for ln in out if ln.split()[:1] in (["8"], ["16"])]
+    assert len(rows) == 4                           # the step table's two rows, the parts' two
+    for parts in rows[2:]:
+        shares = [float(v.rstrip("%")) for v in parts[1:8]]
+        assert all(0 <= v <= 100 for v in shares[:6]) and abs(sum(shares) - 100) <= 4, parts
+    assert any(ln.startswith("peak memory, T = 16, m = 30") for ln in out)
+    assert (fast._mix, fast._linear_forward, fast._ACTIVATIONS, optim.adam_step) == before
+
+
+def test_the_parts_timers_change_no_bit_of_a_step():
+    """The same steps with the bench's timers installed and without: the same parameters."""
+    runs = [bench._set_up(12, 20, "float32", 1) for _ in range(2)]
+    bench._steps(*runs[0], 3)
+    with bench._Parts() as parts:
+        bench._steps(*runs[1], 3)
+    assert all(v > 0 for v in parts.seconds.values()), parts.seconds
+    assert all(np.array_equal(runs[0][0].params[k], runs[1][0].params[k])
+               for k in runs[0][0].params)
+
+
+def test_the_pytorch_port_is_the_model_of_attn_py():
+    """Where torch is installed: the port's loss and every gradient equal attn.loss_and_grads'
+    in float64 (so the bench times the same model); elsewhere skipped."""
+    pytest.importorskip("torch")
+    cfg = attn.default_config(T=7, dtype="float64")
+    rng = np.random.default_rng(3)
+    p = attn.init_params(cfg, rng, std=0.3)
+    X, y = rng.integers(0, 2, (9, 7)), rng.integers(0, 2, 9)
+    loss, grads, _ = attn.loss_and_grads(p, cfg, X, y)
+    port_loss, port_grads = bench._torch_port(p, cfg, X, y)[1]()
+    assert abs(port_loss - loss) < 1e-12 * max(1, abs(loss))
+    assert set(port_grads) == set(grads)
+    scale = max(np.abs(g).max() for g in grads.values())      # b_K's is 0 (softmax's shift)
+    for k in grads:
+        assert np.abs(port_grads[k] - grads[k]).max() < 1e-10 * scale, k
+        assert k == "b_K" or attn.rel_error(port_grads[k], grads[k]) < 1e-10, k
 
 
 # ---------------- the walk: every public function refuses hostile values by name ------------------

@@ -167,7 +167,7 @@ def test_every_command_is_one_line_on_ctrl_c_and_odd_values(tmp_path, capsys, mo
         err = capsys.readouterr().err
         monkeypatch.undo()
         assert code == 130 and msg in err and len(err.strip().splitlines()) == 1, (name, err)
-    monkeypatch.setattr(bench, "_matmul_gflops", ctrl_c)
+    monkeypatch.setattr(bench, "_step_row", ctrl_c)
     code = cli.one_line_errors("studies.bench", bench.main, ["--Ts", "10", "--throughput", "10"])
     err = capsys.readouterr().err
     monkeypatch.undo()

@@ -192,7 +192,7 @@ def _report_gf2(ctx):
         "nan = the run diverged)")
 
 
-# One screen of the report's settings (about a minute in total on 2 cores).
+# One screen of the report's settings (about 15 s in total: 13 s measured on a 2-core AMD EPYC).
 TRAINED = dict(
     train_T=(20, 50, 100, 200, 400),  # parts 1-3: trained 3-sparse AND models (train.py defaults
     train_m=300,                      #   otherwise: d=64, 16 heads, lr 1e-3), their samples
@@ -207,7 +207,7 @@ def main(argv=None):
     cli.OneLineParser(
         prog="studies.theory_report", allow_abbrev=False,
         description="Print one report: the quantities of Edelman et al. (ICML 2022) that theory.py "
-        "checks, measured on models train.py trains (about a minute on 2 cores). Tags: [theorem "
+        "checks, measured on models train.py trains (about 15 s on 2 cores). Tags: [theorem "
         "check] asserted, [measurement] no claim.").parse_args(harness.check_argv(argv))
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)     # every line shows at once under `> log`

@@ -37,7 +37,7 @@ def _cls_scores(p, cfg):  # -> scores [2, T, H] (bit 0, bit 1 at each position),
     return s[:2 * T].reshape(2, T, H), s[2 * T]
 
 
-EXACT_TO = 1e-9    # the relative error a normaliser summed the fast way may have and be kept
+EXACT_TO = 1e-6    # the relative error a normaliser summed the fast way may have and be kept
 _U = 2.0 ** -53    # float64's unit roundoff
 
 

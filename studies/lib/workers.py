@@ -55,7 +55,10 @@ def sweep_worker(runs):
             for r, o in zip(results, runs)]
 
 
-STACK_BYTES = 3 << 20   # a stack's largest array, [R, 2T+1, d + heads], kept about cache-sized
+# A stack's largest array, [R, 2T+1, d + heads], kept within about half a core's L2 cache: on the
+# 2 MiB-L2 AMD EPYC, runs stacked past 1 MiB trained 3 to 36 % slower per run than alone (T = 1000,
+# stacks of 2 to 16; `python -m studies.bench --Ts 1000 --stack 4` shows it), below it faster.
+STACK_BYTES = 1 << 20
 
 
 def stack_size(T, most, d=64, heads=16, itemsize=4):
