@@ -1,11 +1,11 @@
 """conftest.py: what the studies' test files share (pytest loads it for every test below studies/).
 
 The fixtures (a smoke sweep, at d = 64 and at 128, a steps folder and a class-ball sweep made once
-per session, the
-walker's scratch folder, fewer bootstrap resamples), a command run in this process and its
-one-line refusals, folders, models and rows made by hand with known answers, and the walker over
-a studies module (walk_modules, on test_all.py's machinery). Each module's own tests sit beside it
-(studies/test_<command>.py, studies/lib/test_<module>.py); the damage suite is test_damage.py.
+per session, the walker's scratch folder, fewer bootstrap resamples), a command run in this
+process and its one-line refusals, a test's processes run side by side, folders, models and rows
+made by hand with known answers, and the walker over a studies module (walk_modules, on
+test_all.py's machinery). Each module's own tests sit beside it (studies/test_<command>.py,
+studies/lib/test_<module>.py); the damage suite is test_damage.py.
 """
 # First, before numpy is imported: the suite's BLAS on one thread, as every command's (unless the
 # environment says otherwise). The training steps' matrices are small, and while another process
