@@ -60,9 +60,10 @@ FIELDS = row_kinds.STEPS_FIELDS       # one CSV row per run (folder.py reads, ch
 
 def _check_folder(out, meta, other_arithmetic=False):
     """The folder's steps.json must record the same options and budget, or none yet, and the
-    same arithmetic unless other_arithmetic (provenance.check_arithmetic); then the merged
-    description (Ts and seeds of every run, every machine) is written. -> the arithmetic each
-    new row records beside it (folder_write.RowWriter's arithmetic_of), or None."""
+    same arithmetic unless other_arithmetic (provenance.check_arithmetic); `meta` becomes the
+    merged description (Ts and seeds of every run, every machine), which main writes once the
+    folder's rows are read (a refusal changes nothing). -> the arithmetic each new row records
+    beside it (folder_write.RowWriter's arithmetic_of), or None."""
     mixed = None
     if os.path.lexists(os.path.join(out, "steps.json")):
         old = folder.read_steps_meta(out)
@@ -81,7 +82,6 @@ def _check_folder(out, meta, other_arithmetic=False):
         meta["seeds"] = max(old["seeds"], meta["seeds"])
         meta["machines"] = old.get("machines", []) + [
             m for m in meta["machines"] if m not in old.get("machines", [])]
-    cli.write_json(os.path.join(out, "steps.json"), meta)
     return mixed
 
 
@@ -389,8 +389,9 @@ def main(argv=None):
             lock = folder_write.lock_folder(a.out, holder=f"studies.steps, pid {os.getpid()}")
             if not a.report:                      # the folder's own runs, checked, first
                 a.arithmetic_of = _check_folder(a.out, meta, a.other_arithmetic)
-                done = folder.read_done(os.path.join(a.out, "steps.csv"), folder.read_steps_meta(a.out))
+                done = folder.read_done(os.path.join(a.out, "steps.csv"), meta)
                 curves = folder.read_curves(a.out)
+                cli.write_json(os.path.join(a.out, "steps.json"), meta)   # the rows read
         except ValueError as e:
             ap.error(str(e))
         if not a.report:

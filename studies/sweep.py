@@ -389,10 +389,11 @@ def _sweep_grids(ap, a, argv, Ts, grids_of_folder=None):
 
 def _folder_meta(ap, a, out, base, grids, Ts, n_seeds, old=None):
     """This sweep's sweep.json, merged with the folder's (which must describe the same
-    experiment: options, bar, search and grids), and written by a sweep, never by a report: a
-    report writes no fingerprint it did not run (a folder without sweep.json is reported with
-    the options given, checked against the rows' own fingerprints). old: the folder's
-    sweep.json when the caller has read it already (folder.read_meta: every field checked).
+    experiment: options, bar, search and grids). A sweep writes it (_run_and_report, once the
+    folder's rows are read and checked, so a refusal changes nothing); a report never does: it
+    writes no fingerprint it did not run (a folder without sweep.json is reported with the
+    options given, checked against the rows' own fingerprints). old: the folder's sweep.json
+    when the caller has read it already (folder.read_meta: every field checked).
     -> (meta, the fingerprints whose rows belong to this sweep)."""
     meta_path = os.path.join(out, "sweep.json")
     here = provenance.machine(base["dtype"])
@@ -439,9 +440,7 @@ def _folder_meta(ap, a, out, base, grids, Ts, n_seeds, old=None):
                                                       if m not in old.get("machines", [])]
         if "protocol" in old and old["protocol"] != a.protocol and a.report:
             meta["protocol"] = old["protocol"]      # same options, the name it was run under
-    if not a.report:
-        cli.write_json(meta_path, meta)
-    return meta, accepted
+    return meta, accepted            # written by _run_and_report, once the rows are read
 
 
 def _run_and_report(ap, a, out, meta, accepted, base, Ts, n_seeds):
@@ -456,7 +455,8 @@ def _run_and_report(ap, a, out, meta, accepted, base, Ts, n_seeds):
         done = load_done()
     except ValueError as e:
         ap.error(str(e))
-    if not a.report:
+    if not a.report:                 # the rows read and checked: a refusal has changed nothing
+        cli.write_json(os.path.join(out, "sweep.json"), meta)
         code = _run_searches(a, Ts, n_seeds, meta["grids"], base, csv_path, done, (i, n),
                             meta["sweep_id"])
         if code:

@@ -46,6 +46,24 @@ def test_a_folder_of_another_arithmetic_is_not_continued_unless_asked(tmp_path, 
         arithmetic.record("float32")["kernel"]
 
 
+def test_damaged_rows_under_another_arithmetic_are_refused_before_anything_changes(
+        tmp_path, capsys, smoke_ref):
+    """A sweep continuing (--other-arithmetic) a folder of another kernel whose runs.csv is
+    damaged: one line naming the file, and sweep.json as it was (it once gained this machine's
+    entry before the rows were read)."""
+    f = copy_folder(smoke_ref, tmp_path / "f")
+    _other_kernel(f / "sweep.json", "Imaginary")
+    lines = (f / "runs.csv").read_text().splitlines(keepends=True)
+    head = lines[0].rstrip("\n").split(",")
+    row = lines[1].rstrip("\n").split(",")
+    row[head.index("seed")] = "bogus"                         # a row no sweep wrote
+    (f / "runs.csv").write_text("".join(lines[:1] + [",".join(row) + "\n"] + lines[2:-4]))
+    before = {p.name: p.read_bytes() for p in f.iterdir() if p.is_file()}
+    err = sweep_refused(f, capsys, "--other-arithmetic")
+    assert "runs.csv" in err and len(err.strip().splitlines()) == 1, err
+    assert {p.name: p.read_bytes() for p in f.iterdir() if p.is_file()} == before
+
+
 def test_a_record_of_arithmetic_not_ours_is_one_line_before_anything_changes(tmp_path, capsys,
                                                                             smoke_ref, steps_ref):
     """--other-arithmetic beside an arithmetic-of-runs.csv that is a folder or another file
