@@ -1851,26 +1851,34 @@ def test_every_root_entry_point_ends_quietly_on_a_closed_pipe_and_in_one_line_on
     a full disk in one line on stderr, exit 1. The pipe's reading end is closed before the
     command starts, so its first write fails."""
     assert set(QUICK_RUNS) == set(ROOT_ENTRY_POINTS)
-    runs = []                   # every run started first, then each awaited: side by side
+    for args, where, code, err in into_failing_stdout(QUICK_RUNS[name], start_into, 120):
+        if where == "pipe":
+            assert code == 141 and err == "", (args, code, err)
+        else:
+            assert code == 1 and err == (f"{name}: cannot write to stdout: No space left on "
+                                         f"device\n"), (args, err)
+
+
+def into_failing_stdout(argvs, start, timeout):
+    """Each argv run into a pipe whose reader has gone (`| head -c 0`) and into /dev/full (where
+    the system has one), all started first, then each awaited: side by side. start(stdout,
+    argv) -> a Popen with stderr a text pipe. -> [(argv, "pipe" or "full", exit status,
+    stderr)]; every process is gone when it returns."""
+    runs = []
     try:
-        for args in QUICK_RUNS[name]:
+        for argv in argvs:
             read, write = os.pipe()
-            os.close(read)                                    # `| head -c 0`
+            os.close(read)                                    # the reader has gone
             try:
-                runs.append((args, "pipe", start_into(write, args)))
+                runs.append((argv, "pipe", start(write, argv)))
             finally:
                 os.close(write)
             if os.path.exists("/dev/full"):
                 with open("/dev/full", "w") as full:
-                    runs.append((args, "full", start_into(full, args)))
-        assert len(runs) >= len(QUICK_RUNS[name])
-        for args, where, r in runs:
-            _, err = r.communicate(timeout=120)
-            if where == "pipe":
-                assert r.returncode == 141 and err == "", (args, r.returncode, err)
-            else:
-                assert r.returncode == 1 and err == (f"{name}: cannot write to stdout: No space "
-                                                     f"left on device\n"), (args, err)
+                    runs.append((argv, "full", start(full, argv)))
+        assert len(runs) >= len(argvs)
+        errs = [r.communicate(timeout=timeout)[1] for _, _, r in runs]
+        return [(argv, where, r.returncode, err) for (argv, where, r), err in zip(runs, errs)]
     finally:
         for _, _, r in runs:
             if r.poll() is None:

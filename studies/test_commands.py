@@ -17,7 +17,7 @@ from studies.lib import cli, folder_write
 from studies.conftest import (STEPS_TINY, STUDIES, command_name, copy_folder, run_side_by_side,
                               synthetic_study, synthetic_trace, tiny_plan, run_cli, run_cli_main,
                               study_commands)
-from test_all import HERE, run_python
+from test_all import HERE, into_failing_stdout, run_python
 
 
 def _bad_values(action):
@@ -273,35 +273,16 @@ def test_every_study_command_ends_as_a_unix_tool_when_its_standard_output_fails(
     (and `sweep limit`, the issue's case, prints its own table)."""
     argvs = [["--help"]] + ([["limit", "--Ts", "10", "--seeds", "2", "--sets", "2"]]
                            if name == "sweep" else [])
-    start = lambda argv, out: subprocess.Popen([sys.executable, "-m", f"studies.{name}", *argv],
+    start = lambda out, argv: subprocess.Popen([sys.executable, "-m", f"studies.{name}", *argv],
                                                cwd=HERE, stdout=out, stderr=subprocess.PIPE,
                                                text=True)
-    runs = []                   # every run started first, then each awaited: side by side
-    try:
-        for argv in argvs:
-            r, w = os.pipe()
-            os.close(r)                                   # the reader has gone
-            try:
-                runs.append((argv, "pipe", start(argv, w)))
-            finally:
-                os.close(w)
-            if os.path.exists("/dev/full"):
-                with open("/dev/full", "w") as full:
-                    runs.append((argv, "full", start(argv, full)))
-        assert len(runs) >= len(argvs)
-        for argv, where, p in runs:
-            _, err = p.communicate(timeout=60)
-            if where == "pipe":
-                assert (p.returncode, err) == (141, ""), (name, argv, err)
-            else:
-                assert p.returncode == 1 and err.splitlines() == [
-                    f"studies.{name}: cannot write its standard output: No space left on "
-                    f"device"], (name, argv, err)
-    finally:
-        for _, _, p in runs:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
+    for argv, where, code, err in into_failing_stdout(argvs, start, 60):
+        if where == "pipe":
+            assert (code, err) == (141, ""), (name, argv, err)
+        else:
+            assert code == 1 and err.splitlines() == [
+                f"studies.{name}: cannot write its standard output: No space left on "
+                f"device"], (name, argv, err)
 
 
 def _plot_cases(request, tmp):
