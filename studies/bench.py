@@ -4,8 +4,7 @@
                                              batch, float32, one BLAS thread): its time, a square
                                              GEMM of the same flops timed in turn with it, the
                                              share of the GEMM's rate the step reaches, a stack's
-                                             time per run, the reference's and (where torch is
-                                             installed) a PyTorch port's; where the step's time
+                                             time per run, the reference's; where the step's time
                                              goes; the peak memory of a step at T = 10^4, m = 600
     python -m studies.bench --help           every option
 
@@ -114,71 +113,6 @@ def _reference_step(T, m, dtype, reps):
     return float(np.median(times[1:]))
 
 
-# ---------------------------------------------------------------- a PyTorch port, where installed --
-
-def _torch_port(p, cfg, X, y):
-    """The model of attn.py written as a PyTorch user would write it, the [CLS] row only (as
-    attn.model_forward): -> (step, loss_and_grads), where step() takes one step of loss, autograd's
-    backward and torch.optim.Adam, and loss_and_grads() gives the loss and gradients as numpy
-    arrays (the check that it is the same model). None where torch is not installed."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    torch.set_num_threads(1)
-    F = torch.nn.functional
-    w = {k: torch.tensor(v, requires_grad=True) for k, v in p.items()}
-    Xt, yt = torch.tensor(X.astype(np.int64)), torch.tensor(y.astype(p["w"].dtype))
-    B, T = X.shape
-    d, H = cfg["d"], cfg["heads"]
-    e = d // H
-
-    def loss():
-        x0 = torch.cat([w["E_tok"][Xt] + w["E_pos"], w["cls"].expand(B, 1, d)], 1)
-        xn = F.layer_norm(x0, (d,), w["ln1_g"], w["ln1_b"], attn.LN_EPS)
-        q = (xn[:, -1] @ w["W_Q"] + w["b_Q"]).view(B, H, e)
-        K = (xn @ w["W_K"] + w["b_K"]).view(B, T + 1, H, e)
-        V = (xn @ w["W_V"] + w["b_V"]).view(B, T + 1, H, e)
-        A = torch.softmax(torch.einsum("bhe,bnhe->bhn", q, K) * e ** -0.5, -1)
-        h = w["cls"] + torch.einsum("bhn,bnhe->bhe", A, V).reshape(B, d) @ w["W_O"] + w["b_O"]
-        hn = F.layer_norm(h, (d,), w["ln2_g"], w["ln2_b"], attn.LN_EPS)
-        h = h + F.gelu(hn @ w["W_1"] + w["b_1"], approximate="tanh") @ w["W_2"] + w["b_2"]
-        f = F.layer_norm(h, (d,), w["lnf_g"], w["lnf_b"], attn.LN_EPS)
-        return F.binary_cross_entropy_with_logits(f @ w["w"] + w["b"], yt)
-
-    adam = torch.optim.Adam(list(w.values()), lr=1e-3)
-
-    def step():
-        adam.zero_grad()
-        loss().backward()
-        adam.step()
-
-    def loss_and_grads():
-        for v in w.values():
-            v.grad = None
-        value = loss()
-        value.backward()
-        return float(value), {k: v.grad.numpy().copy() for k, v in w.items()}
-
-    return step, loss_and_grads
-
-
-def _torch_step(T, m, dtype, reps):
-    """Seconds of one step of the PyTorch port (median of reps after a warm-up), or None."""
-    o = _options(T, m, dtype)
-    draw = train.draw_run(o)
-    port = _torch_port(attn.init_params(train.model_config(o), draw.init),
-                      train.model_config(o), draw.train[0], draw.train[1])
-    if port is None:
-        return None
-    times = []
-    for _ in range(reps + 1):
-        t = time.perf_counter()
-        port[0]()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times[1:]))
-
-
 # ---------------------------------------------------------------- where a step's time goes --------
 
 # Each part of the step by the functions that compute it (none calls another of the list).
@@ -266,8 +200,8 @@ def _peak_memory(T, m, dtype):
 def _parser():
     c = OneLineParser(prog="studies.bench", description=(
         "The training step's time (m samples, full batch, the experiment's model, one BLAS "
-        "thread) beside a square GEMM of the same flops, a stack's, the reference's and a "
-        "PyTorch port's; where the step's time goes; a step's peak memory."))
+        "thread) beside a square GEMM of the same flops, a stack's and the reference's; where "
+        "the step's time goes; a step's peak memory."))
     c.add_argument("--Ts", type=int_list, default=[100, 1000, 10000],
                    help="T values (default 100,1000,10000)")
     c.add_argument("--m", type=integer(1), default=100, help="samples, full batch (default 100)")
@@ -279,8 +213,7 @@ def _parser():
     c.add_argument("--rounds", type=integer(1), default=7,
                    help="rounds of run, GEMM and stack, each time the median (default 7)")
     c.add_argument("--ref-reps", dest="ref_reps", type=integer(0), default=2,
-                   help="steps timed of the reference and the PyTorch port (0: neither; "
-                        "default 2)")
+                   help="steps timed of the reference (0: none; default 2)")
     c.add_argument("--peak-T", dest="peak_T", type=integer(0), default=10000,
                    help="T of the peak-memory run (0: none; default 10000)")
     c.add_argument("--peak-m", dest="peak_m", type=integer(1), default=600,
@@ -311,15 +244,15 @@ def _step_row(T, a):
 
 def _print_tables(rows, a, refs):
     print(f"{'T':>6} {'step ms':>8} {'GEMM ms (n)':>13} {'share':>6} {'GFLOP/s':>8} "
-          f"{'a stack: runs, ms per run':>26} {'reference ms':>13} {'PyTorch ms':>11}")
+          f"{'a stack: runs, ms per run':>26} {'reference ms':>13}")
     for r in rows:
-        ref, port = refs.get(r["T"], (None, None))
+        ref = refs.get(r["T"])
         cell = lambda t: "-" if t is None else f"{1e3 * t:.0f} (x{t / r['step']:.0f})"
         stack = (f"{r['R']:3d}, {1e3 * r['per_run']:.2f} ({r['per_run'] / r['step']:.2f})"
                  if r["R"] > 1 else "  1 (none: alone)")
         print(f"{r['T']:6d} {1e3 * r['step']:8.2f} {1e3 * r['gemm']:8.2f} ({r['n']:d})"
               f"{r['gemm'] / r['step']:6.0%} {r['flops'] / r['step'] / 1e9:8.1f} "
-              f"{stack:>26} {cell(ref):>13} {cell(port):>11}")
+              f"{stack:>26} {cell(ref):>13}")
     print("\nwhere a step's time goes (share of the step; timers on the functions of fast.py "
           "and optim.py):")
     print(f"{'T':>6} " + " ".join(f"{k:>14}" for k in list(PARTS) + ["rest"])
@@ -348,11 +281,8 @@ def _main_bench(a, fail):
     try:                  # SIGTERM as Ctrl-C, in every part: the workers are stopped, one line
         with cli.sigterm_raises():
             rows = [_step_row(T, a) for T in a.Ts]
-            refs = {T: (_reference_step(T, a.m, a.dtype, a.ref_reps),
-                        _torch_step(T, a.m, a.dtype, a.ref_reps)) for T in a.Ts if a.ref_reps}
+            refs = {T: _reference_step(T, a.m, a.dtype, a.ref_reps) for T in a.Ts if a.ref_reps}
             _print_tables(rows, a, refs)
-            if a.ref_reps and all(port is None for _, port in refs.values()):
-                print("(PyTorch: not installed here)")
             if peak:
                 held, data, step = _peak_memory(*peak, a.dtype)
                 print(f"\npeak memory, T = {peak[0]}, m = {peak[1]}, full batch: the run as set "

@@ -9,7 +9,6 @@ import time
 import numpy as np
 import pytest
 
-import attn
 import fast
 import optim
 from studies import bench
@@ -95,24 +94,6 @@ def test_the_parts_timers_change_no_bit_of_a_step():
     assert all(v > 0 for v in parts.seconds.values()), parts.seconds
     assert all(np.array_equal(runs[0][0].params[k], runs[1][0].params[k])
                for k in runs[0][0].params)
-
-
-def test_the_pytorch_port_is_the_model_of_attn_py():
-    """Where torch is installed: the port's loss and every gradient equal attn.loss_and_grads'
-    in float64 (so the bench times the same model); elsewhere skipped."""
-    pytest.importorskip("torch")
-    cfg = attn.default_config(T=7, dtype="float64")
-    rng = np.random.default_rng(3)
-    p = attn.init_params(cfg, rng, std=0.3)
-    X, y = rng.integers(0, 2, (9, 7)), rng.integers(0, 2, 9)
-    loss, grads, _ = attn.loss_and_grads(p, cfg, X, y)
-    port_loss, port_grads = bench._torch_port(p, cfg, X, y)[1]()
-    assert abs(port_loss - loss) < 1e-12 * max(1, abs(loss))
-    assert set(port_grads) == set(grads)
-    scale = max(np.abs(g).max() for g in grads.values())      # b_K's is 0 (softmax's shift)
-    for k in grads:
-        assert np.abs(port_grads[k] - grads[k]).max() < 1e-10 * scale, k
-        assert k == "b_K" or attn.rel_error(port_grads[k], grads[k]) < 1e-10, k
 
 
 # ---------------- the walk: every public function refuses hostile values by name ------------------
